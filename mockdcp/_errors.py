@@ -1,0 +1,55 @@
+"""mockdcp's exception hierarchy.
+
+``MockDcpError`` is the root. Protocol errors carry a wire hint (``status``) the server
+can answer with; ``LocalProtocolError`` is raised inside the sans-IO layers and re-raised
+as ``RemoteProtocolError`` where the peer's bytes were at fault (h11's split).
+"""
+
+from __future__ import annotations
+
+from mockdcp.protocol._enums import Status
+
+
+class MockDcpError(Exception):
+    """Base of every error mockdcp raises on purpose."""
+
+
+class ProtocolError(MockDcpError):
+    """A frame or message broke the protocol.
+
+    ``status`` is what a server would answer (EINVAL unless said otherwise);
+    ``field`` names the offending part of the frame, when one is to blame.
+    """
+
+    def __init__(self, message: str, *, status: Status = Status.EINVAL, field: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+    def __new__(cls, *args: object, **kwargs: object) -> ProtocolError:
+        if cls is ProtocolError:
+            raise TypeError("ProtocolError is abstract: raise Local- or RemoteProtocolError")
+        return super().__new__(cls)
+
+
+class LocalProtocolError(ProtocolError):
+    """Raised by the codec and state machines for something they were asked to do."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent bytes or a message that break the protocol."""
+
+
+class ModelError(MockDcpError, ValueError):
+    """A bad argument to the bucket model (unknown vbucket, seqno beyond high seqno...).
+
+    The model raises it before changing anything.
+    """
+
+
+class ScenarioError(MockDcpError):
+    """A scenario file or step is invalid."""
+
+
+class ServerError(MockDcpError):
+    """The server could not start or serve (port in use, bad configuration)."""
