@@ -1,0 +1,123 @@
+"""``mockdcp bench``: streaming throughput, startup time and memory per item.
+
+Throughput: N items of ``value_size``-byte JSON over V vbuckets are loaded into a bucket,
+the server streams them over loopback to one consumer in a separate process, which
+counts events with a minimal frame walker (answering noops, acking the buffer) and
+reports how long the N items took from its first stream request. Startup: the time from
+spawning ``mockdcp serve --port 0 --docs 0`` to its ready line. Memory: resident memory
+growth of loading the items, divided by N. Every figure is the median of ``runs`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _value(i: int, size: int) -> bytes:
+    head = f'{{"id":{i},"pad":"'.encode()
+    return head + b"x" * max(0, size - len(head) - 2) + b'"}'
+
+
+def load_bucket(items: int, value_size: int, vbuckets: int) -> tuple[Any, int]:
+    """A bucket holding ``items`` documents, and the bytes of memory it grew by."""
+    from mockdcp.model import Bucket
+
+    gc.collect()
+    before = _rss()
+    bucket = Bucket("default", vbuckets, seed=1, clock=time.time, checkpoint_max_items=10_000)
+    pad = _value(0, value_size)
+    for i in range(items):
+        bucket.set(f"key::{i:09d}", pad)
+    gc.collect()
+    return bucket, _rss() - before
+
+
+async def _stream_once(bucket: Any, items: int, vbuckets: int) -> dict[str, Any]:
+    import trio
+
+    from mockdcp.server import serve
+
+    async with serve(port=0, http_port=0, bucket_obj=bucket) as server:
+        cmd = [
+            sys.executable, "-m", "mockdcp._bench_consumer",
+            "--port", str(server.kv_port), "--items", str(items), "--vbuckets", str(vbuckets),
+        ]
+        result = await trio.run_process(cmd, capture_stdout=True, check=True)
+        return json.loads(result.stdout.decode().strip().splitlines()[-1])
+
+
+def measure_startup(runs: int) -> list[float]:
+    """Seconds from spawning ``mockdcp serve`` to its ready line."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0",
+             "--docs", "0", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ},
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        times.append(time.perf_counter() - t0)
+        proc.terminate()
+        proc.wait(10)
+        if b"ready" not in line:
+            raise RuntimeError(f"serve did not become ready: {line!r}")
+    return times
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import trio
+
+    rates, byte_rates, mem = [], [], []
+    for _ in range(args.runs):
+        bucket, grown = load_bucket(args.items, args.value_size, args.vbuckets)
+        mem.append(grown / args.items)
+        result = trio.run(_stream_once, bucket, args.items, args.vbuckets)
+        rates.append(result["events"] / result["seconds"])
+        byte_rates.append(result["bytes"] / result["seconds"])
+        del bucket
+        gc.collect()
+    startup = measure_startup(args.runs)
+    report = {
+        "items": args.items,
+        "value_size": args.value_size,
+        "vbuckets": args.vbuckets,
+        "runs": args.runs,
+        "events_per_s": statistics.median(rates),
+        "bytes_per_s": statistics.median(byte_rates),
+        "startup_s": statistics.median(startup),
+        "memory_per_item_bytes": statistics.median(mem),
+        "all": {"events_per_s": rates, "startup_s": startup, "memory_per_item_bytes": mem},
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"mockdcp bench: {args.items:,} items x {args.value_size} B, "
+                        f"{args.vbuckets} vbuckets, median of {args.runs}")
+    table.add_column("measure")
+    table.add_column("median", justify="right")
+    table.add_column("target", justify="right")
+    table.add_row("events/s (one connection)", f"{report['events_per_s']:,.0f}", ">= 1,000,000")
+    table.add_row("bytes/s", f"{report['bytes_per_s'] / 1e6:,.1f} MB/s", "")
+    table.add_row("serve start to ready", f"{report['startup_s'] * 1000:.0f} ms", "< 500 ms")
+    table.add_row("memory per item", f"{report['memory_per_item_bytes']:.0f} B", "< 1024 B")
+    Console().print(table)
+    return 0

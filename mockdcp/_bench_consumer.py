@@ -1,0 +1,79 @@
+"""The benchmark's consumer process: bootstrap like the reference consumer, then a
+minimal frame walker that counts items, answers DCP_NOOP and acks the buffer.
+
+Prints one JSON line: events, bytes and seconds from the first stream request to the
+last expected item.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import time
+
+import trio
+
+from mockdcp.client._consumer import DcpConsumer
+from mockdcp.protocol import DcpBufferAck, Opcode, Response, Status
+
+_ITEM_OPCODES = frozenset({Opcode.DCP_MUTATION, Opcode.DCP_DELETION, Opcode.DCP_EXPIRATION})
+_BODY = struct.Struct(">I")
+_OPAQUE = struct.Struct(">I")
+
+
+async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[str, float]:
+    consumer = DcpConsumer(
+        "127.0.0.1", port, vbuckets=range(vbuckets), name="mockdcp-bench",
+        buffer_size=buffer_size, reconnect=False,
+    )
+    consumer._stream = stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await consumer._bootstrap()
+    t0 = time.perf_counter()
+    for vb in range(vbuckets):
+        await consumer._open_stream(vb)
+    buf = consumer._reader._buf  # whatever the bootstrap read past its last response
+    count = total = unacked = 0
+    half = buffer_size // 2
+    body_at = _BODY.unpack_from
+    while count < items:
+        data = await stream.receive_some(1 << 20)
+        if not data:
+            raise RuntimeError("producer closed the connection")
+        buf += data
+        pos, end_buf = 0, len(buf)
+        while end_buf - pos >= 24:
+            end = pos + 24 + body_at(buf, pos + 8)[0]
+            if end > end_buf:
+                break
+            op = buf[pos + 1]
+            if op in _ITEM_OPCODES:
+                count += 1
+            elif op == Opcode.DCP_NOOP and buf[pos] == 0x80:
+                opaque = _OPAQUE.unpack_from(buf, pos + 12)[0]
+                reply = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=opaque)
+                await stream.send_all(reply.encode())
+            pos = end
+        total += pos
+        unacked += pos
+        del buf[:pos]
+        if buffer_size and unacked >= half:
+            await stream.send_all(DcpBufferAck(opaque=0, nbytes=unacked).encode())
+            unacked = 0
+    seconds = time.perf_counter() - t0
+    await stream.aclose()
+    return {"events": count, "bytes": total, "seconds": seconds}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--items", type=int, required=True)
+    p.add_argument("--vbuckets", type=int, default=64)
+    p.add_argument("--buffer-size", type=int, default=20 * 1024 * 1024)
+    a = p.parse_args()
+    print(json.dumps(trio.run(_run, a.port, a.items, a.vbuckets, a.buffer_size)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""``mockdcp serve`` and ``mockdcp tail``: the trio programs behind the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+import trio
+
+
+def _ready_line(server: Any, args: argparse.Namespace) -> str:
+    info = {
+        "kv_port": server.kv_port,
+        "http_port": server.http_port,
+        "host": server.host,
+        "bucket": server.bucket.name,
+        "vbuckets": server.bucket.num_vbuckets,
+        "connection_string": server.connection_string,
+        "http": server.http_url,
+    }
+    if args.json:
+        return json.dumps({"event": "ready", **info})
+    return (
+        f"mockdcp ready: kv {server.host}:{server.kv_port} http {server.host}:{server.http_port} "
+        f"bucket {info['bucket']} ({info['vbuckets']} vbuckets) {server.connection_string}"
+    )
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from mockdcp.model import Bucket
+    from mockdcp.server import serve
+
+    bucket = Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+    async with serve(
+        host=args.host,
+        port=args.port,
+        http_port=args.http_port,
+        users={args.user: args.password},
+        bucket_obj=bucket,
+    ) as server:
+        print(_ready_line(server, args), flush=True)
+        if args.docs:
+            from mockdcp._dataset import faker_documents
+
+            for key, body in faker_documents(args.docs, args.seed):
+                bucket.set(key, body)
+            print(f"mockdcp loaded {args.docs} documents", file=sys.stderr, flush=True)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                break
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from mockdcp._errors import ModelError, ServerError
+
+    try:
+        trio.run(_serve, args)
+    except (ServerError, ModelError) as exc:
+        print(f"mockdcp: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _describe(vb: int, event: Any) -> dict[str, Any]:
+    name = type(event).__name__
+    row: dict[str, Any] = {"vb": vb, "event": name}
+    if isinstance(event, tuple):
+        row.update(event="Rollback", seqno=event[1])
+        return row
+    for field in ("by_seqno", "start_seqno", "end_seqno", "flags", "reason", "rev_seqno"):
+        if hasattr(event, field):
+            row[field] = int(getattr(event, field))
+    key = getattr(event, "key", None)
+    if key is not None:
+        row["key"] = key.decode(errors="replace")
+        row["collection"] = getattr(event, "collection_id", None) or 0
+    value = getattr(event, "value", None)
+    if value is not None and name in ("Mutation",):
+        row["value"] = value.decode(errors="replace")
+    return row
+
+
+async def _tail(args: argparse.Namespace) -> None:
+    from mockdcp.client import DcpConsumer
+    from mockdcp.protocol import DcpNoop, StreamFlag
+
+    count = 0
+    done = trio.Event()
+    console = None
+    if not args.json:
+        from rich.console import Console
+
+        console = Console()
+
+    def on_event(vb: int, event: Any) -> None:
+        nonlocal count
+        if isinstance(event, DcpNoop):
+            return
+        row = _describe(vb, event)
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            assert console is not None
+            rest = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("vb", "event"))
+            console.print(f"[bold]{row['event']:<14}[/bold] vb={vb:<4} {rest}", highlight=False)
+        if "key" in row:
+            count += 1
+            if args.limit and count >= args.limit:
+                done.set()
+
+    vbuckets = args.vbuckets if args.vbuckets is not None else range(1024)
+    consumer = DcpConsumer(
+        args.host,
+        args.port,
+        user=args.user,
+        password=args.password,
+        bucket=args.bucket,
+        name="mockdcp-tail",
+        vbuckets=vbuckets,
+        collections=not args.no_collections,
+        on_event=on_event,
+        stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consumer.run)
+        await done.wait()
+        nursery.cancel_scope.cancel()
+
+
+def run_tail(args: argparse.Namespace) -> int:
+    from mockdcp.client import ConsumerError
+
+    try:
+        trio.run(_tail, args)
+    except KeyboardInterrupt:
+        return 0
+    except (ConsumerError, OSError) as exc:
+        print(f"mockdcp tail: {exc}", file=sys.stderr)
+        return 1
+    return 0

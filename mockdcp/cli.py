@@ -1,0 +1,99 @@
+"""The ``mockdcp`` command line (design.md "Command line").
+
+Kept light on purpose: only argparse at import time; trio, the model and the server are
+imported by the command that needs them, so ``mockdcp serve`` is ready fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _vbucket_range(text: str) -> list[int]:
+    """``0-15``, ``3``, ``0,5,9-11`` → vbucket ids."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a vbucket range: {text!r}") from None
+        if a < 0 or b < a:
+            raise argparse.ArgumentTypeError(f"not a vbucket range: {text!r}")
+        out.extend(range(a, b + 1))
+    return out
+
+
+def _common_server(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=11210, help="KV port (0 = any free port)")
+    p.add_argument("--http-port", type=int, default=8091, help="management port (0 = any)")
+    p.add_argument("--bucket", default="default")
+    p.add_argument("--vbuckets", type=int, default=1024, help="number of vbuckets (1..1024)")
+    p.add_argument("--user", default="Administrator")
+    p.add_argument("--password", default="password")
+    p.add_argument("--seed", type=int, default=0, help="seed for uuids, CAS and data")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mockdcp", description="A mock Couchbase DCP producer for testing DCP consumers."
+    )
+    parser.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the server with an embedded default bucket")
+    _common_server(serve)
+    serve.add_argument(
+        "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
+    )
+    serve.add_argument("--json", action="store_true", help="print the ready line as JSON")
+
+    tail = sub.add_parser("tail", help="the reference consumer: print events as they arrive")
+    tail.add_argument("--host", default="127.0.0.1")
+    tail.add_argument("--port", type=int, default=11210)
+    tail.add_argument("--bucket", default="default")
+    tail.add_argument("--user", default="Administrator")
+    tail.add_argument("--password", default="password")
+    tail.add_argument("--vbuckets", type=_vbucket_range, default=None, help="e.g. 0-15 (default all)")
+    tail.add_argument("--from", dest="start", choices=("now", "beginning"), default="beginning")
+    tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
+    tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
+
+    bench = sub.add_parser("bench", help="streaming throughput, startup time and memory")
+    bench.add_argument("--items", type=int, default=1_000_000)
+    bench.add_argument("--value-size", type=int, default=256)
+    bench.add_argument("--vbuckets", type=int, default=64)
+    bench.add_argument("--runs", type=int, default=3)
+    bench.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mockdcp`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    import logging
+
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    if args.command == "serve":
+        from mockdcp._commands import run_serve
+
+        return run_serve(args)
+    if args.command == "tail":
+        from mockdcp._commands import run_tail
+
+        return run_tail(args)
+    if args.command == "bench":
+        from mockdcp._bench import run_bench
+
+        return run_bench(args)
+    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

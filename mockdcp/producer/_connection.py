@@ -1,0 +1,791 @@
+"""The sans-IO producer side of one KV connection.
+
+Three verbs (h11 style): ``receive_data(bytes, now)`` takes what the socket read;
+``data_to_send(now)`` returns what to write (responses first, in request order, then
+stream messages under flow control); ``next_deadline()`` says when to call again for
+noops and the idle disconnect. The connection never touches a socket or a clock.
+
+A frame that cannot be parsed closes this connection only (``close_reason`` says why);
+a request with a bad shape gets EINVAL; an unknown opcode gets UNKNOWN_COMMAND; commands
+out of order get the status a real node gives (wire.md §5, §6; producer.md §1):
+
+* before SASL completes: SELECT_BUCKET, DCP_OPEN and bucket commands → EACCESS;
+* before SELECT_BUCKET: bucket commands → NO_BUCKET;
+* any DCP command before DCP_OPEN, or a second DCP_OPEN → EINVAL;
+* after DCP_OPEN: SELECT_BUCKET → NOT_SUPPORTED, SASL → NOT_SUPPORTED;
+* without HELLO XERROR the statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID
+  disconnect instead (wire.md §6).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from mockdcp._errors import RemoteProtocolError
+from mockdcp.producer._controls import DcpSettings, apply_control
+from mockdcp.producer._encoder import ItemEncoder
+from mockdcp.producer._node import Node
+from mockdcp.producer._state import (
+    ConnectionEvent,
+    ConnectionState,
+    transition_connection,
+)
+from mockdcp.producer._stream import Stream
+from mockdcp.producer._stream_request import StreamRequestDecision, decide_stream_request
+from mockdcp.protocol import (
+    Datatype,
+    DcpBufferAck,
+    DcpCloseStream,
+    DcpControl,
+    DcpGetFailoverLog,
+    DcpNoop,
+    DcpOpen,
+    DcpOpenFlag,
+    DcpStreamRequest,
+    Frame,
+    FrameReader,
+    GetAllVbSeqnos,
+    GetClusterConfig,
+    GetCollectionId,
+    GetCollectionsManifest,
+    GetErrorMap,
+    GetScopeId,
+    Hello,
+    HelloFeature,
+    Magic,
+    Noop,
+    ObserveSeqno,
+    Opcode,
+    Response,
+    SaslAuth,
+    SaslListMechs,
+    SaslServer,
+    SaslStep,
+    SelectBucket,
+    Status,
+    StreamEndReason,
+    Version,
+    decode_client_message,
+    encode_all_vb_seqnos,
+    encode_failover_log,
+    encode_hello_features,
+    encode_rollback_value,
+    error_map,
+)
+from mockdcp.protocol._cluster_config import default_manifest
+from mockdcp.protocol._messages import ObserveSeqnoResult
+
+log = logging.getLogger("mockdcp.producer")
+
+#: HELLO features a current node grants (wire.md §7). DUPLEX-dependent cluster-map
+#: notifications are not granted: mockdcp does not push maps, so clients keep polling.
+SUPPORTED_FEATURES = frozenset(
+    {
+        HelloFeature.TCP_NODELAY,
+        HelloFeature.MUTATION_SEQNO,
+        HelloFeature.XATTR,
+        HelloFeature.XERROR,
+        HelloFeature.SELECT_BUCKET,
+        HelloFeature.SNAPPY,
+        HelloFeature.JSON,
+        HelloFeature.DUPLEX,
+        HelloFeature.ALT_REQUEST_SUPPORT,
+        HelloFeature.SYNC_REPLICATION,
+        HelloFeature.COLLECTIONS,
+        HelloFeature.SNAPPY_EVERYWHERE,
+        HelloFeature.PRESERVE_TTL,
+        HelloFeature.SUBDOC_CREATE_AS_DELETED,
+        HelloFeature.SUBDOC_REPLACE_BODY_WITH_XATTR,
+        HelloFeature.SUBDOC_REPLICA_READ,
+        HelloFeature.GET_CLUSTER_CONFIG_WITH_KNOWN_VERSION,
+        HelloFeature.DEDUPE_NOT_MY_VBUCKET_CLUSTERMAP,
+        HelloFeature.SUBDOC_ALLOW_REPLICA_READ_ON_DELETED_DOCUMENTS,
+        HelloFeature.SUBDOC_BINARY_XATTR,
+        HelloFeature.DCP_SKIP_DELETES_IN_INITIAL_BACKFILL,
+    }
+)
+
+#: wire.md §6: statuses that disconnect a connection without XERROR.
+XERROR_ONLY = frozenset({Status.EACCESS, Status.NO_BUCKET, Status.DCP_STREAMID_INVALID})
+
+#: DCP_OPEN flags a producer accepts (wire.md §8.1).
+_OPEN_FLAGS_OK = (
+    DcpOpenFlag.PRODUCER
+    | DcpOpenFlag.INCLUDE_XATTRS
+    | DcpOpenFlag.NO_VALUE
+    | DcpOpenFlag.INCLUDE_DELETE_TIMES
+    | DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
+    | DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS
+    | DcpOpenFlag.SKIP_DELETES_IN_INITIAL_BACKFILL
+)
+
+#: producer.md §7: the first DCP_NOOP opaque is 10,000,001 (pre-incremented counter).
+NOOP_OPAQUE_BASE = 10_000_000
+
+#: Most bytes one ``data_to_send`` call returns: keeps each write bounded.
+MAX_WRITE = 4 * 1024 * 1024
+
+# Opcodes that need a completed SASL, a selected bucket, an open DCP connection.
+_BUCKET_OPCODES = frozenset(
+    {
+        Opcode.GET_ALL_VB_SEQNOS,
+        Opcode.OBSERVE_SEQNO,
+        Opcode.GET_COLLECTIONS_MANIFEST,
+        Opcode.GET_COLLECTION_ID,
+        Opcode.GET_SCOPE_ID,
+        Opcode.DCP_OPEN,
+        Opcode.GET_CLUSTER_CONFIG,
+    }
+)
+_DCP_OPCODES = frozenset(
+    {
+        Opcode.DCP_ADD_STREAM,
+        Opcode.DCP_CLOSE_STREAM,
+        Opcode.DCP_STREAM_REQ,
+        Opcode.DCP_GET_FAILOVER_LOG,
+        Opcode.DCP_BUFFER_ACKNOWLEDGEMENT,
+        Opcode.DCP_CONTROL,
+        Opcode.DCP_SEQNO_ACKNOWLEDGED,
+    }
+)
+_PRE_AUTH_OPCODES = frozenset(
+    {
+        Opcode.HELLO,
+        Opcode.SASL_LIST_MECHS,
+        Opcode.SASL_AUTH,
+        Opcode.SASL_STEP,
+        Opcode.VERSION,
+        Opcode.NOOP,
+        Opcode.GET_ERROR_MAP,
+    }
+)
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionStatistics:
+    """A snapshot of one connection's counters (style.md §15)."""
+
+    conn_id: int
+    name: str
+    state: str
+    streams: int
+    bytes_received: int
+    bytes_sent: int
+    unacked_bytes: int
+    acked_bytes: int
+    buffer_size: int
+    noops_sent: int
+    noops_answered: int
+
+
+class Connection:
+    """The producer state machine of one KV connection (see the module docstring)."""
+
+    def __init__(self, node: Node, *, conn_id: int, now: float, peer_host: str = "") -> None:
+        self.node = node
+        self.conn_id = conn_id
+        self.peer_host = peer_host or node.host
+        self.state = ConnectionState.CONNECTED
+        self.closed = False
+        self.close_reason: str | None = None
+        self.features: frozenset[int] = frozenset()
+        self.settings = DcpSettings()
+        self.name = b""
+        self.user: str | None = None
+        self.streams: dict[tuple[int, int | None], Stream] = {}
+        self._by_vb: dict[int, list[Stream]] = {}
+        self._ready: dict[tuple[int, int | None], Stream] = {}
+        self._reader = FrameReader()
+        self._sasl = SaslServer(node.users)
+        self._out: deque[bytes] = deque()
+        self._encoder: ItemEncoder | None = None
+        self._last_received = now
+        self._last_noop = now
+        self._noop_pending: int | None = None
+        self._noop_opaque = NOOP_OPAQUE_BASE
+        self.unacked = 0
+        self.acked = 0
+        self.bytes_received = 0
+        self.bytes_sent = 0
+        self.noops_sent = 0
+        self.noops_answered = 0
+        self.events: deque[tuple[str, dict[str, Any]]] = deque(maxlen=10_000)
+        self.on_event: Callable[[str, dict[str, Any]], None] | None = None
+        node.connections.add(self)
+
+    # -- the three verbs ---------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        """Feed bytes read from the socket; requests are answered into the send queue.
+
+        A frame that cannot be parsed closes the connection (``close_reason`` names the
+        field); it never raises.
+        """
+        if self.closed:
+            return
+        self.bytes_received += len(data)
+        self._last_received = now
+        try:
+            self._reader.feed(data)
+            for frame in self._reader.frames():
+                self._handle_frame(frame, now)
+                if self.closed:
+                    return
+        except RemoteProtocolError as exc:
+            where = f" (field {exc.field})" if exc.field else ""
+            self.close(f"malformed frame{where}: {exc}")
+
+    def data_to_send(self, now: float, limit: int = MAX_WRITE) -> bytes:
+        """Everything ready to write now, at most about ``limit`` bytes."""
+        if self.closed:
+            return b""
+        self._maybe_noop(now)
+        parts = list(self._out)
+        self._out.clear()
+        size = sum(map(len, parts))
+        if self.state is ConnectionState.DCP_OPEN and self._ready:
+            size = self._drain_streams(parts, size, limit)
+        self.bytes_sent += size
+        return b"".join(parts)
+
+    def next_deadline(self) -> float | None:
+        """When ``data_to_send``/``check_idle`` must run again for noop timing, or None."""
+        if self.closed or not self.settings.noop_enabled:
+            return None
+        idle = self._last_received + self.node.idle_timeout
+        if self._noop_pending is not None:
+            return idle
+        return min(idle, self._last_noop + self.settings.noop_interval)
+
+    def check_idle(self, now: float) -> None:
+        """producer.md §7: disconnect when noop is on and nothing arrived for the timeout."""
+        if (
+            not self.closed
+            and self.settings.noop_enabled
+            and now - self._last_received >= self.node.idle_timeout
+        ):
+            self.close(f"idle for {now - self._last_received:.0f}s with noop enabled")
+
+    @property
+    def wants_write(self) -> bool:
+        """True when ``data_to_send`` would return something right now."""
+        if self.closed:
+            return False
+        return bool(self._out) or (self.state is ConnectionState.DCP_OPEN and self._can_send())
+
+    def close(self, reason: str) -> None:
+        """Mark the connection closed (the shell closes the socket) and drop its streams."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        self.state = transition_connection(self.state, ConnectionEvent.CLOSE)
+        for stream in self.streams.values():
+            stream.close()
+        self.streams.clear()
+        self._by_vb.clear()
+        self._ready.clear()
+        self.node.forget(self)
+        log.info("connection %d (%s) closed: %s", self.conn_id, self.name.decode(errors="replace"), reason)
+        self._emit("connection_closed", reason=reason)
+
+    def on_vbucket_change(self, vbid: int) -> bool:
+        """The model changed ``vbid``: mark its streams ready. True if any."""
+        streams = self._by_vb.get(vbid)
+        if not streams:
+            return False
+        for s in streams:
+            self._ready[(s.vbucket, s.stream_id)] = s
+        return True
+
+    def statistics(self) -> ConnectionStatistics:
+        return ConnectionStatistics(
+            conn_id=self.conn_id,
+            name=self.name.decode(errors="replace"),
+            state=self.state.value,
+            streams=len(self.streams),
+            bytes_received=self.bytes_received,
+            bytes_sent=self.bytes_sent,
+            unacked_bytes=self.unacked,
+            acked_bytes=self.acked,
+            buffer_size=self.settings.buffer_size,
+            noops_sent=self.noops_sent,
+            noops_answered=self.noops_answered,
+        )
+
+    # -- sending stream data under flow control -----------------------------------------
+
+    def _window_open(self) -> bool:
+        size = self.settings.buffer_size
+        return size == 0 or self.unacked < size
+
+    def _can_send(self) -> bool:
+        if not self._window_open():
+            return False
+        return any(s.chunks or s.alive for s in self._ready.values())
+
+    def _drain_streams(self, parts: list[bytes], size: int, limit: int) -> int:
+        """Round-robin over ready streams, taking chunks while the window is open.
+
+        producer.md §6: a message may be sent while outstanding < buffer size (checked
+        before each message), so the producer overshoots by at most one message.
+        """
+        quantum = 256 * 1024
+        while size < limit and self._ready and self._window_open():
+            progressed = False
+            for key, stream in list(self._ready.items()):
+                if not stream.refill():
+                    if stream.finished:
+                        self._forget_stream(stream)
+                    self._ready.pop(key, None)
+                    continue
+                taken = self._take(stream, parts, quantum)
+                size += taken
+                progressed |= taken > 0
+                if stream.finished:
+                    self._forget_stream(stream)
+                if size >= limit or not self._window_open():
+                    break
+            if not progressed:
+                break
+        return size
+
+    def _take(self, stream: Stream, parts: list[bytes], quantum: int) -> int:
+        """Move up to ``quantum`` bytes of whole messages from ``stream`` into ``parts``."""
+        taken = 0
+        window = self.settings.buffer_size
+        while stream.chunks and taken < quantum:
+            chunk = stream.chunks[0]
+            ends = chunk.ends
+            base = chunk.offset
+            threshold = base + quantum - taken
+            if window:
+                if self.unacked >= window:
+                    break
+                threshold = min(threshold, base + window - self.unacked)
+            # messages whose start offset is below the threshold may go
+            n = bisect.bisect_left(ends, threshold, chunk.pos) - chunk.pos + 1
+            last = min(chunk.pos + n, len(ends)) - 1
+            end = ends[last]
+            parts.append(bytes(chunk.buf[base:end]) if (base or end < len(chunk.buf)) else bytes(chunk.buf))
+            nbytes = end - base
+            taken += nbytes
+            self.unacked += nbytes if window else 0
+            chunk.pos = last + 1
+            chunk.offset = end
+            if chunk.done:
+                stream.chunks.popleft()
+        stream.mark_drained()
+        return taken
+
+    def _forget_stream(self, stream: Stream) -> None:
+        key = (stream.vbucket, stream.stream_id)
+        if self.streams.get(key) is stream:
+            del self.streams[key]
+        lst = self._by_vb.get(stream.vbucket)
+        if lst and stream in lst:
+            lst.remove(stream)
+        self._ready.pop(key, None)
+
+    def _maybe_noop(self, now: float) -> None:
+        s = self.settings
+        if not s.noop_enabled or self._noop_pending is not None:
+            return
+        if now - self._last_noop >= s.noop_interval:
+            self._noop_opaque += 1
+            self._noop_pending = self._noop_opaque
+            self._last_noop = now
+            self.noops_sent += 1
+            self._out.append(DcpNoop(opaque=self._noop_opaque).encode())
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self.events.append((kind, fields))
+        if self.on_event is not None:
+            self.on_event(kind, fields)
+
+    def _respond(
+        self,
+        frame: Frame,
+        status: Status = Status.SUCCESS,
+        *,
+        value: bytes = b"",
+        extras: bytes = b"",
+        datatype: int = 0,
+        context: str | None = None,
+    ) -> None:
+        if status in XERROR_ONLY and HelloFeature.XERROR not in self.features:
+            self.close(f"{Opcode(frame.opcode).name} refused with {status.name} (no XERROR)")
+            return
+        if context and not value and status not in (Status.SUCCESS, Status.ROLLBACK):
+            if self._json_enabled:
+                value = json.dumps({"error": {"context": context}}).encode()
+                datatype = Datatype.JSON
+        self._out.append(
+            Response(
+                opcode=frame.opcode,
+                status=status,
+                opaque=frame.opaque,
+                extras=extras,
+                value=value,
+                datatype=datatype,
+            ).encode()
+        )
+
+    @property
+    def _json_enabled(self) -> bool:
+        return HelloFeature.JSON in self.features or self.state is ConnectionState.DCP_OPEN
+
+    def _handle_frame(self, frame: Frame, now: float) -> None:
+        if frame.magic in (Magic.RESPONSE, Magic.SERVER_RESPONSE, Magic.ALT_RESPONSE):
+            self._handle_response(frame)
+            return
+        if frame.magic not in (Magic.REQUEST, Magic.ALT_REQUEST):
+            self.close(f"unexpected magic {int(frame.magic):#04x} from a client")
+            return
+        try:
+            msg = decode_client_message(frame)
+        except RemoteProtocolError as exc:
+            log.info("connection %d: bad %#04x request: %s", self.conn_id, frame.opcode, exc)
+            self._respond(frame, exc.status, context=str(exc))
+            return
+        status = self._admission(frame.opcode)
+        if status is not None:
+            self._respond(frame, status, context=f"{status.name} for this command now")
+            return
+        handler = _HANDLERS.get(type(msg))
+        if handler is None:
+            self._respond(frame, Status.UNKNOWN_COMMAND)
+            return
+        handler(self, frame, msg, now)
+
+    def _admission(self, opcode: int) -> Status | None:
+        """The status for a command that comes out of order, or None (see module doc)."""
+        st = self.state
+        if opcode in _PRE_AUTH_OPCODES:
+            if opcode in (Opcode.SASL_AUTH, Opcode.SASL_STEP) and st is ConnectionState.DCP_OPEN:
+                return Status.NOT_SUPPORTED
+            return None
+        if st is ConnectionState.CONNECTED:
+            return Status.EACCESS
+        if opcode == Opcode.SELECT_BUCKET:
+            return Status.NOT_SUPPORTED if st is ConnectionState.DCP_OPEN else None
+        if opcode in _BUCKET_OPCODES and st is ConnectionState.AUTHENTICATED:
+            return Status.NO_BUCKET
+        if opcode in _DCP_OPCODES and st is not ConnectionState.DCP_OPEN:
+            return Status.EINVAL
+        if opcode == Opcode.DCP_OPEN and st is ConnectionState.DCP_OPEN:
+            return Status.EINVAL
+        return None
+
+    def _handle_response(self, frame: Frame) -> None:
+        """A consumer's answer to something the producer sent (producer.md §7, README).
+
+        DCP_NOOP replies clear the pending noop; an unexpected success, or any status a
+        producer does not tolerate, disconnects.
+        """
+        if frame.opcode == Opcode.DCP_NOOP:
+            if frame.opaque == self._noop_pending:
+                self._noop_pending = None
+                self.noops_answered += 1
+                self._emit("noop_answered", opaque=frame.opaque)
+                return
+            self.close(f"DCP_NOOP reply with unknown opaque {frame.opaque}")
+            return
+        tolerated = {Status.SUCCESS, Status.NOT_MY_VBUCKET, 0x0A, 0x0B}
+        if frame.opcode == Opcode.DCP_STREAM_END:
+            tolerated.add(Status.KEY_ENOENT)
+        if frame.status not in tolerated:
+            self.close(f"consumer answered {frame.opcode:#04x} with status {frame.status:#06x}")
+
+    # -- bootstrap handlers --------------------------------------------------------------
+
+    def _on_hello(self, frame: Frame, msg: Hello, now: float) -> None:
+        asked = list(dict.fromkeys(msg.features))
+        notify = {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
+        if notify & set(asked) and HelloFeature.DUPLEX not in asked:
+            self._respond(frame, Status.EINVAL, context="cluster map notifications need DUPLEX")
+            return
+        granted = sorted({f for f in asked if f in SUPPORTED_FEATURES})
+        self.features = frozenset(granted)
+        self.settings.collections = HelloFeature.COLLECTIONS in self.features
+        self.settings.snappy = bool(
+            {HelloFeature.SNAPPY, HelloFeature.SNAPPY_EVERYWHERE} & self.features
+        )
+        self._respond(frame, value=encode_hello_features(granted))
+
+    def _on_version(self, frame: Frame, msg: Version, now: float) -> None:
+        self._respond(frame, value=self.node.version.encode())
+
+    def _on_noop(self, frame: Frame, msg: Noop, now: float) -> None:
+        self._respond(frame)
+
+    def _on_error_map(self, frame: Frame, msg: GetErrorMap, now: float) -> None:
+        if msg.version < 1:
+            self._respond(frame, Status.EINVAL, context="error map version must be >= 1")
+            return
+        self._respond(frame, value=error_map(min(msg.version, 2)), datatype=Datatype.JSON)
+
+    def _on_sasl_list(self, frame: Frame, msg: SaslListMechs, now: float) -> None:
+        self._respond(frame, value=self._sasl.mechanisms_string().encode())
+
+    def _on_sasl_auth(self, frame: Frame, msg: SaslAuth, now: float) -> None:
+        self._sasl_result(frame, self._sasl.start(msg.mechanism, msg.payload))
+
+    def _on_sasl_step(self, frame: Frame, msg: SaslStep, now: float) -> None:
+        self._sasl_result(frame, self._sasl.step(msg.mechanism, msg.payload))
+
+    def _sasl_result(self, frame: Frame, result: Any) -> None:
+        if result.status == Status.SUCCESS:
+            self.user = result.user
+            self.state = transition_connection(self.state, ConnectionEvent.AUTH)
+            self._emit("authenticated", user=result.user)
+        self._respond(frame, result.status, value=result.payload)
+
+    def _on_select_bucket(self, frame: Frame, msg: SelectBucket, now: float) -> None:
+        if msg.bucket != self.node.bucket.name:
+            self._respond(frame, Status.KEY_ENOENT, context=f"no bucket {msg.bucket!r}")
+            return
+        self.state = transition_connection(self.state, ConnectionEvent.SELECT_BUCKET)
+        self._respond(frame)
+
+    def _on_cluster_config(self, frame: Frame, msg: GetClusterConfig, now: float) -> None:
+        node = self.node
+        if (msg.epoch, msg.revision) == (node.config_epoch, node.config_rev):
+            self._respond(frame)  # the client already has this map (clients.md §8)
+            return
+        self._respond(frame, value=node.config_bytes(self.peer_host), datatype=Datatype.JSON)
+
+    def _on_all_vb_seqnos(self, frame: Frame, msg: GetAllVbSeqnos, now: float) -> None:
+        if msg.collection_id is not None and not self.settings.collections:
+            self._respond(frame, Status.EINVAL, context="collection id needs COLLECTIONS")
+            return
+        if msg.collection_id not in (None, 0):
+            self._respond(frame, Status.UNKNOWN_COLLECTION, value=self._manifest_uid_body(), datatype=Datatype.JSON)
+            return
+        seqnos = self.node.bucket.high_seqnos(msg.state or None)
+        self._respond(frame, value=encode_all_vb_seqnos(seqnos))
+
+    def _on_observe_seqno(self, frame: Frame, msg: ObserveSeqno, now: float) -> None:
+        vb = self._vbucket_or_nmvb(frame, msg.vbucket)
+        if vb is None:
+            return
+        entries = vb.failover.entries
+        for i, (uuid, _seqno) in enumerate(entries):
+            if uuid != msg.vbucket_uuid:
+                continue
+            old = None if i == 0 else (uuid, entries[i - 1][1])
+            result = ObserveSeqnoResult(
+                vbucket=vb.vbid,
+                vbucket_uuid=entries[0][0],
+                persisted_seqno=vb.persisted_seqno,
+                current_seqno=vb.high_seqno,
+                old_vbucket_uuid=None if old is None else old[0],
+                last_seqno=None if old is None else old[1],
+            )
+            self._respond(frame, value=result.encode())
+            return
+        self._respond(frame, Status.KEY_ENOENT, context="unknown vbucket uuid")
+
+    def _manifest_uid_body(self) -> bytes:
+        return json.dumps({"manifest_uid": default_manifest()["uid"]}).encode()
+
+    def _on_manifest(self, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
+        body = json.dumps(default_manifest()).encode()
+        self._respond(frame, value=body, datatype=Datatype.JSON)
+
+    def _on_collection_id(self, frame: Frame, msg: GetCollectionId, now: float) -> None:
+        path = msg.path or "_default._default"
+        if path.count(".") == 0:
+            path = f"_default.{path}"
+        if path not in ("_default._default", "._default", "_default."):
+            self._respond(frame, Status.UNKNOWN_COLLECTION, value=self._manifest_uid_body(), datatype=Datatype.JSON)
+            return
+        self._respond(frame, extras=(0).to_bytes(8, "big") + (0).to_bytes(4, "big"))
+
+    def _on_scope_id(self, frame: Frame, msg: GetScopeId, now: float) -> None:
+        if (msg.path or "_default") not in ("_default", "_default."):
+            self._respond(frame, Status.UNKNOWN_SCOPE, value=self._manifest_uid_body(), datatype=Datatype.JSON)
+            return
+        self._respond(frame, extras=(0).to_bytes(8, "big") + (0).to_bytes(4, "big"))
+
+    # -- DCP handlers --------------------------------------------------------------------
+
+    def _on_dcp_open(self, frame: Frame, msg: DcpOpen, now: float) -> None:
+        flags = DcpOpenFlag(msg.flags)
+        if not flags & DcpOpenFlag.PRODUCER:
+            self._respond(frame, Status.NOT_SUPPORTED, context="mockdcp only serves producers")
+            return
+        problem = _check_open_flags(flags)
+        if problem:
+            self._respond(frame, Status.EINVAL, context=problem)
+            return
+        if HelloFeature.UNORDERED_EXECUTION in self.features:
+            self._respond(frame, Status.NOT_SUPPORTED, context="unordered execution")
+            return
+        self.settings.open_flags = flags
+        self.name = msg.name
+        self.state = transition_connection(self.state, ConnectionEvent.DCP_OPEN)
+        self.node.claim_producer_name(msg.name, self)
+        self._last_noop = now
+        self._respond(frame)
+        self._emit("dcp_open", name=msg.name.decode(errors="replace"), flags=int(flags))
+
+    def _on_control(self, frame: Frame, msg: DcpControl, now: float) -> None:
+        before = self.settings.buffer_size
+        status = apply_control(self.settings, msg.key, msg.value)
+        if msg.key == "connection_buffer_size" and status == Status.SUCCESS:
+            if self.settings.buffer_size == 0:
+                self.unacked = 0  # producer.md §6: setting 0 resets the count
+            elif before == 0:
+                self.unacked = 0
+        if msg.key == "set_noop_interval" or msg.key == "enable_noop":
+            self._last_noop = now
+        self._encoder = None  # settings changed: rebuild on next stream
+        self._respond(frame, status, context=None if status == Status.SUCCESS else f"control {msg.key}={msg.value}")
+
+    def _encoder_for_streams(self) -> ItemEncoder:
+        if self._encoder is None:
+            self._encoder = ItemEncoder(self.settings)
+        return self._encoder
+
+    def _vbucket_or_nmvb(self, frame: Frame, vbid: int) -> Any:
+        bucket = self.node.bucket
+        if vbid >= bucket.num_vbuckets:
+            self._respond(frame, Status.NOT_MY_VBUCKET, value=self.node.config_bytes(self.peer_host), datatype=Datatype.JSON)
+            return None
+        return bucket.vbucket(vbid)
+
+    def _on_failover_log(self, frame: Frame, msg: DcpGetFailoverLog, now: float) -> None:
+        vb = self._vbucket_or_nmvb(frame, msg.vbucket)
+        if vb is not None:
+            self._respond(frame, value=encode_failover_log(vb.failover.entries))
+
+    def _on_stream_request(self, frame: Frame, msg: DcpStreamRequest, now: float) -> None:
+        existing = self.streams.get((msg.vbucket, msg.stream_id))
+        decision: StreamRequestDecision = decide_stream_request(
+            msg,
+            bucket=self.node.bucket,
+            settings=self.settings,
+            active_stream_exists=existing is not None and existing.alive,
+        )
+        if decision.status == Status.ROLLBACK:
+            self._respond(frame, Status.ROLLBACK, value=encode_rollback_value(decision.rollback_seqno))
+            self._emit("rollback", vbucket=msg.vbucket, seqno=decision.rollback_seqno, reason=decision.reason)
+            return
+        if decision.status == Status.NOT_MY_VBUCKET:
+            self._respond(frame, Status.NOT_MY_VBUCKET, value=self.node.config_bytes(self.peer_host), datatype=Datatype.JSON)
+            return
+        if decision.status != Status.SUCCESS:
+            self._respond(frame, decision.status, value=decision.error_body, datatype=Datatype.JSON if decision.error_body else 0, context=decision.reason)
+            return
+        vb = self.node.bucket.vbucket(msg.vbucket)
+        if existing is not None:
+            self._forget_stream(existing)
+        self._respond(frame, value=encode_failover_log(vb.failover.entries))
+        stream = Stream(
+            vb=vb,
+            opaque=msg.opaque,
+            stream_id=msg.stream_id,
+            start_seqno=decision.start_seqno,
+            end_seqno=decision.end_seqno,
+            snap_start_seqno=decision.snap_start_seqno,
+            encoder=self._encoder_for_streams(),
+            cursor_name=f"{self.conn_id}:{msg.vbucket}:{msg.stream_id or 0}",
+            collections=decision.collections,
+            marker_version=decision.marker_version,
+            disk_only=decision.disk_only,
+            ignore_purged_tombstones=decision.ignore_purged_tombstones,
+            client_purge_seqno=decision.client_purge_seqno,
+        )
+        key = (msg.vbucket, msg.stream_id)
+        self.streams[key] = stream
+        self._by_vb.setdefault(msg.vbucket, []).append(stream)
+        self._ready[key] = stream
+        self._emit("stream_opened", vbucket=msg.vbucket, stream_id=msg.stream_id, start=decision.start_seqno, end=decision.end_seqno)
+
+    def _on_close_stream(self, frame: Frame, msg: DcpCloseStream, now: float) -> None:
+        if (msg.stream_id is not None) != self.settings.stream_ids:
+            self._respond(frame, Status.DCP_STREAMID_INVALID, context="stream-id mismatch")
+            return
+        stream = self.streams.get((msg.vbucket, msg.stream_id))
+        if stream is None or not stream.alive:
+            others = self._by_vb.get(msg.vbucket)
+            status = Status.DCP_STREAMID_INVALID if others and msg.stream_id is not None else Status.KEY_ENOENT
+            self._respond(frame, status, context="no such stream")
+            return
+        self._respond(frame)
+        if self.settings.stream_end_on_close:
+            stream.end(StreamEndReason.CLOSED, discard_queue=stream.state.value == "backfilling")
+            self._ready[(stream.vbucket, stream.stream_id)] = stream
+        else:
+            stream.close()
+            self._forget_stream(stream)
+        self._emit("stream_closed", vbucket=msg.vbucket, stream_id=msg.stream_id)
+
+    def _on_buffer_ack(self, frame: Frame, msg: DcpBufferAck, now: float) -> None:
+        # No response, ever (producer.md §6; Java drops a connection that gets one).
+        if msg.nbytes > self.unacked:
+            log.debug("connection %d acked %d > outstanding %d", self.conn_id, msg.nbytes, self.unacked)
+        self.unacked = max(0, self.unacked - msg.nbytes)
+        self.acked += msg.nbytes
+        self._emit("bytes_acked", nbytes=msg.nbytes)
+
+    def _on_unsupported(self, frame: Frame, msg: object, now: float) -> None:
+        self._respond(frame, Status.NOT_SUPPORTED, context="not supported by a producer")
+
+    # -- steps from outside -------------------------------------------------------------
+
+    def end_streams(self, vbid: int, reason: StreamEndReason) -> int:
+        """End the live streams of ``vbid`` with ``reason`` (the end_stream step)."""
+        n = 0
+        for stream in list(self._by_vb.get(vbid, ())):
+            if stream.alive:
+                stream.end(reason)
+                self._ready[(stream.vbucket, stream.stream_id)] = stream
+                n += 1
+        return n
+
+
+def _check_open_flags(flags: DcpOpenFlag) -> str | None:
+    """wire.md §8.1: the DCP_OPEN flag combinations a producer refuses (EINVAL)."""
+    if flags & ~_OPEN_FLAGS_OK:
+        return f"invalid DCP_OPEN flags {int(flags & ~_OPEN_FLAGS_OK):#x}"
+    if flags & DcpOpenFlag.NO_VALUE and flags & DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE:
+        return "NO_VALUE and NO_VALUE_WITH_UNDERLYING_DATATYPE are exclusive"
+    if flags & DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS and not flags & DcpOpenFlag.INCLUDE_XATTRS:
+        return "INCLUDE_DELETED_USER_XATTRS needs INCLUDE_XATTRS"
+    return None
+
+
+_Handler = Callable[[Connection, Frame, Any, float], None]
+_HANDLERS: dict[type, _Handler] = {
+    Hello: Connection._on_hello,
+    Version: Connection._on_version,
+    Noop: Connection._on_noop,
+    GetErrorMap: Connection._on_error_map,
+    SaslListMechs: Connection._on_sasl_list,
+    SaslAuth: Connection._on_sasl_auth,
+    SaslStep: Connection._on_sasl_step,
+    SelectBucket: Connection._on_select_bucket,
+    GetClusterConfig: Connection._on_cluster_config,
+    GetAllVbSeqnos: Connection._on_all_vb_seqnos,
+    ObserveSeqno: Connection._on_observe_seqno,
+    GetCollectionsManifest: Connection._on_manifest,
+    GetCollectionId: Connection._on_collection_id,
+    GetScopeId: Connection._on_scope_id,
+    DcpOpen: Connection._on_dcp_open,
+    DcpControl: Connection._on_control,
+    DcpGetFailoverLog: Connection._on_failover_log,
+    DcpStreamRequest: Connection._on_stream_request,
+    DcpCloseStream: Connection._on_close_stream,
+    DcpBufferAck: Connection._on_buffer_ack,
+}

@@ -1,0 +1,315 @@
+"""One DCP stream: a vbucket (and stream-id) read through a cursor or from disk.
+
+The stream owns a queue of encoded chunks ("ready queue"). ``refill()`` pulls the next
+piece of work from the model (a disk snapshot slice or a memory batch) and encodes it;
+the connection drains chunks under flow control. Rules, each with its source:
+
+* First marker start = min(requested snap start, computed start) (producer.md §4.2,
+  seed 000 "first snapshot-marker").
+* Memory markers: MEMORY, plus CHECKPOINT on the first marker after entering the memory
+  phase and on a batch that starts a new checkpoint, whose start is then the
+  checkpoint's start when that is above the last marker's end (producer.md §4.2).
+* Disk markers: DISK|CHECKPOINT, [backfill start, disk high seqno] (producer.md §4.1).
+* A dropped cursor: finish the queue, then backfill from last read + 1 (producer.md §5);
+  a backfill start at or below the purge seqno ends the stream with STATE_CHANGED
+  (internal reason Rollback, producer.md §12).
+* End seqno reached → STREAM_END(OK) after the items (§4.4); vbucket reset or state
+  change → STREAM_END(STATE_CHANGED) (§9).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+import attrs
+
+from mockdcp.model import Item, VBucket
+from mockdcp.producer._encoder import ItemEncoder
+from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
+from mockdcp.protocol import SnapshotFlag, SnapshotMarker, SnapshotMarkerVersion, StreamEnd
+from mockdcp.protocol import StreamEndReason
+
+#: Items encoded per chunk while backfilling: bounds the memory a big backfill takes.
+BACKFILL_SLICE = 4096
+
+
+@attrs.define(slots=True)
+class Chunk:
+    """Encoded stream messages: ``buf`` holds frames ending at ``ends``; ``pos`` is the
+    index of the next frame to send and ``offset`` its byte offset."""
+
+    buf: bytearray
+    ends: list[int]
+    pos: int = 0
+    offset: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.ends)
+
+
+@attrs.frozen(kw_only=True)
+class StreamStatistics:
+    """A snapshot of one stream's counters (style.md §15)."""
+
+    vbucket: int
+    stream_id: int | None
+    state: str
+    items_sent: int
+    markers_sent: int
+    backfills: int
+    last_sent_seqno: int
+    last_read_seqno: int
+
+
+class Stream:
+    """The state machine of one stream; see the module docstring for its rules."""
+
+    def __init__(
+        self,
+        *,
+        vb: VBucket,
+        opaque: int,
+        stream_id: int | None,
+        start_seqno: int,
+        end_seqno: int,
+        snap_start_seqno: int,
+        encoder: ItemEncoder,
+        cursor_name: str,
+        collections: frozenset[int] | None,
+        marker_version: SnapshotMarkerVersion = SnapshotMarkerVersion.V1,
+        disk_only: bool = False,
+        ignore_purged_tombstones: bool = False,
+        client_purge_seqno: int = 0,
+    ) -> None:
+        self.vb = vb
+        self.vbucket = vb.vbid
+        self.opaque = opaque
+        self.stream_id = stream_id
+        self.end_seqno = end_seqno
+        self.state = StreamState.PENDING
+        self.chunks: deque[Chunk] = deque()
+        self._encoder = encoder
+        self._cursor_name = cursor_name
+        self._cursor = None
+        self._collections = collections
+        self._marker_version = marker_version
+        self._disk_only = disk_only
+        self._ignore_purged = ignore_purged_tombstones
+        self._client_purge = client_purge_seqno
+        self._generation = vb.generation
+        self._requested_snap_start = snap_start_seqno
+        self._first_marker_sent = False
+        self._next_marker_checkpoint = True
+        self.last_marker_end = 0
+        self.last_read_seqno = start_seqno
+        self.last_sent_seqno = start_seqno
+        self._backfill: Sequence[Item] = ()
+        self._backfill_pos = 0
+        self._backfill_end = 0
+        self._backfill_first = True
+        self.items_sent = 0
+        self.markers_sent = 0
+        self.backfills = 0
+
+    # -- state -----------------------------------------------------------------------
+
+    def _to(self, event: StreamEvent) -> None:
+        self.state = transition_stream(self.state, event)
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in (StreamState.ENDING, StreamState.DEAD)
+
+    @property
+    def finished(self) -> bool:
+        """Dead, or ending with nothing left to send: the connection may forget it."""
+        return self.state is StreamState.DEAD or (
+            self.state is StreamState.ENDING and not self.chunks
+        )
+
+    def statistics(self) -> StreamStatistics:
+        return StreamStatistics(
+            vbucket=self.vbucket,
+            stream_id=self.stream_id,
+            state=self.state.value,
+            items_sent=self.items_sent,
+            markers_sent=self.markers_sent,
+            backfills=self.backfills,
+            last_sent_seqno=self.last_sent_seqno,
+            last_read_seqno=self.last_read_seqno,
+        )
+
+    # -- ending ----------------------------------------------------------------------
+
+    def end(self, reason: StreamEndReason, *, discard_queue: bool = False) -> None:
+        """Queue STREAM_END(reason) after what is queued (or instead of it)."""
+        if not self.alive:
+            return
+        if discard_queue:
+            self.chunks.clear()
+        self._release_cursor()
+        self._to(StreamEvent.END)
+        frame = StreamEnd(
+            opaque=self.opaque, vbucket=self.vbucket, reason=reason, stream_id=self.stream_id
+        ).encode()
+        self.chunks.append(Chunk(bytearray(frame), [len(frame)]))
+
+    def close(self) -> None:
+        """CLOSE_STREAM without STREAM_END: forget everything at once (producer.md §8)."""
+        self.chunks.clear()
+        self._release_cursor()
+        self._to(StreamEvent.CLOSE)
+
+    def _release_cursor(self) -> None:
+        if self._cursor is not None:
+            self.vb.remove_cursor(self._cursor_name)
+            self._cursor = None
+
+    def mark_drained(self) -> None:
+        if self.state is StreamState.ENDING and not self.chunks:
+            self._to(StreamEvent.DRAINED)
+
+    # -- producing -------------------------------------------------------------------
+
+    def refill(self) -> bool:
+        """Queue the next piece of work when the queue is empty; True if anything queued.
+
+        Called by the connection whenever it may send; cheap when there is nothing new.
+        """
+        if self.chunks or not self.alive:
+            return bool(self.chunks)
+        if self.vb.generation != self._generation:
+            # The vbucket was reset (failover, restart, state change): producer.md §9.
+            self.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
+            return True
+        if self.state is StreamState.PENDING:
+            self._start()
+        if self.state is StreamState.BACKFILLING:
+            self._backfill_step()
+        elif self.state is StreamState.IN_MEMORY:
+            self._memory_step()
+        return bool(self.chunks)
+
+    def _start(self) -> None:
+        if self.last_read_seqno >= self.end_seqno:
+            self.end(StreamEndReason.OK)
+            return
+        if not self._disk_only and self._register_cursor():
+            self._to(StreamEvent.MEMORY)
+            return
+        self._to(StreamEvent.BACKFILL)
+        self._open_backfill()
+
+    def _register_cursor(self) -> bool:
+        cursor = self.vb.register_cursor(self._cursor_name, self.last_read_seqno)
+        self._cursor = cursor
+        return cursor is not None
+
+    def _open_backfill(self) -> None:
+        """Read the disk snapshot after ``last_read_seqno`` (producer.md §4.1, §12)."""
+        self.backfills += 1
+        start = self.last_read_seqno + 1
+        purge = 0 if self._ignore_purged else self.vb.purge_seqno
+        if start != 1 and start <= purge and self._client_purge != purge:
+            self.end(StreamEndReason.STATE_CHANGED)  # internal Rollback on the wire
+            return
+        snap = self.vb.disk_snapshot(self.last_read_seqno)
+        end = min(snap.end_seqno, self.end_seqno)
+        self._backfill = [it for it in snap.items if it.seqno <= end and self._wanted(it)]
+        self._backfill_pos = 0
+        self._backfill_end = end
+        self._backfill_first = True
+        if self._backfill:
+            self._queue_marker(
+                start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
+            )
+
+    def _backfill_step(self) -> None:
+        items = self._backfill[self._backfill_pos : self._backfill_pos + BACKFILL_SLICE]
+        self._backfill_pos += len(items)
+        if items:
+            self._queue_items(items)
+        if self._backfill_pos < len(self._backfill):
+            return
+        self.last_read_seqno = max(self.last_read_seqno, self._backfill_end)
+        self._backfill = ()
+        if self.last_read_seqno >= self.end_seqno or self._disk_only:
+            self.end(StreamEndReason.OK)
+            return
+        if not self._register_cursor():
+            # Checkpoints moved on while we read: read disk again from here.
+            self._open_backfill()
+            return
+        self._next_marker_checkpoint = True
+        self._to(StreamEvent.MEMORY)
+        if not self.chunks:
+            self._memory_step()
+
+    def _memory_step(self) -> None:
+        cursor = self._cursor
+        assert cursor is not None
+        if cursor.dropped:
+            self._cursor = None
+            self.vb.remove_cursor(self._cursor_name)
+            self._to(StreamEvent.DROP_CURSOR)
+            self._open_backfill()
+            return
+        batch = cursor.next_batch()
+        if batch is None:
+            return
+        items = [it for it in batch.items if it.seqno <= self.end_seqno and self._wanted(it)]
+        last_read = batch.items[-1].seqno if batch.items else self.last_read_seqno
+        if items:
+            new_checkpoint = batch.starts_checkpoint or self._next_marker_checkpoint
+            start = items[0].seqno
+            if batch.starts_checkpoint and batch.checkpoint_start_seqno > self.last_marker_end:
+                start = max(batch.checkpoint_start_seqno, self._requested_snap_start)
+            flags = SnapshotFlag.MEMORY | (SnapshotFlag.CHECKPOINT if new_checkpoint else 0)
+            self._queue_marker(start, items[-1].seqno, flags)
+            self._next_marker_checkpoint = False
+            self._queue_items(items)
+        self.last_read_seqno = min(last_read, self.end_seqno) if items else last_read
+        if self.last_read_seqno >= self.end_seqno:
+            self.end(StreamEndReason.OK)
+
+    def _wanted(self, item: Item) -> bool:
+        return self._collections is None or item.collection_id in self._collections
+
+    def _queue_marker(
+        self, start: int, end: int, flags: int, *, disk: object | None = None
+    ) -> None:
+        if not self._first_marker_sent:
+            start = min(start, self._requested_snap_start)
+            self._first_marker_sent = True
+        elif start <= self.last_marker_end:
+            start = self.last_marker_end + 1  # markers never overlap (producer.md §13.2)
+        version = SnapshotMarkerVersion.V1
+        extra: dict[str, int] = {}
+        if disk is not None and self._marker_version is SnapshotMarkerVersion.V2_2:
+            version = SnapshotMarkerVersion.V2_2
+            extra = {
+                "max_visible_seqno": end,
+                "high_completed_seqno": getattr(disk, "high_completed_seqno", 0),
+                "purge_seqno": getattr(disk, "purge_seqno", 0),
+            }
+        frame = SnapshotMarker(
+            opaque=self.opaque,
+            vbucket=self.vbucket,
+            start_seqno=start,
+            end_seqno=end,
+            flags=int(flags),
+            version=version,
+            stream_id=self.stream_id,
+            **extra,
+        ).encode()
+        self.chunks.append(Chunk(bytearray(frame), [len(frame)]))
+        self.last_marker_end = end
+        self.markers_sent += 1
+
+    def _queue_items(self, items: Sequence[Item]) -> None:
+        buf, ends = self._encoder.batch(items, self.opaque, self.stream_id)
+        self.chunks.append(Chunk(buf, ends))
+        self.items_sent += len(items)
+        self.last_sent_seqno = items[-1].seqno

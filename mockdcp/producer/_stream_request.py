@@ -1,0 +1,209 @@
+"""The DCP_STREAM_REQ decision: the order of checks of a current producer.
+
+Source: producer.md §3.1 (kv_engine ``DcpProducer::streamRequest`` and the validator);
+the rollback rule itself is ``mockdcp.model.needs_rollback`` (producer.md §3.2). The
+first failing check decides the answer. Pure: it reads the bucket, changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+
+from mockdcp._errors import RemoteProtocolError
+from mockdcp.model import Bucket, needs_rollback
+from mockdcp.producer._controls import DcpSettings
+from mockdcp.protocol import (
+    DcpOpenFlag,
+    DcpStreamRequest,
+    SnapshotMarkerVersion,
+    Status,
+    StreamFlag,
+    StreamRequestValue,
+    VBucketState,
+)
+
+#: Check 0: the stream flags a producer knows (0x08 NO_VALUE was removed in 5.0).
+KNOWN_STREAM_FLAGS = (
+    StreamFlag.TAKEOVER
+    | StreamFlag.DISK_ONLY
+    | StreamFlag.TO_LATEST
+    | StreamFlag.ACTIVE_VB_ONLY
+    | StreamFlag.STRICT_VBUUID
+    | StreamFlag.FROM_LATEST
+    | StreamFlag.IGNORE_PURGED_TOMBSTONES
+    | StreamFlag.CACHE_TRANSFER
+)
+
+#: The collections mockdcp's manifest knows until the collections issue lands.
+KNOWN_COLLECTIONS = frozenset({0})
+KNOWN_SCOPES = frozenset({0})
+
+
+@attrs.frozen(kw_only=True)
+class StreamRequestDecision:
+    """The answer to a stream request, and the adjusted range when it succeeds."""
+
+    status: Status
+    reason: str = ""
+    rollback_seqno: int = 0
+    error_body: bytes = b""
+    start_seqno: int = 0
+    end_seqno: int = 0
+    snap_start_seqno: int = 0
+    snap_end_seqno: int = 0
+    collections: frozenset[int] | None = None
+    disk_only: bool = False
+    ignore_purged_tombstones: bool = False
+    client_purge_seqno: int = 0
+    marker_version: SnapshotMarkerVersion = SnapshotMarkerVersion.V1
+
+
+def _fail(status: Status, reason: str, body: bytes = b"") -> StreamRequestDecision:
+    return StreamRequestDecision(status=status, reason=reason, error_body=body)
+
+
+def _check_flags(flags: int) -> str | None:
+    if flags & StreamFlag.NO_VALUE:
+        return "stream flag NO_VALUE (0x08) is no longer used"
+    if flags & ~KNOWN_STREAM_FLAGS:
+        return f"unknown stream flags {flags & ~KNOWN_STREAM_FLAGS:#x}"
+    if flags & StreamFlag.CACHE_TRANSFER and flags & ~(
+        StreamFlag.CACHE_TRANSFER | StreamFlag.TAKEOVER | StreamFlag.ACTIVE_VB_ONLY
+    ):
+        return "CACHE_TRANSFER combines only with TAKEOVER and ACTIVE_VB_ONLY"
+    return None
+
+
+def _parse_value(req: DcpStreamRequest, settings: DcpSettings) -> StreamRequestValue | StreamRequestDecision:
+    if not req.value:
+        return StreamRequestValue()
+    if not settings.collections:
+        return _fail(Status.EINVAL, "a stream-request value needs HELLO COLLECTIONS")
+    try:
+        return StreamRequestValue.parse(req.value)
+    except RemoteProtocolError as exc:
+        return _fail(exc.status, str(exc))
+
+
+def _filter(value: StreamRequestValue, settings: DcpSettings) -> frozenset[int] | None | StreamRequestDecision:
+    """Check 7: the collections the stream lets through (None = all of them).
+
+    A connection without HELLO COLLECTIONS sees only ``_default`` (producer.md §10).
+    """
+    body = json.dumps({"manifest_uid": "0"}).encode()
+    if value.collections is not None:
+        unknown = [c for c in value.collections if c not in KNOWN_COLLECTIONS]
+        if unknown:
+            return _fail(Status.UNKNOWN_COLLECTION, f"unknown collection {unknown[0]:x}", body)
+        return frozenset(value.collections)
+    if value.scope is not None:
+        if value.scope not in KNOWN_SCOPES:
+            return _fail(Status.UNKNOWN_SCOPE, f"unknown scope {value.scope:x}", body)
+        return frozenset(KNOWN_COLLECTIONS)
+    return None if settings.collections else frozenset({0})
+
+
+def decide_stream_request(
+    req: DcpStreamRequest,
+    *,
+    bucket: Bucket,
+    settings: DcpSettings,
+    active_stream_exists: bool,
+) -> StreamRequestDecision:
+    """Answer a stream request as producer.md §3.1 orders the checks.
+
+    Returns a decision with status SUCCESS (and the adjusted range), ROLLBACK (and the
+    seqno), or the error status of the first failing check.
+    """
+    flags = req.flags
+    problem = _check_flags(flags)
+    if problem:
+        return _fail(Status.EINVAL, problem)
+    # 1-2: the vbucket must be here and active (or replica without ACTIVE_VB_ONLY)
+    if req.vbucket >= bucket.num_vbuckets:
+        return _fail(Status.NOT_MY_VBUCKET, "no such vbucket")
+    vb = bucket.vbucket(req.vbucket)
+    allowed = {VBucketState.ACTIVE}
+    if not flags & StreamFlag.ACTIVE_VB_ONLY:
+        allowed.add(VBucketState.REPLICA)
+    if vb.state not in allowed:
+        return _fail(Status.NOT_MY_VBUCKET, f"vbucket is {vb.state.name.lower()}")
+    high = vb.high_seqno
+    start, end = req.start_seqno, req.end_seqno
+    snap_start, snap_end, uuid = req.snap_start_seqno, req.snap_end_seqno, req.vbucket_uuid
+    # 3: FROM_LATEST
+    if flags & StreamFlag.FROM_LATEST:
+        start = snap_start = snap_end = high
+        uuid = uuid or vb.failover.newest_uuid
+    # 4: noop is mandatory for xattrs and collection-aware streams
+    xattrs = bool(settings.open_flags & DcpOpenFlag.INCLUDE_XATTRS)
+    if (xattrs or settings.collections) and not settings.noop_enabled:
+        return _fail(Status.NOT_SUPPORTED, "enable_noop is required for xattrs and collections")
+    # 5-6: range checks
+    if start > end:
+        return _fail(Status.ERANGE, "start seqno above end seqno")
+    if not snap_start <= start <= snap_end:
+        return _fail(Status.ERANGE, "start seqno outside the snapshot range")
+    # 7: the JSON value and the filter
+    value = _parse_value(req, settings)
+    if isinstance(value, StreamRequestDecision):
+        return value
+    collections = _filter(value, settings)
+    if isinstance(collections, StreamRequestDecision):
+        return collections
+    # 8: stream-id present exactly when enabled
+    sid = req.stream_id if req.stream_id is not None else value.sid
+    if (sid is not None) != settings.stream_ids:
+        return _fail(Status.DCP_STREAMID_INVALID, "stream-id and enable_stream_id disagree")
+    # 9: a filter with sync writes
+    if collections is not None and settings.collections and settings.sync_writes:
+        return _fail(Status.NOT_SUPPORTED, "collection filters cannot stream sync writes")
+    # 10: one active stream per (vbucket, sid)
+    if active_stream_exists:
+        return _fail(Status.KEY_EEXISTS, "a stream for this vbucket is already open")
+    # 11: rollback
+    ignore_purged = bool(flags & StreamFlag.IGNORE_PURGED_TOMBSTONES)
+    rollback, seqno, why = needs_rollback(
+        start_seqno=start,
+        high_seqno=high,
+        vbucket_uuid=uuid,
+        snap_start_seqno=snap_start,
+        snap_end_seqno=snap_end,
+        purge_seqno=vb.purge_seqno,
+        failover_entries=vb.failover.entries,
+        strict_vbuuid=bool(flags & StreamFlag.STRICT_VBUUID),
+        ignore_purged_tombstones=ignore_purged,
+        client_purge_seqno=value.purge_seqno or 0,
+        collections_high_seqno=None if collections is None else high,
+    )
+    if rollback:
+        return StreamRequestDecision(status=Status.ROLLBACK, rollback_seqno=seqno, reason=why)
+    # 12: TO_LATEST and DISK_ONLY move the end
+    disk_only = bool(flags & StreamFlag.DISK_ONLY)
+    if flags & StreamFlag.TO_LATEST:
+        end = high
+    if disk_only:
+        end = min(end, vb.persisted_seqno)
+    # 13-14
+    if start > end:
+        return _fail(Status.ERANGE, "start seqno above the adjusted end seqno")
+    if start > high:
+        return _fail(Status.ERANGE, "start seqno above the vbucket's high seqno")
+    # 15: a complete snapshot claimed beyond what we have
+    if start == snap_start and snap_end > high and settings.collections:
+        snap_end = snap_start
+    version = SnapshotMarkerVersion.V2_2 if settings.max_marker_version == "2.2" else SnapshotMarkerVersion.V1
+    return StreamRequestDecision(
+        status=Status.SUCCESS,
+        start_seqno=start,
+        end_seqno=end,
+        snap_start_seqno=snap_start,
+        snap_end_seqno=snap_end,
+        collections=collections,
+        disk_only=disk_only,
+        ignore_purged_tombstones=ignore_purged,
+        client_purge_seqno=value.purge_seqno or 0,
+        marker_version=version,
+    )

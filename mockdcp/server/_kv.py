@@ -1,0 +1,107 @@
+"""The KV listener: one trio task pair per connection, feeding a sans-IO ``Connection``.
+
+The reader task feeds received bytes to the connection; the writer task sends what the
+connection has (responses, then stream data under flow control) and sleeps until woken
+by the reader, by a model change (through ``Node.wake``) or by the noop deadline. A
+consumer that stops reading blocks only its own writer in ``send_all``; its reader goes on
+taking acks. A connection that fails, for any reason, is closed alone and logged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+
+import trio
+
+from mockdcp.producer import Connection, Node
+
+log = logging.getLogger("mockdcp.server")
+
+RECEIVE_SIZE = 256 * 1024
+
+
+class KvService:
+    """Accepts KV connections for one ``Node``."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._ids = itertools.count(1)
+        self._wake: dict[Connection, trio.Event] = {}
+        self.refuse_connections = False
+        node.wake = self._wake_conn
+
+    def _wake_conn(self, conn: Connection) -> None:
+        event = self._wake.get(conn)
+        if event is not None:
+            event.set()
+
+    def wake_all(self) -> None:
+        for event in self._wake.values():
+            event.set()
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        """Serve one accepted socket until either side closes it."""
+        if self.refuse_connections:
+            await stream.aclose()
+            return
+        try:
+            local_host = stream.socket.getsockname()[0]
+        except OSError:
+            local_host = self.node.host
+        conn = Connection(
+            self.node, conn_id=next(self._ids), now=trio.current_time(), peer_host=local_host
+        )
+        self._wake[conn] = trio.Event()
+        log.debug("connection %d accepted", conn.conn_id)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reader, stream, conn, nursery.cancel_scope)
+                await self._writer(stream, conn)
+                nursery.cancel_scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            conn.close(f"socket error: {exc}")
+        except Exception:  # noqa: BLE001 - one connection's bug must not stop the server
+            log.exception("connection %d failed", conn.conn_id)
+            conn.close("internal error (logged)")
+        finally:
+            conn.close("connection finished")
+            self._wake.pop(conn, None)
+            with trio.move_on_after(1) as scope:
+                scope.shield = True
+                await stream.aclose()
+
+    async def _reader(
+        self, stream: trio.SocketStream, conn: Connection, scope: trio.CancelScope
+    ) -> None:
+        try:
+            while not conn.closed:
+                data = await stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    conn.close("peer closed the connection")
+                    break
+                conn.receive_data(data, trio.current_time())
+                self._wake_conn(conn)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            conn.close(f"receive failed: {exc}")
+        self._wake_conn(conn)
+
+    async def _writer(self, stream: trio.SocketStream, conn: Connection) -> None:
+        while True:
+            data = conn.data_to_send(trio.current_time())
+            if data:
+                await stream.send_all(data)
+                continue
+            if conn.closed:
+                return
+            event = self._wake[conn]
+            if event.is_set():
+                self._wake[conn] = trio.Event()
+                continue
+            deadline = conn.next_deadline()
+            with trio.move_on_at(deadline if deadline is not None else math.inf):
+                await event.wait()
+            if self._wake.get(conn) is event:
+                self._wake[conn] = trio.Event()
+            conn.check_idle(trio.current_time())

@@ -1,0 +1,116 @@
+"""Running a mock node: the listeners, the bucket, and the handle tests hold.
+
+``serve(...)`` is the async context manager of design.md ("Python and pytest"): inside a
+trio program, ``async with mockdcp.serve(port=0) as server:`` starts both listeners on
+free ports, and ``server.bucket`` is the model to write to; every open stream sees each
+write as it happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from functools import partial
+
+import attrs
+import trio
+
+from mockdcp._errors import ServerError
+from mockdcp.model import Bucket
+from mockdcp.producer import Node
+from mockdcp.server._http import HttpService
+from mockdcp.server._kv import KvService
+
+log = logging.getLogger("mockdcp.server")
+
+DEFAULT_USERS: Mapping[str, str] = {"Administrator": "password"}
+
+
+@attrs.define(kw_only=True)
+class MockDcpServer:
+    """A running mock node: its ports, its bucket, and the steps that need the shell."""
+
+    node: Node
+    kv: KvService
+    host: str
+    kv_port: int
+    http_port: int
+
+    @property
+    def bucket(self) -> Bucket:
+        return self.node.bucket
+
+    @property
+    def connection_string(self) -> str:
+        """What a Couchbase SDK or java-dcp-client takes: ``couchbase://host:kv_port``."""
+        return f"couchbase://{self.host}:{self.kv_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.host}:{self.http_port}"
+
+    def restart(self, vbucket: int | None = None) -> None:
+        """A node restart: unpersisted items are lost and every connection drops."""
+        self.bucket.restart(vbucket)
+        self.node.close_all("node restarted")
+
+    def disconnect_all(self, reason: str = "disconnect step") -> None:
+        """Drop every client connection (the ``disconnect`` fault)."""
+        self.node.close_all(reason)
+
+    def connections(self) -> list[object]:
+        return [c.statistics() for c in sorted(self.node.connections, key=lambda c: c.conn_id)]
+
+
+async def _listen(host: str, port: int) -> list[trio.SocketListener]:
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ServerError(f"cannot listen on {host}:{port}: {exc}") from exc
+
+
+def _port_of(listeners: list[trio.SocketListener]) -> int:
+    return int(listeners[0].socket.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 11210,
+    http_port: int = 8091,
+    bucket: str = "default",
+    vbuckets: int = 1024,
+    users: Mapping[str, str] | None = None,
+    seed: int = 0,
+    idle_timeout: float | None = None,
+    bucket_obj: Bucket | None = None,
+) -> AsyncIterator[MockDcpServer]:
+    """Run a mock node until the block exits. Raises ``ServerError`` if a port is taken."""
+    model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
+    kv_listeners = await _listen(host, port)
+    http_listeners = await _listen(host, http_port)
+    node = Node(
+        bucket=model,
+        users=dict(users or DEFAULT_USERS),
+        host=host if host not in ("0.0.0.0", "::") else "127.0.0.1",
+        kv_port=_port_of(kv_listeners),
+        http_port=_port_of(http_listeners),
+    )
+    if idle_timeout is not None:
+        node.idle_timeout = idle_timeout
+    kv = KvService(node)
+    http = HttpService(node)
+    server = MockDcpServer(
+        node=node, kv=kv, host=node.host, kv_port=node.kv_port, http_port=node.http_port
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
+        nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
+        try:
+            yield server
+        finally:
+            node.close_all("server shutting down")
+            nursery.cancel_scope.cancel()
