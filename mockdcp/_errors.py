@@ -7,7 +7,12 @@ as ``RemoteProtocolError`` where the peer's bytes were at fault (h11's split).
 
 from __future__ import annotations
 
-from mockdcp.protocol._enums import Status
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Imported lazily at run time: importing ``mockdcp.protocol`` runs its package
+    # ``__init__``, whose codec modules import this module (a cycle at import time).
+    from mockdcp.protocol._enums import Status
 
 
 class MockDcpError(Exception):
@@ -21,9 +26,15 @@ class ProtocolError(MockDcpError):
     ``field`` names the offending part of the frame, when one is to blame.
     """
 
-    def __init__(self, message: str, *, status: Status = Status.EINVAL, field: str | None = None):
+    def __init__(
+        self, message: str, *, status: Status | None = None, field: str | None = None
+    ) -> None:
         super().__init__(message)
-        self.status = status
+        if status is None:
+            from mockdcp.protocol._enums import Status
+
+            status = Status.EINVAL
+        self.status: Status = status
         self.field = field
 
     def __new__(cls, *args: object, **kwargs: object) -> ProtocolError:

@@ -1,0 +1,223 @@
+"""Sans-IO SASL for SASL_LIST_MECHS / SASL_AUTH / SASL_STEP (wire.md §5.1, clients.md).
+
+The server side answers one exchange at a time per connection:
+
+* ``PLAIN``: SASL_AUTH value ``[authzid]\\0user\\0password``; SUCCESS or AUTH_ERROR.
+* ``SCRAM-SHA512`` / ``SCRAM-SHA256`` / ``SCRAM-SHA1`` (RFC 5802, Couchbase spelling
+  without the dash after SHA): SASL_AUTH carries client-first, the reply is AUTH_CONTINUE
+  with server-first ``r=<nonce>,s=<salt>,i=<iterations>`` and nothing else
+  (java-dcp-client refuses any other attribute, clients.md §1.2); SASL_STEP carries
+  client-final, the reply is SUCCESS with server-final ``v=<signature>`` or AUTH_ERROR.
+
+SCRAM arithmetic is the ``scramp`` library's. Unknown users are not revealed early: the
+exchange runs with throw-away credentials and fails at the proof, as for a wrong password.
+Nonces and salts come from injectable sources so tests can pin the bytes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import scramp  # type: ignore[import-untyped]
+
+from mockdcp._errors import RemoteProtocolError
+from mockdcp.protocol._enums import Status
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+#: Couchbase mechanism name → scramp mechanism name.
+SCRAM_MECHANISMS = {
+    "SCRAM-SHA512": "SCRAM-SHA-512",
+    "SCRAM-SHA256": "SCRAM-SHA-256",
+    "SCRAM-SHA1": "SCRAM-SHA-1",
+}
+PLAIN = "PLAIN"
+DEFAULT_MECHANISMS = ("SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1", PLAIN)
+
+#: auth_fn result scramp expects: (salt, stored key, server key, iterations).
+_AuthInfo = tuple[bytes, bytes, bytes, int]
+
+
+def _random_nonce() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def _random_salt() -> bytes:
+    return secrets.token_bytes(16)
+
+
+@attrs.frozen(kw_only=True)
+class SaslResult:
+    """What to answer a SASL_AUTH/SASL_STEP with: status, value, and the user on success."""
+
+    status: Status
+    payload: bytes = b""
+    user: str | None = None
+
+
+_FAILED = SaslResult(status=Status.AUTH_ERROR)
+
+
+def parse_plain(payload: bytes) -> tuple[str, str] | None:
+    """``[authzid]\\0user\\0password`` → (user, password); None if malformed."""
+    parts = payload.split(b"\0")
+    if len(parts) != 3:
+        return None
+    try:
+        return parts[1].decode(), parts[2].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+class SaslServer:
+    """One connection's SASL state: ``start`` on SASL_AUTH, ``step`` on SASL_STEP.
+
+    ``users`` maps user name to password. Never raises for bad client input: every
+    failure is a ``SaslResult`` with status AUTH_ERROR.
+    """
+
+    def __init__(
+        self,
+        users: Mapping[str, str],
+        mechanisms: tuple[str, ...] = DEFAULT_MECHANISMS,
+        iterations: int = 4096,
+        *,
+        nonce_source: Callable[[], str] = _random_nonce,
+        salt_source: Callable[[], bytes] = _random_salt,
+    ) -> None:
+        unknown = [m for m in mechanisms if m != PLAIN and m not in SCRAM_MECHANISMS]
+        if unknown:
+            raise ValueError(f"unsupported SASL mechanisms: {unknown}")
+        self._users = users
+        self._mechanisms = mechanisms
+        self._iterations = iterations
+        self._nonce = nonce_source
+        self._salt = salt_source
+        #: (user, mechanism) → auth info; a salt is fixed per user, as a real server's is.
+        self._auth_info: dict[tuple[str, str], _AuthInfo] = {}
+        self._scram: Any = None
+        self._scram_mechanism: str | None = None
+        self._scram_user: str | None = None
+
+    def mechanisms_string(self) -> str:
+        """The SASL_LIST_MECHS reply value: space-separated mechanism names."""
+        return " ".join(self._mechanisms)
+
+    def start(self, mechanism: str, payload: bytes) -> SaslResult:
+        """Answer SASL_AUTH: PLAIN completes; SCRAM answers AUTH_CONTINUE + server-first."""
+        self._scram = None
+        if mechanism not in self._mechanisms:
+            return _FAILED
+        if mechanism == PLAIN:
+            return self._plain(payload)
+        return self._scram_first(mechanism, payload)
+
+    def step(self, mechanism: str, payload: bytes) -> SaslResult:
+        """Answer SASL_STEP: verify the SCRAM client-final; SUCCESS + ``v=...`` or AUTH_ERROR."""
+        server, user = self._scram, self._scram_user
+        self._scram = None
+        if server is None or mechanism != self._scram_mechanism:
+            return _FAILED
+        try:
+            server.set_client_final(payload.decode())
+            final = server.get_server_final()
+        except (scramp.ScramException, UnicodeDecodeError):
+            return _FAILED
+        return SaslResult(status=Status.SUCCESS, payload=final.encode(), user=user)
+
+    def _plain(self, payload: bytes) -> SaslResult:
+        creds = parse_plain(payload)
+        if creds is None or creds[0] not in self._users:
+            return _FAILED
+        user, password = creds
+        if not secrets.compare_digest(self._users[user].encode(), password.encode()):
+            return _FAILED
+        return SaslResult(status=Status.SUCCESS, user=user)
+
+    def _lookup(self, mechanism: str, user: str) -> _AuthInfo:
+        """scramp's auth_fn: the user's (cached) SCRAM keys, or throw-away ones."""
+        key = (user, mechanism)
+        if key not in self._auth_info:
+            password = self._users.get(user, secrets.token_hex(16))
+            m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
+            info: _AuthInfo = m.make_auth_info(
+                password, iteration_count=self._iterations, salt=self._salt()
+            )
+            if user not in self._users:
+                return info  # never cache throw-away credentials
+            self._auth_info[key] = info
+        return self._auth_info[key]
+
+    def _scram_first(self, mechanism: str, payload: bytes) -> SaslResult:
+        m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
+        seen: list[str] = []
+
+        def auth_fn(user: str) -> _AuthInfo:
+            seen.append(user)
+            return self._lookup(mechanism, user)
+
+        server = m.make_server(auth_fn, s_nonce=self._nonce())
+        try:
+            server.set_client_first(payload.decode())
+            first = server.get_server_first()
+        except (scramp.ScramException, UnicodeDecodeError):
+            return _FAILED
+        self._scram, self._scram_mechanism, self._scram_user = server, mechanism, seen[0]
+        return SaslResult(status=Status.AUTH_CONTINUE, payload=first.encode())
+
+
+class SaslClient:
+    """The consumer side: ``first()`` for SASL_AUTH, ``step(server_first)`` for SASL_STEP,
+    ``finish(server_final)`` to check the server's signature.
+
+    Raises ``RemoteProtocolError`` (status AUTH_ERROR, field ``value``) when the server's
+    messages are malformed or its signature is wrong.
+    """
+
+    def __init__(
+        self, user: str, password: str, mechanism: str, *, nonce: str | None = None
+    ) -> None:
+        if mechanism != PLAIN and mechanism not in SCRAM_MECHANISMS:
+            raise ValueError(f"unsupported SASL mechanism {mechanism!r}")
+        self.user = user
+        self.password = password
+        self.mechanism = mechanism
+        self._scram: Any = None
+        if mechanism != PLAIN:
+            self._scram = scramp.ScramClient(
+                [SCRAM_MECHANISMS[mechanism]], user, password, c_nonce=nonce
+            )
+
+    def first(self) -> bytes:
+        """SASL_AUTH value: ``\\0user\\0password`` for PLAIN, client-first for SCRAM."""
+        if self._scram is None:
+            return b"\0" + self.user.encode() + b"\0" + self.password.encode()
+        return str(self._scram.get_client_first()).encode()
+
+    def step(self, server_first: bytes) -> bytes:
+        """SASL_STEP value (client-final) for the server-first of an AUTH_CONTINUE."""
+        if self._scram is None:
+            raise RemoteProtocolError(
+                "PLAIN has no second step", status=Status.AUTH_ERROR, field="value"
+            )
+        try:
+            self._scram.set_server_first(server_first.decode())
+            return str(self._scram.get_client_final()).encode()
+        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            raise RemoteProtocolError(
+                f"bad SCRAM server-first: {exc}", status=Status.AUTH_ERROR, field="value"
+            ) from None
+
+    def finish(self, server_final: bytes) -> None:
+        """Check the server-final ``v=...`` of the SUCCESS reply (no-op for PLAIN)."""
+        if self._scram is None:
+            return
+        try:
+            self._scram.set_server_final(server_final.decode())
+        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            raise RemoteProtocolError(
+                f"bad SCRAM server-final: {exc}", status=Status.AUTH_ERROR, field="value"
+            ) from None

@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import base64
+
+import pytest
+import scramp  # type: ignore[import-untyped]
+
+from mockdcp import RemoteProtocolError
+from mockdcp.protocol import SaslClient, SaslServer, Status
+
+USERS = {"Administrator": "password", "odd,user=": "s3cret"}
+SCRAMP_NAMES = {
+    "SCRAM-SHA512": "SCRAM-SHA-512",
+    "SCRAM-SHA256": "SCRAM-SHA-256",
+    "SCRAM-SHA1": "SCRAM-SHA-1",
+}
+
+
+def fixed_server(**kw: object) -> SaslServer:
+    return SaslServer(
+        USERS,
+        nonce_source=lambda: "servernonce",
+        salt_source=lambda: b"0123456789abcdef",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_mechanisms_string_lists_scram_strongest_first_then_plain() -> None:
+    assert SaslServer(USERS).mechanisms_string() == "SCRAM-SHA512 SCRAM-SHA256 SCRAM-SHA1 PLAIN"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1"])
+def test_scram_exchange_with_scramp_client_succeeds_and_server_signature_verifies(
+    mechanism: str,
+) -> None:
+    server = SaslServer(USERS)
+    client = scramp.ScramClient([SCRAMP_NAMES[mechanism]], "Administrator", "password")
+    first = server.start(mechanism, client.get_client_first().encode())
+    assert first.status == Status.AUTH_CONTINUE
+    client.set_server_first(first.payload.decode())
+    final = server.step(mechanism, client.get_client_final().encode())
+    assert final.status == Status.SUCCESS
+    assert final.user == "Administrator"
+    client.set_server_final(final.payload.decode())
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1"])
+def test_scram_server_first_has_exactly_r_s_i(mechanism: str) -> None:
+    server = fixed_server()
+    result = server.start(mechanism, b"n,,n=Administrator,r=clientnonce")
+    attrs = [part.split("=", 1) for part in result.payload.decode().split(",")]
+    assert [name for name, _ in attrs] == ["r", "s", "i"]
+    assert dict(attrs) == {
+        "r": "clientnonceservernonce",
+        "s": base64.b64encode(b"0123456789abcdef").decode(),
+        "i": "4096",
+    }
+
+
+def test_scram_server_final_is_only_v() -> None:
+    server = SaslServer(USERS)
+    client = SaslClient("Administrator", "password", "SCRAM-SHA256")
+    first = server.start("SCRAM-SHA256", client.first())
+    final = server.step("SCRAM-SHA256", client.step(first.payload))
+    assert final.payload.startswith(b"v=")
+    assert b"," not in final.payload
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1"])
+def test_scram_with_wrong_password_gives_auth_error(mechanism: str) -> None:
+    server = SaslServer(USERS)
+    client = SaslClient("Administrator", "wrong", mechanism)
+    first = server.start(mechanism, client.first())
+    assert first.status == Status.AUTH_CONTINUE
+    result = server.step(mechanism, client.step(first.payload))
+    assert result.status == Status.AUTH_ERROR
+    assert result.user is None
+
+
+def test_scram_for_unknown_user_fails_at_the_proof_not_earlier() -> None:
+    server = SaslServer(USERS)
+    client = SaslClient("nobody", "password", "SCRAM-SHA512")
+    first = server.start("SCRAM-SHA512", client.first())
+    assert first.status == Status.AUTH_CONTINUE
+    assert server.step("SCRAM-SHA512", client.step(first.payload)).status == Status.AUTH_ERROR
+
+
+def test_scram_user_name_with_comma_and_equals_is_unescaped() -> None:
+    server = SaslServer(USERS)
+    client = SaslClient("odd,user=", "s3cret", "SCRAM-SHA1")
+    first = server.start("SCRAM-SHA1", client.first())
+    final = server.step("SCRAM-SHA1", client.step(first.payload))
+    assert (final.status, final.user) == (Status.SUCCESS, "odd,user=")
+    client.finish(final.payload)
+
+
+def test_mockdcp_client_against_server_for_every_mechanism() -> None:
+    for mechanism in ("SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1", "PLAIN"):
+        server = SaslServer(USERS)
+        client = SaslClient("Administrator", "password", mechanism)
+        result = server.start(mechanism, client.first())
+        while result.status == Status.AUTH_CONTINUE:
+            result = server.step(mechanism, client.step(result.payload))
+        assert result.status == Status.SUCCESS
+        client.finish(result.payload)
+
+
+def test_plain_with_right_password_succeeds() -> None:
+    result = SaslServer(USERS).start("PLAIN", b"\0Administrator\0password")
+    assert (result.status, result.user, result.payload) == (Status.SUCCESS, "Administrator", b"")
+
+
+def test_plain_accepts_an_authzid() -> None:
+    result = SaslServer(USERS).start("PLAIN", b"admin\0Administrator\0password")
+    assert result.status == Status.SUCCESS
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\0Administrator\0nope",
+        b"\0nobody\0password",
+        b"Administrator\0password",
+        b"\0\0",
+        b"\0a\0b\0c",
+    ],
+)
+def test_plain_with_bad_credentials_gives_auth_error(payload: bytes) -> None:
+    assert SaslServer(USERS).start("PLAIN", payload).status == Status.AUTH_ERROR
+
+
+def test_mechanism_not_offered_gives_auth_error() -> None:
+    server = SaslServer(USERS, mechanisms=("SCRAM-SHA512",))
+    assert server.start("PLAIN", b"\0Administrator\0password").status == Status.AUTH_ERROR
+    assert server.start("CRAM-MD5", b"").status == Status.AUTH_ERROR
+
+
+def test_step_without_start_gives_auth_error() -> None:
+    assert SaslServer(USERS).step("SCRAM-SHA512", b"c=biws,r=x,p=eA==").status == Status.AUTH_ERROR
+
+
+def test_step_with_other_mechanism_than_start_gives_auth_error() -> None:
+    server = SaslServer(USERS)
+    client = SaslClient("Administrator", "password", "SCRAM-SHA512")
+    first = server.start("SCRAM-SHA512", client.first())
+    assert server.step("SCRAM-SHA1", client.step(first.payload)).status == Status.AUTH_ERROR
+
+
+def test_malformed_client_first_gives_auth_error() -> None:
+    server = SaslServer(USERS)
+    assert server.start("SCRAM-SHA512", b"garbage").status == Status.AUTH_ERROR
+    assert server.start("SCRAM-SHA512", b"\xff\xfe").status == Status.AUTH_ERROR
+
+
+def test_client_rejects_a_forged_server_signature() -> None:
+    server = SaslServer(USERS)
+    client = SaslClient("Administrator", "password", "SCRAM-SHA512")
+    first = server.start("SCRAM-SHA512", client.first())
+    server.step("SCRAM-SHA512", client.step(first.payload))
+    with pytest.raises(RemoteProtocolError) as info:
+        client.finish(b"v=" + base64.b64encode(bytes(64)))
+    assert info.value.status == Status.AUTH_ERROR
+
+
+def test_client_plain_first_message_and_no_step() -> None:
+    client = SaslClient("user", "pass", "PLAIN")
+    assert client.first() == b"\0user\0pass"
+    with pytest.raises(RemoteProtocolError):
+        client.step(b"r=x,s=eA==,i=4096")
+
+
+def test_salt_is_stable_per_user_and_mechanism() -> None:
+    salts = iter([b"a" * 16, b"b" * 16])
+    server = SaslServer(USERS, nonce_source=lambda: "n", salt_source=lambda: next(salts))
+    one = server.start("SCRAM-SHA256", b"n,,n=Administrator,r=c1").payload
+    two = server.start("SCRAM-SHA256", b"n,,n=Administrator,r=c2").payload
+    assert one.split(b",")[1] == two.split(b",")[1]
+
+
+def test_unsupported_mechanism_in_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="unsupported"):
+        SaslServer(USERS, mechanisms=("CRAM-MD5",))
