@@ -20,7 +20,7 @@ a test compares with ``Bucket.oracle()``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import attrs
@@ -99,6 +99,10 @@ class ConsumerState:
     positions: dict[int, VbPosition] = attrs.field(factory=dict)
     rollbacks: list[tuple[int, int]] = attrs.field(factory=list)
     stream_ends: list[tuple[int, int]] = attrs.field(factory=list)
+    #: per vbucket, the seqnos at which the consumer held a complete snapshot: the only
+    #: points a rollback can return to with a consistent state (dedup inside a snapshot
+    #: means a seqno in its middle is not one).
+    consistent: dict[int, list[int]] = attrs.field(factory=dict)
     markers: int = 0
     items: int = 0
     violations: list[str] = attrs.field(factory=list)
@@ -114,8 +118,20 @@ class ConsumerState:
                 out[key] = versions[-1]
         return out
 
-    def roll_back(self, vb: int, seqno: int) -> None:
-        """Undo every version of ``vb`` above ``seqno`` (rollback handling)."""
+    def mark_consistent(self, vb: int, seqno: int) -> None:
+        points = self.consistent.setdefault(vb, [0])
+        if seqno > points[-1]:
+            points.append(seqno)
+
+    def roll_back(self, vb: int, rollback_seqno: int) -> int:
+        """Return ``vb`` to its last consistent point at or below ``rollback_seqno``.
+
+        Every version above that point is undone; the point is where the stream resumes.
+        Returns the seqno rolled back to.
+        """
+        points = [p for p in self.consistent.get(vb, [0]) if p <= rollback_seqno] or [0]
+        self.consistent[vb] = points
+        seqno = points[-1]
         for key in list(self.versions):
             kept = [v for v in self.versions[key] if v.vbucket != vb or v.seqno <= seqno]
             if kept:
@@ -126,7 +142,8 @@ class ConsumerState:
         pos.seqno = pos.snap_start = pos.snap_end = seqno
         entries = [e for e in pos.failover_log if e[1] <= seqno]
         pos.uuid = entries[0][0] if entries else 0
-        self.rollbacks.append((vb, seqno))
+        self.rollbacks.append((vb, rollback_seqno))
+        return seqno
 
 
 EventCallback = Callable[[int, object], None]
@@ -156,6 +173,7 @@ class DcpConsumer:
         open_flags: int = 0,
         stream_flags: int = 0,
         controls: Iterable[tuple[str, str]] = (),
+        connect: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
     ) -> None:
         self.host, self.port = host, port
         self.user, self.password, self.bucket, self.name = user, password, bucket, name
@@ -171,6 +189,7 @@ class DcpConsumer:
         self.open_flags = open_flags
         self.stream_flags = stream_flags
         self.extra_controls = list(controls)
+        self._connect = connect or (lambda: trio.open_tcp_stream(self.host, self.port))
         self.connects = 0
         self._opaque = 1
         self._stream = None
@@ -314,6 +333,10 @@ class DcpConsumer:
         elif isinstance(msg, SeqnoAdvanced):
             pos = self.state.position(vb)
             pos.seqno = msg.by_seqno
+            snap = self._snap.get(vb)
+            if snap is not None and msg.by_seqno == snap[1]:
+                pos.snap_start = pos.snap_end = msg.by_seqno
+                self.state.mark_consistent(vb, msg.by_seqno)
         elif isinstance(msg, StreamEnd):
             self._open.discard(vb)
             self.state.stream_ends.append((vb, int(msg.reason)))
@@ -346,6 +369,7 @@ class DcpConsumer:
             pos.snap_start, pos.snap_end = snap
             if msg.by_seqno == snap[1]:
                 pos.snap_start = pos.snap_end = msg.by_seqno
+                self.state.mark_consistent(vb, msg.by_seqno)
 
     def _account(self, size: int) -> None:
         self._unacked += size
@@ -361,7 +385,7 @@ class DcpConsumer:
         self._reader = FrameReader()
         self._unacked = 0
         self._snap.clear()
-        self._stream = await trio.open_tcp_stream(self.host, self.port)
+        self._stream = await self._connect()
         try:
             self.connects += 1
             await self._bootstrap()

@@ -80,7 +80,7 @@ from mockdcp.protocol import (
     error_map,
 )
 from mockdcp.protocol._cluster_config import default_manifest
-from mockdcp.protocol._messages import ObserveSeqnoResult
+from mockdcp.protocol import ObserveSeqnoResult
 
 log = logging.getLogger("mockdcp.producer")
 

@@ -91,7 +91,7 @@ class Stream:
         self.state = StreamState.PENDING
         self.chunks: deque[Chunk] = deque()
         self._encoder = encoder
-        self._cursor_name = cursor_name
+        self.cursor_name = cursor_name
         self._cursor = None
         self._collections = collections
         self._marker_version = marker_version
@@ -164,7 +164,7 @@ class Stream:
 
     def _release_cursor(self) -> None:
         if self._cursor is not None:
-            self.vb.remove_cursor(self._cursor_name)
+            self.vb.remove_cursor(self.cursor_name)
             self._cursor = None
 
     def mark_drained(self) -> None:
@@ -184,12 +184,20 @@ class Stream:
             # The vbucket was reset (failover, restart, state change): producer.md §9.
             self.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
             return True
-        if self.state is StreamState.PENDING:
-            self._start()
-        if self.state is StreamState.BACKFILLING:
-            self._backfill_step()
-        elif self.state is StreamState.IN_MEMORY:
-            self._memory_step()
+        # Each pass queues something, changes state or reads on; stop when none of that
+        # happened (nothing new in the model) or when something is queued.
+        for _ in range(64):
+            before = (self.state, self.last_read_seqno, self._backfill_pos)
+            if self.state is StreamState.PENDING:
+                self._start()
+            elif self.state is StreamState.BACKFILLING:
+                self._backfill_step()
+            elif self.state is StreamState.IN_MEMORY:
+                self._memory_step()
+            if self.chunks or not self.alive:
+                break
+            if (self.state, self.last_read_seqno, self._backfill_pos) == before:
+                break
         return bool(self.chunks)
 
     def _start(self) -> None:
@@ -203,7 +211,7 @@ class Stream:
         self._open_backfill()
 
     def _register_cursor(self) -> bool:
-        cursor = self.vb.register_cursor(self._cursor_name, self.last_read_seqno)
+        cursor = self.vb.register_cursor(self.cursor_name, self.last_read_seqno)
         self._cursor = cursor
         return cursor is not None
 
@@ -217,7 +225,7 @@ class Stream:
             return
         snap = self.vb.disk_snapshot(self.last_read_seqno)
         end = min(snap.end_seqno, self.end_seqno)
-        self._backfill = [it for it in snap.items if it.seqno <= end and self._wanted(it)]
+        self._backfill = self._visible(snap.items, end)
         self._backfill_pos = 0
         self._backfill_end = end
         self._backfill_first = True
@@ -244,22 +252,20 @@ class Stream:
             return
         self._next_marker_checkpoint = True
         self._to(StreamEvent.MEMORY)
-        if not self.chunks:
-            self._memory_step()
 
     def _memory_step(self) -> None:
         cursor = self._cursor
         assert cursor is not None
         if cursor.dropped:
             self._cursor = None
-            self.vb.remove_cursor(self._cursor_name)
+            self.vb.remove_cursor(self.cursor_name)
             self._to(StreamEvent.DROP_CURSOR)
             self._open_backfill()
             return
         batch = cursor.next_batch()
         if batch is None:
             return
-        items = [it for it in batch.items if it.seqno <= self.end_seqno and self._wanted(it)]
+        items = self._visible(batch.items, self.end_seqno)
         last_read = batch.items[-1].seqno if batch.items else self.last_read_seqno
         if items:
             new_checkpoint = batch.starts_checkpoint or self._next_marker_checkpoint
@@ -274,8 +280,14 @@ class Stream:
         if self.last_read_seqno >= self.end_seqno:
             self.end(StreamEndReason.OK)
 
-    def _wanted(self, item: Item) -> bool:
-        return self._collections is None or item.collection_id in self._collections
+    def _visible(self, items: Sequence[Item], end: int) -> Sequence[Item]:
+        """The items this stream sends: in its collections, at or below ``end``."""
+        cols = self._collections
+        if cols is not None:
+            items = [it for it in items if it.collection_id in cols]
+        if items and items[-1].seqno > end:
+            items = [it for it in items if it.seqno <= end]
+        return items
 
     def _queue_marker(
         self, start: int, end: int, flags: int, *, disk: object | None = None

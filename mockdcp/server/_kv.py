@@ -41,14 +41,17 @@ class KvService:
         for event in self._wake.values():
             event.set()
 
-    async def handle(self, stream: trio.SocketStream) -> None:
-        """Serve one accepted socket until either side closes it."""
+    async def handle(self, stream: trio.abc.Stream) -> None:
+        """Serve one accepted connection until either side closes it.
+
+        Any trio stream works: tests hand it one end of an in-memory stream pair.
+        """
         if self.refuse_connections:
             await stream.aclose()
             return
         try:
-            local_host = stream.socket.getsockname()[0]
-        except OSError:
+            local_host = stream.socket.getsockname()[0]  # type: ignore[attr-defined]
+        except (OSError, AttributeError):
             local_host = self.node.host
         conn = Connection(
             self.node, conn_id=next(self._ids), now=trio.current_time(), peer_host=local_host
@@ -73,7 +76,7 @@ class KvService:
                 await stream.aclose()
 
     async def _reader(
-        self, stream: trio.SocketStream, conn: Connection, scope: trio.CancelScope
+        self, stream: trio.abc.Stream, conn: Connection, scope: trio.CancelScope
     ) -> None:
         try:
             while not conn.closed:
@@ -87,7 +90,7 @@ class KvService:
             conn.close(f"receive failed: {exc}")
         self._wake_conn(conn)
 
-    async def _writer(self, stream: trio.SocketStream, conn: Connection) -> None:
+    async def _writer(self, stream: trio.abc.Stream, conn: Connection) -> None:
         while True:
             data = conn.data_to_send(trio.current_time())
             if data:

@@ -20,6 +20,7 @@ import trio
 from mockdcp._errors import ServerError
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
+from mockdcp.protocol import StreamEndReason
 from mockdcp.server._http import HttpService
 from mockdcp.server._kv import KvService
 
@@ -59,6 +60,32 @@ class MockDcpServer:
     def disconnect_all(self, reason: str = "disconnect step") -> None:
         """Drop every client connection (the ``disconnect`` fault)."""
         self.node.close_all(reason)
+
+    def drop_cursor(
+        self, vbucket: int | None = None, connection: str | None = None
+    ) -> list[tuple[int, str]]:
+        """The memory-to-disk switch (producer.md §5) for chosen streams, now.
+
+        Drops the cursors of the streams of ``vbucket`` (all when None) on the
+        connections named ``connection`` (DCP_OPEN name; all when None) that allowed
+        cursor dropping. Returns the (vbucket, cursor) pairs dropped.
+        """
+        dropped: list[tuple[int, str]] = []
+        for conn in list(self.node.connections):
+            if connection is not None and conn.name.decode(errors="replace") != connection:
+                continue
+            if not conn.settings.cursor_dropping:
+                continue
+            for stream in list(conn.streams.values()):
+                if vbucket is None or stream.vbucket == vbucket:
+                    dropped += self.bucket.drop_cursor(stream.vbucket, stream.cursor_name)
+        return dropped
+
+    def end_stream(self, vbucket: int, reason: StreamEndReason) -> int:
+        """End the live streams of ``vbucket`` on every connection with ``reason``."""
+        n = sum(conn.end_streams(vbucket, reason) for conn in list(self.node.connections))
+        self.kv.wake_all()
+        return n
 
     def connections(self) -> list[object]:
         return [c.statistics() for c in sorted(self.node.connections, key=lambda c: c.conn_id)]

@@ -1,0 +1,324 @@
+"""The bucket: vbuckets, and the steps that change them.
+
+Every step validates all of its arguments first and raises ``ModelError`` before changing
+anything. Every change tells ``listeners`` which vbucket changed (the producer wakes the
+streams of that vbucket). Deterministic: uuids come from ``random.Random(seed)``, CAS and
+delete times from the injected ``clock`` (seconds since the epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterable
+
+from mockdcp._errors import ModelError
+from mockdcp.model._item import Item, ItemKind, vbucket_of
+from mockdcp.model._vbucket import VBucket
+from mockdcp.protocol import Datatype, VBucketState
+
+Clock = Callable[[], float]
+Listener = Callable[[int], None]
+
+MAX_VBUCKETS = 1024
+
+
+def _as_bytes(value: bytes | str, what: str) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise ModelError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+def _guess_datatype(value: bytes) -> int:
+    """JSON when the value parses as a JSON document, else RAW."""
+    try:
+        json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return Datatype.RAW
+    return Datatype.JSON
+
+
+class Bucket:
+    """A Couchbase bucket of ``num_vbuckets`` active vbuckets on one node."""
+
+    def __init__(
+        self,
+        name: str = "default",
+        num_vbuckets: int = 1024,
+        *,
+        seed: int = 0,
+        clock: Clock,
+        checkpoint_max_items: int = 10_000,
+        checkpoint_max_bytes: int = 10 * 1024 * 1024,
+        max_failover_entries: int = 25,
+    ) -> None:
+        if not 1 <= num_vbuckets <= MAX_VBUCKETS:
+            raise ModelError(f"a bucket has 1..{MAX_VBUCKETS} vbuckets, not {num_vbuckets}")
+        if checkpoint_max_items < 1 or checkpoint_max_bytes < 1:
+            raise ModelError("checkpoint limits must be positive")
+        self.name = name
+        self.num_vbuckets = num_vbuckets
+        self.rng = random.Random(seed)
+        self.clock = clock
+        self._last_cas = 0
+        self.listeners: list[Listener] = []
+        self.vbuckets = [
+            VBucket(
+                i,
+                self.rng,
+                max_failover_entries=max_failover_entries,
+                checkpoint_max_items=checkpoint_max_items,
+                checkpoint_max_bytes=checkpoint_max_bytes,
+            )
+            for i in range(num_vbuckets)
+        ]
+
+    # -- lookups ---------------------------------------------------------------------
+
+    def vbucket(self, vbid: int) -> VBucket:
+        """The vbucket ``vbid``; ``ModelError`` if there is none."""
+        if not isinstance(vbid, int) or not 0 <= vbid < self.num_vbuckets:
+            raise ModelError(f"no vbucket {vbid!r} (the bucket has {self.num_vbuckets})")
+        return self.vbuckets[vbid]
+
+    def vbucket_of(self, key: bytes | str) -> int:
+        return vbucket_of(_as_bytes(key, "key"), self.num_vbuckets)
+
+    def _targets(self, vbucket: int | None) -> list[VBucket]:
+        return list(self.vbuckets) if vbucket is None else [self.vbucket(vbucket)]
+
+    def _notify(self, vbids: Iterable[int]) -> None:
+        for vbid in vbids:
+            for listener in list(self.listeners):
+                listener(vbid)
+
+    def _next_cas(self) -> int:
+        """Hybrid-logical-clock CAS: nanoseconds with the low 16 bits clear, always up."""
+        cas = max(self._last_cas + 1, int(self.clock() * 1e9) & ~0xFFFF)
+        self._last_cas = cas
+        return cas
+
+    def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
+        """(vbucket, high seqno) for GET_ALL_VB_SEQNOS; ``state`` 0/None = every live one."""
+        if state not in (None, 0) and state not in set(VBucketState):
+            raise ModelError(f"no vbucket state {state}")
+        return [
+            (vb.vbid, vb.high_seqno)
+            for vb in self.vbuckets
+            if (state in (None, 0) and vb.state is not VBucketState.DEAD) or vb.state == state
+        ]
+
+    def oracle(self) -> dict[tuple[int, bytes], Item]:
+        """(collection, key) → newest live item: what a correct consumer must hold."""
+        out: dict[tuple[int, bytes], Item] = {}
+        for vb in self.vbuckets:
+            for key, item in vb.items.items():
+                if not item.deleted:
+                    out[key] = item
+        return out
+
+    # -- data steps ------------------------------------------------------------------
+
+    def _locate(self, key: bytes | str, vbucket: int | None) -> tuple[bytes, VBucket]:
+        k = _as_bytes(key, "key")
+        if not 1 <= len(k) <= 250:
+            raise ModelError(f"a key has 1..250 bytes, not {len(k)}")
+        vb = self.vbucket(vbucket_of(k, self.num_vbuckets) if vbucket is None else vbucket)
+        if vb.state is not VBucketState.ACTIVE:
+            raise ModelError(f"vbucket {vb.vbid} is {vb.state.name.lower()}: writes need active")
+        return k, vb
+
+    def _write(self, vb: VBucket, item_fields: dict[str, object]) -> Item:
+        key = item_fields["key"]
+        cid = item_fields["collection_id"]
+        old = vb.items.get((cid, key))  # type: ignore[arg-type]
+        item = Item(
+            vbucket=vb.vbid,
+            seqno=vb.high_seqno + 1,
+            rev_seqno=(old.rev_seqno + 1) if old is not None else 1,
+            cas=self._next_cas(),
+            **item_fields,  # type: ignore[arg-type]
+        )
+        vb.write(item)
+        self._notify((vb.vbid,))
+        return item
+
+    def set(
+        self,
+        key: bytes | str,
+        value: bytes | str,
+        *,
+        collection_id: int = 0,
+        flags: int = 0,
+        expiry: int = 0,
+        datatype: int | None = None,
+        vbucket: int | None = None,
+    ) -> Item:
+        """Write a document (a mutation at the next seqno of its vbucket)."""
+        k, vb = self._locate(key, vbucket)
+        v = _as_bytes(value, "value")
+        if not 0 <= flags <= 0xFFFFFFFF or not 0 <= expiry <= 0xFFFFFFFF:
+            raise ModelError("flags and expiry are u32")
+        dt = _guess_datatype(v) if datatype is None else datatype
+        return self._write(
+            vb,
+            {"key": k, "collection_id": collection_id, "flags": flags, "expiry": expiry,
+             "datatype": dt, "value": v},
+        )
+
+    def _live(self, key: bytes | str, collection_id: int, vbucket: int | None) -> tuple[Item, VBucket]:
+        k, vb = self._locate(key, vbucket)
+        old = vb.get(k, collection_id)
+        if old is None or old.deleted:
+            raise ModelError(f"no live document {k!r} in vbucket {vb.vbid}")
+        return old, vb
+
+    def delete(self, key: bytes | str, *, collection_id: int = 0, vbucket: int | None = None) -> Item:
+        """Delete a live document: a tombstone at the next seqno."""
+        old, vb = self._live(key, collection_id, vbucket)
+        return self._write(
+            vb,
+            {"key": old.key, "collection_id": collection_id, "kind": ItemKind.DELETION,
+             "delete_time": int(self.clock())},
+        )
+
+    def expire(self, key: bytes | str, *, collection_id: int = 0, vbucket: int | None = None) -> Item:
+        """Expire a live document now (as the expiry pager does): an EXPIRATION tombstone
+        whose delete time is the document's expiry, or now if it had none."""
+        old, vb = self._live(key, collection_id, vbucket)
+        when = old.expiry or int(self.clock())
+        return self._write(
+            vb,
+            {"key": old.key, "collection_id": collection_id, "kind": ItemKind.EXPIRATION,
+             "delete_time": when},
+        )
+
+    def touch(
+        self, key: bytes | str, expiry: int, *, collection_id: int = 0, vbucket: int | None = None
+    ) -> Item:
+        """Give a live document a new expiry: a mutation with the same value."""
+        old, vb = self._live(key, collection_id, vbucket)
+        if not 0 <= expiry <= 0xFFFFFFFF:
+            raise ModelError("expiry is a u32")
+        return self._write(
+            vb,
+            {"key": old.key, "collection_id": collection_id, "flags": old.flags,
+             "expiry": expiry, "datatype": old.datatype, "value": old.value},
+        )
+
+    # -- storage steps -------------------------------------------------------------------
+
+    def checkpoint(self, vbucket: int | None = None) -> None:
+        """Close the open checkpoint(s): the next write starts a new one."""
+        targets = self._targets(vbucket)
+        for vb in targets:
+            vb.close_checkpoint()
+        self._notify(vb.vbid for vb in targets)
+
+    def persist(self, vbucket: int | None = None, upto: int | None = None) -> None:
+        """Write items up to ``upto`` (default: everything) to disk."""
+        targets = self._targets(vbucket)
+        for vb in targets:
+            if upto is not None and not vb.persisted_seqno <= upto <= vb.high_seqno:
+                raise ModelError(
+                    f"vbucket {vb.vbid}: persist upto {upto} is outside "
+                    f"[{vb.persisted_seqno}, {vb.high_seqno}]"
+                )
+        for vb in targets:
+            vb.persist(vb.high_seqno if upto is None else upto)
+        self._notify(vb.vbid for vb in targets)
+
+    def purge(self, vbucket: int | None = None, upto: int | None = None) -> int:
+        """Remove on-disk tombstones at or below ``upto`` (default: the persisted seqno).
+
+        The purge seqno becomes the highest seqno removed (producer.md §12: compaction
+        raises it to the newest purged tombstone); it does not move when nothing was
+        purged. Returns how many tombstones went.
+        """
+        targets = self._targets(vbucket)
+        for vb in targets:
+            if upto is not None and not 0 <= upto <= vb.persisted_seqno:
+                raise ModelError(
+                    f"vbucket {vb.vbid}: only persisted tombstones can be purged "
+                    f"(upto {upto} > persisted {vb.persisted_seqno})"
+                )
+        n = sum(vb.purge(vb.persisted_seqno if upto is None else upto) for vb in targets)
+        self._notify(vb.vbid for vb in targets)
+        return n
+
+    def drop_cursor(self, vbucket: int | None = None, name: str | None = None) -> list[tuple[int, str]]:
+        """Drop stream cursors: those streams switch from memory to disk (producer.md §5)."""
+        targets = self._targets(vbucket)
+        dropped = [(vb.vbid, n) for vb in targets for n in vb.drop_cursor(name)]
+        self._notify({vbid for vbid, _ in dropped})
+        return dropped
+
+    def restart(self, vbucket: int | None = None) -> None:
+        """An unclean restart: everything above the persisted seqno is lost, then warmup
+        adds a failover entry at the persisted seqno (producer.md §11)."""
+        targets = self._targets(vbucket)
+        for vb in targets:
+            vb.truncate(vb.persisted_seqno)
+            if vb.state is VBucketState.ACTIVE:
+                vb.failover.add_entry(vb.high_seqno)
+        self._notify(vb.vbid for vb in targets)
+
+    def failover(
+        self,
+        vbucket: int | None = None,
+        *,
+        lose_after: int | None = None,
+        lose_unpersisted: bool = True,
+    ) -> None:
+        """A replica that had everything up to ``lose_after`` takes over: what came after
+        is lost and a failover entry opens a new branch there (producer.md §11).
+
+        ``lose_after`` defaults to the persisted seqno (``lose_unpersisted``) or the high
+        seqno (nothing lost: only the branch changes).
+        """
+        targets = self._targets(vbucket)
+        for vb in targets:
+            if lose_after is not None and not 0 <= lose_after <= vb.high_seqno:
+                raise ModelError(f"vbucket {vb.vbid}: lose_after {lose_after} beyond high seqno {vb.high_seqno}")
+        for vb in targets:
+            seqno = lose_after if lose_after is not None else (
+                vb.persisted_seqno if lose_unpersisted else vb.high_seqno
+            )
+            vb.truncate(seqno)
+            vb.state = VBucketState.ACTIVE
+            vb.failover.add_entry(vb.high_seqno)
+        self._notify(vb.vbid for vb in targets)
+
+    def set_vbucket_state(self, vbucket: int, state: VBucketState | int) -> None:
+        """Change a vbucket's state; streams of it end with STATE_CHANGED (producer.md §9).
+
+        Becoming active from replica or pending is a promotion and adds a failover entry;
+        a takeover (mockdcp has no TAKEOVER streams) would not.
+        """
+        vb = self.vbucket(vbucket)
+        try:
+            new = VBucketState(state)
+        except ValueError:
+            raise ModelError(f"no vbucket state {state!r}") from None
+        if new is vb.state:
+            return
+        old = vb.state
+        vb.state = new
+        vb.generation += 1
+        if new is VBucketState.ACTIVE and old in (VBucketState.REPLICA, VBucketState.PENDING):
+            vb.failover.add_entry(vb.high_seqno)
+        self._notify((vb.vbid,))
+
+    def flush(self) -> None:
+        """Bucket flush: every vbucket emptied and its seqnos restarted from 0 with a new
+        failover table (kv_engine recreates the vbuckets on flush)."""
+        for vb in self.vbuckets:
+            vb.generation += 1
+            for cursor in vb.cursors.values():
+                cursor.dropped = True
+            vb._reset(0)
+            vb.failover.entries = []
+            vb.failover.add_entry(0)
+        self._notify(range(self.num_vbuckets))

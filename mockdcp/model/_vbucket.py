@@ -1,0 +1,243 @@
+"""One vbucket as a data node keeps it: hash table, checkpoints, disk, failover table.
+
+Sources: producer.md §4 (snapshots from memory and disk), §5 (cursor dropping), §11
+(failover table), §12 (purge seqno). The bucket (``_bucket.py``) validates arguments and
+calls these methods; everything here assumes valid input.
+
+State:
+
+* ``items``: (collection, key) → newest version, tombstones included (the hash table);
+* ``checkpoints``: the in-memory history streams read through cursors (last one open);
+* ``disk``: (collection, key) → newest *persisted* version, tombstones until purged, and
+  ``disk_seqnos``: the same items by seqno, for backfills;
+* ``high_seqno`` ≥ ``persisted_seqno`` ≥ ``purge_seqno``;
+* ``generation`` changes whenever the vbucket's history is cut (restart, failover, flush)
+  or its state changes; a stream that sees a new generation ends (producer.md §9).
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Iterator
+
+import attrs
+
+from mockdcp.model._checkpoint import Checkpoint, Cursor
+from mockdcp.model._failover import FailoverTable
+from mockdcp.model._item import Item
+from mockdcp.protocol import VBucketState
+
+
+@attrs.frozen
+class DiskSnapshot:
+    """A backfill's read of the on-disk view (producer.md §4.1, §4.2)."""
+
+    start_seqno: int
+    end_seqno: int
+    items: tuple[Item, ...]
+    high_completed_seqno: int
+    max_visible_seqno: int
+    purge_seqno: int
+
+
+class VBucket:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        vbid: int,
+        rng: random.Random,
+        *,
+        max_failover_entries: int,
+        checkpoint_max_items: int,
+        checkpoint_max_bytes: int,
+    ) -> None:
+        self.vbid = vbid
+        self.state = VBucketState.ACTIVE
+        self.failover = FailoverTable(rng, max_failover_entries)
+        self.checkpoint_max_items = checkpoint_max_items
+        self.checkpoint_max_bytes = checkpoint_max_bytes
+        self.generation = 0
+        self._checkpoint_ids = 0
+        self._reset(0)
+
+    def _reset(self, seqno: int) -> None:
+        """Empty memory and disk; history starts after ``seqno``."""
+        self.high_seqno = seqno
+        self.persisted_seqno = seqno
+        self.purge_seqno = 0
+        self.items: dict[tuple[int, bytes], Item] = {}
+        self.disk: dict[tuple[int, bytes], Item] = {}
+        self.disk_seqnos: list[int] = []
+        self.disk_by_seqno: dict[int, Item] = {}
+        self.cursors: dict[str, Cursor] = {}
+        #: every write in seqno order, never de-duplicated: what a replica that had
+        #: everything up to a seqno holds (restart and failover rebuild from it)
+        self.log: list[Item] = []
+        self.checkpoints: list[Checkpoint] = [self._new_checkpoint(seqno + 1)]
+
+    def _new_checkpoint(self, start: int) -> Checkpoint:
+        self._checkpoint_ids += 1
+        return Checkpoint(self._checkpoint_ids, start)
+
+    # -- reading ---------------------------------------------------------------------
+
+    @property
+    def max_visible_seqno(self) -> int:
+        return self.high_seqno
+
+    def get(self, key: bytes, collection_id: int = 0) -> Item | None:
+        return self.items.get((collection_id, key))
+
+    def all_items(self) -> Iterator[Item]:
+        """Newest version of every key (tombstones included), in seqno order."""
+        return iter(sorted(self.items.values(), key=lambda it: it.seqno))
+
+    def register_cursor(self, name: str, after_seqno: int) -> Cursor | None:
+        """A cursor reading every seqno after ``after_seqno``, or ``None`` when the
+        checkpoints no longer hold all of them (the stream must backfill first)."""
+        first = self.checkpoints[0]
+        if after_seqno + 1 < first.start_seqno or after_seqno > self.high_seqno:
+            return None
+        for cp in self.checkpoints:
+            if cp.start_seqno <= after_seqno + 1 <= max(cp.end_seqno + 1, cp.start_seqno):
+                index = self._index_after(cp, after_seqno)
+                cursor = Cursor(name, self.vbid, lambda: self.checkpoints, cp, index, after_seqno)
+                self.cursors[name] = cursor
+                return cursor
+        return None
+
+    @staticmethod
+    def _index_after(cp: Checkpoint, seqno: int) -> int:
+        """Index of the first entry of ``cp`` whose seqno is above ``seqno``."""
+        entries = cp.entries
+        lo, hi = 0, len(entries)
+        while lo < hi:  # binary search skipping None slots by looking right
+            mid = (lo + hi) // 2
+            j = mid
+            while j < hi and entries[j] is None:
+                j += 1
+            if j == hi:
+                hi = mid
+                continue
+            item = entries[j]
+            assert item is not None
+            if item.seqno <= seqno:
+                lo = j + 1
+            else:
+                hi = mid
+        return lo
+
+    def drop_cursor(self, name: str | None = None) -> list[str]:
+        """Drop one cursor, or all (producer.md §5); dropped cursors stop pinning."""
+        names = [name] if name is not None else list(self.cursors)
+        dropped = []
+        for n in names:
+            cursor = self.cursors.pop(n, None)
+            if cursor is not None:
+                cursor.dropped = True
+                dropped.append(n)
+        if dropped:
+            self._expel()
+        return dropped
+
+    def remove_cursor(self, name: str) -> None:
+        if self.cursors.pop(name, None) is not None:
+            self._expel()
+
+    def disk_snapshot(self, after_seqno: int) -> DiskSnapshot:
+        """The newest persisted version of each key written after ``after_seqno``."""
+        i = bisect.bisect_right(self.disk_seqnos, after_seqno)
+        by = self.disk_by_seqno
+        items = tuple(by[s] for s in self.disk_seqnos[i:])
+        end = self.persisted_seqno
+        return DiskSnapshot(after_seqno + 1, end, items, end, end, self.purge_seqno)
+
+    # -- writing (the bucket has validated) ---------------------------------------------
+
+    def write(self, item: Item) -> None:
+        self.high_seqno = item.seqno
+        self.items[item.doc_key] = item
+        self.log.append(item)
+        cp = self.checkpoints[-1]
+        cp.append(item)
+        if len(cp.entries) >= self.checkpoint_max_items or cp.bytes >= self.checkpoint_max_bytes:
+            self.close_checkpoint()
+
+    def close_checkpoint(self) -> None:
+        """Close the open checkpoint (if it holds anything) and open a new one."""
+        cp = self.checkpoints[-1]
+        if not cp.entries:
+            return
+        cp.close()
+        self.checkpoints.append(self._new_checkpoint(self.high_seqno + 1))
+        self._expel()
+
+    def persist(self, upto: int) -> None:
+        """Items up to ``upto`` join the on-disk view (newest per key)."""
+        for cp in self.checkpoints:
+            if cp.start_seqno > upto:
+                break
+            for item in cp.entries:
+                if item is not None and self.persisted_seqno < item.seqno <= upto:
+                    self._to_disk(item)
+        self.persisted_seqno = max(self.persisted_seqno, upto)
+        self._expel()
+
+    def _to_disk(self, item: Item) -> None:
+        old = self.disk.get(item.doc_key)
+        if old is not None:
+            del self.disk_by_seqno[old.seqno]
+            j = bisect.bisect_left(self.disk_seqnos, old.seqno)
+            del self.disk_seqnos[j]
+        self.disk[item.doc_key] = item
+        self.disk_by_seqno[item.seqno] = item
+        if not self.disk_seqnos or item.seqno > self.disk_seqnos[-1]:
+            self.disk_seqnos.append(item.seqno)
+        else:
+            bisect.insort(self.disk_seqnos, item.seqno)
+
+    def _expel(self) -> None:
+        """Drop closed checkpoints wholly persisted and not pinned by a live cursor."""
+        pinned = {id(c.checkpoint) for c in self.cursors.values()}
+        while len(self.checkpoints) > 1:
+            cp = self.checkpoints[0]
+            if cp.open or cp.end_seqno > self.persisted_seqno or id(cp) in pinned:
+                break
+            self.checkpoints.pop(0)
+
+    def purge(self, upto: int) -> int:
+        """Remove on-disk tombstones at or below ``upto``; return how many."""
+        gone = [it for it in self.disk.values() if it.deleted and it.seqno <= upto]
+        for it in gone:
+            del self.disk[it.doc_key]
+            del self.disk_by_seqno[it.seqno]
+            if self.items.get(it.doc_key) is it:
+                del self.items[it.doc_key]
+            self.purge_seqno = max(self.purge_seqno, it.seqno)
+        if gone:
+            self.disk_seqnos = sorted(self.disk_by_seqno)
+        return len(gone)
+
+    def truncate(self, seqno: int) -> None:
+        """Cut history after ``seqno`` (restart or failover): the vbucket holds what it
+        held at ``seqno`` (purged tombstones stay purged), all of it on disk, and memory
+        starts again after it. Streams see a new generation; cursors are dropped."""
+        purge = self.purge_seqno
+        cut = bisect.bisect_right([it.seqno for it in self.log], seqno)
+        log = self.log[:cut]
+        latest: dict[tuple[int, bytes], Item] = {}
+        for item in log:
+            latest[item.doc_key] = item
+        self.generation += 1
+        for cursor in self.cursors.values():
+            cursor.dropped = True
+        self._reset(seqno)
+        self.purge_seqno = purge
+        self.log = log
+        for item in sorted(latest.values(), key=lambda it: it.seqno):
+            if item.deleted and item.seqno <= purge:
+                continue
+            self.items[item.doc_key] = item
+            self._to_disk(item)

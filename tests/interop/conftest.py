@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from mockdcp.model import Bucket
+from mockdcp.server import MockDcpServer, serve
+
+HERE = Path(__file__).parent
+BUILD_TIMEOUT = 1500
+
+
+def _build(script: Path) -> None:
+    result = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{script} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def java_jar() -> Path:
+    _build(HERE / "java" / "build.sh")
+    return HERE / "java" / "target" / "mockdcp-interop-java.jar"
+
+
+@pytest.fixture(scope="session")
+def go_bin() -> Path:
+    _build(HERE / "go" / "build.sh")
+    return HERE / "go" / "bin"
+
+
+@attrs.define
+class ClientRun:
+    """A real client consumer process streaming from the mock, and what it wrote."""
+
+    name: str
+    process: trio.Process
+    events_path: Path
+    state_path: Path
+    stderr_path: Path
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.events_path.exists():
+            return []
+        out = []
+        for line in self.events_path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a line being written
+        return out
+
+    def docs_seen(self) -> dict[str, dict[str, Any]]:
+        """Fold the event log into the latest version per key (rollbacks undone)."""
+        versions: dict[str, list[dict[str, Any]]] = {}
+        for ev in self.events():
+            kind = ev.get("event")
+            if kind in ("mutation", "deletion", "expiration"):
+                key = f"{ev.get('collection', 0)}:{ev['key']}"
+                versions.setdefault(key, []).append(ev)
+            elif kind == "rollback":
+                for key in list(versions):
+                    versions[key] = [
+                        v for v in versions[key] if v["vb"] != ev["vb"] or v["seqno"] <= ev["seqno"]
+                    ]
+        return {
+            k: v[-1] for k, v in versions.items() if v and v[-1]["event"] == "mutation"
+        }
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")[-6000:] if self.stderr_path.exists() else ""
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = trio.current_time() + timeout
+        while not predicate():
+            if self.process.returncode is not None:
+                raise AssertionError(
+                    f"{self.name} exited with {self.process.returncode} while waiting for {what}:\n"
+                    + self.stderr()
+                )
+            if trio.current_time() > deadline:
+                raise AssertionError(f"{self.name}: timed out waiting for {what}:\n{self.stderr()}")
+            await trio.sleep(0.1)
+
+    async def stop(self) -> dict[str, Any]:
+        """Close stdin (the programs' stop signal) and read the final state."""
+        if self.process.stdin is not None:
+            await self.process.stdin.aclose()
+        with trio.move_on_after(30):
+            await self.process.wait()
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+            raise AssertionError(f"{self.name} did not stop on stdin EOF:\n{self.stderr()}")
+        assert self.process.returncode == 0, f"{self.name} exit {self.process.returncode}:\n{self.stderr()}"
+        return json.loads(self.state_path.read_text())
+
+
+@pytest.fixture
+async def mock() -> AsyncIterator[MockDcpServer]:
+    bucket = Bucket("default", 64, seed=11, clock=time.time)
+    async with serve(port=0, http_port=0, bucket_obj=bucket) as server:
+        yield server
+
+
+@pytest.fixture
+def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Any]:
+    """Start a client by name against a server; returns a ``ClientRun``."""
+
+    async def start(name: str, server: MockDcpServer, *extra: str) -> ClientRun:
+        common = [
+            "--host", server.host, "--kv-port", str(server.kv_port),
+            "--http-port", str(server.http_port), "--user", "Administrator",
+            "--password", "password", "--bucket", server.bucket.name,
+        ]
+        run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+        run_dir.mkdir()
+        events, state, stderr = run_dir / "events.jsonl", run_dir / "state.json", run_dir / "stderr.log"
+        files = ["--out", str(events), "--state", str(state)]
+        if name == "java":
+            jar = request.getfixturevalue("java_jar")
+            cmd = ["java", "-jar", str(jar), *common, *files, *extra]
+        else:
+            binary = request.getfixturevalue("go_bin") / f"{name}-consumer"
+            cmd = [str(binary), *common, *files, *extra]
+        err = stderr.open("wb")
+        proc = await trio.lowlevel.open_process(
+            cmd, stdin=subprocess.PIPE, stdout=err, stderr=err, env={**os.environ}
+        )
+        run = ClientRun(name, proc, events, state, stderr)
+        request.addfinalizer(lambda: proc.kill() if proc.returncode is None else None)
+        return run
+
+    return start

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+
+from mockdcp.protocol import StreamEndReason
+from mockdcp.server import MockDcpServer
+
+from .conftest import ClientRun
+
+pytestmark = pytest.mark.interop
+
+CLIENTS = ["java", "gocbcore", "godcp"]
+#: Clients whose program undoes rolled-back versions (go-dcp's listener is not told).
+ROLLBACK_AWARE = {"java", "gocbcore"}
+
+Start = Callable[..., Any]
+
+
+def oracle_docs(server: MockDcpServer) -> dict[str, bytes]:
+    return {f"{cid}:{key.decode()}": item.value for (cid, key), item in server.bucket.oracle().items()}
+
+
+def seen_docs(run: ClientRun) -> dict[str, bytes]:
+    return {k: v.get("value", "").encode() for k, v in run.docs_seen().items()}
+
+
+def load(server: MockDcpServer, n: int, prefix: str, value: str = "1") -> None:
+    for i in range(n):
+        server.bucket.set(f"{prefix}::{i:05d}", f'{{"n":{i},"v":"{value}"}}')
+
+
+async def converge(run: ClientRun, server: MockDcpServer, timeout: float = 60) -> None:
+    await run.wait_for(lambda: seen_docs(run) == oracle_docs(server), timeout, "the oracle's documents")
+
+
+def assert_markers_cover_items(run: ClientRun) -> None:
+    """Every item lies inside the last snapshot marker of its vbucket (go-dcp panics otherwise)."""
+    snap: dict[int, tuple[int, int]] = {}
+    for ev in run.events():
+        if ev["event"] == "snapshot":
+            snap[ev["vb"]] = (ev["start"], ev["end"])
+        elif ev["event"] in ("mutation", "deletion", "expiration") and ev["vb"] in snap:
+            lo, hi = snap[ev["vb"]]
+            assert lo <= ev["seqno"] <= hi, f"{run.name}: {ev} outside marker {snap[ev['vb']]}"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_streams_all_vbuckets_from_zero(client: str, mock: MockDcpServer, start_client: Start) -> None:
+    load(mock, 2000, "plain")
+    run = await start_client(client, mock)
+    await converge(run, mock)
+    state = await run.stop()
+    assert_markers_cover_items(run)
+    if client != "godcp":
+        assert {k: v["value"].encode() for k, v in state["docs"].items()} == oracle_docs(mock)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_live_writes_and_deduplication(client: str, mock: MockDcpServer, start_client: Start) -> None:
+    load(mock, 500, "dedup", "old")
+    run = await start_client(client, mock)
+    await converge(run, mock)
+    for _ in range(3):
+        load(mock, 500, "dedup", "new")  # rewrites inside the open checkpoint dedupe
+    for i in range(0, 500, 5):
+        mock.bucket.delete(f"dedup::{i:05d}")
+    await converge(run, mock)
+    await run.stop()
+    assert_markers_cover_items(run)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_resumes_after_the_server_drops_the_connection(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
+    load(mock, 1000, "before")
+    mock.bucket.persist()
+    run = await start_client(client, mock)
+    await converge(run, mock)
+    mock.disconnect_all("interop: disconnect step")
+    load(mock, 500, "after")
+    await converge(run, mock, timeout=90)
+    await run.stop()
+    assert_markers_cover_items(run)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_rollback_after_failover(client: str, mock: MockDcpServer, start_client: Start) -> None:
+    load(mock, 600, "kept")
+    mock.bucket.persist()
+    load(mock, 300, "lost")
+    run = await start_client(client, mock)
+    await converge(run, mock)
+    mock.bucket.failover()  # unpersisted "lost" keys disappear; a new branch starts
+    load(mock, 100, "branch")
+    if client in ROLLBACK_AWARE:
+        await converge(run, mock, timeout=90)
+        assert any(ev["event"] == "rollback" for ev in run.events())
+    else:
+        expected = oracle_docs(mock)
+        await run.wait_for(
+            lambda: expected.items() <= seen_docs(run).items(), 90, "the new branch's documents"
+        )
+    await run.stop()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_memory_to_disk_switch_mid_stream(client: str, mock: MockDcpServer, start_client: Start) -> None:
+    load(mock, 800, "mem")
+    run = await start_client(client, mock)
+    await converge(run, mock)
+    load(mock, 800, "mem", "v2")
+    mock.bucket.persist()
+    mock.bucket.checkpoint()
+    assert mock.drop_cursor()
+    load(mock, 200, "post")
+    await converge(run, mock)
+    await run.stop()
+    assert_markers_cover_items(run)
+    assert any(ev["event"] == "snapshot" and ev["flags"] & 0x02 for ev in run.events()) or client == "godcp"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_purge_below_the_consumers_position(client: str, mock: MockDcpServer, start_client: Start) -> None:
+    load(mock, 400, "purge")
+    run = await start_client(client, mock)
+    await converge(run, mock)
+    mock.kv.refuse_connections = True  # the consumer is away while tombstones are purged
+    mock.disconnect_all("interop: consumer away")
+    for i in range(0, 400, 2):
+        mock.bucket.delete(f"purge::{i:05d}")
+    load(mock, 50, "later")
+    mock.bucket.persist()
+    mock.bucket.purge()
+    mock.kv.refuse_connections = False
+    if client in ROLLBACK_AWARE:
+        # it resumes below the purge seqno: rollback to 0, then a full, correct stream
+        await converge(run, mock, timeout=120)
+        assert any(ev["event"] == "rollback" and ev["seqno"] == 0 for ev in run.events())
+    else:
+        # go-dcp always sets IGNORE_PURGED_TOMBSTONES: no rollback, so the purged
+        # deletions never reach it; everything live does.
+        expected = oracle_docs(mock)
+        await run.wait_for(lambda: expected.items() <= seen_docs(run).items(), 120, "live documents")
+    await run.stop()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_flow_control_with_a_small_buffer(client: str, mock: MockDcpServer, start_client: Start) -> None:
+    load(mock, 3000, "flow", "x" * 200)
+    run = await start_client(client, mock, "--flow-control", "16384")
+    await converge(run, mock, timeout=90)
+    stats = [s for s in mock.connections() if s.buffer_size]
+    assert stats and all(s.buffer_size == 16384 for s in stats)
+    assert sum(s.acked_bytes for s in stats) > 16384
+    await run.stop()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_stream_end_state_changed_is_reopened(client: str, mock: MockDcpServer, start_client: Start) -> None:
+    load(mock, 300, "end")
+    run = await start_client(client, mock)
+    await converge(run, mock)
+    assert mock.end_stream(3, StreamEndReason.STATE_CHANGED) == 1
+    load(mock, 300, "end2")
+    await converge(run, mock)
+    await run.stop()

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mockdcp import ModelError
+from mockdcp.client import ConsumerState, DcpConsumer
+from mockdcp.model import Bucket
+from mockdcp.producer import Node
+from mockdcp.server._kv import KvService
+
+VBUCKETS = 4
+KEYS = [f"k{i}" for i in range(10)]
+
+keys = st.sampled_from(KEYS)
+vbs = st.one_of(st.none(), st.integers(0, VBUCKETS - 1))
+ops = st.one_of(
+    st.tuples(st.just("set"), keys, st.integers(0, 99)),
+    st.tuples(st.just("set"), keys, st.integers(0, 99)),
+    st.tuples(st.just("set"), keys, st.integers(0, 99)),
+    st.tuples(st.just("delete"), keys),
+    st.tuples(st.just("expire"), keys),
+    st.tuples(st.just("touch"), keys),
+    st.tuples(st.just("checkpoint"), vbs),
+    st.tuples(st.just("persist"), vbs),
+    st.tuples(st.just("purge"), vbs),
+    st.tuples(st.just("restart"), vbs),
+    st.tuples(st.just("failover"), vbs, st.booleans()),
+    st.tuples(st.just("drop_cursor"), vbs),
+    st.tuples(st.just("disconnect"),),
+    st.tuples(st.just("settle"), st.integers(1, 20)),
+)
+
+
+def apply(op: tuple[Any, ...], bucket: Bucket, node: Node, now: float) -> None:
+    kind = op[0]
+    try:
+        if kind == "set":
+            bucket.set(op[1], f'{{"v":{op[2]}}}')
+        elif kind == "delete":
+            bucket.delete(op[1])
+        elif kind == "expire":
+            bucket.expire(op[1])
+        elif kind == "touch":
+            bucket.touch(op[1], int(now) + 3600)
+        elif kind == "checkpoint":
+            bucket.checkpoint(op[1])
+        elif kind == "persist":
+            bucket.persist(op[1])
+        elif kind == "purge":
+            bucket.purge(op[1])
+        elif kind == "restart":
+            bucket.restart(op[1])
+            node.close_all("restart")
+        elif kind == "failover":
+            bucket.failover(op[1], lose_unpersisted=op[2])
+        elif kind == "drop_cursor":
+            bucket.drop_cursor(op[1])
+        elif kind == "disconnect":
+            node.close_all("disconnect")
+    except ModelError:
+        pass  # an op that does not apply now (e.g. delete of a missing key) changes nothing
+
+
+def documents(state: ConsumerState) -> dict[tuple[int, bytes], bytes]:
+    return {k: v.value for k, v in state.documents().items()}
+
+
+def oracle(bucket: Bucket) -> dict[tuple[int, bytes], bytes]:
+    return {k: it.value for k, it in bucket.oracle().items()}
+
+
+async def scenario(steps: list[tuple[Any, ...]]) -> tuple[ConsumerState, Bucket]:
+    clock = [1_700_000_000.0]
+    bucket = Bucket("default", VBUCKETS, seed=5, clock=lambda: clock[0])
+    node = Node(bucket=bucket, users={"u": "p"}, idle_timeout=1e9)
+    kv = KvService(node)
+    state = ConsumerState()
+    async with trio.open_nursery() as nursery:
+
+        async def connect() -> trio.abc.Stream:
+            client, server = trio.testing.memory_stream_pair()
+            nursery.start_soon(kv.handle, server)
+            return client
+
+        consumer = DcpConsumer(
+            "mock", 0, user="u", password="p", vbuckets=range(VBUCKETS), state=state,
+            buffer_size=4096, connect=connect, mechanism="PLAIN",
+        )
+        await nursery.start(consumer.run)
+        for op in steps:
+            clock[0] += 1
+            if op[0] == "settle":
+                for _ in range(op[1]):
+                    await trio.sleep(0)
+            else:
+                apply(op, bucket, node, clock[0])
+        with trio.fail_after(120):  # virtual time (autojump clock)
+            while documents(state) != oracle(bucket):
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    return state, bucket
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, max_size=40))
+def test_reference_consumer_converges_to_the_oracle(steps: list[tuple[Any, ...]]) -> None:
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    state, bucket = trio.run(scenario, steps, clock=clock)
+    assert state.violations == []
+    assert documents(state) == oracle(bucket)
