@@ -61,6 +61,8 @@ log = logging.getLogger("mockdcp.client")
 
 MAX_SEQNO = 0xFFFFFFFFFFFFFFFF
 STREAM_OPAQUE_BASE = 0x1000
+#: Pause before re-opening a stream that ended with a reason other than OK.
+REOPEN_DELAY = 0.05
 
 
 class ConsumerError(MockDcpError):
@@ -344,6 +346,7 @@ class DcpConsumer:
             if msg.reason == StreamEndReason.OK:
                 pos.ended = True
             elif self.reconnect or msg.reason != StreamEndReason.CLOSED:
+                await trio.sleep(REOPEN_DELAY)  # as java-dcp-client does (50 ms)
                 await self._open_stream(vb)
         self._emit(vb, msg)
         await self._maybe_ack()

@@ -1,0 +1,45 @@
+package harness
+
+import (
+	"fmt"
+
+	"github.com/couchbase/gocbcore/v10"
+)
+
+type gocbLogger struct {
+	prog  string
+	level gocbcore.LogLevel
+}
+
+func (l *gocbLogger) Log(level gocbcore.LogLevel, _ int, format string, v ...interface{}) error {
+	if level > l.level {
+		return nil
+	}
+	Logf(l.prog, "gocbcore %s: %s", levelName(level), fmt.Sprintf(format, v...))
+	return nil
+}
+
+func levelName(l gocbcore.LogLevel) string {
+	switch l {
+	case gocbcore.LogError:
+		return "ERROR"
+	case gocbcore.LogWarn:
+		return "WARN"
+	case gocbcore.LogInfo:
+		return "INFO"
+	case gocbcore.LogDebug:
+		return "DEBUG"
+	default:
+		return "TRACE"
+	}
+}
+
+// SetGocbcoreLogger routes gocbcore's log to stderr: info and above, or
+// debug and above with verbose.
+func SetGocbcoreLogger(prog string, verbose bool) {
+	level := gocbcore.LogInfo
+	if verbose {
+		level = gocbcore.LogDebug
+	}
+	gocbcore.SetLogger(&gocbLogger{prog: prog, level: level})
+}

@@ -1,0 +1,911 @@
+package mockdcp.interop;
+
+import com.couchbase.client.core.deps.io.netty.buffer.ByteBuf;
+import com.couchbase.client.dcp.Client;
+import com.couchbase.client.dcp.StreamFrom;
+import com.couchbase.client.dcp.StreamTo;
+import com.couchbase.client.dcp.config.DcpControl;
+import com.couchbase.client.dcp.core.event.CouchbaseEvent;
+import com.couchbase.client.dcp.events.DcpFailureEvent;
+import com.couchbase.client.dcp.events.StreamEndEvent;
+import com.couchbase.client.dcp.highlevel.CollectionCreated;
+import com.couchbase.client.dcp.highlevel.CollectionDropped;
+import com.couchbase.client.dcp.highlevel.CollectionFlushed;
+import com.couchbase.client.dcp.highlevel.ScopeCreated;
+import com.couchbase.client.dcp.highlevel.ScopeDropped;
+import com.couchbase.client.dcp.highlevel.SnapshotMarker;
+import com.couchbase.client.dcp.highlevel.StreamOffset;
+import com.couchbase.client.dcp.highlevel.internal.CollectionIdAndKey;
+import com.couchbase.client.dcp.message.ContentAndXattrs;
+import com.couchbase.client.dcp.message.DcpDeletionMessage;
+import com.couchbase.client.dcp.message.DcpExpirationMessage;
+import com.couchbase.client.dcp.message.DcpMutationMessage;
+import com.couchbase.client.dcp.message.DcpSeqnoAdvancedRequest;
+import com.couchbase.client.dcp.message.DcpSnapshotMarkerRequest;
+import com.couchbase.client.dcp.message.DcpSystemEvent;
+import com.couchbase.client.dcp.message.DcpSystemEventRequest;
+import com.couchbase.client.dcp.message.MessageUtil;
+import com.couchbase.client.dcp.message.RollbackMessage;
+import com.couchbase.client.dcp.state.FailoverLogEntry;
+import com.couchbase.client.dcp.state.PartitionState;
+import com.couchbase.client.dcp.transport.netty.ChannelFlowController;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStreamWriter;
+import java.io.PrintStream;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+
+/**
+ * Test consumer for mockdcp built on java-dcp-client's low-level API.
+ * <p>
+ * Writes one JSON object per received event to --out (flushed per line), keeps a consumer-side
+ * copy of the documents (every version, trimmed on rollback) and writes it to --state when stdin
+ * reaches EOF or on SIGTERM. Logs go to stderr; stdout is unused.
+ */
+public final class MockdcpConsumer {
+
+  private static final String USAGE = String.join("\n",
+      "usage: java -jar mockdcp-interop-java.jar --host H --kv-port N --user U --password P",
+      "           --bucket B --out EVENTS.jsonl --state STATE.json [options]",
+      "",
+      "Streams a bucket with java-dcp-client (low-level API) until stdin reaches EOF or SIGTERM,",
+      "then writes STATE.json, disconnects and exits 0. Fatal errors: message on stderr, exit 1.",
+      "",
+      "required:",
+      "  --host HOST                   seed host (e.g. 127.0.0.1)",
+      "  --kv-port N                   KV (memcached binary) port of the seed",
+      "  --user U --password P         credentials (SCRAM; the library never uses PLAIN without TLS)",
+      "  --bucket B                    bucket name",
+      "  --out FILE                    events, one JSON object per line",
+      "  --state FILE                  final consumer state (JSON)",
+      "options:",
+      "  --collections                 collectionsAware(true)",
+      "  --collection SCOPE.COLL       stream only this collection (repeatable; implies --collections)",
+      "  --flow-control BYTES          connection buffer size, 0 = off (default 0); events are acked",
+      "  --vbuckets all|0,1,5          vbuckets to stream (default all)",
+      "  --resume-from STATE.json      resume from the vbucket positions and documents of a state file",
+      "  --xattrs                      request XATTRs (events get an \"xattrs\" object)",
+      "  --no-value                    request keys and metadata only",
+      "  --expiry-opcode               ask for DCP_EXPIRATION (optional control enable_expiry_opcode=true;",
+      "                                a server refusing it with EINVAL/NOT_SUPPORTED is tolerated)",
+      "  --connect-timeout-seconds N   give up connecting after N seconds (default 15)",
+      "  --log-level LEVEL             trace|debug|info|warn|error|off (default info)",
+      "  --help                        this text",
+      "",
+      "--delete-times is not offered: dcp-client 0.56.0 has no builder option for",
+      "INCLUDE_DELETE_TIMES.");
+
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  // ------------------------------------------------------------------ options
+
+  static final class Options {
+    String host;
+    int kvPort = -1;
+    String user;
+    String password;
+    String bucket;
+    String out;
+    String state;
+    boolean collections;
+    final List<String> collectionNames = new ArrayList<>();
+    int flowControl;
+    List<Integer> vbuckets; // null = all
+    String resumeFrom;
+    boolean xattrs;
+    boolean noValue;
+    boolean expiryOpcode;
+    int connectTimeoutSeconds = 15;
+    String logLevel = "info";
+  }
+
+  static final class UsageException extends Exception {
+    UsageException(String message) {
+      super(message);
+    }
+  }
+
+  static Options parseArgs(String[] args) throws UsageException {
+    Options o = new Options();
+    for (int i = 0; i < args.length; i++) {
+      String a = args[i];
+      String inlineValue = null;
+      int eq = a.indexOf('=');
+      if (a.startsWith("--") && eq > 0) {
+        inlineValue = a.substring(eq + 1);
+        a = a.substring(0, eq);
+      }
+      switch (a) {
+        case "--collections":
+          o.collections = true;
+          continue;
+        case "--xattrs":
+          o.xattrs = true;
+          continue;
+        case "--no-value":
+          o.noValue = true;
+          continue;
+        case "--expiry-opcode":
+          o.expiryOpcode = true;
+          continue;
+        default:
+          break;
+      }
+      String v;
+      if (inlineValue != null) {
+        v = inlineValue;
+      } else {
+        if (i + 1 >= args.length) {
+          throw new UsageException("missing value for " + a);
+        }
+        v = args[++i];
+      }
+      switch (a) {
+        case "--host": o.host = v; break;
+        case "--kv-port": o.kvPort = parseInt(a, v, 1, 65535); break;
+        case "--user": o.user = v; break;
+        case "--password": o.password = v; break;
+        case "--bucket": o.bucket = v; break;
+        case "--out": o.out = v; break;
+        case "--state": o.state = v; break;
+        case "--collection":
+          if (!v.contains(".")) {
+            throw new UsageException("--collection wants SCOPE.COLLECTION, got " + v);
+          }
+          o.collectionNames.add(v);
+          o.collections = true;
+          break;
+        case "--flow-control": o.flowControl = parseInt(a, v, 0, Integer.MAX_VALUE); break;
+        case "--vbuckets": o.vbuckets = parseVbuckets(v); break;
+        case "--resume-from": o.resumeFrom = v; break;
+        case "--connect-timeout-seconds": o.connectTimeoutSeconds = parseInt(a, v, 1, 3600); break;
+        case "--log-level": o.logLevel = v.toLowerCase(Locale.ROOT); break;
+        default:
+          throw new UsageException("unknown option " + a);
+      }
+    }
+    for (String[] req : new String[][]{{"--host", o.host}, {"--user", o.user},
+        {"--password", o.password}, {"--bucket", o.bucket}, {"--out", o.out}, {"--state", o.state}}) {
+      if (req[1] == null) {
+        throw new UsageException("missing required option " + req[0]);
+      }
+    }
+    if (o.kvPort < 0) {
+      throw new UsageException("missing required option --kv-port");
+    }
+    if (!List.of("trace", "debug", "info", "warn", "error", "off").contains(o.logLevel)) {
+      throw new UsageException("bad --log-level " + o.logLevel);
+    }
+    return o;
+  }
+
+  private static int parseInt(String opt, String v, int min, int max) throws UsageException {
+    try {
+      int n = Integer.parseInt(v.trim());
+      if (n < min || n > max) {
+        throw new UsageException(opt + " out of range: " + v);
+      }
+      return n;
+    } catch (NumberFormatException e) {
+      throw new UsageException(opt + " wants a number, got " + v);
+    }
+  }
+
+  private static List<Integer> parseVbuckets(String v) throws UsageException {
+    if (v.equals("all")) {
+      return null;
+    }
+    List<Integer> vbs = new ArrayList<>();
+    for (String p : v.split(",")) {
+      if (!p.isBlank()) {
+        int vb = parseInt("--vbuckets", p, 0, 1023);
+        if (!vbs.contains(vb)) {
+          vbs.add(vb);
+        }
+      }
+    }
+    if (vbs.isEmpty()) {
+      throw new UsageException("--vbuckets: empty list");
+    }
+    return vbs;
+  }
+
+  // -------------------------------------------------------------- JSON helpers
+
+  /** DCP seqnos, CAS and vbuuids are unsigned 64-bit. */
+  static void putU64(ObjectNode n, String field, long v) {
+    if (v >= 0) {
+      n.put(field, v);
+    } else {
+      n.put(field, new BigInteger(Long.toUnsignedString(v)));
+    }
+  }
+
+  static long readU64(JsonNode n) {
+    if (n == null || n.isNull()) {
+      return 0;
+    }
+    if (n.isBigInteger()) {
+      return n.bigIntegerValue().longValue();
+    }
+    if (n.isTextual()) {
+      return Long.parseUnsignedLong(n.asText());
+    }
+    return n.asLong();
+  }
+
+  // -------------------------------------------------------------- event output
+
+  static final class EventWriter implements AutoCloseable {
+    private final BufferedWriter w;
+    private boolean closed;
+
+    EventWriter(Path path) throws IOException {
+      this.w = Files.newBufferedWriter(path, StandardCharsets.UTF_8);
+    }
+
+    synchronized void emit(ObjectNode event) {
+      if (closed) {
+        return;
+      }
+      try {
+        w.write(JSON.writeValueAsString(event));
+        w.write('\n');
+        w.flush();
+      } catch (IOException e) {
+        throw new RuntimeException("writing events file: " + e, e);
+      }
+    }
+
+    @Override
+    public synchronized void close() throws IOException {
+      if (!closed) {
+        closed = true;
+        w.close();
+      }
+    }
+  }
+
+  static ObjectNode event(String type) {
+    ObjectNode n = JSON.createObjectNode();
+    n.put("event", type);
+    return n;
+  }
+
+  // ------------------------------------------------------------ consumer state
+
+  static final class Version {
+    final long seqno;
+    final int vb;
+    final String value;
+    final boolean deleted;
+
+    Version(long seqno, int vb, String value, boolean deleted) {
+      this.seqno = seqno;
+      this.vb = vb;
+      this.value = value;
+      this.deleted = deleted;
+    }
+  }
+
+  static final class VbState {
+    long seqno;
+    long uuid;
+    long snapStart;
+    long snapEnd;
+    /** Marker received but not yet applied (promoted by the first item of the snapshot). */
+    SnapshotMarker pending;
+    /** Last marker received, for the snap_start/snap_end fields of data events. */
+    long markerStart;
+    long markerEnd;
+    List<FailoverLogEntry> lastEmittedFailoverLog;
+  }
+
+  /** A consumer's copy of the bucket: every version of every key, per-vbucket positions. */
+  static final class ConsumerState {
+    final Map<String, List<Version>> docs = new LinkedHashMap<>();
+    final Map<Integer, VbState> vbs = new TreeMap<>();
+
+    static String docKey(long collection, String key) {
+      return Long.toUnsignedString(collection) + ":" + key;
+    }
+
+    VbState vb(int vb) {
+      return vbs.computeIfAbsent(vb, k -> new VbState());
+    }
+
+    void addVersion(long collection, String key, Version v) {
+      docs.computeIfAbsent(docKey(collection, key), k -> new ArrayList<>()).add(v);
+    }
+
+    /** Applies the item's seqno; a pending snapshot marker becomes current. */
+    void advance(int vbid, long seqno) {
+      VbState s = vb(vbid);
+      s.seqno = seqno;
+      if (s.pending != null) {
+        s.snapStart = s.pending.getStartSeqno();
+        s.snapEnd = s.pending.getEndSeqno();
+        s.pending = null;
+      }
+    }
+
+    /** Drops every version of vbucket vb newer than seqno and moves the vbucket back to it. */
+    void rollback(int vbid, long seqno) {
+      Iterator<Map.Entry<String, List<Version>>> it = docs.entrySet().iterator();
+      while (it.hasNext()) {
+        List<Version> versions = it.next().getValue();
+        versions.removeIf(v -> v.vb == vbid && Long.compareUnsigned(v.seqno, seqno) > 0);
+        if (versions.isEmpty()) {
+          it.remove();
+        }
+      }
+      VbState s = vb(vbid);
+      s.seqno = seqno;
+      s.snapStart = seqno;
+      s.snapEnd = seqno;
+      s.pending = null;
+    }
+
+    ObjectNode toJson() {
+      ObjectNode root = JSON.createObjectNode();
+      ObjectNode d = root.putObject("docs");
+      for (Map.Entry<String, List<Version>> e : new TreeMap<>(docs).entrySet()) {
+        List<Version> versions = e.getValue();
+        if (versions.isEmpty()) {
+          continue;
+        }
+        Version last = versions.get(versions.size() - 1);
+        if (last.deleted) {
+          continue;
+        }
+        ObjectNode o = d.putObject(e.getKey());
+        o.put("value", last.value);
+        putU64(o, "seqno", last.seqno);
+        o.put("vb", last.vb);
+      }
+      ObjectNode v = root.putObject("vbuckets");
+      for (Map.Entry<Integer, VbState> e : vbs.entrySet()) {
+        VbState s = e.getValue();
+        ObjectNode o = v.putObject(Integer.toString(e.getKey()));
+        putU64(o, "seqno", s.seqno);
+        putU64(o, "uuid", s.uuid);
+        putU64(o, "snap_start", s.snapStart);
+        putU64(o, "snap_end", s.snapEnd);
+      }
+      return root;
+    }
+
+    static ConsumerState load(Path path) throws IOException {
+      JsonNode root = JSON.readTree(path.toFile());
+      if (root == null || !root.isObject()) {
+        throw new IOException(path + ": not a JSON object");
+      }
+      ConsumerState s = new ConsumerState();
+      JsonNode docs = root.path("docs");
+      for (Iterator<Map.Entry<String, JsonNode>> it = docs.fields(); it.hasNext(); ) {
+        Map.Entry<String, JsonNode> e = it.next();
+        JsonNode d = e.getValue();
+        s.docs.computeIfAbsent(e.getKey(), k -> new ArrayList<>()).add(new Version(
+            readU64(d.get("seqno")), d.path("vb").asInt(), d.path("value").asText(""), false));
+      }
+      JsonNode vbs = root.path("vbuckets");
+      for (Iterator<Map.Entry<String, JsonNode>> it = vbs.fields(); it.hasNext(); ) {
+        Map.Entry<String, JsonNode> e = it.next();
+        int vb;
+        try {
+          vb = Integer.parseInt(e.getKey());
+        } catch (NumberFormatException ex) {
+          throw new IOException(path + ": bad vbucket " + e.getKey());
+        }
+        JsonNode j = e.getValue();
+        VbState st = s.vb(vb);
+        st.seqno = readU64(j.get("seqno"));
+        st.uuid = readU64(j.get("uuid"));
+        st.snapStart = readU64(j.get("snap_start"));
+        st.snapEnd = readU64(j.get("snap_end"));
+        st.markerStart = st.snapStart;
+        st.markerEnd = st.snapEnd;
+      }
+      return s;
+    }
+  }
+
+  // ------------------------------------------------------------------ consumer
+
+  private final Options opts;
+  private final Logger log;
+  private final EventWriter events;
+  private final ConsumerState state;
+  private final Object lock = new Object();
+  private Client client;
+  /** Set once connect() succeeded; a failed connect() already disconnected the client. */
+  private volatile boolean connected;
+  private boolean finished;
+
+  MockdcpConsumer(Options opts, Logger log, EventWriter events, ConsumerState state) {
+    this.opts = opts;
+    this.log = log;
+    this.events = events;
+    this.state = state;
+  }
+
+  private void emitError(String message) {
+    ObjectNode e = event("error");
+    e.put("message", message);
+    events.emit(e);
+  }
+
+  /** Emits the vbucket's failover log (kept by the library in its session state) when it changed. */
+  private void maybeEmitFailoverLog(int vb) {
+    PartitionState ps = client.sessionState().get(vb);
+    if (ps == null) {
+      return;
+    }
+    List<FailoverLogEntry> log = new ArrayList<>(ps.getFailoverLog());
+    synchronized (lock) {
+      VbState s = state.vb(vb);
+      if (!log.isEmpty()) {
+        s.uuid = log.get(0).getUuid();
+      }
+      if (log.isEmpty() || log.equals(s.lastEmittedFailoverLog)) {
+        return;
+      }
+      s.lastEmittedFailoverLog = log;
+      ObjectNode e = event("failover_log");
+      e.put("vb", vb);
+      ArrayNode entries = e.putArray("entries");
+      for (FailoverLogEntry entry : log) {
+        ArrayNode pair = entries.addArray();
+        if (entry.getUuid() >= 0) pair.add(entry.getUuid()); else pair.add(new BigInteger(Long.toUnsignedString(entry.getUuid())));
+        if (entry.getSeqno() >= 0) pair.add(entry.getSeqno()); else pair.add(new BigInteger(Long.toUnsignedString(entry.getSeqno())));
+      }
+      events.emit(e);
+    }
+  }
+
+  private void onDataEvent(ChannelFlowController flowController, ByteBuf event) {
+    try {
+      String type;
+      if (DcpMutationMessage.is(event)) {
+        type = "mutation";
+      } else if (DcpDeletionMessage.is(event)) {
+        type = "deletion";
+      } else if (DcpExpirationMessage.is(event)) {
+        type = "expiration";
+      } else {
+        log.warn("unexpected data event {}", MessageUtil.humanize(event));
+        return;
+      }
+      int vb = MessageUtil.getVbucket(event);
+      maybeEmitFailoverLog(vb);
+      // bySeqno, revisionSeqno and cas sit at the same place for all three messages.
+      long seqno = DcpMutationMessage.bySeqno(event);
+      long rev = DcpMutationMessage.revisionSeqno(event);
+      long cas = MessageUtil.getCas(event);
+      CollectionIdAndKey ck = MessageUtil.getCollectionIdAndKey(event, opts.collections);
+      ContentAndXattrs body = MessageUtil.getContentAndXattrs(event);
+      String value = new String(body.content(), StandardCharsets.UTF_8);
+      boolean mutation = type.equals("mutation");
+
+      synchronized (lock) {
+        state.advance(vb, seqno);
+        VbState s = state.vb(vb);
+        state.addVersion(ck.collectionId(), ck.key(), new Version(seqno, vb, value, !mutation));
+
+        ObjectNode e = event(type);
+        e.put("vb", vb);
+        putU64(e, "seqno", seqno);
+        putU64(e, "rev", rev);
+        putU64(e, "cas", cas);
+        e.put("key", ck.key());
+        e.put("collection", ck.collectionId());
+        e.put("value", value);
+        e.put("flags", mutation ? Integer.toUnsignedLong(DcpMutationMessage.flags(event)) : 0L);
+        e.put("expiry", mutation ? Integer.toUnsignedLong(DcpMutationMessage.expiry(event)) : 0L);
+        e.put("datatype", MessageUtil.getDataType(event) & 0xff);
+        if (opts.xattrs) {
+          ObjectNode x = e.putObject("xattrs");
+          body.xattrs().forEach(x::put);
+        }
+        putU64(e, "snap_start", s.markerStart);
+        putU64(e, "snap_end", s.markerEnd);
+        events.emit(e);
+      }
+    } catch (RuntimeException ex) {
+      log.error("failed to handle data event", ex);
+      emitError("data event: " + ex);
+    } finally {
+      flowController.ack(event);
+      event.release();
+    }
+  }
+
+  private void onControlEvent(ChannelFlowController flowController, ByteBuf event) {
+    try {
+      if (RollbackMessage.is(event)) {
+        int vb = RollbackMessage.vbucket(event);
+        long seqno = RollbackMessage.seqno(event);
+        synchronized (lock) {
+          state.rollback(vb, seqno);
+          ObjectNode e = event("rollback");
+          e.put("vb", vb);
+          putU64(e, "seqno", seqno);
+          events.emit(e);
+        }
+        log.info("rollback of vbucket {} to seqno {}; restarting its stream", vb, seqno);
+        client.rollbackAndRestartStream(vb, seqno).subscribe(
+            ignored -> { },
+            err -> {
+              log.error("restarting stream of vbucket {} after rollback failed", vb, err);
+              emitError("rollback restart vb " + vb + ": " + err);
+            },
+            () -> maybeEmitFailoverLog(vb));
+      } else if (DcpSnapshotMarkerRequest.is(event)) {
+        int vb = DcpSnapshotMarkerRequest.partition(event);
+        maybeEmitFailoverLog(vb);
+        long start = DcpSnapshotMarkerRequest.startSeqno(event);
+        long end = DcpSnapshotMarkerRequest.endSeqno(event);
+        synchronized (lock) {
+          VbState s = state.vb(vb);
+          s.pending = new SnapshotMarker(start, end);
+          s.markerStart = start;
+          s.markerEnd = end;
+          ObjectNode e = event("snapshot");
+          e.put("vb", vb);
+          putU64(e, "start", start);
+          putU64(e, "end", end);
+          e.put("flags", DcpSnapshotMarkerRequest.flagsAsInt(event));
+          events.emit(e);
+        }
+      } else if (DcpSeqnoAdvancedRequest.is(event)) {
+        int vb = MessageUtil.getVbucket(event);
+        maybeEmitFailoverLog(vb);
+        long seqno = DcpSeqnoAdvancedRequest.getSeqno(event);
+        synchronized (lock) {
+          VbState s = state.vb(vb);
+          s.seqno = seqno;
+          s.snapStart = seqno;
+          s.snapEnd = seqno;
+          s.pending = null;
+          ObjectNode e = event("seqno_advanced");
+          e.put("vb", vb);
+          putU64(e, "seqno", seqno);
+          events.emit(e);
+        }
+      } else if (DcpSystemEventRequest.is(event)) {
+        int vb = MessageUtil.getVbucket(event);
+        maybeEmitFailoverLog(vb);
+        long seqno = DcpSystemEventRequest.getSeqno(event);
+        ObjectNode e = event("system_event");
+        e.put("vb", vb);
+        putU64(e, "seqno", seqno);
+        e.put("id", DcpSystemEventRequest.getId(event));
+        e.put("version", DcpSystemEventRequest.getVersion(event));
+        DcpSystemEvent se = DcpSystemEvent.parse(event);
+        if (se != null) {
+          e.put("type", se.getType().name().toLowerCase(Locale.ROOT));
+        }
+        if (se instanceof CollectionCreated) {
+          CollectionCreated c = (CollectionCreated) se;
+          putU64(e, "manifest_uid", c.getManifestId());
+          e.put("scope_id", c.getScopeId());
+          e.put("collection_id", c.getCollectionId());
+          e.put("name", c.getCollectionName());
+          c.getMaxTtl().ifPresent(ttl -> e.put("max_ttl", ttl));
+        } else if (se instanceof CollectionDropped) {
+          CollectionDropped c = (CollectionDropped) se;
+          putU64(e, "manifest_uid", c.getManifestId());
+          e.put("scope_id", c.getScopeId());
+          e.put("collection_id", c.getCollectionId());
+        } else if (se instanceof CollectionFlushed) {
+          CollectionFlushed c = (CollectionFlushed) se;
+          putU64(e, "manifest_uid", c.getManifestId());
+          e.put("scope_id", c.getScopeId());
+          e.put("collection_id", c.getCollectionId());
+        } else if (se instanceof ScopeCreated) {
+          ScopeCreated c = (ScopeCreated) se;
+          putU64(e, "manifest_uid", c.getManifestId());
+          e.put("scope_id", c.getScopeId());
+          e.put("name", c.getScopeName());
+        } else if (se instanceof ScopeDropped) {
+          ScopeDropped c = (ScopeDropped) se;
+          putU64(e, "manifest_uid", c.getManifestId());
+          e.put("scope_id", c.getScopeId());
+        }
+        synchronized (lock) {
+          state.advance(vb, seqno);
+          events.emit(e);
+        }
+      } else {
+        log.debug("ignoring control event {}", MessageUtil.humanize(event));
+      }
+    } catch (RuntimeException ex) {
+      log.error("failed to handle control event", ex);
+      emitError("control event: " + ex);
+    } finally {
+      flowController.ack(event);
+      event.release();
+    }
+  }
+
+  private void onSystemEvent(CouchbaseEvent event) {
+    if (event instanceof StreamEndEvent) {
+      StreamEndEvent se = (StreamEndEvent) event;
+      maybeEmitFailoverLog(se.partition());
+      ObjectNode e = event("stream_end");
+      e.put("vb", se.partition());
+      e.put("reason", se.reason().value());
+      e.put("reason_name", se.reason().name());
+      events.emit(e);
+      log.info("stream end: vbucket {} reason {}", se.partition(), se.reason());
+    } else if (event instanceof DcpFailureEvent) {
+      log.warn("library reported failure: {}", event);
+      emitError(event.toString());
+    } else {
+      log.debug("system event {}", event);
+    }
+  }
+
+  void run() throws Exception {
+    Client.Builder builder = Client.builder()
+        .seedNodes(opts.host + ":" + opts.kvPort)
+        .credentials(opts.user, opts.password)
+        .bucket(opts.bucket)
+        // The library waits bootstrapTimeout plus one config refresh interval (2 s) for the first
+        // cluster map; keep the total near --connect-timeout-seconds.
+        .bootstrapTimeout(Duration.ofSeconds(Math.max(1, opts.connectTimeoutSeconds - 2)))
+        .socketConnectTimeout(Math.min(opts.connectTimeoutSeconds, 10) * 1000L);
+    if (opts.collections) {
+      builder.collectionsAware(true);
+      if (!opts.collectionNames.isEmpty()) {
+        builder.collectionNames(opts.collectionNames);
+      }
+    }
+    if (opts.flowControl > 0) {
+      builder.flowControl(opts.flowControl);
+    }
+    if (opts.xattrs) {
+      builder.xattrs(true);
+    }
+    if (opts.noValue) {
+      builder.noValue(true);
+    }
+    if (opts.expiryOpcode) {
+      builder.optionalControlParam(DcpControl.Names.ENABLE_EXPIRY_OPCODE.value(), true);
+    }
+    client = builder.build();
+    client.controlEventHandler(this::onControlEvent);
+    client.dataEventHandler(this::onDataEvent);
+    client.systemEventHandler(this::onSystemEvent);
+
+    log.info("connecting to {}:{} bucket {}", opts.host, opts.kvPort, opts.bucket);
+    try {
+      client.connect().block(Duration.ofSeconds(opts.connectTimeoutSeconds + 10L));
+    } catch (RuntimeException e) {
+      throw new IllegalStateException("could not connect to " + opts.host + ":" + opts.kvPort
+          + " (bucket " + opts.bucket + ") within " + opts.connectTimeoutSeconds + " s", e);
+    }
+    connected = true;
+    int numPartitions = client.numPartitions();
+    log.info("connected; bucket has {} vbuckets", numPartitions);
+
+    List<Integer> vbs = new ArrayList<>();
+    if (opts.vbuckets == null) {
+      for (int i = 0; i < numPartitions; i++) {
+        vbs.add(i);
+      }
+    } else {
+      for (int vb : opts.vbuckets) {
+        if (vb >= numPartitions) {
+          throw new IllegalArgumentException("--vbuckets: vbucket " + vb + " does not exist (bucket has "
+              + numPartitions + ")");
+        }
+        vbs.add(vb);
+      }
+    }
+
+    client.initializeState(StreamFrom.BEGINNING, StreamTo.INFINITY).block();
+    if (opts.resumeFrom != null) {
+      Map<Integer, StreamOffset> offsets = new LinkedHashMap<>();
+      synchronized (lock) {
+        for (int vb : vbs) {
+          VbState s = state.vbs.get(vb);
+          offsets.put(vb, s == null ? StreamOffset.ZERO
+              : new StreamOffset(s.uuid, s.seqno, new SnapshotMarker(s.snapStart, s.snapEnd), 0));
+          state.vb(vb);
+        }
+      }
+      log.info("resuming {} vbuckets from {}", offsets.size(), opts.resumeFrom);
+      client.resumeStreaming(offsets).block();
+    } else {
+      synchronized (lock) {
+        for (int vb : vbs) {
+          state.vb(vb);
+        }
+      }
+      client.startStreaming(vbs).block();
+    }
+    for (int vb : vbs) {
+      maybeEmitFailoverLog(vb);
+    }
+    events.emit(event("ready"));
+    log.info("streaming {} vbuckets", vbs.size());
+  }
+
+  /** Stop requested (stdin EOF, SIGTERM/SIGINT): write state, disconnect, exit 0. */
+  void stop(String why) {
+    log.info("stopping: {}", why);
+    finish(true);
+    System.exit(0);
+  }
+
+  /** Writes the state file, disconnects, closes the events file. Runs once. */
+  synchronized void finish(boolean writeState) {
+    if (finished) {
+      return;
+    }
+    finished = true;
+    if (writeState) {
+      try {
+        ObjectNode json;
+        synchronized (lock) {
+          if (client != null) {
+            for (Map.Entry<Integer, VbState> e : state.vbs.entrySet()) {
+              PartitionState ps = client.sessionState().get(e.getKey());
+              if (ps != null && ps.getLastUuid() != 0) {
+                e.getValue().uuid = ps.getLastUuid();
+              }
+            }
+          }
+          json = state.toJson();
+        }
+        Path path = Paths.get(opts.state);
+        Path tmp = path.resolveSibling(path.getFileName() + ".tmp");
+        Files.write(tmp, JSON.writer().with(SerializationFeature.INDENT_OUTPUT).writeValueAsBytes(json));
+        Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        log.info("wrote state to {}", path);
+      } catch (Exception e) {
+        log.error("writing state file failed", e);
+      }
+    }
+    if (client != null && connected) {
+      try {
+        client.disconnect().block(Duration.ofSeconds(10));
+      } catch (Exception e) {
+        log.warn("disconnect: {}", e.toString());
+      }
+    }
+    try {
+      events.close();
+    } catch (IOException e) {
+      log.warn("closing events file: {}", e.toString());
+    }
+  }
+
+  // ---------------------------------------------------------------------- main
+
+  private static void configureLogging(String level) {
+    System.setProperty("org.slf4j.simpleLogger.logFile", "System.err");
+    System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", level);
+    System.setProperty("org.slf4j.simpleLogger.showDateTime", "true");
+    System.setProperty("org.slf4j.simpleLogger.dateTimeFormat", "HH:mm:ss.SSS");
+    System.setProperty("org.slf4j.simpleLogger.showShortLogName", "true");
+    System.setProperty("org.slf4j.simpleLogger.showLogName", "false");
+  }
+
+  private static String describe(Throwable t) {
+    StringBuilder sb = new StringBuilder(String.valueOf(t));
+    for (Throwable c = t.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+      sb.append(": caused by ").append(c);
+    }
+    return sb.toString();
+  }
+
+  public static void main(String[] args) {
+    // Nothing may ever be printed on stdout.
+    PrintStream stdout = System.out;
+    System.setOut(System.err);
+
+    for (String a : args) {
+      if (a.equals("--help") || a.equals("-h")) {
+        stdout.println(USAGE);
+        stdout.flush();
+        System.exit(0);
+      }
+    }
+    Options opts;
+    try {
+      opts = parseArgs(args);
+    } catch (UsageException e) {
+      System.err.println("mockdcp-interop-java: " + e.getMessage());
+      System.err.println("(--help for usage)");
+      System.exit(2);
+      return;
+    }
+    configureLogging(opts.logLevel);
+    Logger log = LoggerFactory.getLogger(MockdcpConsumer.class);
+
+    ConsumerState state;
+    EventWriter events;
+    try {
+      state = opts.resumeFrom != null ? ConsumerState.load(Paths.get(opts.resumeFrom)) : new ConsumerState();
+      events = new EventWriter(Paths.get(opts.out));
+    } catch (IOException e) {
+      System.err.println("mockdcp-interop-java: fatal: " + e);
+      System.exit(1);
+      return;
+    }
+
+    MockdcpConsumer consumer = new MockdcpConsumer(opts, log, events, state);
+    Thread hook = new Thread(() -> consumer.finish(true), "shutdown-hook");
+    Runtime.getRuntime().addShutdownHook(hook);
+
+    // Stop on stdin EOF, or on SIGTERM / SIGINT (handled like EOF so the exit code is 0).
+    Thread stdinWatcher = new Thread(() -> {
+      byte[] buf = new byte[4096];
+      try (InputStream in = System.in) {
+        while (in.read(buf) >= 0) {
+          // discard
+        }
+      } catch (IOException ignored) {
+        // treat like EOF
+      }
+      consumer.stop("stdin reached EOF");
+    }, "stdin-watcher");
+    stdinWatcher.setDaemon(true);
+    stdinWatcher.start();
+    for (String sig : new String[]{"TERM", "INT"}) {
+      try {
+        sun.misc.Signal.handle(new sun.misc.Signal(sig), s -> consumer.stop("SIG" + sig));
+      } catch (IllegalArgumentException e) {
+        log.warn("cannot handle SIG{}: {}; relying on the shutdown hook", sig, e.toString());
+      }
+    }
+
+    try {
+      consumer.run();
+    } catch (Throwable t) {
+      String msg = describe(t);
+      System.err.println("mockdcp-interop-java: fatal: " + msg);
+      log.debug("fatal error", t);
+      events.emit(errorEvent(msg));
+      consumer.finish(false);
+      Runtime.getRuntime().halt(1);
+    }
+    // Streaming runs on the library's threads; the stop paths above end the process.
+    try {
+      new CountDownLatch(1).await();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  private static ObjectNode errorEvent(String message) {
+    ObjectNode e = event("error");
+    e.put("message", message);
+    return e;
+  }
+}
