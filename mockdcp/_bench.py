@@ -41,7 +41,7 @@ def load_bucket(items: int, value_size: int, vbuckets: int) -> tuple[Any, int]:
     bucket = Bucket("default", vbuckets, seed=1, clock=time.time, checkpoint_max_items=10_000)
     pad = _value(0, value_size)
     for i in range(items):
-        bucket.set(f"key::{i:09d}", pad)
+        bucket.set(f"key::{i:09d}", pad, datatype=1)
     gc.collect()
     return bucket, _rss() - before
 
@@ -56,8 +56,11 @@ async def _stream_once(bucket: Any, items: int, vbuckets: int) -> dict[str, Any]
             sys.executable, "-m", "mockdcp._bench_consumer",
             "--port", str(server.kv_port), "--items", str(items), "--vbuckets", str(vbuckets),
         ]
+        c0 = time.process_time()
         result = await trio.run_process(cmd, capture_stdout=True, check=True)
-        return json.loads(result.stdout.decode().strip().splitlines()[-1])
+        report = json.loads(result.stdout.decode().strip().splitlines()[-1])
+        report["server_cpu_s"] = time.process_time() - c0
+        return dict(report)
 
 
 def measure_startup(runs: int) -> list[float]:

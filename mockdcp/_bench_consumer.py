@@ -30,6 +30,7 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
     consumer._stream = stream = await trio.open_tcp_stream("127.0.0.1", port)
     await consumer._bootstrap()
     t0 = time.perf_counter()
+    c0 = time.process_time()
     for vb in range(vbuckets):
         await consumer._open_stream(vb)
     buf = consumer._reader._buf  # whatever the bootstrap read past its last response
@@ -62,7 +63,7 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
             unacked = 0
     seconds = time.perf_counter() - t0
     await stream.aclose()
-    return {"events": count, "bytes": total, "seconds": seconds}
+    return {"events": count, "bytes": total, "seconds": seconds, "cpu_s": time.process_time() - c0}
 
 
 def main() -> None:

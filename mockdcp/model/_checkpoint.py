@@ -106,7 +106,7 @@ class Cursor:
             if self.index < len(entries):
                 chunk = entries[self.index :]
                 self.index = len(entries)
-                items = tuple(e for e in chunk if e is not None)
+                items = tuple(filter(None, chunk))  # Items are always truthy
                 if items:
                     starts = self._entered
                     self._entered = False

@@ -1,15 +1,19 @@
 """A document version as a vbucket holds it, and the key-to-vbucket hash.
 
 ``Item`` is slotted and shared: the hash table, the checkpoints and the on-disk view
-point at the same object (design.md "Keep the model compact"). Its one mutable slot,
-``wire``, is the producer's cache of the item's encoded frame (encoded once, reused for
-every stream).
+point at the same object (design.md "Keep the model compact"). Following the performance
+rule "encode an item's DCP body once, when it is written", an item keeps its frame in the
+canonical form every collection-aware consumer gets (``wire``: DCP_MUTATION, or a V1
+DCP_DELETION for tombstones, opaque 0, LEB128 collection prefix); the producer patches
+the opaque per stream. The value is not stored twice: ``value`` reads it from ``wire``.
 """
 
 from __future__ import annotations
 
 import enum
 import zlib
+
+from mockdcp.protocol._messages import encode_document_frame
 
 
 class ItemKind(enum.Enum):
@@ -32,7 +36,6 @@ class Item:
         "kind",
         "rev_seqno",
         "seqno",
-        "value",
         "vbucket",
         "wire",
     )
@@ -62,10 +65,27 @@ class Item:
         self.flags = flags
         self.expiry = expiry
         self.datatype = datatype
-        self.value = value
         self.kind = kind
         self.delete_time = delete_time
-        self.wire: bytes | None = None
+        self.wire = encode_document_frame(
+            vbucket=vbucket,
+            cas=cas,
+            by_seqno=seqno,
+            rev_seqno=rev_seqno,
+            key=key,
+            collection_id=collection_id,
+            value=value,
+            datatype=datatype,
+            flags=flags,
+            expiration=expiry,
+            deleted=kind is not ItemKind.MUTATION,
+        )
+
+    @property
+    def value(self) -> bytes:
+        """The stored value (a copy out of ``wire``: header, extras and key skipped)."""
+        w = self.wire
+        return w[24 + w[4] + ((w[2] << 8) | w[3]) :]
 
     @property
     def deleted(self) -> bool:

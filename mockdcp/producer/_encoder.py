@@ -7,6 +7,7 @@ encoding, cached on ``Item.wire`` with opaque 0. A batch of canonical frames is 
 into one buffer and the opaque (header bytes 12-15) patched with ``struct.pack_into``.
 Every other combination (legacy keys, delete times, expiry opcode, NO_VALUE, xattr
 stripping, forced compression, stream-ids) goes through the message classes each time.
+``Item.wire`` is built by the model when the item is written.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from itertools import accumulate
+from operator import attrgetter
 
 from mockdcp.model import Item, ItemKind
 from mockdcp.producer._controls import DcpSettings
@@ -23,13 +25,7 @@ _OPAQUE = struct.Struct(">I")
 _OPAQUE_OFFSET = 12
 
 
-def _canonical_frame(item: Item) -> bytes:
-    """The cached, collection-aware frame of ``item`` with opaque 0."""
-    wire = item.wire
-    if wire is None:
-        wire = _encode(item, 0, None, collections=True, delete_times=False, expiry=False)
-        item.wire = wire
-    return wire
+_WIRE = attrgetter("wire")
 
 
 def _encode(
@@ -111,7 +107,7 @@ class ItemEncoder:
     def frame(self, item: Item, opaque: int, sid: int | None) -> bytes:
         """One item's frame for a stream with this opaque and stream-id."""
         if self.canonical and sid is None:
-            buf = bytearray(_canonical_frame(item))
+            buf = bytearray(item.wire)
             _OPAQUE.pack_into(buf, _OPAQUE_OFFSET, opaque)
             return bytes(buf)
         value, datatype = self._value(item)
@@ -132,7 +128,7 @@ class ItemEncoder:
     ) -> tuple[bytearray, list[int]]:
         """Frames of ``items`` joined, and the end offset of each frame."""
         if self.canonical and sid is None:
-            frames = [_canonical_frame(it) for it in items]
+            frames = list(map(_WIRE, items))
             buf = bytearray().join(frames)
             ends = list(accumulate(map(len, frames)))
             pack = _OPAQUE.pack_into

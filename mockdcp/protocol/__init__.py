@@ -92,3 +92,5 @@ from mockdcp.protocol._values import (
     split_xattrs as split_xattrs,
     strip_user_xattrs as strip_user_xattrs,
 )
+
+from mockdcp.protocol._messages import encode_document_frame as encode_document_frame  # noqa: E402
