@@ -677,6 +677,12 @@ class Connection:
             settings=self.settings,
             active_stream_exists=existing is not None and existing.alive,
         )
+        log.info(
+            "connection %d stream request vb %d start %d uuid %#x snap [%d,%d] flags %#x -> %s %s",
+            self.conn_id, msg.vbucket, msg.start_seqno, msg.vbucket_uuid, msg.snap_start_seqno,
+            msg.snap_end_seqno, msg.flags, decision.status.name,
+            decision.rollback_seqno if decision.status == Status.ROLLBACK else decision.reason,
+        )
         if decision.status == Status.ROLLBACK:
             self._respond(frame, Status.ROLLBACK, value=encode_rollback_value(decision.rollback_seqno))
             self._emit("rollback", vbucket=msg.vbucket, seqno=decision.rollback_seqno, reason=decision.reason)

@@ -120,9 +120,10 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
     async def start(name: str, server: MockDcpServer, *extra: str) -> ClientRun:
         common = [
             "--host", server.host, "--kv-port", str(server.kv_port),
-            "--http-port", str(server.http_port), "--user", "Administrator",
-            "--password", "password", "--bucket", server.bucket.name,
+            "--user", "Administrator", "--password", "password", "--bucket", server.bucket.name,
         ]
+        if name != "java":  # java-dcp-client bootstraps over KV only (clients.md §1.1)
+            common += ["--http-port", str(server.http_port)]
         run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
         run_dir.mkdir()
         events, state, stderr = run_dir / "events.jsonl", run_dir / "state.json", run_dir / "stderr.log"
@@ -133,12 +134,17 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
         else:
             binary = request.getfixturevalue("go_bin") / f"{name}-consumer"
             cmd = [str(binary), *common, *files, *extra]
-        err = stderr.open("wb")
-        proc = await trio.lowlevel.open_process(
-            cmd, stdin=subprocess.PIPE, stdout=err, stderr=err, env={**os.environ}
-        )
+        with stderr.open("wb") as err:
+            proc = await trio.lowlevel.open_process(
+                cmd, stdin=subprocess.PIPE, stdout=err, stderr=err, env={**os.environ}
+            )
         run = ClientRun(name, proc, events, state, stderr)
-        request.addfinalizer(lambda: proc.kill() if proc.returncode is None else None)
+
+        def cleanup() -> None:
+            if proc.returncode is None:
+                proc.kill()
+
+        request.addfinalizer(cleanup)
         return run
 
     return start
