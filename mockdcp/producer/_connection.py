@@ -41,6 +41,8 @@ from mockdcp.producer._stream import Stream
 from mockdcp.producer._stream_request import StreamRequestDecision, decide_stream_request
 from mockdcp.protocol import (
     Datatype,
+    DcpAddStream,
+    DcpSeqnoAcknowledged,
     DcpBufferAck,
     DcpCloseStream,
     DcpControl,
@@ -66,7 +68,6 @@ from mockdcp.protocol import (
     Response,
     SaslAuth,
     SaslListMechs,
-    SaslServer,
     SaslStep,
     SelectBucket,
     Status,
@@ -203,7 +204,7 @@ class Connection:
         self._by_vb: dict[int, list[Stream]] = {}
         self._ready: dict[tuple[int, int | None], Stream] = {}
         self._reader = FrameReader()
-        self._sasl = SaslServer(node.users)
+        self._sasl_server: Any = None
         self._out: deque[bytes] = deque()
         self._encoder: ItemEncoder | None = None
         self._last_received = now
@@ -534,6 +535,14 @@ class Connection:
             return
         self._respond(frame, value=error_map(min(msg.version, 2)), datatype=Datatype.JSON)
 
+    @property
+    def _sasl(self) -> Any:
+        if self._sasl_server is None:
+            from mockdcp.protocol import SaslServer
+
+            self._sasl_server = SaslServer(self.node.users)
+        return self._sasl_server
+
     def _on_sasl_list(self, frame: Frame, msg: SaslListMechs, now: float) -> None:
         self._respond(frame, value=self._sasl.mechanisms_string().encode())
 
@@ -745,6 +754,10 @@ class Connection:
         self.acked += msg.nbytes
         self._emit("bytes_acked", nbytes=msg.nbytes)
 
+    def _on_add_stream(self, frame: Frame, msg: object, now: float) -> None:
+        # README corrections: a producer disconnects on DCP_ADD_STREAM (a consumer opcode)
+        self.close("DCP_ADD_STREAM sent to a producer")
+
     def _on_unsupported(self, frame: Frame, msg: object, now: float) -> None:
         self._respond(frame, Status.NOT_SUPPORTED, context="not supported by a producer")
 
@@ -794,4 +807,6 @@ _HANDLERS: dict[type, _Handler] = {
     DcpStreamRequest: Connection._on_stream_request,
     DcpCloseStream: Connection._on_close_stream,
     DcpBufferAck: Connection._on_buffer_ack,
+    DcpAddStream: Connection._on_add_stream,
+    DcpSeqnoAcknowledged: Connection._on_unsupported,
 }

@@ -65,11 +65,6 @@ from mockdcp.protocol._messages import (
     decode_server_message as decode_server_message,
     scope_event as scope_event,
 )
-from mockdcp.protocol._sasl import (
-    SaslClient as SaslClient,
-    SaslResult as SaslResult,
-    SaslServer as SaslServer,
-)
 from mockdcp.protocol._stream_value import (
     StreamRequestValue as StreamRequestValue,
 )
@@ -94,3 +89,15 @@ from mockdcp.protocol._values import (
 )
 
 from mockdcp.protocol._messages import encode_document_frame as encode_document_frame  # noqa: E402
+
+_LAZY = {"SaslClient", "SaslResult", "SaslServer"}
+
+
+def __getattr__(name: str) -> object:
+    """SASL (and scramp, which pulls in ssl) is imported on first use: it is not needed
+    until a client authenticates, and ``mockdcp serve`` starts faster without it."""
+    if name in _LAZY:
+        from mockdcp.protocol import _sasl
+
+        return getattr(_sasl, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
