@@ -416,7 +416,7 @@ class DcpConsumer:
             try:
                 await self._session()
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                if not self.reconnect:
+                if not self.reconnect or self.connects == 0:  # never reached the producer
                     raise
                 log.info("connection lost (%s); resuming", exc)
                 await trio.sleep(delay)
