@@ -17,7 +17,9 @@ import trio
 from mockdcp.client._consumer import DcpConsumer
 from mockdcp.protocol import DcpBufferAck, Opcode, Response, Status
 
-_ITEM_OPCODES = frozenset({Opcode.DCP_MUTATION, Opcode.DCP_DELETION, Opcode.DCP_EXPIRATION})
+# plain ints: hashing an IntEnum member goes through Python code, an int does not
+_ITEM_OPCODES = frozenset({int(Opcode.DCP_MUTATION), int(Opcode.DCP_DELETION), int(Opcode.DCP_EXPIRATION)})
+_NOOP = int(Opcode.DCP_NOOP)
 _BODY = struct.Struct(">I")
 _OPAQUE = struct.Struct(">I")
 
@@ -50,7 +52,7 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
             op = buf[pos + 1]
             if op in _ITEM_OPCODES:
                 count += 1
-            elif op == Opcode.DCP_NOOP and buf[pos] == 0x80:
+            elif op == _NOOP and buf[pos] == 0x80:
                 opaque = _OPAQUE.unpack_from(buf, pos + 12)[0]
                 reply = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=opaque)
                 await stream.send_all(reply.encode())

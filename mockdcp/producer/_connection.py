@@ -243,17 +243,19 @@ class Connection:
             where = f" (field {exc.field})" if exc.field else ""
             self.close(f"malformed frame{where}: {exc}")
 
-    def data_to_send(self, now: float, limit: int = MAX_WRITE) -> bytes:
-        """Everything ready to write now, at most about ``limit`` bytes."""
+    def data_to_send(self, now: float, limit: int = MAX_WRITE) -> bytes | memoryview:
+        """Everything ready to write now, at most about ``limit`` bytes (empty if none)."""
         if self.closed:
             return b""
         self._maybe_noop(now)
-        parts = list(self._out)
+        parts: list[bytes | memoryview] = list(self._out)
         self._out.clear()
         size = sum(map(len, parts))
         if self.state is ConnectionState.DCP_OPEN and self._ready:
             size = self._drain_streams(parts, size, limit)
         self.bytes_sent += size
+        if len(parts) == 1:
+            return parts[0]
         return b"".join(parts)
 
     def next_deadline(self) -> float | None:
@@ -375,7 +377,8 @@ class Connection:
             n = bisect.bisect_left(ends, threshold, chunk.pos) - chunk.pos + 1
             last = min(chunk.pos + n, len(ends)) - 1
             end = ends[last]
-            parts.append(bytes(chunk.buf[base:end]) if (base or end < len(chunk.buf)) else bytes(chunk.buf))
+            # chunks are never written after they are queued: send views, not copies
+            parts.append(memoryview(chunk.buf)[base:end])
             nbytes = end - base
             taken += nbytes
             self.unacked += nbytes if window else 0
