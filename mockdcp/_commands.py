@@ -43,6 +43,7 @@ async def _serve(args: argparse.Namespace) -> None:
         bucket_obj=bucket,
     ) as server:
         print(_ready_line(server, args), flush=True)
+        import mockdcp.producer._connection  # noqa: F401  (the codec, before the first client)
         if args.docs:
             from mockdcp._dataset import faker_documents
 

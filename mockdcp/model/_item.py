@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import zlib
 
-from mockdcp.protocol._messages import encode_document_frame
+from mockdcp.protocol._document_frame import encode_document_frame
 
 
 class ItemKind(enum.Enum):

@@ -1,15 +1,46 @@
-"""Per-connection and per-stream producer state machines. Pure: no I/O, no clock."""
+"""Per-connection and per-stream producer state machines. Pure: no I/O, no clock.
+
+``Node`` loads at once; the connection and stream machinery (and with it the message
+classes) load on first use, so ``mockdcp serve`` listens before paying for them.
+"""
 
 from __future__ import annotations
 
-from mockdcp.producer._connection import Connection as Connection
-from mockdcp.producer._connection import ConnectionStatistics as ConnectionStatistics
-from mockdcp.producer._controls import DcpSettings as DcpSettings
-from mockdcp.producer._controls import apply_control as apply_control
+import importlib
+from typing import TYPE_CHECKING
+
 from mockdcp.producer._node import Node as Node
-from mockdcp.producer._state import ConnectionState as ConnectionState
-from mockdcp.producer._state import StreamState as StreamState
-from mockdcp.producer._stream import Stream as Stream
-from mockdcp.producer._stream import StreamStatistics as StreamStatistics
-from mockdcp.producer._stream_request import StreamRequestDecision as StreamRequestDecision
-from mockdcp.producer._stream_request import decide_stream_request as decide_stream_request
+
+if TYPE_CHECKING:
+    from mockdcp.producer._connection import Connection as Connection
+    from mockdcp.producer._connection import ConnectionStatistics as ConnectionStatistics
+    from mockdcp.producer._controls import DcpSettings as DcpSettings
+    from mockdcp.producer._controls import apply_control as apply_control
+    from mockdcp.producer._state import ConnectionState as ConnectionState
+    from mockdcp.producer._state import StreamState as StreamState
+    from mockdcp.producer._stream import Stream as Stream
+    from mockdcp.producer._stream import StreamStatistics as StreamStatistics
+    from mockdcp.producer._stream_request import StreamRequestDecision as StreamRequestDecision
+    from mockdcp.producer._stream_request import decide_stream_request as decide_stream_request
+
+_LAZY: dict[str, str] = {
+    "Connection": "_connection",
+    "ConnectionStatistics": "_connection",
+    "DcpSettings": "_controls",
+    "apply_control": "_controls",
+    "ConnectionState": "_state",
+    "StreamState": "_state",
+    "Stream": "_stream",
+    "StreamStatistics": "_stream",
+    "StreamRequestDecision": "_stream_request",
+    "decide_stream_request": "_stream_request",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"mockdcp.producer.{module}"), name)
+    globals()[name] = value
+    return value

@@ -42,6 +42,7 @@ from mockdcp.protocol._enums import (
     VBucketState,
 )
 from mockdcp.protocol._frame import Frame, encode_frame, stream_id_frame_info
+from mockdcp.protocol._document_frame import _DELETION_V1, _MUTATION, _doc_key
 from mockdcp.protocol._leb128 import decode_leb128, encode_leb128
 from mockdcp.protocol._values import (
     CollectionEventData as CollectionEventData,
@@ -725,11 +726,6 @@ def _marker_v2_fields(version: int, value: bytes) -> dict[str, Any]:
     return {"version": kind, **fields}
 
 
-def _doc_key(key: bytes, collection_id: int | None) -> bytes:
-    """Key on the wire: LEB128 collection id + key when collections are on (wire.md §4)."""
-    return key if collection_id is None else encode_leb128(collection_id) + key
-
-
 def _split_doc_key(frame: Frame, collections: bool) -> tuple[bytes, int | None]:
     """(bare key, collection id or None); the bare key must not be empty."""
     if not collections:
@@ -780,7 +776,6 @@ def _document_fields(frame: Frame, collections: bool) -> dict[str, Any]:
     }
 
 
-_MUTATION = struct.Struct(">QQIIIHB")
 
 
 @attrs.frozen(kw_only=True)
@@ -825,7 +820,6 @@ class Mutation(DocumentMessage):
         )
 
 
-_DELETION_V1 = struct.Struct(">QQH")
 _DELETION_V2 = struct.Struct(">QQIB")
 
 
@@ -876,57 +870,6 @@ class Expiration(DocumentMessage):
         by_seqno, rev, delete_time = _EXPIRATION.unpack(frame.extras)
         common = _document_fields(frame, collections)
         return cls(by_seqno=by_seqno, rev_seqno=rev, delete_time=delete_time, **common)
-
-
-# -- the hot path ---------------------------------------------------------------------
-
-#: Header + mutation extras in one pack: magic, opcode, key length, extras length,
-#: datatype, vbucket, body, opaque, cas, then the 31 bytes of _MUTATION.
-_MUTATION_FRAME = struct.Struct(">BBHBBHIIQ" + _MUTATION.format[1:])
-_DELETION_V1_FRAME = struct.Struct(">BBHBBHIIQ" + _DELETION_V1.format[1:])
-_LEB_SMALL = [bytes((i,)) for i in range(0x80)]
-
-
-def encode_document_frame(
-    *,
-    vbucket: int,
-    cas: int,
-    by_seqno: int,
-    rev_seqno: int,
-    key: bytes,
-    collection_id: int | None,
-    value: bytes,
-    datatype: int,
-    flags: int = 0,
-    expiration: int = 0,
-    deleted: bool = False,
-) -> bytes:
-    """The bytes of ``Mutation(...)`` (or of a V1 ``Deletion`` when ``deleted``) with
-    opaque 0 and no stream-id, built with one ``struct.pack``.
-
-    This is the form the producer caches per item and patches per stream (design.md
-    performance rules); it must equal what the message classes encode, which the tests
-    check for arbitrary fields.
-    """
-    if collection_id is None:
-        k = key
-    elif collection_id < 0x80:
-        k = _LEB_SMALL[collection_id] + key
-    else:
-        k = _doc_key(key, collection_id)
-    if deleted:
-        body = _DELETION_V1.size + len(k) + len(value)
-        head = _DELETION_V1_FRAME.pack(
-            Magic.REQUEST, Opcode.DCP_DELETION, len(k), _DELETION_V1.size, datatype,
-            vbucket, body, 0, cas, by_seqno, rev_seqno, 0,
-        )
-    else:
-        body = _MUTATION.size + len(k) + len(value)
-        head = _MUTATION_FRAME.pack(
-            Magic.REQUEST, Opcode.DCP_MUTATION, len(k), _MUTATION.size, datatype,
-            vbucket, body, 0, cas, by_seqno, rev_seqno, flags, expiration, 0, 0, 0,
-        )
-    return head + k + value
 
 
 @attrs.frozen(kw_only=True)

@@ -13,9 +13,14 @@ import itertools
 import logging
 import math
 
+from typing import TYPE_CHECKING
+
 import trio
 
-from mockdcp.producer import Connection, Node
+from mockdcp.producer import Node
+
+if TYPE_CHECKING:
+    from mockdcp.producer import Connection
 
 log = logging.getLogger("mockdcp.server")
 
@@ -49,6 +54,8 @@ class KvService:
         if self.refuse_connections:
             await stream.aclose()
             return
+        from mockdcp.producer._connection import Connection  # loaded once, after "ready"
+
         try:
             local_host = stream.socket.getsockname()[0]  # type: ignore[attr-defined]
         except (OSError, AttributeError):
