@@ -6,7 +6,7 @@ classes) load on first use, so ``mockdcp serve`` listens before paying for them.
 
 from __future__ import annotations
 
-import importlib
+from mockdcp._lazy import lazy_getattr
 from typing import TYPE_CHECKING
 
 from mockdcp.producer._node import Node as Node
@@ -37,10 +37,4 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"mockdcp.producer.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

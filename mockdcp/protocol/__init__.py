@@ -8,7 +8,7 @@ ready rather than before.
 
 from __future__ import annotations
 
-import importlib
+from mockdcp._lazy import lazy_getattr
 from typing import TYPE_CHECKING
 
 from mockdcp.protocol._document_frame import encode_document_frame as encode_document_frame
@@ -173,13 +173,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"mockdcp.protocol.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

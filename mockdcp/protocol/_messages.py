@@ -43,7 +43,7 @@ from mockdcp.protocol._enums import (
 )
 from mockdcp.protocol._frame import Frame, encode_frame, stream_id_frame_info
 from mockdcp.protocol._document_frame import _DELETION_V1, _MUTATION, _doc_key
-from mockdcp.protocol._leb128 import decode_leb128, encode_leb128
+from mockdcp.protocol._leb128 import decode_leb128
 from mockdcp.protocol._values import (
     CollectionEventData as CollectionEventData,
     ObserveSeqnoResult as ObserveSeqnoResult,
