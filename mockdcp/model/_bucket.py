@@ -31,6 +31,13 @@ def _as_bytes(value: bytes | str, what: str) -> bytes:
     raise ModelError(f"{what} must be bytes or str, not {type(value).__name__}")
 
 
+def _check_u32(**fields: object) -> None:
+    """``ModelError`` unless every field is an int in 0..0xffffffff."""
+    for name, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
+            raise ModelError(f"{name} must be an integer in 0..0xffffffff, not {value!r}")
+
+
 def _guess_datatype(value: bytes) -> int:
     """JSON when the value parses as a JSON document, else RAW."""
     try:
@@ -121,7 +128,10 @@ class Bucket:
 
     # -- data steps ------------------------------------------------------------------
 
-    def _locate(self, key: bytes | str, vbucket: int | None) -> tuple[bytes, VBucket]:
+    def _locate(
+        self, key: bytes | str, vbucket: int | None, collection_id: int = 0
+    ) -> tuple[bytes, VBucket]:
+        _check_u32(collection_id=collection_id)
         k = _as_bytes(key, "key")
         if not 1 <= len(k) <= 250:
             raise ModelError(f"a key has 1..250 bytes, not {len(k)}")
@@ -157,10 +167,13 @@ class Bucket:
         vbucket: int | None = None,
     ) -> Item:
         """Write a document (a mutation at the next seqno of its vbucket)."""
-        k, vb = self._locate(key, vbucket)
+        k, vb = self._locate(key, vbucket, collection_id)
         v = _as_bytes(value, "value")
-        if not 0 <= flags <= 0xFFFFFFFF or not 0 <= expiry <= 0xFFFFFFFF:
-            raise ModelError("flags and expiry are u32")
+        _check_u32(flags=flags, expiry=expiry)
+        if datatype is not None:
+            _check_u32(datatype=datatype)
+            if datatype > 0x07:
+                raise ModelError(f"datatype {datatype:#x} has unknown bits")
         dt = _guess_datatype(v) if datatype is None else datatype
         return self._write(
             vb,
@@ -169,7 +182,7 @@ class Bucket:
         )
 
     def _live(self, key: bytes | str, collection_id: int, vbucket: int | None) -> tuple[Item, VBucket]:
-        k, vb = self._locate(key, vbucket)
+        k, vb = self._locate(key, vbucket, collection_id)
         old = vb.get(k, collection_id)
         if old is None or old.deleted:
             raise ModelError(f"no live document {k!r} in vbucket {vb.vbid}")
@@ -200,8 +213,7 @@ class Bucket:
     ) -> Item:
         """Give a live document a new expiry: a mutation with the same value."""
         old, vb = self._live(key, collection_id, vbucket)
-        if not 0 <= expiry <= 0xFFFFFFFF:
-            raise ModelError("expiry is a u32")
+        _check_u32(expiry=expiry)
         return self._write(
             vb,
             {"key": old.key, "collection_id": collection_id, "flags": old.flags,
@@ -294,8 +306,8 @@ class Bucket:
     def set_vbucket_state(self, vbucket: int, state: VBucketState | int) -> None:
         """Change a vbucket's state; streams of it end with STATE_CHANGED (producer.md §9).
 
-        Becoming active from replica or pending is a promotion and adds a failover entry;
-        a takeover (mockdcp has no TAKEOVER streams) would not.
+        Becoming active from any other state is a promotion and adds a failover entry
+        (producer.md §11); a takeover (mockdcp has no TAKEOVER streams) would not.
         """
         vb = self.vbucket(vbucket)
         try:
@@ -307,7 +319,7 @@ class Bucket:
         old = vb.state
         vb.state = new
         vb.generation += 1
-        if new is VBucketState.ACTIVE and old in (VBucketState.REPLICA, VBucketState.PENDING):
+        if new is VBucketState.ACTIVE:  # promotion from replica, pending or dead
             vb.failover.add_entry(vb.high_seqno)
         self._notify((vb.vbid,))
 

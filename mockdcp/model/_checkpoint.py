@@ -48,11 +48,11 @@ class Checkpoint:
             prev = self.entries[old]
             self.entries[old] = None
             if prev is not None:
-                self.bytes -= len(prev.value)
+                self.bytes -= len(prev.wire)
         self.index[key] = len(self.entries)
         self.entries.append(item)
         self.end_seqno = item.seqno
-        self.bytes += len(item.value) + len(item.key)
+        self.bytes += len(item.wire)
 
     def close(self) -> None:
         self.open = False

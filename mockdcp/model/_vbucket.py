@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import random
+from operator import attrgetter
 from collections.abc import Iterator
 
 import attrs
@@ -39,6 +40,9 @@ class DiskSnapshot:
     high_completed_seqno: int
     max_visible_seqno: int
     purge_seqno: int
+
+
+_SEQNO = attrgetter("seqno")
 
 
 class VBucket:
@@ -162,7 +166,7 @@ class VBucket:
         self.log.append(item)
         cp = self.checkpoints[-1]
         cp.append(item)
-        if len(cp.entries) >= self.checkpoint_max_items or cp.bytes >= self.checkpoint_max_bytes:
+        if cp.item_count >= self.checkpoint_max_items or cp.bytes >= self.checkpoint_max_bytes:
             self.close_checkpoint()
 
     def close_checkpoint(self) -> None:
@@ -175,13 +179,17 @@ class VBucket:
         self._expel()
 
     def persist(self, upto: int) -> None:
-        """Items up to ``upto`` join the on-disk view (newest per key)."""
-        for cp in self.checkpoints:
-            if cp.start_seqno > upto:
-                break
-            for item in cp.entries:
-                if item is not None and self.persisted_seqno < item.seqno <= upto:
-                    self._to_disk(item)
+        """Writes up to ``upto`` join the on-disk view (newest per key).
+
+        Read from the write log, not the checkpoints: de-duplication in the open
+        checkpoint may already have removed a version that is the newest one at
+        ``upto`` (set A, set B, set A; persist up to B must keep the first A).
+        """
+        log = self.log
+        i = bisect.bisect_right(log, self.persisted_seqno, key=_SEQNO)
+        j = bisect.bisect_right(log, upto, key=_SEQNO)
+        for item in log[i:j]:
+            self._to_disk(item)
         self.persisted_seqno = max(self.persisted_seqno, upto)
         self._expel()
 
@@ -225,7 +233,7 @@ class VBucket:
         held at ``seqno`` (purged tombstones stay purged), all of it on disk, and memory
         starts again after it. Streams see a new generation; cursors are dropped."""
         purge = self.purge_seqno
-        cut = bisect.bisect_right([it.seqno for it in self.log], seqno)
+        cut = bisect.bisect_right(self.log, seqno, key=_SEQNO)
         log = self.log[:cut]
         latest: dict[tuple[int, bytes], Item] = {}
         for item in log:

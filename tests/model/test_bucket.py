@@ -291,3 +291,41 @@ def test_same_seed_gives_the_same_uuids() -> None:
     assert [vb.failover.newest_uuid for vb in bucket().vbuckets] == [
         vb.failover.newest_uuid for vb in bucket().vbuckets
     ]
+
+
+def test_persist_keeps_a_version_deduplicated_away_in_the_open_checkpoint() -> None:
+    b = bucket()
+    write_in(b, 0, "a", '{"v":1}')
+    write_in(b, 0, "b")
+    write_in(b, 0, "a", '{"v":2}')  # removes a@1 from the open checkpoint
+    b.persist(0, upto=2)
+    snap = b.vbucket(0).disk_snapshot(0)
+    assert [(i.key, i.seqno) for i in snap.items] == [(b"a", 1), (b"b", 2)]
+    b.restart(0)
+    assert b.oracle()[(0, b"a")].value == b'{"v":1}'
+
+
+def test_rewriting_one_key_does_not_close_checkpoints() -> None:
+    b = bucket(checkpoint_max_items=10)
+    for i in range(1000):
+        write_in(b, 0, "same", f'{{"i":{i}}}')
+    vb = b.vbucket(0)
+    assert len(vb.checkpoints) == 1
+    assert vb.checkpoints[0].bytes == len(vb.get(b"same").wire)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"flags": "x"}, {"expiry": 1.5}, {"collection_id": -1}, {"datatype": 0x80}, {"flags": True}]
+)
+def test_bad_field_types_raise_model_error(kwargs: dict) -> None:
+    b = bucket()
+    with pytest.raises(ModelError):
+        b.set("k", "{}", vbucket=0, **kwargs)
+    assert b.vbucket(0).high_seqno == 0
+
+
+def test_dead_to_active_is_a_promotion_with_a_failover_entry() -> None:
+    b = bucket()
+    b.set_vbucket_state(0, VBucketState.DEAD)
+    b.set_vbucket_state(0, VBucketState.ACTIVE)
+    assert len(b.vbucket(0).failover.entries) == 2
