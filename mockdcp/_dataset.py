@@ -6,8 +6,14 @@ gives the same documents (Faker seeded per instance).
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
+
+
+# fixed bounds: relative ones ("-5y", "now") would make the data depend on today's date
+_START = datetime.datetime(2020, 1, 1)
+_END = datetime.datetime(2025, 1, 1)
 
 
 def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
@@ -23,7 +29,7 @@ def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
             "name": fake.name(),
             "email": fake.email(),
             "city": fake.city(),
-            "joined": fake.date_time_between("-5y", "now").isoformat(),
+            "joined": fake.date_time_between(_START, _END).isoformat(),
             "score": fake.pyint(0, 1000),
         }
         yield f"user::{i:06d}", json.dumps(doc, separators=(",", ":")).encode()

@@ -91,3 +91,10 @@ async def test_vbucket_state_change_ends_streams_with_state_changed(server: Mock
     assert (await c.call(_stream_req(c, vb=3))).status == Status.NOT_MY_VBUCKET
     markers = [f for f in frames if f.opcode == Opcode.DCP_SNAPSHOT_MARKER]
     assert markers and isinstance(markers, list) and SnapshotMarker
+
+
+def test_faker_data_set_is_the_same_for_the_same_seed() -> None:
+    from mockdcp._dataset import faker_documents
+
+    assert list(faker_documents(20, 5)) == list(faker_documents(20, 5))
+    assert list(faker_documents(20, 5)) != list(faker_documents(20, 6))
