@@ -155,8 +155,8 @@ func (c *consumer) run() error {
 	c.agent = agent
 
 	if err := c.waitReady(deadline); err != nil {
-		return fmt.Errorf("cannot connect to %s (kv %d, http %d) within %s: %w",
-			c.opts.Host, c.opts.KVPort, c.opts.HTTPPort, c.opts.ConnectTimeout, err)
+		return fmt.Errorf("cannot connect to %s (kv %d, http %d) within %s: %w (last bootstrap warning: %q)",
+			c.opts.Host, c.opts.KVPort, c.opts.HTTPPort, c.opts.ConnectTimeout, err, harness.LastBootstrapWarning())
 	}
 	snap, err := agent.ConfigSnapshot()
 	if err != nil {

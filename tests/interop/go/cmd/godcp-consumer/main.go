@@ -90,7 +90,8 @@ func main() {
 	select {
 	case r := <-created:
 		if r.err != nil {
-			c.fatal("cannot connect to %s within %s: %v", cfg.Hosts[0], opts.ConnectTimeout, r.err)
+			c.fatal("cannot connect to %s within %s: %v (last bootstrap warning: %q)", cfg.Hosts[0], opts.ConnectTimeout, r.err,
+				harness.LastBootstrapWarning())
 		}
 		connector = r.d
 	case <-time.After(opts.ConnectTimeout + 10*time.Second):

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/couchbase/gocbcore/v10"
 )
@@ -12,6 +14,14 @@ type gocbLogger struct {
 }
 
 func (l *gocbLogger) Log(level gocbcore.LogLevel, _ int, format string, v ...interface{}) error {
+	if level <= gocbcore.LogWarn {
+		msg := fmt.Sprintf(format, v...)
+		if strings.Contains(msg, "failed to bootstrap") || strings.Contains(msg, "Failed to connect") {
+			lastBootstrapMu.Lock()
+			lastBootstrapErr = msg
+			lastBootstrapMu.Unlock()
+		}
+	}
 	if level > l.level {
 		return nil
 	}
@@ -42,4 +52,18 @@ func SetGocbcoreLogger(prog string, verbose bool) {
 		level = gocbcore.LogDebug
 	}
 	gocbcore.SetLogger(&gocbLogger{prog: prog, level: level})
+}
+
+var (
+	lastBootstrapMu  sync.Mutex
+	lastBootstrapErr string
+)
+
+// LastBootstrapWarning returns gocbcore's last "failed to bootstrap" /
+// "Failed to connect" warning ("" if none), to explain a WaitUntilReady
+// timeout.
+func LastBootstrapWarning() string {
+	lastBootstrapMu.Lock()
+	defer lastBootstrapMu.Unlock()
+	return lastBootstrapErr
 }
