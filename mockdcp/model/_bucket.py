@@ -316,7 +316,6 @@ class Bucket:
             raise ModelError(f"no vbucket state {state!r}") from None
         if new is vb.state:
             return
-        old = vb.state
         vb.state = new
         vb.generation += 1
         if new is VBucketState.ACTIVE:  # promotion from replica, pending or dead

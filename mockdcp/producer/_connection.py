@@ -77,10 +77,11 @@ from mockdcp.protocol import (
     encode_all_vb_seqnos,
     encode_failover_log,
     encode_hello_features,
+    encode_id_lookup_extras,
     encode_rollback_value,
     error_map,
 )
-from mockdcp.protocol._cluster_config import default_manifest
+from mockdcp.protocol._cluster_config import default_manifest, manifest_uid_error_body
 from mockdcp.protocol import ObserveSeqnoResult
 
 log = logging.getLogger("mockdcp.producer")
@@ -581,7 +582,7 @@ class Connection:
             self._respond(frame, Status.EINVAL, context="collection id needs COLLECTIONS")
             return
         if msg.collection_id not in (None, 0):
-            self._respond(frame, Status.UNKNOWN_COLLECTION, value=self._manifest_uid_body(), datatype=Datatype.JSON)
+            self._unknown(frame, Status.UNKNOWN_COLLECTION)
             return
         seqnos = self.node.bucket.high_seqnos(msg.state or None)
         self._respond(frame, value=encode_all_vb_seqnos(seqnos))
@@ -607,8 +608,18 @@ class Connection:
             return
         self._respond(frame, Status.KEY_ENOENT, context="unknown vbucket uuid")
 
-    def _manifest_uid_body(self) -> bytes:
-        return json.dumps({"manifest_uid": default_manifest()["uid"]}).encode()
+    def _unknown(self, frame: Frame, status: Status) -> None:
+        """UNKNOWN_COLLECTION / UNKNOWN_SCOPE with the manifest uid body (wire.md §6)."""
+        self._respond(frame, status, value=manifest_uid_error_body(), datatype=Datatype.JSON)
+
+    def _not_my_vbucket(self, frame: Frame) -> None:
+        """NOT_MY_VBUCKET carries the current config, which clients apply (wire.md §6)."""
+        self._respond(
+            frame,
+            Status.NOT_MY_VBUCKET,
+            value=self.node.config_bytes(self.peer_host),
+            datatype=Datatype.JSON,
+        )
 
     def _on_manifest(self, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
         body = json.dumps(default_manifest()).encode()
@@ -619,15 +630,15 @@ class Connection:
         if path.count(".") == 0:
             path = f"_default.{path}"
         if path not in ("_default._default", "._default", "_default."):
-            self._respond(frame, Status.UNKNOWN_COLLECTION, value=self._manifest_uid_body(), datatype=Datatype.JSON)
+            self._unknown(frame, Status.UNKNOWN_COLLECTION)
             return
-        self._respond(frame, extras=(0).to_bytes(8, "big") + (0).to_bytes(4, "big"))
+        self._respond(frame, extras=encode_id_lookup_extras(0, 0))
 
     def _on_scope_id(self, frame: Frame, msg: GetScopeId, now: float) -> None:
         if (msg.path or "_default") not in ("_default", "_default."):
-            self._respond(frame, Status.UNKNOWN_SCOPE, value=self._manifest_uid_body(), datatype=Datatype.JSON)
+            self._unknown(frame, Status.UNKNOWN_SCOPE)
             return
-        self._respond(frame, extras=(0).to_bytes(8, "big") + (0).to_bytes(4, "big"))
+        self._respond(frame, extras=encode_id_lookup_extras(0, 0))
 
     # -- DCP handlers --------------------------------------------------------------------
 
@@ -672,7 +683,7 @@ class Connection:
     def _vbucket_or_nmvb(self, frame: Frame, vbid: int) -> Any:
         bucket = self.node.bucket
         if vbid >= bucket.num_vbuckets:
-            self._respond(frame, Status.NOT_MY_VBUCKET, value=self.node.config_bytes(self.peer_host), datatype=Datatype.JSON)
+            self._not_my_vbucket(frame)
             return None
         return bucket.vbucket(vbid)
 
@@ -700,7 +711,7 @@ class Connection:
             self._emit("rollback", vbucket=msg.vbucket, seqno=decision.rollback_seqno, reason=decision.reason)
             return
         if decision.status == Status.NOT_MY_VBUCKET:
-            self._respond(frame, Status.NOT_MY_VBUCKET, value=self.node.config_bytes(self.peer_host), datatype=Datatype.JSON)
+            self._not_my_vbucket(frame)
             return
         if decision.status != Status.SUCCESS:
             self._respond(frame, decision.status, value=decision.error_body, datatype=Datatype.JSON if decision.error_body else 0, context=decision.reason)

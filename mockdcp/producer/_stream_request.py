@@ -7,13 +7,12 @@ first failing check decides the answer. Pure: it reads the bucket, changes nothi
 
 from __future__ import annotations
 
-import json
-
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.model import Bucket, needs_rollback
 from mockdcp.producer._controls import DcpSettings
+from mockdcp.protocol._cluster_config import manifest_uid_error_body
 from mockdcp.protocol import (
     DcpOpenFlag,
     DcpStreamRequest,
@@ -92,7 +91,7 @@ def _filter(value: StreamRequestValue, settings: DcpSettings) -> frozenset[int] 
 
     A connection without HELLO COLLECTIONS sees only ``_default`` (producer.md §10).
     """
-    body = json.dumps({"manifest_uid": "0"}).encode()
+    body = manifest_uid_error_body()
     if value.collections is not None:
         unknown = [c for c in value.collections if c not in KNOWN_COLLECTIONS]
         if unknown:

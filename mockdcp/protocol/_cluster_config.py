@@ -112,3 +112,10 @@ def default_manifest() -> dict[str, Any]:
             {"name": "_default", "uid": "0", "collections": [{"name": "_default", "uid": "0"}]}
         ],
     }
+
+
+def manifest_uid_error_body(manifest: dict[str, Any] | None = None) -> bytes:
+    """The error body of UNKNOWN_COLLECTION / UNKNOWN_SCOPE: ``{"manifest_uid":"<hex>"}``
+    (wire.md §6; SDKs read it)."""
+    uid = (manifest or default_manifest())["uid"]
+    return json.dumps({"manifest_uid": uid}).encode()
