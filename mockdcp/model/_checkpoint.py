@@ -9,6 +9,10 @@ Invariants:
   replaces the older entry by ``None`` and appends the new one, so a cursor's position
   (checkpoint, index) stays valid and a cursor that had not read the old version never
   sees it;
+* ``wires`` runs parallel to ``entries``: each item's canonical frame, ``b""`` where the
+  entry is ``None``. A cursor hands a batch's frames to the producer without touching
+  the item objects, which are scattered in memory (a cache miss each; design.md
+  "Performance rules");
 * checkpoints cover consecutive seqno ranges; the last one is open;
 * every seqno above the persisted seqno is in some checkpoint (only checkpoints wholly at
   or below the persisted seqno, and not pinned by a live cursor, are expelled), so a
@@ -17,7 +21,9 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
+from itertools import accumulate
 
 import attrs
 
@@ -27,7 +33,19 @@ from mockdcp.model._item import Item
 class Checkpoint:
     """A run of consecutive seqnos; only the open one de-duplicates."""
 
-    __slots__ = ("bytes", "end_seqno", "entries", "id", "index", "open", "start_seqno")
+    __slots__ = (
+        "appended_bytes",
+        "bytes",
+        "end_seqno",
+        "ends",
+        "entries",
+        "id",
+        "index",
+        "open",
+        "removed",
+        "start_seqno",
+        "wires",
+    )
 
     def __init__(self, ident: int, start_seqno: int) -> None:
         self.id = ident
@@ -36,6 +54,13 @@ class Checkpoint:
         #: last seqno written into it (start - 1 while empty)
         self.end_seqno = start_seqno - 1
         self.entries: list[Item | None] = []
+        self.wires: list[bytes] = []
+        #: running total of frame bytes as appended (replaced entries included): the
+        #: end offsets of the frames of a batch without holes, read without a loop
+        self.ends = array("q")
+        self.appended_bytes = 0
+        #: entries replaced by de-duplication (holes in ``entries``/``wires``)
+        self.removed = 0
         self.index: dict[tuple[int, bytes], int] = {}
         self.open = True
         self.bytes = 0
@@ -47,12 +72,18 @@ class Checkpoint:
         if old is not None:
             prev = self.entries[old]
             self.entries[old] = None
+            self.wires[old] = b""
+            self.removed += 1
             if prev is not None:
                 self.bytes -= len(prev.wire)
         self.index[key] = len(self.entries)
         self.entries.append(item)
+        wire = item.wire
+        self.wires.append(wire)
+        self.appended_bytes += len(wire)
+        self.ends.append(self.appended_bytes)
         self.end_seqno = item.seqno
-        self.bytes += len(item.wire)
+        self.bytes += len(wire)
 
     def close(self) -> None:
         self.open = False
@@ -65,13 +96,34 @@ class Checkpoint:
 
 @attrs.frozen
 class MemoryBatch:
-    """What a cursor read in one go: items of one checkpoint, in seqno order."""
+    """What a cursor read in one go: entries ``start:end`` of one checkpoint.
 
-    items: tuple[Item, ...]
+    ``wires`` and ``ends`` are copied when the batch is read (holes left out): the
+    items' canonical frames, and each frame's end offset in their concatenation plus
+    ``base``. A producer may encode them piece by piece while the vbucket is written
+    (de-duplication never takes an item out of a batch already read).
+
+    ``items`` is a view of the checkpoint, valid until the vbucket is next written: read
+    it at once. A copy would touch every item object, scattered in memory (a cache miss
+    each); the fast path never needs them.
+    """
+
+    checkpoint: Checkpoint
+    start: int
+    end: int
+    wires: list[bytes]
+    ends: Sequence[int]
+    base: int
+    first_seqno: int
+    last_seqno: int
     checkpoint_start_seqno: int
     checkpoint_end_seqno: int
     #: the cursor entered this checkpoint by crossing a boundary with this batch
     starts_checkpoint: bool
+
+    @property
+    def items(self) -> list[Item]:
+        return [e for e in self.checkpoint.entries[self.start : self.end] if e is not None]
 
 
 class Cursor:
@@ -103,15 +155,35 @@ class Cursor:
         while True:
             cp = self.checkpoint
             entries = cp.entries
-            if self.index < len(entries):
-                chunk = entries[self.index :]
-                self.index = len(entries)
-                items = tuple(filter(None, chunk))  # Items are always truthy
-                if items:
+            start, end = self.index, len(entries)
+            if start < end:
+                self.index = end
+                first = _first_live(entries, start, end)
+                if first is not None:
+                    last = _last_live(entries, start, end)
                     starts = self._entered
                     self._entered = False
-                    self.last_read_seqno = items[-1].seqno
-                    return MemoryBatch(items, cp.start_seqno, cp.end_seqno, starts)
+                    self.last_read_seqno = last.seqno
+                    wires = cp.wires[start:end]
+                    ends: Sequence[int]
+                    if cp.removed:  # holes: leave them out, count the ends
+                        wires = [w for w in wires if w]
+                        ends, base = list(accumulate(map(len, wires))), 0
+                    else:  # the running totals are the end offsets
+                        ends, base = cp.ends[start:end], cp.ends[start - 1] if start else 0
+                    return MemoryBatch(
+                        cp,
+                        start,
+                        end,
+                        wires,
+                        ends,
+                        base,
+                        first.seqno,
+                        last.seqno,
+                        cp.start_seqno,
+                        cp.end_seqno,
+                        starts,
+                    )
             if cp.open:
                 return None
             following = self._next_checkpoint(cp)
@@ -125,3 +197,19 @@ class Cursor:
             if c is cp:
                 return cps[i + 1] if i + 1 < len(cps) else None
         return None
+
+
+def _first_live(entries: list[Item | None], start: int, end: int) -> Item | None:
+    for i in range(start, end):
+        item = entries[i]
+        if item is not None:
+            return item
+    return None
+
+
+def _last_live(entries: list[Item | None], start: int, end: int) -> Item:
+    for i in range(end - 1, start - 1, -1):
+        item = entries[i]
+        if item is not None:
+            return item
+    raise AssertionError("called only when the range holds a live item")

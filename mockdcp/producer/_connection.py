@@ -246,8 +246,16 @@ class Connection:
 
     def data_to_send(self, now: float, limit: int = MAX_WRITE) -> bytes | memoryview:
         """Everything ready to write now, at most about ``limit`` bytes (empty if none)."""
+        parts = self.buffers_to_send(now, limit)
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
+
+    def buffers_to_send(self, now: float, limit: int = MAX_WRITE) -> list[bytes | memoryview]:
+        """``data_to_send`` as the list of buffers it joins, for a gathering write
+        (``sendmsg``) that spares the copy. The buffers are never written again."""
         if self.closed:
-            return b""
+            return []
         self._maybe_noop(now)
         parts: list[bytes | memoryview] = list(self._out)
         self._out.clear()
@@ -255,9 +263,7 @@ class Connection:
         if self.state is ConnectionState.DCP_OPEN and self._ready:
             size = self._drain_streams(parts, size, limit)
         self.bytes_sent += size
-        if len(parts) == 1:
-            return parts[0]
-        return b"".join(parts)
+        return parts
 
     def next_deadline(self) -> float | None:
         """When ``data_to_send``/``check_idle`` must run again for noop timing, or None."""
@@ -368,19 +374,19 @@ class Connection:
         while stream.chunks and taken < quantum:
             chunk = stream.chunks[0]
             ends = chunk.ends
-            base = chunk.offset
-            threshold = base + quantum - taken
+            start = chunk.offset
+            threshold = start + quantum - taken
             if window:
                 if self.unacked >= window:
                     break
-                threshold = min(threshold, base + window - self.unacked)
+                threshold = min(threshold, start + window - self.unacked)
             # messages whose start offset is below the threshold may go
-            n = bisect.bisect_left(ends, threshold, chunk.pos) - chunk.pos + 1
+            n = bisect.bisect_left(ends, threshold + chunk.base, chunk.pos) - chunk.pos + 1
             last = min(chunk.pos + n, len(ends)) - 1
-            end = ends[last]
+            end = ends[last] - chunk.base
             # chunks are never written after they are queued: send views, not copies
-            parts.append(memoryview(chunk.buf)[base:end])
-            nbytes = end - base
+            parts.append(memoryview(chunk.buf)[start:end])
+            nbytes = end - start
             taken += nbytes
             self.unacked += nbytes if window else 0
             chunk.pos = last + 1

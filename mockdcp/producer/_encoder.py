@@ -12,10 +12,13 @@ stripping, forced compression, stream-ids) goes through the message classes each
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
+from array import array
 from itertools import accumulate
 from operator import attrgetter
+from typing import Any
 
 from mockdcp.model import Item, ItemKind
 from mockdcp.producer._controls import DcpSettings
@@ -26,6 +29,16 @@ _OPAQUE_OFFSET = 12
 
 
 _WIRE = attrgetter("wire")
+
+
+def _numpy() -> Any:
+    """numpy, imported on first use. Its BLAS thread pool (one spinning thread per core
+    at import) is never used here and took CPU from the server: one thread is asked
+    for unless the user chose otherwise."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import numpy
+
+    return numpy
 
 
 def _encode(
@@ -123,18 +136,42 @@ class ItemEncoder:
             datatype=datatype,
         )
 
+    def takes_frames(self, sid: int | None) -> bool:
+        """True when this connection's frames for a stream are the canonical ones."""
+        return self.canonical and sid is None
+
+    @staticmethod
+    def patch_opaque(buf: bytearray, ends: Sequence[int], base: int, opaque: int) -> None:
+        """Write ``opaque`` into every frame of ``buf`` (frame ends at ``ends`` - ``base``).
+
+        Vectorised with numpy: a Python-level ``pack_into`` per frame cost about 170 ns,
+        this about 8 ns (``mockdcp bench``). numpy is imported on the first batch, after
+        the server is ready.
+        """
+        np = _numpy()
+        count = len(ends)
+        if not count:
+            return
+        at = np.empty(count, np.int64)
+        at[0] = _OPAQUE_OFFSET
+        if count > 1:
+            if isinstance(ends, array):
+                previous = np.frombuffer(ends, np.int64, count - 1)
+            else:
+                previous = np.fromiter(ends, np.int64, count)[:-1]
+            np.add(previous, _OPAQUE_OFFSET - base, out=at[1:])
+        view = np.frombuffer(buf, np.uint8)
+        for i, byte in enumerate(_OPAQUE.pack(opaque)):
+            view[at + i] = byte
+
     def batch(
         self, items: Sequence[Item], opaque: int, sid: int | None
-    ) -> tuple[bytearray, list[int]]:
+    ) -> tuple[bytearray, Sequence[int]]:
         """Frames of ``items`` joined, and the end offset of each frame."""
-        if self.canonical and sid is None:
+        if self.takes_frames(sid):
             frames = list(map(_WIRE, items))
-            buf = bytearray().join(frames)
-            ends = list(accumulate(map(len, frames)))
-            pack = _OPAQUE.pack_into
-            pack(buf, _OPAQUE_OFFSET, opaque)
-            for off in ends[:-1]:
-                pack(buf, off + _OPAQUE_OFFSET, opaque)
+            buf, ends = bytearray().join(frames), list(accumulate(map(len, frames)))
+            self.patch_opaque(buf, ends, 0, opaque)
             return buf, ends
         frames = [self.frame(it, opaque, sid) for it in items]
         return bytearray().join(frames), list(accumulate(map(len, frames)))

@@ -19,28 +19,36 @@ the connection drains chunks under flow control. Rules, each with its source:
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Sequence
 
 import attrs
 
-from mockdcp.model import Item, VBucket
+from mockdcp.model import Item, MemoryBatch, VBucket
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
 from mockdcp.protocol import SnapshotFlag, SnapshotMarker, SnapshotMarkerVersion, StreamEnd
 from mockdcp.protocol import StreamEndReason
 
 #: Items encoded per chunk while backfilling: bounds the memory a big backfill takes.
-BACKFILL_SLICE = 4096
+BACKFILL_SLICE = 1024
+#: Bytes of frames encoded per chunk from a memory batch. Encoding a whole checkpoint
+#: (thousands of frames) for every stream at once made the server fault in hundreds of
+#: megabytes of fresh pages for a million-item stream (``mockdcp bench``); a queue of
+#: one piece per stream keeps the encoded-ahead memory small and reused.
+PIECE_BYTES = 256 * 1024
 
 
 @attrs.define(slots=True)
 class Chunk:
-    """Encoded stream messages: ``buf`` holds frames ending at ``ends``; ``pos`` is the
-    index of the next frame to send and ``offset`` its byte offset."""
+    """Encoded stream messages: ``buf`` holds frames ending at ``ends`` (less ``base``);
+    ``pos`` is the index of the next frame to send and ``offset`` its byte offset."""
 
     buf: bytearray
-    ends: list[int]
+    #: each frame's end offset in ``buf``, plus ``base``
+    ends: Sequence[int]
+    base: int = 0
     pos: int = 0
     offset: int = 0
 
@@ -109,6 +117,9 @@ class Stream:
         self._backfill_pos = 0
         self._backfill_end = 0
         self._backfill_first = True
+        #: a memory batch whose frames are queued piece by piece, and the next frame
+        self._pending: MemoryBatch | None = None
+        self._pending_pos = 0
         self.items_sent = 0
         self.markers_sent = 0
         self.backfills = 0
@@ -149,6 +160,9 @@ class Stream:
             return
         if discard_queue:
             self.chunks.clear()
+            self._pending = None
+        elif self._pending is not None:
+            self._flush_pending()
         self._release_cursor()
         self._to(StreamEvent.END)
         frame = StreamEnd(
@@ -159,6 +173,7 @@ class Stream:
     def close(self) -> None:
         """CLOSE_STREAM without STREAM_END: forget everything at once (producer.md §8)."""
         self.chunks.clear()
+        self._pending = None
         self._release_cursor()
         self._to(StreamEvent.CLOSE)
 
@@ -180,6 +195,9 @@ class Stream:
         """
         if self.chunks or not self.alive:
             return bool(self.chunks)
+        if self._pending is not None and self.vb.generation == self._generation:
+            self._queue_piece()
+            return True
         if self.vb.generation != self._generation:
             # The vbucket was reset (failover, restart, state change): producer.md §9.
             self.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
@@ -265,20 +283,35 @@ class Stream:
         batch = cursor.next_batch()
         if batch is None:
             return
-        items = self._visible(batch.items, self.end_seqno)
-        last_read = batch.items[-1].seqno if batch.items else self.last_read_seqno
-        if items:
-            new_checkpoint = batch.starts_checkpoint or self._next_marker_checkpoint
-            start = items[0].seqno
-            if batch.starts_checkpoint and batch.checkpoint_start_seqno > self.last_marker_end:
-                start = max(batch.checkpoint_start_seqno, self._requested_snap_start)
-            flags = SnapshotFlag.MEMORY | (SnapshotFlag.CHECKPOINT if new_checkpoint else 0)
-            self._queue_marker(start, items[-1].seqno, flags)
-            self._next_marker_checkpoint = False
-            self._queue_items(items)
-        self.last_read_seqno = min(last_read, self.end_seqno) if items else last_read
-        if self.last_read_seqno >= self.end_seqno:
+        if (
+            self._collections is None
+            and batch.last_seqno <= self.end_seqno
+            and self._encoder.takes_frames(self.stream_id)
+        ):
+            # every item of the batch goes, as the checkpoint holds its frame
+            self._queue_memory_marker(batch, batch.first_seqno, batch.last_seqno)
+            self._pending, self._pending_pos = batch, 0
+            self._queue_piece()
+            self.last_read_seqno = batch.last_seqno
+        else:
+            items = self._visible(batch.items, self.end_seqno)
+            if items:
+                self._queue_memory_marker(batch, items[0].seqno, items[-1].seqno)
+                self._queue_items(items)
+                self.last_read_seqno = min(batch.last_seqno, self.end_seqno)
+            else:
+                self.last_read_seqno = batch.last_seqno
+        if self.last_read_seqno >= self.end_seqno and self._pending is None:
             self.end(StreamEndReason.OK)
+
+    def _queue_memory_marker(self, batch: MemoryBatch, first: int, last: int) -> None:
+        new_checkpoint = batch.starts_checkpoint or self._next_marker_checkpoint
+        start = first
+        if batch.starts_checkpoint and batch.checkpoint_start_seqno > self.last_marker_end:
+            start = max(batch.checkpoint_start_seqno, self._requested_snap_start)
+        flags = SnapshotFlag.MEMORY | (SnapshotFlag.CHECKPOINT if new_checkpoint else 0)
+        self._queue_marker(start, last, flags)
+        self._next_marker_checkpoint = False
 
     def _visible(self, items: Sequence[Item], end: int) -> Sequence[Item]:
         """The items this stream sends: in its collections, at or below ``end``."""
@@ -325,3 +358,35 @@ class Stream:
         self.chunks.append(Chunk(buf, ends))
         self.items_sent += len(items)
         self.last_sent_seqno = items[-1].seqno
+
+    def _queue_piece(self) -> None:
+        """Queue the next frames of the pending batch, about ``PIECE_BYTES`` of them;
+        after the last piece, end the stream if its end seqno has been read."""
+        batch = self._pending
+        assert batch is not None
+        ends, base, pos = batch.ends, batch.base, self._pending_pos
+        piece_base = ends[pos - 1] if pos else base
+        stop = min(bisect.bisect_left(ends, piece_base + PIECE_BYTES, pos) + 1, len(ends))
+        self._queue_frames(batch.wires[pos:stop], ends[pos:stop], piece_base)
+        self._pending_pos = stop
+        if stop == len(ends):
+            self._pending = None
+            self.last_sent_seqno = batch.last_seqno
+            if self.last_read_seqno >= self.end_seqno:
+                self.end(StreamEndReason.OK)
+
+    def _flush_pending(self) -> None:
+        """Queue the rest of the pending batch at once (the stream is ending)."""
+        batch = self._pending
+        assert batch is not None
+        self._pending = None
+        pos = self._pending_pos
+        self._queue_frames(batch.wires[pos:], batch.ends[pos:], batch.ends[pos - 1] if pos else batch.base)
+        self.last_sent_seqno = batch.last_seqno
+
+    def _queue_frames(self, wires: list[bytes], ends: Sequence[int], base: int) -> None:
+        """Queue canonical frames, their end offsets given plus ``base``."""
+        buf = bytearray().join(wires)
+        self._encoder.patch_opaque(buf, ends, base, self.opaque)
+        self.chunks.append(Chunk(buf, ends, base))
+        self.items_sent += len(wires)

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("mockdcp.server")
 
 RECEIVE_SIZE = 256 * 1024
+#: buffers per sendmsg call (Linux IOV_MAX is 1024)
+_IOV_MAX = 512
 
 
 class KvService:
@@ -98,10 +100,14 @@ class KvService:
         self._wake_conn(conn)
 
     async def _writer(self, stream: trio.abc.Stream, conn: Connection) -> None:
+        sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         while True:
-            data = conn.data_to_send(trio.current_time())
-            if data:
-                await stream.send_all(data)
+            parts = conn.buffers_to_send(trio.current_time())
+            if parts:
+                if sock is not None and len(parts) > 1:
+                    await _send_gathered(sock, parts)
+                else:
+                    await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
                 continue
             if conn.closed:
                 return
@@ -115,3 +121,18 @@ class KvService:
             if self._wake.get(conn) is event:
                 self._wake[conn] = trio.Event()
             conn.check_idle(trio.current_time())
+
+
+async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memoryview]) -> None:
+    """Write all of ``parts`` with ``sendmsg`` (no joined copy), resuming partial writes."""
+    views = [memoryview(p) for p in parts]
+    i = 0
+    while i < len(views):
+        sent = await sock.sendmsg(views[i : i + _IOV_MAX])
+        while sent:
+            n = views[i].nbytes
+            if sent < n:
+                views[i] = views[i][sent:]
+                break
+            sent -= n
+            i += 1

@@ -1,0 +1,136 @@
+"""The stream state machine without sockets: what it queues, piece by piece."""
+
+from __future__ import annotations
+
+from mockdcp.model import Bucket
+from mockdcp.producer._controls import DcpSettings
+from mockdcp.producer._encoder import ItemEncoder
+from mockdcp.producer._stream import PIECE_BYTES, Stream
+from mockdcp.protocol import (
+    FrameReader,
+    Mutation,
+    SnapshotMarker,
+    StreamEnd,
+    StreamEndReason,
+    decode_server_message,
+)
+
+BIG = PIECE_BYTES // 4  # a value size: a batch of 20 such items takes about five pieces
+
+
+def bucket() -> Bucket:
+    return Bucket("default", 1, seed=3, clock=lambda: 1_700_000_000.0)
+
+
+def open_stream(b: Bucket, *, end_seqno: int = 2**64 - 1, opaque: int = 0xABCD) -> Stream:
+    return Stream(
+        vb=b.vbucket(0),
+        opaque=opaque,
+        stream_id=None,
+        start_seqno=0,
+        end_seqno=end_seqno,
+        snap_start_seqno=0,
+        encoder=ItemEncoder(DcpSettings(collections=True)),
+        cursor_name="test",
+        collections=None,
+    )
+
+
+def take_chunk(stream: Stream) -> bytes | None:
+    """What the connection would send next from this stream (one chunk), or None."""
+    if not stream.refill():
+        return None
+    chunk = stream.chunks.popleft()
+    stream.mark_drained()
+    return bytes(chunk.buf)
+
+
+def decode(data: bytes) -> list[object]:
+    reader = FrameReader(max_frame_size=1 << 24)
+    reader.feed(data)
+    out = []
+    while (frame := reader.next_frame()) is not None:
+        out.append(decode_server_message(frame, collections=True))
+    return out
+
+
+def test_a_batch_larger_than_a_piece_is_queued_piece_by_piece() -> None:
+    b = bucket()
+    for i in range(20):
+        b.set(f"k{i}", b"v" * BIG, vbucket=0)
+    stream = open_stream(b)
+    chunks = []
+    while (chunk := take_chunk(stream)) is not None:
+        chunks.append(chunk)
+    # the marker, then several pieces none much over PIECE_BYTES
+    assert len(chunks) > 3
+    assert all(len(c) <= PIECE_BYTES + BIG + 100 for c in chunks)
+    messages = decode(b"".join(chunks))
+    marker = messages[0]
+    assert isinstance(marker, SnapshotMarker) and (marker.start_seqno, marker.end_seqno) == (0, 20)
+    mutations = [m for m in messages if isinstance(m, Mutation)]
+    assert [m.by_seqno for m in mutations] == list(range(1, 21))
+    assert {m.opaque for m in messages} == {0xABCD}
+    assert stream.items_sent == 20 and stream.last_sent_seqno == 20
+
+
+def test_writes_between_pieces_do_not_take_items_out_of_the_snapshot_being_sent() -> None:
+    """De-duplication in the open checkpoint while a batch is half sent: the snapshot
+    already announced must still carry every item it had when read, or the consumer
+    would hold an inconsistent state at the snapshot's end."""
+    b = bucket()
+    for i in range(20):
+        b.set(f"k{i}", b"v" * BIG, vbucket=0)
+    stream = open_stream(b)
+    sent = [take_chunk(stream), take_chunk(stream)]  # the marker and the first piece
+    for i in range(20):  # replace every key: the open checkpoint drops the old versions
+        b.set(f"k{i}", b"w" * 10, vbucket=0)
+    while (chunk := take_chunk(stream)) is not None:
+        sent.append(chunk)
+    messages = decode(b"".join(c for c in sent if c is not None))
+    markers = [m for m in messages if isinstance(m, SnapshotMarker)]
+    mutations = [m for m in messages if isinstance(m, Mutation)]
+    assert [(m.start_seqno, m.end_seqno) for m in markers] == [(0, 20), (21, 40)]
+    assert [m.by_seqno for m in mutations] == list(range(1, 41))
+
+
+def test_stream_end_follows_the_last_piece() -> None:
+    b = bucket()
+    for i in range(20):
+        b.set(f"k{i}", b"v" * BIG, vbucket=0)
+    stream = open_stream(b, end_seqno=20)
+    sent = []
+    while (chunk := take_chunk(stream)) is not None:
+        sent.append(chunk)
+    messages = decode(b"".join(sent))
+    assert isinstance(messages[-1], StreamEnd) and messages[-1].reason == StreamEndReason.OK
+    assert sum(isinstance(m, Mutation) for m in messages) == 20
+
+
+def test_ending_a_stream_mid_batch_sends_the_rest_of_the_batch_first() -> None:
+    b = bucket()
+    for i in range(20):
+        b.set(f"k{i}", b"v" * BIG, vbucket=0)
+    stream = open_stream(b)
+    sent = [take_chunk(stream), take_chunk(stream)]
+    stream.end(StreamEndReason.CLOSED)
+    while (chunk := take_chunk(stream)) is not None:
+        sent.append(chunk)
+    messages = decode(b"".join(c for c in sent if c is not None))
+    assert sum(isinstance(m, Mutation) for m in messages) == 20
+    assert isinstance(messages[-1], StreamEnd) and messages[-1].reason == StreamEndReason.CLOSED
+
+
+def test_a_vbucket_reset_mid_batch_discards_the_rest() -> None:
+    b = bucket()
+    for i in range(20):
+        b.set(f"k{i}", b"v" * BIG, vbucket=0)
+    stream = open_stream(b)
+    sent = [take_chunk(stream), take_chunk(stream)]
+    b.restart(0)
+    while (chunk := take_chunk(stream)) is not None:
+        sent.append(chunk)
+    messages = decode(b"".join(c for c in sent if c is not None))
+    assert sum(isinstance(m, Mutation) for m in messages) < 20
+    assert isinstance(messages[-1], StreamEnd)
+    assert messages[-1].reason == StreamEndReason.STATE_CHANGED
