@@ -15,11 +15,14 @@ import time
 import trio
 
 from mockdcp.client._consumer import DcpConsumer
-from mockdcp.protocol import DcpBufferAck, Opcode, Response, Status
+from mockdcp.protocol import DcpBufferAck, Opcode, Response, SnapshotFlag, Status
 
 # plain ints: hashing an IntEnum member goes through Python code, an int does not
 _ITEM_OPCODES = frozenset({int(Opcode.DCP_MUTATION), int(Opcode.DCP_DELETION), int(Opcode.DCP_EXPIRATION)})
 _NOOP = int(Opcode.DCP_NOOP)
+_MARKER = int(Opcode.DCP_SNAPSHOT_MARKER)
+_DISK = int(SnapshotFlag.DISK)
+_FLAGS = struct.Struct(">I")
 _BODY = struct.Struct(">I")
 _OPAQUE = struct.Struct(">I")
 
@@ -36,7 +39,7 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
     for vb in range(vbuckets):
         await consumer._open_stream(vb)
     buf = consumer._reader._buf  # whatever the bootstrap read past its last response
-    count = total = unacked = 0
+    count = total = unacked = disk_markers = 0
     half = buffer_size // 2
     body_at = _BODY.unpack_from
     while count < items:
@@ -52,6 +55,8 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
             op = buf[pos + 1]
             if op in _ITEM_OPCODES:
                 count += 1
+            elif op == _MARKER and buf[pos + 4] == 20:  # v1 extras: start, end, flags
+                disk_markers += bool(_FLAGS.unpack_from(buf, pos + 24 + 16)[0] & _DISK)
             elif op == _NOOP and buf[pos] == 0x80:
                 opaque = _OPAQUE.unpack_from(buf, pos + 12)[0]
                 reply = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=opaque)
@@ -65,7 +70,10 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
             unacked = 0
     seconds = time.perf_counter() - t0
     await stream.aclose()
-    return {"events": count, "bytes": total, "seconds": seconds, "cpu_s": time.process_time() - c0}
+    return {
+        "events": count, "bytes": total, "seconds": seconds, "cpu_s": time.process_time() - c0,
+        "disk_snapshots": disk_markers,
+    }
 
 
 def main() -> None:

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--value-size", type=int, default=256)
     bench.add_argument("--vbuckets", type=int, default=64)
     bench.add_argument("--runs", type=int, default=3)
+    bench.add_argument(
+        "--from-disk", action="store_true",
+        help="persist the bucket before streaming, so the stream backfills from disk",
+    )
     bench.add_argument("--json", action="store_true")
     return parser
 

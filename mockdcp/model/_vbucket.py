@@ -154,7 +154,7 @@ class VBucket:
         """The newest persisted version of each key written after ``after_seqno``."""
         i = bisect.bisect_right(self.disk_seqnos, after_seqno)
         by = self.disk_by_seqno
-        items = tuple(by[s] for s in self.disk_seqnos[i:])
+        items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
         end = self.persisted_seqno
         return DiskSnapshot(after_seqno + 1, end, items, end, end, self.purge_seqno)
 

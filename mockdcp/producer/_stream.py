@@ -20,8 +20,11 @@ the connection drains chunks under flow control. Rules, each with its source:
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import deque
 from collections.abc import Sequence
+from itertools import accumulate
+from operator import attrgetter
 
 import attrs
 
@@ -31,9 +34,12 @@ from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
 from mockdcp.protocol import SnapshotFlag, SnapshotMarker, SnapshotMarkerVersion, StreamEnd
 from mockdcp.protocol import StreamEndReason
 
-#: Items encoded per chunk while backfilling: bounds the memory a big backfill takes.
+#: Items encoded per chunk while backfilling through the message classes (streams whose
+#: frames are not the canonical ones): bounds the memory a big backfill takes.
 BACKFILL_SLICE = 1024
-#: Bytes of frames encoded per chunk from a memory batch. Encoding a whole checkpoint
+
+_WIRE = attrgetter("wire")
+#: Bytes of canonical frames encoded per chunk (memory batch or backfill). Encoding a whole checkpoint
 #: (thousands of frames) for every stream at once made the server fault in hundreds of
 #: megabytes of fresh pages for a million-item stream (``mockdcp bench``); a queue of
 #: one piece per stream keeps the encoded-ahead memory small and reused.
@@ -55,6 +61,19 @@ class Chunk:
     @property
     def done(self) -> bool:
         return self.pos >= len(self.ends)
+
+
+@attrs.frozen
+class PendingFrames:
+    """Canonical frames read (a memory batch or a backfill) and not yet all queued:
+    ``ends`` are each frame's end offset in their concatenation plus ``base``."""
+
+    wires: list[bytes]
+    ends: Sequence[int]
+    base: int
+    last_seqno: int
+    #: a memory batch: once queued, the stream ends if it has read its end seqno
+    memory: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -117,8 +136,8 @@ class Stream:
         self._backfill_pos = 0
         self._backfill_end = 0
         self._backfill_first = True
-        #: a memory batch whose frames are queued piece by piece, and the next frame
-        self._pending: MemoryBatch | None = None
+        #: frames queued piece by piece, and the index of the next one
+        self._pending: PendingFrames | None = None
         self._pending_pos = 0
         self.items_sent = 0
         self.markers_sent = 0
@@ -251,6 +270,13 @@ class Stream:
             self._queue_marker(
                 start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
             )
+            if self._encoder.takes_frames(self.stream_id):
+                # the items carry their frames: queue them in pieces, no slices
+                wires = list(map(_WIRE, self._backfill))
+                ends = array("q", accumulate(map(len, wires)))
+                last = self._backfill[-1].seqno
+                self._pending, self._pending_pos = PendingFrames(wires, ends, 0, last, False), 0
+                self._backfill = ()
 
     def _backfill_step(self) -> None:
         items = self._backfill[self._backfill_pos : self._backfill_pos + BACKFILL_SLICE]
@@ -290,7 +316,8 @@ class Stream:
         ):
             # every item of the batch goes, as the checkpoint holds its frame
             self._queue_memory_marker(batch, batch.first_seqno, batch.last_seqno)
-            self._pending, self._pending_pos = batch, 0
+            pending = PendingFrames(batch.wires, batch.ends, batch.base, batch.last_seqno, True)
+            self._pending, self._pending_pos = pending, 0
             self._queue_piece()
             self.last_read_seqno = batch.last_seqno
         else:
@@ -360,8 +387,8 @@ class Stream:
         self.last_sent_seqno = items[-1].seqno
 
     def _queue_piece(self) -> None:
-        """Queue the next frames of the pending batch, about ``PIECE_BYTES`` of them;
-        after the last piece, end the stream if its end seqno has been read."""
+        """Queue the next pending frames, about ``PIECE_BYTES`` of them; after the last
+        piece of a memory batch, end the stream if its end seqno has been read."""
         batch = self._pending
         assert batch is not None
         ends, base, pos = batch.ends, batch.base, self._pending_pos
@@ -372,11 +399,11 @@ class Stream:
         if stop == len(ends):
             self._pending = None
             self.last_sent_seqno = batch.last_seqno
-            if self.last_read_seqno >= self.end_seqno:
+            if batch.memory and self.last_read_seqno >= self.end_seqno:
                 self.end(StreamEndReason.OK)
 
     def _flush_pending(self) -> None:
-        """Queue the rest of the pending batch at once (the stream is ending)."""
+        """Queue the rest of the pending frames at once (the stream is ending)."""
         batch = self._pending
         assert batch is not None
         self._pending = None

@@ -134,3 +134,22 @@ def test_a_vbucket_reset_mid_batch_discards_the_rest() -> None:
     assert sum(isinstance(m, Mutation) for m in messages) < 20
     assert isinstance(messages[-1], StreamEnd)
     assert messages[-1].reason == StreamEndReason.STATE_CHANGED
+
+
+def test_a_backfill_is_queued_in_pieces_then_the_stream_goes_on_in_memory() -> None:
+    b = bucket()
+    for i in range(20):
+        b.set(f"k{i}", b"v" * BIG, vbucket=0)
+    b.checkpoint(0)
+    b.persist(0)  # the closed checkpoint is expelled: seqnos 1-20 are only on disk
+    b.set("after", b"x", vbucket=0)
+    stream = open_stream(b)
+    chunks = []
+    while (chunk := take_chunk(stream)) is not None:
+        chunks.append(chunk)
+    assert stream.backfills == 1 and len(chunks) > 4
+    messages = decode(b"".join(chunks))
+    markers = [m for m in messages if isinstance(m, SnapshotMarker)]
+    assert [(m.start_seqno, m.end_seqno) for m in markers] == [(0, 20), (21, 21)]
+    assert [m.by_seqno for m in messages if isinstance(m, Mutation)] == list(range(1, 22))
+    assert {m.opaque for m in messages} == {0xABCD}
