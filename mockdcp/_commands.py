@@ -11,6 +11,8 @@ from typing import Any
 
 import trio
 
+from mockdcp._errors import unwrap_single
+
 
 def _ready_line(server: Any, args: argparse.Namespace) -> str:
     info = {
@@ -126,10 +128,13 @@ async def _tail(args: argparse.Namespace) -> None:
         on_event=on_event,
         stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
     )
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(consumer.run)
-        await done.wait()
-        nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumer.run)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the consumer's error, unwrapped for run_tail
+        raise unwrap_single(group) from None
 
 
 def run_tail(args: argparse.Namespace) -> int:

@@ -64,3 +64,15 @@ class ScenarioError(MockDcpError):
 
 class ServerError(MockDcpError):
     """The server could not start or serve (port in use, bad configuration)."""
+
+
+def unwrap_single(exc: BaseException) -> BaseException:
+    """The exception inside a chain of one-member exception groups, or ``exc`` itself.
+
+    trio (0.25 and later) wraps whatever escapes a nursery in an exception group. A
+    context manager that yields inside a nursery (``serve``) would hand its caller a
+    group around the caller's own exception; it re-raises the exception instead.
+    """
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

@@ -72,9 +72,9 @@ class KvService:
                 nursery.start_soon(self._reader, stream, conn, nursery.cancel_scope)
                 await self._writer(stream, conn)
                 nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            conn.close(f"socket error: {exc}")
-        except Exception:  # noqa: BLE001 - one connection's bug must not stop the server
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            conn.close(f"socket error: {group.exceptions[0]}")
+        except* Exception:  # noqa: BLE001 - one connection's bug must not stop the server
             log.exception("connection %d failed", conn.conn_id)
             conn.close("internal error (logged)")
         finally:

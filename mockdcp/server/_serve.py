@@ -17,7 +17,7 @@ from functools import partial
 import attrs
 import trio
 
-from mockdcp._errors import ServerError
+from mockdcp._errors import ServerError, unwrap_single
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.protocol import StreamEndReason
@@ -133,11 +133,15 @@ async def serve(
     server = MockDcpServer(
         node=node, kv=kv, host=node.host, kv_port=node.kv_port, http_port=node.http_port
     )
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
-        nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
-        try:
-            yield server
-        finally:
-            node.close_all("server shutting down")
-            nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
+            nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
+            try:
+                yield server
+            finally:
+                node.close_all("server shutting down")
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # the block's own exception, not a group around it (see unwrap_single)
+        raise unwrap_single(group) from None
