@@ -11,7 +11,6 @@ growth of loading the items, divided by N. Every figure is the median of ``runs`
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -19,11 +18,16 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
+
+    from mockdcp.model import Bucket
 
 
 def _rss() -> int:
-    import psutil
+    import psutil  # type: ignore[import-untyped]  # no stubs needed for one call
 
     return int(psutil.Process().memory_info().rss)
 
@@ -47,15 +51,22 @@ def load_bucket(items: int, value_size: int, vbuckets: int) -> tuple[Any, int]:
     return bucket, _rss() - before
 
 
-async def _stream_once(bucket: Any, items: int, vbuckets: int) -> dict[str, Any]:
+async def _stream_once(bucket: Bucket, items: int, vbuckets: int) -> dict[str, Any]:
     import trio
 
     from mockdcp.server import serve
 
     async with serve(port=0, http_port=0, bucket_obj=bucket) as server:
         cmd = [
-            sys.executable, "-m", "mockdcp._bench_consumer",
-            "--port", str(server.kv_port), "--items", str(items), "--vbuckets", str(vbuckets),
+            sys.executable,
+            "-m",
+            "mockdcp._bench_consumer",
+            "--port",
+            str(server.kv_port),
+            "--items",
+            str(items),
+            "--vbuckets",
+            str(vbuckets),
         ]
         c0 = time.process_time()
         result = await trio.run_process(cmd, capture_stdout=True, check=True)
@@ -70,9 +81,22 @@ def measure_startup(runs: int) -> list[float]:
     for _ in range(runs):
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0",
-             "--docs", "0", "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ},
+            [
+                sys.executable,
+                "-m",
+                "mockdcp",
+                "serve",
+                "--port",
+                "0",
+                "--http-port",
+                "0",
+                "--docs",
+                "0",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ},
         )
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -124,8 +148,10 @@ def run_bench(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     source = "from disk" if args.from_disk else "from memory"
-    table = Table(title=f"mockdcp bench: {args.items:,} items x {args.value_size} B, "
-                        f"{args.vbuckets} vbuckets, {source}, median of {args.runs}")
+    table = Table(
+        title=f"mockdcp bench: {args.items:,} items x {args.value_size} B, "
+        f"{args.vbuckets} vbuckets, {source}, median of {args.runs}"
+    )
     table.add_column("measure")
     table.add_column("median", justify="right")
     table.add_column("target", justify="right")

@@ -18,7 +18,9 @@ from mockdcp.client._consumer import DcpConsumer
 from mockdcp.protocol import DcpBufferAck, Opcode, Response, SnapshotFlag, Status
 
 # plain ints: hashing an IntEnum member goes through Python code, an int does not
-_ITEM_OPCODES = frozenset({int(Opcode.DCP_MUTATION), int(Opcode.DCP_DELETION), int(Opcode.DCP_EXPIRATION)})
+_ITEM_OPCODES = frozenset(
+    {int(Opcode.DCP_MUTATION), int(Opcode.DCP_DELETION), int(Opcode.DCP_EXPIRATION)}
+)
 _NOOP = int(Opcode.DCP_NOOP)
 _MARKER = int(Opcode.DCP_SNAPSHOT_MARKER)
 _DISK = int(SnapshotFlag.DISK)
@@ -28,11 +30,17 @@ _OPAQUE = struct.Struct(">I")
 
 
 async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[str, float]:
+    # reaches into the reference consumer for its bootstrap, then walks frames itself
     consumer = DcpConsumer(
-        "127.0.0.1", port, vbuckets=range(vbuckets), name="mockdcp-bench",
-        buffer_size=buffer_size, reconnect=False,
+        "127.0.0.1",
+        port,
+        vbuckets=range(vbuckets),
+        name="mockdcp-bench",
+        buffer_size=buffer_size,
+        reconnect=False,
     )
-    consumer._stream = stream = await trio.open_tcp_stream("127.0.0.1", port)
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    consumer._stream = stream
     await consumer._bootstrap()
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -71,7 +79,10 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
     seconds = time.perf_counter() - t0
     await stream.aclose()
     return {
-        "events": count, "bytes": total, "seconds": seconds, "cpu_s": time.process_time() - c0,
+        "events": count,
+        "bytes": total,
+        "seconds": seconds,
+        "cpu_s": time.process_time() - c0,
         "disk_snapshots": disk_markers,
     }
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from mockdcp._errors import unwrap_single
 
+if TYPE_CHECKING:
+    import argparse
 
-def _ready_line(server: Any, args: argparse.Namespace) -> str:
+    from mockdcp.server import MockDcpServer
+
+
+def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
     info = {
         "kv_port": server.kv_port,
         "http_port": server.http_port,
@@ -46,6 +50,7 @@ async def _serve(args: argparse.Namespace) -> None:
     ) as server:
         print(_ready_line(server, args), flush=True)
         import mockdcp.producer._connection  # noqa: F401  (the codec, before the first client)
+
         if args.docs:
             from mockdcp._dataset import faker_documents
 
@@ -68,7 +73,7 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(vb: int, event: Any) -> dict[str, Any]:
+def _describe(vb: int, event: object) -> dict[str, Any]:
     name = type(event).__name__
     row: dict[str, Any] = {"vb": vb, "event": name}
     if isinstance(event, tuple):
@@ -99,7 +104,7 @@ async def _tail(args: argparse.Namespace) -> None:
 
         console = Console()
 
-    def on_event(vb: int, event: Any) -> None:
+    def on_event(vb: int, event: object) -> None:
         nonlocal count
         if isinstance(event, DcpNoop):
             return

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # fixed bounds: relative ones ("-5y", "now") would make the data depend on today's date
 _START = datetime.datetime(2020, 1, 1)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 
-def lazy_getattr(package: str, names: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], object]:
+def lazy_getattr(
+    package: str, names: Mapping[str, str], namespace: dict[str, Any]
+) -> Callable[[str], object]:
     """A module ``__getattr__`` that imports ``package.<names[name]>`` on first use of
     ``name`` and caches the value in ``namespace`` (the package's globals)."""
 

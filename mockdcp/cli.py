@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def _vbucket_range(text: str) -> list[int]:
@@ -57,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--bucket", default="default")
     tail.add_argument("--user", default="Administrator")
     tail.add_argument("--password", default="password")
-    tail.add_argument("--vbuckets", type=_vbucket_range, default=None, help="e.g. 0-15 (default all)")
+    tail.add_argument(
+        "--vbuckets", type=_vbucket_range, default=None, help="e.g. 0-15 (default all)"
+    )
     tail.add_argument("--from", dest="start", choices=("now", "beginning"), default="beginning")
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
@@ -69,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--vbuckets", type=int, default=64)
     bench.add_argument("--runs", type=int, default=3)
     bench.add_argument(
-        "--from-disk", action="store_true",
+        "--from-disk",
+        action="store_true",
         help="persist the bucket before streaming, so the stream backfills from disk",
     )
     bench.add_argument("--json", action="store_true")

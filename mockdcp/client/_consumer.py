@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
 
 import attrs
 import trio
@@ -41,6 +40,7 @@ from mockdcp.protocol import (
     Hello,
     HelloFeature,
     Magic,
+    Message,
     Mutation,
     Opcode,
     Response,
@@ -191,16 +191,16 @@ class DcpConsumer:
         self.open_flags = open_flags
         self.stream_flags = stream_flags
         self.extra_controls = list(controls)
-        self._connect = connect or (lambda: trio.open_tcp_stream(self.host, self.port))
+        self._connect = connect or self._open_tcp
         self.connects = 0
         self._opaque = 1
-        self._stream = None
+        self._stream: trio.abc.Stream | None = None
         self._reader = FrameReader()
         self._unacked = 0
         self._opaques: dict[int, int] = {}
         self._open: set[int] = set()
         self._snap: dict[int, tuple[int, int]] = {}
-        self._task_status: Any = None
+        self._task_status: trio.TaskStatus[None] | None = None
 
     # -- low level -----------------------------------------------------------------------
 
@@ -223,7 +223,10 @@ class DcpConsumer:
                 raise trio.BrokenResourceError("producer closed the connection")
             self._reader.feed(data)
 
-    async def _call(self, message: Any) -> Frame:
+    async def _open_tcp(self) -> trio.abc.Stream:
+        return await trio.open_tcp_stream(self.host, self.port)
+
+    async def _call(self, message: Message) -> Frame:
         """Send a request and wait for its response (bootstrap is strictly sequential)."""
         await self._send(message.encode())
         while True:
@@ -232,7 +235,7 @@ class DcpConsumer:
                 return frame
             await self._handle_frame(frame)
 
-    async def _expect_ok(self, message: Any, what: str) -> Frame:
+    async def _expect_ok(self, message: Message, what: str) -> Frame:
         frame = await self._call(message)
         if frame.status != Status.SUCCESS:
             raise ConsumerError(f"{what} failed with status {frame.status:#x}: {frame.value!r}")
@@ -241,17 +244,26 @@ class DcpConsumer:
     # -- bootstrap ----------------------------------------------------------------------
 
     async def _bootstrap(self) -> None:
-        features = [HelloFeature.XATTR, HelloFeature.XERROR, HelloFeature.SELECT_BUCKET, HelloFeature.JSON]
+        features = [
+            HelloFeature.XATTR,
+            HelloFeature.XERROR,
+            HelloFeature.SELECT_BUCKET,
+            HelloFeature.JSON,
+        ]
         if self.collections:
             features.append(HelloFeature.COLLECTIONS)
         await self._expect_ok(
-            Hello(opaque=self._next_opaque(), agent=b"mockdcp-client", features=tuple(features)), "HELLO"
+            Hello(opaque=self._next_opaque(), agent=b"mockdcp-client", features=tuple(features)),
+            "HELLO",
         )
         await self._authenticate()
-        await self._expect_ok(SelectBucket(opaque=self._next_opaque(), bucket=self.bucket), "SELECT_BUCKET")
+        await self._expect_ok(
+            SelectBucket(opaque=self._next_opaque(), bucket=self.bucket), "SELECT_BUCKET"
+        )
         flags = DcpOpenFlag.PRODUCER | self.open_flags
         await self._expect_ok(
-            DcpOpen(opaque=self._next_opaque(), name=self.name.encode(), flags=int(flags)), "DCP_OPEN"
+            DcpOpen(opaque=self._next_opaque(), name=self.name.encode(), flags=int(flags)),
+            "DCP_OPEN",
         )
         controls = [
             ("enable_noop", "true"),
@@ -260,7 +272,9 @@ class DcpConsumer:
             *self.extra_controls,
         ]
         for key, value in controls:
-            await self._expect_ok(DcpControl(opaque=self._next_opaque(), key=key, value=value), f"control {key}")
+            await self._expect_ok(
+                DcpControl(opaque=self._next_opaque(), key=key, value=value), f"control {key}"
+            )
 
     async def _authenticate(self) -> None:
         client = SaslClient(self.user, self.password, self.mechanism)
@@ -269,7 +283,11 @@ class DcpConsumer:
         )
         while frame.status == Status.AUTH_CONTINUE:
             frame = await self._call(
-                SaslStep(opaque=self._next_opaque(), mechanism=self.mechanism, payload=client.step(frame.value))
+                SaslStep(
+                    opaque=self._next_opaque(),
+                    mechanism=self.mechanism,
+                    payload=client.step(frame.value),
+                )
             )
         if frame.status != Status.SUCCESS:
             raise ConsumerError(f"authentication failed with status {frame.status:#x}")
@@ -317,9 +335,12 @@ class DcpConsumer:
     async def _handle_frame(self, frame: Frame) -> None:
         if frame.magic is Magic.RESPONSE:
             vb = self._opaques.get(frame.opaque)
-            if frame.opcode == Opcode.DCP_STREAM_REQ and vb is not None:
-                if self._on_stream_response(vb, frame):
-                    await self._open_stream(vb)
+            if (
+                frame.opcode == Opcode.DCP_STREAM_REQ
+                and vb is not None
+                and self._on_stream_response(vb, frame)
+            ):
+                await self._open_stream(vb)
             return
         msg = decode_server_message(frame, collections=self.collections)
         if isinstance(msg, DcpNoop):
@@ -388,7 +409,7 @@ class DcpConsumer:
         self._reader = FrameReader()
         self._unacked = 0
         self._snap.clear()
-        self._stream = await self._connect()
+        self._stream = stream = await self._connect()
         try:
             self.connects += 1
             await self._bootstrap()
@@ -403,9 +424,9 @@ class DcpConsumer:
                 await self._handle_frame(frame)
         finally:
             with trio.CancelScope(shield=True):
-                await self._stream.aclose()
+                await stream.aclose()
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Stream until cancelled, reconnecting (and resuming) after a dropped connection.
 
         Raises ``ConsumerError`` when the producer refuses what it must not.

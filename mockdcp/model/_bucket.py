@@ -121,9 +121,7 @@ class Bucket:
         """(collection, key) → newest live item: what a correct consumer must hold."""
         out: dict[tuple[int, bytes], Item] = {}
         for vb in self.vbuckets:
-            for key, item in vb.items.items():
-                if not item.deleted:
-                    out[key] = item
+            out.update({key: item for key, item in vb.items.items() if not item.deleted})
         return out
 
     # -- data steps ------------------------------------------------------------------
@@ -177,35 +175,55 @@ class Bucket:
         dt = _guess_datatype(v) if datatype is None else datatype
         return self._write(
             vb,
-            {"key": k, "collection_id": collection_id, "flags": flags, "expiry": expiry,
-             "datatype": dt, "value": v},
+            {
+                "key": k,
+                "collection_id": collection_id,
+                "flags": flags,
+                "expiry": expiry,
+                "datatype": dt,
+                "value": v,
+            },
         )
 
-    def _live(self, key: bytes | str, collection_id: int, vbucket: int | None) -> tuple[Item, VBucket]:
+    def _live(
+        self, key: bytes | str, collection_id: int, vbucket: int | None
+    ) -> tuple[Item, VBucket]:
         k, vb = self._locate(key, vbucket, collection_id)
         old = vb.get(k, collection_id)
         if old is None or old.deleted:
             raise ModelError(f"no live document {k!r} in vbucket {vb.vbid}")
         return old, vb
 
-    def delete(self, key: bytes | str, *, collection_id: int = 0, vbucket: int | None = None) -> Item:
+    def delete(
+        self, key: bytes | str, *, collection_id: int = 0, vbucket: int | None = None
+    ) -> Item:
         """Delete a live document: a tombstone at the next seqno."""
         old, vb = self._live(key, collection_id, vbucket)
         return self._write(
             vb,
-            {"key": old.key, "collection_id": collection_id, "kind": ItemKind.DELETION,
-             "delete_time": int(self.clock())},
+            {
+                "key": old.key,
+                "collection_id": collection_id,
+                "kind": ItemKind.DELETION,
+                "delete_time": int(self.clock()),
+            },
         )
 
-    def expire(self, key: bytes | str, *, collection_id: int = 0, vbucket: int | None = None) -> Item:
+    def expire(
+        self, key: bytes | str, *, collection_id: int = 0, vbucket: int | None = None
+    ) -> Item:
         """Expire a live document now (as the expiry pager does): an EXPIRATION tombstone
         whose delete time is the document's expiry, or now if it had none."""
         old, vb = self._live(key, collection_id, vbucket)
         when = old.expiry or int(self.clock())
         return self._write(
             vb,
-            {"key": old.key, "collection_id": collection_id, "kind": ItemKind.EXPIRATION,
-             "delete_time": when},
+            {
+                "key": old.key,
+                "collection_id": collection_id,
+                "kind": ItemKind.EXPIRATION,
+                "delete_time": when,
+            },
         )
 
     def touch(
@@ -216,8 +234,14 @@ class Bucket:
         _check_u32(expiry=expiry)
         return self._write(
             vb,
-            {"key": old.key, "collection_id": collection_id, "flags": old.flags,
-             "expiry": expiry, "datatype": old.datatype, "value": old.value},
+            {
+                "key": old.key,
+                "collection_id": collection_id,
+                "flags": old.flags,
+                "expiry": expiry,
+                "datatype": old.datatype,
+                "value": old.value,
+            },
         )
 
     # -- storage steps -------------------------------------------------------------------
@@ -260,7 +284,9 @@ class Bucket:
         self._notify(vb.vbid for vb in targets)
         return n
 
-    def drop_cursor(self, vbucket: int | None = None, name: str | None = None) -> list[tuple[int, str]]:
+    def drop_cursor(
+        self, vbucket: int | None = None, name: str | None = None
+    ) -> list[tuple[int, str]]:
         """Drop stream cursors: those streams switch from memory to disk (producer.md §5)."""
         targets = self._targets(vbucket)
         dropped = [(vb.vbid, n) for vb in targets for n in vb.drop_cursor(name)]
@@ -293,10 +319,14 @@ class Bucket:
         targets = self._targets(vbucket)
         for vb in targets:
             if lose_after is not None and not 0 <= lose_after <= vb.high_seqno:
-                raise ModelError(f"vbucket {vb.vbid}: lose_after {lose_after} beyond high seqno {vb.high_seqno}")
+                raise ModelError(
+                    f"vbucket {vb.vbid}: lose_after {lose_after} beyond high seqno {vb.high_seqno}"
+                )
         for vb in targets:
-            seqno = lose_after if lose_after is not None else (
-                vb.persisted_seqno if lose_unpersisted else vb.high_seqno
+            seqno = (
+                lose_after
+                if lose_after is not None
+                else (vb.persisted_seqno if lose_unpersisted else vb.high_seqno)
             )
             vb.truncate(seqno)
             vb.state = VBucketState.ACTIVE

@@ -24,10 +24,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.model._item import Item
+if TYPE_CHECKING:
+    from mockdcp.model._item import Item
 
 
 class Checkpoint:

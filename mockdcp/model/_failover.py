@@ -7,7 +7,10 @@ Pure: randomness comes from the ``random.Random`` the bucket passes in.
 
 from __future__ import annotations
 
-import random
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import random
 
 #: producer.md §11: ``max_failover_entries``.
 MAX_FAILOVER_ENTRIES = 25

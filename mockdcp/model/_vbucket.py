@@ -18,9 +18,8 @@ State:
 from __future__ import annotations
 
 import bisect
-import random
 from operator import attrgetter
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -28,6 +27,10 @@ from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
 from mockdcp.model._item import Item
 from mockdcp.protocol import VBucketState
+
+if TYPE_CHECKING:
+    import random
+    from collections.abc import Iterator
 
 
 @attrs.frozen

@@ -6,9 +6,9 @@ classes) load on first use, so ``mockdcp serve`` listens before paying for them.
 
 from __future__ import annotations
 
-from mockdcp._lazy import lazy_getattr
 from typing import TYPE_CHECKING
 
+from mockdcp._lazy import lazy_getattr
 from mockdcp.producer._node import Node as Node
 
 if TYPE_CHECKING:

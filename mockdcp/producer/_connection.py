@@ -24,14 +24,13 @@ import json
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._encoder import ItemEncoder
-from mockdcp.producer._node import Node
 from mockdcp.producer._state import (
     ConnectionEvent,
     ConnectionState,
@@ -42,7 +41,6 @@ from mockdcp.producer._stream_request import StreamRequestDecision, decide_strea
 from mockdcp.protocol import (
     Datatype,
     DcpAddStream,
-    DcpSeqnoAcknowledged,
     DcpBufferAck,
     DcpCloseStream,
     DcpControl,
@@ -50,6 +48,7 @@ from mockdcp.protocol import (
     DcpNoop,
     DcpOpen,
     DcpOpenFlag,
+    DcpSeqnoAcknowledged,
     DcpStreamRequest,
     Frame,
     FrameReader,
@@ -64,6 +63,7 @@ from mockdcp.protocol import (
     Magic,
     Noop,
     ObserveSeqno,
+    ObserveSeqnoResult,
     Opcode,
     Response,
     SaslAuth,
@@ -82,7 +82,11 @@ from mockdcp.protocol import (
     error_map,
 )
 from mockdcp.protocol._cluster_config import default_manifest, manifest_uid_error_body
-from mockdcp.protocol import ObserveSeqnoResult
+
+if TYPE_CHECKING:
+    from mockdcp.model import VBucket
+    from mockdcp.producer._node import Node
+    from mockdcp.protocol import SaslResult, SaslServer
 
 log = logging.getLogger("mockdcp.producer")
 
@@ -205,7 +209,7 @@ class Connection:
         self._by_vb: dict[int, list[Stream]] = {}
         self._ready: dict[tuple[int, int | None], Stream] = {}
         self._reader = FrameReader()
-        self._sasl_server: Any = None
+        self._sasl_server: SaslServer | None = None
         self._out: deque[bytes] = deque()
         self._encoder: ItemEncoder | None = None
         self._last_received = now
@@ -224,7 +228,7 @@ class Connection:
 
     # -- the three verbs ---------------------------------------------------------------
 
-    def receive_data(self, data: bytes, now: float) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview, now: float) -> None:
         """Feed bytes read from the socket; requests are answered into the send queue.
 
         A frame that cannot be parsed closes the connection (``close_reason`` names the
@@ -303,7 +307,12 @@ class Connection:
         self._by_vb.clear()
         self._ready.clear()
         self.node.forget(self)
-        log.info("connection %d (%s) closed: %s", self.conn_id, self.name.decode(errors="replace"), reason)
+        log.info(
+            "connection %d (%s) closed: %s",
+            self.conn_id,
+            self.name.decode(errors="replace"),
+            reason,
+        )
         self._emit("connection_closed", reason=reason)
 
     def on_vbucket_change(self, vbid: int) -> bool:
@@ -341,7 +350,7 @@ class Connection:
             return False
         return any(s.chunks or s.alive for s in self._ready.values())
 
-    def _drain_streams(self, parts: list[bytes], size: int, limit: int) -> int:
+    def _drain_streams(self, parts: list[bytes | memoryview], size: int, limit: int) -> int:
         """Round-robin over ready streams, taking chunks while the window is open.
 
         producer.md §6: a message may be sent while outstanding < buffer size (checked
@@ -367,7 +376,7 @@ class Connection:
                 break
         return size
 
-    def _take(self, stream: Stream, parts: list[bytes], quantum: int) -> int:
+    def _take(self, stream: Stream, parts: list[bytes | memoryview], quantum: int) -> int:
         """Move up to ``quantum`` bytes of whole messages from ``stream`` into ``parts``."""
         taken = 0
         window = self.settings.buffer_size
@@ -418,7 +427,7 @@ class Connection:
 
     # -- requests ----------------------------------------------------------------------
 
-    def _emit(self, kind: str, **fields: Any) -> None:
+    def _emit(self, kind: str, **fields: object) -> None:
         self.events.append((kind, fields))
         if self.on_event is not None:
             self.on_event(kind, fields)
@@ -436,10 +445,14 @@ class Connection:
         if status in XERROR_ONLY and HelloFeature.XERROR not in self.features:
             self.close(f"{Opcode(frame.opcode).name} refused with {status.name} (no XERROR)")
             return
-        if context and not value and status not in (Status.SUCCESS, Status.ROLLBACK):
-            if self._json_enabled:
-                value = json.dumps({"error": {"context": context}}).encode()
-                datatype = Datatype.JSON
+        if (
+            context
+            and not value
+            and status not in (Status.SUCCESS, Status.ROLLBACK)
+            and self._json_enabled
+        ):
+            value = json.dumps({"error": {"context": context}}).encode()
+            datatype = Datatype.JSON
         self._out.append(
             Response(
                 opcode=frame.opcode,
@@ -521,7 +534,10 @@ class Connection:
 
     def _on_hello(self, frame: Frame, msg: Hello, now: float) -> None:
         asked = list(dict.fromkeys(msg.features))
-        notify = {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
+        notify = {
+            HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION,
+            HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF,
+        }
         if notify & set(asked) and HelloFeature.DUPLEX not in asked:
             self._respond(frame, Status.EINVAL, context="cluster map notifications need DUPLEX")
             return
@@ -546,7 +562,7 @@ class Connection:
         self._respond(frame, value=error_map(min(msg.version, 2)), datatype=Datatype.JSON)
 
     @property
-    def _sasl(self) -> Any:
+    def _sasl(self) -> SaslServer:
         if self._sasl_server is None:
             from mockdcp.protocol import SaslServer
 
@@ -562,7 +578,7 @@ class Connection:
     def _on_sasl_step(self, frame: Frame, msg: SaslStep, now: float) -> None:
         self._sasl_result(frame, self._sasl.step(msg.mechanism, msg.payload))
 
-    def _sasl_result(self, frame: Frame, result: Any) -> None:
+    def _sasl_result(self, frame: Frame, result: SaslResult) -> None:
         if result.status == Status.SUCCESS:
             self.user = result.user
             self.state = transition_connection(self.state, ConnectionEvent.AUTH)
@@ -679,14 +695,18 @@ class Connection:
         if msg.key == "set_noop_interval" or msg.key == "enable_noop":
             self._last_noop = now
         self._encoder = None  # settings changed: rebuild on next stream
-        self._respond(frame, status, context=None if status == Status.SUCCESS else f"control {msg.key}={msg.value}")
+        self._respond(
+            frame,
+            status,
+            context=None if status == Status.SUCCESS else f"control {msg.key}={msg.value}",
+        )
 
     def _encoder_for_streams(self) -> ItemEncoder:
         if self._encoder is None:
             self._encoder = ItemEncoder(self.settings)
         return self._encoder
 
-    def _vbucket_or_nmvb(self, frame: Frame, vbid: int) -> Any:
+    def _vbucket_or_nmvb(self, frame: Frame, vbid: int) -> VBucket | None:
         bucket = self.node.bucket
         if vbid >= bucket.num_vbuckets:
             self._not_my_vbucket(frame)
@@ -708,19 +728,38 @@ class Connection:
         )
         log.info(
             "connection %d stream request vb %d start %d uuid %#x snap [%d,%d] flags %#x -> %s %s",
-            self.conn_id, msg.vbucket, msg.start_seqno, msg.vbucket_uuid, msg.snap_start_seqno,
-            msg.snap_end_seqno, msg.flags, decision.status.name,
+            self.conn_id,
+            msg.vbucket,
+            msg.start_seqno,
+            msg.vbucket_uuid,
+            msg.snap_start_seqno,
+            msg.snap_end_seqno,
+            msg.flags,
+            decision.status.name,
             decision.rollback_seqno if decision.status == Status.ROLLBACK else decision.reason,
         )
         if decision.status == Status.ROLLBACK:
-            self._respond(frame, Status.ROLLBACK, value=encode_rollback_value(decision.rollback_seqno))
-            self._emit("rollback", vbucket=msg.vbucket, seqno=decision.rollback_seqno, reason=decision.reason)
+            self._respond(
+                frame, Status.ROLLBACK, value=encode_rollback_value(decision.rollback_seqno)
+            )
+            self._emit(
+                "rollback",
+                vbucket=msg.vbucket,
+                seqno=decision.rollback_seqno,
+                reason=decision.reason,
+            )
             return
         if decision.status == Status.NOT_MY_VBUCKET:
             self._not_my_vbucket(frame)
             return
         if decision.status != Status.SUCCESS:
-            self._respond(frame, decision.status, value=decision.error_body, datatype=Datatype.JSON if decision.error_body else 0, context=decision.reason)
+            self._respond(
+                frame,
+                decision.status,
+                value=decision.error_body,
+                datatype=Datatype.JSON if decision.error_body else 0,
+                context=decision.reason,
+            )
             return
         vb = self.node.bucket.vbucket(msg.vbucket)
         if existing is not None:
@@ -745,7 +784,13 @@ class Connection:
         self.streams[key] = stream
         self._by_vb.setdefault(msg.vbucket, []).append(stream)
         self._ready[key] = stream
-        self._emit("stream_opened", vbucket=msg.vbucket, stream_id=msg.stream_id, start=decision.start_seqno, end=decision.end_seqno)
+        self._emit(
+            "stream_opened",
+            vbucket=msg.vbucket,
+            stream_id=msg.stream_id,
+            start=decision.start_seqno,
+            end=decision.end_seqno,
+        )
 
     def _on_close_stream(self, frame: Frame, msg: DcpCloseStream, now: float) -> None:
         if (msg.stream_id is not None) != self.settings.stream_ids:
@@ -754,7 +799,11 @@ class Connection:
         stream = self.streams.get((msg.vbucket, msg.stream_id))
         if stream is None or not stream.alive:
             others = self._by_vb.get(msg.vbucket)
-            status = Status.DCP_STREAMID_INVALID if others and msg.stream_id is not None else Status.KEY_ENOENT
+            status = (
+                Status.DCP_STREAMID_INVALID
+                if others and msg.stream_id is not None
+                else Status.KEY_ENOENT
+            )
             self._respond(frame, status, context="no such stream")
             return
         self._respond(frame)
@@ -769,7 +818,9 @@ class Connection:
     def _on_buffer_ack(self, frame: Frame, msg: DcpBufferAck, now: float) -> None:
         # No response, ever (producer.md §6; Java drops a connection that gets one).
         if msg.nbytes > self.unacked:
-            log.debug("connection %d acked %d > outstanding %d", self.conn_id, msg.nbytes, self.unacked)
+            log.debug(
+                "connection %d acked %d > outstanding %d", self.conn_id, msg.nbytes, self.unacked
+            )
         self.unacked = max(0, self.unacked - msg.nbytes)
         self.acked += msg.nbytes
         self._emit("bytes_acked", nbytes=msg.nbytes)

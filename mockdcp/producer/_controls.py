@@ -24,7 +24,7 @@ MIN_NOOP_INTERVAL = 0.1
 class DcpSettings:
     """What DCP_OPEN, HELLO and DCP_CONTROL negotiated for one connection."""
 
-    open_flags: DcpOpenFlag = DcpOpenFlag(0)
+    open_flags: DcpOpenFlag = attrs.field(factory=lambda: DcpOpenFlag(0))
     collections: bool = False
     snappy: bool = False
     noop_enabled: bool = False

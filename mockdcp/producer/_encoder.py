@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
 from array import array
 from itertools import accumulate
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from mockdcp.model import Item, ItemKind
-from mockdcp.producer._controls import DcpSettings
 from mockdcp.protocol import Datatype, DcpOpenFlag, Deletion, Expiration, Mutation, split_xattrs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
+
+    from mockdcp.producer._controls import DcpSettings
 
 _OPAQUE = struct.Struct(">I")
 _OPAQUE_OFFSET = 12
@@ -31,7 +35,7 @@ _OPAQUE_OFFSET = 12
 _WIRE = attrgetter("wire")
 
 
-def _numpy() -> Any:
+def _numpy() -> ModuleType:
     """numpy, imported on first use. Its BLAS thread pool (one spinning thread per core
     at import) is never used here and took CPU from the server: one thread is asked
     for unless the user chose otherwise."""
@@ -55,23 +59,38 @@ def _encode(
     cid = item.collection_id if collections else None
     body = item.value if value is None else value
     dt = item.datatype if datatype is None else datatype
-    common = {
-        "opaque": opaque,
-        "vbucket": item.vbucket,
-        "cas": item.cas,
-        "by_seqno": item.seqno,
-        "rev_seqno": item.rev_seqno,
-        "key": item.key,
-        "collection_id": cid,
-        "value": body,
-        "datatype": dt,
-        "stream_id": sid,
-    }
+    common = _DocumentFields(
+        opaque=opaque,
+        vbucket=item.vbucket,
+        cas=item.cas,
+        by_seqno=item.seqno,
+        rev_seqno=item.rev_seqno,
+        key=item.key,
+        collection_id=cid,
+        value=body,
+        datatype=dt,
+        stream_id=sid,
+    )
     if item.kind is ItemKind.MUTATION:
         return Mutation(flags=item.flags, expiration=item.expiry, **common).encode()
     if item.kind is ItemKind.EXPIRATION and expiry:
         return Expiration(delete_time=item.delete_time, **common).encode()
     return Deletion(delete_time=item.delete_time if delete_times else None, **common).encode()
+
+
+class _DocumentFields(TypedDict):
+    """The fields Mutation, Deletion and Expiration share."""
+
+    opaque: int
+    vbucket: int
+    cas: int
+    by_seqno: int
+    rev_seqno: int
+    key: bytes
+    collection_id: int | None
+    value: bytes
+    datatype: int
+    stream_id: int | None
 
 
 class ItemEncoder:
@@ -85,11 +104,7 @@ class ItemEncoder:
             and not settings.delete_times
             and not settings.expiry_opcode
             and not settings.force_compression
-            and not flags
-            & (
-                DcpOpenFlag.NO_VALUE
-                | DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
-            )
+            and not flags & (DcpOpenFlag.NO_VALUE | DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE)
         )
 
     def _value(self, item: Item) -> tuple[bytes, int]:

@@ -110,7 +110,9 @@ def transition_connection(state: ConnectionState, event: ConnectionEvent) -> Con
     try:
         return CONNECTION_TRANSITIONS[state][event]
     except KeyError:
-        raise LocalProtocolError(f"connection cannot {event.value} in state {state.value}") from None
+        raise LocalProtocolError(
+            f"connection cannot {event.value} in state {state.value}"
+        ) from None
 
 
 def transition_stream(state: StreamState, event: StreamEvent) -> StreamState:

@@ -25,24 +25,32 @@ from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.model import Item, MemoryBatch, VBucket
-from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
-from mockdcp.protocol import SnapshotFlag, SnapshotMarker, SnapshotMarkerVersion, StreamEnd
-from mockdcp.protocol import StreamEndReason
+from mockdcp.protocol import (
+    SnapshotFlag,
+    SnapshotMarker,
+    SnapshotMarkerVersion,
+    StreamEnd,
+    StreamEndReason,
+)
+
+if TYPE_CHECKING:
+    from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
+    from mockdcp.producer._encoder import ItemEncoder
 
 #: Items encoded per chunk while backfilling through the message classes (streams whose
 #: frames are not the canonical ones): bounds the memory a big backfill takes.
 BACKFILL_SLICE = 1024
 
 _WIRE = attrgetter("wire")
-#: Bytes of canonical frames encoded per chunk (memory batch or backfill). Encoding a whole checkpoint
-#: (thousands of frames) for every stream at once made the server fault in hundreds of
-#: megabytes of fresh pages for a million-item stream (``mockdcp bench``); a queue of
-#: one piece per stream keeps the encoded-ahead memory small and reused.
+#: Bytes of canonical frames encoded per chunk (memory batch or backfill). Encoding a
+#: whole checkpoint (thousands of frames) for every stream at once made the server
+#: fault in hundreds of megabytes of fresh pages for a million-item stream (``mockdcp
+#: bench``); a queue of one piece per stream keeps the encoded-ahead memory small.
 PIECE_BYTES = 256 * 1024
 
 
@@ -119,7 +127,7 @@ class Stream:
         self.chunks: deque[Chunk] = deque()
         self._encoder = encoder
         self.cursor_name = cursor_name
-        self._cursor = None
+        self._cursor: Cursor | None = None
         self._collections = collections
         self._marker_version = marker_version
         self._disk_only = disk_only
@@ -267,9 +275,7 @@ class Stream:
         self._backfill_end = end
         self._backfill_first = True
         if self._backfill:
-            self._queue_marker(
-                start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
-            )
+            self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
             if self._encoder.takes_frames(self.stream_id):
                 # the items carry their frames: queue them in pieces, no slices
                 wires = list(map(_WIRE, self._backfill))
@@ -408,7 +414,9 @@ class Stream:
         assert batch is not None
         self._pending = None
         pos = self._pending_pos
-        self._queue_frames(batch.wires[pos:], batch.ends[pos:], batch.ends[pos - 1] if pos else batch.base)
+        self._queue_frames(
+            batch.wires[pos:], batch.ends[pos:], batch.ends[pos - 1] if pos else batch.base
+        )
         self.last_sent_seqno = batch.last_seqno
 
     def _queue_frames(self, wires: list[bytes], ends: Sequence[int], base: int) -> None:

@@ -7,12 +7,12 @@ first failing check decides the answer. Pure: it reads the bucket, changes nothi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.model import Bucket, needs_rollback
-from mockdcp.producer._controls import DcpSettings
-from mockdcp.protocol._cluster_config import manifest_uid_error_body
 from mockdcp.protocol import (
     DcpOpenFlag,
     DcpStreamRequest,
@@ -22,6 +22,10 @@ from mockdcp.protocol import (
     StreamRequestValue,
     VBucketState,
 )
+from mockdcp.protocol._cluster_config import manifest_uid_error_body
+
+if TYPE_CHECKING:
+    from mockdcp.producer._controls import DcpSettings
 
 #: Check 0: the stream flags a producer knows (0x08 NO_VALUE was removed in 5.0).
 KNOWN_STREAM_FLAGS = (
@@ -75,7 +79,9 @@ def _check_flags(flags: int) -> str | None:
     return None
 
 
-def _parse_value(req: DcpStreamRequest, settings: DcpSettings) -> StreamRequestValue | StreamRequestDecision:
+def _parse_value(
+    req: DcpStreamRequest, settings: DcpSettings
+) -> StreamRequestValue | StreamRequestDecision:
     if not req.value:
         return StreamRequestValue()
     if not settings.collections:
@@ -86,7 +92,9 @@ def _parse_value(req: DcpStreamRequest, settings: DcpSettings) -> StreamRequestV
         return _fail(exc.status, str(exc))
 
 
-def _filter(value: StreamRequestValue, settings: DcpSettings) -> frozenset[int] | None | StreamRequestDecision:
+def _filter(
+    value: StreamRequestValue, settings: DcpSettings
+) -> frozenset[int] | StreamRequestDecision | None:
     """Check 7: the collections the stream lets through (None = all of them).
 
     A connection without HELLO COLLECTIONS sees only ``_default`` (producer.md §10).
@@ -193,7 +201,11 @@ def decide_stream_request(
     # 15: a complete snapshot claimed beyond what we have
     if start == snap_start and snap_end > high and settings.collections:
         snap_end = snap_start
-    version = SnapshotMarkerVersion.V2_2 if settings.max_marker_version == "2.2" else SnapshotMarkerVersion.V1
+    version = (
+        SnapshotMarkerVersion.V2_2
+        if settings.max_marker_version == "2.2"
+        else SnapshotMarkerVersion.V1
+    )
     return StreamRequestDecision(
         status=Status.SUCCESS,
         start_seqno=start,

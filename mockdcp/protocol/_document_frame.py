@@ -63,13 +63,37 @@ def encode_document_frame(
     if deleted:
         body = _DELETION_V1.size + len(k) + len(value)
         head = _DELETION_V1_FRAME.pack(
-            Magic.REQUEST, Opcode.DCP_DELETION, len(k), _DELETION_V1.size, datatype,
-            vbucket, body, 0, cas, by_seqno, rev_seqno, 0,
+            Magic.REQUEST,
+            Opcode.DCP_DELETION,
+            len(k),
+            _DELETION_V1.size,
+            datatype,
+            vbucket,
+            body,
+            0,
+            cas,
+            by_seqno,
+            rev_seqno,
+            0,
         )
     else:
         body = _MUTATION.size + len(k) + len(value)
         head = _MUTATION_FRAME.pack(
-            Magic.REQUEST, Opcode.DCP_MUTATION, len(k), _MUTATION.size, datatype,
-            vbucket, body, 0, cas, by_seqno, rev_seqno, flags, expiration, 0, 0, 0,
+            Magic.REQUEST,
+            Opcode.DCP_MUTATION,
+            len(k),
+            _MUTATION.size,
+            datatype,
+            vbucket,
+            body,
+            0,
+            cas,
+            by_seqno,
+            rev_seqno,
+            flags,
+            expiration,
+            0,
+            0,
+            0,
         )
     return head + k + value

@@ -23,12 +23,15 @@ sliced out once.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._enums import Magic
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 HEADER = struct.Struct(">BBHBBHIIQ")
 ALT_HEADER = struct.Struct(">BBBBBBHIIQ")
@@ -131,8 +134,16 @@ def encode_frame(
         if len(key) > 0xFF or len(framing_extras) > 0xFF:
             raise ValueError("alt-magic frames hold at most 255 bytes of key and framing")
         header = ALT_HEADER.pack(
-            magic, opcode, len(framing_extras), len(key), len(extras), datatype,
-            vbucket_or_status, body, opaque, cas,
+            magic,
+            opcode,
+            len(framing_extras),
+            len(key),
+            len(extras),
+            datatype,
+            vbucket_or_status,
+            body,
+            opaque,
+            cas,
         )
     else:
         if framing_extras:

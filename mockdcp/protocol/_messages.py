@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
+from mockdcp.protocol._document_frame import _DELETION_V1, _MUTATION, _doc_key
 from mockdcp.protocol._enums import (
     CLUSTERMAP_CHANGE_NOTIFICATION,
     Datatype,
@@ -42,25 +43,56 @@ from mockdcp.protocol._enums import (
     VBucketState,
 )
 from mockdcp.protocol._frame import Frame, encode_frame, stream_id_frame_info
-from mockdcp.protocol._document_frame import _DELETION_V1, _MUTATION, _doc_key
 from mockdcp.protocol._leb128 import decode_leb128
 from mockdcp.protocol._values import (
     CollectionEventData as CollectionEventData,
+)
+from mockdcp.protocol._values import (
     ObserveSeqnoResult as ObserveSeqnoResult,
+)
+from mockdcp.protocol._values import (
     ScopeEventData as ScopeEventData,
+)
+from mockdcp.protocol._values import (
     decode_all_vb_seqnos as decode_all_vb_seqnos,
+)
+from mockdcp.protocol._values import (
     decode_failover_log as decode_failover_log,
+)
+from mockdcp.protocol._values import (
     decode_hello_features as decode_hello_features,
+)
+from mockdcp.protocol._values import (
     decode_id_lookup_extras as decode_id_lookup_extras,
+)
+from mockdcp.protocol._values import (
     decode_rollback_value as decode_rollback_value,
+)
+from mockdcp.protocol._values import (
     encode_all_vb_seqnos as encode_all_vb_seqnos,
+)
+from mockdcp.protocol._values import (
     encode_failover_log as encode_failover_log,
+)
+from mockdcp.protocol._values import (
     encode_hello_features as encode_hello_features,
+)
+from mockdcp.protocol._values import (
     encode_id_lookup_extras as encode_id_lookup_extras,
+)
+from mockdcp.protocol._values import (
     encode_rollback_value as encode_rollback_value,
+)
+from mockdcp.protocol._values import (
     encode_xattrs as encode_xattrs,
+)
+from mockdcp.protocol._values import (
     parse_system_event_value as parse_system_event_value,
+)
+from mockdcp.protocol._values import (
     split_xattrs as split_xattrs,
+)
+from mockdcp.protocol._values import (
     strip_user_xattrs as strip_user_xattrs,
 )
 
@@ -774,8 +806,6 @@ def _document_fields(frame: Frame, collections: bool) -> dict[str, Any]:
         "value": frame.value,
         "datatype": frame.datatype,
     }
-
-
 
 
 @attrs.frozen(kw_only=True)

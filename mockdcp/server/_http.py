@@ -24,13 +24,15 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h11
 import trio
 
-from mockdcp.producer import Node
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from mockdcp.producer import Node
 
 log = logging.getLogger("mockdcp.http")
 
@@ -60,7 +62,7 @@ class HttpService:
             await self._try_send_error(stream, conn)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
-        except Exception:  # noqa: BLE001 - one request's bug must not stop the server
+        except Exception:
             log.exception("HTTP handler failed")
         finally:
             with trio.move_on_after(1) as scope:
@@ -88,7 +90,7 @@ class HttpService:
         try:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 await self._send(stream, conn, 400, {"error": "bad request"})
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
     async def _send(
@@ -96,7 +98,7 @@ class HttpService:
         stream: trio.SocketStream,
         conn: h11.Connection,
         status: int,
-        body: Any,
+        body: object,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -147,7 +149,9 @@ class HttpService:
         parts = path.split("/")
         bucket = self.node.bucket.name
         if path == "/whoami":
-            await self._send(stream, conn, 200, {"id": user, "domain": "local", "roles": [{"role": "admin"}]})
+            await self._send(
+                stream, conn, 200, {"id": user, "domain": "local", "roles": [{"role": "admin"}]}
+            )
         elif path == "/pools":
             await self._send(stream, conn, 200, self._pools())
         elif path == "/pools/default":
@@ -190,7 +194,13 @@ class HttpService:
             "isEnterprise": True,
             "implementationVersion": self.node.version,
             "componentsVersion": {"ns_server": self.node.version},
-            "pools": [{"name": "default", "uri": "/pools/default", "streamingUri": "/poolsStreaming/default"}],
+            "pools": [
+                {
+                    "name": "default",
+                    "uri": "/pools/default",
+                    "streamingUri": "/poolsStreaming/default",
+                }
+            ],
             "uuid": self.node.bucket_uuid,
         }
 

@@ -12,15 +12,12 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-
 from typing import TYPE_CHECKING
 
 import trio
 
-from mockdcp.producer import Node
-
 if TYPE_CHECKING:
-    from mockdcp.producer import Connection
+    from mockdcp.producer import Connection, Node
 
 log = logging.getLogger("mockdcp.server")
 
@@ -74,7 +71,7 @@ class KvService:
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             conn.close(f"socket error: {group.exceptions[0]}")
-        except* Exception:  # noqa: BLE001 - one connection's bug must not stop the server
+        except* Exception:
             log.exception("connection %d failed", conn.conn_id)
             conn.close("internal error (logged)")
         finally:

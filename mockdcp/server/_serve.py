@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
 from functools import partial
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -20,9 +20,13 @@ import trio
 from mockdcp._errors import ServerError, unwrap_single
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
-from mockdcp.protocol import StreamEndReason
 from mockdcp.server._http import HttpService
 from mockdcp.server._kv import KvService
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+
+    from mockdcp.protocol import StreamEndReason
 
 log = logging.getLogger("mockdcp.server")
 
