@@ -6,13 +6,11 @@ Pure: no I/O and no clock of its own (time comes from the injected clock).
 from __future__ import annotations
 
 from mockdcp.model._bucket import Bucket as Bucket
-from mockdcp.model._checkpoint import Checkpoint as Checkpoint
-from mockdcp.model._checkpoint import Cursor as Cursor
-from mockdcp.model._checkpoint import MemoryBatch as MemoryBatch
-from mockdcp.model._failover import FailoverTable as FailoverTable
-from mockdcp.model._failover import needs_rollback as needs_rollback
-from mockdcp.model._item import Item as Item
-from mockdcp.model._item import ItemKind as ItemKind
-from mockdcp.model._item import vbucket_of as vbucket_of
-from mockdcp.model._vbucket import DiskSnapshot as DiskSnapshot
-from mockdcp.model._vbucket import VBucket as VBucket
+from mockdcp.model._checkpoint import (
+    Checkpoint as Checkpoint,
+    Cursor as Cursor,
+    MemoryBatch as MemoryBatch,
+)
+from mockdcp.model._failover import FailoverTable as FailoverTable, needs_rollback as needs_rollback
+from mockdcp.model._item import Item as Item, ItemKind as ItemKind, vbucket_of as vbucket_of
+from mockdcp.model._vbucket import DiskSnapshot as DiskSnapshot, VBucket as VBucket

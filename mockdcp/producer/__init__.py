@@ -12,16 +12,23 @@ from mockdcp._lazy import lazy_getattr
 from mockdcp.producer._node import Node as Node
 
 if TYPE_CHECKING:
-    from mockdcp.producer._connection import Connection as Connection
-    from mockdcp.producer._connection import ConnectionStatistics as ConnectionStatistics
-    from mockdcp.producer._controls import DcpSettings as DcpSettings
-    from mockdcp.producer._controls import apply_control as apply_control
-    from mockdcp.producer._state import ConnectionState as ConnectionState
-    from mockdcp.producer._state import StreamState as StreamState
-    from mockdcp.producer._stream import Stream as Stream
-    from mockdcp.producer._stream import StreamStatistics as StreamStatistics
-    from mockdcp.producer._stream_request import StreamRequestDecision as StreamRequestDecision
-    from mockdcp.producer._stream_request import decide_stream_request as decide_stream_request
+    from mockdcp.producer._connection import (
+        Connection as Connection,
+        ConnectionStatistics as ConnectionStatistics,
+    )
+    from mockdcp.producer._controls import (
+        DcpSettings as DcpSettings,
+        apply_control as apply_control,
+    )
+    from mockdcp.producer._state import (
+        ConnectionState as ConnectionState,
+        StreamState as StreamState,
+    )
+    from mockdcp.producer._stream import Stream as Stream, StreamStatistics as StreamStatistics
+    from mockdcp.producer._stream_request import (
+        StreamRequestDecision as StreamRequestDecision,
+        decide_stream_request as decide_stream_request,
+    )
 
 _LAZY: dict[str, str] = {
     "Connection": "_connection",

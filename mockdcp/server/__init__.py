@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
-from mockdcp.server._serve import DEFAULT_USERS as DEFAULT_USERS
-from mockdcp.server._serve import MockDcpServer as MockDcpServer
-from mockdcp.server._serve import serve as serve
+from mockdcp.server._serve import (
+    DEFAULT_USERS as DEFAULT_USERS,
+    MockDcpServer as MockDcpServer,
+    serve as serve,
+)
