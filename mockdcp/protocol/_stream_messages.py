@@ -5,7 +5,7 @@ builders (seed 003). See ``_messages`` for the conventions."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import attrs
 
@@ -492,69 +492,57 @@ _TWO_SEQNOS = struct.Struct(">QQ")
 
 
 @attrs.frozen(kw_only=True)
-class Commit(Message):
-    """DCP_COMMIT: extras 16 = prepared seqno, commit seqno; key; no value (§8.16)."""
+class _Resolution(Message):
+    """DCP_COMMIT and DCP_ABORT share a layout: extras 16 = prepared seqno and the
+    resolving seqno (``_RESOLVED`` names its field); key; no value (§8.16)."""
 
-    OPCODE = Opcode.DCP_COMMIT
     SHAPE = Shape(extras=(16,), key=Need.NONZERO)
+    _RESOLVED: ClassVar[str]
 
     vbucket: int
     prepared_seqno: int
-    commit_seqno: int
     key: bytes
     collection_id: int | None = None
 
     def parts(self) -> Parts:
-        extras = _TWO_SEQNOS.pack(self.prepared_seqno, self.commit_seqno)
+        extras = _TWO_SEQNOS.pack(self.prepared_seqno, getattr(self, self._RESOLVED))
         return Parts(
             extras=extras, key=_doc_key(self.key, self.collection_id), vbucket=self.vbucket
         )
 
     @classmethod
     def from_frame(cls, frame: Frame, collections: bool) -> Self:
-        prepared, committed = _TWO_SEQNOS.unpack(frame.extras)
+        prepared, resolved = _TWO_SEQNOS.unpack(frame.extras)
         key, cid = _split_doc_key(frame, collections)
+        fields: dict[str, Any] = {cls._RESOLVED: resolved}
         return cls(
             opaque=frame.opaque,
             vbucket=frame.vbucket,
             prepared_seqno=prepared,
-            commit_seqno=committed,
             key=key,
             collection_id=cid,
+            **fields,
         )
 
 
 @attrs.frozen(kw_only=True)
-class Abort(Message):
-    """DCP_ABORT: extras 16 = prepared seqno, abort seqno; key; no value (§8.16)."""
+class Commit(_Resolution):
+    """DCP_COMMIT: the prepare at ``prepared_seqno`` committed at ``commit_seqno``."""
+
+    OPCODE = Opcode.DCP_COMMIT
+    _RESOLVED = "commit_seqno"
+
+    commit_seqno: int
+
+
+@attrs.frozen(kw_only=True)
+class Abort(_Resolution):
+    """DCP_ABORT: the prepare at ``prepared_seqno`` aborted at ``abort_seqno``."""
 
     OPCODE = Opcode.DCP_ABORT
-    SHAPE = Shape(extras=(16,), key=Need.NONZERO)
+    _RESOLVED = "abort_seqno"
 
-    vbucket: int
-    prepared_seqno: int
     abort_seqno: int
-    key: bytes
-    collection_id: int | None = None
-
-    def parts(self) -> Parts:
-        extras = _TWO_SEQNOS.pack(self.prepared_seqno, self.abort_seqno)
-        return Parts(
-            extras=extras, key=_doc_key(self.key, self.collection_id), vbucket=self.vbucket
-        )
-
-    @classmethod
-    def from_frame(cls, frame: Frame, collections: bool) -> Self:
-        prepared, aborted = _TWO_SEQNOS.unpack(frame.extras)
-        key, cid = _split_doc_key(frame, collections)
-        return cls(
-            opaque=frame.opaque,
-            vbucket=frame.vbucket,
-            prepared_seqno=prepared,
-            abort_seqno=aborted,
-            key=key,
-            collection_id=cid,
-        )
 
 
 @attrs.frozen(kw_only=True)

@@ -9,13 +9,27 @@ def test_bench_reports_every_figure_for_a_small_run() -> None:
     # The performance goals are read from `mockdcp bench` at full size (README); this only
     # checks that the benchmark itself runs end to end and reports its figures.
     result = subprocess.run(
-        [sys.executable, "-m", "mockdcp", "bench", "--items", "20000", "--runs", "1",
-         "--vbuckets", "8", "--json"],
-        capture_output=True, timeout=300, check=True,
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            "bench",
+            "--items",
+            "20000",
+            "--runs",
+            "1",
+            "--vbuckets",
+            "8",
+            "--json",
+        ],
+        capture_output=True,
+        timeout=300,
+        check=True,
     )
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["items"] == 20000
-    assert report["events_per_s"] > 0 and report["bytes_per_s"] > 0
+    assert report["events_per_s"] > 0
+    assert report["bytes_per_s"] > 0
     assert 0 < report["startup_s"] < 30
     assert report["memory_per_item_bytes"] > 0
     assert report["disk_snapshots"] == 0  # streamed from memory
@@ -23,10 +37,25 @@ def test_bench_reports_every_figure_for_a_small_run() -> None:
 
 def test_bench_streams_a_persisted_bucket_from_disk() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mockdcp", "bench", "--items", "5000", "--runs", "1",
-         "--vbuckets", "4", "--from-disk", "--json"],
-        capture_output=True, timeout=300, check=True,
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            "bench",
+            "--items",
+            "5000",
+            "--runs",
+            "1",
+            "--vbuckets",
+            "4",
+            "--from-disk",
+            "--json",
+        ],
+        capture_output=True,
+        timeout=300,
+        check=True,
     )
     report = json.loads(result.stdout.splitlines()[-1])
-    assert report["from_disk"] is True and report["events_per_s"] > 0
+    assert report["from_disk"] is True
+    assert report["events_per_s"] > 0
     assert report["disk_snapshots"] == 4  # one backfill per vbucket

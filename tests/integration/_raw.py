@@ -1,15 +1,31 @@
-"""A raw memcached-binary client for integration tests: send frames, read frames."""
+"""A raw memcached-binary client for integration tests: send frames, read frames.
+
+Also ``wait_until``, the one place tests poll for a condition.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from mockdcp.protocol import Frame, FrameReader, Magic
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp.protocol import Message, Response
 
 OPEN: list[RawClient] = []
+
+
+async def wait_until(predicate: Callable[[], bool], *, poll: float = 0.02) -> None:
+    """Poll ``predicate`` every ``poll`` seconds until it holds; bound it with ``trio.fail_after``.
+
+    The conditions are state of a server or consumer that offers no event to wait on.
+    """
+    while not predicate():  # noqa: ASYNC110 - polling state that has no trio.Event to await
+        await trio.sleep(poll)
 
 
 class RawClient:
@@ -29,11 +45,11 @@ class RawClient:
         self.opaque += 1
         return self.opaque
 
-    async def send(self, data: bytes | Any) -> None:
+    async def send(self, data: bytes | bytearray | Message | Response) -> None:
         await self.stream.send_all(data if isinstance(data, bytes | bytearray) else data.encode())
 
-    async def frame(self, timeout: float = 5) -> Frame:
-        with trio.fail_after(timeout):
+    async def frame(self, seconds: float = 5) -> Frame:
+        with trio.fail_after(seconds):
             while True:
                 frame = self.reader.next_frame()
                 if frame is not None:
@@ -43,7 +59,7 @@ class RawClient:
                     raise EOFError("server closed the connection")
                 self.reader.feed(data)
 
-    async def call(self, message: Any) -> Frame:
+    async def call(self, message: Message) -> Frame:
         await self.send(message)
         while True:
             frame = await self.frame()
@@ -51,11 +67,11 @@ class RawClient:
                 return frame
             self.skipped.append(frame)
 
-    async def closed_by_server(self, timeout: float = 5) -> bool:
-        with trio.move_on_after(timeout):
+    async def closed_by_server(self, seconds: float = 5) -> bool:
+        with trio.move_on_after(seconds):
             try:
                 while True:
-                    await self.frame(timeout)
+                    await self.frame(seconds)
             except (EOFError, trio.BrokenResourceError):
                 return True
         return False

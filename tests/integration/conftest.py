@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -9,6 +9,9 @@ from mockdcp.model import Bucket
 from mockdcp.server import MockDcpServer, serve
 
 from . import _raw
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -20,9 +21,11 @@ from mockdcp.protocol import (
     Status,
     encode_frame,
 )
-from mockdcp.server import MockDcpServer
 
-from ._raw import RawClient
+from ._raw import RawClient, wait_until
+
+if TYPE_CHECKING:
+    from mockdcp.server import MockDcpServer
 
 XERROR_HELLO = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.SELECT_BUCKET)
 
@@ -47,16 +50,24 @@ async def _opened(server: MockDcpServer) -> RawClient:
     return c
 
 
-def _stream_req(c: RawClient, vb: int = 0, **kw) -> DcpStreamRequest:
-    fields = dict(
-        opaque=c.next_opaque(), vbucket=vb, flags=0, start_seqno=0,
-        end_seqno=0xFFFFFFFFFFFFFFFF, vbucket_uuid=0, snap_start_seqno=0, snap_end_seqno=0,
-    )
+def _stream_req(c: RawClient, vb: int = 0, **kw: int) -> DcpStreamRequest:
+    fields = {
+        "opaque": c.next_opaque(),
+        "vbucket": vb,
+        "flags": 0,
+        "start_seqno": 0,
+        "end_seqno": 0xFFFFFFFFFFFFFFFF,
+        "vbucket_uuid": 0,
+        "snap_start_seqno": 0,
+        "snap_end_seqno": 0,
+    }
     fields.update(kw)
     return DcpStreamRequest(**fields)
 
 
-async def test_unknown_opcode_gets_unknown_command_and_connection_stays(server: MockDcpServer) -> None:
+async def test_unknown_opcode_gets_unknown_command_and_connection_stays(
+    server: MockDcpServer,
+) -> None:
     c = await _authenticated(server)
     await c.send(encode_frame(Magic.REQUEST, 0xE7, opaque=77))
     r = await c.frame()
@@ -126,7 +137,9 @@ async def test_stream_request_for_unknown_vbucket_gets_not_my_vbucket_with_confi
 
 async def test_stream_request_with_start_above_end_gets_erange(server: MockDcpServer) -> None:
     c = await _opened(server)
-    r = await c.call(_stream_req(c, start_seqno=5, end_seqno=2, snap_start_seqno=5, snap_end_seqno=5))
+    r = await c.call(
+        _stream_req(c, start_seqno=5, end_seqno=2, snap_start_seqno=5, snap_end_seqno=5)
+    )
     assert r.status == Status.ERANGE
 
 
@@ -144,13 +157,17 @@ async def test_malformed_frame_closes_only_its_connection(server: MockDcpServer)
         await nursery.start(healthy.run)
         bad = await _authenticated(server)
         # extras (200) + key exceed the announced body (10): the header itself is wrong
-        await bad.send(bytes([0x80, 0x5E, 0, 4, 200, 0, 0, 0]) + (10).to_bytes(4, "big") + bytes(12) + b"x" * 10)
+        await bad.send(
+            bytes([0x80, 0x5E, 0, 4, 200, 0, 0, 0])
+            + (10).to_bytes(4, "big")
+            + bytes(12)
+            + b"x" * 10
+        )
         assert await bad.closed_by_server()
         for i in range(300, 400):
             server.bucket.set(f"k{i}", b'{"v":2}')
         with trio.fail_after(10):
-            while healthy.state.items < 400:
-                await trio.sleep(0.02)
+            await wait_until(lambda: healthy.state.items >= 400)
         nursery.cancel_scope.cancel()
     assert healthy.connects == 1
     assert healthy.state.violations == []
@@ -164,12 +181,18 @@ async def test_unknown_magic_closes_the_connection(server: MockDcpServer) -> Non
 
 async def test_oversized_frame_is_refused_before_it_is_buffered(server: MockDcpServer) -> None:
     c = await _authenticated(server)
-    header = bytes([0x80, Opcode.DCP_CONTROL, 0, 1, 0, 0, 0, 0]) + (1 << 30).to_bytes(4, "big") + bytes(12)
+    header = (
+        bytes([0x80, Opcode.DCP_CONTROL, 0, 1, 0, 0, 0, 0])
+        + (1 << 30).to_bytes(4, "big")
+        + bytes(12)
+    )
     await c.send(header)
     assert await c.closed_by_server()
 
 
-async def test_request_with_bad_shape_gets_einval_and_connection_stays(server: MockDcpServer) -> None:
+async def test_request_with_bad_shape_gets_einval_and_connection_stays(
+    server: MockDcpServer,
+) -> None:
     c = await _opened(server)
     # DCP_CONTROL with no key
     await c.send(encode_frame(Magic.REQUEST, Opcode.DCP_CONTROL, opaque=9, value=b"true"))
@@ -211,13 +234,15 @@ async def test_http_config_endpoints(server: MockDcpServer) -> None:
         return status, data.split(b"\r\n\r\n", 1)[1]
 
     status, body = await get("/pools")
-    assert status == 200 and json.loads(body)["implementationVersion"].startswith("7.")
+    assert status == 200
+    assert json.loads(body)["implementationVersion"].startswith("7.")
     status, body = await get("/pools/default/b/default")
     config = json.loads(body)
     assert config["nodesExt"][0]["services"] == {"kv": server.kv_port, "mgmt": server.http_port}
     assert len(config["vBucketServerMap"]["vBucketMap"]) == 64
     status, body = await get("/pools/default/bs/default")
-    assert status == 200 and b'"nodeLocator"' in body
+    assert status == 200
+    assert b'"nodeLocator"' in body
     assert (await get("/pools/default/b/nosuch"))[0] == 404
     assert (await get("/pools", authz=None))[0] == 401
     assert (await get("/whoami"))[0] == 200

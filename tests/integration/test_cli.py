@@ -4,19 +4,34 @@ import json
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
 from mockdcp.protocol import SnapshotMarker, StreamEndReason
-from mockdcp.server import MockDcpServer
 
 from .test_bad_input import _opened, _stream_req
+
+if TYPE_CHECKING:
+    from mockdcp.server import MockDcpServer
 
 
 def _serve(*args: str) -> tuple[subprocess.Popen[bytes], dict]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0", "--json", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            "serve",
+            "--port",
+            "0",
+            "--http-port",
+            "0",
+            "--json",
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None
     ready = json.loads(proc.stdout.readline())
@@ -26,17 +41,32 @@ def _serve(*args: str) -> tuple[subprocess.Popen[bytes], dict]:
 def test_serve_prints_a_ready_line_and_tail_streams_its_faker_documents() -> None:
     proc, ready = _serve("--docs", "200", "--vbuckets", "16")
     try:
-        assert ready["event"] == "ready" and ready["vbuckets"] == 16
+        assert ready["event"] == "ready"
+        assert ready["vbuckets"] == 16
         assert ready["connection_string"] == f"couchbase://127.0.0.1:{ready['kv_port']}"
         time.sleep(1.0)  # the documents load right after the ready line
         tail = subprocess.run(
-            [sys.executable, "-m", "mockdcp", "tail", "--port", str(ready["kv_port"]),
-             "--vbuckets", "0-15", "--json", "--limit", "200"],
-            capture_output=True, timeout=60, check=True,
+            [
+                sys.executable,
+                "-m",
+                "mockdcp",
+                "tail",
+                "--port",
+                str(ready["kv_port"]),
+                "--vbuckets",
+                "0-15",
+                "--json",
+                "--limit",
+                "200",
+            ],
+            capture_output=True,
+            timeout=60,
+            check=True,
         )
         rows = [json.loads(line) for line in tail.stdout.splitlines()]
         keys = {r["key"] for r in rows if r["event"] == "Mutation"}
-        assert len(keys) == 200 and all(k.startswith("user::") for k in keys)
+        assert len(keys) == 200
+        assert all(k.startswith("user::") for k in keys)
         assert any(r["event"] == "SnapshotMarker" for r in rows)
     finally:
         proc.terminate()
@@ -48,8 +78,19 @@ def test_serve_on_a_taken_port_fails_with_a_clear_error() -> None:
     proc, ready = _serve("--docs", "0")
     try:
         second = subprocess.run(
-            [sys.executable, "-m", "mockdcp", "serve", "--port", str(ready["kv_port"]), "--http-port", "0"],
-            capture_output=True, timeout=30, check=False,
+            [
+                sys.executable,
+                "-m",
+                "mockdcp",
+                "serve",
+                "--port",
+                str(ready["kv_port"]),
+                "--http-port",
+                "0",
+            ],
+            capture_output=True,
+            timeout=30,
+            check=False,
         )
         assert second.returncode == 1
         assert b"cannot listen" in second.stderr
@@ -61,7 +102,9 @@ def test_serve_on_a_taken_port_fails_with_a_clear_error() -> None:
 def test_tail_against_nothing_fails_cleanly() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "mockdcp", "tail", "--port", "1", "--limit", "1"],
-        capture_output=True, timeout=30, check=False,
+        capture_output=True,
+        timeout=30,
+        check=False,
     )
     assert result.returncode == 1
     assert b"mockdcp tail:" in result.stderr
@@ -82,7 +125,8 @@ async def test_vbucket_state_change_ends_streams_with_state_changed(server: Mock
             if frames[-1].opcode == Opcode.DCP_STREAM_END:
                 break
     end = frames[-1]
-    assert end.opcode == Opcode.DCP_STREAM_END and end.opaque == req.opaque
+    assert end.opcode == Opcode.DCP_STREAM_END
+    assert end.opaque == req.opaque
     assert int.from_bytes(end.extras, "big") == StreamEndReason.STATE_CHANGED
     # a replica still streams without ACTIVE_VB_ONLY, and refuses with it
     assert (await c.call(_stream_req(c, vb=2))).status == Status.SUCCESS
@@ -90,7 +134,9 @@ async def test_vbucket_state_change_ends_streams_with_state_changed(server: Mock
     server.bucket.set_vbucket_state(3, VBucketState.DEAD)
     assert (await c.call(_stream_req(c, vb=3))).status == Status.NOT_MY_VBUCKET
     markers = [f for f in frames if f.opcode == Opcode.DCP_SNAPSHOT_MARKER]
-    assert markers and isinstance(markers, list) and SnapshotMarker
+    assert markers
+    assert isinstance(markers, list)
+    assert SnapshotMarker
 
 
 def test_faker_data_set_is_the_same_for_the_same_seed() -> None:

@@ -1,10 +1,18 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import trio
 
 from mockdcp.client import ConsumerState, DcpConsumer
 from mockdcp.protocol import SnapshotFlag, SnapshotMarker, StreamEndReason
-from mockdcp.server import MockDcpServer
+
+from ._raw import wait_until
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp.server import MockDcpServer
 
 
 def _expected(server: MockDcpServer) -> dict:
@@ -15,10 +23,9 @@ def _got(state: ConsumerState) -> dict:
     return {k: v.value for k, v in state.documents().items()}
 
 
-async def _until(predicate, timeout: float = 15) -> None:
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.02)
+async def _until(predicate: Callable[[], bool], seconds: float = 15) -> None:
+    with trio.fail_after(seconds):
+        await wait_until(predicate)
 
 
 async def test_consumer_rolls_back_after_failover_and_converges(server: MockDcpServer) -> None:
@@ -71,7 +78,9 @@ async def test_drop_cursor_switches_a_live_stream_to_disk_and_back(server: MockD
             markers.append((vb, ev))
 
     state = ConsumerState()
-    consumer = DcpConsumer(server.host, server.kv_port, vbuckets=range(64), state=state, on_event=on_event)
+    consumer = DcpConsumer(
+        server.host, server.kv_port, vbuckets=range(64), state=state, on_event=on_event
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(consumer.run)
         for i in range(300):
@@ -99,7 +108,9 @@ async def test_purge_below_consumer_position_forces_rollback_to_zero(server: Moc
     for i in range(200):
         bucket.set(f"p::{i}", b"{}")
     state = ConsumerState()
-    consumer = DcpConsumer(server.host, server.kv_port, vbuckets=range(64), state=state, reconnect=False)
+    consumer = DcpConsumer(
+        server.host, server.kv_port, vbuckets=range(64), state=state, reconnect=False
+    )
     await _run_until(consumer, lambda: state.items >= 200)
     for i in range(0, 200, 2):
         bucket.delete(f"p::{i}")
@@ -113,7 +124,7 @@ async def test_purge_below_consumer_position_forces_rollback_to_zero(server: Moc
     assert state.violations == []
 
 
-async def _run_until(consumer: DcpConsumer, predicate) -> None:
+async def _run_until(consumer: DcpConsumer, predicate: Callable[[], bool]) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(consumer.run)
         await _until(predicate)

@@ -1,10 +1,27 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict, Unpack
+
 import trio
+import trio.lowlevel
 
 from mockdcp.client import ConsumerState, DcpConsumer
 from mockdcp.protocol import SnapshotMarker
-from mockdcp.server import MockDcpServer
+
+from ._raw import wait_until
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp.server import MockDcpServer
+
+
+class _ConsumerOptions(TypedDict, total=False):
+    """The ``DcpConsumer`` keywords these tests vary."""
+
+    mechanism: str
+    state: ConsumerState
+    on_event: Callable[[int, object], None]
 
 
 def _load(server: MockDcpServer, n: int, prefix: str = "doc") -> None:
@@ -12,16 +29,17 @@ def _load(server: MockDcpServer, n: int, prefix: str = "doc") -> None:
         server.bucket.set(f"{prefix}::{i}", f'{{"i":{i}}}')
 
 
-async def _stream_until(consumer: DcpConsumer, predicate, timeout: float = 20) -> None:
+async def _stream_until(
+    consumer: DcpConsumer, predicate: Callable[[], bool], seconds: float = 20
+) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(consumer.run)
-        with trio.fail_after(timeout):
-            while not predicate():
-                await trio.sleep(0.02)
+        with trio.fail_after(seconds):
+            await wait_until(predicate)
         nursery.cancel_scope.cancel()
 
 
-def _consumer(server: MockDcpServer, **kw) -> DcpConsumer:
+def _consumer(server: MockDcpServer, **kw: Unpack[_ConsumerOptions]) -> DcpConsumer:
     return DcpConsumer(server.host, server.kv_port, vbuckets=range(64), **kw)
 
 
@@ -46,10 +64,9 @@ async def test_items_written_while_streaming_reach_the_open_stream(server: MockD
         for i in range(500):
             server.bucket.set(f"live::{i}", b'{"live":true}')
             if i % 100 == 0:
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
         with trio.fail_after(10):
-            while consumer.state.items < 500:
-                await trio.sleep(0.02)
+            await wait_until(lambda: consumer.state.items >= 500)
         nursery.cancel_scope.cancel()
     assert consumer.state.violations == []
     assert len(consumer.state.documents()) == 500
@@ -83,19 +100,19 @@ async def test_consumer_resumes_from_its_position_after_disconnect(server: MockD
     assert got == {k: it.value for k, it in server.bucket.oracle().items()}
 
 
-async def test_server_disconnect_is_survived_by_reconnecting_consumer(server: MockDcpServer) -> None:
+async def test_server_disconnect_is_survived_by_reconnecting_consumer(
+    server: MockDcpServer,
+) -> None:
     _load(server, 200)
     consumer = _consumer(server)
     async with trio.open_nursery() as nursery:
         await nursery.start(consumer.run)
         with trio.fail_after(10):
-            while consumer.state.items < 200:
-                await trio.sleep(0.02)
+            await wait_until(lambda: consumer.state.items >= 200)
         server.disconnect_all()
         _load(server, 100, prefix="after")
         with trio.fail_after(10):
-            while consumer.state.items < 300:
-                await trio.sleep(0.02)
+            await wait_until(lambda: consumer.state.items >= 300)
         nursery.cancel_scope.cancel()
     assert consumer.connects >= 2
     assert consumer.state.violations == []
@@ -106,7 +123,8 @@ async def test_first_marker_of_a_stream_from_zero_starts_at_zero(server: MockDcp
     _load(server, 50)
     markers: list[SnapshotMarker] = []
     consumer = _consumer(
-        server, on_event=lambda vb, ev: markers.append(ev) if isinstance(ev, SnapshotMarker) else None
+        server,
+        on_event=lambda vb, ev: markers.append(ev) if isinstance(ev, SnapshotMarker) else None,
     )
     await _stream_until(consumer, lambda: consumer.state.items >= 50)
     assert markers

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -14,6 +14,9 @@ import trio
 
 from mockdcp.model import Bucket
 from mockdcp.server import MockDcpServer, serve
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
 
 HERE = Path(__file__).parent
 BUILD_TIMEOUT = 1500
@@ -73,15 +76,17 @@ class ClientRun:
                     versions[key] = [
                         v for v in versions[key] if v["vb"] != ev["vb"] or v["seqno"] <= ev["seqno"]
                     ]
-        return {
-            k: v[-1] for k, v in versions.items() if v and v[-1]["event"] == "mutation"
-        }
+        return {k: v[-1] for k, v in versions.items() if v and v[-1]["event"] == "mutation"}
 
     def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")[-6000:] if self.stderr_path.exists() else ""
+        return (
+            self.stderr_path.read_text(errors="replace")[-6000:]
+            if self.stderr_path.exists()
+            else ""
+        )
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = trio.current_time() + timeout
+    async def wait_for(self, predicate: Callable[[], bool], seconds: float, what: str) -> None:
+        deadline = trio.current_time() + seconds
         while not predicate():
             if self.process.returncode is not None:
                 raise AssertionError(
@@ -102,7 +107,9 @@ class ClientRun:
             self.process.kill()
             await self.process.wait()
             raise AssertionError(f"{self.name} did not stop on stdin EOF:\n{self.stderr()}")
-        assert self.process.returncode == 0, f"{self.name} exit {self.process.returncode}:\n{self.stderr()}"
+        assert self.process.returncode == 0, (
+            f"{self.name} exit {self.process.returncode}:\n{self.stderr()}"
+        )
         return json.loads(self.state_path.read_text())
 
 
@@ -116,17 +123,30 @@ async def mock() -> AsyncIterator[MockDcpServer]:
 @pytest.fixture
 def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Any]:
     """Start a client by name against a server; returns a ``ClientRun``."""
+    runs = itertools.count()  # numbers each run's directory under tmp_path
 
     async def start(name: str, server: MockDcpServer, *extra: str) -> ClientRun:
         common = [
-            "--host", server.host, "--kv-port", str(server.kv_port),
-            "--user", "Administrator", "--password", "password", "--bucket", server.bucket.name,
+            "--host",
+            server.host,
+            "--kv-port",
+            str(server.kv_port),
+            "--user",
+            "Administrator",
+            "--password",
+            "password",
+            "--bucket",
+            server.bucket.name,
         ]
         if name != "java":  # java-dcp-client bootstraps over KV only (clients.md §1.1)
             common += ["--http-port", str(server.http_port)]
-        run_dir = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+        run_dir = tmp_path / f"{name}-{next(runs)}"
         run_dir.mkdir()
-        events, state, stderr = run_dir / "events.jsonl", run_dir / "state.json", run_dir / "stderr.log"
+        events, state, stderr = (
+            run_dir / "events.jsonl",
+            run_dir / "state.json",
+            run_dir / "stderr.log",
+        )
         files = ["--out", str(events), "--state", str(state)]
         if name == "java":
             jar = request.getfixturevalue("java_jar")

@@ -1,15 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import trio
 
 from mockdcp.protocol import StreamEndReason
-from mockdcp.server import MockDcpServer
 
-from .conftest import ClientRun
+if TYPE_CHECKING:
+    from mockdcp.server import MockDcpServer
+
+    from .conftest import ClientRun
 
 pytestmark = pytest.mark.interop
 
@@ -21,7 +22,9 @@ Start = Callable[..., Any]
 
 
 def oracle_docs(server: MockDcpServer) -> dict[str, bytes]:
-    return {f"{cid}:{key.decode()}": item.value for (cid, key), item in server.bucket.oracle().items()}
+    return {
+        f"{cid}:{key.decode()}": item.value for (cid, key), item in server.bucket.oracle().items()
+    }
 
 
 def seen_docs(run: ClientRun) -> dict[str, bytes]:
@@ -33,8 +36,10 @@ def load(server: MockDcpServer, n: int, prefix: str, value: str = "1") -> None:
         server.bucket.set(f"{prefix}::{i:05d}", f'{{"n":{i},"v":"{value}"}}')
 
 
-async def converge(run: ClientRun, server: MockDcpServer, timeout: float = 60) -> None:
-    await run.wait_for(lambda: seen_docs(run) == oracle_docs(server), timeout, "the oracle's documents")
+async def converge(run: ClientRun, server: MockDcpServer, seconds: float = 60) -> None:
+    await run.wait_for(
+        lambda: seen_docs(run) == oracle_docs(server), seconds, "the oracle's documents"
+    )
 
 
 def assert_markers_cover_items(run: ClientRun) -> None:
@@ -49,7 +54,9 @@ def assert_markers_cover_items(run: ClientRun) -> None:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_streams_all_vbuckets_from_zero(client: str, mock: MockDcpServer, start_client: Start) -> None:
+async def test_streams_all_vbuckets_from_zero(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
     load(mock, 2000, "plain")
     run = await start_client(client, mock)
     await converge(run, mock)
@@ -60,7 +67,9 @@ async def test_streams_all_vbuckets_from_zero(client: str, mock: MockDcpServer, 
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_live_writes_and_deduplication(client: str, mock: MockDcpServer, start_client: Start) -> None:
+async def test_live_writes_and_deduplication(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
     load(mock, 500, "dedup", "old")
     run = await start_client(client, mock)
     await converge(run, mock)
@@ -83,13 +92,15 @@ async def test_resumes_after_the_server_drops_the_connection(
     await converge(run, mock)
     mock.disconnect_all("interop: disconnect step")
     load(mock, 500, "after")
-    await converge(run, mock, timeout=90)
+    await converge(run, mock, seconds=90)
     await run.stop()
     assert_markers_cover_items(run)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_rollback_after_failover(client: str, mock: MockDcpServer, start_client: Start) -> None:
+async def test_rollback_after_failover(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
     load(mock, 600, "kept")
     mock.bucket.persist()
     load(mock, 300, "lost")
@@ -98,7 +109,7 @@ async def test_rollback_after_failover(client: str, mock: MockDcpServer, start_c
     mock.bucket.failover()  # unpersisted "lost" keys disappear; a new branch starts
     load(mock, 400, "branch")
     if client in ROLLBACK_AWARE:
-        await converge(run, mock, timeout=90)
+        await converge(run, mock, seconds=90)
         assert any(ev["event"] == "rollback" for ev in run.events())
         await run.stop()
         return
@@ -108,22 +119,33 @@ async def test_rollback_after_failover(client: str, mock: MockDcpServer, start_c
     # other writes, which go-dcp never delivers. Items above that seqno do arrive.
     await run.wait_for(
         lambda: sum(ev["event"] == "rollback" for ev in run.events()) >= mock.bucket.num_vbuckets,
-        60, "a rollback on every vbucket",
+        60,
+        "a rollback on every vbucket",
     )
     failed = {ev["vb"]: ev["failed_seqno"] for ev in run.events() if ev["event"] == "rollback"}
     oracle = mock.bucket.oracle()
-    after = {f"0:{k.decode()}": it.value for (_, k), it in oracle.items() if it.seqno > failed[it.vbucket]}
+    after = {
+        f"0:{k.decode()}": it.value
+        for (_, k), it in oracle.items()
+        if it.seqno > failed[it.vbucket]
+    }
     skipped = {
-        f"0:{k.decode()}" for (_, k), it in oracle.items()
+        f"0:{k.decode()}"
+        for (_, k), it in oracle.items()
         if k.startswith(b"branch") and it.seqno <= failed[it.vbucket]
     }
-    await run.wait_for(lambda: after.items() <= seen_docs(run).items(), 90, "items above the old seqno")
-    assert skipped and not skipped & seen_docs(run).keys()
+    await run.wait_for(
+        lambda: after.items() <= seen_docs(run).items(), 90, "items above the old seqno"
+    )
+    assert skipped
+    assert not skipped & seen_docs(run).keys()
     await run.stop()
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_memory_to_disk_switch_mid_stream(client: str, mock: MockDcpServer, start_client: Start) -> None:
+async def test_memory_to_disk_switch_mid_stream(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
     load(mock, 800, "mem")
     run = await start_client(client, mock)
     await converge(run, mock)
@@ -135,11 +157,16 @@ async def test_memory_to_disk_switch_mid_stream(client: str, mock: MockDcpServer
     await converge(run, mock)
     await run.stop()
     assert_markers_cover_items(run)
-    assert any(ev["event"] == "snapshot" and ev["flags"] & 0x02 for ev in run.events()) or client == "godcp"
+    assert (
+        any(ev["event"] == "snapshot" and ev["flags"] & 0x02 for ev in run.events())
+        or client == "godcp"
+    )
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_purge_below_the_consumers_position(client: str, mock: MockDcpServer, start_client: Start) -> None:
+async def test_purge_below_the_consumers_position(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
     load(mock, 400, "purge")
     run = await start_client(client, mock)
     await converge(run, mock)
@@ -153,29 +180,36 @@ async def test_purge_below_the_consumers_position(client: str, mock: MockDcpServ
     mock.kv.refuse_connections = False
     if client in ROLLBACK_AWARE:
         # it resumes below the purge seqno: rollback to 0, then a full, correct stream
-        await converge(run, mock, timeout=120)
+        await converge(run, mock, seconds=120)
         assert any(ev["event"] == "rollback" and ev["seqno"] == 0 for ev in run.events())
     else:
         # go-dcp always sets IGNORE_PURGED_TOMBSTONES: no rollback, so the purged
         # deletions never reach it; everything live does.
         expected = oracle_docs(mock)
-        await run.wait_for(lambda: expected.items() <= seen_docs(run).items(), 120, "live documents")
+        await run.wait_for(
+            lambda: expected.items() <= seen_docs(run).items(), 120, "live documents"
+        )
     await run.stop()
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_flow_control_with_a_small_buffer(client: str, mock: MockDcpServer, start_client: Start) -> None:
+async def test_flow_control_with_a_small_buffer(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
     load(mock, 3000, "flow", "x" * 200)
     run = await start_client(client, mock, "--flow-control", "16384")
-    await converge(run, mock, timeout=90)
+    await converge(run, mock, seconds=90)
     stats = [s for s in mock.connections() if s.buffer_size]
-    assert stats and all(s.buffer_size == 16384 for s in stats)
+    assert stats
+    assert all(s.buffer_size == 16384 for s in stats)
     assert sum(s.acked_bytes for s in stats) > 16384
     await run.stop()
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_stream_end_state_changed_is_reopened(client: str, mock: MockDcpServer, start_client: Start) -> None:
+async def test_stream_end_state_changed_is_reopened(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
     load(mock, 300, "end")
     run = await start_client(client, mock)
     await converge(run, mock)

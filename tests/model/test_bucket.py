@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import pytest
 
 from mockdcp import ModelError
 from mockdcp.model import Bucket, ItemKind, vbucket_of
 from mockdcp.protocol import Datatype, Deletion, Mutation, VBucketState
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def bucket(**kw: object) -> Bucket:
@@ -57,8 +61,16 @@ def test_item_wire_is_the_canonical_mutation_frame() -> None:
     b = bucket()
     it = b.set("doc1", '{"a":1}', vbucket=3, flags=0x02000000)
     expected = Mutation(
-        opaque=0, vbucket=3, cas=it.cas, by_seqno=1, rev_seqno=1, flags=0x02000000,
-        key=b"doc1", collection_id=0, value=b'{"a":1}', datatype=Datatype.JSON,
+        opaque=0,
+        vbucket=3,
+        cas=it.cas,
+        by_seqno=1,
+        rev_seqno=1,
+        flags=0x02000000,
+        key=b"doc1",
+        collection_id=0,
+        value=b'{"a":1}',
+        datatype=Datatype.JSON,
     ).encode()
     assert it.wire == expected
     assert it.value == b'{"a":1}'
@@ -68,10 +80,19 @@ def test_tombstone_wire_is_a_v1_deletion() -> None:
     b = bucket()
     b.set("doc1", "{}", vbucket=1)
     tomb = b.delete("doc1", vbucket=1)
-    assert tomb.kind is ItemKind.DELETION and tomb.rev_seqno == 2
+    assert tomb.kind is ItemKind.DELETION
+    assert tomb.rev_seqno == 2
     expected = Deletion(
-        opaque=0, vbucket=1, cas=tomb.cas, by_seqno=2, rev_seqno=2, key=b"doc1",
-        collection_id=0, value=b"", datatype=0, delete_time=None,
+        opaque=0,
+        vbucket=1,
+        cas=tomb.cas,
+        by_seqno=2,
+        rev_seqno=2,
+        key=b"doc1",
+        collection_id=0,
+        value=b"",
+        datatype=0,
+        delete_time=None,
     ).encode()
     assert tomb.wire == expected
 
@@ -90,10 +111,12 @@ def test_cursor_that_read_the_old_version_sees_the_new_one() -> None:
     cursor = b.vbucket(0).register_cursor("c", 0)
     assert cursor is not None
     batch = cursor.next_batch()
-    assert batch is not None and [i.seqno for i in batch.items] == [1]
+    assert batch is not None
+    assert [i.seqno for i in batch.items] == [1]
     write_in(b, 0, "a")
     batch = cursor.next_batch()
-    assert batch is not None and [i.seqno for i in batch.items] == [2]
+    assert batch is not None
+    assert [i.seqno for i in batch.items] == [2]
 
 
 def test_closed_checkpoint_does_not_deduplicate() -> None:
@@ -113,9 +136,12 @@ def test_batches_never_span_checkpoints_and_flag_new_ones() -> None:
     cursor = b.vbucket(0).register_cursor("c", 0)
     assert cursor is not None
     first, second = cursor.next_batch(), cursor.next_batch()
-    assert first is not None and second is not None
-    assert [i.seqno for i in first.items] == [1, 2] and not first.starts_checkpoint
-    assert [i.seqno for i in second.items] == [3] and second.starts_checkpoint
+    assert first is not None
+    assert second is not None
+    assert [i.seqno for i in first.items] == [1, 2]
+    assert not first.starts_checkpoint
+    assert [i.seqno for i in second.items] == [3]
+    assert second.starts_checkpoint
     assert second.checkpoint_start_seqno == 3
     assert cursor.next_batch() is None
 
@@ -258,7 +284,8 @@ def test_expire_and_touch() -> None:
     touched = b.touch("k", 456, vbucket=0)
     assert (touched.expiry, touched.value) == (456, b"{}")
     gone = b.expire("k", vbucket=0)
-    assert gone.kind is ItemKind.EXPIRATION and gone.delete_time == 456
+    assert gone.kind is ItemKind.EXPIRATION
+    assert gone.delete_time == 456
     assert b.oracle() == {}
 
 
@@ -276,15 +303,22 @@ def test_expire_and_touch() -> None:
         lambda b: b.touch("missing", 5, vbucket=0),
     ],
 )
-def test_bad_arguments_raise_and_change_nothing(step) -> None:  # type: ignore[no-untyped-def]
+def test_bad_arguments_raise_and_change_nothing(step: Callable[[Bucket], object]) -> None:
     b = bucket()
     write_in(b, 0, "a")
-    before = [(vb.high_seqno, vb.persisted_seqno, vb.state, list(vb.failover.entries)) for vb in b.vbuckets]
+    before = [
+        (vb.high_seqno, vb.persisted_seqno, vb.state, list(vb.failover.entries))
+        for vb in b.vbuckets
+    ]
     oracle = copy.copy(b.oracle())
     with pytest.raises(ModelError):
         step(b)
-    after = [(vb.high_seqno, vb.persisted_seqno, vb.state, list(vb.failover.entries)) for vb in b.vbuckets]
-    assert after == before and b.oracle() == oracle
+    after = [
+        (vb.high_seqno, vb.persisted_seqno, vb.state, list(vb.failover.entries))
+        for vb in b.vbuckets
+    ]
+    assert after == before
+    assert b.oracle() == oracle
 
 
 def test_same_seed_gives_the_same_uuids() -> None:
@@ -315,7 +349,8 @@ def test_rewriting_one_key_does_not_close_checkpoints() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"flags": "x"}, {"expiry": 1.5}, {"collection_id": -1}, {"datatype": 0x80}, {"flags": True}]
+    "kwargs",
+    [{"flags": "x"}, {"expiry": 1.5}, {"collection_id": -1}, {"datatype": 0x80}, {"flags": True}],
 )
 def test_bad_field_types_raise_model_error(kwargs: dict) -> None:
     b = bucket()

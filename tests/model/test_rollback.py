@@ -9,11 +9,25 @@ from mockdcp.model import FailoverTable, needs_rollback
 HUMPTY = [(2222, 3), (1111, 0)]  # seed 001: failover.json, newest first
 
 
-def decide(start: int, uuid: int, snap: tuple[int, int], *, high: int = 10, purge: int = 0,
-           table: list[tuple[int, int]] = HUMPTY, **kw: object) -> tuple[bool, int]:
+def decide(
+    start: int,
+    uuid: int,
+    snap: tuple[int, int],
+    *,
+    high: int = 10,
+    purge: int = 0,
+    table: list[tuple[int, int]] = HUMPTY,
+    **kw: object,
+) -> tuple[bool, int]:
     rollback, seqno, _ = needs_rollback(
-        start_seqno=start, high_seqno=high, vbucket_uuid=uuid, snap_start_seqno=snap[0],
-        snap_end_seqno=snap[1], purge_seqno=purge, failover_entries=table, **kw,  # type: ignore[arg-type]
+        start_seqno=start,
+        high_seqno=high,
+        vbucket_uuid=uuid,
+        snap_start_seqno=snap[0],
+        snap_end_seqno=snap[1],
+        purge_seqno=purge,
+        failover_entries=table,
+        **kw,  # type: ignore[arg-type]
     )
     return rollback, seqno
 
@@ -30,8 +44,13 @@ def test_seed_001_incorrect_snapshot_does_not_roll_back() -> None:
 
 def test_seed_001_reason_names_the_producer_upper() -> None:
     _, _, reason = needs_rollback(
-        start_seqno=3, high_seqno=10, vbucket_uuid=1111, snap_start_seqno=1, snap_end_seqno=4,
-        purge_seqno=0, failover_entries=HUMPTY,
+        start_seqno=3,
+        high_seqno=10,
+        vbucket_uuid=1111,
+        snap_start_seqno=1,
+        snap_end_seqno=4,
+        purge_seqno=0,
+        failover_entries=HUMPTY,
     )
     assert reason == "consumer ahead of producer - producer upper at 3"
 
@@ -50,7 +69,9 @@ def test_seed_001_reason_names_the_producer_upper() -> None:
         (0, 9999, (0, 0), (False, 0)),  # start 0: always fine
     ],
 )
-def test_rollback_table_of_producer_md(start: int, uuid: int, snap: tuple[int, int], expected: tuple[bool, int]) -> None:
+def test_rollback_table_of_producer_md(
+    start: int, uuid: int, snap: tuple[int, int], expected: tuple[bool, int]
+) -> None:
     assert decide(start, uuid, snap) == expected
 
 
@@ -77,14 +98,18 @@ def test_client_purge_seqno_equal_to_servers_skips_the_purge_rule() -> None:
 def test_legacy_collection_exemption() -> None:
     # producer.md §3.2: legacy client S=50, P=100, _default high seqno 40 -> no rollback
     table = [(4444, 0)]
-    assert decide(50, 4444, (50, 50), high=120, purge=100, table=table, collections_high_seqno=40) == (False, 0)
+    assert decide(
+        50, 4444, (50, 50), high=120, purge=100, table=table, collections_high_seqno=40
+    ) == (False, 0)
     assert decide(50, 4444, (50, 50), high=120, purge=100, table=table) == (True, 0)
 
 
 def test_failover_table_adds_newest_first_and_prunes_above() -> None:
     table = FailoverTable(random.Random(1))
     first = table.entries[0]
-    assert first[1] == 0 and first[0] != 0 and first[0] < 2**48
+    assert first[1] == 0
+    assert first[0] != 0
+    assert first[0] < 2**48
     table.add_entry(10)
     table.add_entry(20)
     assert [s for _, s in table.entries] == [20, 10, 0]
@@ -105,4 +130,5 @@ def test_failover_table_prune_after_kv_rollback_creates_entry_when_empty() -> No
     table = FailoverTable(random.Random(3))
     table.entries = [(7, 30), (6, 20)]
     table.prune_above(10)
-    assert len(table.entries) == 1 and table.entries[0][1] == 10
+    assert len(table.entries) == 1
+    assert table.entries[0][1] == 10

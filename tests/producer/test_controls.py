@@ -94,5 +94,9 @@ def test_force_value_compression_needs_snappy() -> None:
 
 
 def test_include_deleted_user_xattrs_needs_the_open_flag() -> None:
-    s = DcpSettings(open_flags=DcpOpenFlag.PRODUCER | DcpOpenFlag.INCLUDE_XATTRS | DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS)
+    s = DcpSettings(
+        open_flags=DcpOpenFlag.PRODUCER
+        | DcpOpenFlag.INCLUDE_XATTRS
+        | DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS
+    )
     assert apply_control(s, "include_deleted_user_xattrs", "true") == Status.SUCCESS

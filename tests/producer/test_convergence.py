@@ -3,15 +3,17 @@ from __future__ import annotations
 from typing import Any
 
 import trio
+import trio.lowlevel
 import trio.testing
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from mockdcp import ModelError
 from mockdcp.client import ConsumerState, DcpConsumer
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.server._kv import KvService
+
+from ..integration._raw import wait_until
 
 VBUCKETS = 4
 KEYS = [f"k{i}" for i in range(10)]
@@ -33,7 +35,7 @@ ops = st.one_of(
     st.tuples(st.just("failover"), vbs, st.booleans()),
     st.tuples(st.just("drop_cursor"), vbs),
     st.tuples(st.just("compact"), vbs),
-    st.tuples(st.just("disconnect"),),
+    st.tuples(st.just("disconnect")),
     st.tuples(st.just("settle"), st.integers(1, 20)),
 )
 
@@ -97,20 +99,26 @@ async def scenario(steps: list[tuple[Any, ...]]) -> tuple[ConsumerState, Bucket]
             return client
 
         consumer = DcpConsumer(
-            "mock", 0, user="u", password="p", vbuckets=range(VBUCKETS), state=state,
-            buffer_size=4096, connect=connect, mechanism="PLAIN",
+            "mock",
+            0,
+            user="u",
+            password="p",
+            vbuckets=range(VBUCKETS),
+            state=state,
+            buffer_size=4096,
+            connect=connect,
+            mechanism="PLAIN",
         )
         await nursery.start(consumer.run)
         for op in steps:
             clock[0] += 1
             if op[0] == "settle":
                 for _ in range(op[1]):
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
             else:
                 apply(op, bucket, node, clock[0])
         with trio.fail_after(30):  # virtual time (autojump clock)
-            while documents(state) != oracle(bucket):
-                await trio.sleep(0.25)
+            await wait_until(lambda: documents(state) == oracle(bucket), poll=0.25)
         nursery.cancel_scope.cancel()
     return state, bucket
 
@@ -118,13 +126,50 @@ async def scenario(steps: list[tuple[Any, ...]]) -> tuple[ConsumerState, Bucket]
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ops, max_size=40))
 # the consumer is away while a tombstone above its position is purged: rollback to 0
-@example([("set", "k1", 1), ("set", "k2", 2), ("settle", 20), ("disconnect",), ("delete", "k1"), ("compact", None)])
+@example(
+    [
+        ("set", "k1", 1),
+        ("set", "k2", 2),
+        ("settle", 20),
+        ("disconnect",),
+        ("delete", "k1"),
+        ("compact", None),
+    ]
+)
 # dedup inside a snapshot, then a failover below its end: roll back to a consistent point
-@example([("set", "k1", 1), ("persist", None), ("set", "k2", 1), ("set", "k1", 2), ("settle", 20), ("failover", None, True)])
+@example(
+    [
+        ("set", "k1", 1),
+        ("persist", None),
+        ("set", "k2", 1),
+        ("set", "k1", 2),
+        ("settle", 20),
+        ("failover", None, True),
+    ]
+)
 # a version deduplicated in memory is still the newest at a partial persist (restart)
-@example([("set", "k1", 1), ("set", "k6", 1), ("set", "k1", 2), ("persist_behind", None, 1), ("drop_cursor", None), ("settle", 20), ("restart", None)])
+@example(
+    [
+        ("set", "k1", 1),
+        ("set", "k6", 1),
+        ("set", "k1", 2),
+        ("persist_behind", None, 1),
+        ("drop_cursor", None),
+        ("settle", 20),
+        ("restart", None),
+    ]
+)
 # the cursor is dropped while keys are rewritten: memory to disk and back
-@example([("set", "k1", 1), ("settle", 20), ("set", "k1", 2), ("compact", None), ("drop_cursor", None), ("set", "k3", 3)])
+@example(
+    [
+        ("set", "k1", 1),
+        ("settle", 20),
+        ("set", "k1", 2),
+        ("compact", None),
+        ("drop_cursor", None),
+        ("set", "k3", 3),
+    ]
+)
 def test_reference_consumer_converges_to_the_oracle(steps: list[tuple[Any, ...]]) -> None:
     clock = trio.testing.MockClock(autojump_threshold=0)
     state, bucket = trio.run(scenario, steps, clock=clock)

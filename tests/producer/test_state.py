@@ -35,7 +35,9 @@ def test_every_state_can_close() -> None:
 
 
 def test_cursor_drop_moves_memory_stream_back_to_backfill() -> None:
-    assert transition_stream(StreamState.IN_MEMORY, StreamEvent.DROP_CURSOR) is StreamState.BACKFILLING
+    assert (
+        transition_stream(StreamState.IN_MEMORY, StreamEvent.DROP_CURSOR) is StreamState.BACKFILLING
+    )
 
 
 def test_ended_stream_cannot_go_back_to_memory() -> None:

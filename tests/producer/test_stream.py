@@ -67,11 +67,13 @@ def test_a_batch_larger_than_a_piece_is_queued_piece_by_piece() -> None:
     assert all(len(c) <= PIECE_BYTES + BIG + 100 for c in chunks)
     messages = decode(b"".join(chunks))
     marker = messages[0]
-    assert isinstance(marker, SnapshotMarker) and (marker.start_seqno, marker.end_seqno) == (0, 20)
+    assert isinstance(marker, SnapshotMarker)
+    assert (marker.start_seqno, marker.end_seqno) == (0, 20)
     mutations = [m for m in messages if isinstance(m, Mutation)]
     assert [m.by_seqno for m in mutations] == list(range(1, 21))
     assert {m.opaque for m in messages} == {0xABCD}
-    assert stream.items_sent == 20 and stream.last_sent_seqno == 20
+    assert stream.items_sent == 20
+    assert stream.last_sent_seqno == 20
 
 
 def test_writes_between_pieces_do_not_take_items_out_of_the_snapshot_being_sent() -> None:
@@ -103,7 +105,8 @@ def test_stream_end_follows_the_last_piece() -> None:
     while (chunk := take_chunk(stream)) is not None:
         sent.append(chunk)
     messages = decode(b"".join(sent))
-    assert isinstance(messages[-1], StreamEnd) and messages[-1].reason == StreamEndReason.OK
+    assert isinstance(messages[-1], StreamEnd)
+    assert messages[-1].reason == StreamEndReason.OK
     assert sum(isinstance(m, Mutation) for m in messages) == 20
 
 
@@ -118,7 +121,8 @@ def test_ending_a_stream_mid_batch_sends_the_rest_of_the_batch_first() -> None:
         sent.append(chunk)
     messages = decode(b"".join(c for c in sent if c is not None))
     assert sum(isinstance(m, Mutation) for m in messages) == 20
-    assert isinstance(messages[-1], StreamEnd) and messages[-1].reason == StreamEndReason.CLOSED
+    assert isinstance(messages[-1], StreamEnd)
+    assert messages[-1].reason == StreamEndReason.CLOSED
 
 
 def test_a_vbucket_reset_mid_batch_discards_the_rest() -> None:
@@ -147,7 +151,8 @@ def test_a_backfill_is_queued_in_pieces_then_the_stream_goes_on_in_memory() -> N
     chunks = []
     while (chunk := take_chunk(stream)) is not None:
         chunks.append(chunk)
-    assert stream.backfills == 1 and len(chunks) > 4
+    assert stream.backfills == 1
+    assert len(chunks) > 4
     messages = decode(b"".join(chunks))
     markers = [m for m in messages if isinstance(m, SnapshotMarker)]
     assert [(m.start_seqno, m.end_seqno) for m in markers] == [(0, 20), (21, 21)]

@@ -4,8 +4,7 @@ import contextlib
 import itertools
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from mockdcp import RemoteProtocolError
 from mockdcp.protocol import (
