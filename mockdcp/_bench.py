@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def _rss() -> int:
-    import psutil  # type: ignore[import-untyped]  # no stubs needed for one call
+    import psutil
 
     return int(psutil.Process().memory_info().rss)
 

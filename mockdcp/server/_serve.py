@@ -26,6 +26,7 @@ from mockdcp.server._kv import KvService
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
+    from mockdcp.producer import ConnectionStatistics
     from mockdcp.protocol import StreamEndReason
 
 log = logging.getLogger("mockdcp.server")
@@ -91,7 +92,7 @@ class MockDcpServer:
         self.kv.wake_all()
         return n
 
-    def connections(self) -> list[object]:
+    def connections(self) -> list[ConnectionStatistics]:
         return [c.statistics() for c in sorted(self.node.connections, key=lambda c: c.conn_id)]
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -51,7 +51,7 @@ async def _opened(server: MockDcpServer) -> RawClient:
 
 
 def _stream_req(c: RawClient, vb: int = 0, **kw: int) -> DcpStreamRequest:
-    fields = {
+    fields: dict[str, Any] = {
         "opaque": c.next_opaque(),
         "vbucket": vb,
         "flags": 0,

@@ -4,11 +4,11 @@ import json
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from mockdcp.protocol import SnapshotMarker, StreamEndReason
+from mockdcp.protocol import StreamEndReason
 
 from .test_bad_input import _opened, _stream_req
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from mockdcp.server import MockDcpServer
 
 
-def _serve(*args: str) -> tuple[subprocess.Popen[bytes], dict]:
+def _serve(*args: str) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -135,8 +135,6 @@ async def test_vbucket_state_change_ends_streams_with_state_changed(server: Mock
     assert (await c.call(_stream_req(c, vb=3))).status == Status.NOT_MY_VBUCKET
     markers = [f for f in frames if f.opcode == Opcode.DCP_SNAPSHOT_MARKER]
     assert markers
-    assert isinstance(markers, list)
-    assert SnapshotMarker
 
 
 def test_faker_data_set_is_the_same_for_the_same_seed() -> None:

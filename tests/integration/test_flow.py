@@ -23,12 +23,13 @@ from ._raw import wait_until
 from .test_bad_input import _opened, _stream_req
 
 if TYPE_CHECKING:
+    from mockdcp.protocol import Frame
     from mockdcp.server import MockDcpServer
 
     from ._raw import RawClient
 
 
-async def _drain(c: RawClient, seconds: float) -> list:
+async def _drain(c: RawClient, seconds: float) -> list[Frame]:
     frames = []
     with trio.move_on_after(seconds):
         while True:

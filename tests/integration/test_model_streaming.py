@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     from mockdcp.server import MockDcpServer
 
 
-def _expected(server: MockDcpServer) -> dict:
+def _expected(server: MockDcpServer) -> dict[tuple[int, bytes], bytes]:
     return {k: it.value for k, it in server.bucket.oracle().items()}
 
 
-def _got(state: ConsumerState) -> dict:
+def _got(state: ConsumerState) -> dict[tuple[int, bytes], bytes]:
     return {k: v.value for k, v in state.documents().items()}
 
 

@@ -110,7 +110,8 @@ class ClientRun:
         assert self.process.returncode == 0, (
             f"{self.name} exit {self.process.returncode}:\n{self.stderr()}"
         )
-        return json.loads(self.state_path.read_text())
+        state: dict[str, Any] = json.loads(self.state_path.read_text())
+        return state
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -352,7 +352,7 @@ def test_rewriting_one_key_does_not_close_checkpoints() -> None:
     "kwargs",
     [{"flags": "x"}, {"expiry": 1.5}, {"collection_id": -1}, {"datatype": 0x80}, {"flags": True}],
 )
-def test_bad_field_types_raise_model_error(kwargs: dict) -> None:
+def test_bad_field_types_raise_model_error(kwargs: dict[str, Any]) -> None:  # wrong on purpose
     b = bucket()
     with pytest.raises(ModelError):
         b.set("k", "{}", vbucket=0, **kwargs)

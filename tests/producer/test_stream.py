@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mockdcp.model import Bucket
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._encoder import ItemEncoder
@@ -16,6 +18,9 @@ from mockdcp.protocol import (
 )
 
 BIG = PIECE_BYTES // 4  # a value size: a batch of 20 such items takes about five pieces
+
+if TYPE_CHECKING:
+    from mockdcp.protocol import Message, Response
 
 
 def bucket() -> Bucket:
@@ -45,10 +50,10 @@ def take_chunk(stream: Stream) -> bytes | None:
     return bytes(chunk.buf)
 
 
-def decode(data: bytes) -> list[object]:
+def decode(data: bytes) -> list[Message | Response]:
     reader = FrameReader(max_frame_size=1 << 24)
     reader.feed(data)
-    out = []
+    out: list[Message | Response] = []
     while (frame := reader.next_frame()) is not None:
         out.append(decode_server_message(frame, collections=True))
     return out
