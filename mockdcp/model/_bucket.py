@@ -314,7 +314,9 @@ class Bucket:
         is lost and a failover entry opens a new branch there (producer.md §11).
 
         ``lose_after`` defaults to the persisted seqno (``lose_unpersisted``) or the high
-        seqno (nothing lost: only the branch changes).
+        seqno (nothing lost: only the branch changes). It may be below the persisted seqno:
+        how far a replica had got depends on replication, not on the active's flusher, so
+        items the old active had on disk can be lost too.
         """
         targets = self._targets(vbucket)
         for vb in targets:

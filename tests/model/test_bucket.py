@@ -245,6 +245,20 @@ def test_failover_loses_items_above_lose_after_and_restores_older_versions() -> 
     assert b.vbucket(0).failover.entries[0][1] == 2
 
 
+def test_failover_to_a_replica_behind_the_flusher_loses_persisted_items_too() -> None:
+    b = bucket()
+    write_in(b, 0, "a", '{"v":1}')
+    write_in(b, 0, "b")
+    write_in(b, 0, "a", '{"v":2}')
+    b.persist(0)  # the old active had all three on disk; the replica only seqno 1
+    b.failover(0, lose_after=1)
+    vb = b.vbucket(0)
+    assert (vb.high_seqno, vb.persisted_seqno) == (1, 1)
+    assert b.oracle() == {(0, b"a"): vb.get(b"a")}
+    assert b.oracle()[(0, b"a")].value == b'{"v":1}'
+    assert [it.seqno for it in vb.disk_snapshot(0).items] == [1]
+
+
 def test_failover_without_loss_only_changes_the_branch() -> None:
     b = bucket()
     write_in(b, 0, "a")
