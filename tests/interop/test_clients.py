@@ -217,3 +217,20 @@ async def test_stream_end_state_changed_is_reopened(
     load(mock, 300, "end2")
     await converge(run, mock)
     await run.stop()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_large_batches_from_disk_and_memory_arrive_whole(
+    client: str, mock: MockDcpServer, start_client: Start
+) -> None:
+    # ~350 items of 1 KiB per vbucket: each disk snapshot and each checkpoint read is
+    # larger than the producer's 256 KiB encoding piece, so both go out in several pieces
+    pad = "p" * 1000
+    load(mock, 22_000, "big", pad)
+    mock.bucket.checkpoint()
+    mock.bucket.persist()  # the closed checkpoints are expelled: streams backfill
+    run = await start_client(client, mock)
+    load(mock, 22_000, "live", pad)  # while the backfill runs: then from memory
+    await converge(run, mock, seconds=120)
+    await run.stop()
+    assert_markers_cover_items(run)
