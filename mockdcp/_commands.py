@@ -47,6 +47,7 @@ async def _serve(args: argparse.Namespace) -> None:
         http_port=args.http_port,
         users={args.user: args.password},
         bucket_obj=bucket,
+        pcap=args.pcap,
     ) as server:
         print(_ready_line(server, args), flush=True)
         import mockdcp.producer._connection  # noqa: F401  (the codec, before the first client)

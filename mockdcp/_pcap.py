@@ -116,7 +116,6 @@ def _sum16(data: bytes | memoryview) -> int:
     return total % 0xFFFF
 
 
-
 def _numpy() -> ModuleType:
     """numpy, imported on first use, with a one-thread BLAS pool unless the user chose
     otherwise (as ``mockdcp.producer._encoder`` does: the pool is never used here)."""
@@ -215,16 +214,16 @@ class PcapWriter:
         options: bytes = b"",
     ) -> None:
         """Write one TCP segment from ``src`` to ``dst`` (seq ``src.seq``, ack ``dst.seq``)."""
-        # Unscaled in the SYNs; after them, 0xffff means 0xffff << _WINDOW_SHIFT.
-        window = 0xFFFF
         ack = dst.seq if flags & _ACK else 0
         tcp_length = _TCP_HEADER.size + len(options) + len(payload)
         offset = (_TCP_HEADER.size + len(options)) // 4 << 4
-        tcp = _TCP_HEADER.pack(src.port, dst.port, src.seq, ack, offset, flags, window, 0, 0)
+        # Window 0xffff: unscaled in the SYNs, 0xffff << _WINDOW_SHIFT after them.
+        tcp = _TCP_HEADER.pack(src.port, dst.port, src.seq, ack, offset, flags, 0xFFFF, 0, 0)
         tcp += options
-        pseudo = src.ip + dst.ip + struct.pack(">HH", _IPPROTO_TCP, tcp_length)
-        if len(src.ip) == 16:
-            # RFC 8200 §8.1: the pseudo-header's length is 32 bits (as is "next header").
+        if len(src.ip) == 4:
+            pseudo = src.ip + dst.ip + struct.pack(">HH", _IPPROTO_TCP, tcp_length)
+        else:
+            # RFC 8200 §8.1: a 32-bit upper-layer length, then 3 zero bytes and next header.
             pseudo = src.ip + dst.ip + struct.pack(">II", tcp_length, _IPPROTO_TCP)
         checksum = _checksum(_sum16(pseudo) + _sum16(tcp) + _sum16(payload))
         tcp = tcp[:16] + checksum.to_bytes(2, "big") + tcp[18:]

@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
     )
     serve.add_argument("--json", action="store_true", help="print the ready line as JSON")
+    serve.add_argument(
+        "--pcap",
+        metavar="FILE",
+        help="record every KV connection into FILE (pcap; tshark -d tcp.port==PORT,couchbase)",
+    )
 
     tail = sub.add_parser("tail", help="the reference consumer: print events as they arrive")
     tail.add_argument("--host", default="127.0.0.1")

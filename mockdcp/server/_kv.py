@@ -5,6 +5,9 @@ connection has (responses, then stream data under flow control) and sleeps until
 by the reader, by a model change (through ``Node.wake``) or by the noop deadline. A
 consumer that stops reading blocks only its own writer in ``send_all``; its reader goes on
 taking acks. A connection that fails, for any reason, is closed alone and logged.
+
+With a ``PcapWriter`` (``mockdcp serve --pcap``), each connection's bytes, as received and
+as sent, are also written to the capture as one TCP flow.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import time
 from typing import TYPE_CHECKING
 
 import trio
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp._pcap import PcapFlow, PcapWriter
     from mockdcp.producer import Connection, Node
 
 log = logging.getLogger("mockdcp.server")
@@ -29,8 +36,10 @@ _IOV_MAX = 512
 class KvService:
     """Accepts KV connections for one ``Node``."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, *, pcap: PcapWriter | None = None) -> None:
         self.node = node
+        #: ``mockdcp serve --pcap``: every connection's bytes, both ways, as a TCP flow
+        self.pcap = pcap
         self._ids = itertools.count(1)
         self._wake: dict[Connection, trio.Event] = {}
         self.refuse_connections = False
@@ -64,10 +73,11 @@ class KvService:
         )
         self._wake[conn] = trio.Event()
         log.debug("connection %d accepted", conn.conn_id)
+        flow = self._open_flow(stream)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._reader, stream, conn, nursery.cancel_scope)
-                await self._writer(stream, conn)
+                nursery.start_soon(self._reader, stream, conn, flow)
+                await self._writer(stream, conn, flow)
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             conn.close(f"socket error: {group.exceptions[0]}")
@@ -77,12 +87,31 @@ class KvService:
         finally:
             conn.close("connection finished")
             self._wake.pop(conn, None)
+            if flow is not None:
+                self._record(flow.close, time.time())
             with trio.move_on_after(1) as scope:
                 scope.shield = True
                 await stream.aclose()
 
+    def _open_flow(self, stream: trio.abc.Stream) -> PcapFlow | None:
+        if self.pcap is None or not isinstance(stream, trio.SocketStream):
+            return None
+        try:
+            peer, local = stream.socket.getpeername(), stream.socket.getsockname()
+        except OSError:
+            return None
+        return self.pcap.flow(peer, local, time.time())
+
+    def _record(self, write: Callable[..., None], *args: object) -> None:
+        """Write to the capture; a failing capture stops, the connection goes on."""
+        try:
+            write(*args)
+        except (OSError, ValueError) as exc:
+            log.error("packet capture stopped: %s", exc)
+            self.pcap = None
+
     async def _reader(
-        self, stream: trio.abc.Stream, conn: Connection, scope: trio.CancelScope
+        self, stream: trio.abc.Stream, conn: Connection, flow: PcapFlow | None
     ) -> None:
         try:
             while not conn.closed:
@@ -90,13 +119,17 @@ class KvService:
                 if not data:
                     conn.close("peer closed the connection")
                     break
+                if flow is not None and self.pcap is not None:
+                    self._record(flow.client_sent, data, time.time())
                 conn.receive_data(data, trio.current_time())
                 self._wake_conn(conn)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             conn.close(f"receive failed: {exc}")
         self._wake_conn(conn)
 
-    async def _writer(self, stream: trio.abc.Stream, conn: Connection) -> None:
+    async def _writer(
+        self, stream: trio.abc.Stream, conn: Connection, flow: PcapFlow | None
+    ) -> None:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         while True:
             parts = conn.buffers_to_send(trio.current_time())
@@ -105,6 +138,10 @@ class KvService:
                     await _send_gathered(sock, parts)
                 else:
                     await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+                if flow is not None and self.pcap is not None:
+                    now = time.time()
+                    for part in parts:
+                        self._record(flow.server_sent, part, now)
                 continue
             if conn.closed:
                 return

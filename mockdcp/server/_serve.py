@@ -24,8 +24,10 @@ from mockdcp.server._http import HttpService
 from mockdcp.server._kv import KvService
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import AsyncIterator, Mapping
 
+    from mockdcp._pcap import PcapWriter
     from mockdcp.producer import ConnectionStatistics
     from mockdcp.protocol import StreamEndReason
 
@@ -119,9 +121,42 @@ async def serve(
     seed: int = 0,
     idle_timeout: float | None = None,
     bucket_obj: Bucket | None = None,
+    pcap: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[MockDcpServer]:
-    """Run a mock node until the block exits. Raises ``ServerError`` if a port is taken."""
+    """Run a mock node until the block exits. Raises ``ServerError`` if a port is taken.
+
+    ``pcap``: a file to record every KV connection into, as TCP flows (``tshark -r FILE
+    -d tcp.port==KV_PORT,couchbase`` decodes it).
+    """
     model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
+    with contextlib.ExitStack() as files:
+        capture = _open_capture(pcap, host, files) if pcap is not None else None
+        async with _serve(host, port, http_port, users, model, idle_timeout, capture) as server:
+            yield server
+
+
+def _open_capture(
+    path: str | os.PathLike[str], host: str, files: contextlib.ExitStack
+) -> PcapWriter:
+    from mockdcp._pcap import PcapWriter
+
+    try:
+        out = files.enter_context(open(path, "wb"))  # noqa: SIM115 - closed by the stack
+        return PcapWriter(out, ipv6=":" in host)
+    except OSError as exc:
+        raise ServerError(f"cannot write the packet capture {path}: {exc}") from exc
+
+
+@contextlib.asynccontextmanager
+async def _serve(
+    host: str,
+    port: int,
+    http_port: int,
+    users: Mapping[str, str] | None,
+    model: Bucket,
+    idle_timeout: float | None,
+    capture: PcapWriter | None,
+) -> AsyncIterator[MockDcpServer]:
     kv_listeners = await _listen(host, port)
     http_listeners = await _listen(host, http_port)
     node = Node(
@@ -133,7 +168,7 @@ async def serve(
     )
     if idle_timeout is not None:
         node.idle_timeout = idle_timeout
-    kv = KvService(node)
+    kv = KvService(node, pcap=capture)
     http = HttpService(node)
     server = MockDcpServer(
         node=node, kv=kv, host=node.host, kv_port=node.kv_port, http_port=node.http_port
