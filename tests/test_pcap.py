@@ -179,7 +179,7 @@ def capture(ipv6: bool = False) -> tuple[io.BytesIO, PcapWriter]:
 
 
 @pytest.mark.parametrize(("ipv6", "linktype"), [(False, LINKTYPE_IPV4), (True, LINKTYPE_RAW)])
-def test_global_header(ipv6: bool, linktype: int) -> None:
+def test_global_header_names_the_link_type(ipv6: bool, linktype: int) -> None:
     out, writer = capture(ipv6)
     assert writer.linktype == linktype
     raw = out.getvalue()
@@ -187,7 +187,7 @@ def test_global_header(ipv6: bool, linktype: int) -> None:
     assert read_pcap(raw) == ((0xA1B2C3D4, 2, 4, 0, 0, 262144, linktype), [])
 
 
-def test_handshake() -> None:
+def test_a_flow_opens_with_a_three_way_handshake() -> None:
     out, writer = capture()
     writer.flow(CLIENT, SERVER, T0 + 0.123456)
     _, packets = read_pcap(out.getvalue())
@@ -199,7 +199,7 @@ def test_handshake() -> None:
     check_tcp(packets)
 
 
-def test_data_both_ways_split_at_segment_limit() -> None:
+def test_data_both_ways_is_split_at_the_segment_limit() -> None:
     rng = random.Random(7)
     big = rng.randbytes(3 * MAX_SEGMENT + 12345)  # odd length, > 65535
     sends: list[tuple[str, bytes | bytearray | memoryview]] = [
@@ -236,7 +236,7 @@ def test_empty_data_writes_nothing() -> None:
 
 
 @pytest.mark.parametrize("by_server", [False, True])
-def test_close(by_server: bool) -> None:
+def test_close_writes_the_fin_exchange_once_and_ends_the_flow(by_server: bool) -> None:
     out, writer = capture()
     flow = writer.flow(CLIENT, SERVER, T0)
     flow.client_sent(b"request", T0)
@@ -286,7 +286,7 @@ def test_receiver_acks_before_the_window_fills() -> None:
             assert (p.seq + len(p.payload) - acked) & 0xFFFFFFFF < WINDOW
 
 
-def test_flows_share_the_file() -> None:
+def test_several_flows_share_one_file() -> None:
     out, writer = capture()
     other = ("127.0.0.1", 50124)
     a = writer.flow(CLIENT, SERVER, T0)
@@ -325,20 +325,20 @@ def test_sequence_numbers_wrap() -> None:
     ("now", "stamp"),
     [(0.0, (0, 0)), (1.5, (1, 500000)), (2.9999996, (3, 0)), (T0, (1_700_000_000, 250000))],
 )
-def test_timestamps(now: float, stamp: tuple[int, int]) -> None:
+def test_timestamps_are_seconds_and_rounded_microseconds(now: float, stamp: tuple[int, int]) -> None:
     out, writer = capture()
     writer.flow(CLIENT, SERVER, now)
     _, packets = read_pcap(out.getvalue())
     assert (packets[0].seconds, packets[0].micros) == stamp
 
 
-def test_bad_timestamp() -> None:
+def test_a_negative_time_is_refused() -> None:
     _, writer = capture()
     with pytest.raises(ValueError, match="timestamp"):
         writer.flow(CLIENT, SERVER, -1.0)
 
 
-def test_ipv6() -> None:
+def test_ipv6_flows_go_in_a_raw_link_type_file() -> None:
     out, writer = capture(ipv6=True)
     v6 = writer.flow(("::1", 50000, 0, 0), ("::1", 11210, 0, 0), T0)
     v4 = writer.flow(("::ffff:10.0.0.1", 50001), ("10.0.0.2", 11210), T0)
@@ -372,7 +372,7 @@ def test_ipv4_mapped_address_in_ipv4_file() -> None:
         (("localhost", 50000), SERVER, "localhost"),
     ],
 )
-def test_bad_addresses(client: tuple[str, int], server: tuple[str, int], message: str) -> None:
+def test_bad_addresses_are_refused(client: tuple[str, int], server: tuple[str, int], message: str) -> None:
     out, writer = capture()
     with pytest.raises(ValueError, match=message):
         writer.flow(client, server, T0)
@@ -671,7 +671,7 @@ def test_tshark_sees_no_tcp_problems_in_a_long_flow(tmp_path: Path) -> None:
     )
 
 
-def test_tshark_snapshot_marker_v2_2(tmp_path: Path) -> None:
+def test_tshark_reads_the_v2_2_marker_fields_it_knows(tmp_path: Path) -> None:
     """mockdcp's V2.2 marker (extras: version byte 2; value 52 bytes: start, end, flags,
     max visible, high completed, purge seqno, high prepared seqno). tshark 4.0 expects a
     44-byte V2.2 value ("Illegal Value length, should be 44") and flags the frame
