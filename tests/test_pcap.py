@@ -325,7 +325,9 @@ def test_sequence_numbers_wrap() -> None:
     ("now", "stamp"),
     [(0.0, (0, 0)), (1.5, (1, 500000)), (2.9999996, (3, 0)), (T0, (1_700_000_000, 250000))],
 )
-def test_timestamps_are_seconds_and_rounded_microseconds(now: float, stamp: tuple[int, int]) -> None:
+def test_timestamps_are_seconds_and_rounded_microseconds(
+    now: float, stamp: tuple[int, int]
+) -> None:
     out, writer = capture()
     writer.flow(CLIENT, SERVER, now)
     _, packets = read_pcap(out.getvalue())
@@ -372,7 +374,9 @@ def test_ipv4_mapped_address_in_ipv4_file() -> None:
         (("localhost", 50000), SERVER, "localhost"),
     ],
 )
-def test_bad_addresses_are_refused(client: tuple[str, int], server: tuple[str, int], message: str) -> None:
+def test_bad_addresses_are_refused(
+    client: tuple[str, int], server: tuple[str, int], message: str
+) -> None:
     out, writer = capture()
     with pytest.raises(ValueError, match=message):
         writer.flow(client, server, T0)
