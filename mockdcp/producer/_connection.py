@@ -7,14 +7,8 @@ noops and the idle disconnect. The connection never touches a socket or a clock.
 
 A frame that cannot be parsed closes this connection only (``close_reason`` says why);
 a request with a bad shape gets EINVAL; an unknown opcode gets UNKNOWN_COMMAND; commands
-out of order get the status a real node gives (wire.md §5, §6; producer.md §1):
-
-* before SASL completes: SELECT_BUCKET, DCP_OPEN and bucket commands → EACCESS;
-* before SELECT_BUCKET: bucket commands → NO_BUCKET;
-* any DCP command before DCP_OPEN, or a second DCP_OPEN → EINVAL;
-* after DCP_OPEN: SELECT_BUCKET → NOT_SUPPORTED, SASL → NOT_SUPPORTED;
-* without HELLO XERROR the statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID
-  disconnect instead (wire.md §6).
+out of order get the status a real node gives (``_admission``). Without HELLO XERROR the
+statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID disconnect instead (wire.md §6).
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
+from mockdcp.producer._admission import admission_status
 from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._state import (
@@ -137,41 +132,6 @@ NOOP_OPAQUE_BASE = 10_000_000
 
 #: Most bytes one ``data_to_send`` call returns: keeps each write bounded.
 MAX_WRITE = 4 * 1024 * 1024
-
-# Opcodes that need a completed SASL, a selected bucket, an open DCP connection.
-_BUCKET_OPCODES = frozenset(
-    {
-        Opcode.GET_ALL_VB_SEQNOS,
-        Opcode.OBSERVE_SEQNO,
-        Opcode.GET_COLLECTIONS_MANIFEST,
-        Opcode.GET_COLLECTION_ID,
-        Opcode.GET_SCOPE_ID,
-        Opcode.DCP_OPEN,
-        Opcode.GET_CLUSTER_CONFIG,
-    }
-)
-_DCP_OPCODES = frozenset(
-    {
-        Opcode.DCP_ADD_STREAM,
-        Opcode.DCP_CLOSE_STREAM,
-        Opcode.DCP_STREAM_REQ,
-        Opcode.DCP_GET_FAILOVER_LOG,
-        Opcode.DCP_BUFFER_ACKNOWLEDGEMENT,
-        Opcode.DCP_CONTROL,
-        Opcode.DCP_SEQNO_ACKNOWLEDGED,
-    }
-)
-_PRE_AUTH_OPCODES = frozenset(
-    {
-        Opcode.HELLO,
-        Opcode.SASL_LIST_MECHS,
-        Opcode.SASL_AUTH,
-        Opcode.SASL_STEP,
-        Opcode.VERSION,
-        Opcode.NOOP,
-        Opcode.GET_ERROR_MAP,
-    }
-)
 
 
 @attrs.frozen(kw_only=True)
@@ -481,7 +441,7 @@ class Connection:
             log.info("connection %d: bad %#04x request: %s", self.conn_id, frame.opcode, exc)
             self._respond(frame, exc.status, context=str(exc))
             return
-        status = self._admission(frame.opcode)
+        status = admission_status(self.state, frame.opcode)
         if status is not None:
             self._respond(frame, status, context=f"{status.name} for this command now")
             return
@@ -490,25 +450,6 @@ class Connection:
             self._respond(frame, Status.UNKNOWN_COMMAND)
             return
         handler(self, frame, msg, now)
-
-    def _admission(self, opcode: int) -> Status | None:
-        """The status for a command that comes out of order, or None (see module doc)."""
-        st = self.state
-        if opcode in _PRE_AUTH_OPCODES:
-            if opcode in (Opcode.SASL_AUTH, Opcode.SASL_STEP) and st is ConnectionState.DCP_OPEN:
-                return Status.NOT_SUPPORTED
-            return None
-        if st is ConnectionState.CONNECTED:
-            return Status.EACCESS
-        if opcode == Opcode.SELECT_BUCKET:
-            return Status.NOT_SUPPORTED if st is ConnectionState.DCP_OPEN else None
-        if opcode in _BUCKET_OPCODES and st is ConnectionState.AUTHENTICATED:
-            return Status.NO_BUCKET
-        if opcode in _DCP_OPCODES and st is not ConnectionState.DCP_OPEN:
-            return Status.EINVAL
-        if opcode == Opcode.DCP_OPEN and st is ConnectionState.DCP_OPEN:
-            return Status.EINVAL
-        return None
 
     def _handle_response(self, frame: Frame) -> None:
         """A consumer's answer to something the producer sent (producer.md §7, README).
