@@ -22,13 +22,14 @@ Invariants:
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import attrs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from mockdcp.model._item import Item
 
 

@@ -25,12 +25,13 @@ import attrs
 
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
-from mockdcp.model._item import Item
 from mockdcp.protocol import VBucketState
 
 if TYPE_CHECKING:
     import random
     from collections.abc import Iterator
+
+    from mockdcp.model._item import Item
 
 
 @attrs.frozen

@@ -7,13 +7,17 @@ again from outside its own I/O (another producer took its name, a step ended its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.model import Bucket
-from mockdcp.producer._connection import Connection
 from mockdcp.protocol._cluster_config import SERVER_VERSION, cluster_config, encode_config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from mockdcp.model import Bucket
+    from mockdcp.producer._connection import Connection
 
 #: producer.md §7: a noop-enabled connection silent this long is disconnected.
 DEFAULT_IDLE_TIMEOUT = 360.0

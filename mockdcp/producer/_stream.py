@@ -22,7 +22,6 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections import deque
-from collections.abc import Sequence
 from itertools import accumulate
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -39,6 +38,8 @@ from mockdcp.protocol import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
     from mockdcp.producer._encoder import ItemEncoder
 
