@@ -144,7 +144,6 @@ class Stream:
         self._backfill: Sequence[Item] = ()
         self._backfill_pos = 0
         self._backfill_end = 0
-        self._backfill_first = True
         #: frames queued piece by piece, and the index of the next one
         self._pending: PendingFrames | None = None
         self._pending_pos = 0
@@ -269,21 +268,33 @@ class Stream:
         if start != 1 and start <= purge and self._client_purge != purge:
             self.end(StreamEndReason.STATE_CHANGED)  # internal Rollback on the wire
             return
+        if self._collections is None and self._encoder.takes_frames(self.stream_id):
+            self._open_frame_backfill(start)
+            return
         snap = self.vb.disk_snapshot(self.last_read_seqno)
         end = min(snap.end_seqno, self.end_seqno)
         self._backfill = self._visible(snap.items, end)
         self._backfill_pos = 0
         self._backfill_end = end
-        self._backfill_first = True
         if self._backfill:
             self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
-            if self._encoder.takes_frames(self.stream_id):
-                # the items carry their frames: queue them in pieces, no slices
-                wires = list(map(_WIRE, self._backfill))
-                ends = array("q", accumulate(map(len, wires)))
-                last = self._backfill[-1].seqno
-                self._pending, self._pending_pos = PendingFrames(wires, ends, 0, last, False), 0
-                self._backfill = ()
+
+    def _open_frame_backfill(self, start: int) -> None:
+        """A backfill whose items all go as the disk holds their frames: queued in
+        pieces, no item objects touched."""
+        snap = self.vb.disk_snapshot(self.last_read_seqno, frames=True)
+        end = min(snap.end_seqno, self.end_seqno)
+        count = bisect.bisect_right(snap.seqnos, end)
+        self._backfill = ()
+        self._backfill_pos = 0
+        self._backfill_end = end
+        if not count:
+            return
+        self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
+        wires = snap.wires[:count] if count < len(snap.wires) else snap.wires
+        ends = array("q", accumulate(map(len, wires)))
+        pending = PendingFrames(wires, ends, 0, snap.seqnos[count - 1], memory=False)
+        self._pending, self._pending_pos = pending, 0
 
     def _backfill_step(self) -> None:
         items = self._backfill[self._backfill_pos : self._backfill_pos + BACKFILL_SLICE]
