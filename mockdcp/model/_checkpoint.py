@@ -44,8 +44,8 @@ class Checkpoint:
         "entries",
         "id",
         "index",
+        "last_hole",
         "open",
-        "removed",
         "start_seqno",
         "wires",
     )
@@ -62,8 +62,9 @@ class Checkpoint:
         #: end offsets of the frames of a batch without holes, read without a loop
         self.ends = array("q")
         self.appended_bytes = 0
-        #: entries replaced by de-duplication (holes in ``entries``/``wires``)
-        self.removed = 0
+        #: the highest index de-duplication emptied (a hole in ``entries``/``wires``), or
+        #: -1: a batch that starts above it has no holes, and its ends are a slice
+        self.last_hole = -1
         self.index: dict[tuple[int, bytes], int] = {}
         self.open = True
         self.bytes = 0
@@ -76,7 +77,7 @@ class Checkpoint:
             prev = self.entries[old]
             self.entries[old] = None
             self.wires[old] = b""
-            self.removed += 1
+            self.last_hole = max(self.last_hole, old)
             if prev is not None:
                 self.bytes -= len(prev.wire)
         self.index[key] = len(self.entries)
@@ -169,7 +170,7 @@ class Cursor:
                     self.last_read_seqno = last.seqno
                     wires = cp.wires[start:end]
                     ends: Sequence[int]
-                    if cp.removed:  # holes: leave them out, count the ends
+                    if cp.last_hole >= start:  # holes: leave them out, count the ends
                         wires = [w for w in wires if w]
                         ends, base = list(accumulate(map(len, wires))), 0
                     else:  # the running totals are the end offsets

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -378,3 +379,32 @@ def test_dead_to_active_is_a_promotion_with_a_failover_entry() -> None:
     b.set_vbucket_state(0, VBucketState.DEAD)
     b.set_vbucket_state(0, VBucketState.ACTIVE)
     assert len(b.vbucket(0).failover.entries) == 2
+
+
+def test_batch_frames_and_ends_skip_holes_left_by_deduplication() -> None:
+    b = bucket()
+    for key in ("a", "b", "c"):
+        write_in(b, 0, key)
+    cursor = b.vbucket(0).register_cursor("c", 0)
+    assert cursor is not None
+    first = cursor.next_batch()
+    assert first is not None
+    write_in(b, 0, "a", '{"v":2}')  # a hole where the first "a" was: before this batch
+    write_in(b, 0, "d")
+    batch = cursor.next_batch()
+    assert batch is not None
+    assert [it.seqno for it in batch.items] == [4, 5]
+    assert batch.wires == [it.wire for it in batch.items]
+    assert [e - batch.base for e in batch.ends] == list(
+        itertools.accumulate(len(w) for w in batch.wires)
+    )
+    write_in(b, 0, "e")
+    write_in(b, 0, "e", '{"v":2}')  # a hole inside the next read: left out
+    write_in(b, 0, "f")
+    batch = cursor.next_batch()
+    assert batch is not None
+    assert [it.seqno for it in batch.items] == [7, 8]
+    assert batch.wires == [it.wire for it in batch.items]
+    assert [e - batch.base for e in batch.ends] == list(
+        itertools.accumulate(len(w) for w in batch.wires)
+    )
