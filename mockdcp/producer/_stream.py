@@ -23,7 +23,6 @@ import bisect
 from array import array
 from collections import deque
 from itertools import accumulate
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import attrs
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 #: frames are not the canonical ones): bounds the memory a big backfill takes.
 BACKFILL_SLICE = 1024
 
-_WIRE = attrgetter("wire")
 #: Bytes of canonical frames encoded per chunk (memory batch or backfill). Encoding a
 #: whole checkpoint (thousands of frames) for every stream at once made the server
 #: fault in hundreds of megabytes of fresh pages for a million-item stream (``mockdcp
@@ -336,8 +334,8 @@ class Stream:
             self._queue_memory_marker(batch, batch.first_seqno, batch.last_seqno)
             pending = PendingFrames(batch.wires, batch.ends, batch.base, batch.last_seqno, True)
             self._pending, self._pending_pos = pending, 0
-            self._queue_piece()
             self.last_read_seqno = batch.last_seqno
+            self._queue_piece()  # ends the stream after the last piece if it read its end
         else:
             items = self._visible(batch.items, self.end_seqno)
             if items:
