@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -121,7 +122,7 @@ async def _tail(args: argparse.Namespace) -> None:
             if args.limit and count >= args.limit:
                 done.set()
 
-    vbuckets = args.vbuckets if args.vbuckets is not None else range(1024)
+    vbuckets = args.vbuckets  # None: every vbucket the bucket has
     consumer = DcpConsumer(
         args.host,
         args.port,
@@ -140,16 +141,24 @@ async def _tail(args: argparse.Namespace) -> None:
             await done.wait()
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the consumer's error, unwrapped for run_tail
-        raise unwrap_single(group) from None
+        inner = unwrap_single(group)
+        raise inner from inner.__cause__  # its own cause, not the group
 
 
 def run_tail(args: argparse.Namespace) -> int:
-    from mockdcp.client import ConsumerError
+    from mockdcp.client import CallbackError, ConsumerError
 
     try:
         trio.run(_tail, args)
     except KeyboardInterrupt:
         return 0
+    except CallbackError as exc:
+        if isinstance(exc.__cause__, BrokenPipeError):  # the reader left (`| head`)
+            # what is still buffered cannot be written either: discard it quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        print(f"mockdcp tail: {exc}", file=sys.stderr)
+        return 1
     except (ConsumerError, OSError) as exc:
         print(f"mockdcp tail: {exc}", file=sys.stderr)
         return 1

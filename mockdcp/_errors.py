@@ -71,7 +71,8 @@ def unwrap_single(exc: BaseException) -> BaseException:
 
     trio (0.25 and later) wraps whatever escapes a nursery in an exception group. A
     context manager that yields inside a nursery (``serve``) would hand its caller a
-    group around the caller's own exception; it re-raises the exception instead.
+    group around the caller's own exception; it re-raises the exception instead, with
+    ``raise inner from inner.__cause__`` (``from None`` would erase the cause).
     """
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mockdcp.client._consumer import (
+    CallbackError as CallbackError,
     ConsumerError as ConsumerError,
     ConsumerState as ConsumerState,
     DcpConsumer as DcpConsumer,

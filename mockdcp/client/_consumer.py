@@ -19,6 +19,7 @@ a test compares with ``Bucket.oracle()``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -37,6 +38,7 @@ from mockdcp.protocol import (
     Expiration,
     Frame,
     FrameReader,
+    GetClusterConfig,
     Hello,
     HelloFeature,
     Magic,
@@ -67,6 +69,14 @@ REOPEN_DELAY = 0.05
 
 class ConsumerError(MockDcpError):
     """The producer refused the bootstrap or a stream in a way the consumer cannot fix."""
+
+
+class CallbackError(ConsumerError):
+    """The ``on_event`` callback raised (the original exception is the cause).
+
+    Kept apart from connection errors: an ``OSError`` from the callback (a closed pipe,
+    a full disk) must stop the consumer, not make it reconnect and resume forever.
+    """
 
 
 @attrs.define
@@ -163,7 +173,7 @@ class DcpConsumer:
         password: str = "password",
         bucket: str = "default",
         name: str = "mockdcp-consumer",
-        vbuckets: Iterable[int],
+        vbuckets: Iterable[int] | None,
         collections: bool = True,
         buffer_size: int = 20 * 1024 * 1024,
         noop_interval: float = 120.0,
@@ -179,7 +189,9 @@ class DcpConsumer:
     ) -> None:
         self.host, self.port = host, port
         self.user, self.password, self.bucket, self.name = user, password, bucket, name
-        self.vbuckets = list(vbuckets)
+        #: ``None``: every vbucket of the bucket, counted in the cluster map at bootstrap
+        self._every_vbucket = vbuckets is None
+        self.vbuckets = [] if vbuckets is None else list(vbuckets)
         self.collections = collections
         self.buffer_size = buffer_size
         self.noop_interval = noop_interval
@@ -260,6 +272,12 @@ class DcpConsumer:
         await self._expect_ok(
             SelectBucket(opaque=self._next_opaque(), bucket=self.bucket), "SELECT_BUCKET"
         )
+        if self._every_vbucket:
+            frame = await self._expect_ok(
+                GetClusterConfig(opaque=self._next_opaque()), "GET_CLUSTER_CONFIG"
+            )
+            vbucket_map = json.loads(frame.value)["vBucketServerMap"]["vBucketMap"]
+            self.vbuckets = list(range(len(vbucket_map)))
         flags = DcpOpenFlag.PRODUCER | self.open_flags
         await self._expect_ok(
             DcpOpen(opaque=self._next_opaque(), name=self.name.encode(), flags=int(flags)),
@@ -330,7 +348,10 @@ class DcpConsumer:
 
     def _emit(self, vb: int, event: object) -> None:
         if self.on_event is not None:
-            self.on_event(vb, event)
+            try:
+                self.on_event(vb, event)
+            except Exception as exc:
+                raise CallbackError(f"on_event raised {exc!r}") from exc
 
     async def _handle_frame(self, frame: Frame) -> None:
         if frame.magic is Magic.RESPONSE:

@@ -184,4 +184,5 @@ async def _serve(
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         # the block's own exception, not a group around it (see unwrap_single)
-        raise unwrap_single(group) from None
+        inner = unwrap_single(group)
+        raise inner from inner.__cause__  # its own cause, not the group

@@ -142,3 +142,24 @@ def test_faker_data_set_is_the_same_for_the_same_seed() -> None:
 
     assert list(faker_documents(20, 5)) == list(faker_documents(20, 5))
     assert list(faker_documents(20, 5)) != list(faker_documents(20, 6))
+
+
+async def test_tail_into_a_pipe_that_closes_exits_quietly(server: MockDcpServer) -> None:
+    # `mockdcp tail | head -1`: the closed pipe is the reader leaving, not a lost
+    # connection to resume (it once made tail reconnect for ever)
+    for i in range(200):
+        server.bucket.set(f"k{i}", "{}")
+    cmd = [sys.executable, "-m", "mockdcp", "tail", "--port", str(server.kv_port), "--json"]
+    proc = await trio.lowlevel.open_process(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    with trio.fail_after(20):
+        first = await proc.stdout.receive_some(1)
+        await proc.stdout.aclose()
+        await proc.wait()
+        errors = b""
+        while chunk := await proc.stderr.receive_some(65536):
+            errors += chunk
+    assert first
+    assert proc.returncode == 0, errors
+    assert b"Traceback" not in errors

@@ -21,3 +21,17 @@ async def test_a_taken_port_is_a_server_error() -> None:
         with pytest.raises(ServerError, match="cannot listen"):
             async with serve(port=first.kv_port, http_port=0, vbuckets=4):
                 pass
+
+
+async def _serve_and_fail_with_a_cause() -> None:
+    async with serve(port=0, http_port=0, vbuckets=4):
+        try:
+            raise ValueError("why")
+        except ValueError as exc:
+            raise KeyError("mine") from exc
+
+
+async def test_the_exception_keeps_its_own_cause() -> None:
+    with pytest.raises(KeyError) as info:
+        await _serve_and_fail_with_a_cause()
+    assert isinstance(info.value.__cause__, ValueError)
