@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 
 def _vbucket_range(text: str) -> list[int]:
@@ -27,6 +27,22 @@ def _vbucket_range(text: str) -> list[int]:
             raise argparse.ArgumentTypeError(f"not a vbucket range: {text!r}")
         out.extend(range(a, b + 1))
     return out
+
+
+def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``lo..hi`` (no upper bound when ``hi`` is None)."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if n < lo or (hi is not None and n > hi):
+            bounds = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
+            raise argparse.ArgumentTypeError(f"{n} is not {bounds}")
+        return n
+
+    return parse
 
 
 def _common_server(p: argparse.ArgumentParser) -> None:
@@ -74,10 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
 
     bench = sub.add_parser("bench", help="streaming throughput, startup time and memory")
-    bench.add_argument("--items", type=int, default=1_000_000)
-    bench.add_argument("--value-size", type=int, default=256)
-    bench.add_argument("--vbuckets", type=int, default=64)
-    bench.add_argument("--runs", type=int, default=3)
+    bench.add_argument("--items", type=_int_in(1), default=1_000_000)
+    bench.add_argument("--value-size", type=_int_in(16), default=256, help="bytes (>= 16)")
+    bench.add_argument("--vbuckets", type=_int_in(1, 1024), default=64)
+    bench.add_argument("--runs", type=_int_in(1), default=3)
     bench.add_argument(
         "--from-disk",
         action="store_true",

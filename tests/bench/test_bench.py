@@ -59,3 +59,19 @@ def test_bench_streams_a_persisted_bucket_from_disk() -> None:
     assert report["from_disk"] is True
     assert report["events_per_s"] > 0
     assert report["disk_snapshots"] == 4  # one backfill per vbucket
+
+
+def test_bench_refuses_sizes_it_cannot_measure() -> None:
+    for args, message in (
+        (["--items", "0"], b"--items: 0 is not at least 1"),
+        (["--vbuckets", "2000"], b"--vbuckets: 2000 is not 1..1024"),
+        (["--runs", "x"], b"--runs: not an integer"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "mockdcp", "bench", *args],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 2
+        assert message in result.stderr
