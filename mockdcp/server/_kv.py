@@ -159,7 +159,7 @@ class KvService:
 
 async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memoryview]) -> None:
     """Write all of ``parts`` with ``sendmsg`` (no joined copy), resuming partial writes."""
-    views = [memoryview(p) for p in parts]
+    views = [memoryview(p) for p in parts if len(p)]
     i = 0
     while i < len(views):
         sent = await sock.sendmsg(views[i : i + _IOV_MAX])
