@@ -13,7 +13,6 @@ statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID disconnect instead (wire.md
 
 from __future__ import annotations
 
-import bisect
 import json
 import logging
 from collections import deque
@@ -26,6 +25,7 @@ from mockdcp._errors import RemoteProtocolError
 from mockdcp.producer._admission import admission_status
 from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._encoder import ItemEncoder
+from mockdcp.producer._flow import FlowWindow
 from mockdcp.producer._state import (
     ConnectionEvent,
     ConnectionState,
@@ -176,8 +176,7 @@ class Connection:
         self._last_noop = now
         self._noop_pending: int | None = None
         self._noop_opaque = NOOP_OPAQUE_BASE
-        self.unacked = 0
-        self.acked = 0
+        self.flow = FlowWindow()
         self.bytes_received = 0
         self.bytes_sent = 0
         self.noops_sent = 0
@@ -292,8 +291,8 @@ class Connection:
             streams=len(self.streams),
             bytes_received=self.bytes_received,
             bytes_sent=self.bytes_sent,
-            unacked_bytes=self.unacked,
-            acked_bytes=self.acked,
+            unacked_bytes=self.flow.unacked,
+            acked_bytes=self.flow.acked,
             buffer_size=self.settings.buffer_size,
             noops_sent=self.noops_sent,
             noops_answered=self.noops_answered,
@@ -301,12 +300,8 @@ class Connection:
 
     # -- sending stream data under flow control -----------------------------------------
 
-    def _window_open(self) -> bool:
-        size = self.settings.buffer_size
-        return size == 0 or self.unacked < size
-
     def _can_send(self) -> bool:
-        if not self._window_open():
+        if not self.flow.open:
             return False
         return any(s.chunks or s.alive for s in self._ready.values())
 
@@ -317,7 +312,7 @@ class Connection:
         before each message), so the producer overshoots by at most one message.
         """
         quantum = 256 * 1024
-        while size < limit and self._ready and self._window_open():
+        while size < limit and self._ready and self.flow.open:
             progressed = False
             for key, stream in list(self._ready.items()):
                 if not stream.refill():
@@ -325,45 +320,17 @@ class Connection:
                         self._forget_stream(stream)
                     self._ready.pop(key, None)
                     continue
-                taken = self._take(stream, parts, quantum)
+                taken = self.flow.take(stream.chunks, parts, quantum)
+                stream.mark_drained()
                 size += taken
                 progressed |= taken > 0
                 if stream.finished:
                     self._forget_stream(stream)
-                if size >= limit or not self._window_open():
+                if size >= limit or not self.flow.open:
                     break
             if not progressed:
                 break
         return size
-
-    def _take(self, stream: Stream, parts: list[bytes | memoryview], quantum: int) -> int:
-        """Move up to ``quantum`` bytes of whole messages from ``stream`` into ``parts``."""
-        taken = 0
-        window = self.settings.buffer_size
-        while stream.chunks and taken < quantum:
-            chunk = stream.chunks[0]
-            ends = chunk.ends
-            start = chunk.offset
-            threshold = start + quantum - taken
-            if window:
-                if self.unacked >= window:
-                    break
-                threshold = min(threshold, start + window - self.unacked)
-            # messages whose start offset is below the threshold may go
-            n = bisect.bisect_left(ends, threshold + chunk.base, chunk.pos) - chunk.pos + 1
-            last = min(chunk.pos + n, len(ends)) - 1
-            end = ends[last] - chunk.base
-            # chunks are never written after they are queued: send views, not copies
-            parts.append(memoryview(chunk.buf)[start:end])
-            nbytes = end - start
-            taken += nbytes
-            self.unacked += nbytes if window else 0
-            chunk.pos = last + 1
-            chunk.offset = end
-            if chunk.done:
-                stream.chunks.popleft()
-        stream.mark_drained()
-        return taken
 
     def _forget_stream(self, stream: Stream) -> None:
         key = (stream.vbucket, stream.stream_id)
@@ -626,13 +593,9 @@ class Connection:
         self._emit("dcp_open", name=msg.name.decode(errors="replace"), flags=int(flags))
 
     def _on_control(self, frame: Frame, msg: DcpControl, now: float) -> None:
-        before = self.settings.buffer_size
         status = apply_control(self.settings, msg.key, msg.value)
         if msg.key == "connection_buffer_size" and status == Status.SUCCESS:
-            if self.settings.buffer_size == 0:
-                self.unacked = 0  # producer.md §6: setting 0 resets the count
-            elif before == 0:
-                self.unacked = 0
+            self.flow.resize(self.settings.buffer_size)
         if msg.key == "set_noop_interval" or msg.key == "enable_noop":
             self._last_noop = now
         self._encoder = None  # settings changed: rebuild on next stream
@@ -758,12 +721,9 @@ class Connection:
 
     def _on_buffer_ack(self, frame: Frame, msg: DcpBufferAck, now: float) -> None:
         # No response, ever (producer.md §6; Java drops a connection that gets one).
-        if msg.nbytes > self.unacked:
-            log.debug(
-                "connection %d acked %d > outstanding %d", self.conn_id, msg.nbytes, self.unacked
-            )
-        self.unacked = max(0, self.unacked - msg.nbytes)
-        self.acked += msg.nbytes
+        excess = self.flow.ack(msg.nbytes)
+        if excess:
+            log.debug("connection %d acked %d bytes never outstanding", self.conn_id, excess)
         self._emit("bytes_acked", nbytes=msg.nbytes)
 
     def _on_add_stream(self, frame: Frame, msg: object, now: float) -> None:

@@ -1,0 +1,82 @@
+"""Flow control of one DCP connection: the ``connection_buffer_size`` window.
+
+producer.md §6: the consumer names a buffer size with DCP_CONTROL; the producer counts
+the bytes of every stream message it sends and the consumer returns them with
+DCP_BUFFER_ACKNOWLEDGEMENT. A message may be sent while the outstanding count is below
+the buffer size, checked before each message, so the producer overshoots by at most one
+message. A size of 0 turns flow control off; turning it on or off resets the count.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections import deque
+
+    from mockdcp.producer._stream import Chunk
+
+
+@attrs.define
+class FlowWindow:
+    """The bytes sent and not yet acknowledged, against the consumer's buffer size."""
+
+    size: int = 0
+    unacked: int = 0
+    acked: int = 0
+
+    @property
+    def open(self) -> bool:
+        """A message may be sent now."""
+        return self.size == 0 or self.unacked < self.size
+
+    def resize(self, size: int) -> None:
+        """A new ``connection_buffer_size``: turning flow control on or off resets the
+        count (a consumer that turns it on starts from an empty buffer)."""
+        if size == 0 or self.size == 0:
+            self.unacked = 0
+        self.size = size
+
+    def ack(self, nbytes: int) -> int:
+        """The consumer freed ``nbytes``; returns how many of them were never
+        outstanding (a consumer acking more than it got: counted, not fatal)."""
+        excess = max(0, nbytes - self.unacked)
+        self.unacked = max(0, self.unacked - nbytes)
+        self.acked += nbytes
+        return excess
+
+    def take(self, chunks: deque[Chunk], parts: list[bytes | memoryview], quantum: int) -> int:
+        """Move whole messages from the front of ``chunks`` into ``parts`` (views, no
+        copies) while the window is open, up to about ``quantum`` bytes; the bytes moved.
+
+        Each chunk's ``ends`` locate its messages, so the messages that may go are found
+        with one bisection per chunk rather than one check per message.
+        """
+        taken = 0
+        while chunks and taken < quantum:
+            chunk = chunks[0]
+            ends = chunk.ends
+            start = chunk.offset
+            threshold = start + quantum - taken
+            if self.size:
+                if self.unacked >= self.size:
+                    break
+                threshold = min(threshold, start + self.size - self.unacked)
+            # the messages that start below the threshold may go
+            n = bisect.bisect_left(ends, threshold + chunk.base, chunk.pos) - chunk.pos + 1
+            last = min(chunk.pos + n, len(ends)) - 1
+            end = ends[last] - chunk.base
+            # chunks are never written after they are queued: send views, not copies
+            parts.append(memoryview(chunk.buf)[start:end])
+            nbytes = end - start
+            taken += nbytes
+            if self.size:
+                self.unacked += nbytes
+            chunk.pos = last + 1
+            chunk.offset = end
+            if chunk.done:
+                chunks.popleft()
+        return taken
