@@ -51,7 +51,11 @@ async def _serve(args: argparse.Namespace) -> None:
         pcap=args.pcap,
     ) as server:
         print(_ready_line(server, args), flush=True)
-        import mockdcp.producer._connection  # noqa: F401  (the codec, before the first client)
+        # after "ready", before the first client: the codec and numpy (frame patching)
+        import mockdcp.producer._connection  # noqa: F401
+        from mockdcp._numpy import load_numpy
+
+        load_numpy()
 
         if args.docs:
             from mockdcp._dataset import faker_documents

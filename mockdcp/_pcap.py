@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
-import os
 import struct
 from typing import TYPE_CHECKING, Final
 
+from mockdcp._numpy import load_numpy
+
 if TYPE_CHECKING:
-    from types import ModuleType
     from typing import BinaryIO
 
 __all__ = [
@@ -108,21 +108,12 @@ def _sum16(data: bytes | memoryview) -> int:
         if len(data) % 2:
             n <<= 8
         return n % 0xFFFF
-    np = _numpy()
+    np = load_numpy()
     even = len(data) & ~1
     total = int(np.frombuffer(data, ">u2", even // 2).sum(dtype=np.uint64))
     if even != len(data):
         total += data[-1] << 8
     return total % 0xFFFF
-
-
-def _numpy() -> ModuleType:
-    """numpy, imported on first use, with a one-thread BLAS pool unless the user chose
-    otherwise (as ``mockdcp.producer._encoder`` does: the pool is never used here)."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    import numpy
-
-    return numpy
 
 
 def _checksum(total: int) -> int:

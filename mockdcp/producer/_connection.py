@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
+from mockdcp._numpy import load_numpy
 from mockdcp.producer._admission import admission_status
 from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._encoder import ItemEncoder
@@ -589,6 +590,7 @@ class Connection:
         self.state = transition_connection(self.state, ConnectionEvent.DCP_OPEN)
         self.node.claim_producer_name(msg.name, self)
         self._last_noop = now
+        load_numpy()  # once per process: at connection set-up, not on the first batch
         self._respond(frame)
         self._emit("dcp_open", name=msg.name.decode(errors="replace"), flags=int(flags))
 

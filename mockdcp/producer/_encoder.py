@@ -12,19 +12,18 @@ stripping, forced compression, stream-ids) goes through the message classes each
 
 from __future__ import annotations
 
-import os
 import struct
 from array import array
 from itertools import accumulate
 from operator import attrgetter
 from typing import TYPE_CHECKING, TypedDict
 
+from mockdcp._numpy import load_numpy
 from mockdcp.model import Item, ItemKind
 from mockdcp.protocol import Datatype, DcpOpenFlag, Deletion, Expiration, Mutation, split_xattrs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from types import ModuleType
 
     from mockdcp.producer._controls import DcpSettings
 
@@ -33,16 +32,6 @@ _OPAQUE_OFFSET = 12
 
 
 _WIRE = attrgetter("wire")
-
-
-def _numpy() -> ModuleType:
-    """numpy, imported on first use. Its BLAS thread pool (one spinning thread per core
-    at import) is never used here and took CPU from the server: one thread is asked
-    for unless the user chose otherwise."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    import numpy
-
-    return numpy
 
 
 def _encode(
@@ -163,7 +152,7 @@ class ItemEncoder:
         this about 8 ns (``mockdcp bench``). numpy is imported on the first batch, after
         the server is ready.
         """
-        np = _numpy()
+        np = load_numpy()
         count = len(ends)
         if not count:
             return
