@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from mockdcp._errors import unwrap_single
+from mockdcp._errors import raise_unwrapped
 
 if TYPE_CHECKING:
     import argparse
@@ -145,8 +145,7 @@ async def _tail(args: argparse.Namespace) -> None:
             await done.wait()
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the consumer's error, unwrapped for run_tail
-        inner = unwrap_single(group)
-        raise inner from inner.__cause__  # its own cause, not the group
+        raise_unwrapped(group)
 
 
 def run_tail(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ as ``RemoteProtocolError`` where the peer's bytes were at fault (h11's split).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     # Imported lazily at run time: importing ``mockdcp.protocol`` runs its package
@@ -66,14 +66,16 @@ class ServerError(MockDcpError):
     """The server could not start or serve (port in use, bad configuration)."""
 
 
-def unwrap_single(exc: BaseException) -> BaseException:
-    """The exception inside a chain of one-member exception groups, or ``exc`` itself.
+def raise_unwrapped(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Raise the exception inside a chain of one-member exception groups (or ``group``
+    itself when it holds several), keeping that exception's own cause.
 
     trio (0.25 and later) wraps whatever escapes a nursery in an exception group. A
     context manager that yields inside a nursery (``serve``) would hand its caller a
-    group around the caller's own exception; it re-raises the exception instead, with
-    ``raise inner from inner.__cause__`` (``from None`` would erase the cause).
+    group around the caller's own exception; it raises the exception instead
+    (``from None`` would erase its cause, so it is raised from that cause).
     """
+    exc: BaseException = group
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    return exc
+    raise exc from exc.__cause__

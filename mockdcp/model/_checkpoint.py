@@ -37,7 +37,6 @@ class Checkpoint:
     """A run of consecutive seqnos; only the open one de-duplicates."""
 
     __slots__ = (
-        "appended_bytes",
         "bytes",
         "end_seqno",
         "ends",
@@ -61,7 +60,6 @@ class Checkpoint:
         #: running total of frame bytes as appended (replaced entries included): the
         #: end offsets of the frames of a batch without holes, read without a loop
         self.ends = array("q")
-        self.appended_bytes = 0
         #: the highest index de-duplication emptied (a hole in ``entries``/``wires``), or
         #: -1: a batch that starts above it has no holes, and its ends are a slice
         self.last_hole = -1
@@ -84,8 +82,7 @@ class Checkpoint:
         self.entries.append(item)
         wire = item.wire
         self.wires.append(wire)
-        self.appended_bytes += len(wire)
-        self.ends.append(self.appended_bytes)
+        self.ends.append((self.ends[-1] if self.ends else 0) + len(wire))
         self.end_seqno = item.seqno
         self.bytes += len(wire)
 

@@ -20,6 +20,7 @@ the connection drains chunks under flow control. Rules, each with its source:
 from __future__ import annotations
 
 import bisect
+import math
 from array import array
 from collections import deque
 from itertools import accumulate
@@ -405,29 +406,31 @@ class Stream:
     def _queue_piece(self) -> None:
         """Queue the next pending frames, about ``PIECE_BYTES`` of them; after the last
         piece of a memory batch, end the stream if its end seqno has been read."""
-        batch = self._pending
-        assert batch is not None
-        ends, base, pos = batch.ends, batch.base, self._pending_pos
-        piece_base = ends[pos - 1] if pos else base
-        stop = min(bisect.bisect_left(ends, piece_base + PIECE_BYTES, pos) + 1, len(ends))
-        self._queue_frames(batch.wires[pos:stop], ends[pos:stop], piece_base)
-        self._pending_pos = stop
-        if stop == len(ends):
-            self._pending = None
-            self.last_sent_seqno = batch.last_seqno
-            if batch.memory and self.last_read_seqno >= self.end_seqno:
-                self.end(StreamEndReason.OK)
+        pending = self._pending
+        assert pending is not None
+        last = self._take_pending(PIECE_BYTES)
+        if last and pending.memory and self.last_read_seqno >= self.end_seqno:
+            self.end(StreamEndReason.OK)
 
     def _flush_pending(self) -> None:
         """Queue the rest of the pending frames at once (the stream is ending)."""
-        batch = self._pending
-        assert batch is not None
+        self._take_pending(math.inf)
+
+    def _take_pending(self, budget: float) -> bool:
+        """Queue pending frames from the next one on, about ``budget`` bytes of them (at
+        least one frame); True when that was the last of them."""
+        pending = self._pending
+        assert pending is not None
+        ends, pos = pending.ends, self._pending_pos
+        base = ends[pos - 1] if pos else pending.base
+        stop = min(bisect.bisect_left(ends, base + budget, pos) + 1, len(ends))
+        self._queue_frames(pending.wires[pos:stop], ends[pos:stop], base)
+        self._pending_pos = stop
+        if stop < len(ends):
+            return False
         self._pending = None
-        pos = self._pending_pos
-        self._queue_frames(
-            batch.wires[pos:], batch.ends[pos:], batch.ends[pos - 1] if pos else batch.base
-        )
-        self.last_sent_seqno = batch.last_seqno
+        self.last_sent_seqno = pending.last_seqno
+        return True
 
     def _queue_frames(self, wires: list[bytes], ends: Sequence[int], base: int) -> None:
         """Queue canonical frames, their end offsets given plus ``base``."""

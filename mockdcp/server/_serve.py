@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from mockdcp._errors import ServerError, unwrap_single
+from mockdcp._errors import ServerError, raise_unwrapped
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.server._http import HttpService
@@ -183,6 +183,4 @@ async def _serve(
                 node.close_all("server shutting down")
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        # the block's own exception, not a group around it (see unwrap_single)
-        inner = unwrap_single(group)
-        raise inner from inner.__cause__  # its own cause, not the group
+        raise_unwrapped(group)  # the block's own exception, not a group around it
