@@ -56,7 +56,8 @@ async def _stream_once(bucket: Bucket, items: int, vbuckets: int) -> dict[str, A
 
     from mockdcp.server import serve
 
-    async with serve(port=0, http_port=0, bucket_obj=bucket) as server:
+    # no flusher: the bench measures streaming from memory, or from disk after persist()
+    async with serve(port=0, http_port=0, bucket_obj=bucket, flush_interval=None) as server:
         cmd = [
             sys.executable,
             "-m",

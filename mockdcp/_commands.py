@@ -49,6 +49,7 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        flush_interval=args.flush_interval or None,
     ) as server:
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)

@@ -45,6 +45,17 @@ def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more."""
+    try:
+        n = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= n < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds >= 0")
+    return n
+
+
 def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=11210, help="KV port (0 = any free port)")
@@ -69,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
     )
     serve.add_argument("--json", action="store_true", help="print the ready line as JSON")
+    serve.add_argument(
+        "--flush-interval",
+        type=_seconds,
+        default=0.005,
+        metavar="SECONDS",
+        help="persist each write this long after it, as a node's flusher does (0 = never)",
+    )
     serve.add_argument(
         "--pcap",
         metavar="FILE",

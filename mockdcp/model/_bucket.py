@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Iterable
 
 from mockdcp._errors import ModelError
+from mockdcp.model._flusher import Flusher
 from mockdcp.model._item import Item, ItemKind, vbucket_of
 from mockdcp.model._vbucket import VBucket
 from mockdcp.protocol import Datatype, VBucketState
@@ -81,6 +82,9 @@ class Bucket:
             )
             for i in range(num_vbuckets)
         ]
+        #: the background persistence policy; off (interval None) until the server
+        #: sets its interval and drives it (``mockdcp/server/_flusher.py``)
+        self.flusher = Flusher(self)
 
     # -- lookups ---------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ import attrs
 import trio
 
 from mockdcp._errors import ServerError, raise_unwrapped
-from mockdcp.model import Bucket
+from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket
 from mockdcp.producer import Node
+from mockdcp.server._flusher import run_flusher
 from mockdcp.server._http import HttpService
 from mockdcp.server._kv import KvService
 
@@ -122,13 +123,20 @@ async def serve(
     idle_timeout: float | None = None,
     bucket_obj: Bucket | None = None,
     pcap: str | os.PathLike[str] | None = None,
+    flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits. Raises ``ServerError`` if a port is taken.
 
     ``pcap``: a file to record every KV connection into, as TCP flows (``tshark -r FILE
     -d tcp.port==KV_PORT,couchbase`` decodes it).
+    ``flush_interval``: the bucket persists each write about this many seconds after it
+    (a node's flusher); None = never by itself (only ``bucket.persist()``).
+    ``bucket.flusher.pause()`` / ``resume()`` hold and release it.
     """
     model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
+    if flush_interval is not None and not flush_interval > 0:
+        raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
+    model.flusher.interval = flush_interval
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
         async with _serve(host, port, http_port, users, model, idle_timeout, capture) as server:
@@ -177,6 +185,8 @@ async def _serve(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
             nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
+            if model.flusher.enabled:  # the bucket persists by itself (model/_flusher.py)
+                nursery.start_soon(run_flusher, model.flusher)
             try:
                 yield server
             finally:

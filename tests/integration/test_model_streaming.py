@@ -29,6 +29,7 @@ async def _until(predicate: Callable[[], bool], seconds: float = 15) -> None:
 
 
 async def test_consumer_rolls_back_after_failover_and_converges(server: MockDcpServer) -> None:
+    server.bucket.flusher.pause()  # the b:: writes stay unpersisted until the failover
     for i in range(400):
         server.bucket.set(f"a::{i}", f'{{"v":{i}}}')
     server.bucket.persist()

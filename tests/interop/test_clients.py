@@ -101,6 +101,7 @@ async def test_resumes_after_the_server_drops_the_connection(
 async def test_rollback_after_failover(
     client: str, mock: MockDcpServer, start_client: Start
 ) -> None:
+    mock.bucket.flusher.pause()  # the "lost" writes stay unpersisted until the failover
     load(mock, 600, "kept")
     mock.bucket.persist()
     load(mock, 300, "lost")
