@@ -280,9 +280,36 @@ class Connection:
         streams = self._by_vb.get(vbid)
         if not streams:
             return False
+        self._end_reset_streams(streams)
         for s in streams:
             self._ready[(s.vbucket, s.stream_id)] = s
         return True
+
+    def _end_reset_streams(self, streams: list[Stream]) -> None:
+        """End, now, the streams whose vbucket's history was cut or whose state changed
+        (failover, restart, state change: a new generation; producer.md §9).
+
+        A node ends them when the vbucket changes, not when the stream next reads: the
+        STREAM_END(STATE_CHANGED) goes into the response queue at once, so it is written
+        before the answer to any later request on this connection (an OBSERVE_SEQNO or
+        GET_FAILOVER_LOG that would show the new branch). Rollback-mitigating clients
+        rely on that order (java-dcp-client would otherwise release lost writes). The
+        end message skips the flow-control wait (one message of overshoot, as
+        producer.md §6 allows) but is counted as outstanding like every stream message.
+        """
+        for stream in list(streams):
+            # the stream notes the vbucket's generation when it opens (_stream.py)
+            if not stream.alive or stream.vb.generation == stream._generation:
+                continue
+            stream.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
+            for chunk in stream.chunks:  # just the STREAM_END: the queue was discarded
+                frame = bytes(chunk.buf[chunk.offset : chunk.ends[-1] - chunk.base])
+                self._out.append(frame)
+                if self.flow.size:
+                    self.flow.unacked += len(frame)
+            stream.chunks.clear()
+            stream.mark_drained()
+            self._forget_stream(stream)
 
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(

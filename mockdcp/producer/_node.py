@@ -81,6 +81,28 @@ class Node:
             if c is conn:
                 del self.producers[name]
 
+    def failover(
+        self,
+        vbucket: int | None = None,
+        *,
+        lose_after: int | None = None,
+        lose_unpersisted: bool = True,
+        disconnect: bool = False,
+    ) -> None:
+        """A failover of ``vbucket`` (all when None) as a node shows it to its clients.
+
+        The model cuts history and opens a new branch (``Bucket.failover``, which
+        raises ``ModelError`` before changing anything); each connection ends the
+        affected streams with STREAM_END(STATE_CHANGED) ahead of any later response
+        (``Connection.on_vbucket_change``). With ``disconnect`` every connection drops
+        instead, as when the failed node itself goes away: nothing more is written to
+        them. Either way this happens in one step, before any request can observe the
+        new branch.
+        """
+        self.bucket.failover(vbucket, lose_after=lose_after, lose_unpersisted=lose_unpersisted)
+        if disconnect:
+            self.close_all("failover")
+
     def close_all(self, reason: str) -> None:
         """Drop every connection (a node restart)."""
         for conn in list(self.connections):

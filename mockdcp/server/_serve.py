@@ -65,6 +65,21 @@ class MockDcpServer:
         self.bucket.restart(vbucket)
         self.node.close_all("node restarted")
 
+    def failover(
+        self,
+        vbucket: int | None = None,
+        *,
+        lose_after: int | None = None,
+        lose_unpersisted: bool = True,
+        disconnect: bool = False,
+    ) -> None:
+        """A failover (``Node.failover``): the affected streams end with STATE_CHANGED
+        before anything can observe the new branch, or with ``disconnect`` every
+        connection drops."""
+        self.node.failover(
+            vbucket, lose_after=lose_after, lose_unpersisted=lose_unpersisted, disconnect=disconnect
+        )
+
     def disconnect_all(self, reason: str = "disconnect step") -> None:
         """Drop every client connection (the ``disconnect`` fault)."""
         self.node.close_all(reason)

@@ -1,0 +1,60 @@
+"""A producer ``Connection`` driven in memory through bootstrap, for sans-IO tests."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mockdcp.producer import Node
+from mockdcp.producer._connection import Connection
+from mockdcp.protocol import (
+    DcpControl,
+    DcpOpen,
+    DcpOpenFlag,
+    FrameReader,
+    Hello,
+    HelloFeature,
+    Response,
+    SaslAuth,
+    SelectBucket,
+    decode_server_message,
+)
+
+if TYPE_CHECKING:
+    from mockdcp.model import Bucket
+    from mockdcp.protocol import Message
+
+FEATURES = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.XATTR)
+
+
+class Session:
+    """One connection to a ``Node`` over ``bucket``; ``call`` returns what it wrote."""
+
+    def __init__(self, bucket: Bucket, *, features: tuple[int, ...] = FEATURES) -> None:
+        self.node = Node(bucket=bucket, users={"Administrator": "password"})
+        self.conn = Connection(self.node, conn_id=1, now=0.0)
+        self.collections = HelloFeature.COLLECTIONS in features
+        self._opaque = 0
+        self.call(Hello(opaque=0, agent=b"test", features=features))
+        self.call(SaslAuth(opaque=0, mechanism="PLAIN", payload=b"\0Administrator\0password"))
+        self.call(SelectBucket(opaque=0, bucket=bucket.name))
+
+    def open_dcp(self, buffer_size: int = 0) -> None:
+        flags = DcpOpenFlag.PRODUCER
+        self.call(DcpOpen(opaque=0, name=b"session", flags=int(flags)))
+        if buffer_size:
+            self.call(DcpControl(opaque=0, key="connection_buffer_size", value=str(buffer_size)))
+
+    def send(self, data: bytes) -> None:
+        self.conn.receive_data(data, 0.0)
+
+    def call(self, msg: Message) -> list[Message | Response]:
+        self.send(msg.encode())
+        return self.read()
+
+    def read(self) -> list[Message | Response]:
+        reader = FrameReader(max_frame_size=1 << 26)
+        reader.feed(self.conn.data_to_send(0.0))
+        out: list[Message | Response] = []
+        while (frame := reader.next_frame()) is not None:
+            out.append(decode_server_message(frame, collections=self.collections))
+        return out

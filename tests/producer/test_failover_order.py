@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from mockdcp.model import Bucket
+from mockdcp.protocol import (
+    DcpGetFailoverLog,
+    DcpStreamRequest,
+    ObserveSeqno,
+    ObserveSeqnoResult,
+    Response,
+    StreamEnd,
+    StreamEndReason,
+)
+
+from ._session import Session
+
+
+def bucket() -> Bucket:
+    return Bucket("default", 2, seed=5, clock=lambda: 1_700_000_000.0)
+
+
+def stream_request(vb: int, uuid: int) -> DcpStreamRequest:
+    return DcpStreamRequest(
+        opaque=7,
+        vbucket=vb,
+        flags=0,
+        start_seqno=0,
+        end_seqno=2**64 - 1,
+        vbucket_uuid=uuid,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+    )
+
+
+def streaming_session(b: Bucket, buffer_size: int = 0) -> tuple[Session, int]:
+    for i in range(5):
+        b.set(f"k{i}", b"{}", vbucket=0)
+    b.persist()
+    s = Session(b)
+    s.open_dcp(buffer_size)
+    uuid = b.vbucket(0).failover.newest_uuid
+    s.call(stream_request(0, uuid))
+    return s, uuid
+
+
+def test_failover_queues_stream_end_ahead_of_a_later_observe_seqno() -> None:
+    b = bucket()
+    s, old_uuid = streaming_session(b)
+    b.flusher.pause()
+    b.set("lost", b"{}", vbucket=0)
+    b.failover(0)
+    s.send(ObserveSeqno(opaque=99, vbucket=0, vbucket_uuid=old_uuid).encode())
+    out = s.read()
+    ends = [i for i, m in enumerate(out) if isinstance(m, StreamEnd)]
+    answer = next(i for i, m in enumerate(out) if isinstance(m, Response) and m.opaque == 99)
+    assert ends
+    assert ends[0] < answer
+    end = out[ends[0]]
+    assert isinstance(end, StreamEnd)
+    assert end.reason == StreamEndReason.STATE_CHANGED
+    reply = out[answer]
+    assert isinstance(reply, Response)
+    result = ObserveSeqnoResult.decode(reply.value)
+    assert result.vbucket_uuid != old_uuid  # the new branch, seen only after the end
+
+
+def test_stream_end_after_failover_is_sent_even_when_the_flow_window_is_full() -> None:
+    b = bucket()
+    s, _ = streaming_session(b, buffer_size=1)
+    b.failover(0, lose_unpersisted=False)
+    s.send(DcpGetFailoverLog(opaque=42, vbucket=0).encode())
+    out = s.read()
+    kinds = [type(m).__name__ for m in out]
+    assert "StreamEnd" in kinds
+    assert kinds.index("StreamEnd") < kinds.index("Response")
+
+
+def test_failover_drops_the_old_branch_items_still_queued() -> None:
+    b = bucket()
+    s, _ = streaming_session(b)
+    for i in range(3):
+        b.set(f"queued{i}", b"{}", vbucket=0)  # read into the stream queue, not yet sent
+    s.conn.on_vbucket_change(0)
+    b.failover(0, lose_after=5)
+    out = s.read()
+    assert not any(getattr(m, "key", b"").startswith(b"queued") for m in out)
+    assert [m.reason for m in out if isinstance(m, StreamEnd)] == [StreamEndReason.STATE_CHANGED]
+    assert s.conn.streams == {}
+
+
+def test_failover_leaves_streams_of_other_vbuckets_open() -> None:
+    b = bucket()
+    s, _ = streaming_session(b)
+    s.call(stream_request(1, b.vbucket(1).failover.newest_uuid))
+    b.failover(1)
+    out = s.read()
+    assert [m.vbucket for m in out if isinstance(m, StreamEnd)] == [1]
+    assert list(s.conn.streams) == [(0, None)]
+
+
+def test_node_failover_with_disconnect_closes_every_connection() -> None:
+    b = bucket()
+    s, _ = streaming_session(b)
+    s.node.failover(0, disconnect=True)
+    assert s.conn.closed
+    assert not s.conn.data_to_send(0.0)
