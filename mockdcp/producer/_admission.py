@@ -25,6 +25,17 @@ _BUCKET_OPCODES = frozenset(
         Opcode.GET_SCOPE_ID,
         Opcode.DCP_OPEN,
         Opcode.GET_CLUSTER_CONFIG,
+        # KV document commands (_documents.py)
+        Opcode.GET,
+        Opcode.SET,
+        Opcode.ADD,
+        Opcode.REPLACE,
+        Opcode.DELETE,
+        Opcode.TOUCH,
+        Opcode.GAT,
+        Opcode.GET_META,
+        Opcode.SUBDOC_MULTI_LOOKUP,
+        Opcode.SUBDOC_MULTI_MUTATION,
     }
 )
 _DCP_OPCODES = frozenset(

@@ -25,6 +25,7 @@ from mockdcp._errors import RemoteProtocolError
 from mockdcp._numpy import load_numpy
 from mockdcp.producer._admission import admission_status
 from mockdcp.producer._controls import DcpSettings, apply_control
+from mockdcp.producer._documents import HANDLERS as DOCUMENT_HANDLERS
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._flow import FlowWindow
 from mockdcp.producer._state import (
@@ -396,6 +397,7 @@ class Connection:
         extras: bytes = b"",
         datatype: int = 0,
         context: str | None = None,
+        cas: int = 0,
     ) -> None:
         if status in XERROR_ONLY and HelloFeature.XERROR not in self.features:
             self.close(f"{Opcode(frame.opcode).name} refused with {status.name} (no XERROR)")
@@ -416,6 +418,7 @@ class Connection:
                 extras=extras,
                 value=value,
                 datatype=datatype,
+                cas=cas,
             ).encode()
         )
 
@@ -811,3 +814,5 @@ _HANDLERS: dict[type, _Handler] = {
     DcpAddStream: Connection._on_add_stream,
     DcpSeqnoAcknowledged: Connection._on_unsupported,
 }
+#: KV document commands: GET, SET, ..., sub-document multi-path (producer/_documents.py)
+_HANDLERS.update(DOCUMENT_HANDLERS)

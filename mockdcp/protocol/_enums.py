@@ -39,9 +39,19 @@ class Magic(enum.IntEnum):
 class Opcode(enum.IntEnum):
     """Byte 1: the command (wire.md §5)."""
 
+    #: KV document commands (kv_engine ``docs/BinaryProtocol.md``): GET..DELETE, TOUCH,
+    #: GAT, GET_META and the sub-document multi-path commands.
     GET = 0x00
     #: Server push (magic 0x82) or a KV SET (magic 0x80); context decides.
     SET = 0x01
+    ADD = 0x02
+    REPLACE = 0x03
+    DELETE = 0x04
+    TOUCH = 0x1C
+    GAT = 0x1D
+    GET_META = 0xA0
+    SUBDOC_MULTI_LOOKUP = 0xD0
+    SUBDOC_MULTI_MUTATION = 0xD1
     NOOP = 0x0A
     VERSION = 0x0B
     HELLO = 0x1F
@@ -100,6 +110,8 @@ class Status(enum.IntEnum):
     EINVAL = 0x04
     #: The vbucket is not active (or not here).
     NOT_MY_VBUCKET = 0x07
+    #: A KV write that could not be stored (e.g. sub-document ADD on an existing doc).
+    NOT_STORED = 0x05
     #: A bucket is needed and none is selected.
     NO_BUCKET = 0x08
     #: Sent by a consumer only (v7 DCP status codes).
@@ -127,6 +139,30 @@ class Status(enum.IntEnum):
     UNKNOWN_SCOPE = 0x8C
     #: Stream-id present when not enabled, or absent when enabled.
     DCP_STREAMID_INVALID = 0x8D
+    #: Sub-document statuses (kv_engine ``include/mcbp/protocol/status.h``).
+    SUBDOC_PATH_ENOENT = 0xC0
+    SUBDOC_PATH_MISMATCH = 0xC1
+    SUBDOC_PATH_EINVAL = 0xC2
+    SUBDOC_PATH_E2BIG = 0xC3
+    SUBDOC_DOC_E2DEEP = 0xC4
+    SUBDOC_VALUE_CANTINSERT = 0xC5
+    SUBDOC_DOC_NOT_JSON = 0xC6
+    SUBDOC_NUM_ERANGE = 0xC7
+    SUBDOC_DELTA_EINVAL = 0xC8
+    SUBDOC_PATH_EEXISTS = 0xC9
+    SUBDOC_VALUE_ETOODEEP = 0xCA
+    SUBDOC_INVALID_COMBO = 0xCB
+    #: Some specs of a multi-path command failed: the value says which.
+    SUBDOC_MULTI_PATH_FAILURE = 0xCC
+    #: Success, on a deleted document (ACCESS_DELETED).
+    SUBDOC_SUCCESS_DELETED = 0xCD
+    SUBDOC_XATTR_INVALID_FLAG_COMBO = 0xCE
+    SUBDOC_XATTR_INVALID_KEY_COMBO = 0xCF
+    SUBDOC_XATTR_UNKNOWN_MACRO = 0xD0
+    SUBDOC_XATTR_UNKNOWN_VATTR = 0xD1
+    SUBDOC_XATTR_CANT_MODIFY_VATTR = 0xD2
+    SUBDOC_MULTI_PATH_FAILURE_DELETED = 0xD3
+    SUBDOC_INVALID_XATTR_ORDER = 0xD4
 
 
 class Datatype(enum.IntFlag):

@@ -30,6 +30,7 @@ from typing import Self
 import attrs
 
 from mockdcp._errors import RemoteProtocolError
+from mockdcp.protocol._document_requests import DOCUMENT_REQUESTS
 from mockdcp.protocol._enums import (
     CLUSTERMAP_CHANGE_NOTIFICATION,
     Magic,
@@ -176,6 +177,9 @@ CLIENT_REQUESTS: dict[int, type[Message]] = {
         DcpSeqnoAcknowledged,
     )
 }
+
+# KV document commands (_document_requests.py)
+CLIENT_REQUESTS.update({cls.OPCODE: cls for cls in DOCUMENT_REQUESTS})
 
 #: What a consumer receives as (0x80/0x08) requests, by opcode.
 SERVER_REQUESTS: dict[int, type[Message]] = {
