@@ -9,13 +9,18 @@ The server side answers one exchange at a time per connection:
   (java-dcp-client refuses any other attribute, clients.md §1.2); SASL_STEP carries
   client-final, the reply is SUCCESS with server-final ``v=<signature>`` or AUTH_ERROR.
 
-SCRAM arithmetic is the ``scramp`` library's. Unknown users are not revealed early: the
-exchange runs with throw-away credentials and fails at the proof, as for a wrong password.
+Key derivation is the ``scramp`` library's; the exchange is checked here, because kv_engine
+accepts client nonces (the C++ SDK's, with spaces) that scramp refuses. Unknown users are not
+revealed early: the exchange runs with throw-away credentials and fails at the proof, as for
+a wrong password.
 Nonces and salts come from injectable sources so tests can pin the bytes.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -117,14 +122,15 @@ class SaslServer:
 
     def step(self, mechanism: str, payload: bytes) -> SaslResult:
         """Answer SASL_STEP: verify the SCRAM client-final; SUCCESS + ``v=...`` or AUTH_ERROR."""
-        server, user = self._scram, self._scram_user
+        exchange, user = self._scram, self._scram_user
         self._scram = None
-        if server is None or mechanism != self._scram_mechanism:
+        if exchange is None or mechanism != self._scram_mechanism:
             return _FAILED
         try:
-            server.set_client_final(payload.decode())
-            final = server.get_server_final()
-        except (scramp.ScramException, UnicodeDecodeError):
+            final = exchange.finish(payload.decode())
+        except (ValueError, UnicodeDecodeError):
+            return _FAILED
+        if final is None:
             return _FAILED
         return SaslResult(status=Status.SUCCESS, payload=final.encode(), user=user)
 
@@ -152,21 +158,88 @@ class SaslServer:
         return self._auth_info[key]
 
     def _scram_first(self, mechanism: str, payload: bytes) -> SaslResult:
-        m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
-        seen: list[str] = []
-
-        def auth_fn(user: str) -> _AuthInfo:
-            seen.append(user)
-            return self._lookup(mechanism, user)
-
-        server = m.make_server(auth_fn, s_nonce=self._nonce())
         try:
-            server.set_client_first(payload.decode())
-            first = server.get_server_first()
-        except (scramp.ScramException, UnicodeDecodeError):
+            text = payload.decode()
+            gs2_header, bare, user, c_nonce = _parse_client_first(text)
+        except (ValueError, UnicodeDecodeError):
             return _FAILED
-        self._scram, self._scram_mechanism, self._scram_user = server, mechanism, seen[0]
-        return SaslResult(status=Status.AUTH_CONTINUE, payload=first.encode())
+        info = self._lookup(mechanism, user)
+        exchange = _ScramExchange(
+            _HASHES[mechanism], info, gs2_header, bare, c_nonce + self._nonce()
+        )
+        self._scram, self._scram_mechanism, self._scram_user = exchange, mechanism, user
+        return SaslResult(status=Status.AUTH_CONTINUE, payload=exchange.server_first.encode())
+
+
+#: Couchbase mechanism name → hashlib name.
+_HASHES = {"SCRAM-SHA512": "sha512", "SCRAM-SHA256": "sha256", "SCRAM-SHA1": "sha1"}
+
+
+def _attributes(message: str) -> list[tuple[str, str]]:
+    """``a=x,b=y`` → [(a, x), (b, y)]; ``ValueError`` on a part without ``=``."""
+    out = []
+    for part in message.split(","):
+        key, eq, value = part.partition("=")
+        if not eq or len(key) != 1:
+            raise ValueError(f"bad SCRAM attribute {part!r}")
+        out.append((key, value))
+    return out
+
+
+def _parse_client_first(message: str) -> tuple[str, str, str, str]:
+    """RFC 5802 client-first → (gs2 header, client-first-bare, user, client nonce).
+
+    The nonce is taken as any characters but ``,``: kv_engine accepts the nonce the
+    Couchbase C++ SDK (and so the Python SDK) sends, which holds spaces, although RFC
+    5802's ``printable`` excludes them (scramp refuses it). Raises ``ValueError``.
+    """
+    flag, authzid, bare = message.split(",", 2)
+    if flag not in ("n", "y") or (authzid and not authzid.startswith("a=")):
+        raise ValueError("unsupported GS2 header (no channel binding)")
+    attrs_ = dict(_attributes(bare)[:2])
+    user, nonce = attrs_.get("n"), attrs_.get("r")
+    if not user or not nonce:
+        raise ValueError("client-first needs n= and r=")
+    user = user.replace("=2C", ",").replace("=3D", "=")
+    return f"{flag},{authzid},", bare, user, nonce
+
+
+class _ScramExchange:
+    """The server side of one SCRAM exchange (RFC 5802 §3, §5) after client-first."""
+
+    def __init__(
+        self, hash_name: str, info: _AuthInfo, gs2_header: str, bare: str, nonce: str
+    ) -> None:
+        self._hash = hash_name
+        salt, self._stored_key, self._server_key, iterations = info
+        self._gs2_header = gs2_header
+        self._bare = bare
+        self._nonce = nonce
+        self.server_first = f"r={nonce},s={base64.b64encode(salt).decode()},i={iterations}"
+
+    def _hmac(self, key: bytes, text: str) -> bytes:
+        return hmac.new(key, text.encode(), self._hash).digest()
+
+    def finish(self, client_final: str) -> str | None:
+        """Check the client-final's nonce, channel binding and proof; the server-final
+        ``v=...``, or None when the proof is wrong. ``ValueError`` when malformed."""
+        without_proof, sep, proof_b64 = client_final.rpartition(",p=")
+        if not sep:
+            raise ValueError("client-final has no proof")
+        attrs_ = dict(_attributes(without_proof))
+        binding = base64.b64encode(self._gs2_header.encode()).decode()
+        if attrs_.get("r") != self._nonce or attrs_.get("c") != binding:
+            return None
+        proof = base64.b64decode(proof_b64, validate=True)
+        auth_message = f"{self._bare},{self.server_first},{without_proof}"
+        signature = self._hmac(self._stored_key, auth_message)
+        if len(proof) != len(signature):
+            return None
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), self._stored_key):
+            return None
+        server_signature = self._hmac(self._server_key, auth_message)
+        return "v=" + base64.b64encode(server_signature).decode()
 
 
 class SaslClient:

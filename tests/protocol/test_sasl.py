@@ -180,3 +180,46 @@ def test_salt_is_stable_per_user_and_mechanism() -> None:
 def test_unsupported_mechanism_in_configuration_is_refused() -> None:
     with pytest.raises(ValueError, match="unsupported"):
         SaslServer(USERS, mechanisms=("CRAM-MD5",))
+
+
+def _manual_client_final(server_first: str, bare: str, password: str) -> tuple[str, bytes]:
+    """RFC 5802 client-final for SHA-512, computed by hand (scramp refuses the nonce)."""
+    import hashlib
+    import hmac
+
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        "sha512", password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
+    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+    stored = hashlib.sha512(client_key).digest()
+    without_proof = f"c={base64.b64encode(b'n,,').decode()},r={fields['r']}"
+    auth = f"{bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored, auth, "sha512").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    server_key = hmac.new(salted, b"Server Key", "sha512").digest()
+    expected_v = base64.b64encode(hmac.new(server_key, auth, "sha512").digest())
+    return f"{without_proof},p={base64.b64encode(proof).decode()}", b"v=" + expected_v
+
+
+def test_scram_accepts_the_cxx_sdk_nonce_with_spaces() -> None:
+    server = fixed_server()
+    bare = "n=Administrator,r=0x0d 0x57 0x28 0x5d"
+    first = server.start("SCRAM-SHA512", f"n,,{bare}".encode())
+    assert first.status == Status.AUTH_CONTINUE
+    assert first.payload.startswith(b"r=0x0d 0x57 0x28 0x5dservernonce,")
+    final, expected = _manual_client_final(first.payload.decode(), bare, "password")
+    result = server.step("SCRAM-SHA512", final.encode())
+    assert (result.status, result.payload, result.user) == (
+        Status.SUCCESS,
+        expected,
+        "Administrator",
+    )
+
+
+def test_scram_with_a_spaced_nonce_and_a_wrong_password_fails() -> None:
+    server = fixed_server()
+    bare = "n=Administrator,r=a b"
+    first = server.start("SCRAM-SHA512", f"n,,{bare}".encode())
+    final, _ = _manual_client_final(first.payload.decode(), bare, "wrong")
+    assert server.step("SCRAM-SHA512", final.encode()).status == Status.AUTH_ERROR

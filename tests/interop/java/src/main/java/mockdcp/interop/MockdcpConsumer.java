@@ -4,6 +4,7 @@ import com.couchbase.client.core.deps.io.netty.buffer.ByteBuf;
 import com.couchbase.client.dcp.Client;
 import com.couchbase.client.dcp.StreamFrom;
 import com.couchbase.client.dcp.StreamTo;
+import com.couchbase.client.dcp.config.CompressionMode;
 import com.couchbase.client.dcp.config.DcpControl;
 import com.couchbase.client.dcp.core.event.CouchbaseEvent;
 import com.couchbase.client.dcp.events.DcpFailureEvent;
@@ -51,6 +52,7 @@ import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.concurrent.TimeUnit;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -120,6 +122,8 @@ public final class MockdcpConsumer {
     boolean expiryOpcode;
     int connectTimeoutSeconds = 15;
     String logLevel = "info";
+    /** null, or the connector whose java-dcp-client settings to use (kafka, elasticsearch). */
+    String profile;
   }
 
   static final class UsageException extends Exception {
@@ -183,6 +187,12 @@ public final class MockdcpConsumer {
         case "--resume-from": o.resumeFrom = v; break;
         case "--connect-timeout-seconds": o.connectTimeoutSeconds = parseInt(a, v, 1, 3600); break;
         case "--log-level": o.logLevel = v.toLowerCase(Locale.ROOT); break;
+        case "--profile":
+          if (!List.of("kafka", "elasticsearch").contains(v)) {
+            throw new UsageException("--profile wants kafka or elasticsearch, got " + v);
+          }
+          o.profile = v;
+          break;
         default:
           throw new UsageException("unknown option " + a);
       }
@@ -669,6 +679,29 @@ public final class MockdcpConsumer {
     }
   }
 
+  /**
+   * The settings the Couchbase connectors put on the client with their default configuration
+   * (kafka-connect-couchbase CouchbaseReader and couchbase-elasticsearch-connector: collections
+   * aware, compression on, rollback mitigation polling OBSERVE_SEQNO every 100 ms, a 16 MiB flow
+   * control buffer acknowledged at 60 %; the Kafka connector also asks for change streams and
+   * IGNORE_PURGED_TOMBSTONES when the server offers them, the Elasticsearch one sets a 20 s noop).
+   */
+  static void applyConnectorProfile(Client.Builder builder, String profile) {
+    builder.collectionsAware(true)
+        .compression(CompressionMode.ENABLED)
+        .mitigateRollbacks(100, TimeUnit.MILLISECONDS)
+        .flowControl(16 * 1024 * 1024)
+        .bufferAckWatermark(60);
+    if (profile.equals("kafka")) {
+      builder.noValue(false)
+          .xattrs(false)
+          .optionalControlParam("change_streams", true)
+          .optionalStreamFlags(java.util.Set.of(com.couchbase.client.dcp.message.StreamFlag.IGNORE_PURGED_TOMBSTONES));
+    } else {
+      builder.controlParam(DcpControl.Names.SET_NOOP_INTERVAL, 20);
+    }
+  }
+
   void run() throws Exception {
     Client.Builder builder = Client.builder()
         .seedNodes(opts.host + ":" + opts.kvPort)
@@ -683,6 +716,9 @@ public final class MockdcpConsumer {
       if (!opts.collectionNames.isEmpty()) {
         builder.collectionNames(opts.collectionNames);
       }
+    }
+    if (opts.profile != null) {
+      applyConnectorProfile(builder, opts.profile);
     }
     if (opts.flowControl > 0) {
       builder.flowControl(opts.flowControl);
