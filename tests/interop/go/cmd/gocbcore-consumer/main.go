@@ -140,7 +140,7 @@ func (c *consumer) run() error {
 		BucketName:        c.opts.Bucket,
 		SeedConfig:        c.seedConfig(),
 		SecurityConfig:    c.securityConfig(),
-		CompressionConfig: gocbcore.CompressionConfig{Enabled: false},
+		CompressionConfig: gocbcore.CompressionConfig{Enabled: c.opts.DisableDecompression, DisableDecompression: c.opts.DisableDecompression},
 		IoConfig:          gocbcore.IoConfig{UseCollections: c.opts.Collections},
 		DCPConfig: gocbcore.DCPConfig{
 			BufferSize:      c.opts.FlowControl,

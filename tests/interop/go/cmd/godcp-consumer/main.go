@@ -131,8 +131,46 @@ func main() {
 	}
 }
 
+// readmeConfig is go-dcp's README configuration: only the required fields,
+// every default as go-dcp applies it (couchbase membership and metadata in the
+// bucket itself, rollback mitigation, health check and API on). Two settings
+// are not the README's: the API port (parallel test runs), and the couchbase
+// membership timings (rebalance delay 30 s, heartbeats 10 s tolerated for 1
+// min, monitor every 30 s by default), shortened so that a restart rejoins in
+// seconds; the membership type itself stays go-dcp's default.
+func (c *consumer) readmeConfig() *config.Dcp {
+	o := c.opts
+	cfg := &config.Dcp{
+		Hosts:      []string{fmt.Sprintf("http://%s:%d", o.Host, o.HTTPPort)},
+		Username:   o.User,
+		Password:   o.Password,
+		BucketName: o.Bucket,
+		Dcp: config.ExternalDcp{
+			Group: config.DCPGroup{
+				Name: o.Name,
+				Membership: config.DCPGroupMembership{
+					RebalanceDelay: time.Second,
+					Config: map[string]string{
+						"heartbeatInterval":          "500ms",
+						"heartbeatToleranceDuration": "1s",
+						"monitorInterval":            "1s",
+					},
+				},
+			},
+		},
+		Logging: config.Logging{Level: "info"},
+	}
+	if o.APIPort > 0 {
+		cfg.API.Port = o.APIPort
+	}
+	return cfg
+}
+
 func (c *consumer) config() (*config.Dcp, error) {
 	o := c.opts
+	if o.ReadmeConfig {
+		return c.readmeConfig(), nil
+	}
 	cfg := &config.Dcp{
 		Hosts:      []string{fmt.Sprintf("http://%s:%d", o.Host, o.HTTPPort)},
 		Username:   o.User,

@@ -48,6 +48,12 @@ type Options struct {
 	ConnectTimeout   time.Duration
 	Verbose          bool
 	NoStdin          bool
+	// go-dcp only: the README configuration (default membership and metadata,
+	// rollback mitigation, health check and API on); APIPort for its API.
+	ReadmeConfig bool
+	APIPort      int
+	// gocbcore only: compression negotiated, values passed on as received.
+	DisableDecompression bool
 }
 
 // ParseFlags parses os.Args. Usage errors exit with status 2.
@@ -73,6 +79,9 @@ func ParseFlags(prog, defaultName string) *Options {
 	fs.DurationVar(&o.ConnectTimeout, "connect-timeout", 20*time.Second, "bootstrap deadline")
 	fs.BoolVar(&o.Verbose, "verbose", false, "verbose client logging on stderr")
 	fs.BoolVar(&o.NoStdin, "no-stdin", false, "do not stop on stdin EOF (stop only on SIGTERM/SIGINT)")
+	fs.BoolVar(&o.ReadmeConfig, "readme-config", false, "go-dcp: its README configuration (membership, metadata, mitigation, health check, API)")
+	fs.IntVar(&o.APIPort, "api-port", 0, "go-dcp: API port with --readme-config (0 = go-dcp's default 8080)")
+	fs.BoolVar(&o.DisableDecompression, "disable-decompression", false, "gocbcore: CompressionConfig{Enabled, DisableDecompression}")
 	_ = fs.Parse(os.Args[1:])
 	o.CollectionFilter = colls
 	if fs.NArg() > 0 {

@@ -192,6 +192,7 @@ public final class MockdcpConsumer {
             throw new UsageException("--profile wants kafka or elasticsearch, got " + v);
           }
           o.profile = v;
+          o.collections = true; // both connectors are collections aware
           break;
         default:
           throw new UsageException("unknown option " + a);
