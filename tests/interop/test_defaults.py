@@ -113,31 +113,50 @@ async def test_godcp_readme_configuration_streams_checkpoints_and_resumes(
     assert delivered_keys(again, "first") == set(), "resumed from its checkpoint, not from 0"
 
 
-@pytest.mark.parametrize("client", ["java-kafka", "java-elasticsearch", "godcp"])
-async def test_mitigating_client_never_delivers_a_write_the_failover_lost(
-    client: str, mock: MockDcpServer, start_client: Start
-) -> None:
-    load(mock, 400, "base")
-    if client == "godcp":
-        run = await start_godcp(start_client, mock, "failover")
-        await converge_user_docs(run, mock)
-    else:
-        run = await start_client("java", mock, "--profile", client.split("-")[1])
-        await converge(run, mock)
-    for round_ in range(3):
+async def lose_writes_in_failovers(run: ClientRun, mock: MockDcpServer, rounds: int) -> None:
+    """Rounds of: writes held unpersisted (streamed, held back by the client's mitigation),
+    then failover, new writes and persistence in one step, as a node moves on."""
+    for round_ in range(rounds):
         mock.bucket.flusher.pause()
         load(mock, 64, f"lost{round_}")
-        await trio.sleep(0.5)  # streamed to the client, held back by its mitigation
-        # failover, new writes and persistence in one step, as a node moves on
+        await trio.sleep(0.5)
         mock.failover()
         load(mock, 64, f"kept{round_}")
+        mock.bucket.persist()  # in the same step: the new branch is persisted at once
         mock.bucket.flusher.resume()
         await trio.sleep(1.5)
-        assert delivered_keys(run, f"lost{round_}") == set(), f"round {round_}"
-    if client != "godcp":
-        await converge(run, mock, seconds=90)
+
+
+@pytest.mark.parametrize("profile", ["kafka", "elasticsearch"])
+async def test_mitigating_java_client_never_delivers_a_write_the_failover_lost(
+    profile: str, mock: MockDcpServer, start_client: Start
+) -> None:
+    load(mock, 400, "base")
+    run = await start_client("java", mock, "--profile", profile)
+    await converge(run, mock)
+    await lose_writes_in_failovers(run, mock, rounds=4)
+    await converge(run, mock, seconds=90)
     await run.stop()
     assert delivered_keys(run, "lost") == set()
+
+
+async def test_godcp_mitigation_releases_held_writes_by_seqno_whatever_the_branch(
+    mock: MockDcpServer, start_client: Start
+) -> None:
+    # go-dcp's rollback mitigation holds an item until OBSERVE_SEQNO reports a persisted
+    # seqno at or above it, but takes that seqno from whatever branch the node reports
+    # (couchbase/rollback_mitigation.go observe: a new vbucket uuid is recorded, its
+    # persisted seqno dispatched all the same), while the held item blocks the stream's
+    # STREAM_END behind it. Once the new branch's writes are persisted past a lost item's
+    # seqno, go-dcp delivers the lost item. A real node reports the same numbers after a
+    # failover: this is the client's behaviour, pinned here (java-dcp-client, above,
+    # checks the uuid and never delivers them).
+    load(mock, 400, "base")
+    run = await start_godcp(start_client, mock, "failover")
+    await converge_user_docs(run, mock)
+    await lose_writes_in_failovers(run, mock, rounds=1)
+    await run.wait_for(lambda: bool(delivered_keys(run, "lost")), 30, "a lost write delivered")
+    await run.stop()
 
 
 @pytest.mark.xfail(
