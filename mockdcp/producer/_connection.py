@@ -368,7 +368,8 @@ class Connection:
                     continue
                 hold = holds.get(stream.vbucket)
                 stop = None if hold is None else _frames_up_to(stream.chunks[0], hold)
-                taken = self.flow.take(stream.chunks, parts, quantum, stop=stop)
+                budget = min(quantum, limit - size)  # a throttle's limit may be small
+                taken = self.flow.take(stream.chunks, parts, budget, stop=stop)
                 stream.mark_drained()
                 size += taken
                 progressed |= taken > 0
