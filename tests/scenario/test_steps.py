@@ -117,7 +117,7 @@ def test_cluster_steps() -> None:
     vb = n.bucket.vbucket(0)
     assert vb.high_seqno == 2  # items after the persisted seqno are lost
     assert len(vb.failover.entries) == 2
-    apply(n, steps.SetVbucketState(vbuckets=[1, 2], state="replica"))
+    apply(n, steps.SetVbucketState(vbuckets=(1, 2), state="replica"))
     assert n.bucket.vbucket(2).state is VBucketState.REPLICA
     rev = n.config_rev
     apply(n, steps.MoveVbucket(vbuckets=3))
