@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.model._documents import Documents, KvError
+from mockdcp.producer import _lookups as lookups
 from mockdcp.protocol import Datatype, HelloFeature, Status
 from mockdcp.protocol._document_requests import (
     Add,
@@ -65,7 +66,7 @@ def _run(
         if exc.status == Status.NOT_MY_VBUCKET:
             conn._not_my_vbucket(frame)
         elif exc.status == Status.UNKNOWN_COLLECTION:
-            conn._unknown(frame, Status.UNKNOWN_COLLECTION)
+            conn._reply(frame, lookups._unknown(Status.UNKNOWN_COLLECTION))
         else:
             conn._respond(frame, exc.status, value=exc.value, context=exc.context)
 

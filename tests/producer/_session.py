@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.producer import Node
-from mockdcp.producer._connection import Connection
 from mockdcp.protocol import (
     DcpControl,
     DcpOpen,
@@ -31,7 +30,7 @@ class Session:
 
     def __init__(self, bucket: Bucket, *, features: tuple[int, ...] = FEATURES) -> None:
         self.node = Node(bucket=bucket, users={"Administrator": "password"})
-        self.conn = Connection(self.node, conn_id=1, now=0.0)
+        self.conn = self.node.open_connection(0.0)
         self.collections = HelloFeature.COLLECTIONS in features
         self._opaque = 0
         self.call(Hello(opaque=0, agent=b"test", features=features))

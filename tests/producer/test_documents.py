@@ -109,11 +109,10 @@ def test_document_commands_before_select_bucket_get_no_bucket() -> None:
     s = Session.__new__(Session)
     b = bucket()
     from mockdcp.producer import Node
-    from mockdcp.producer._connection import Connection
     from mockdcp.protocol import Hello, SaslAuth
 
     s.node = Node(bucket=b, users={"Administrator": "password"})
-    s.conn = Connection(s.node, conn_id=1, now=0.0)
+    s.conn = s.node.open_connection(0.0)
     s.collections = False
     s.call(Hello(opaque=0, agent=b"t", features=FEATURES))
     s.call(SaslAuth(opaque=0, mechanism="PLAIN", payload=b"\0Administrator\0password"))
