@@ -45,3 +45,20 @@ async def test_serve_refuses_a_flush_interval_that_is_not_positive(interval: flo
     with pytest.raises(ServerError, match="flush_interval"):
         async with serve(port=0, http_port=0, vbuckets=4, flush_interval=interval):
             pass
+
+
+async def test_the_persistence_step_holds_and_releases_the_flusher() -> None:
+    async with serve(port=0, http_port=0, vbuckets=4, flush_interval=0.001) as server:
+        await server.apply({"persistence": {"paused": True}})
+        assert server.persistence_paused
+        item = server.bucket.set("k", b"{}")
+        vb = server.bucket.vbucket(item.vbucket)
+        await trio.sleep(0.05)
+        assert vb.persisted_seqno == 0
+        await server.apply({"persist": {}})  # persist works while the flusher is held
+        assert vb.persisted_seqno == item.seqno
+        second = server.bucket.set("k", b'{"v":2}')
+        await server.apply({"persistence": {"paused": False}})
+        with trio.fail_after(5):
+            await wait_until(lambda: vb.persisted_seqno == second.seqno)
+        assert server.state()["persistence_paused"] is False
