@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import cramjam
 
-from mockdcp._errors import MockDcpError
+from mockdcp._errors import MockDcpError, RemoteProtocolError
 from mockdcp.model._subdoc import SubdocError, dumps, lookup, mutate, parse_path
 from mockdcp.protocol._document_requests import (
     DocFlag,
@@ -95,9 +95,18 @@ class Body:
         value, datatype = item.value, item.datatype
         xattrs: dict[str, Any] = {}
         if datatype & Datatype.XATTR:
-            pairs, value = split_xattrs(value)
-            xattrs = {k.decode(): json.loads(v) for k, v in pairs}
+            xattrs, value = _split(value)
         return cls(xattrs, value, bool(datatype & Datatype.JSON))
+
+
+def _split(value: bytes) -> tuple[dict[str, Any], bytes]:
+    """An XATTR value's xattrs (name -> parsed JSON) and body; ``KvError`` EINVAL when
+    the section is malformed or an xattr is not JSON (binary xattrs are not modelled)."""
+    try:
+        pairs, body = split_xattrs(value)
+        return {k.decode(): json.loads(v) for k, v in pairs}, body
+    except (RemoteProtocolError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise KvError(Status.EINVAL, f"xattrs: {exc}") from None
 
 
 def _is_json(body: bytes) -> bool:
@@ -214,8 +223,7 @@ class Documents:
             except cramjam.DecompressionError:
                 raise KvError(Status.EINVAL, "value is not valid snappy") from None
         if datatype & Datatype.XATTR:
-            pairs, body = split_xattrs(value)
-            xattrs = {k.decode(): json.loads(v) for k, v in pairs}
+            xattrs, body = _split(value)
         else:
             body = value
             kept = Body.of(old).xattrs

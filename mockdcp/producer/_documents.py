@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mockdcp._errors import RemoteProtocolError
+from mockdcp._errors import ModelError, RemoteProtocolError
 from mockdcp.model._documents import Documents, KvError
 from mockdcp.producer import _lookups as lookups
 from mockdcp.protocol import Datatype, HelloFeature, Status
@@ -62,6 +62,8 @@ def _run(
         return
     try:
         command(_documents(conn), msg.vbucket, cid, key)
+    except ModelError as exc:  # a value the model refuses: the request's fault
+        conn._respond(frame, Status.EINVAL, context=str(exc))
     except KvError as exc:
         if exc.status == Status.NOT_MY_VBUCKET:
             conn._not_my_vbucket(frame)

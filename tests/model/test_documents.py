@@ -314,3 +314,19 @@ def test_delete_doc_spec_deletes(docs: Documents) -> None:
     docs.store("set", 0, 0, b"k", b"{}")
     w = docs.mutate_in(0, 0, b"k", [spec(Op.DELETE_DOC)])
     assert w.item.deleted
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"\x00\x00\x00\x09short", b"\x00\x00\x00\x08\x00\x00\x00\x04a\x00{\x00"],
+)
+def test_a_malformed_xattr_section_is_einval(docs: Documents, value: bytes) -> None:
+    with pytest.raises(KvError) as info:
+        docs.store("set", 0, 0, b"k", value, datatype=Datatype.XATTR)
+    assert info.value.status == Status.EINVAL
+
+
+def test_a_value_that_is_not_snappy_is_einval(docs: Documents) -> None:
+    with pytest.raises(KvError) as info:
+        docs.store("set", 0, 0, b"k", b"\xff\xff\xff\xff", datatype=Datatype.SNAPPY)
+    assert info.value.status == Status.EINVAL
