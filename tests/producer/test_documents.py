@@ -214,3 +214,50 @@ def test_a_write_through_kv_reaches_an_open_stream() -> None:
     reply(writer, Set(opaque=1, key=b"live", vbucket=vb, value=b'{"v":1}'))
     got = [m for m in consumer.read() if isinstance(m, Mutation)]
     assert [(m.key, m.value) for m in got] == [(b"live", b'{"v":1}')]
+
+
+def test_set_with_durability_and_preserve_ttl_framing_extras() -> None:
+    from mockdcp.protocol import Magic, Opcode, encode_frame
+
+    s = session()
+    reply(s, Set(opaque=1, key=b"k", vbucket=0, value=b"1", expiry=600))
+    expiry = s.node.bucket.vbucket(0).get(b"k").expiry  # type: ignore[union-attr]
+    # durability majority with a 100 ms timeout (id 1, 3 bytes), preserve TTL (id 5)
+    framing = bytes([0x13, 0x01, 0x00, 0x64, 0x50])
+    s.send(
+        encode_frame(
+            Magic.ALT_REQUEST,
+            Opcode.SET,
+            opaque=2,
+            framing_extras=framing,
+            extras=struct.pack(">II", 0, 0),
+            key=b"k",
+            value=b"2",
+        )
+    )
+    out = s.read()
+    assert isinstance(out[0], Response)
+    assert out[0].status == Status.SUCCESS
+    item = s.node.bucket.vbucket(0).get(b"k")
+    assert item is not None
+    assert (item.value, item.expiry) == (b"2", expiry)
+
+
+def test_a_bad_durability_level_is_einval() -> None:
+    from mockdcp.protocol import Magic, Opcode, encode_frame
+
+    s = session()
+    s.send(
+        encode_frame(
+            Magic.ALT_REQUEST,
+            Opcode.SET,
+            opaque=2,
+            framing_extras=bytes([0x11, 0x07]),
+            extras=struct.pack(">II", 0, 0),
+            key=b"k",
+            value=b"2",
+        )
+    )
+    out = s.read()
+    assert isinstance(out[0], Response)
+    assert out[0].status == Status.EINVAL
