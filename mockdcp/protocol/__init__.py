@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp._lazy import lazy_getattr
-from mockdcp.protocol._document_frame import encode_document_frame as encode_document_frame
+from mockdcp.protocol._document_frame import (
+    AFTER_ALL_SEQNOS as AFTER_ALL_SEQNOS,
+    encode_document_frame as encode_document_frame,
+    stream_frame_seqno as stream_frame_seqno,
+)
 from mockdcp.protocol._enums import *  # noqa: F403
 from mockdcp.protocol._frame import (
     DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE,
