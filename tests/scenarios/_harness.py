@@ -80,7 +80,8 @@ async def run_scenario(
             with trio.move_on_after(limit) as scope:
                 await server.scenario_done.wait()
             # "written" is not "received": give the consumer a moment to catch up
-            with trio.move_on_after(SETTLE):
+            settle = 0.0 if server.runner.progress.failure or scope.cancelled_caught else SETTLE
+            with trio.move_on_after(settle):
                 while not converged(consumer, server) and error is None:
                     await trio.sleep(0.01)
             nursery.cancel_scope.cancel()
