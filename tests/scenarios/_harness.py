@@ -82,7 +82,8 @@ async def run_scenario(
             # "written" is not "received": give the consumer a moment to catch up
             settle = 0.0 if server.runner.progress.failure or scope.cancelled_caught else SETTLE
             with trio.move_on_after(settle):
-                while not converged(consumer, server) and error is None:
+                # the consumer's state has no event to wait on: poll it
+                while not converged(consumer, server) and error is None:  # noqa: ASYNC110
                     await trio.sleep(0.01)
             nursery.cancel_scope.cancel()
         failure = server.runner.progress.failure

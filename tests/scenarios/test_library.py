@@ -91,7 +91,10 @@ async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
 
 def mockdcp_run(scenario: str, *consumer: str) -> tuple[int, dict[str, Any]]:
     """``mockdcp run --json`` of a library scenario: exit status and report."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     command = [sys.executable, "-m", "mockdcp", "run", "--json", "--timeout", "60"]
     done = subprocess.run(
         [*command, str(LIBRARY / f"{scenario}.yaml"), "--", *consumer],
