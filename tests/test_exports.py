@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 import pytest
 
 import mockdcp
+
+if TYPE_CHECKING:
+    import pathlib
 
 PUBLIC = {
     "mockdcp": {
@@ -46,3 +50,18 @@ def test_serve_and_server_are_the_top_level_api() -> None:
 
     assert mockdcp.serve is serve
     assert mockdcp.Server is Server
+
+
+def test_a_misspelled_import_of_a_lazily_loaded_name_fails_the_type_check(
+    tmp_path: pathlib.Path,
+) -> None:
+    from mypy import api
+
+    good = tmp_path / "good.py"
+    good.write_text("from mockdcp.protocol import DcpStreamRequest as DcpStreamRequest\n")
+    bad = tmp_path / "bad.py"
+    bad.write_text("from mockdcp.protocol import DcpStreamReqest as DcpStreamReqest\n")
+    out, _, status = api.run(["--strict", "--no-incremental", str(good), str(bad)])
+    assert status == 1
+    assert 'bad.py:1: error: Module "mockdcp.protocol" has no attribute "DcpStreamReqest"' in out
+    assert "good.py" not in out

@@ -14,6 +14,7 @@ from mockdcp.producer import _stream
 from mockdcp.protocol import Magic, Opcode, Status, stream_frame_seqno
 from mockdcp.scenario import ConsumerProgress, Disconnect, Set, Wait
 
+from ._raw import wait_until
 from .test_bad_input import _opened, _stream_req
 
 if TYPE_CHECKING:
@@ -74,7 +75,9 @@ async def test_a_wait_for_the_high_seqno_of_every_vbucket_sees_every_item() -> N
             consumer = DcpConsumer(server.host, server.kv_port, vbuckets=range(4))
             nursery.start_soon(consumer.run)
             await server.wait(ConsumerProgress(seqno="high"), limit=20)
-            assert consumer.state.items == 100
+            # every item is on the wire: the consumer reads them without more writes
+            with trio.fail_after(5):
+                await wait_until(lambda: consumer.state.items == 100)
             nursery.cancel_scope.cancel()
 
 
