@@ -105,7 +105,7 @@ def mockdcp_run(scenario: str, *consumer: str) -> tuple[int, dict[str, Any]]:
         timeout=120,
         check=False,
     )
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = json.loads(done.stdout)  # the consumer writes to stderr
     return done.returncode, report
 
 
