@@ -50,11 +50,26 @@ MODES: dict[str, type[DcpConsumer]] = {
 }
 
 
-def make_consumer(mode: str, host: str, port: int, **options: object) -> DcpConsumer:
+def make_consumer(
+    mode: str,
+    host: str,
+    port: int,
+    *,
+    user: str = "Administrator",
+    password: str = "password",
+    bucket: str = "default",
+) -> DcpConsumer:
     """The wrong consumer of ``mode`` for the node at ``host:port``."""
-    if mode == "never-ack":
-        options.setdefault("buffer_size", NEVER_ACK_BUFFER)
-    return MODES[mode](host, port, vbuckets=None, name=f"wrong-{mode}", **options)  # type: ignore[arg-type]
+    return MODES[mode](
+        host,
+        port,
+        user=user,
+        password=password,
+        bucket=bucket,
+        vbuckets=None,
+        name=f"wrong-{mode}",
+        buffer_size=NEVER_ACK_BUFFER if mode == "never-ack" else 20 * 1024 * 1024,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
