@@ -51,7 +51,9 @@ def test_library_scenario_validates_against_its_bucket(path: Path) -> None:
     assert validate_file(str(path)) == []
     scenario = load_scenario(str(path))
     assert scenario.name == path.stem
-    assert len(scenario.description.split()) >= 20  # says which failure it reproduces
+    summary, _, detail = scenario.description.partition("\n")
+    assert 0 < len(summary) <= 80  # the line `mockdcp scenarios` shows
+    assert len(detail.split()) >= 20  # which failure it reproduces, and how
 
 
 @pytest.mark.parametrize("name", CONSUMER_OPTIONS)
