@@ -355,12 +355,12 @@ async def _serve(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
             nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
-            if model.flusher.enabled:  # the bucket persists by itself (model/_flusher.py)
-                nursery.start_soon(run_flusher, model.flusher)
             if plan is not None:
                 nursery.start_soon(server.run_rest, later, plan.source, first_wait)
             else:
                 server.scenario_done.set()
+            if model.flusher.enabled:  # the bucket persists by itself (model/_flusher.py)
+                nursery.start_soon(run_flusher, model.flusher)
             try:
                 yield server
             finally:
