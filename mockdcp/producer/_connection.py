@@ -150,6 +150,9 @@ class ConnectionStatistics:
     buffer_size: int
     noops_sent: int
     noops_answered: int
+    #: stream messages sent (mutations, markers, stream ends...) and buffer acks received
+    messages_sent: int = 0
+    acks: int = 0
 
 
 class Connection:
@@ -297,6 +300,8 @@ class Connection:
             buffer_size=self.settings.buffer_size,
             noops_sent=self.noops_sent,
             noops_answered=self.noops_answered,
+            messages_sent=self.flow.messages,
+            acks=self.flow.acks,
         )
 
     # -- sending stream data under flow control -----------------------------------------
@@ -357,6 +362,7 @@ class Connection:
 
     def _emit(self, kind: str, **fields: object) -> None:
         self.events.append((kind, fields))
+        self.node.counters[kind] += 1
         if self.on_event is not None:
             self.on_event(kind, fields)
 

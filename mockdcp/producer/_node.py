@@ -7,6 +7,7 @@ again from outside its own I/O (another producer took its name, a step ended its
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import attrs
@@ -21,6 +22,17 @@ if TYPE_CHECKING:
 
 #: producer.md §7: a noop-enabled connection silent this long is disconnected.
 DEFAULT_IDLE_TIMEOUT = 360.0
+
+#: the ``ConnectionStatistics`` counters a closed connection leaves in ``Node.retired``
+RETIRED_COUNTERS = (
+    "bytes_received",
+    "bytes_sent",
+    "acked_bytes",
+    "noops_sent",
+    "noops_answered",
+    "messages_sent",
+    "acks",
+)
 
 
 @attrs.define(kw_only=True)
@@ -40,6 +52,10 @@ class Node:
     producers: dict[bytes, Connection] = attrs.field(factory=dict)
     connections: set[Connection] = attrs.field(factory=set)
     wake: Callable[[Connection], None] = lambda conn: None
+    #: events of every connection so far, by kind ("rollback", "stream_opened"...)
+    counters: Counter[str] = attrs.field(factory=Counter)
+    #: the final counters of closed connections ("bytes_sent"...; "connections": how many)
+    retired: Counter[str] = attrs.field(factory=Counter)
 
     def __attrs_post_init__(self) -> None:
         if not self.bucket_uuid:
@@ -76,7 +92,11 @@ class Node:
         self.producers[name] = conn
 
     def forget(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            stats = attrs.asdict(conn.statistics())
+            self.retired.update({k: stats[k] for k in RETIRED_COUNTERS})
+            self.retired["connections"] += 1
         for name, c in list(self.producers.items()):
             if c is conn:
                 del self.producers[name]

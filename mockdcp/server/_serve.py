@@ -122,16 +122,20 @@ async def serve(
     idle_timeout: float | None = None,
     bucket_obj: Bucket | None = None,
     pcap: str | os.PathLike[str] | None = None,
+    control_open: bool = False,
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits. Raises ``ServerError`` if a port is taken.
 
     ``pcap``: a file to record every KV connection into, as TCP flows (``tshark -r FILE
-    -d tcp.port==KV_PORT,couchbase`` decodes it).
+    -d tcp.port==KV_PORT,couchbase`` decodes it). ``control_open``: the HTTP control API
+    needs no credentials even when ``host`` is not a loopback address.
     """
     model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
-        async with _serve(host, port, http_port, users, model, idle_timeout, capture) as server:
+        http = HttpService(host, http_port, control_open=control_open)
+        files.callback(http.close)
+        async with _serve(host, port, http, users, model, idle_timeout, capture) as server:
             yield server
 
 
@@ -151,32 +155,30 @@ def _open_capture(
 async def _serve(
     host: str,
     port: int,
-    http_port: int,
+    http: HttpService,
     users: Mapping[str, str] | None,
     model: Bucket,
     idle_timeout: float | None,
     capture: PcapWriter | None,
 ) -> AsyncIterator[MockDcpServer]:
     kv_listeners = await _listen(host, port)
-    http_listeners = await _listen(host, http_port)
     node = Node(
         bucket=model,
         users=dict(users or DEFAULT_USERS),
         host=host if host not in ("0.0.0.0", "::") else "127.0.0.1",
         kv_port=_port_of(kv_listeners),
-        http_port=_port_of(http_listeners),
+        http_port=http.port,
     )
     if idle_timeout is not None:
         node.idle_timeout = idle_timeout
     kv = KvService(node, pcap=capture)
-    http = HttpService(node)
     server = MockDcpServer(
         node=node, kv=kv, host=node.host, kv_port=node.kv_port, http_port=node.http_port
     )
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
-            nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
+            nursery.start_soon(partial(http.run, server))
             try:
                 yield server
             finally:

@@ -1,0 +1,138 @@
+"""What the node is doing, as plain JSON data: ``GET /mock/state``, ``GET /metrics`` and
+the live view of ``mockdcp serve`` all read these snapshots.
+
+Nothing here keeps state or does I/O: each function reads the node's connections (their
+``statistics()`` records), its streams and the bucket's vbuckets at the moment it is
+called, and returns dicts and lists of numbers and strings.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from mockdcp.model._vbucket import VBucket
+    from mockdcp.producer import Node
+    from mockdcp.producer._connection import Connection
+
+#: every stream state (mockdcp/producer/_state.py ``StreamState``), so a state with no
+#: stream still shows (as 0) in the snapshot and in /metrics
+STREAM_STATES = ("pending", "backfilling", "in_memory", "ending", "dead")
+
+#: the counters summed over live and closed connections (``Node.retired`` keeps the
+#: final counts of closed ones)
+CONNECTION_COUNTERS = (
+    "bytes_received",
+    "bytes_sent",
+    "acked_bytes",
+    "noops_sent",
+    "noops_answered",
+    "messages_sent",
+    "acks",
+)
+
+
+def _live(node: Node) -> list[Connection]:
+    return sorted(node.connections, key=lambda c: c.conn_id)
+
+
+def _streams_of(conn: Connection) -> Iterator[dict[str, Any]]:
+    for stream in list(conn.streams.values()):
+        s = stream.statistics()
+        yield {
+            "vbucket": s.vbucket,
+            "stream_id": s.stream_id,
+            "state": s.state,
+            "items_sent": s.items_sent,
+            "markers_sent": s.markers_sent,
+            "backfills": s.backfills,
+            "last_sent_seqno": s.last_sent_seqno,
+        }
+
+
+def connection_state(conn: Connection) -> dict[str, Any]:
+    """One connection: its counters (``ConnectionStatistics``) and its streams."""
+    s = conn.statistics()
+    return {
+        "id": s.conn_id,
+        "name": s.name,
+        "state": s.state,
+        "bytes_received": s.bytes_received,
+        "bytes_sent": s.bytes_sent,
+        "messages_sent": s.messages_sent,
+        "acked_bytes": s.acked_bytes,
+        "unacked_bytes": s.unacked_bytes,
+        "buffer_size": s.buffer_size,
+        "acks": s.acks,
+        "noops_sent": s.noops_sent,
+        "noops_answered": s.noops_answered,
+        "streams": sorted(_streams_of(conn), key=lambda st: (st["vbucket"], st["stream_id"] or 0)),
+    }
+
+
+def _vbucket_state(
+    vb: VBucket, sent: Mapping[int, int], streams: Mapping[int, int]
+) -> dict[str, Any]:
+    return {
+        "vbucket": vb.vbid,
+        "state": vb.state.name.lower(),
+        "uuid": vb.failover.newest_uuid,
+        "high_seqno": vb.high_seqno,
+        "persisted_seqno": vb.persisted_seqno,
+        "purge_seqno": vb.purge_seqno,
+        "streams": streams.get(vb.vbid, 0),
+        "sent_seqno": sent.get(vb.vbid),
+    }
+
+
+def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole snapshot behind ``GET /mock/state``.
+
+    ``vbuckets[i].sent_seqno`` is the highest seqno any live stream of the vbucket has
+    sent (None without a stream): a consumer that is caught up has it equal to
+    ``high_seqno``. ``scenario`` (the runner's progress, when there is one) is passed
+    through unchanged.
+    """
+    connections = [connection_state(c) for c in _live(node)]
+    sent: dict[int, int] = {}
+    per_vb: Counter[int] = Counter()
+    for conn in connections:
+        for st in conn["streams"]:
+            per_vb[st["vbucket"]] += 1
+            sent[st["vbucket"]] = max(sent.get(st["vbucket"], 0), st["last_sent_seqno"])
+    bucket = node.bucket
+    return {
+        "bucket": {"name": bucket.name, "vbuckets": bucket.num_vbuckets},
+        "ports": {"kv": node.kv_port, "http": node.http_port},
+        "connections": connections,
+        "streams": {"total": sum(per_vb.values()), "by_state": streams_by_state(node)},
+        "vbuckets": [_vbucket_state(vb, sent, per_vb) for vb in bucket.vbuckets],
+        "totals": totals(node),
+        "scenario": dict(scenario) if scenario is not None else None,
+    }
+
+
+def streams_by_state(node: Node) -> dict[str, int]:
+    """How many streams are in each state (every state named, 0 included)."""
+    by_state: Counter[str] = Counter(dict.fromkeys(STREAM_STATES, 0))
+    for conn in _live(node):
+        by_state.update(s.state.value for s in list(conn.streams.values()))
+    return dict(by_state)
+
+
+def totals(node: Node) -> dict[str, int]:
+    """Counters since the node started, closed connections included (``/metrics``)."""
+    out = {k: node.retired[k] for k in CONNECTION_COUNTERS}
+    live = _live(node)
+    for conn in live:
+        s = conn.statistics()
+        for k in CONNECTION_COUNTERS:
+            out[k] += getattr(s, k)
+    out["connections_opened"] = node.retired["connections"] + len(live)
+    out["connections_open"] = len(live)
+    out["streams_opened"] = node.counters["stream_opened"]
+    out["rollbacks"] = node.counters["rollback"]
+    return out
