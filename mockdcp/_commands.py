@@ -49,6 +49,7 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        control_open=args.control_open,
     ) as server:
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)

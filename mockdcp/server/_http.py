@@ -9,8 +9,9 @@ request that arrives before then waits in the listen backlog.
 Limits (a bad client costs its own connection, never the server's):
 
 * request head: hypercorn's h11 ``h11_max_incomplete_size`` (16 KiB);
-* a read that brings nothing for ``READ_TIMEOUT`` seconds closes the connection, and
-  an idle keep-alive connection closes after ``KEEP_ALIVE_TIMEOUT``;
+* a connection that has not sent a whole request head within ``KEEP_ALIVE_TIMEOUT``
+  seconds (hypercorn's idle timer: a partial head does not stop it) is closed, and so
+  is one whose read brings nothing for ``READ_TIMEOUT`` seconds;
 * a request body: ``_control.MAX_BODY`` bytes within ``_control.BODY_TIMEOUT`` seconds.
 """
 
