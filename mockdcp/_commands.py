@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -38,8 +39,12 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from mockdcp import _live
     from mockdcp.model import Bucket
     from mockdcp.server import serve
+
+    if args.json:
+        _live.use_json_logs()
 
     bucket = Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
     async with serve(
@@ -63,10 +68,19 @@ async def _serve(args: argparse.Namespace) -> None:
 
             for key, body in faker_documents(args.docs, args.seed):
                 bucket.set(key, body)
-            print(f"mockdcp loaded {args.docs} documents", file=sys.stderr, flush=True)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                break
+            loaded = f"mockdcp loaded {args.docs} documents"
+            if args.json:
+                loaded = json.dumps({"event": "loaded", "docs": args.docs})
+            print(loaded, file=sys.stderr, flush=True)
+        async with trio.open_nursery() as nursery:
+            if _live.wanted(sys.stdout, json_logs=args.json):
+                from mockdcp.server._control_state import node_state
+
+                nursery.start_soon(_live.run_live_view, partial(node_state, server.node))
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            nursery.cancel_scope.cancel()
 
 
 def run_serve(args: argparse.Namespace) -> int:

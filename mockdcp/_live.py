@@ -1,0 +1,179 @@
+"""The live view of ``mockdcp serve`` (and ``mockdcp run``) on a terminal, and JSON-lines
+logs for machines.
+
+The view is drawn with rich's ``Live`` from a snapshot function: any callable returning
+the dict of ``GET /mock/state`` (``mockdcp.server._control_state.node_state``): the
+connections, the streams per state, the seqnos sent against the high seqno of each
+vbucket, and the scenario's current step and expectations when it has them
+(``state["scenario"]``: ``{"step": ..., "expectations": [{"name": ..., "status": ...}]}``).
+
+``render`` is pure (a snapshot in, a rich renderable out) so it is tested by rendering a
+known snapshot into a recording console; ``run_live_view`` redraws until cancelled.
+rich loads with the first view, after "ready".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from rich.console import Console, RenderableType
+
+#: seconds between redraws
+REFRESH = 0.5
+#: vbucket rows the view shows (the ones furthest behind first)
+VBUCKET_ROWS = 12
+
+
+def wanted(stdout: IO[str], *, json_logs: bool) -> bool:
+    """The view is drawn only on a terminal, and never with ``--json``."""
+    try:
+        return not json_logs and stdout.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        return False
+
+
+def _size(n: int) -> str:
+    """Bytes for people: ``512 B``, ``1.5 KiB``, ``20.0 MiB``."""
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _connections(state: Mapping[str, Any]) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(title="connections", title_justify="left", expand=False)
+    for name in ("id", "name", "state", "streams", "sent", "acked", "unacked", "noops"):
+        table.add_column(name, justify="left" if name in ("name", "state") else "right")
+    for conn in state["connections"]:
+        buffer = conn.get("buffer_size") or 0
+        unacked = _size(conn["unacked_bytes"]) + (f" / {_size(buffer)}" if buffer else "")
+        table.add_row(
+            str(conn["id"]),
+            conn["name"] or "-",
+            conn["state"],
+            str(len(conn["streams"])),
+            _size(conn["bytes_sent"]),
+            _size(conn["acked_bytes"]),
+            unacked,
+            f"{conn['noops_answered']}/{conn['noops_sent']}",
+        )
+    if not state["connections"]:
+        table.add_row("-", "no connection", "", "", "", "", "", "")
+    return table
+
+
+def _vbuckets(state: Mapping[str, Any]) -> RenderableType:
+    from rich.table import Table
+
+    vbs = state["vbuckets"]
+    sent = sum(vb["sent_seqno"] or 0 for vb in vbs)
+    high = sum(vb["high_seqno"] for vb in vbs)
+    caught_up = sum(1 for vb in vbs if vb["sent_seqno"] == vb["high_seqno"])
+    title = f"seqnos sent {sent:,} of high {high:,}: {caught_up}/{len(vbs)} vbuckets caught up"
+    table = Table(title=title, title_justify="left")
+    for name in ("vb", "state", "high", "persisted", "sent", "behind", "streams"):
+        table.add_column(name, justify="left" if name == "state" else "right")
+
+    def behind(vb: Mapping[str, Any]) -> int:
+        return int(vb["high_seqno"]) - int(vb["sent_seqno"] or 0)
+
+    shown = sorted(vbs, key=lambda vb: (-behind(vb), vb["vbucket"]))[:VBUCKET_ROWS]
+    for vb in sorted(shown, key=lambda vb: vb["vbucket"]):
+        table.add_row(
+            str(vb["vbucket"]),
+            vb["state"],
+            str(vb["high_seqno"]),
+            str(vb["persisted_seqno"]),
+            "-" if vb["sent_seqno"] is None else str(vb["sent_seqno"]),
+            str(behind(vb)),
+            str(vb["streams"]),
+        )
+    return table
+
+
+def _scenario(state: Mapping[str, Any]) -> RenderableType | None:
+    from rich.text import Text
+
+    scenario = state.get("scenario")
+    if not scenario:
+        return None
+    text = Text()
+    step = scenario.get("step")
+    text.append("step: ", style="bold")
+    text.append(str(step) if step is not None else "-")
+    for exp in scenario.get("expectations") or []:
+        status = str(exp.get("status", "pending"))
+        style = {"met": "green", "failed": "red"}.get(status, "yellow")
+        text.append("\nexpect ", style="bold")
+        text.append(str(exp.get("name", exp)))
+        text.append(f"  {status}", style=style)
+    return text
+
+
+def render(state: Mapping[str, Any]) -> RenderableType:
+    """One frame of the view, from a ``/mock/state`` snapshot."""
+    from rich.console import Group
+    from rich.text import Text
+
+    bucket, ports, streams = state["bucket"], state.get("ports", {}), state["streams"]
+    head = Text()
+    head.append("mockdcp ", style="bold")
+    head.append(f"bucket {bucket['name']} ({bucket['vbuckets']} vbuckets)")
+    if ports:
+        head.append(f"  kv :{ports.get('kv')}  http :{ports.get('http')}")
+    by_state = ", ".join(f"{k} {v}" for k, v in streams["by_state"].items() if v) or "none"
+    head.append(f"\nstreams {streams['total']}: {by_state}")
+    parts: list[RenderableType] = [head, _connections(state), _vbuckets(state)]
+    scenario = _scenario(state)
+    if scenario is not None:
+        parts.append(scenario)
+    return Group(*parts)
+
+
+async def run_live_view(
+    snapshot: Callable[[], Mapping[str, Any]],
+    *,
+    console: Console | None = None,
+    refresh: float = REFRESH,
+) -> None:
+    """Redraw ``render(snapshot())`` every ``refresh`` seconds until cancelled."""
+    import trio
+    from rich.live import Live
+
+    with Live(render(snapshot()), console=console, auto_refresh=False) as live:
+        while True:
+            await trio.sleep(refresh)
+            live.update(render(snapshot()), refresh=True)
+
+
+class JsonLinesFormatter(logging.Formatter):
+    """``--json``: each log record as one JSON object per line (time, level, logger,
+    message, and the exception text when there is one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        row: dict[str, object] = {
+            "time": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            row["exception"] = self.formatException(record.exc_info)
+        return json.dumps(row)
+
+
+def use_json_logs() -> None:
+    """Switch the root logger's handlers to JSON lines."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(JsonLinesFormatter())
