@@ -82,7 +82,7 @@ def _vbuckets(state: Mapping[str, Any]) -> RenderableType:
     caught_up = sum(1 for vb in vbs if vb["sent_seqno"] == vb["high_seqno"])
     title = f"seqnos sent {sent:,} of high {high:,}: {caught_up}/{len(vbs)} vbuckets caught up"
     table = Table(title=title, title_justify="left")
-    for name in ("vb", "state", "high", "persisted", "sent", "behind", "streams"):
+    for name in ("vb", "state", "high", "persisted", "sent", "acked", "behind", "streams"):
         table.add_column(name, justify="left" if name == "state" else "right")
 
     def behind(vb: Mapping[str, Any]) -> int:
@@ -96,6 +96,7 @@ def _vbuckets(state: Mapping[str, Any]) -> RenderableType:
             str(vb["high_seqno"]),
             str(vb["persisted_seqno"]),
             "-" if vb["sent_seqno"] is None else str(vb["sent_seqno"]),
+            "-" if vb.get("acked_seqno") is None else str(vb["acked_seqno"]),
             str(behind(vb)),
             str(vb["streams"]),
         )

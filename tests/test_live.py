@@ -64,6 +64,7 @@ def _state() -> dict[str, Any]:
                 "purge_seqno": 0,
                 "streams": 1,
                 "sent_seqno": 25 if vb < 3 else 10,
+                "acked_seqno": 25 if vb < 2 else None,
             }
             for vb in range(4)
         ],
@@ -104,7 +105,25 @@ def test_render_lists_the_vbuckets_furthest_behind(monkeypatch: pytest.MonkeyPat
     text = _text(_live.render(_state()))
     rows = [line.split() for line in text.splitlines() if "active" in line]
     assert rows == [
-        ["│", "3", "│", "active", "│", "25", "│", "20", "│", "10", "│", "15", "│", "1", "│"]
+        [
+            "│",
+            "3",
+            "│",
+            "active",
+            "│",
+            "25",
+            "│",
+            "20",
+            "│",
+            "10",
+            "│",
+            "-",
+            "│",
+            "15",
+            "│",
+            "1",
+            "│",
+        ]
     ]
 
 

@@ -80,6 +80,13 @@ _VBUCKET = {
             "type": ["integer", "null"],
             "description": "the highest seqno a live stream of the vbucket has sent",
         },
+        "acked_seqno": {
+            "type": ["integer", "null"],
+            "description": (
+                "the highest seqno known to be acknowledged (known when the connection "
+                "uses flow control and every byte it was sent is acknowledged)"
+            ),
+        },
     },
 }
 

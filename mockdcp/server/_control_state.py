@@ -74,7 +74,7 @@ def connection_state(conn: Connection) -> dict[str, Any]:
 
 
 def _vbucket_state(
-    vb: VBucket, sent: Mapping[int, int], streams: Mapping[int, int]
+    vb: VBucket, sent: Mapping[int, int], acked: Mapping[int, int], streams: Mapping[int, int]
 ) -> dict[str, Any]:
     return {
         "vbucket": vb.vbid,
@@ -85,6 +85,7 @@ def _vbucket_state(
         "purge_seqno": vb.purge_seqno,
         "streams": streams.get(vb.vbid, 0),
         "sent_seqno": sent.get(vb.vbid),
+        "acked_seqno": acked.get(vb.vbid),
     }
 
 
@@ -93,23 +94,33 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
 
     ``vbuckets[i].sent_seqno`` is the highest seqno any live stream of the vbucket has
     sent (None without a stream): a consumer that is caught up has it equal to
-    ``high_seqno``. ``scenario`` (the runner's progress, when there is one) is passed
-    through unchanged.
+    ``high_seqno``. ``acked_seqno`` is the highest one known to be acknowledged: buffer
+    acknowledgements count a connection's bytes, not seqnos, so it is known (equal to
+    the sent seqno) when the connection uses flow control and has every byte it was
+    sent acknowledged, and None otherwise. ``scenario`` (the runner's progress, when
+    there is one) is passed through unchanged.
     """
     connections = [connection_state(c) for c in _live(node)]
     sent: dict[int, int] = {}
+    acked: dict[int, int] = {}
     per_vb: Counter[int] = Counter()
     for conn in connections:
+        # acknowledgements count bytes of the whole connection: a stream's seqnos are
+        # known to be acknowledged only once every byte sent is
+        all_acked = conn["buffer_size"] > 0 and conn["unacked_bytes"] == 0
         for st in conn["streams"]:
-            per_vb[st["vbucket"]] += 1
-            sent[st["vbucket"]] = max(sent.get(st["vbucket"], 0), st["last_sent_seqno"])
+            vb = st["vbucket"]
+            per_vb[vb] += 1
+            sent[vb] = max(sent.get(vb, 0), st["last_sent_seqno"])
+            if all_acked:
+                acked[vb] = max(acked.get(vb, 0), st["last_sent_seqno"])
     bucket = node.bucket
     return {
         "bucket": {"name": bucket.name, "vbuckets": bucket.num_vbuckets},
         "ports": {"kv": node.kv_port, "http": node.http_port},
         "connections": connections,
         "streams": {"total": sum(per_vb.values()), "by_state": streams_by_state(node)},
-        "vbuckets": [_vbucket_state(vb, sent, per_vb) for vb in bucket.vbuckets],
+        "vbuckets": [_vbucket_state(vb, sent, acked, per_vb) for vb in bucket.vbuckets],
         "totals": totals(node),
         "scenario": dict(scenario) if scenario is not None else None,
     }
