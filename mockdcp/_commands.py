@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import time
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -74,9 +73,7 @@ async def _serve(args: argparse.Namespace) -> None:
             print(loaded, file=sys.stderr, flush=True)
         async with trio.open_nursery() as nursery:
             if _live.wanted(sys.stdout, json_logs=args.json):
-                from mockdcp.server._control_state import node_state
-
-                nursery.start_soon(_live.run_live_view, partial(node_state, server.node))
+                nursery.start_soon(_live.run_live_view, server.state)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
                     break

@@ -2,10 +2,10 @@
 logs for machines.
 
 The view is drawn with rich's ``Live`` from a snapshot function: any callable returning
-the dict of ``GET /mock/state`` (``mockdcp.server._control_state.node_state``): the
-connections, the streams per state, the seqnos sent against the high seqno of each
-vbucket, and the scenario's current step and expectations when it has them
-(``state["scenario"]``: ``{"step": ..., "expectations": [{"name": ..., "status": ...}]}``).
+the dict of ``GET /mock/state`` (``MockDcpServer.state``): the connections, the streams
+per state, the seqnos sent and acknowledged against the high seqno of each vbucket, and
+the scenario's progress (``state["scenario"]``: the current step, the label, the
+expectations met or failed so far).
 
 ``render`` is pure (a snapshot in, a rich renderable out) so it is tested by rendering a
 known snapshot into a recording console; ``run_live_view`` redraws until cancelled.
@@ -59,7 +59,7 @@ def _connections(state: Mapping[str, Any]) -> RenderableType:
         buffer = conn.get("buffer_size") or 0
         unacked = _size(conn["unacked_bytes"]) + (f" / {_size(buffer)}" if buffer else "")
         table.add_row(
-            str(conn["id"]),
+            str(conn["conn_id"]),
             conn["name"] or "-",
             conn["state"],
             str(len(conn["streams"])),
@@ -106,19 +106,28 @@ def _vbuckets(state: Mapping[str, Any]) -> RenderableType:
 def _scenario(state: Mapping[str, Any]) -> RenderableType | None:
     from rich.text import Text
 
-    scenario = state.get("scenario")
-    if not scenario:
+    progress = state.get("scenario")
+    if not progress:
         return None
     text = Text()
-    step = scenario.get("step")
     text.append("step: ", style="bold")
-    text.append(str(step) if step is not None else "-")
-    for exp in scenario.get("expectations") or []:
-        status = str(exp.get("status", "pending"))
-        style = {"met": "green", "failed": "red"}.get(status, "yellow")
+    current = progress.get("current")
+    if current:
+        text.append(str(current))
+    else:
+        text.append("finished" if progress.get("finished") else "-")
+    text.append(f"  ({progress.get('applied', 0)} applied)")
+    if progress.get("label"):
+        text.append(f"  label {progress['label']}")
+    if progress.get("failure"):
+        text.append(f"\nfailed: {progress['failure']}", style="red")
+    for exp in progress.get("expectations") or []:
+        passed = bool(exp.get("passed"))
         text.append("\nexpect ", style="bold")
-        text.append(str(exp.get("name", exp)))
-        text.append(f"  {status}", style=style)
+        text.append(str(exp.get("name", "")))
+        text.append("  met" if passed else "  failed", style="green" if passed else "red")
+        if not passed and exp.get("detail"):
+            text.append(f": {exp['detail']}")
     return text
 
 
@@ -127,12 +136,11 @@ def render(state: Mapping[str, Any]) -> RenderableType:
     from rich.console import Group
     from rich.text import Text
 
-    bucket, ports, streams = state["bucket"], state.get("ports", {}), state["streams"]
+    streams = state["streams"]
     head = Text()
     head.append("mockdcp ", style="bold")
-    head.append(f"bucket {bucket['name']} ({bucket['vbuckets']} vbuckets)")
-    if ports:
-        head.append(f"  kv :{ports.get('kv')}  http :{ports.get('http')}")
+    head.append(f"bucket {state['bucket']} ({len(state['vbuckets'])} vbuckets)")
+    head.append(f"  kv :{state.get('kv_port')}  http :{state.get('http_port')}")
     by_state = ", ".join(f"{k} {v}" for k, v in streams["by_state"].items() if v) or "none"
     head.append(f"\nstreams {streams['total']}: {by_state}")
     parts: list[RenderableType] = [head, _connections(state), _vbuckets(state)]

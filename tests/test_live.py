@@ -34,11 +34,13 @@ def _state() -> dict[str, Any]:
         for vb in range(4)
     ]
     return {
-        "bucket": {"name": "travel", "vbuckets": 4},
-        "ports": {"kv": 11210, "http": 8091},
+        "bucket": "travel",
+        "num_vbuckets": 4,
+        "kv_port": 11210,
+        "http_port": 8091,
         "connections": [
             {
-                "id": 7,
+                "conn_id": 7,
                 "name": "kafka-connector",
                 "state": "dcp_open",
                 "bytes_received": 900,
@@ -70,11 +72,15 @@ def _state() -> dict[str, Any]:
         ],
         "totals": {},
         "scenario": {
-            "step": "failover {vbuckets: all}",
+            "applied": 5,
+            "current": "6/9 failover",
+            "label": "after the load",
             "expectations": [
-                {"name": "rollback of vbucket 0 to 40", "status": "pending"},
-                {"name": "no duplicate", "status": "met"},
+                {"name": "rollback of vbucket 0 to 40", "passed": False, "detail": "none"},
+                {"name": "no duplicate", "passed": True, "detail": ""},
             ],
+            "failure": None,
+            "finished": False,
         },
     }
 
@@ -95,9 +101,9 @@ def test_render_shows_connections_streams_seqnos_step_and_expectations() -> None
     assert "512 B / 20.0 MiB" in text  # unacked against the buffer size
     assert "2/3" in text  # noops answered / sent
     assert "seqnos sent 85 of high 100: 3/4 vbuckets caught up" in text
-    assert "step: failover {vbuckets: all}" in text
-    assert "rollback of vbucket 0 to 40  pending" in text
-    assert "no duplicate  met" in text
+    assert "step: 6/9 failover  (5 applied)  label after the load" in text
+    assert "expect rollback of vbucket 0 to 40  failed: none" in text
+    assert "expect no duplicate  met" in text
 
 
 def test_render_lists_the_vbuckets_furthest_behind(monkeypatch: pytest.MonkeyPatch) -> None:

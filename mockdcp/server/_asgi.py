@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from mockdcp.server import _control
+from mockdcp.server._control import JSONResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -247,9 +248,11 @@ async def _problem(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
-def build_app(server: MockDcpServer, node: Node, *, control_open: bool) -> ASGIApp:
-    """The whole management-port application, behind its guard."""
-    routes = CouchbaseEndpoints(node).routes() + _control.ControlApi(server, node).routes()
+def build_app(server: MockDcpServer, tasks: trio.Nursery, *, control_open: bool) -> ASGIApp:
+    """The whole management-port application, behind its guard; ``tasks`` runs what
+    outlives a request (a posted scenario)."""
+    node = server.node
+    routes = CouchbaseEndpoints(node).routes() + _control.ControlApi(server, tasks).routes()
     handlers = {HTTPException: _http_error, _control.Problem: _problem}
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.router.redirect_slashes = False

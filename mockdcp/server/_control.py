@@ -12,11 +12,13 @@ off changes nothing.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 from typing import TYPE_CHECKING
 
 import trio
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSON, PlainTextResponse, Response
 from starlette.routing import Route
 
 from mockdcp.server import _control_state
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
-    from mockdcp.producer import Node
+    from mockdcp.model import Bucket
+    from mockdcp.scenario import Problem as ScenarioProblem, ScenarioProblems, Step
     from mockdcp.server._serve import MockDcpServer
 
 #: largest request body the control API reads (bytes): a step list, a scenario file
@@ -36,6 +39,14 @@ MAX_BODY = 4 * 1024 * 1024
 BODY_TIMEOUT = 10.0
 
 PROBLEM_TYPE = "application/problem+json"
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON with every non-ASCII character escaped: text from a request (a scenario's
+    name, a key) may hold lone surrogates, which are valid JSON escapes but not UTF-8."""
+
+    def render(self, content: object) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
 
 
 class Problem(Exception):
@@ -76,11 +87,12 @@ async def read_body(request: Request) -> bytes:
     parts: list[bytes] = []
     size = 0
     with trio.move_on_after(BODY_TIMEOUT) as scope:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY:
-                raise Problem(413, "Content Too Large", f"the body limit is {MAX_BODY} bytes")
-            parts.append(chunk)
+        async with contextlib.aclosing(request.stream()) as chunks:
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise Problem(413, "Content Too Large", f"the body limit is {MAX_BODY} bytes")
+                parts.append(chunk)
     if scope.cancelled_caught:
         raise Problem(408, "Request Timeout", f"the body did not arrive in {BODY_TIMEOUT:g} s")
     return b"".join(parts)
@@ -143,37 +155,183 @@ def prometheus_text(totals: Mapping[str, int], streams: Mapping[str, int]) -> st
     return "\n".join(lines) + "\n"
 
 
-class ControlApi:
-    """The ``/mock`` handlers of one server."""
+def _step_errors(problems: list[ScenarioProblem]) -> list[dict[str, object]]:
+    """The ``errors`` member of a 422: each bad step's index (0-based, as in the
+    request's array), field, line (scenario files) and message, and a JSON pointer."""
+    out: list[dict[str, object]] = []
+    for p in problems:
+        error: dict[str, object] = {"step": p.step, "field": p.field, "detail": p.message}
+        if p.line is not None:
+            error["line"] = p.line
+        if p.step is not None:
+            error["pointer"] = "/" + "/".join([str(p.step), *(p.field or "").split(".")])
+            error["pointer"] = str(error["pointer"]).rstrip("/")
+        out.append(error)
+    return out
 
-    def __init__(self, server: MockDcpServer, node: Node) -> None:
+
+def _invalid(exc: ScenarioProblems, what: str) -> Problem:
+    return Problem(
+        422,
+        f"Invalid {what}",
+        str(exc),
+        errors=_step_errors(exc.problems),
+    )
+
+
+def _oracle_rows(bucket: Bucket) -> dict[str, object]:
+    """``{"rows": [...]}``: one row per live document, the oracle's columns (scope,
+    collection, key, value, datatype, flags, expiry, rev, seqno, vbucket, cas); a value
+    that is not UTF-8 comes as ``value_base64`` instead of ``value``."""
+    rows: list[dict[str, object]] = []
+    for (cid, key), item in bucket.oracle().items():
+        scope, collection = ("_default", "_default") if cid == 0 else ("_unknown", f"{cid:#x}")
+        row: dict[str, object] = {
+            "scope": scope,
+            "collection": collection,
+            "key": key.decode("utf-8", "backslashreplace"),
+        }
+        value = item.value
+        try:
+            row["value"] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            row["value_base64"] = base64.b64encode(value).decode()
+        row.update(
+            datatype=item.datatype,
+            flags=item.flags,
+            expiry=item.expiry,
+            rev=item.rev_seqno,
+            seqno=item.seqno,
+            vbucket=item.vbucket,
+            cas=item.cas if item.cas < 1 << 63 else item.cas - (1 << 64),  # int64 column
+        )
+        rows.append(row)
+    rows.sort(key=lambda r: (r["scope"], r["collection"], r["key"]))
+    return {"rows": rows}
+
+
+class ControlApi:
+    """The ``/mock`` handlers of one server. ``tasks`` runs posted scenarios."""
+
+    def __init__(self, server: MockDcpServer, tasks: trio.Nursery) -> None:
         self.server = server
-        self.node = node
+        self.node = server.node
+        self.tasks = tasks
+        #: steps from HTTP are applied one request at a time, in arrival order
+        self._apply_lock = trio.Lock()
+        self._scenario_running = False
 
     def routes(self) -> list[Route]:
         return [
             Route("/mock/health", self.health, methods=["GET"]),
             Route("/mock/state", self.state, methods=["GET"]),
+            Route("/mock/steps", self.post_steps, methods=["POST"]),
+            Route("/mock/scenario", self.post_scenario, methods=["POST"]),
+            Route("/mock/oracle", self.oracle, methods=["GET"]),
+            Route("/mock/expectations", self.expectations, methods=["GET"]),
             Route("/mock/openapi.json", self.openapi, methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
-
-    def steps_applied(self) -> int:
-        return self.node.counters["steps_applied"]
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def state(self, request: Request) -> Response:
-        return JSONResponse(_control_state.node_state(self.node))
+        return JSONResponse(_control_state.server_state(self.server))
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
 
     async def metrics(self, request: Request) -> Response:
         totals = _control_state.totals(self.node)
-        totals["steps_applied"] = self.steps_applied()
+        totals["steps_applied"] = self.server.runner.progress.applied
         streams = _control_state.streams_by_state(self.node)
         return PlainTextResponse(
             prometheus_text(totals, streams), media_type="text/plain; version=0.0.4"
         )
+
+    async def post_steps(self, request: Request) -> Response:
+        """A JSON array of steps: all parsed and checked against the bucket first (422
+        naming each bad step and field, nothing applied), then applied in order before
+        the reply; a ``wait`` or ``expect`` step holds the reply until it is met."""
+        from mockdcp.scenario import ScenarioProblems, StepFailed, parse_steps
+
+        data = await read_json(request)
+        source = "POST /mock/steps"
+        async with self._apply_lock:
+            runner = self.server.runner
+            try:
+                steps = parse_steps(data, source=source)
+                runner.check(steps, source)
+            except ScenarioProblems as exc:
+                raise _invalid(exc, "Steps") from None
+            before = runner.progress.applied
+            try:
+                await runner.apply(steps, source)
+            except StepFailed as exc:
+                applied = runner.progress.applied - before
+                raise Problem(
+                    409, "Step Failed", str(exc), applied=applied, failed_step=applied
+                ) from None
+        return JSONResponse({"applied": len(steps), "progress": runner.progress.as_dict()})
+
+    async def post_scenario(self, request: Request) -> Response:
+        """A scenario (YAML or JSON text): parsed and checked whole (422), then its steps
+        run in the background against this server's bucket (202); 409 while another
+        posted scenario runs."""
+        from mockdcp.scenario import ScenarioProblems, parse_scenario
+
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind and kind not in _SCENARIO_TYPES:
+            raise Problem(
+                415,
+                "Unsupported Media Type",
+                f"a scenario is YAML or JSON ({', '.join(sorted(_SCENARIO_TYPES))}), not {kind}",
+            )
+        body = await read_body(request)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Problem(400, "Bad Request", "the scenario is not UTF-8 text") from None
+        source = "POST /mock/scenario"
+        if self._scenario_running:
+            raise Problem(409, "Conflict", "a posted scenario is still running")
+        try:
+            scenario = parse_scenario(text, source)
+            self.server.runner.check(scenario.steps, source)
+        except ScenarioProblems as exc:
+            raise _invalid(exc, "Scenario") from None
+        self._scenario_running = True
+        self.tasks.start_soon(self._run_scenario, list(scenario.steps), source)
+        return JSONResponse(
+            {"scenario": scenario.name, "steps": len(scenario.steps), "state": "/mock/state"},
+            202,
+            headers={"location": "/mock/state"},
+        )
+
+    async def _run_scenario(self, steps: list[Step], source: str) -> None:
+        try:
+            async with self._apply_lock:
+                await self.server.run_rest(steps, source)
+        finally:
+            self._scenario_running = False
+
+    async def oracle(self, request: Request) -> Response:
+        return JSONResponse(_oracle_rows(self.server.bucket))
+
+    async def expectations(self, request: Request) -> Response:
+        results = [e.as_dict() for e in self.server.expectations()]
+        return JSONResponse({"expectations": results, "passed": all(e["passed"] for e in results)})
+
+
+#: what ``POST /mock/scenario`` reads (JSON is YAML too)
+_SCENARIO_TYPES = frozenset(
+    {
+        "application/yaml",
+        "application/x-yaml",
+        "text/yaml",
+        "text/x-yaml",
+        "application/json",
+        "text/plain",
+    }
+)

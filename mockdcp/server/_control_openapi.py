@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mockdcp.scenario.steps import STEPS_BY_NAME
+
 _PROBLEM = {"$ref": "#/components/responses/Problem"}
 _UNAUTHORIZED = {"$ref": "#/components/responses/Unauthorized"}
 _SECURITY: list[dict[str, list[str]]] = [{}, {"basic": []}]
@@ -33,6 +35,7 @@ def _get(summary: str, ok: dict[str, Any], *, open_: bool = False) -> dict[str, 
 
 _STREAM = {
     "type": "object",
+    "description": "a stream's counters (StreamStatistics)",
     "required": ["vbucket", "stream_id", "state", "items_sent", "last_sent_seqno"],
     "properties": {
         "vbucket": _INT,
@@ -42,14 +45,16 @@ _STREAM = {
         "markers_sent": _INT,
         "backfills": _INT,
         "last_sent_seqno": _INT,
+        "last_read_seqno": _INT,
     },
 }
 
 _CONNECTION = {
     "type": "object",
-    "required": ["id", "name", "state", "bytes_sent", "streams"],
+    "description": "a KV connection's counters (ConnectionStatistics) and its streams",
+    "required": ["conn_id", "name", "state", "bytes_sent", "streams"],
     "properties": {
-        "id": _INT,
+        "conn_id": _INT,
         "name": {"type": "string", "description": "the DCP_OPEN name ('' before it)"},
         "state": {"type": "string"},
         "bytes_received": _INT,
@@ -90,15 +95,38 @@ _VBUCKET = {
     },
 }
 
+_EXPECTATION = {
+    "type": "object",
+    "required": ["name", "passed", "detail", "step"],
+    "properties": {
+        "name": {"type": "string"},
+        "passed": {"type": "boolean"},
+        "detail": {"type": "string"},
+        "step": {"type": "integer", "description": "the expect step's index"},
+    },
+}
+
+_PROGRESS = {
+    "type": "object",
+    "description": "the step runner's progress",
+    "properties": {
+        "applied": _INT,
+        "current": {"type": ["string", "null"], "description": "the step running now"},
+        "label": {"type": ["string", "null"]},
+        "expectations": {"type": "array", "items": _EXPECTATION},
+        "failure": {"type": ["string", "null"]},
+        "finished": {"type": "boolean"},
+    },
+}
+
 _STATE = {
     "type": "object",
     "required": ["bucket", "connections", "streams", "vbuckets", "totals", "scenario"],
     "properties": {
-        "bucket": {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "vbuckets": _INT},
-        },
-        "ports": {"type": "object", "properties": {"kv": _INT, "http": _INT}},
+        "bucket": {"type": "string"},
+        "num_vbuckets": _INT,
+        "kv_port": _INT,
+        "http_port": _INT,
         "connections": {"type": "array", "items": _CONNECTION},
         "streams": {
             "type": "object",
@@ -108,10 +136,87 @@ _STATE = {
             },
         },
         "vbuckets": {"type": "array", "items": _VBUCKET},
-        "totals": {"type": "object", "additionalProperties": _INT},
-        "scenario": {"type": ["object", "null"]},
+        "totals": {
+            "type": "object",
+            "description": "counters since the server started (what /metrics reports)",
+            "additionalProperties": _INT,
+        },
+        "persistence_paused": {"type": "boolean"},
+        "scenario": {"oneOf": [_PROGRESS, {"type": "null"}]},
     },
 }
+
+_ORACLE_ROW = {
+    "type": "object",
+    "required": ["scope", "collection", "key", "datatype", "flags", "expiry", "rev", "cas"],
+    "properties": {
+        "scope": {"type": "string"},
+        "collection": {"type": "string"},
+        "key": {"type": "string"},
+        "value": {"type": "string", "description": "the value, when it is UTF-8 text"},
+        "value_base64": {"type": "string", "description": "the value, when it is not"},
+        "datatype": _INT,
+        "flags": _INT,
+        "expiry": _INT,
+        "rev": _INT,
+        "seqno": _INT,
+        "vbucket": _INT,
+        "cas": {"type": "integer", "description": "as a signed 64-bit integer"},
+    },
+}
+
+_STEPS_BODY = {
+    "type": "array",
+    "description": (
+        "Steps in order, each an object with one member: the step's name (set, delete, "
+        "persist, failover, disconnect, wait, expect, ...: the scenario vocabulary) and "
+        "its fields. The whole list is checked before any step is applied."
+    ),
+    "items": {
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": 1,
+        "propertyNames": {"enum": sorted(STEPS_BY_NAME)},
+        "additionalProperties": {"type": ["object", "null"]},
+    },
+    "examples": [[{"set": {"key": "user::1", "value": {"name": "Ada"}}}, {"persist": {}}]],
+}
+
+
+_SCENARIO = {
+    "type": "object",
+    "description": "a scenario file's content (as YAML, or the same as JSON)",
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "seed": {"type": "integer"},
+        "bucket": {"type": ["object", "null"], "description": "name, vbuckets, collections"},
+        "steps": {"anyOf": [_STEPS_BODY, {"type": "null"}], "description": "null: none"},
+    },
+}
+
+
+def _problems(*codes: str) -> dict[str, Any]:
+    return dict.fromkeys(codes, _PROBLEM)
+
+
+def _post(
+    summary: str, body: dict[str, Any], ok: tuple[str, dict[str, Any]], *errors: str
+) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "security": _SECURITY,
+            "requestBody": {"required": True, "content": body},
+            "responses": {
+                ok[0]: ok[1],
+                "401": _UNAUTHORIZED,
+                **_problems("400", "408", "413", "415", *errors),
+            },
+        }
+    }
+
 
 _PATHS: dict[str, Any] = {
     "/mock/health": _get(
@@ -131,6 +236,72 @@ _PATHS: dict[str, Any] = {
         _json(_STATE, "a snapshot of the node"),
     ),
     "/mock/openapi.json": _get("This document", _json({"type": "object"}, "OpenAPI 3.1")),
+    "/mock/steps": _post(
+        "Apply steps, in order, before the reply",
+        {"application/json": {"schema": _STEPS_BODY}},
+        (
+            "200",
+            _json(
+                {
+                    "type": "object",
+                    "required": ["applied", "progress"],
+                    "properties": {"applied": _INT, "progress": _PROGRESS},
+                },
+                "every step was applied (wait and expect steps were met)",
+            ),
+        ),
+        "409",
+        "422",
+    ),
+    "/mock/scenario": _post(
+        "Load a scenario and run its steps in the background",
+        {
+            "application/yaml": {"schema": {"type": "string"}},
+            "application/json": {"schema": _SCENARIO},
+        },
+        (
+            "202",
+            _json(
+                {
+                    "type": "object",
+                    "required": ["scenario", "steps"],
+                    "properties": {
+                        "scenario": {"type": "string"},
+                        "steps": _INT,
+                        "state": {"type": "string"},
+                    },
+                },
+                "the scenario is valid and runs; GET /mock/state shows its progress",
+            ),
+        ),
+        "409",
+        "422",
+    ),
+    "/mock/oracle": _get(
+        "The final state a correct consumer must hold: one row per live document",
+        _json(
+            {
+                "type": "object",
+                "required": ["rows"],
+                "properties": {"rows": {"type": "array", "items": _ORACLE_ROW}},
+            },
+            "the oracle's rows, sorted by scope, collection and key",
+        ),
+    ),
+    "/mock/expectations": _get(
+        "The outcomes of the expect steps applied so far",
+        _json(
+            {
+                "type": "object",
+                "required": ["expectations", "passed"],
+                "properties": {
+                    "expectations": {"type": "array", "items": _EXPECTATION},
+                    "passed": {"type": "boolean", "description": "every one passed"},
+                },
+            },
+            "the expectations",
+        ),
+    ),
     "/metrics": _get(
         "Counters in the Prometheus text format",
         {

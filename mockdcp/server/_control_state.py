@@ -11,66 +11,34 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
+from mockdcp.producer._node import RETIRED_COUNTERS
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
     from mockdcp.model._vbucket import VBucket
     from mockdcp.producer import Node
     from mockdcp.producer._connection import Connection
+    from mockdcp.server._serve import MockDcpServer
 
 #: every stream state (mockdcp/producer/_state.py ``StreamState``), so a state with no
 #: stream still shows (as 0) in the snapshot and in /metrics
 STREAM_STATES = ("pending", "backfilling", "in_memory", "ending", "dead")
 
-#: the counters summed over live and closed connections (``Node.retired`` keeps the
-#: final counts of closed ones)
-CONNECTION_COUNTERS = (
-    "bytes_received",
-    "bytes_sent",
-    "acked_bytes",
-    "noops_sent",
-    "noops_answered",
-    "messages_sent",
-    "acks",
-)
-
 
 def _live(node: Node) -> list[Connection]:
-    return sorted(node.connections, key=lambda c: c.conn_id)
-
-
-def _streams_of(conn: Connection) -> Iterator[dict[str, Any]]:
-    for stream in list(conn.streams.values()):
-        s = stream.statistics()
-        yield {
-            "vbucket": s.vbucket,
-            "stream_id": s.stream_id,
-            "state": s.state,
-            "items_sent": s.items_sent,
-            "markers_sent": s.markers_sent,
-            "backfills": s.backfills,
-            "last_sent_seqno": s.last_sent_seqno,
-        }
+    return node.matching()
 
 
 def connection_state(conn: Connection) -> dict[str, Any]:
-    """One connection: its counters (``ConnectionStatistics``) and its streams."""
-    s = conn.statistics()
-    return {
-        "id": s.conn_id,
-        "name": s.name,
-        "state": s.state,
-        "bytes_received": s.bytes_received,
-        "bytes_sent": s.bytes_sent,
-        "messages_sent": s.messages_sent,
-        "acked_bytes": s.acked_bytes,
-        "unacked_bytes": s.unacked_bytes,
-        "buffer_size": s.buffer_size,
-        "acks": s.acks,
-        "noops_sent": s.noops_sent,
-        "noops_answered": s.noops_answered,
-        "streams": sorted(_streams_of(conn), key=lambda st: (st["vbucket"], st["stream_id"] or 0)),
-    }
+    """One connection: its ``ConnectionStatistics`` fields, with ``streams`` the list of
+    its streams' ``StreamStatistics`` (by vbucket)."""
+    row = attrs.asdict(conn.statistics())
+    streams = [attrs.asdict(s.statistics()) for s in list(conn.streams)]
+    row["streams"] = sorted(streams, key=lambda st: (st["vbucket"], st["stream_id"] or 0))
+    return row
 
 
 def _vbucket_state(
@@ -90,15 +58,15 @@ def _vbucket_state(
 
 
 def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The whole snapshot behind ``GET /mock/state``.
+    """The snapshot behind ``GET /mock/state`` and ``MockDcpServer.state()``.
 
     ``vbuckets[i].sent_seqno`` is the highest seqno any live stream of the vbucket has
     sent (None without a stream): a consumer that is caught up has it equal to
     ``high_seqno``. ``acked_seqno`` is the highest one known to be acknowledged: buffer
     acknowledgements count a connection's bytes, not seqnos, so it is known (equal to
     the sent seqno) when the connection uses flow control and has every byte it was
-    sent acknowledged, and None otherwise. ``scenario`` (the runner's progress, when
-    there is one) is passed through unchanged.
+    sent acknowledged, and None otherwise. ``scenario`` (the runner's progress) is
+    passed through.
     """
     connections = [connection_state(c) for c in _live(node)]
     sent: dict[int, int] = {}
@@ -116,8 +84,10 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
                 acked[vb] = max(acked.get(vb, 0), st["last_sent_seqno"])
     bucket = node.bucket
     return {
-        "bucket": {"name": bucket.name, "vbuckets": bucket.num_vbuckets},
-        "ports": {"kv": node.kv_port, "http": node.http_port},
+        "bucket": bucket.name,
+        "num_vbuckets": bucket.num_vbuckets,
+        "kv_port": node.kv_port,
+        "http_port": node.http_port,
         "connections": connections,
         "streams": {"total": sum(per_vb.values()), "by_state": streams_by_state(node)},
         "vbuckets": [_vbucket_state(vb, sent, acked, per_vb) for vb in bucket.vbuckets],
@@ -126,24 +96,32 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
     }
 
 
+def server_state(server: MockDcpServer) -> dict[str, Any]:
+    """``node_state`` of a running server, with its scenario progress and whether the
+    background flusher is held."""
+    state = node_state(server.node, scenario=server.runner.progress.as_dict())
+    state["persistence_paused"] = server.persistence_paused
+    return state
+
+
 def streams_by_state(node: Node) -> dict[str, int]:
     """How many streams are in each state (every state named, 0 included)."""
     by_state: Counter[str] = Counter(dict.fromkeys(STREAM_STATES, 0))
     for conn in _live(node):
-        by_state.update(s.state.value for s in list(conn.streams.values()))
+        by_state.update(s.state.value for s in list(conn.streams))
     return dict(by_state)
 
 
 def totals(node: Node) -> dict[str, int]:
     """Counters since the node started, closed connections included (``/metrics``)."""
-    out = {k: node.retired[k] for k in CONNECTION_COUNTERS}
+    out = {k: node.retired[k] for k in RETIRED_COUNTERS}
     live = _live(node)
     for conn in live:
         s = conn.statistics()
-        for k in CONNECTION_COUNTERS:
+        for k in RETIRED_COUNTERS:
             out[k] += getattr(s, k)
     out["connections_opened"] = node.retired["connections"] + len(live)
     out["connections_open"] = len(live)
-    out["streams_opened"] = node.counters["stream_opened"]
-    out["rollbacks"] = node.counters["rollback"]
+    out["streams_opened"] = node.counts["stream_opened"]
+    out["rollbacks"] = node.counts["rollback"]
     return out

@@ -116,13 +116,14 @@ class HttpService:
         config.read_timeout = READ_TIMEOUT
         config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
         config.graceful_timeout = GRACEFUL_TIMEOUT
-        app = build_app(server, server.node, control_open=self.control_open)
         # hypercorn.trio.serve() binds its own sockets from ``config.bind``; worker_serve,
         # which it calls, also takes sockets already bound (as hypercorn's own workers do)
         sockets = Sockets(secure_sockets=[], insecure_sockets=self.sockets, quic_sockets=[])
-        task_status.started()
-        await worker_serve(
-            wrap_app(cast("Framework", app), config.wsgi_max_body_size, "asgi"),
-            config,
-            sockets=sockets,
-        )
+        async with trio.open_nursery() as tasks:
+            app = build_app(server, tasks, control_open=self.control_open)
+            task_status.started()
+            await worker_serve(
+                wrap_app(cast("Framework", app), config.wsgi_max_body_size, "asgi"),
+                config,
+                sockets=sockets,
+            )

@@ -52,7 +52,8 @@ async def test_state_shows_connections_streams_and_seqnos_while_streaming(
             await wait_until(lambda: consumer.state.items >= 200)
         state = (await http.get("/mock/state")).json()
         nursery.cancel_scope.cancel()
-    assert state["bucket"] == {"name": "default", "vbuckets": 8}
+    assert (state["bucket"], state["num_vbuckets"]) == ("default", 8)
+    assert (state["kv_port"], state["http_port"]) == (server.kv_port, server.http_port)
     [conn] = state["connections"]
     assert conn["name"] == "mockdcp-consumer"
     assert conn["state"] == "dcp_open"
@@ -66,9 +67,13 @@ async def test_state_shows_connections_streams_and_seqnos_while_streaming(
     assert sum(vb["high_seqno"] for vb in state["vbuckets"]) == 200
 
 
-async def test_state_of_an_idle_server_has_no_connections(http: httpx.AsyncClient) -> None:
+async def test_state_of_an_idle_server_has_no_connections(
+    http: httpx.AsyncClient, server: MockDcpServer
+) -> None:
     state = (await http.get("/mock/state")).json()
+    assert state == server.state()
     assert state["connections"] == []
+    assert state["scenario"]["applied"] == 0
     assert state["streams"]["total"] == 0
     assert all(vb["sent_seqno"] is None for vb in state["vbuckets"])
 
@@ -176,7 +181,9 @@ async def test_the_openapi_document_describes_every_control_route(
     served = (await http.get("/mock/openapi.json")).json()
     assert served == openapi_document()
     assert served["openapi"].startswith("3.1")
-    for route in ControlApi(server, server.node).routes():
+    async with trio.open_nursery() as tasks:
+        routes = ControlApi(server, tasks).routes()
+    for route in routes:
         assert route.methods is not None
         for method in route.methods - {"HEAD"}:
             assert method.lower() in served["paths"][route.path], (method, route.path)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import schemathesis
 from schemathesis import GenerationMode
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from mockdcp.server._control_openapi import openapi_document
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from schemathesis import Case
+    from schemathesis.checks import CheckFunction
 
 
 @pytest.fixture(scope="module")
@@ -49,4 +51,8 @@ schema.config.generation.update(
 def test_every_control_operation_answers_as_documented_and_never_5xx(
     case: Case[Any], live_url: str
 ) -> None:
-    case.call_and_validate(base_url=live_url)
+    # a step list or scenario can be valid JSON Schema and still not run on this bucket
+    # (a key that is not there, a vbucket it does not have, a field of the wrong kind):
+    # 422 for those is the documented answer, not a rejected valid request
+    excluded: list[CheckFunction] = [positive_data_acceptance] if case.method == "POST" else []
+    case.call_and_validate(base_url=live_url, excluded_checks=excluded)
