@@ -310,9 +310,9 @@ class ControlApi:
         )
 
     async def _run_scenario(self, steps: list[Step], source: str) -> None:
-        try:
-            async with self._apply_lock:
-                await self.server.run_rest(steps, source)
+        self.server.runner.progress.finished = False
+        try:  # beside POST /mock/steps, as a scenario given to ``serve`` runs
+            await self.server.run_rest(steps, source)
         finally:
             self._scenario_running = False
 

@@ -231,11 +231,14 @@ async def test_a_posted_scenario_runs_in_the_background(
         "/mock/scenario", content=SCENARIO, headers={"content-type": "application/yaml"}
     )
     assert again.status_code == 409
+    # steps posted meanwhile do not wait for the scenario
+    assert (await http.post("/mock/steps", json=[SET])).status_code == 200
+    assert not server.runner.progress.finished
     with trio.fail_after(5):
         await wait_until(lambda: server.runner.progress.finished)
-    assert {k for _, k in server.bucket.oracle()} == {b"a", b"b"}
+    assert {k for _, k in server.bucket.oracle()} == {b"a", b"b", b"user::1"}
     state = (await http.get("/mock/state")).json()
-    assert state["scenario"]["applied"] == 3
+    assert state["scenario"]["applied"] == 4
 
 
 async def test_a_bad_scenario_is_422_with_the_line(
