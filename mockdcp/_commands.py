@@ -45,7 +45,10 @@ async def _serve(args: argparse.Namespace) -> None:
     if args.json:
         _live.use_json_logs()
 
-    bucket = Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+    scenario = getattr(args, "scenario", None)
+    bucket = (
+        None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+    )
     async with serve(
         host=args.host,
         port=args.port,
@@ -54,7 +57,9 @@ async def _serve(args: argparse.Namespace) -> None:
         bucket_obj=bucket,
         pcap=args.pcap,
         control_open=args.control_open,
+        scenario=scenario,
     ) as server:
+        bucket = server.bucket
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)
         import mockdcp.producer._connection  # noqa: F401
@@ -62,7 +67,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
         load_numpy()
 
-        if args.docs:
+        if args.docs and not scenario:
             from mockdcp._dataset import faker_documents
 
             for key, body in faker_documents(args.docs, args.seed):
@@ -81,11 +86,11 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from mockdcp._errors import ModelError, ServerError
+    from mockdcp._errors import ModelError, ScenarioError, ServerError
 
     try:
         trio.run(_serve, args)
-    except (ServerError, ModelError) as exc:
+    except (ServerError, ModelError, ScenarioError) as exc:
         print(f"mockdcp: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -91,8 +91,8 @@ class StepRunner:
         self.seed = seed
         self.progress = Progress()
         self.set_persistence = set_persistence
-        #: every event since the runner began (expectations look back over them)
-        self.history: list[ProducerEvent] = []
+        #: every event the node kept, and each new one (expectations look back)
+        self.history: list[ProducerEvent] = list(node.events)
         self._observers: list[Callable[[ProducerEvent], None]] = []
         self._changed = trio.Event()
         node.subscribers.append(self._on_event)
@@ -123,15 +123,18 @@ class StepRunner:
         """``ScenarioProblems`` if any step cannot run on this node's bucket."""
         check_steps(steps, self.node.bucket, source)
 
-    async def apply(self, steps: Sequence[st.Step], source: str = "<steps>") -> None:
+    async def apply(
+        self, steps: Sequence[st.Step], source: str = "<steps>", *, first: int = 0
+    ) -> None:
         """Check every step, then apply them in order (see the module docstring).
+        ``first``: the number of the first step in its file (0-based), for reports.
 
         Raises ``ScenarioProblems`` (nothing applied) or ``StepFailed``.
         """
         self.check(steps, source)
         try:
-            for index, step in enumerate(steps):
-                self.progress.current = f"{index + 1}/{len(steps)} {step.NAME}"
+            for index, step in enumerate(steps, first):
+                self.progress.current = f"{index + 1}/{first + len(steps)} {step.NAME}"
                 if isinstance(step, st.Wait | st.Expect):
                     self.node.release()
                     await self._control(step, index)

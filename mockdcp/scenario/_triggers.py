@@ -181,6 +181,11 @@ class ExpectationCheck:
         if event.vbucket != target.vbucket:
             return
         if event.rollback_seqno is not None:
+            if self._rollback_to is not None and event.start_seqno > self._rollback_to:
+                self.detail = (
+                    f"ROLLBACK to {self._rollback_to} sent, but the consumer re-requested "
+                    f"from {event.start_seqno}"
+                )
             if target.to is None or event.rollback_seqno == target.to:
                 self._rollback_to = event.rollback_seqno
             else:

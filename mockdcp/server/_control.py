@@ -244,7 +244,8 @@ class ControlApi:
 
     async def metrics(self, request: Request) -> Response:
         totals = _control_state.totals(self.node)
-        totals["steps_applied"] = self.server.runner.progress.applied
+        runner = self.server._runner  # made on first use
+        totals["steps_applied"] = 0 if runner is None else runner.progress.applied
         streams = _control_state.streams_by_state(self.node)
         return PlainTextResponse(
             prometheus_text(totals, streams), media_type="text/plain; version=0.0.4"
@@ -312,7 +313,7 @@ class ControlApi:
     async def _run_scenario(self, steps: list[Step], source: str) -> None:
         self.server.runner.progress.finished = False
         try:  # beside POST /mock/steps, as a scenario given to ``serve`` runs
-            await self.server.run_rest(steps, source)
+            await self.server.run_rest(steps, source, 0)
         finally:
             self._scenario_running = False
 

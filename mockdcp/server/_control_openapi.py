@@ -46,6 +46,7 @@ _STREAM = {
         "backfills": _INT,
         "last_sent_seqno": _INT,
         "last_read_seqno": _INT,
+        "written_seqno": {**_INT, "description": "the last item's seqno on the socket"},
     },
 }
 
@@ -83,7 +84,7 @@ _VBUCKET = {
         "streams": _INT,
         "sent_seqno": {
             "type": ["integer", "null"],
-            "description": "the highest seqno a live stream of the vbucket has sent",
+            "description": "the highest seqno a live stream of the vbucket has written",
         },
         "acked_seqno": {
             "type": ["integer", "null"],

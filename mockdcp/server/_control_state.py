@@ -34,9 +34,17 @@ def _live(node: Node) -> list[Connection]:
 
 def connection_state(conn: Connection) -> dict[str, Any]:
     """One connection: its ``ConnectionStatistics`` fields, with ``streams`` the list of
-    its streams' ``StreamStatistics`` (by vbucket)."""
+    its streams' ``StreamStatistics`` (by vbucket), each with ``written_seqno``: the
+    seqno of the last item on the socket."""
     row = attrs.asdict(conn.statistics())
-    streams = [attrs.asdict(s.statistics()) for s in list(conn.streams)]
+    written = conn.streams.written
+    streams = [
+        {
+            **attrs.asdict(s.statistics()),
+            "written_seqno": written.get((s.vbucket, s.stream_id), 0),
+        }
+        for s in list(conn.streams)
+    ]
     row["streams"] = sorted(streams, key=lambda st: (st["vbucket"], st["stream_id"] or 0))
     return row
 
@@ -61,7 +69,7 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
     """The snapshot behind ``GET /mock/state`` and ``MockDcpServer.state()``.
 
     ``vbuckets[i].sent_seqno`` is the highest seqno any live stream of the vbucket has
-    sent (None without a stream): a consumer that is caught up has it equal to
+    written to its socket (None without a stream): a consumer that is caught up has it equal to
     ``high_seqno``. ``acked_seqno`` is the highest one known to be acknowledged: buffer
     acknowledgements count a connection's bytes, not seqnos, so it is known (equal to
     the sent seqno) when the connection uses flow control and has every byte it was
@@ -79,9 +87,9 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
         for st in conn["streams"]:
             vb = st["vbucket"]
             per_vb[vb] += 1
-            sent[vb] = max(sent.get(vb, 0), st["last_sent_seqno"])
+            sent[vb] = max(sent.get(vb, 0), st["written_seqno"])
             if all_acked:
-                acked[vb] = max(acked.get(vb, 0), st["last_sent_seqno"])
+                acked[vb] = max(acked.get(vb, 0), st["written_seqno"])
     bucket = node.bucket
     return {
         "bucket": bucket.name,
@@ -99,7 +107,8 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
 def server_state(server: MockDcpServer) -> dict[str, Any]:
     """``node_state`` of a running server, with its scenario progress and whether the
     background flusher is held."""
-    state = node_state(server.node, scenario=server.runner.progress.as_dict())
+    runner = server._runner  # made on first use: no steps, no progress to show
+    state = node_state(server.node, scenario=None if runner is None else runner.progress.as_dict())
     state["persistence_paused"] = server.persistence_paused
     return state
 

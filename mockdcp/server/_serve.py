@@ -21,7 +21,6 @@ import trio
 from mockdcp._errors import ServerError, raise_unwrapped
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
-from mockdcp.scenario._runner import StepRunner
 from mockdcp.server._http import HttpService
 from mockdcp.server._kv import KvService, Wakeups
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from mockdcp.producer import ConnectionStatistics
     from mockdcp.protocol import StreamEndReason
     from mockdcp.scenario import ConsumerProgress, Scenario, Step
-    from mockdcp.scenario._runner import ExpectationResult
+    from mockdcp.scenario._runner import ExpectationResult, StepRunner
 
 log = logging.getLogger("mockdcp.server")
 
@@ -55,19 +54,21 @@ class MockDcpServer:
     host: str
     kv_port: int
     http_port: int
-    runner: StepRunner
+    #: the scenario seed (generated data)
+    seed: int = 0
+    _runner: StepRunner | None = None
     #: set by the ``persistence`` step; the flusher persists only while it is False
     persistence_paused: bool = False
     #: set when the scenario's steps have all run (at once without a scenario)
     scenario_done: trio.Event = attrs.field(factory=trio.Event)
 
-    async def run_rest(self, steps: list[Step], source: str) -> None:
+    async def run_rest(self, steps: list[Step], source: str, first: int) -> None:
         """Run a scenario's steps after its initial ones; a failure is recorded in the
         progress (``state()``), never raised into the server."""
         from mockdcp.scenario import StepFailed
 
         try:
-            await self.runner.apply(steps, source)
+            await self.runner.apply(steps, source, first=first)
         except StepFailed as exc:
             log.warning("scenario stopped: %s", exc)
         finally:
@@ -77,6 +78,18 @@ class MockDcpServer:
     @property
     def bucket(self) -> Bucket:
         return self.node.bucket
+
+    @property
+    def runner(self) -> StepRunner:
+        """The step runner (made on first use: the scenario machinery loads after
+        "ready"; it reads the node's event log, so nothing observed before is lost)."""
+        if self._runner is None:
+            from mockdcp.scenario import StepRunner
+
+            self._runner = StepRunner(
+                self.node, seed=self.seed, set_persistence=self.set_persistence_paused
+            )
+        return self._runner
 
     @property
     def connection_string(self) -> str:
@@ -118,7 +131,7 @@ class MockDcpServer:
 
     def expectations(self) -> list[ExpectationResult]:
         """The outcomes of the ``expect`` steps applied so far."""
-        return list(self.runner.progress.expectations)
+        return [] if self._runner is None else list(self._runner.progress.expectations)
 
     def state(self) -> dict[str, object]:
         """A JSON-ready snapshot: connections and their streams, per-vbucket seqnos,
@@ -263,19 +276,19 @@ async def _serve(
     if options.idle_timeout is not None:
         node.idle_timeout = options.idle_timeout
     kv = KvService(node, wakeups, pcap=capture)
-    runner = StepRunner(node, seed=options.seed)
     server = MockDcpServer(
         node=node,
         kv=kv,
         host=node.host,
         kv_port=node.kv_port,
         http_port=node.http_port,
-        runner=runner,
+        seed=options.seed,
     )
-    runner.set_persistence = server.set_persistence_paused
     plan = options.scenario
     later: list[Step] = []
+    first_wait = 0
     if plan is not None:
+        runner = server.runner
         runner.check(plan.steps, plan.source)
         first_wait = next(
             (i for i, s in enumerate(plan.steps) if s.GROUP == "control" and s.NAME != "label"),
@@ -288,7 +301,7 @@ async def _serve(
             nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
             nursery.start_soon(partial(http.run, server))
             if plan is not None:
-                nursery.start_soon(server.run_rest, later, plan.source)
+                nursery.start_soon(server.run_rest, later, plan.source, first_wait)
             else:
                 server.scenario_done.set()
             try:
