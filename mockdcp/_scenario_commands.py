@@ -67,14 +67,18 @@ def consumer_env(server: MockDcpServer) -> dict[str, str]:
 
 
 async def run_scenario(
-    path: str, command: list[str], *, limit: float, host: str = "127.0.0.1"
+    path: str, command: list[str], *, limit: float, host: str = "127.0.0.1", live: bool = False
 ) -> RunReport:
-    """Serve ``path``, run ``command`` against it, and report (see the module doc)."""
+    """Serve ``path``, run ``command`` against it, and report (see the module doc);
+    ``live``: draw the live view (mockdcp/_live.py) meanwhile."""
+    from mockdcp import _live
     from mockdcp.server import serve
 
     async with serve(host=host, port=0, http_port=0, scenario=path) as server:
         report = RunReport(scenario=path)
         async with trio.open_nursery() as nursery:
+            if live:
+                nursery.start_soon(_live.run_live_view, server.state)
             proc = None
             if command:
                 env = {**os.environ, **consumer_env(server)}
@@ -140,8 +144,15 @@ def run_run(args: argparse.Namespace) -> int:
     command = list(args.consumer)
     if command[:1] == ["--"]:
         command = command[1:]
+    from mockdcp import _live
+
+    if args.json:
+        _live.use_json_logs()
+    live = _live.wanted(sys.stdout, json_logs=args.json)
     try:
-        report = trio.run(lambda: run_scenario(args.scenario, command, limit=args.timeout))
+        report = trio.run(
+            lambda: run_scenario(args.scenario, command, limit=args.timeout, live=live)
+        )
     except MockDcpError as exc:
         print(f"mockdcp run: {exc}", file=sys.stderr)
         return 2

@@ -17,6 +17,8 @@ from rich.console import Console
 from mockdcp import _live
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pytest
 
 
@@ -220,3 +222,51 @@ def test_serve_on_a_terminal_draws_the_live_view() -> None:
         os.close(leader)
     assert b"mockdcp ready" in seen
     assert b"vbuckets caught up" in seen
+
+
+_SCENARIO = """
+name: live-view
+bucket: {vbuckets: 4}
+steps:
+  - set: {key: a, value: {n: 1}}
+  - wait: {seconds: 1.2}
+"""
+
+
+def _pty_output(argv: list[str]) -> bytes:
+    """Everything ``argv`` writes to a terminal until it exits."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    out = b""
+    try:
+        while True:
+            if select.select([leader], [], [], 0.5)[0]:
+                try:
+                    data = os.read(leader, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                out += data
+            elif proc.poll() is not None:
+                break
+    finally:
+        proc.wait(30)
+        os.close(leader)
+    return out
+
+
+def test_run_on_a_terminal_draws_the_live_view_then_the_report(tmp_path: Path) -> None:
+    scenario = tmp_path / "live.yaml"
+    scenario.write_text(_SCENARIO)
+    out = _pty_output([sys.executable, "-m", "mockdcp", "run", str(scenario)])
+    assert b"vbuckets caught up" in out
+    assert out.rindex(b"PASSED") > out.index(b"vbuckets caught up")
+
+
+def test_run_into_a_pipe_prints_only_the_report(tmp_path: Path) -> None:
+    scenario = tmp_path / "live.yaml"
+    scenario.write_text(_SCENARIO)
+    argv = [sys.executable, "-m", "mockdcp", "run", str(scenario)]
+    done = subprocess.run(argv, capture_output=True, timeout=30, check=True)
+    assert b"vbuckets caught up" not in done.stdout
+    assert b"PASSED" in done.stdout
