@@ -182,10 +182,15 @@ def _invalid(exc: ScenarioProblems, what: str) -> Problem:
 def _oracle_rows(bucket: Bucket) -> dict[str, object]:
     """``{"rows": [...]}``: one row per live document, the oracle's columns (scope,
     collection, key, value, datatype, flags, expiry, rev, seqno, vbucket, cas); a value
-    that is not UTF-8 comes as ``value_base64`` instead of ``value``."""
+    that is not UTF-8 comes as ``value_base64`` instead of ``value``. The same rows as
+    the pipeline's oracle (``mockdcp oracle --url`` reads them)."""
     rows: list[dict[str, object]] = []
+    names = getattr(bucket, "collection_name", None)  # a bucket with collections
     for (cid, key), item in bucket.oracle().items():
-        scope, collection = ("_default", "_default") if cid == 0 else ("_unknown", f"{cid:#x}")
+        if callable(names):
+            scope, collection = names(cid)
+        else:
+            scope, collection = ("_default", "_default") if cid == 0 else ("_unknown", f"{cid:#x}")
         row: dict[str, object] = {
             "scope": scope,
             "collection": collection,
