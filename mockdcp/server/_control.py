@@ -163,20 +163,15 @@ def _step_errors(problems: list[ScenarioProblem]) -> list[dict[str, object]]:
         error: dict[str, object] = {"step": p.step, "field": p.field, "detail": p.message}
         if p.line is not None:
             error["line"] = p.line
-        if p.step is not None:
-            error["pointer"] = "/" + "/".join([str(p.step), *(p.field or "").split(".")])
-            error["pointer"] = str(error["pointer"]).rstrip("/")
+        if p.step is not None:  # RFC 6901, into the posted array
+            parts = [str(p.step), *(p.field.split(".") if p.field else [])]
+            error["pointer"] = "/" + "/".join(parts)
         out.append(error)
     return out
 
 
 def _invalid(exc: ScenarioProblems, what: str) -> Problem:
-    return Problem(
-        422,
-        f"Invalid {what}",
-        str(exc),
-        errors=_step_errors(exc.problems),
-    )
+    return Problem(422, f"Invalid {what}", str(exc), errors=_step_errors(exc.problems))
 
 
 def _oracle_rows(bucket: Bucket) -> dict[str, object]:
