@@ -208,3 +208,30 @@ async def test_a_client_that_never_finishes_its_request_is_cut_off(
             await slow.aclose()
         async with httpx.AsyncClient(base_url=server.http_url) as client:
             assert (await client.get("/mock/health")).status_code == 200
+
+
+def test_serve_control_open_and_json_logs_from_the_command_line() -> None:
+    import json
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "mockdcp", "--log-level", "INFO", "serve", "--json"]
+    argv += ["--host", "0.0.0.0", "--control-open", "--port", "0", "--http-port", "0"]
+    proc = subprocess.Popen(
+        [*argv, "--docs", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    try:
+        ready = json.loads(proc.stdout.readline())
+        url = ready["http"]
+        assert httpx.get(f"{url}/mock/state", timeout=10).status_code == 200
+        assert httpx.get(f"{url}/pools", timeout=10).status_code == 401
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stdout.close()
+    lines = [json.loads(line) for line in proc.stderr.read().splitlines() if line]
+    proc.stderr.close()
+    assert {"event": "loaded", "docs": 3} in lines
+    assert any(row.get("logger") == "mockdcp.http" for row in lines)
