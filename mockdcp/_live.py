@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
     from rich.console import Console, RenderableType
 
-#: seconds between redraws
-REFRESH = 0.5
+#: seconds between looks at the snapshot (a redraw only when it changed: drawing the
+#: tables costs rich a few milliseconds on the server's event loop)
+REFRESH = 1.0
 #: vbucket rows the view shows (the ones furthest behind first)
 VBUCKET_ROWS = 12
 
@@ -156,14 +157,19 @@ async def run_live_view(
     console: Console | None = None,
     refresh: float = REFRESH,
 ) -> None:
-    """Redraw ``render(snapshot())`` every ``refresh`` seconds until cancelled."""
+    """Redraw ``render(snapshot())`` every ``refresh`` seconds, when it changed, until
+    cancelled."""
     import trio
     from rich.live import Live
 
-    with Live(render(snapshot()), console=console, auto_refresh=False) as live:
+    shown = snapshot()
+    with Live(render(shown), console=console, auto_refresh=False) as live:
         while True:
             await trio.sleep(refresh)
-            live.update(render(snapshot()), refresh=True)
+            state = snapshot()
+            if state != shown:
+                live.update(render(state), refresh=True)
+                shown = state
 
 
 class JsonLinesFormatter(logging.Formatter):

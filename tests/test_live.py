@@ -156,20 +156,33 @@ def test_view_is_wanted_only_on_a_terminal_without_json() -> None:
     assert not _live.wanted(Tty(), json_logs=True)
 
 
-async def test_run_live_view_redraws_from_the_snapshot_until_cancelled() -> None:
-    calls = 0
+async def test_run_live_view_redraws_when_the_snapshot_changes_until_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    states = [_state() for _ in range(3)]
+    states[1]["bucket"] = "second"
+    states[2]["bucket"] = "third"
+    looks = 0
+    drawn: list[str] = []
+    render = _live.render
 
     def snapshot() -> dict[str, Any]:
-        nonlocal calls
-        calls += 1
-        return _state()
+        nonlocal looks
+        looks += 1
+        return states[min(looks - 1, 2)]
 
+    def counting_render(state: dict[str, Any]) -> object:
+        drawn.append(state["bucket"])
+        return render(state)
+
+    monkeypatch.setattr(_live, "render", counting_render)
     out = io.StringIO()
     console = Console(file=out, width=120, force_terminal=True)
-    with trio.move_on_after(0.35):
+    with trio.move_on_after(0.55):
         await _live.run_live_view(snapshot, console=console, refresh=0.1)
-    assert calls >= 3
-    assert "kafka-connector" in out.getvalue()
+    assert looks >= 4
+    assert drawn == ["travel", "second", "third"]  # not again while unchanged
+    assert "bucket third" in out.getvalue()
 
 
 def test_json_lines_formatter_writes_one_object_per_record() -> None:
