@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from mockdcp.server import _control
 from mockdcp.server._control import JSONResponse
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import Mapping
 
     from starlette.requests import Request
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -194,17 +194,7 @@ class CouchbaseEndpoints:
         missing = self._bucket_or_404(request)
         if missing is not None:
             return missing
-        host = _host(request, self.node.host)
-        return StreamingResponse(self._configs(host), media_type="application/json")
-
-    async def _configs(self, host: str) -> AsyncIterator[bytes]:
-        sent: tuple[int, int] | None = None
-        while True:
-            current = (self.node.config_epoch, self.node.config_rev)
-            if current != sent:
-                yield json.dumps(self.node.config(host)).encode() + b"\n\n\n\n"
-                sent = current
-            await trio.sleep(STREAM_POLL)
+        return ConfigStream(self.node, _host(request, self.node.host))
 
     def _node_entry(self, host: str) -> dict[str, Any]:
         node = self.node
@@ -231,6 +221,38 @@ class CouchbaseEndpoints:
             }
         )
         return info
+
+
+class ConfigStream(Response):
+    """The streaming config response: the config, four newlines, and again whenever its
+    revision changes, until the client goes away (``http.disconnect``) or the server
+    stops. A task, not an async generator, so nothing is left to finalize."""
+
+    def __init__(self, node: Node, host: str) -> None:  # no body: no content-length
+        self.node = node
+        self.host = host
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", b"application/json")]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        await send(start)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._configs, send)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            nursery.cancel_scope.cancel()
+
+    async def _configs(self, send: Send) -> None:
+        sent: tuple[int, int] | None = None
+        while True:
+            current = (self.node.config_epoch, self.node.config_rev)
+            if current != sent:
+                body = json.dumps(self.node.config(self.host)).encode() + b"\n\n\n\n"
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                sent = current
+            await trio.sleep(STREAM_POLL)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

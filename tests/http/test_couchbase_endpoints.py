@@ -1,12 +1,18 @@
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import re
+import time
 from typing import TYPE_CHECKING
 
 import pytest
 import trio
+
+from mockdcp.model import Bucket
+from mockdcp.server import serve
+from mockdcp.server._asgi import STREAM_POLL
 
 if TYPE_CHECKING:
     import httpx
@@ -113,3 +119,27 @@ async def test_streaming_config_sends_the_config_again_on_a_new_revision(
     assert b"transfer-encoding: chunked" in head.lower()
     revs = [json.loads(part)["rev"] for part in re.findall(rb"\{.*?\}\n\n\n\n", body, re.S)]
     assert revs == [1, 2]
+
+
+async def _first_config(port: int) -> trio.SocketStream:
+    auth = base64.b64encode(b"Administrator:password").decode()
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    request = f"GET /pools/default/bs/default HTTP/1.1\r\nHost: h\r\nAuthorization: Basic {auth}"
+    await stream.send_all(request.encode() + b"\r\n\r\n")
+    data = b""
+    with trio.fail_after(10):
+        while b"\n\n\n\n" not in data:
+            data += await stream.receive_some(65536)
+    return stream
+
+
+async def test_streaming_config_ends_cleanly_when_the_client_leaves_or_the_server_stops() -> None:
+    bucket = Bucket("default", 4, seed=1, clock=time.time)
+    async with serve(port=0, http_port=0, bucket_obj=bucket) as server:
+        leaving = await _first_config(server.http_port)
+        await leaving.aclose()
+        staying = await _first_config(server.http_port)
+        server.node.config_rev += 1
+        await trio.sleep(2 * STREAM_POLL)
+    await staying.aclose()
+    gc.collect()  # anything of the responses left unfinalized would warn now
