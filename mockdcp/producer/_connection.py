@@ -176,6 +176,9 @@ class ConnectionStatistics:
     buffer_size: int
     noops_sent: int
     noops_answered: int
+    #: stream messages sent (mutations, markers, stream ends...) and buffer acks received
+    messages_sent: int = 0
+    acks: int = 0
 
 
 class Connection:
@@ -341,6 +344,8 @@ class Connection:
             buffer_size=self.settings.buffer_size,
             noops_sent=self.keepalive.sent,
             noops_answered=self.keepalive.answered,
+            messages_sent=self.flow.messages,
+            acks=self.flow.acks,
         )
 
     # -- sending stream data under flow control -----------------------------------------
