@@ -27,6 +27,7 @@ import attrs
 
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
+from mockdcp.model._item import SystemEventItem
 from mockdcp.protocol import VBucketState
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ class VBucket:
         #: every write in seqno order, never de-duplicated: what a replica that had
         #: everything up to a seqno holds (restart and failover rebuild from it)
         self.log: list[Item] = []
+        #: the system events of ``log`` (the vbucket's own manifest history)
+        self.system_events: list[SystemEventItem] = []
+        #: collection id -> the highest seqno of an item or event of that collection
+        self.collection_high: dict[int, int] = {}
         self.checkpoints: list[Checkpoint] = [self._new_checkpoint(seqno + 1)]
 
     def _new_checkpoint(self, start: int) -> Checkpoint:
@@ -181,12 +186,21 @@ class VBucket:
 
     def write(self, item: Item) -> None:
         self.high_seqno = item.seqno
+        self.collection_high[item.collection_id] = item.seqno
         self.items[item.doc_key] = item
         self.log.append(item)
         cp = self.checkpoints[-1]
         cp.append(item)
         if cp.item_count >= self.checkpoint_max_items or cp.bytes >= self.checkpoint_max_bytes:
             self.close_checkpoint()
+
+    def write_system_event(self, event: SystemEventItem) -> None:
+        """Write a manifest change's event like any item; it counts towards the high
+        seqno of the collection it is about."""
+        self.write(event)
+        self.system_events.append(event)
+        if event.event_collection_id is not None:
+            self.collection_high[event.event_collection_id] = event.seqno
 
     def close_checkpoint(self) -> None:
         """Close the open checkpoint (if it holds anything) and open a new one."""
@@ -269,6 +283,13 @@ class VBucket:
         self._reset(seqno)
         self.purge_seqno = purge
         self.log = log
+        for item in log:
+            if isinstance(item, SystemEventItem):
+                self.system_events.append(item)
+                if item.event_collection_id is not None:
+                    self.collection_high[item.event_collection_id] = item.seqno
+            else:
+                self.collection_high[item.collection_id] = item.seqno
         for item in sorted(latest.values(), key=lambda it: it.seqno):
             if item.deleted and item.seqno <= purge:
                 continue
