@@ -158,11 +158,7 @@ class Bucket:
         out: dict[tuple[int, bytes], Item] = {}
         for vb in self.vbuckets:
             out.update(
-                {
-                    key: item
-                    for key, item in vb.items.items()
-                    if not item.deleted and key[0] in live
-                }
+                {key: item for key, item in vb.items.items() if not item.deleted and key[0] in live}
             )
         return out
 

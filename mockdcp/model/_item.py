@@ -271,7 +271,9 @@ class SystemEventItem(Item):
             version, value = 2, self.flatbuffers_value()
         else:
             value = self.value
-            version = 1 if ev is SystemEventType.BEGIN_COLLECTION and self.max_ttl is not None else 0
+            version = (
+                1 if ev is SystemEventType.BEGIN_COLLECTION and self.max_ttl is not None else 0
+            )
         return encode_system_event_frame(
             vbucket=self.vbucket,
             cas=0,  # as the seed's example: a system event carries no CAS

@@ -394,10 +394,12 @@ class VBucketManifest:
                 state.scopes[ev.scope_id] = ev.name
             elif kind is SystemEventType.DROP_SCOPE:
                 state.scopes.pop(ev.scope_id, None)
-            elif kind in (SystemEventType.BEGIN_COLLECTION, SystemEventType.MODIFY_COLLECTION):
-                state.collections[cid] = (ev.name, ev.scope_id, ev.max_ttl)
+            elif cid is None:
+                continue
             elif kind is SystemEventType.END_COLLECTION:
                 state.collections.pop(cid, None)
+            else:  # begin or modify
+                state.collections[cid] = (ev.name, ev.scope_id, ev.max_ttl)
         return state
 
     def catch_up(self, manifest: Manifest) -> list[ManifestEvent]:
@@ -411,9 +413,11 @@ class VBucketManifest:
         for sid, name in self.scopes.items():
             if sid not in manifest.scopes:
                 raw.append((SystemEventType.DROP_SCOPE, sid, None, name, None))
-        for sc in manifest.scopes.values():
-            if sc.sid not in self.scopes:
-                raw.append((SystemEventType.CREATE_SCOPE, sc.sid, None, sc.name, None))
+        raw.extend(
+            (SystemEventType.CREATE_SCOPE, sc.sid, None, sc.name, None)
+            for sc in manifest.scopes.values()
+            if sc.sid not in self.scopes
+        )
         for c in manifest.collections.values():
             known = self.collections.get(c.cid)
             if known is None:

@@ -111,6 +111,11 @@ class VBucket:
     def max_visible_seqno(self) -> int:
         return self.high_seqno
 
+    @property
+    def manifest_uid(self) -> int:
+        """The manifest uid the vbucket's last system event carries (0 before any)."""
+        return self.system_events[-1].manifest_uid if self.system_events else 0
+
     def get(self, key: bytes, collection_id: int = 0) -> Item | None:
         return self.items.get((collection_id, key))
 

@@ -144,6 +144,7 @@ class Node:
             num_vbuckets=self.bucket.num_vbuckets,
             rev=self.config_rev,
             rev_epoch=self.config_epoch,
+            manifest_uid=self.bucket.manifest.uid,
         )
 
     def config_bytes(self, host: str | None = None) -> bytes:

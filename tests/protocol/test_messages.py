@@ -5,7 +5,6 @@ from typing import Any
 import pytest
 
 from mockdcp import RemoteProtocolError
-from mockdcp.protocol._flatbuffers import ScopeEventV2, encode_flatbuffers_value
 from mockdcp.protocol import (
     CollectionEventData,
     Datatype,
@@ -47,6 +46,7 @@ from mockdcp.protocol import (
     split_xattrs,
     strip_user_xattrs,
 )
+from mockdcp.protocol._flatbuffers import ScopeEventV2, encode_flatbuffers_value
 
 
 def request(opcode: int, magic: Magic = Magic.REQUEST, **parts: Any) -> Frame:  # noqa: ANN401
