@@ -55,6 +55,7 @@ from mockdcp.protocol import (
     Status,
     StreamEnd,
     StreamEndReason,
+    SystemEvent,
     decode_failover_log,
     decode_server_message,
 )
@@ -374,7 +375,8 @@ class DcpConsumer:
             self._on_marker(vb, msg)
         elif isinstance(msg, Mutation | Deletion | Expiration):
             self._on_item(vb, msg)
-        elif isinstance(msg, SeqnoAdvanced):
+        elif isinstance(msg, SeqnoAdvanced | SystemEvent):
+            # a system event holds a seqno of the snapshot like an item (and may end it)
             pos = self.state.position(vb)
             pos.seqno = msg.by_seqno
             snap = self._snap.get(vb)

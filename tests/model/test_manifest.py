@@ -262,7 +262,8 @@ def test_creation_and_drop_of_a_collection_share_one_system_key() -> None:
     drop = events(b)[-1]
     assert create.doc_key == drop.doc_key
     assert create.doc_key[0] == SYSTEM_COLLECTION_ID
-    assert drop.deleted and not create.deleted
+    assert drop.deleted
+    assert not create.deleted
 
 
 def test_drop_deduplicates_the_creation_in_an_open_checkpoint() -> None:
@@ -309,7 +310,8 @@ def test_system_event_wire_is_the_v0_or_v1_frame_with_opaque_zero() -> None:
         0,
     )
     plain_msg, ttl_msg = decode(plain.wire), decode(with_ttl.wire)
-    assert isinstance(plain_msg, SystemEvent) and isinstance(ttl_msg, SystemEvent)
+    assert isinstance(plain_msg, SystemEvent)
+    assert isinstance(ttl_msg, SystemEvent)
     assert (plain_msg.version, plain_msg.data().collection_id) == (0, 8)  # type: ignore[union-attr]
     assert ttl_msg.version == 1
     assert ttl_msg.data().max_ttl == 72000  # type: ignore[union-attr]
