@@ -47,7 +47,8 @@ def all_vb_seqnos(bucket: Bucket, msg: GetAllVbSeqnos, *, collections: bool) -> 
     With a collection id (needs HELLO COLLECTIONS) the seqno is that collection's high
     seqno (UNKNOWN_COLLECTION if it is not in the manifest). A connection without
     COLLECTIONS sees only the default collection, so it gets the default collection's
-    (producer.md §10; the same as the vbucket's on a bucket that never had another)."""
+    (kv_engine ``getAllVBucketSequenceNumbers``; on a bucket that never had another
+    collection that is the vbucket's high seqno)."""
     from mockdcp.protocol import encode_all_vb_seqnos
 
     if msg.collection_id is not None and not collections:

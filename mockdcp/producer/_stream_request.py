@@ -94,11 +94,12 @@ def stream_filter(
 ) -> frozenset[int] | StreamRequestDecision | None:
     """Check 7: the collections a stream lets through (None = all of them, the
     "pass-through" stream), or the failing decision. Rules of kv_engine's
-    ``Collections::VB::Filter`` (producer.md §10), each failure with the manifest uid as
-    the error body ``{"manifest_uid":"<hex>"}``:
+    ``Collections::VB::Filter`` (``engines/ep/src/collections/vbucket_filter.cc``), in
+    its order; unknown collection and scope carry the manifest uid as the error body
+    ``{"manifest_uid":"<hex>"}``:
 
     * a ``uid`` above the vbucket's manifest uid: COLLECTIONS_MANIFEST_IS_AHEAD (the node
-      has not seen the manifest the client has);
+      has not seen the manifest the client has), without the uid body;
     * ``collections``: every id in the manifest, else UNKNOWN_COLLECTION naming it;
     * ``scope``: in the manifest, else UNKNOWN_SCOPE; the filter is the scope's
       collections now (later ones joining it is the stream's business);
@@ -109,10 +110,10 @@ def stream_filter(
     """
     body = manifest_uid_error_body(manifest.uid)
     if value.uid is not None and value.uid > vbucket_uid:
+        # kv_engine sets the manifest-uid context only for unknown collection/scope
         return _fail(
             Status.COLLECTIONS_MANIFEST_IS_AHEAD,
             f"stream-request uid {value.uid:x} is ahead of the manifest uid {vbucket_uid:x}",
-            body,
         )
     if value.collections is not None:
         unknown = [c for c in value.collections if c not in manifest.collections]

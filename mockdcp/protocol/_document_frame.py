@@ -104,7 +104,7 @@ def encode_document_frame(
 #: DCP_SYSTEM_EVENT extras (13): by-seqno, event id, version (seed 003 "Extra data").
 SYSTEM_EVENT_EXTRAS = struct.Struct(">QIB")
 _SYSTEM_EVENT_FRAME = struct.Struct(">BBHBBHIIQ" + SYSTEM_EVENT_EXTRAS.format[1:])
-#: DCP_SEQNO_ADVANCED extras (8): the seqno (wire.md §8.17).
+#: DCP_SEQNO_ADVANCED extras (8): the seqno (kv_engine docs/dcp seqno-advanced.md).
 _SEQNO_ADVANCED_FRAME = struct.Struct(">BBHBBHIIQQ")
 
 

@@ -61,9 +61,11 @@ def failure(result: object) -> tuple[Status, dict[str, str]]:
 
 
 def test_filter_uid_ahead_of_the_manifest_is_collections_manifest_is_ahead() -> None:
-    status, body = failure(filtered(bucket(), uid=4))
-    assert (status, body) == (Status.COLLECTIONS_MANIFEST_IS_AHEAD, {"manifest_uid": "3"})
-    assert status == 0x8B
+    result = filtered(bucket(), uid=4)
+    assert isinstance(result, StreamRequestDecision)
+    assert (result.status, result.error_body) == (Status.COLLECTIONS_MANIFEST_IS_AHEAD, b"")
+    assert result.status == 0x8B
+    assert "4" in result.reason
 
 
 def test_filter_uid_at_or_below_the_manifest_is_accepted() -> None:
