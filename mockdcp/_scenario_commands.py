@@ -2,7 +2,8 @@
 the command line.
 
 ``mockdcp run SCENARIO -- CMD...`` serves the scenario on free ports, starts the consumer
-command with ``MOCKDCP_*`` variables in its environment, waits for the scenario's end,
+command with ``MOCKDCP_*`` variables in its environment (its standard output goes to
+``mockdcp run``'s standard error, so standard output holds the report alone), waits for the scenario's end,
 stops the consumer and reports each expectation; the exit status is 0 only if every
 expectation passed, no wait timed out and the consumer did not fail.
 """
@@ -78,7 +79,10 @@ async def run_scenario(
             proc = None
             if command:
                 env = {**os.environ, **consumer_env(server)}
-                proc = await trio.lowlevel.open_process(command, env=env)
+                # the consumer's output goes to stderr: stdout holds the report alone
+                proc = await trio.lowlevel.open_process(
+                    command, env=env, stdout=sys.stderr.fileno()
+                )
                 nursery.start_soon(_watch, proc, report, server)
             with trio.move_on_after(limit) as scope:
                 await server.scenario_done.wait()
@@ -138,8 +142,6 @@ def print_report(report: RunReport, as_json: bool) -> None:
 
 def run_run(args: argparse.Namespace) -> int:
     command = list(args.consumer)
-    if command[:1] == ["--"]:
-        command = command[1:]
     try:
         report = trio.run(lambda: run_scenario(args.scenario, command, limit=args.timeout))
     except MockDcpError as exc:

@@ -111,7 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for the whole scenario (300)"
     )
-    run.add_argument("consumer", nargs=argparse.REMAINDER, help="-- the consumer command")
 
     validate = sub.add_parser("validate", help="check scenario files (errors with lines)")
     validate.add_argument("files", nargs="+", metavar="FILE")
@@ -135,7 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mockdcp`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    consumer: list[str] = []
+    if "--" in argv:  # mockdcp run SCENARIO [options] -- CONSUMER CMD...
+        cut = argv.index("--")
+        argv, consumer = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
+    args.consumer = consumer
     import logging
 
     logging.basicConfig(

@@ -77,7 +77,7 @@ from mockdcp.protocol import (
     encode_rollback_value,
     error_map,
 )
-from mockdcp.protocol._document_frame import stream_frame_seqno
+from mockdcp.protocol._document_frame import stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -370,6 +370,8 @@ class Connection:
                 stop = None if hold is None else _frames_up_to(stream.chunks[0], hold)
                 budget = min(quantum, limit - size)  # a throttle's limit may be small
                 taken = self.flow.take(stream.chunks, parts, budget, stop=stop)
+                if taken:
+                    self._wrote(stream)
                 stream.mark_drained()
                 size += taken
                 progressed |= taken > 0
@@ -382,6 +384,19 @@ class Connection:
             if not progressed:
                 break
         return size
+
+    def _wrote(self, stream: Stream) -> None:
+        """Note the last item of ``stream`` in this write (an event once written)."""
+        assert self.flow.last is not None
+        seqno = stream_item_seqno(*self.flow.last)
+        if seqno is None:
+            return
+        self.streams.written[(stream.vbucket, stream.stream_id)] = seqno
+        self._unwritten.append(
+            self._event(
+                ev.StreamWritten, vbucket=stream.vbucket, stream_id=stream.stream_id, seqno=seqno
+            )
+        )
 
     def _check_hold(self, stream: Stream, hold: int) -> None:
         """Report a hold as reached once every frame of the stream up to its seqno has

@@ -27,6 +27,8 @@ class FlowWindow:
     size: int = 0
     unacked: int = 0
     acked: int = 0
+    #: the buffer and offset of the last message ``take`` moved (what was written last)
+    last: tuple[bytearray, int] | None = None
 
     @property
     def open(self) -> bool:
@@ -82,6 +84,7 @@ class FlowWindow:
             end = ends[last] - chunk.base
             # chunks are never written after they are queued: send views, not copies
             parts.append(memoryview(chunk.buf)[start:end])
+            self.last = (chunk.buf, ends[last - 1] - chunk.base if last else 0)
             nbytes = end - start
             taken += nbytes
             if self.size:

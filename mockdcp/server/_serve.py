@@ -167,7 +167,13 @@ def server_state(server: MockDcpServer) -> dict[str, object]:
     conns = []
     for conn in server.node.matching():
         stats = attrs.asdict(conn.statistics())
-        stats["streams"] = [attrs.asdict(s.statistics()) for s in conn.streams]
+        stats["streams"] = [
+            {
+                **attrs.asdict(s.statistics()),
+                "written_seqno": conn.streams.written.get((s.vbucket, s.stream_id), 0),
+            }
+            for s in conn.streams
+        ]
         conns.append(stats)
     vbuckets = [
         {
