@@ -56,6 +56,7 @@ from mockdcp.protocol import (
     StreamEnd,
     StreamEndReason,
     SystemEvent,
+    SystemEventType,
     decode_failover_log,
     decode_server_message,
 )
@@ -119,6 +120,10 @@ class ConsumerState:
     markers: int = 0
     items: int = 0
     violations: list[str] = attrs.field(factory=list)
+    #: (vbucket, collection id) -> seqno of the END_COLLECTION event seen: the
+    #: collection's documents of that vbucket written before it are gone
+    dropped: dict[tuple[int, int], int] = attrs.field(factory=dict)
+    system_events: int = 0
 
     def position(self, vb: int) -> VbPosition:
         return self.positions.setdefault(vb, VbPosition())
@@ -126,9 +131,13 @@ class ConsumerState:
     def documents(self) -> dict[tuple[int, bytes], Version]:
         """The live documents: the newest version of each key that is not a deletion."""
         out = {}
+        dropped = self.dropped
         for key, versions in self.versions.items():
             if versions and not versions[-1].deleted:
-                out[key] = versions[-1]
+                last = versions[-1]
+                if last.seqno < dropped.get((last.vbucket, key[0]), -1):
+                    continue  # its collection was dropped after it
+                out[key] = last
         return out
 
     def mark_consistent(self, vb: int, seqno: int) -> None:
@@ -151,6 +160,8 @@ class ConsumerState:
                 self.versions[key] = kept
             else:
                 del self.versions[key]
+        for at in [k for k, s in self.dropped.items() if k[0] == vb and s > seqno]:
+            del self.dropped[at]
         pos = self.position(vb)
         pos.seqno = pos.snap_start = pos.snap_end = seqno
         entries = [e for e in pos.failover_log if e[1] <= seqno]
@@ -377,6 +388,8 @@ class DcpConsumer:
             self._on_item(vb, msg)
         elif isinstance(msg, SeqnoAdvanced | SystemEvent):
             # a system event holds a seqno of the snapshot like an item (and may end it)
+            if isinstance(msg, SystemEvent):
+                self._on_system_event(vb, msg)
             pos = self.state.position(vb)
             pos.seqno = msg.by_seqno
             snap = self._snap.get(vb)
@@ -394,6 +407,13 @@ class DcpConsumer:
                 await self._open_stream(vb)
         self._emit(vb, msg)
         await self._maybe_ack()
+
+    def _on_system_event(self, vb: int, msg: SystemEvent) -> None:
+        self.state.system_events += 1
+        if msg.event == SystemEventType.END_COLLECTION:
+            cid = getattr(msg.data(), "collection_id", None)
+            if cid is not None:
+                self.state.dropped[(vb, cid)] = msg.by_seqno
 
     def _on_marker(self, vb: int, msg: SnapshotMarker) -> None:
         self.state.markers += 1

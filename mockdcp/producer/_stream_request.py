@@ -13,6 +13,7 @@ import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.model import Bucket, needs_rollback
+from mockdcp.model._item import SYSTEM_COLLECTION_ID
 from mockdcp.protocol import (
     DcpOpenFlag,
     DcpStreamRequest,
@@ -131,6 +132,31 @@ def stream_filter(
     return frozenset({0})
 
 
+class AllButSystemEvents(frozenset[int]):
+    """The filter of a pass-through stream whose connection cannot be sent system events
+    yet: every collection id but the system-event namespace.
+
+    Until the stream side encodes system events for every connection form, a stream
+    whose frames are not the canonical ones (delete times, the expiry opcode, forced
+    compression, NO_VALUE, stream-ids) leaves system events out rather than send them
+    as the deletions its encoder would make of them. Only buckets with collections have
+    system events, so a default-only bucket streams exactly as before.
+    """
+
+    def __contains__(self, cid: object) -> bool:
+        return cid != SYSTEM_COLLECTION_ID
+
+
+def _without_events_it_cannot_encode(
+    collections: frozenset[int] | None, settings: DcpSettings, sid: int | None
+) -> frozenset[int] | None:
+    from mockdcp.producer._encoder import ItemEncoder
+
+    if collections is None and not ItemEncoder(settings).takes_frames(sid):
+        return AllButSystemEvents()
+    return collections
+
+
 def decide_stream_request(
     req: DcpStreamRequest,
     *,
@@ -236,7 +262,7 @@ def decide_stream_request(
         end_seqno=end,
         snap_start_seqno=snap_start,
         snap_end_seqno=snap_end,
-        collections=collections,
+        collections=_without_events_it_cannot_encode(collections, settings, sid),
         disk_only=disk_only,
         ignore_purged_tombstones=ignore_purged,
         client_purge_seqno=value.purge_seqno or 0,
