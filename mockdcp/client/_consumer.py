@@ -120,9 +120,10 @@ class ConsumerState:
     markers: int = 0
     items: int = 0
     violations: list[str] = attrs.field(factory=list)
-    #: (vbucket, collection id) -> seqno of the END_COLLECTION event seen: the
-    #: collection's documents of that vbucket written before it are gone
-    dropped: dict[tuple[int, int], int] = attrs.field(factory=dict)
+    #: (vbucket, collection id) -> seqno of the last END_COLLECTION (drop) or
+    #: BEGIN_COLLECTION (create or flush) event seen: the collection's documents of that
+    #: vbucket written before it are gone
+    cleared: dict[tuple[int, int], int] = attrs.field(factory=dict)
     system_events: int = 0
 
     def position(self, vb: int) -> VbPosition:
@@ -131,12 +132,12 @@ class ConsumerState:
     def documents(self) -> dict[tuple[int, bytes], Version]:
         """The live documents: the newest version of each key that is not a deletion."""
         out = {}
-        dropped = self.dropped
+        cleared = self.cleared
         for key, versions in self.versions.items():
             if versions and not versions[-1].deleted:
                 last = versions[-1]
-                if last.seqno < dropped.get((last.vbucket, key[0]), -1):
-                    continue  # its collection was dropped after it
+                if last.seqno < cleared.get((last.vbucket, key[0]), -1):
+                    continue  # its collection was dropped or flushed after it
                 out[key] = last
         return out
 
@@ -160,8 +161,8 @@ class ConsumerState:
                 self.versions[key] = kept
             else:
                 del self.versions[key]
-        for at in [k for k, s in self.dropped.items() if k[0] == vb and s > seqno]:
-            del self.dropped[at]
+        for at in [k for k, s in self.cleared.items() if k[0] == vb and s > seqno]:
+            del self.cleared[at]
         pos = self.position(vb)
         pos.seqno = pos.snap_start = pos.snap_end = seqno
         entries = [e for e in pos.failover_log if e[1] <= seqno]
@@ -410,10 +411,10 @@ class DcpConsumer:
 
     def _on_system_event(self, vb: int, msg: SystemEvent) -> None:
         self.state.system_events += 1
-        if msg.event == SystemEventType.END_COLLECTION:
+        if msg.event in (SystemEventType.END_COLLECTION, SystemEventType.BEGIN_COLLECTION):
             cid = getattr(msg.data(), "collection_id", None)
             if cid is not None:
-                self.state.dropped[(vb, cid)] = msg.by_seqno
+                self.state.cleared[(vb, cid)] = msg.by_seqno
 
     def _on_marker(self, vb: int, msg: SnapshotMarker) -> None:
         self.state.markers += 1

@@ -423,6 +423,7 @@ class Bucket:
                     collection_id=ev.collection_id,
                     name=ev.name,
                     max_ttl=ev.max_ttl,
+                    flush_uid=ev.flush_uid,
                 )
             )
 
@@ -472,6 +473,11 @@ class Bucket:
         """Drop a collection (``_default._default`` included; it cannot come back).
         Its documents leave the oracle; writes to it are refused from now on."""
         self._apply_change(self.manifest.plan_drop_collection(scope, name))
+
+    def flush_collection(self, scope: str, name: str) -> None:
+        """Empty a collection: its begin event again at a new seqno of every vbucket,
+        carrying the flush's manifest uid; its documents leave the oracle."""
+        self._apply_change(self.manifest.plan_flush_collection(scope, name))
 
     def modify_collection(self, scope: str, name: str, *, max_ttl: int | None) -> None:
         """Give a collection a new max TTL (a MODIFY_COLLECTION event)."""

@@ -156,7 +156,15 @@ class SystemEventItem(Item):
     gives the other forms; legacy consumers get no system event at all.
     """
 
-    __slots__ = ("event", "event_collection_id", "manifest_uid", "max_ttl", "name", "scope_id")
+    __slots__ = (
+        "event",
+        "event_collection_id",
+        "flush_uid",
+        "manifest_uid",
+        "max_ttl",
+        "name",
+        "scope_id",
+    )
 
     def __init__(
         self,
@@ -170,6 +178,7 @@ class SystemEventItem(Item):
         collection_id: int | None = None,
         name: str = "",
         max_ttl: int | None = None,
+        flush_uid: int = 0,
     ) -> None:
         self.key = system_event_key(event, scope_id, collection_id)
         self.collection_id = SYSTEM_COLLECTION_ID
@@ -186,6 +195,8 @@ class SystemEventItem(Item):
         self.event_collection_id = collection_id
         self.name = name
         self.max_ttl = max_ttl
+        #: the manifest uid of the collection's last flush (0: never flushed)
+        self.flush_uid = flush_uid
         if event is SystemEventType.MODIFY_COLLECTION:
             self.wire = encode_seqno_advanced_frame(vbucket=vbucket, by_seqno=seqno)
         else:
@@ -204,6 +215,7 @@ class SystemEventItem(Item):
             collection_id=self.event_collection_id,
             name=self.name,
             max_ttl=self.max_ttl,
+            flush_uid=self.flush_uid,
         )
 
     @property
@@ -254,7 +266,12 @@ class SystemEventItem(Item):
                 DroppedCollectionV2(manifest_uid=uid, scope_id=sid, collection_id=cid)
             )
         data = CollectionEventV2(
-            manifest_uid=uid, scope_id=sid, collection_id=cid, name=self.name, max_ttl=self.max_ttl
+            manifest_uid=uid,
+            scope_id=sid,
+            collection_id=cid,
+            name=self.name,
+            max_ttl=self.max_ttl,
+            flush_uid=self.flush_uid,
         )
         return encode_flatbuffers_value(data)
 

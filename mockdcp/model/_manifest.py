@@ -59,6 +59,8 @@ class Collection:
     scope_id: int
     #: seconds; ``None`` when the collection has no max TTL of its own
     max_ttl: int | None = None
+    #: the manifest uid of its last flush (0: never flushed)
+    flush_uid: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -66,16 +68,52 @@ class ManifestEvent:
     """One system event a manifest change writes into every vbucket.
 
     ``collection_id`` is ``None`` for scope events; ``name`` is the collection or scope
-    name (on the wire only for creations and modifications); ``max_ttl`` is the
-    collection's (begin and modify events).
+    name (on the wire only for creations and modifications); ``max_ttl`` and
+    ``flush_uid`` are the collection's (begin and modify events). A begin event of a
+    collection that exists already is a flush: its documents written before are gone.
     """
 
     event: SystemEventType
-    manifest_uid: int
+    manifest_uid: int = 0
     scope_id: int
     collection_id: int | None = None
     name: str = ""
     max_ttl: int | None = None
+    flush_uid: int = 0
+
+
+def _begin(c: Collection) -> ManifestEvent:
+    return ManifestEvent(
+        event=SystemEventType.BEGIN_COLLECTION,
+        scope_id=c.scope_id,
+        collection_id=c.cid,
+        name=c.name,
+        max_ttl=c.max_ttl,
+        flush_uid=c.flush_uid,
+    )
+
+
+def _modify(c: Collection) -> ManifestEvent:
+    return attrs.evolve(_begin(c), event=SystemEventType.MODIFY_COLLECTION)
+
+
+def _end(c: Collection) -> ManifestEvent:
+    return ManifestEvent(
+        event=SystemEventType.END_COLLECTION, scope_id=c.scope_id, collection_id=c.cid, name=c.name
+    )
+
+
+def _scope_event(kind: SystemEventType, sc: Scope) -> ManifestEvent:
+    return ManifestEvent(event=kind, scope_id=sc.sid, name=sc.name)
+
+
+def _stamp(events: Sequence[ManifestEvent], old: int, new: int) -> tuple[ManifestEvent, ...]:
+    """Every event carries ``old`` (the last manifest completely processed) but the last,
+    which carries ``new`` (seed "System Event (0x5f)", "Manifest ID")."""
+    last = len(events) - 1
+    return tuple(
+        attrs.evolve(ev, manifest_uid=new if i == last else old) for i, ev in enumerate(events)
+    )
 
 
 @attrs.frozen
@@ -181,7 +219,7 @@ class Manifest:
 
     def _change(
         self,
-        events: Sequence[tuple[SystemEventType, int, int | None, str, int | None]],
+        events: Sequence[ManifestEvent],
         scopes: Iterable[Scope],
         collections: Iterable[Collection],
         *,
@@ -189,22 +227,11 @@ class Manifest:
         next_collection_id: int | None = None,
     ) -> ManifestChange:
         uid = self.uid + 1
-        stamped = tuple(
-            ManifestEvent(
-                event=ev,
-                manifest_uid=uid if i == len(events) - 1 else self.uid,
-                scope_id=sid,
-                collection_id=cid,
-                name=name,
-                max_ttl=ttl,
-            )
-            for i, (ev, sid, cid, name, ttl) in enumerate(events)
-        )
         return ManifestChange(
             uid,
             tuple(scopes),
             tuple(collections),
-            stamped,
+            _stamp(events, self.uid, uid),
             self.next_scope_id if next_scope_id is None else next_scope_id,
             self.next_collection_id if next_collection_id is None else next_collection_id,
         )
@@ -230,7 +257,7 @@ class Manifest:
             raise ModelError(f"a bucket has at most {MAX_SCOPES} scopes")
         sc = Scope(self.next_scope_id, name)
         return self._change(
-            [(SystemEventType.CREATE_SCOPE, sc.sid, None, name, None)],
+            [_scope_event(SystemEventType.CREATE_SCOPE, sc)],
             [*self.scopes.values(), sc],
             self.collections.values(),
             next_scope_id=sc.sid + 1,
@@ -242,12 +269,8 @@ class Manifest:
             raise ModelError("the _default scope cannot be dropped")
         sc = self._scope(name)
         inside = [c for c in self.collections.values() if c.scope_id == sc.sid]
-        events: list[tuple[SystemEventType, int, int | None, str, int | None]] = [
-            (SystemEventType.END_COLLECTION, sc.sid, c.cid, c.name, None) for c in inside
-        ]
-        events.append((SystemEventType.DROP_SCOPE, sc.sid, None, name, None))
         return self._change(
-            events,
+            [*map(_end, inside), _scope_event(SystemEventType.DROP_SCOPE, sc)],
             [s for s in self.scopes.values() if s.sid != sc.sid],
             [c for c in self.collections.values() if c.scope_id != sc.sid],
         )
@@ -266,7 +289,7 @@ class Manifest:
             raise ModelError(f"a bucket has at most {MAX_COLLECTIONS} collections")
         coll = Collection(self.next_collection_id, name, sc.sid, ttl)
         return self._change(
-            [(SystemEventType.BEGIN_COLLECTION, sc.sid, coll.cid, name, ttl)],
+            [_begin(coll)],
             self.scopes.values(),
             [*self.collections.values(), coll],
             next_collection_id=coll.cid + 1,
@@ -275,7 +298,7 @@ class Manifest:
     def plan_drop_collection(self, scope: str, name: str) -> ManifestChange:
         coll = self._collection(scope, name)
         return self._change(
-            [(SystemEventType.END_COLLECTION, coll.scope_id, coll.cid, name, None)],
+            [_end(coll)],
             self.scopes.values(),
             [c for c in self.collections.values() if c.cid != coll.cid],
         )
@@ -290,7 +313,18 @@ class Manifest:
             raise ModelError(f"collection {scope}.{name} already has maxTTL {ttl}")
         new = attrs.evolve(coll, max_ttl=ttl)
         return self._change(
-            [(SystemEventType.MODIFY_COLLECTION, coll.scope_id, coll.cid, name, ttl)],
+            [_modify(new)],
+            self.scopes.values(),
+            [new if c.cid == coll.cid else c for c in self.collections.values()],
+        )
+
+    def plan_flush_collection(self, scope: str, name: str) -> ManifestChange:
+        """Empty a collection: its begin event again, at a new seqno, whose ``flush_uid``
+        is the new manifest uid (seed "System Event (0x5f)", "Flush Collection")."""
+        coll = self._collection(scope, name)
+        new = attrs.evolve(coll, flush_uid=self.uid + 1)
+        return self._change(
+            [_begin(new)],
             self.scopes.values(),
             [new if c.cid == coll.cid else c for c in self.collections.values()],
         )
@@ -377,10 +411,11 @@ class VBucketManifest:
     events off, until the missing changes are written again."""
 
     uid: int = 0
-    scopes: dict[int, str] = attrs.field(factory=lambda: {DEFAULT_ID: DEFAULT_NAME})
-    #: id -> (name, scope id, max ttl)
-    collections: dict[int, tuple[str, int, int | None]] = attrs.field(
-        factory=lambda: {DEFAULT_ID: (DEFAULT_NAME, DEFAULT_ID, None)}
+    scopes: dict[int, Scope] = attrs.field(
+        factory=lambda: {DEFAULT_ID: Scope(DEFAULT_ID, DEFAULT_NAME)}
+    )
+    collections: dict[int, Collection] = attrs.field(
+        factory=lambda: {DEFAULT_ID: Collection(DEFAULT_ID, DEFAULT_NAME, DEFAULT_ID)}
     )
 
     @classmethod
@@ -391,51 +426,39 @@ class VBucketManifest:
             state.uid = ev.manifest_uid
             kind, cid = ev.event, ev.collection_id
             if kind is SystemEventType.CREATE_SCOPE:
-                state.scopes[ev.scope_id] = ev.name
+                state.scopes[ev.scope_id] = Scope(ev.scope_id, ev.name)
             elif kind is SystemEventType.DROP_SCOPE:
                 state.scopes.pop(ev.scope_id, None)
             elif cid is None:
                 continue
             elif kind is SystemEventType.END_COLLECTION:
                 state.collections.pop(cid, None)
-            else:  # begin or modify
-                state.collections[cid] = (ev.name, ev.scope_id, ev.max_ttl)
+            else:  # begin (create or flush) or modify
+                state.collections[cid] = Collection(
+                    cid, ev.name, ev.scope_id, ev.max_ttl, ev.flush_uid
+                )
         return state
 
     def catch_up(self, manifest: Manifest) -> list[ManifestEvent]:
         """The events that bring this vbucket to ``manifest``: dropped collections end,
-        dropped scopes go, new scopes and collections begin, changed ones are modified;
-        the last event carries the manifest's uid, the others this vbucket's."""
-        raw: list[tuple[SystemEventType, int, int | None, str, int | None]] = []
-        for cid, (name, sid, _) in self.collections.items():
-            if cid not in manifest.collections:
-                raw.append((SystemEventType.END_COLLECTION, sid, cid, name, None))
-        for sid, name in self.scopes.items():
-            if sid not in manifest.scopes:
-                raw.append((SystemEventType.DROP_SCOPE, sid, None, name, None))
-        raw.extend(
-            (SystemEventType.CREATE_SCOPE, sc.sid, None, sc.name, None)
+        dropped scopes go, new scopes begin, new or flushed collections begin, changed
+        ones are modified; the last event carries the manifest's uid, the others this
+        vbucket's."""
+        events = [_end(c) for c in self.collections.values() if c.cid not in manifest.collections]
+        events += [
+            _scope_event(SystemEventType.DROP_SCOPE, sc)
+            for sc in self.scopes.values()
+            if sc.sid not in manifest.scopes
+        ]
+        events += [
+            _scope_event(SystemEventType.CREATE_SCOPE, sc)
             for sc in manifest.scopes.values()
             if sc.sid not in self.scopes
-        )
+        ]
         for c in manifest.collections.values():
             known = self.collections.get(c.cid)
-            if known is None:
-                raw.append((SystemEventType.BEGIN_COLLECTION, c.scope_id, c.cid, c.name, c.max_ttl))
-            elif known[2] != c.max_ttl:
-                raw.append(
-                    (SystemEventType.MODIFY_COLLECTION, c.scope_id, c.cid, c.name, c.max_ttl)
-                )
-        if not raw and self.uid == manifest.uid:
-            return []
-        return [
-            ManifestEvent(
-                event=ev,
-                manifest_uid=manifest.uid if i == len(raw) - 1 else self.uid,
-                scope_id=sid,
-                collection_id=cid,
-                name=name,
-                max_ttl=ttl,
-            )
-            for i, (ev, sid, cid, name, ttl) in enumerate(raw)
-        ]
+            if known is None or known.flush_uid != c.flush_uid:
+                events.append(_begin(c))
+            elif known.max_ttl != c.max_ttl:
+                events.append(_modify(c))
+        return list(_stamp(events, self.uid, manifest.uid))

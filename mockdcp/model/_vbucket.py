@@ -28,7 +28,7 @@ import attrs
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
 from mockdcp.model._item import SystemEventItem
-from mockdcp.protocol import VBucketState
+from mockdcp.protocol import SystemEventType, VBucketState
 
 if TYPE_CHECKING:
     import random
@@ -204,8 +204,15 @@ class VBucket:
         seqno of the collection it is about."""
         self.write(event)
         self.system_events.append(event)
-        if event.event_collection_id is not None:
-            self.collection_high[event.event_collection_id] = event.seqno
+        cid = event.event_collection_id
+        if cid is not None:
+            self.collection_high[cid] = event.seqno
+        if event.flush_uid and event.event is SystemEventType.BEGIN_COLLECTION:
+            # a flush: the collection's documents so far are gone from the hash table (a
+            # consumer forgets them when it reads the event; the disk keeps them until
+            # compaction, as kv_engine's logically deleted items)
+            for key in [k for k in self.items if k[0] == cid]:
+                del self.items[key]
 
     def close_checkpoint(self) -> None:
         """Close the open checkpoint (if it holds anything) and open a new one."""
@@ -280,7 +287,10 @@ class VBucket:
         cut = bisect.bisect_right(self.log, seqno, key=_SEQNO)
         log = self.log[:cut]
         latest: dict[tuple[int, bytes], Item] = {}
+        begins: dict[int, int] = {}  # collection -> seqno of its last begin (create, flush)
         for item in log:
+            if isinstance(item, SystemEventItem) and item.event is SystemEventType.BEGIN_COLLECTION:
+                begins[item.event_collection_id or 0] = item.seqno
             latest[item.doc_key] = item
         self.generation += 1
         for cursor in self.cursors.values():
@@ -298,5 +308,7 @@ class VBucket:
         for item in sorted(latest.values(), key=lambda it: it.seqno):
             if item.deleted and item.seqno <= purge:
                 continue
+            if item.seqno < begins.get(item.collection_id, 0):
+                continue  # flushed
             self.items[item.doc_key] = item
             self._to_disk(item)

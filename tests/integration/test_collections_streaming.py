@@ -75,9 +75,13 @@ async def test_collection_aware_consumer_sees_the_manifest_and_converges(
         for i in range(20):
             bucket.set(f"r{i}", b"{}", collection_id=10)
         await _until(lambda: _got(state) == _expected(server))
+        bucket.flush_collection("inventory", "airline")
+        bucket.set("after-flush", b"{}", collection_id=9)
+        await _until(lambda: _got(state) == _expected(server))
         nursery.cancel_scope.cancel()
     assert state.violations == []
     assert not any(k[0] == 8 for k in _got(state))
+    assert [k for k in _got(state) if k[0] == 9] == [(9, b"after-flush")]
     per_vb = [e for e in events if e.vbucket == 0]
     assert [(e.event, e.by_seqno <= 3) for e in per_vb[:3]] == [
         (SystemEventType.CREATE_SCOPE, True),
@@ -87,8 +91,9 @@ async def test_collection_aware_consumer_sees_the_manifest_and_converges(
     assert [e.event for e in per_vb[3:]] == [
         SystemEventType.END_COLLECTION,
         SystemEventType.BEGIN_COLLECTION,
+        SystemEventType.BEGIN_COLLECTION,  # the flush of airline
     ]
-    assert per_vb[-1].data().manifest_uid == 5
+    assert per_vb[-1].data().manifest_uid == 6
 
 
 async def test_legacy_consumer_gets_the_default_collection_and_no_system_event(

@@ -448,3 +448,58 @@ def test_vbucket_manifest_catch_up_stamps_the_last_event_only() -> None:
         (E.BEGIN_COLLECTION, 0),
         (E.BEGIN_COLLECTION, 3),
     ]
+
+
+# -- flush of a collection ------------------------------------------------------------------
+
+
+def test_flush_collection_writes_its_begin_event_again_with_the_flush_uid() -> None:
+    b = bucket({"s": ["c"]}, vbuckets=1)
+    b.set("k", "{}", collection_id=8)
+    b.set("d", "{}")
+    b.flush_collection("s", "c")
+    flush = events(b)[-1]
+    assert (flush.seqno, flush.event, flush.manifest_uid, flush.flush_uid) == (
+        5,
+        E.BEGIN_COLLECTION,
+        3,
+        3,
+    )
+    assert flush.doc_key == events(b)[1].doc_key  # dedups the creation in the checkpoint
+    assert list(b.oracle()) == [(0, b"d")]
+    with pytest.raises(ModelError):
+        b.delete("k", collection_id=8)
+    b.set("k", "{}", collection_id=8)  # the collection takes writes again
+    assert (8, b"k") in b.oracle()
+
+
+def test_flush_event_frames_v1_and_v2() -> None:
+    b = bucket({"s": [{"name": "c", "maxTTL": 9}]}, vbuckets=1)
+    b.flush_collection("s", "c")
+    flush = events(b)[-1]
+    legacy = decode(flush.wire)
+    assert isinstance(legacy, SystemEvent)
+    assert (legacy.event, legacy.version, legacy.key) == (E.BEGIN_COLLECTION, 1, b"c")
+    fb = decode(flush.frame(flatbuffers=True) or b"")
+    assert isinstance(fb, SystemEvent)
+    assert fb.data().flush_uid == 3  # type: ignore[union-attr]
+
+
+def test_failover_that_loses_a_flush_flushes_again() -> None:
+    b = bucket({"s": ["c"]}, vbuckets=1)
+    b.set("k", "{}", collection_id=8)
+    b.persist()
+    b.flush_collection("s", "c")
+    b.failover(lose_unpersisted=True)
+    assert (8, b"k") not in b.oracle()
+    assert summary(b)[-1] == (4, E.BEGIN_COLLECTION, 8, 3)
+    assert events(b)[-1].flush_uid == 3
+
+
+def test_flushed_documents_stay_gone_after_a_restart() -> None:
+    b = bucket({"s": ["c"]}, vbuckets=1)
+    b.set("k", "{}", collection_id=8)
+    b.flush_collection("s", "c")
+    b.persist()
+    b.restart()
+    assert (8, b"k") not in b.oracle()
