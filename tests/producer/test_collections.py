@@ -237,9 +237,11 @@ def test_get_all_vb_seqnos_of_an_unknown_collection() -> None:
 def test_cluster_map_carries_the_manifest_uid() -> None:
     b = bucket()
     node = Node(bucket=b, users={"u": "p"})
-    assert node.config()["collectionsManifestUid"] == "3"
+    assert (node.config()["collectionsManifestUid"], node.config()["rev"]) == ("3", 1)
     b.create_collection("inventory", "rail")
-    assert node.config()["collectionsManifestUid"] == "4"
+    assert (node.config()["collectionsManifestUid"], node.config()["rev"]) == ("4", 2)
+    b.set("k", "{}")  # a write is no new config
+    assert node.config()["rev"] == 2
 
 
 # -- what the present stream code sends of system events ----------------------------------
