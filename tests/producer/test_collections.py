@@ -153,6 +153,48 @@ def test_stream_request_for_a_declared_collection_succeeds() -> None:
     assert decision.collections == frozenset({8})
 
 
+def decide(
+    value: dict[str, object] | None, *, exists: bool = False, **settings: object
+) -> StreamRequestDecision:
+    base: dict[str, object] = {"collections": True, "noop_enabled": True}
+    return decide_stream_request(
+        request(value),
+        bucket=bucket(),
+        settings=DcpSettings(**{**base, **settings}),  # type: ignore[arg-type]
+        active_stream_exists=exists,
+    )
+
+
+def test_stream_request_value_without_hello_collections_is_einval() -> None:
+    decision = decide({"uid": "0"}, collections=False)
+    assert decision.status == Status.EINVAL
+
+
+def test_stream_request_value_without_noop_is_not_supported() -> None:
+    assert decide({"uid": "0"}, noop_enabled=False).status == Status.NOT_SUPPORTED
+
+
+def test_stream_request_sid_without_enable_stream_id_is_streamid_invalid() -> None:
+    assert decide({"sid": 7}).status == Status.DCP_STREAMID_INVALID
+
+
+def test_stream_request_without_sid_when_stream_ids_are_on_is_streamid_invalid() -> None:
+    assert decide({"uid": "3"}, stream_ids=True).status == Status.DCP_STREAMID_INVALID
+
+
+def test_stream_request_sid_in_use_is_key_eexists() -> None:
+    assert decide({"sid": 7}, stream_ids=True, exists=True).status == Status.KEY_EEXISTS
+
+
+def test_stream_request_filter_with_sync_writes_is_not_supported() -> None:
+    assert decide({"scope": "8"}, sync_writes=True).status == Status.NOT_SUPPORTED
+
+
+def test_stream_request_scope_filter_succeeds_with_the_scopes_collections() -> None:
+    decision = decide({"scope": "8", "sid": 3}, stream_ids=True)
+    assert (decision.status, decision.collections) == (Status.SUCCESS, frozenset({8, 9}))
+
+
 # -- lookups -----------------------------------------------------------------------
 
 
