@@ -121,3 +121,19 @@ async def test_legacy_consumer_gets_the_default_collection_and_no_system_event(
     assert state.violations == []
     assert not any(isinstance(ev, SystemEvent) for ev in seen)
     assert state.system_events == 0
+
+
+async def test_a_scenarios_bucket_declares_its_collections(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "c.yaml"
+    path.write_text(
+        "name: c\nseed: 4\n"
+        "bucket: {vbuckets: 4, collections: {inventory: [hotel, airline]}}\n"
+        "steps:\n  - generate: {docs: 10, collection: inventory.airline}\n"
+    )
+    async with serve(port=0, http_port=0, scenario=path) as srv:
+        assert srv.bucket.manifest.uid == 3
+        assert all(vb.high_seqno >= 3 for vb in srv.bucket.vbuckets)
+        assert {cid for cid, _ in srv.oracle()} == {9}
+        assert len(srv.oracle()) == 10
