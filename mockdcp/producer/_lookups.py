@@ -92,25 +92,22 @@ def collections_manifest(bucket: Bucket) -> Reply:
     return Reply(value=body, datatype=Datatype.JSON)
 
 
-def _split_path(path: str) -> tuple[str, str] | None:
-    """``scope.collection`` → (scope, collection); an empty part is ``_default``, a bare
-    name is a collection of ``_default``; None with more than one dot."""
-    if path.count(".") > 1:
-        return None
-    scope, _, name = path.rpartition(".")
+def _split_path(path: str) -> tuple[str, str]:
+    """``scope.collection`` → (scope, collection); an empty part is ``_default``."""
+    scope, _, name = path.partition(".")
     return scope or "_default", name or "_default"
 
 
 def collection_id(bucket: Bucket, msg: GetCollectionId) -> Reply:
     """GET_COLLECTION_ID of ``scope.collection``: manifest uid and collection id;
     UNKNOWN_SCOPE when the scope is not there, UNKNOWN_COLLECTION when the collection is
-    not, EINVAL for a path with more than one dot."""
+    not, EINVAL unless the path has exactly one dot (kv_engine
+    ``Collections::Manager::getCollectionID``; ``.`` is ``_default._default``)."""
     from mockdcp.protocol import encode_id_lookup_extras
 
-    parts = _split_path(msg.path)
-    if parts is None:
+    if msg.path.count(".") != 1:
         return Reply(status=Status.EINVAL, context=f"invalid collection path {msg.path!r}")
-    scope, name = parts
+    scope, name = _split_path(msg.path)
     manifest = bucket.manifest
     if manifest.scope_named(scope) is None:
         return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {scope!r}")
@@ -121,13 +118,15 @@ def collection_id(bucket: Bucket, msg: GetCollectionId) -> Reply:
 
 
 def scope_id(bucket: Bucket, msg: GetScopeId) -> Reply:
-    """GET_SCOPE_ID of a scope name (``scope`` or ``scope.``; empty is ``_default``)."""
+    """GET_SCOPE_ID of the scope of a path (``scope``, ``scope.`` or
+    ``scope.collection``: the part before the dot, empty is ``_default``); EINVAL with more
+    than one dot (kv_engine ``Collections::Manager::getScopeID``)."""
     from mockdcp.protocol import encode_id_lookup_extras
 
     path = msg.path
-    if path.count(".") > 1 or (path.count(".") == 1 and not path.endswith(".")):
+    if path.count(".") > 1:
         return Reply(status=Status.EINVAL, context=f"invalid scope path {path!r}")
-    name = path.rstrip(".") or "_default"
+    name = _split_path(path)[0]
     sc = bucket.manifest.scope_named(name)
     if sc is None:
         return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {name!r}")

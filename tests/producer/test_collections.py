@@ -212,7 +212,9 @@ def test_get_collections_manifest_is_the_bucket_manifest() -> None:
         ("inventory.air", Status.SUCCESS, 9),
         ("_default._default", Status.SUCCESS, 0),
         (".", Status.SUCCESS, 0),
-        ("_default", Status.SUCCESS, 0),
+        ("inventory.", Status.UNKNOWN_COLLECTION, None),  # inventory._default
+        ("_default", Status.EINVAL, None),  # exactly one dot
+        ("", Status.EINVAL, None),
         ("inventory.nope", Status.UNKNOWN_COLLECTION, None),
         ("nope.hotel", Status.UNKNOWN_SCOPE, None),
         ("a.b.c", Status.EINVAL, None),
@@ -232,9 +234,11 @@ def test_get_collection_id(path: str, status: Status, ident: int | None) -> None
     [
         ("inventory", Status.SUCCESS, 8),
         ("inventory.", Status.SUCCESS, 8),
+        ("inventory.hotel", Status.SUCCESS, 8),
         ("", Status.SUCCESS, 0),
+        (".x", Status.SUCCESS, 0),
         ("nope", Status.UNKNOWN_SCOPE, None),
-        ("a.b", Status.EINVAL, None),
+        ("a.b.c", Status.EINVAL, None),
     ],
 )
 def test_get_scope_id(path: str, status: Status, ident: int | None) -> None:
