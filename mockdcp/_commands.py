@@ -38,8 +38,12 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from mockdcp import _live
     from mockdcp.model import Bucket
     from mockdcp.server import serve
+
+    if args.json:
+        _live.use_json_logs()
 
     scenario = getattr(args, "scenario", None)
     bucket = (
@@ -52,6 +56,7 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        control_open=args.control_open,
         flush_interval=args.flush_interval or None,
         scenario=scenario,
     ) as server:
@@ -68,10 +73,17 @@ async def _serve(args: argparse.Namespace) -> None:
 
             for key, body in faker_documents(args.docs, args.seed):
                 bucket.set(key, body)
-            print(f"mockdcp loaded {args.docs} documents", file=sys.stderr, flush=True)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                break
+            loaded = f"mockdcp loaded {args.docs} documents"
+            if args.json:
+                loaded = json.dumps({"event": "loaded", "docs": args.docs})
+            print(loaded, file=sys.stderr, flush=True)
+        async with trio.open_nursery() as nursery:
+            if _live.wanted(sys.stdout, json_logs=args.json):
+                nursery.start_soon(_live.run_live_view, server.state)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            nursery.cancel_scope.cancel()
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -80,7 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
     )
-    serve.add_argument("--json", action="store_true", help="print the ready line as JSON")
+    serve.add_argument(
+        "--json", action="store_true", help="print the ready line and the log as JSON lines"
+    )
+    serve.add_argument(
+        "--control-open",
+        action="store_true",
+        help="no credentials for the HTTP control API even off loopback (/mock/..., /metrics)",
+    )
     serve.add_argument(
         "--scenario",
         metavar="FILE",

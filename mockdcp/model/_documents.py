@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import cramjam
 
-from mockdcp._errors import MockDcpError, RemoteProtocolError
+from mockdcp._errors import MockDcpError, ModelError, RemoteProtocolError
 from mockdcp.model._subdoc import SubdocError, dumps, lookup, mutate, parse_path
 from mockdcp.protocol._document_requests import (
     DocFlag,
@@ -143,8 +143,11 @@ class Documents:
         return vb
 
     def _check_collection(self, cid: int) -> None:
-        if cid != 0:  # only the default collection exists
-            raise KvError(Status.UNKNOWN_COLLECTION, f"no collection {cid:#x}")
+        """UNKNOWN_COLLECTION unless the bucket's manifest has ``cid`` (live)."""
+        try:
+            self.bucket.manifest.check_collection(cid)
+        except ModelError as exc:
+            raise KvError(Status.UNKNOWN_COLLECTION, str(exc)) from None
 
     def _item(self, vbid: int, cid: int, key: bytes, *, deleted: bool = False) -> Item | None:
         """The document (a tombstone only with ``deleted``), expiring it if it is due."""

@@ -177,6 +177,9 @@ class ConnectionStatistics:
     buffer_size: int
     noops_sent: int
     noops_answered: int
+    #: stream messages sent (mutations, markers, stream ends...) and buffer acks received
+    messages_sent: int = 0
+    acks: int = 0
 
 
 class Connection:
@@ -373,6 +376,8 @@ class Connection:
             buffer_size=self.settings.buffer_size,
             noops_sent=self.keepalive.sent,
             noops_answered=self.keepalive.answered,
+            messages_sent=self.flow.messages,
+            acks=self.flow.acks,
         )
 
     # -- sending stream data under flow control -----------------------------------------
@@ -673,13 +678,13 @@ class Connection:
         )
 
     def _on_manifest(self, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
-        self._reply(frame, lookups.collections_manifest())
+        self._reply(frame, lookups.collections_manifest(self.node.bucket))
 
     def _on_collection_id(self, frame: Frame, msg: GetCollectionId, now: float) -> None:
-        self._reply(frame, lookups.collection_id(msg))
+        self._reply(frame, lookups.collection_id(self.node.bucket, msg))
 
     def _on_scope_id(self, frame: Frame, msg: GetScopeId, now: float) -> None:
-        self._reply(frame, lookups.scope_id(msg))
+        self._reply(frame, lookups.scope_id(self.node.bucket, msg))
 
     # -- DCP handlers --------------------------------------------------------------------
 

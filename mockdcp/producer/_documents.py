@@ -68,7 +68,7 @@ def _run(
         if exc.status == Status.NOT_MY_VBUCKET:
             conn._not_my_vbucket(frame)
         elif exc.status == Status.UNKNOWN_COLLECTION:
-            conn._reply(frame, lookups._unknown(Status.UNKNOWN_COLLECTION))
+            conn._reply(frame, lookups._unknown(conn.node.bucket, Status.UNKNOWN_COLLECTION))
         else:
             conn._respond(frame, exc.status, value=exc.value, context=exc.context)
 

@@ -330,3 +330,15 @@ def test_a_value_that_is_not_snappy_is_einval(docs: Documents) -> None:
     with pytest.raises(KvError) as info:
         docs.store("set", 0, 0, b"k", b"\xff\xff\xff\xff", datatype=Datatype.SNAPPY)
     assert info.value.status == Status.EINVAL
+
+
+def test_a_declared_collection_takes_documents(clock: Clock) -> None:
+    bucket = Bucket("default", 4, seed=2, clock=clock, collections={"inventory": ["hotel"]})
+    docs = Documents(bucket)
+    cid = next(c for c in bucket.manifest.collections if c != 0)
+    w = docs.store("set", 0, cid, b"h", b'{"n":1}')
+    assert w.item.collection_id == cid
+    assert docs.get(0, cid, b"h")[1] == b'{"n":1}'
+    with pytest.raises(KvError) as info:
+        docs.get(0, 0, b"h")  # not in the default collection
+    assert info.value.status == Status.KEY_ENOENT
