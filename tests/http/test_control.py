@@ -111,6 +111,7 @@ async def test_metrics_count_frames_bytes_acks_and_outlive_the_connection(
 async def test_metrics_count_a_rollback(http: httpx.AsyncClient, server: MockDcpServer) -> None:
     from mockdcp.client import ConsumerState
 
+    server.bucket.flusher.pause()  # "a" stays unpersisted: the failover loses it
     server.bucket.set("a", b"1")
     state = ConsumerState()
     first = DcpConsumer(server.host, server.kv_port, vbuckets=range(8), state=state)
