@@ -89,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
 
+    serve.add_argument(
+        "--corpus",
+        metavar="DIR",
+        help="load this Parquet corpus (mockdcp corpus) instead of --docs",
+    )
+    from mockdcp.pipeline._cli import add_pipeline_parsers
+
+    add_pipeline_parsers(sub)
+
     bench = sub.add_parser("bench", help="streaming throughput, startup time and memory")
     bench.add_argument("--items", type=_int_in(1), default=1_000_000)
     bench.add_argument("--value-size", type=_int_in(16), default=256, help="bytes (>= 16)")
@@ -123,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mockdcp._bench import run_bench
 
         return run_bench(args)
+    if args.command in ("corpus", "oracle", "verify"):
+        from mockdcp.pipeline._cli import run_pipeline
+
+        return run_pipeline(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
