@@ -31,6 +31,7 @@ from mockdcp.pipeline._schema import (
     OP_EXPIRE,
     OP_INSERT,
     OP_UPDATE,
+    arrow_schema,
 )
 
 if TYPE_CHECKING:
@@ -339,7 +340,8 @@ def generate_partition(spec: CorpusSpec, partition: int) -> pa.Table:
         "expiry": pa.array(expiry.astype(np.int64)),
         "rev": pa.array((h["ordinal"] + 1).astype(np.int64)),
     }
-    return pa.table([columns[name] for name, _, _ in CORPUS_COLUMNS], names=list(columns))
+    schema = arrow_schema(CORPUS_COLUMNS)
+    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
 def write_partition(spec: CorpusSpec, out: str, partition: int) -> int:
