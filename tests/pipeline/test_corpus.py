@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,7 +39,7 @@ def test_partition_has_the_documented_schema_and_valid_json() -> None:
 
 def test_history_of_every_key_is_in_order() -> None:
     rows = generate_partition(CorpusSpec(docs=3000, seed=2, hot_share=0.05), 0).to_pylist()
-    history: dict[str, list[dict[str, object]]] = {}
+    history: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         history.setdefault(str(row["key"]), []).append(row)
     assert len(history) == 3000
@@ -52,7 +52,8 @@ def test_history_of_every_key_is_in_order() -> None:
     hot = max(len(e) for e in history.values())
     assert hot >= 21  # a hot key: insert + 20 updates (+ maybe a removal)
     expiring = [e for e in history.values() if e[-1]["op"] == "expire"]
-    assert expiring and all(e[-2]["expiry"] > 0 for e in expiring)
+    assert expiring
+    assert all(e[-2]["expiry"] > 0 for e in expiring)
     # rows of different keys interleave: the first 100 rows are not one key's history
     assert len({r["key"] for r in rows[:100]}) > 50
 
