@@ -38,8 +38,6 @@ from mockdcp.pipeline._schema import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from pyspark.sql import Column, DataFrame, Row, SparkSession
 
 CATEGORIES = ("missing", "phantom", "stale", "wrong_value")
@@ -311,10 +309,7 @@ def verify(
         joined = joined.persist()
         counts = {r["category"]: r["count"] for r in joined.groupBy("category").count().collect()}
         found = {c: counts.get(c, 0) for c in ("missing", "phantom")}
-        shown: dict[str, list[dict[str, Any]]] = {}
-        for category in ("missing", "phantom"):
-            picked = joined.where(F.col("category") == category).limit(examples).collect()
-            shown[category] = [_example(r, category) for r in picked]
+        shown = _gone_or_extra(joined, examples)
         stale, wrong, same, more = _differing(exp, docs, joined, counts, examples)
         shown.update(more)
         joined.unpersist()
@@ -346,6 +341,26 @@ def _example(row: Row, category: str) -> dict[str, Any]:
     }
 
 
+def _gone_or_extra(joined: DataFrame, examples: int) -> dict[str, list[dict[str, Any]]]:
+    """Up to ``examples`` missing and phantom keys each (one Spark job)."""
+    from pyspark.sql import Window, functions as F
+
+    rank = F.row_number().over(Window.partitionBy("category").orderBy(*_KEYS))
+    picked = (
+        joined.where(F.col("category").isin("missing", "phantom"))
+        .withColumn("_rank", rank)
+        .where(F.col("_rank") <= examples)
+        .collect()
+    )
+    shown: dict[str, list[dict[str, Any]]] = {"missing": [], "phantom": []}
+    for row in picked:
+        shown[row.category].append(_example(row, row.category))
+    return shown
+
+
+_KEYS = ("scope", "collection", "key")
+
+
 def _differing(
     exp: DataFrame, docs: DataFrame, joined: DataFrame, counts: dict[str, int], examples: int
 ) -> tuple[int, int, int, dict[str, list[dict[str, Any]]]]:
@@ -364,19 +379,14 @@ def _differing(
         .join(docs.select(*keys, F.col("value").cast("string").alias("a_value")), keys)
         .rdd.map(classify)
         .filter(lambda pair: pair[0] != "ok")
-        .persist()
+        .map(lambda pair: (pair[0], (1, [pair[1]])))
+        .reduceByKey(lambda a, b: (a[0] + b[0], (a[1] + b[1])[:examples]))
+        .collect()
     )
-    tally = rows.countByKey()
-    shown = {
-        c: [ex for _, ex in rows.filter(_in(c)).take(examples)] for c in ("stale", "wrong_value")
-    }
-    rows.unpersist()
-    stale, wrong = int(tally.get("stale", 0)), int(tally.get("wrong_value", 0))
-    return stale, wrong, counts["differs"] - stale - wrong, shown
-
-
-def _in(category: str) -> Callable[[tuple[str, dict[str, Any]]], bool]:
-    return lambda pair: pair[0] == category
+    tally = dict(rows)
+    stale, wrong = tally.get("stale", (0, [])), tally.get("wrong_value", (0, []))
+    shown = {"stale": stale[1], "wrong_value": wrong[1]}
+    return stale[0], wrong[0], counts["differs"] - stale[0] - wrong[0], shown
 
 
 def render_table(report: VerifyReport) -> str:
