@@ -3,7 +3,8 @@
 The output is read as JSON lines or Parquet, its columns renamed by ``Columns`` (every
 consumer writes its own shape). It holds either final documents or the events the
 consumer received; events (rows with an op or deleted column) are reduced to a final
-state per (scope, collection, key): the highest seqno wins (file order breaks ties), and
+state per (scope, collection, key): the highest seqno wins (then the highest rev, then
+the later row), and
 a deletion or expiry removes the key. The result is joined with the oracle on (scope,
 collection, key), first by a 64-bit hash of the value (so the shuffle carries no values),
 then, for the keys whose bytes differ, by value (JSON documents compare as JSON, so key
@@ -201,7 +202,9 @@ def _reduce(frame: DataFrame, mode: str) -> tuple[DataFrame, int, int, int, str]
     if mode == "auto":
         mode = "events" if events else "documents"
     good = frame.where(~F.col("_bad"))
-    order = F.struct(F.coalesce(F.col("seqno"), F.lit(-1)), F.col("_line"))
+    order = F.struct(
+        F.coalesce(F.col("seqno"), F.lit(-1)), F.coalesce(F.col("rev"), F.lit(-1)), F.col("_line")
+    )
     fields = F.struct("value", "seqno", "rev", "cas", "removed")
     last = (
         good.groupBy("scope", "collection", "key")
