@@ -390,12 +390,3 @@ def _differing(
     stale, wrong = tally.get("stale", (0, [])), tally.get("wrong_value", (0, []))
     shown = {"stale": stale[1], "wrong_value": wrong[1]}
     return stale[0], wrong[0], counts["differs"] - stale[0] - wrong[0], shown
-
-
-def render_table(report: VerifyReport) -> str:
-    """The report as a small text table (rich renders it in the CLI)."""
-    lines = [f"{'category':<14}{'count':>12}"]
-    lines += [
-        f"{n:<14}{getattr(report, n):>12,}" for n in (*CATEGORIES, "duplicates", "unparseable")
-    ]
-    return "\n".join(lines)
