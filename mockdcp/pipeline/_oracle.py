@@ -103,7 +103,8 @@ def oracle_json(bucket: Bucket) -> dict[str, Any]:
 
 def oracle_from_json(body: object, where: str = "the oracle") -> pa.Table:
     """Rows of ``GET /mock/oracle`` (``{"rows": [...]}``) as a table; ``PipelineError``
-    naming the first row and field that is missing or of the wrong type."""
+    naming the first row and field that is missing or of the wrong type. Fields beyond
+    ``ORACLE_COLUMNS`` are ignored; a row with ``"deleted": true`` is skipped."""
     import pyarrow as pa
 
     if not isinstance(body, dict) or not isinstance(body.get("rows"), list):
@@ -112,6 +113,8 @@ def oracle_from_json(body: object, where: str = "the oracle") -> pa.Table:
     for i, row in enumerate(body["rows"]):
         if not isinstance(row, dict):
             raise PipelineError(f"{where}: row {i} is not an object")
+        if row.get("deleted") is True:
+            continue  # a tombstone is not part of the final state (tolerated, skipped)
         record = dict(row)
         if "value_base64" in record:
             record["value"] = base64.b64decode(record.pop("value_base64"))

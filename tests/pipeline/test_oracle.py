@@ -67,6 +67,9 @@ def test_json_body_round_trips_including_binary_values() -> None:
     assert "value" not in rows["bin"]
     assert rows["bin"]["value_base64"] == "/wA="
     assert oracle_from_json(body).equals(oracle_rows(bucket))
+    tombstone = {**body["rows"][0], "key": "dead", "deleted": True}
+    with_extras = {"rows": [{**r, "deleted": False} for r in body["rows"]] + [tombstone]}
+    assert oracle_from_json(with_extras).equals(oracle_rows(bucket))
 
 
 @pytest.mark.parametrize(
