@@ -74,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="record every KV connection into FILE (pcap; tshark -d tcp.port==PORT,couchbase)",
     )
+    serve.add_argument(
+        "--corpus",
+        metavar="DIR",
+        help="load this Parquet corpus (mockdcp corpus) instead of --docs",
+    )
 
     tail = sub.add_parser("tail", help="the reference consumer: print events as they arrive")
     tail.add_argument("--host", default="127.0.0.1")
@@ -89,11 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
 
-    serve.add_argument(
-        "--corpus",
-        metavar="DIR",
-        help="load this Parquet corpus (mockdcp corpus) instead of --docs",
-    )
     from mockdcp.pipeline._cli import add_pipeline_parsers
 
     add_pipeline_parsers(sub)
