@@ -247,6 +247,28 @@ def test_a_failed_test_reports_the_server_event_log(
     )
 
 
+def test_a_failed_trio_test_reports_every_factory_server(pytester: pytest.Pytester) -> None:
+    pytester.makeini(TRIO_INI)
+    pytester.makepyfile(
+        """
+        async def test_fails(mockdcp_factory):
+            await mockdcp_factory()
+            await mockdcp_factory(vbuckets=2)
+            raise RuntimeError("consumer crashed")
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*RuntimeError: consumer crashed",
+            "*- mockdcp_factory #1 (kv 127.0.0.1:*): event log -*",
+            "*- mockdcp_factory #1: expectations -*",
+            "*- mockdcp_factory #2 (kv 127.0.0.1:*): event log -*",
+        ]
+    )
+
+
 def test_a_passing_test_reports_nothing(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_passes(mockdcp):\n    pass\n")
     result = pytester.runpytest("-rA")
