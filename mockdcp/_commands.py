@@ -38,8 +38,12 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from mockdcp import _live
     from mockdcp.model import Bucket
     from mockdcp.server import serve
+
+    if args.json:
+        _live.use_json_logs()
 
     scenario = getattr(args, "scenario", None)
     bucket = (
@@ -52,6 +56,7 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        control_open=args.control_open,
         scenario=scenario,
     ) as server:
         bucket = server.bucket
@@ -67,10 +72,17 @@ async def _serve(args: argparse.Namespace) -> None:
 
             for key, body in faker_documents(args.docs, args.seed):
                 bucket.set(key, body)
-            print(f"mockdcp loaded {args.docs} documents", file=sys.stderr, flush=True)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                break
+            loaded = f"mockdcp loaded {args.docs} documents"
+            if args.json:
+                loaded = json.dumps({"event": "loaded", "docs": args.docs})
+            print(loaded, file=sys.stderr, flush=True)
+        async with trio.open_nursery() as nursery:
+            if _live.wanted(sys.stdout, json_logs=args.json):
+                nursery.start_soon(_live.run_live_view, server.state)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            nursery.cancel_scope.cancel()
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -143,6 +155,8 @@ async def _tail(args: argparse.Namespace) -> None:
         collections=not args.no_collections,
         on_event=on_event,
         stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
+        buffer_size=args.buffer_size,
+        noop_interval=args.noop_interval,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -69,7 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
     )
-    serve.add_argument("--json", action="store_true", help="print the ready line as JSON")
+    serve.add_argument(
+        "--json", action="store_true", help="print the ready line and the log as JSON lines"
+    )
+    serve.add_argument(
+        "--control-open",
+        action="store_true",
+        help="no credentials for the HTTP control API even off loopback (/mock/..., /metrics)",
+    )
     serve.add_argument(
         "--scenario",
         metavar="FILE",
@@ -100,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
+    tail.add_argument(
+        "--buffer-size",
+        type=_int_in(0),
+        default=20 * 1024 * 1024,
+        help="flow-control buffer in bytes; acks go out at half of it (0 = no flow control)",
+    )
+    tail.add_argument(
+        "--noop-interval", type=float, default=120.0, help="seconds between the producer's noops"
+    )
 
     run = sub.add_parser(
         "run",
@@ -111,7 +127,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for the whole scenario (300)"
     )
-    run.add_argument("consumer", nargs=argparse.REMAINDER, help="-- the consumer command")
 
     validate = sub.add_parser("validate", help="check scenario files (errors with lines)")
     validate.add_argument("files", nargs="+", metavar="FILE")
@@ -135,7 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mockdcp`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    consumer: list[str] = []
+    if "--" in argv:  # mockdcp run SCENARIO [options] -- CONSUMER CMD...
+        cut = argv.index("--")
+        argv, consumer = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
+    args.consumer = consumer
     import logging
 
     logging.basicConfig(

@@ -77,7 +77,7 @@ from mockdcp.protocol import (
     encode_rollback_value,
     error_map,
 )
-from mockdcp.protocol._document_frame import stream_frame_seqno
+from mockdcp.protocol._document_frame import stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -143,6 +143,9 @@ SUPPORTED_FEATURES = frozenset(
 #: wire.md §6: statuses that disconnect a connection without XERROR.
 XERROR_ONLY = frozenset({Status.EACCESS, Status.NO_BUCKET, Status.DCP_STREAMID_INVALID})
 
+#: STREAM_END reasons only a collection-aware connection is sent.
+_COLLECTION_END_REASONS = frozenset({StreamEndReason.FILTER_EMPTY, StreamEndReason.LOST_PRIVILEGES})
+
 #: DCP_OPEN flags a producer accepts (wire.md §8.1).
 _OPEN_FLAGS_OK = (
     DcpOpenFlag.PRODUCER
@@ -173,6 +176,9 @@ class ConnectionStatistics:
     buffer_size: int
     noops_sent: int
     noops_answered: int
+    #: stream messages sent (mutations, markers, stream ends...) and buffer acks received
+    messages_sent: int = 0
+    acks: int = 0
 
 
 class Connection:
@@ -270,6 +276,8 @@ class Connection:
         events that describe them (stream progress, noops sent)."""
         events, self._unwritten = self._unwritten, []
         for event in events:
+            if isinstance(event, ev.StreamWritten):
+                self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
             self._record(attrs.evolve(event, time=now))
 
     def next_deadline(self) -> float | None:
@@ -336,6 +344,8 @@ class Connection:
             buffer_size=self.settings.buffer_size,
             noops_sent=self.keepalive.sent,
             noops_answered=self.keepalive.answered,
+            messages_sent=self.flow.messages,
+            acks=self.flow.acks,
         )
 
     # -- sending stream data under flow control -----------------------------------------
@@ -370,6 +380,8 @@ class Connection:
                 stop = None if hold is None else _frames_up_to(stream.chunks[0], hold)
                 budget = min(quantum, limit - size)  # a throttle's limit may be small
                 taken = self.flow.take(stream.chunks, parts, budget, stop=stop)
+                if taken:
+                    self._wrote(stream)
                 stream.mark_drained()
                 size += taken
                 progressed |= taken > 0
@@ -382,6 +394,18 @@ class Connection:
             if not progressed:
                 break
         return size
+
+    def _wrote(self, stream: Stream) -> None:
+        """Note the last item of ``stream`` in this write (an event once written)."""
+        assert self.flow.last is not None
+        seqno = stream_item_seqno(*self.flow.last)
+        if seqno is None:
+            return
+        self._unwritten.append(
+            self._event(
+                ev.StreamWritten, vbucket=stream.vbucket, stream_id=stream.stream_id, seqno=seqno
+            )
+        )
 
     def _check_hold(self, stream: Stream, hold: int) -> None:
         """Report a hold as reached once every frame of the stream up to its seqno has
@@ -799,7 +823,13 @@ class Connection:
     # -- steps from outside -------------------------------------------------------------
 
     def end_streams(self, vbid: int, reason: StreamEndReason) -> int:
-        """End the live streams of ``vbid`` with ``reason`` (the end_stream step)."""
+        """End the live streams of ``vbid`` with ``reason`` (the end_stream step).
+
+        FILTER_EMPTY and LOST_PRIVILEGES exist for collection-aware connections only;
+        others get OK instead (kv_engine ``active_stream.cc`` ``getEndStreamStatus``).
+        """
+        if not self.settings.collections and reason in _COLLECTION_END_REASONS:
+            reason = StreamEndReason.OK
         n = 0
         for stream in self.streams.of_vbucket(vbid):
             if stream.alive:

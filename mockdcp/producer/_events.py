@@ -97,6 +97,16 @@ class SeqnoWritten(ProducerEvent):
 
 
 @attrs.frozen(kw_only=True)
+class StreamWritten(ProducerEvent):
+    """A write carried frames of this stream; ``seqno`` is the last item's seqno in it
+    (as written to the socket: released once the write completed)."""
+
+    vbucket: int
+    stream_id: int | None
+    seqno: int
+
+
+@attrs.frozen(kw_only=True)
 class BytesAcked(ProducerEvent):
     """DCP_BUFFER_ACKNOWLEDGEMENT: ``nbytes`` freed, ``total`` acknowledged so far."""
 
@@ -135,6 +145,7 @@ _KINDS: dict[type, str] = {
     StreamOpened: "stream_opened",
     StreamClosed: "stream_closed",
     SeqnoWritten: "seqno_written",
+    StreamWritten: "stream_written",
     BytesAcked: "bytes_acked",
     NoopSent: "noop_sent",
     NoopAnswered: "noop_answered",

@@ -27,6 +27,11 @@ class FlowWindow:
     size: int = 0
     unacked: int = 0
     acked: int = 0
+    #: buffer acknowledgements received, and stream messages sent (for /metrics)
+    acks: int = 0
+    messages: int = 0
+    #: the buffer and offset of the last message ``take`` moved (what was written last)
+    last: tuple[bytearray, int] | None = None
 
     @property
     def open(self) -> bool:
@@ -46,6 +51,7 @@ class FlowWindow:
         excess = max(0, nbytes - self.unacked)
         self.unacked = max(0, self.unacked - nbytes)
         self.acked += nbytes
+        self.acks += 1
         return excess
 
     def take(
@@ -82,10 +88,12 @@ class FlowWindow:
             end = ends[last] - chunk.base
             # chunks are never written after they are queued: send views, not copies
             parts.append(memoryview(chunk.buf)[start:end])
+            self.last = (chunk.buf, ends[last - 1] - chunk.base if last else 0)
             nbytes = end - start
             taken += nbytes
             if self.size:
                 self.unacked += nbytes
+            self.messages += last + 1 - chunk.pos
             chunk.pos = last + 1
             chunk.offset = end
             if chunk.done:

@@ -12,7 +12,7 @@ the live view).
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 import attrs
@@ -33,6 +33,16 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_TIMEOUT = 360.0
 #: Events kept for reports and expectations (the oldest go first).
 EVENT_LOG_SIZE = 100_000
+#: the ``ConnectionStatistics`` counters a closed connection leaves in ``Node.retired``
+RETIRED_COUNTERS = (
+    "bytes_received",
+    "bytes_sent",
+    "acked_bytes",
+    "noops_sent",
+    "noops_answered",
+    "messages_sent",
+    "acks",
+)
 
 
 @attrs.define
@@ -75,6 +85,10 @@ class Node:
     rejections: list[Rejection] = attrs.field(factory=list)
     events: deque[ProducerEvent] = attrs.field(factory=lambda: deque(maxlen=EVENT_LOG_SIZE))
     subscribers: list[Callable[[ProducerEvent], None]] = attrs.field(factory=list)
+    #: events so far by kind ("stream_opened"...; "rollback": ROLLBACK answers), /metrics
+    counts: Counter[str] = attrs.field(factory=Counter)
+    #: the final counters of closed connections (``RETIRED_COUNTERS``; "connections")
+    retired: Counter[str] = attrs.field(factory=Counter)
     _next_id: int = 1
 
     def __attrs_post_init__(self) -> None:
@@ -97,7 +111,10 @@ class Node:
 
     def forget(self, conn: Connection) -> None:
         """A connection closed: it leaves the node and frees its producer name."""
-        self.connections.pop(conn.conn_id, None)
+        if self.connections.pop(conn.conn_id, None) is not None:
+            stats = attrs.asdict(conn.statistics())
+            self.retired.update({k: stats[k] for k in RETIRED_COUNTERS})
+            self.retired["connections"] += 1
         if self.producers.get(conn.name) is conn:
             del self.producers[conn.name]
 
@@ -128,6 +145,9 @@ class Node:
     def record(self, event: ProducerEvent) -> None:
         """A connection observed something of its consumer."""
         self.events.append(event)
+        self.counts[event.kind] += 1
+        if getattr(event, "rollback_seqno", None) is not None:
+            self.counts["rollback"] += 1
         for subscriber in list(self.subscribers):
             subscriber(event)
 

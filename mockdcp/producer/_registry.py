@@ -27,6 +27,8 @@ class StreamRegistry:
     streams: dict[StreamKey, Stream] = attrs.field(factory=dict)
     by_vbucket: dict[int, list[Stream]] = attrs.field(factory=dict)
     ready: dict[StreamKey, Stream] = attrs.field(factory=dict)
+    #: the seqno of the last item of each stream handed to a write
+    written: dict[StreamKey, int] = attrs.field(factory=dict)
 
     def __len__(self) -> int:
         return len(self.streams)

@@ -118,6 +118,15 @@ _SEQNO_FIRST = frozenset(
 AFTER_ALL_SEQNOS = 1 << 64
 
 
+def stream_item_seqno(buf: bytes | bytearray | memoryview, offset: int) -> int | None:
+    """The by-seqno of an item frame (mutation, deletion, expiration, system event,
+    seqno-advanced) at ``offset``; None for any other frame."""
+    if buf[offset + 1] not in _SEQNO_FIRST:
+        return None
+    framing = buf[offset + 2] if buf[offset] == Magic.ALT_REQUEST else 0
+    return int(_U64.unpack_from(buf, offset + 24 + framing)[0])
+
+
 def stream_frame_seqno(buf: bytes | bytearray | memoryview, offset: int) -> int:
     """The seqno a producer's stream frame at ``offset`` of ``buf`` stands at: an item's
     by-seqno, a snapshot marker's start seqno (V1 extras, or the V2.x value), and
