@@ -329,3 +329,23 @@ def test_marker_scenario_file_is_found_beside_the_test(pytester: pytest.Pytester
         """
     )
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_marker_scenario_names_a_bundled_scenario(pytester: pytest.Pytester) -> None:
+    pytester.makeini(TRIO_INI)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        # stall.yaml: a 4-vbucket bucket, 40 documents, then waits for a consumer
+        @pytest.mark.mockdcp(scenario="stall")
+        def test_sync(mockdcp):
+            assert len(mockdcp.state()["vbuckets"]) == 4
+            assert len(mockdcp.oracle()) == 40
+
+        @pytest.mark.mockdcp(scenario="stall")
+        async def test_trio(mockdcp):
+            assert len(mockdcp.oracle()) == 40
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=2)
