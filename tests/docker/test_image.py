@@ -22,9 +22,10 @@ pytestmark = pytest.mark.docker
 
 DOCS = 300
 VBUCKETS = 16
-# What docker/Dockerfile adds to its base: mockdcp's virtualenv (numpy with its OpenBLAS,
-# Faker, pygments under rich, ...). About 93 MiB when written.
-ADDED_SIZE_BUDGET = 110 * 2**20
+# What docker/Dockerfile adds to its base: mockdcp's virtualenv (numpy with its OpenBLAS
+# 56 MB, Faker 25 MB, pygments under rich 10 MB, ...). 101 MiB when written (about 37 MB
+# compressed); the budget leaves room for dependencies' releases to grow a little.
+ADDED_SIZE_BUDGET = 120 * 2**20
 STREAM_TIMEOUT = 120
 
 
