@@ -49,6 +49,11 @@ async def _serve(args: argparse.Namespace) -> None:
     bucket = (
         None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
     )
+    corpus = getattr(args, "corpus", None)
+    if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
+        from mockdcp.pipeline import open_corpus
+
+        open_corpus(corpus)
     async with serve(
         host=args.host,
         port=args.port,
@@ -68,7 +73,17 @@ async def _serve(args: argparse.Namespace) -> None:
 
         load_numpy()
 
-        if args.docs and not scenario:
+        if corpus and not scenario:
+            from mockdcp.pipeline import load_corpus
+
+            report = await load_corpus(bucket, corpus)
+            print(
+                f"mockdcp loaded {report.rows} rows ({report.written} writes, {report.deleted} "
+                f"deletes, {report.expired} expiries) from {corpus}",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif args.docs and not scenario:
             from mockdcp._dataset import faker_documents
 
             for key, body in faker_documents(args.docs, args.seed):
@@ -88,10 +103,11 @@ async def _serve(args: argparse.Namespace) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from mockdcp._errors import ModelError, ScenarioError, ServerError
+    from mockdcp.pipeline._errors import PipelineError
 
     try:
         trio.run(_serve, args)
-    except (ServerError, ModelError, ScenarioError) as exc:
+    except (ServerError, ModelError, ScenarioError, PipelineError) as exc:
         print(f"mockdcp: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from mockdcp._errors import ModelError
 from mockdcp.model._flusher import Flusher
@@ -227,6 +227,59 @@ class Bucket:
                 "value": v,
             },
         )
+
+    def set_many(
+        self,
+        keys: Sequence[bytes],
+        values: Sequence[bytes],
+        *,
+        collection_ids: Sequence[int] | None = None,
+        flags: Sequence[int] | int = 0,
+        expiry: Sequence[int] | int = 0,
+        datatypes: Sequence[int] | int | None = None,
+    ) -> int:
+        """Write many documents, in order, as ``set`` would one by one; returns how many.
+
+        Every argument is checked first (lengths, keys, values, numbers): a ``ModelError``
+        leaves the bucket unchanged. A scalar ``flags``/``expiry``/``datatypes`` applies to
+        every item; ``datatypes=None`` guesses each one as ``set`` does. This is the simple
+        version of the batch-loading path: a validated loop over ``set``.
+        """
+        n = len(keys)
+
+        def column(name: str, given: Sequence[int] | int | None) -> Sequence[int | None]:
+            if given is None or isinstance(given, int):
+                return [given] * n
+            if len(given) != n:
+                raise ModelError(f"{name} has {len(given)} entries for {n} keys")
+            return given
+
+        if len(values) != n:
+            raise ModelError(f"values has {len(values)} entries for {n} keys")
+        cids = column("collection_ids", 0 if collection_ids is None else collection_ids)
+        fl, ex, dt = (
+            column("flags", flags),
+            column("expiry", expiry),
+            column("datatypes", datatypes),
+        )
+        for i in range(n):
+            self._locate(keys[i], None, cids[i])  # type: ignore[arg-type]
+            _as_bytes(values[i], "value")
+            _check_u32(flags=fl[i], expiry=ex[i])
+            if dt[i] is not None:
+                _check_u32(datatype=dt[i])
+                if dt[i] > 0x07:  # type: ignore[operator]
+                    raise ModelError(f"datatype {dt[i]:#x} has unknown bits")
+        for i in range(n):
+            self.set(
+                keys[i],
+                values[i],
+                collection_id=cids[i],  # type: ignore[arg-type]
+                flags=fl[i],  # type: ignore[arg-type]
+                expiry=ex[i],  # type: ignore[arg-type]
+                datatype=dt[i],
+            )
+        return n
 
     def _live(
         self, key: bytes | str, collection_id: int, vbucket: int | None
@@ -452,6 +505,10 @@ class Bucket:
     def resolve_collection(self, path: str) -> int:
         """The id of ``scope.collection`` (``ModelError`` if unknown)."""
         return self.manifest.resolve(path)
+
+    def collection_name(self, cid: int) -> tuple[str, str]:
+        """(scope, collection) of collection id ``cid`` (``ModelError`` if unknown)."""
+        return self.manifest.name_of(cid)
 
     def create_scope(self, name: str) -> int:
         """Create a scope; returns its id (8 up). ``ModelError`` if the name is invalid
