@@ -61,6 +61,7 @@ async def _stream_corpus_through_faults(corpus: Path) -> tuple[Bucket, ConsumerS
         async with trio.open_nursery() as nursery:
             await nursery.start(consumer.run)
             await load_corpus(bucket, corpus, batch_rows=500)
+            bucket.flusher.pause()  # the next writes stay unpersisted until the failover
             bucket.persist()
             for i in range(200):
                 bucket.set(f"unpersisted::{i}", b'{"lost":true}')
