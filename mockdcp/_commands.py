@@ -52,7 +52,9 @@ async def _serve(args: argparse.Namespace) -> None:
     corpus = getattr(args, "corpus", None)
     if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
         from mockdcp.pipeline import open_corpus
+        from mockdcp.pipeline._errors import require_pipeline
 
+        require_pipeline(spark=False)
         open_corpus(corpus)
     async with serve(
         host=args.host,
