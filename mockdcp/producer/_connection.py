@@ -17,6 +17,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -24,9 +25,11 @@ import attrs
 from mockdcp._errors import RemoteProtocolError
 from mockdcp._numpy import load_numpy
 from mockdcp.producer._admission import admission_status
+from mockdcp.producer._containment import contain
 from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._flow import FlowWindow
+from mockdcp.producer._output import DEFAULT_OUTPUT_LIMIT, OutputQueue
 from mockdcp.producer._state import (
     ConnectionEvent,
     ConnectionState,
@@ -150,12 +153,24 @@ class ConnectionStatistics:
     buffer_size: int
     noops_sent: int
     noops_answered: int
+    #: issue 18: bytes of unsent output past which the connection is not read
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+    #: replies queued plus bytes handed to the socket and not yet written
+    unsent_bytes: int = 0
 
 
 class Connection:
     """The producer state machine of one KV connection (see the module docstring)."""
 
-    def __init__(self, node: Node, *, conn_id: int, now: float, peer_host: str = "") -> None:
+    def __init__(
+        self,
+        node: Node,
+        *,
+        conn_id: int,
+        now: float,
+        peer_host: str = "",
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> None:
         self.node = node
         self.conn_id = conn_id
         self.peer_host = peer_host or node.host
@@ -171,7 +186,7 @@ class Connection:
         self._ready: dict[tuple[int, int | None], Stream] = {}
         self._reader = FrameReader()
         self._sasl_server: SaslServer | None = None
-        self._out: deque[bytes] = deque()
+        self._out = OutputQueue(output_limit)
         self._encoder: ItemEncoder | None = None
         self._last_received = now
         self._last_noop = now
@@ -198,12 +213,21 @@ class Connection:
             return
         self.bytes_received += len(data)
         self._last_received = now
+        self._reader.feed(data)  # never poisoned here: a bad frame closed the connection
+        self.process_pending(now)
+
+    def process_pending(self, now: float) -> None:
+        """Answer the whole frames received, until the output limit stops it (issue 18:
+        the rest wait in the reader until the client drains its replies)."""
         try:
-            self._reader.feed(data)
-            for frame in self._reader.frames():
-                self._handle_frame(frame, now)
-                if self.closed:
+            while not self.closed and not self._out.over_limit:
+                frame = self._reader.next_frame()
+                if frame is None:
                     return
+                handle = partial(self._handle_frame, frame, now)
+                contain(
+                    self.conn_id, frame, handle, self._out.__len__, partial(self._respond, frame)
+                )
         except RemoteProtocolError as exc:
             where = f" (field {exc.field})" if exc.field else ""
             self.close(f"malformed frame{where}: {exc}")
@@ -217,17 +241,37 @@ class Connection:
 
     def buffers_to_send(self, now: float, limit: int = MAX_WRITE) -> list[bytes | memoryview]:
         """``data_to_send`` as the list of buffers it joins, for a gathering write
-        (``sendmsg``) that spares the copy. The buffers are never written again."""
-        if self.closed:
-            return []
-        self._maybe_noop(now)
-        parts: list[bytes | memoryview] = list(self._out)
-        self._out.clear()
+        (``sendmsg``) that spares the copy. The buffers are never written again.
+
+        The shell calls again only once it has written what it took (``unsent_bytes``
+        counts it until then). A closed connection still hands out the replies that were
+        due when it closed (issue 18), then nothing.
+        """
+        if not self.closed:
+            self._maybe_noop(now)
+        parts = self._out.take()
         size = sum(map(len, parts))
-        if self.state is ConnectionState.DCP_OPEN and self._ready:
+        if not self.closed and self.state is ConnectionState.DCP_OPEN and self._ready:
             size = self._drain_streams(parts, size, limit)
+        self._out.handed_out(size)
         self.bytes_sent += size
         return parts
+
+    @property
+    def output_limit(self) -> int:
+        """Bytes of unsent output past which no more requests are read (issue 18)."""
+        return self._out.limit
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Replies queued plus what the shell took last and has not yet written."""
+        return self._out.unsent
+
+    @property
+    def input_paused(self) -> bool:
+        """True while the shell must not read: unsent output is at the limit. It reads
+        again once a write drained it and ``process_pending`` answered what waited."""
+        return self._out.over_limit and not self.closed
 
     def next_deadline(self) -> float | None:
         """When ``data_to_send``/``check_idle`` must run again for noop timing, or None."""
@@ -251,11 +295,12 @@ class Connection:
     def wants_write(self) -> bool:
         """True when ``data_to_send`` would return something right now."""
         if self.closed:
-            return False
+            return bool(self._out)  # the replies due when it closed
         return bool(self._out) or (self.state is ConnectionState.DCP_OPEN and self._can_send())
 
     def close(self, reason: str) -> None:
-        """Mark the connection closed (the shell closes the socket) and drop its streams."""
+        """Mark the connection closed (the shell closes the socket once the replies
+        already queued are written) and drop its streams."""
         if self.closed:
             return
         self.closed = True
@@ -297,6 +342,8 @@ class Connection:
             buffer_size=self.settings.buffer_size,
             noops_sent=self.noops_sent,
             noops_answered=self.noops_answered,
+            output_limit=self._out.limit,
+            unsent_bytes=self._out.unsent,
         )
 
     # -- sending stream data under flow control -----------------------------------------

@@ -33,6 +33,17 @@ _HEX_ID = re.compile(r"[0-9a-fA-F]{1,16}")
 _STRTOULL = re.compile(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)")
 _U64 = 1 << 64
 
+#: Largest stream-request value parsed. A filter of a thousand collections is about
+#: 12 KiB of JSON; anything much larger is refused before it is parsed.
+MAX_VALUE_SIZE = 64 * 1024
+#: Deepest nesting of arrays and objects parsed. A valid value nests two levels (the
+#: object, then "collections" or "cts"); Python's parser recurses once per level and
+#: raises ``RecursionError`` near a thousand, so depth is checked before it runs.
+MAX_DEPTH = 16
+#: Bytes that open or close a JSON container, and a JSON string (whose brackets don't).
+#: An unterminated string runs to the end, so every match consumes: linear time.
+_BRACKETS = re.compile(rb'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
 
 def _fail(message: str, field: str, status: Status = Status.EINVAL) -> RemoteProtocolError:
     return RemoteProtocolError(f"stream-request value: {message}", status=status, field=field)
@@ -81,13 +92,33 @@ def _parse_purge_seqno(raw: object) -> int:
     match = _STRTOULL.match(raw)
     if match is None:
         raise _fail(f"purge_seqno {raw!r} is not a number", "purge_seqno")
-    value = int(match.group(2))
-    if value >= _U64:
+    digits = match.group(2).lstrip("0") or "0"
+    if len(digits) > 20 or int(digits) >= _U64:  # the length check keeps int() cheap
         raise _fail(f"purge_seqno {raw!r} exceeds a u64", "purge_seqno")
+    value = int(digits)
     return (-value) % _U64 if match.group(1) == "-" else value
 
 
+def _check_depth(value: bytes) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` (brackets inside strings don't count).
+
+    Unbalanced brackets are left for the parser to report. O(len(value)).
+    """
+    depth = 0
+    for match in _BRACKETS.finditer(value):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _fail(f"nested deeper than {MAX_DEPTH} levels", "value")
+        elif token in (b"]", b"}"):
+            depth -= 1
+
+
 def _load_object(value: bytes) -> dict[str, Any]:
+    if len(value) > MAX_VALUE_SIZE:
+        raise _fail(f"{len(value)} bytes exceed the {MAX_VALUE_SIZE}-byte limit", "value")
+    _check_depth(value)
     try:
         doc = json.loads(value)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -6,6 +6,13 @@ by the reader, by a model change (through ``Node.wake``) or by the noop deadline
 consumer that stops reading blocks only its own writer in ``send_all``; its reader goes on
 taking acks. A connection that fails, for any reason, is closed alone and logged.
 
+Limits a data node has (issue 18): at most ``max_connections`` at once (one more is closed
+as soon as it is accepted, and logged); a connection that has not authenticated within
+``auth_timeout`` seconds is closed; a connection whose unsent output reaches its output
+limit is not read until the client drains it (``Connection.input_paused``), so a client
+that pipelines requests and never reads costs a bounded amount of memory. A connection
+that closes writes the replies already due first, for at most ``CLOSE_GRACE`` seconds.
+
 With a ``PcapWriter`` (``mockdcp serve --pcap``), each connection's bytes, as received and
 as sent, are also written to the capture as one TCP flow.
 """
@@ -29,6 +36,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("mockdcp.server")
 
 RECEIVE_SIZE = 256 * 1024
+#: memcached's default ``max_connections`` (user connections on a data node).
+DEFAULT_MAX_CONNECTIONS = 60_000
+#: Seconds a connection may stay unauthenticated (``None``: for ever). A real node
+#: drops idle connections after its ``connection_idle_time``; before authentication a
+#: client has no reason to idle.
+DEFAULT_AUTH_TIMEOUT = 120.0
+#: Seconds a closing connection gets to take the replies already due.
+CLOSE_GRACE = 2.0
 #: buffers per sendmsg call (Linux IOV_MAX is 1024)
 _IOV_MAX = 512
 
@@ -36,12 +51,27 @@ _IOV_MAX = 512
 class KvService:
     """Accepts KV connections for one ``Node``."""
 
-    def __init__(self, node: Node, *, pcap: PcapWriter | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        *,
+        pcap: PcapWriter | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
+        output_limit: int | None = None,
+    ) -> None:
         self.node = node
+        self.max_connections = max_connections
+        self.auth_timeout = auth_timeout
+        #: bytes of unsent output per connection past which it is not read (None: default)
+        self.output_limit = output_limit
+        self.active = 0  # connections being served (the max_connections count)
         #: ``mockdcp serve --pcap``: every connection's bytes, both ways, as a TCP flow
         self.pcap = pcap
         self._ids = itertools.count(1)
         self._wake: dict[Connection, trio.Event] = {}
+        self._drained: dict[Connection, trio.Event] = {}  # a paused reader waits on it
+        self._closing: dict[Connection, trio.Event] = {}  # set once the connection closed
         self.refuse_connections = False
         node.wake = self._wake_conn
 
@@ -49,6 +79,9 @@ class KvService:
         event = self._wake.get(conn)
         if event is not None:
             event.set()
+        closing = self._closing.get(conn)
+        if closing is not None and conn.closed:
+            closing.set()
 
     def wake_all(self) -> None:
         for event in self._wake.values():
@@ -62,21 +95,41 @@ class KvService:
         if self.refuse_connections:
             await stream.aclose()
             return
+        if self.active >= self.max_connections:
+            log.warning("connection refused: max_connections (%d) reached", self.max_connections)
+            await stream.aclose()
+            return
+        self.active += 1
+        try:
+            await self._serve_connection(stream)
+        finally:
+            self.active -= 1
+
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         from mockdcp.producer._connection import Connection  # loaded once, after "ready"
 
         try:
             local_host = stream.socket.getsockname()[0]  # type: ignore[attr-defined]
         except (OSError, AttributeError):
             local_host = self.node.host
+        limit = {} if self.output_limit is None else {"output_limit": self.output_limit}
         conn = Connection(
-            self.node, conn_id=next(self._ids), now=trio.current_time(), peer_host=local_host
+            self.node,
+            conn_id=next(self._ids),
+            now=trio.current_time(),
+            peer_host=local_host,
+            **limit,
         )
         self._wake[conn] = trio.Event()
+        self._closing[conn] = trio.Event()
         log.debug("connection %d accepted", conn.conn_id)
         flow = self._open_flow(stream)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reader, stream, conn, flow)
+                nursery.start_soon(self._closer, conn, nursery.cancel_scope)
+                if self.auth_timeout is not None:
+                    nursery.start_soon(self._auth_deadline, conn, self.auth_timeout)
                 await self._writer(stream, conn, flow)
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
@@ -87,6 +140,8 @@ class KvService:
         finally:
             conn.close("connection finished")
             self._wake.pop(conn, None)
+            self._closing.pop(conn, None)
+            self._drained.pop(conn, None)
             if flow is not None:
                 self._record(flow.close, time.time())
             with trio.move_on_after(1) as scope:
@@ -115,6 +170,12 @@ class KvService:
     ) -> None:
         try:
             while not conn.closed:
+                if conn.input_paused:  # unsent output at the limit: wait for a write
+                    drained = self._drained[conn] = trio.Event()
+                    await drained.wait()
+                    conn.process_pending(trio.current_time())
+                    self._wake_conn(conn)
+                    continue
                 data = await stream.receive_some(RECEIVE_SIZE)
                 if not data:
                     conn.close("peer closed the connection")
@@ -133,6 +194,9 @@ class KvService:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         while True:
             parts = conn.buffers_to_send(trio.current_time())
+            drained = self._drained.pop(conn, None)
+            if drained is not None:  # what was handed out before is written
+                drained.set()
             if parts:
                 if sock is not None and len(parts) > 1:
                     await _send_gathered(sock, parts)
@@ -155,6 +219,20 @@ class KvService:
             if self._wake.get(conn) is event:
                 self._wake[conn] = trio.Event()
             conn.check_idle(trio.current_time())
+
+    async def _closer(self, conn: Connection, scope: trio.CancelScope) -> None:
+        """Once ``conn`` is closed, give the writer ``CLOSE_GRACE`` seconds to write the
+        replies already due (a client that does not read them cannot hold it open)."""
+        await self._closing[conn].wait()
+        await trio.sleep(CLOSE_GRACE)
+        scope.cancel()
+
+    async def _auth_deadline(self, conn: Connection, seconds: float) -> None:
+        """Close ``conn`` if it has not authenticated within ``seconds``."""
+        await trio.sleep(seconds)
+        if conn.user is None and not conn.closed:
+            conn.close(f"not authenticated within {seconds:g}s")
+            self._wake_conn(conn)
 
 
 async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memoryview]) -> None:

@@ -21,7 +21,7 @@ from mockdcp._errors import ServerError, raise_unwrapped
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.server._http import HttpService
-from mockdcp.server._kv import KvService
+from mockdcp.server._kv import DEFAULT_AUTH_TIMEOUT, DEFAULT_MAX_CONNECTIONS, KvService
 
 if TYPE_CHECKING:
     import os
@@ -122,16 +122,30 @@ async def serve(
     idle_timeout: float | None = None,
     bucket_obj: Bucket | None = None,
     pcap: str | os.PathLike[str] | None = None,
+    # -- connection limits (issue 18) --
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    output_limit: int | None = None,
+    auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits. Raises ``ServerError`` if a port is taken.
 
     ``pcap``: a file to record every KV connection into, as TCP flows (``tshark -r FILE
     -d tcp.port==KV_PORT,couchbase`` decodes it).
+
+    Limits a data node has: ``max_connections`` at once (one more is closed at once);
+    ``output_limit`` bytes of unsent output per connection before it is no longer read
+    (None: 8 MiB); ``auth_timeout`` seconds to authenticate (None: no limit).
     """
+    if max_connections < 1 or (output_limit is not None and output_limit < 1):
+        raise ServerError("max_connections and output_limit must be positive")
     model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
         async with _serve(host, port, http_port, users, model, idle_timeout, capture) as server:
+            # -- connection limits (issue 18) --
+            server.kv.max_connections = max_connections
+            server.kv.output_limit = output_limit
+            server.kv.auth_timeout = auth_timeout
             yield server
 
 
