@@ -127,3 +127,26 @@ def test_encode_of_empty_value_is_empty_bytes() -> None:
 def test_encode_then_parse_round_trips() -> None:
     value = StreamRequestValue(uid=2, scope=9, sid=3, purge_seqno=0)
     assert StreamRequestValue.parse(value.encode()) == value
+
+
+class TestLimits:
+    def test_nesting_beyond_the_depth_limit_is_einval_not_recursion(self) -> None:
+        err = rejected(b"[" * 3000)
+        assert (err.status, err.field) == (Status.EINVAL, "value")
+        assert "nested" in str(err)
+
+    def test_brackets_inside_strings_do_not_count(self) -> None:
+        raw = json.dumps({"uid": "0", "note": "[" * 100 + '\\"{' * 50}).encode()
+        assert StreamRequestValue.parse(raw) == StreamRequestValue(uid=0)
+
+    def test_value_beyond_the_size_limit_is_einval(self) -> None:
+        err = rejected({"uid": "0", "pad": "a" * 70_000})
+        assert "byte limit" in str(err)
+
+    def test_purge_seqno_of_thousands_of_digits_exceeds_a_u64(self) -> None:
+        err = rejected({"purge_seqno": "1" * 5000})
+        assert err.field == "purge_seqno"
+
+    def test_purge_seqno_with_leading_zeros_still_parses(self) -> None:
+        value = StreamRequestValue.parse(b'{"purge_seqno":"' + b"0" * 40 + b'12"}')
+        assert value.purge_seqno == 12
