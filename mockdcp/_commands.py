@@ -49,6 +49,7 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        **_limits(args),
     ) as server:
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)
@@ -66,6 +67,18 @@ async def _serve(args: argparse.Namespace) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
                 break
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """serve()'s connection limits (issue 18) that were given on the command line."""
+    limits: dict[str, Any] = {}
+    if args.max_connections is not None:
+        limits["max_connections"] = args.max_connections
+    if args.output_limit is not None:
+        limits["output_limit"] = args.output_limit
+    if args.auth_timeout is not None:
+        limits["auth_timeout"] = args.auth_timeout or None
+    return limits
 
 
 def run_serve(args: argparse.Namespace) -> int:

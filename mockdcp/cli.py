@@ -74,6 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="record every KV connection into FILE (pcap; tshark -d tcp.port==PORT,couchbase)",
     )
+    # -- connection limits (issue 18); unset: serve()'s defaults --
+    serve.add_argument("--max-connections", type=_int_in(1), help="at once (default 60000)")
+    serve.add_argument(
+        "--output-limit",
+        type=_int_in(1),
+        metavar="BYTES",
+        help="unsent output per connection before it is no longer read (default 8 MiB)",
+    )
+    serve.add_argument(
+        "--auth-timeout",
+        type=float,
+        metavar="S",
+        help="seconds to authenticate (default 120, 0 = none)",
+    )
 
     tail = sub.add_parser("tail", help="the reference consumer: print events as they arrive")
     tail.add_argument("--host", default="127.0.0.1")

@@ -138,6 +138,8 @@ async def serve(
     """
     if max_connections < 1 or (output_limit is not None and output_limit < 1):
         raise ServerError("max_connections and output_limit must be positive")
+    if auth_timeout is not None and not auth_timeout > 0:
+        raise ServerError(f"auth_timeout must be positive (or None), not {auth_timeout}")
     model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
