@@ -41,7 +41,10 @@ async def _serve(args: argparse.Namespace) -> None:
     from mockdcp.model import Bucket
     from mockdcp.server import serve
 
-    bucket = Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+    scenario = getattr(args, "scenario", None)
+    bucket = (
+        None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+    )
     async with serve(
         host=args.host,
         port=args.port,
@@ -49,8 +52,10 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        scenario=scenario,
         **_limits(args),
     ) as server:
+        bucket = server.bucket
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)
         import mockdcp.producer._connection  # noqa: F401
@@ -58,7 +63,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
         load_numpy()
 
-        if args.docs:
+        if args.docs and not scenario:
             from mockdcp._dataset import faker_documents
 
             for key, body in faker_documents(args.docs, args.seed):
@@ -82,11 +87,11 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from mockdcp._errors import ModelError, ServerError
+    from mockdcp._errors import ModelError, ScenarioError, ServerError
 
     try:
         trio.run(_serve, args)
-    except (ServerError, ModelError) as exc:
+    except (ServerError, ModelError, ScenarioError) as exc:
         print(f"mockdcp: {exc}", file=sys.stderr)
         return 1
     return 0

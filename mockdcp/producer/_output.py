@@ -7,8 +7,7 @@ that pipelines requests and never reads holds at most the limit plus one reply, 
 every reply it asked for.
 
 ``OutputQueue`` is that accounting, sans-IO. ``unsent`` is the bytes queued for the shell
-plus the bytes the shell took last: the shell asks for more only when it has written
-what it took, so until then those bytes are still on their way. Stream data needs no
+plus the bytes the shell took and has not yet reported written (``written``). Stream data needs no
 entry of its own here: it is taken only when the shell asks, at most one write's worth,
 and the flow-control window bounds what the client leaves unacknowledged.
 """
@@ -33,8 +32,14 @@ class OutputQueue:
         self._parts: deque[bytes] = deque()
         #: bytes of the queued replies
         self.queued = 0
-        #: bytes handed to the shell by the last ``handed_out`` (not known to be written)
+        #: bytes handed to the shell and not yet reported written
         self.in_flight = 0
+        self.limit = limit
+
+    def set_limit(self, limit: int) -> None:
+        """Change the limit (the shell's configuration). Raises ``ValueError`` if < 1."""
+        if limit <= 0:
+            raise ValueError(f"output limit must be positive, not {limit}")
         self.limit = limit
 
     def append(self, data: bytes) -> None:
@@ -55,9 +60,12 @@ class OutputQueue:
         return parts
 
     def handed_out(self, nbytes: int) -> None:
-        """The shell took ``nbytes`` (replies and stream data) to write; the previous
-        handout is written (the shell asks again only then)."""
-        self.in_flight = nbytes
+        """The shell took ``nbytes`` (replies and stream data) to write."""
+        self.in_flight += nbytes
+
+    def written(self) -> None:
+        """Everything handed out is on the socket."""
+        self.in_flight = 0
 
     @property
     def unsent(self) -> int:

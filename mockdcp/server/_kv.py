@@ -19,7 +19,6 @@ as sent, are also written to the capture as one TCP flow.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import time
@@ -48,12 +47,45 @@ CLOSE_GRACE = 2.0
 _IOV_MAX = 512
 
 
+class Wakeups:
+    """One trio event per connection: set when the connection must be looked at
+    again from outside its own I/O. ``wake`` is the node's callback."""
+
+    def __init__(self) -> None:
+        self.events: dict[Connection, trio.Event] = {}
+        #: set once the connection is closed (its closer then bounds the last writes)
+        self.closing: dict[Connection, trio.Event] = {}
+        #: a reader paused at the output limit waits on it; set after each write
+        self.drained: dict[Connection, trio.Event] = {}
+
+    def wake(self, conn: Connection) -> None:
+        event = self.events.get(conn)
+        if event is not None:
+            event.set()
+        closing = self.closing.get(conn)
+        if closing is not None and conn.closed:
+            closing.set()
+
+    def add(self, conn: Connection) -> None:
+        self.events[conn] = trio.Event()
+        self.closing[conn] = trio.Event()
+
+    def remove(self, conn: Connection) -> None:
+        for table in (self.events, self.closing, self.drained):
+            table.pop(conn, None)
+
+    def wake_all(self) -> None:
+        for event in self.events.values():
+            event.set()
+
+
 class KvService:
     """Accepts KV connections for one ``Node``."""
 
     def __init__(
         self,
         node: Node,
+        wakeups: Wakeups,
         *,
         pcap: PcapWriter | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
@@ -61,41 +93,21 @@ class KvService:
         output_limit: int | None = None,
     ) -> None:
         self.node = node
+        self.wakeups = wakeups
+        #: ``mockdcp serve --pcap``: every connection's bytes, both ways, as a TCP flow
+        self.pcap = pcap
         self.max_connections = max_connections
         self.auth_timeout = auth_timeout
         #: bytes of unsent output per connection past which it is not read (None: default)
         self.output_limit = output_limit
         self.active = 0  # connections being served (the max_connections count)
         self._trim = MemoryTrim()
-        #: ``mockdcp serve --pcap``: every connection's bytes, both ways, as a TCP flow
-        self.pcap = pcap
-        self._ids = itertools.count(1)
-        self._wake: dict[Connection, trio.Event] = {}
-        self._drained: dict[Connection, trio.Event] = {}  # a paused reader waits on it
-        self._closing: dict[Connection, trio.Event] = {}  # set once the connection closed
-        self.refuse_connections = False
-        node.wake = self._wake_conn
-
-    def _wake_conn(self, conn: Connection) -> None:
-        event = self._wake.get(conn)
-        if event is not None:
-            event.set()
-        closing = self._closing.get(conn)
-        if closing is not None and conn.closed:
-            closing.set()
-
-    def wake_all(self) -> None:
-        for event in self._wake.values():
-            event.set()
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection until either side closes it.
 
         Any trio stream works: tests hand it one end of an in-memory stream pair.
         """
-        if self.refuse_connections:
-            await stream.aclose()
-            return
         if self.active >= self.max_connections:
             log.warning("connection refused: max_connections (%d) reached", self.max_connections)
             await stream.aclose()
@@ -108,22 +120,17 @@ class KvService:
             self._trim.connection_left(idle=self.active == 0)
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        from mockdcp.producer._connection import Connection  # loaded once, after "ready"
-
         try:
             local_host = stream.socket.getsockname()[0]  # type: ignore[attr-defined]
         except (OSError, AttributeError):
             local_host = self.node.host
-        limit = {} if self.output_limit is None else {"output_limit": self.output_limit}
-        conn = Connection(
-            self.node,
-            conn_id=next(self._ids),
-            now=trio.current_time(),
-            peer_host=local_host,
-            **limit,
-        )
-        self._wake[conn] = trio.Event()
-        self._closing[conn] = trio.Event()
+        conn = self.node.open_connection(trio.current_time(), local_host)
+        if conn.closed:  # refused
+            await stream.aclose()
+            return
+        if self.output_limit is not None:
+            conn.output_limit = self.output_limit
+        self.wakeups.add(conn)
         log.debug("connection %d accepted", conn.conn_id)
         flow = self._open_flow(stream)
         try:
@@ -141,9 +148,7 @@ class KvService:
             conn.close("internal error (logged)")
         finally:
             conn.close("connection finished")
-            self._wake.pop(conn, None)
-            self._closing.pop(conn, None)
-            self._drained.pop(conn, None)
+            self.wakeups.remove(conn)
             if flow is not None:
                 self._record(flow.close, time.time())
             with trio.move_on_after(1) as scope:
@@ -173,10 +178,10 @@ class KvService:
         try:
             while not conn.closed:
                 if conn.input_paused:  # unsent output at the limit: wait for a write
-                    drained = self._drained[conn] = trio.Event()
+                    drained = self.wakeups.drained[conn] = trio.Event()
                     await drained.wait()
                     conn.process_pending(trio.current_time())
-                    self._wake_conn(conn)
+                    self.wakeups.wake(conn)
                     continue
                 data = await stream.receive_some(RECEIVE_SIZE)
                 if not data:
@@ -185,10 +190,10 @@ class KvService:
                 if flow is not None and self.pcap is not None:
                     self._record(flow.client_sent, data, time.time())
                 conn.receive_data(data, trio.current_time())
-                self._wake_conn(conn)
+                self.wakeups.wake(conn)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             conn.close(f"receive failed: {exc}")
-        self._wake_conn(conn)
+        self.wakeups.wake(conn)
 
     async def _writer(
         self, stream: trio.abc.Stream, conn: Connection, flow: PcapFlow | None
@@ -196,14 +201,15 @@ class KvService:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         while True:
             parts = conn.buffers_to_send(trio.current_time())
-            drained = self._drained.pop(conn, None)
-            if drained is not None:  # what was handed out before is written
-                drained.set()
             if parts:
                 if sock is not None and len(parts) > 1:
                     await _send_gathered(sock, parts)
                 else:
                     await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+                conn.data_written(trio.current_time())
+                drained = self.wakeups.drained.pop(conn, None)
+                if drained is not None:  # the reader paused at the output limit goes on
+                    drained.set()
                 if flow is not None and self.pcap is not None:
                     now = time.time()
                     for part in parts:
@@ -211,21 +217,22 @@ class KvService:
                 continue
             if conn.closed:
                 return
-            event = self._wake[conn]
+            events = self.wakeups.events
+            event = events[conn]
             if event.is_set():
-                self._wake[conn] = trio.Event()
+                events[conn] = trio.Event()
                 continue
             deadline = conn.next_deadline()
             with trio.move_on_at(deadline if deadline is not None else math.inf):
                 await event.wait()
-            if self._wake.get(conn) is event:
-                self._wake[conn] = trio.Event()
+            if events.get(conn) is event:
+                events[conn] = trio.Event()
             conn.check_idle(trio.current_time())
 
     async def _closer(self, conn: Connection, scope: trio.CancelScope) -> None:
         """Once ``conn`` is closed, give the writer ``CLOSE_GRACE`` seconds to write the
         replies already due (a client that does not read them cannot hold it open)."""
-        await self._closing[conn].wait()
+        await self.wakeups.closing[conn].wait()
         await trio.sleep(CLOSE_GRACE)
         scope.cancel()
 
@@ -234,7 +241,7 @@ class KvService:
         await trio.sleep(seconds)
         if conn.user is None and not conn.closed:
             conn.close(f"not authenticated within {seconds:g}s")
-            self._wake_conn(conn)
+            self.wakeups.wake(conn)
 
 
 class MemoryTrim:

@@ -107,7 +107,7 @@ async def test_connection_buffer_size_that_is_not_ascii_digits_in_range_gets_ein
     r = await _control(c, "connection_buffer_size", value)
     assert r.status == Status.EINVAL
     await _still_serves(c)
-    conn = next(iter(server.node.connections))
+    conn = next(iter(server.node.connections.values()))
     assert conn.settings.buffer_size == 0
     assert _logged_errors(caplog) == []
 
@@ -130,7 +130,7 @@ async def test_noop_interval_in_plain_decimal_is_taken(
     c = await _opened(server)
     r = await _control(c, "set_noop_interval", value)
     assert r.status == Status.SUCCESS
-    conn = next(iter(server.node.connections))
+    conn = next(iter(server.node.connections.values()))
     assert conn.settings.noop_interval == seconds
 
 
@@ -253,7 +253,7 @@ async def test_non_reading_pipelining_client_is_bounded_and_others_are_served(
         nursery.start_soon(hog.send, request * 100_000)
         with trio.fail_after(30):
             await wait_until(lambda: bool(server.node.connections))
-            conn = next(iter(server.node.connections))
+            conn = next(iter(server.node.connections.values()))
             await wait_until(lambda: conn.statistics().unsent_bytes >= conn.output_limit)
         await trio.sleep(0.5)  # a server that kept reading would queue more meanwhile
         stats = conn.statistics()

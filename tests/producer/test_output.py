@@ -14,7 +14,7 @@ def test_unsent_counts_queued_and_the_last_handout_until_the_next() -> None:
     assert parts == [b"x" * 30, b"y" * 30]
     out.handed_out(60)
     assert (out.queued, out.unsent) == (0, 60)
-    out.handed_out(0)  # the shell asked again: the 60 bytes are written
+    out.written()
     assert out.unsent == 0
 
 
@@ -29,3 +29,5 @@ def test_over_limit_once_unsent_reaches_it() -> None:
 def test_a_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         OutputQueue(0)
+    with pytest.raises(ValueError, match="positive"):
+        OutputQueue(10).set_limit(-1)
