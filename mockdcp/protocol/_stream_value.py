@@ -99,30 +99,46 @@ def _parse_purge_seqno(raw: object) -> int:
     return (-value) % _U64 if match.group(1) == "-" else value
 
 
-def _check_depth(value: bytes) -> None:
-    """Refuse nesting deeper than ``MAX_DEPTH`` (brackets inside strings don't count).
-
-    Unbalanced brackets are left for the parser to report. O(len(value)).
-    """
-    depth = 0
+def json_depth(value: bytes, limit: int) -> int:
+    """How deep ``value`` nests arrays and objects, counted up to ``limit + 1`` (brackets
+    inside strings don't count; unbalanced ones are left for the parser). O(len(value))."""
+    depth = deepest = 0
     for match in _BRACKETS.finditer(value):
         token = match.group()
         if token in (b"[", b"{"):
             depth += 1
-            if depth > MAX_DEPTH:
-                raise _fail(f"nested deeper than {MAX_DEPTH} levels", "value")
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
         elif token in (b"]", b"}"):
             depth -= 1
+    return deepest
+
+
+def load_json(value: bytes, *, max_size: int, max_depth: int, what: str) -> Any:  # noqa: ANN401
+    """``json.loads`` that cannot be made to recurse or chew without bound (issue 18).
+
+    Raises ``RemoteProtocolError`` (EINVAL, field "value") for a value over ``max_size``
+    bytes, nested deeper than ``max_depth``, or not JSON; ``what`` starts the message.
+    """
+    if len(value) > max_size:
+        raise _error(what, f"{len(value)} bytes exceed the {max_size}-byte limit")
+    if json_depth(value, max_depth) > max_depth:
+        raise _error(what, f"nested deeper than {max_depth} levels")
+    try:
+        return json.loads(value)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _error(what, f"not JSON ({exc})") from None
+
+
+def _error(what: str, message: str) -> RemoteProtocolError:
+    return RemoteProtocolError(f"{what}: {message}", field="value")
 
 
 def _load_object(value: bytes) -> dict[str, Any]:
-    if len(value) > MAX_VALUE_SIZE:
-        raise _fail(f"{len(value)} bytes exceed the {MAX_VALUE_SIZE}-byte limit", "value")
-    _check_depth(value)
-    try:
-        doc = json.loads(value)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _fail(f"not JSON ({exc})", "value") from None
+    doc = load_json(
+        value, max_size=MAX_VALUE_SIZE, max_depth=MAX_DEPTH, what="stream-request value"
+    )
     if not isinstance(doc, dict):
         raise _fail("must be a JSON object", "value")
     return doc

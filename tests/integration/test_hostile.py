@@ -4,7 +4,12 @@ connection's death, and a client that never reads costs a bounded amount of memo
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import os
+import socket
+import subprocess
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -258,6 +263,11 @@ async def test_non_reading_pipelining_client_is_bounded_and_others_are_served(
         await trio.sleep(0.5)  # a server that kept reading would queue more meanwhile
         stats = conn.statistics()
         assert stats.output_limit == conn.output_limit
+        conns = server.state()["connections"]
+        assert isinstance(conns, list)
+        (reported,) = conns
+        assert reported["output_limit"] == stats.output_limit
+        assert reported["unsent_bytes"] >= stats.output_limit
         assert stats.unsent_bytes < stats.output_limit + 64 * 1024
         grown = _rss() - before
         assert grown < 3 * stats.output_limit + 32 * 1024 * 1024, grown
@@ -318,3 +328,28 @@ async def test_unauthenticated_connection_is_closed_after_the_auth_timeout() -> 
         await _still_serves(authed)
         for c in (idle, authed):
             await c.aclose()
+
+
+def test_serve_command_takes_the_connection_limits() -> None:
+    cmd = [sys.executable, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0"]
+    limits = ["--max-connections", "1", "--auth-timeout", "0.5", "--output-limit", "65536"]
+    proc = subprocess.Popen(
+        [*cmd, "--json", "--vbuckets", "4", "--docs", "0", *limits],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert proc.stdout is not None
+        port = json.loads(proc.stdout.readline())["kv_port"]
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as first:
+            time.sleep(0.1)
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as second:
+                assert second.recv(1) == b""  # beyond --max-connections: closed at once
+            started = time.monotonic()
+            assert first.recv(1) == b""  # not authenticated within --auth-timeout
+            assert time.monotonic() - started < 3
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert b"max_connections (1) reached" in err

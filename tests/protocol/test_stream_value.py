@@ -6,6 +6,7 @@ import pytest
 
 from mockdcp import RemoteProtocolError
 from mockdcp.protocol import Status, StreamRequestValue
+from mockdcp.protocol._stream_value import json_depth, load_json
 
 
 def rejected(value: object | bytes) -> RemoteProtocolError:
@@ -150,3 +151,15 @@ class TestLimits:
     def test_purge_seqno_with_leading_zeros_still_parses(self) -> None:
         value = StreamRequestValue.parse(b'{"purge_seqno":"' + b"0" * 40 + b'12"}')
         assert value.purge_seqno == 12
+
+
+class TestLoadJson:
+    def test_depth_counts_brackets_outside_strings_only(self) -> None:
+        assert json_depth(b'{"a":[[1]],"b":"[[[["}', 16) == 3
+
+    def test_depth_stops_counting_past_the_limit(self) -> None:
+        assert json_depth(b"[" * 10_000, 4) == 5
+
+    def test_load_json_refuses_with_the_callers_name(self) -> None:
+        with pytest.raises(RemoteProtocolError, match="^subdoc value: nested deeper"):
+            load_json(b"[" * 100, max_size=1000, max_depth=8, what="subdoc value")
