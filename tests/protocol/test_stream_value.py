@@ -161,5 +161,5 @@ class TestLoadJson:
         assert json_depth(b"[" * 10_000, 4) == 5
 
     def test_load_json_refuses_with_the_callers_name(self) -> None:
-        with pytest.raises(RemoteProtocolError, match="^subdoc value: nested deeper"):
+        with pytest.raises(RemoteProtocolError, match=r"^subdoc value: nested deeper"):
             load_json(b"[" * 100, max_size=1000, max_depth=8, what="subdoc value")
