@@ -9,6 +9,9 @@ A frame that cannot be parsed closes this connection only (``close_reason`` says
 a request with a bad shape gets EINVAL; an unknown opcode gets UNKNOWN_COMMAND; commands
 out of order get the status a real node gives (``_admission``). Without HELLO XERROR the
 statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID disconnect instead (wire.md §6).
+A handler that raises fails its request only (``_containment``); replies due when the
+connection closes are still handed out; while unsent output is at its limit no more
+requests are answered (``_output``, ``input_paused``).
 """
 
 from __future__ import annotations

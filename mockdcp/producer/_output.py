@@ -1,10 +1,8 @@
 """The replies a connection owes, counted in bytes, and the output limit (issue 18).
 
-A data node stops reading from a connection whose send queue is full and reads again
-once the client has drained it (kv_engine ``Connection``: a connection over its send
-queue limit is not executed until the queue drains). mockdcp does the same: a client
-that pipelines requests and never reads holds at most the limit plus one reply, not
-every reply it asked for.
+A data node stops serving a connection whose send queue is full and goes on once the
+client has drained it. mockdcp does the same: a client that pipelines requests and never
+reads holds at most the limit plus one reply, not every reply it asked for.
 
 ``OutputQueue`` is that accounting, sans-IO. ``unsent`` is the bytes queued for the shell
 plus the bytes the shell took and has not yet reported written (``written``). Stream data needs no
