@@ -281,7 +281,7 @@ async def test_paused_client_that_starts_reading_gets_every_reply(
     small_server: MockDcpServer,
 ) -> None:
     hog = await RawClient.connect(small_server.kv_port)
-    n = 5_000  # ~25 MB of error maps: several times the output limit
+    n = 10_000  # ~22 MB of error maps: more than twice the 8 MiB output limit
     requests = b"".join(GetErrorMap(opaque=i, version=2).encode() for i in range(n))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(hog.send, requests)
