@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 LONG = os.environ.get("MOCKDCP_FUZZ") == "long"
-EXAMPLES = 100_000 if LONG else int(os.environ.get("MOCKDCP_FUZZ_EXAMPLES", 3_000))
+EXAMPLES = int(os.environ.get("MOCKDCP_FUZZ_EXAMPLES", 100_000 if LONG else 3_000))
 #: Seconds after which the remaining examples are skipped (CI stays near a minute even
 #: on a slow machine); the count is what normally ends a run.
 BUDGET = 4 * 3600 if LONG else 120
