@@ -156,6 +156,8 @@ async def _tail(args: argparse.Namespace) -> None:
         collections=not args.no_collections,
         on_event=on_event,
         stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
+        buffer_size=args.buffer_size,
+        noop_interval=args.noop_interval,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -3,9 +3,9 @@ the command line.
 
 ``mockdcp run SCENARIO -- CMD...`` serves the scenario on free ports, starts the consumer
 command with ``MOCKDCP_*`` variables in its environment (its standard output goes to
-``mockdcp run``'s standard error, so standard output holds the report alone), waits for the scenario's end,
-stops the consumer and reports each expectation; the exit status is 0 only if every
-expectation passed, no wait timed out and the consumer did not fail.
+``mockdcp run``'s standard error, so standard output holds the report alone), waits for
+the scenario's end, stops the consumer and reports each expectation; the exit status is
+0 only if every expectation passed, no wait timed out and the consumer did not fail.
 """
 
 from __future__ import annotations

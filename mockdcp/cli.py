@@ -114,6 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
+    tail.add_argument(
+        "--buffer-size",
+        type=_int_in(0),
+        default=20 * 1024 * 1024,
+        help="flow-control buffer in bytes; acks go out at half of it (0 = no flow control)",
+    )
+    tail.add_argument(
+        "--noop-interval", type=float, default=120.0, help="seconds between the producer's noops"
+    )
 
     run = sub.add_parser(
         "run",

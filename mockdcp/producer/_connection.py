@@ -148,6 +148,9 @@ SUPPORTED_FEATURES = frozenset(
 #: wire.md §6: statuses that disconnect a connection without XERROR.
 XERROR_ONLY = frozenset({Status.EACCESS, Status.NO_BUCKET, Status.DCP_STREAMID_INVALID})
 
+#: STREAM_END reasons only a collection-aware connection is sent.
+_COLLECTION_END_REASONS = frozenset({StreamEndReason.FILTER_EMPTY, StreamEndReason.LOST_PRIVILEGES})
+
 #: DCP_OPEN flags a producer accepts (wire.md §8.1).
 _OPEN_FLAGS_OK = (
     DcpOpenFlag.PRODUCER
@@ -303,6 +306,8 @@ class Connection:
         self._out.written()
         events, self._unwritten = self._unwritten, []
         for event in events:
+            if isinstance(event, ev.StreamWritten):
+                self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
             self._record(attrs.evolve(event, time=now))
 
     def _replies(self) -> int:
@@ -451,7 +456,6 @@ class Connection:
         seqno = stream_item_seqno(*self.flow.last)
         if seqno is None:
             return
-        self.streams.written[(stream.vbucket, stream.stream_id)] = seqno
         self._unwritten.append(
             self._event(
                 ev.StreamWritten, vbucket=stream.vbucket, stream_id=stream.stream_id, seqno=seqno
@@ -874,7 +878,13 @@ class Connection:
     # -- steps from outside -------------------------------------------------------------
 
     def end_streams(self, vbid: int, reason: StreamEndReason) -> int:
-        """End the live streams of ``vbid`` with ``reason`` (the end_stream step)."""
+        """End the live streams of ``vbid`` with ``reason`` (the end_stream step).
+
+        FILTER_EMPTY and LOST_PRIVILEGES exist for collection-aware connections only;
+        others get OK instead (kv_engine ``active_stream.cc`` ``getEndStreamStatus``).
+        """
+        if not self.settings.collections and reason in _COLLECTION_END_REASONS:
+            reason = StreamEndReason.OK
         n = 0
         for stream in self.streams.of_vbucket(vbid):
             if stream.alive:

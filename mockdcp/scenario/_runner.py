@@ -183,8 +183,13 @@ class StepRunner:
         trigger = ProgressTrigger.start(
             step.consumer, self.node.bucket, self.node.connections.keys()
         )
+        for conn in self.node.matching(step.consumer.connection):
+            sent = conn.flow.acked + conn.flow.unacked
+            for (vb, _sid), seqno in conn.streams.written.items():
+                trigger.seen(conn.conn_id, vb, seqno, sent)  # written before the wait
         for vb, seqno in trigger.targets.items():
-            self.node.hold(vb, seqno)
+            if vb not in trigger.written:
+                self.node.hold(vb, seqno)
         self._observers.append(trigger.observe)
         try:
             with trio.move_on_after(step.timeout) as scope:

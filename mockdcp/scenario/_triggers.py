@@ -58,6 +58,13 @@ class ProgressTrigger:
                     targets[vb] = seqno
         return cls(spec, targets, vbuckets, open_conns=set(open_conns))
 
+    def seen(self, conn_id: int, vbucket: int, seqno: int, flow_bytes: int) -> None:
+        """Frames of ``vbucket`` up to ``seqno`` are written on ``conn_id`` (counted by
+        flow control up to ``flow_bytes``): the target is met if it is at or below."""
+        target = self.targets.get(vbucket)
+        if target is not None and seqno >= target and vbucket not in self.written:
+            self.written[vbucket] = (conn_id, flow_bytes)
+
     def _counts(self, event: ev.ProducerEvent) -> bool:
         return self.spec.connection is None or event.name == self.spec.connection
 
@@ -70,9 +77,9 @@ class ProgressTrigger:
                 self.noops_missed += 1
         if not self._counts(event):
             return
-        if isinstance(event, ev.SeqnoWritten):
-            if self.targets.get(event.vbucket) == event.seqno:
-                self.written[event.vbucket] = (event.conn_id, event.flow_bytes)
+        if isinstance(event, ev.SeqnoWritten | ev.StreamWritten):
+            flow_bytes = event.flow_bytes if isinstance(event, ev.SeqnoWritten) else 0
+            self.seen(event.conn_id, event.vbucket, event.seqno, flow_bytes)
         elif isinstance(event, ev.BytesAcked):
             self.bytes_acked += event.nbytes
             self.acked_total[event.conn_id] = event.total
@@ -205,6 +212,9 @@ class ExpectationCheck:
         r = self.spec.resume
         assert r is not None
         if event.vbucket != r.vbucket:
+            return
+        if event.status != "SUCCESS":
+            self.detail = f"a request from {event.start_seqno} was answered {event.status}"
             return
         wanted = {
             "start seqno": (event.start_seqno, r.seqno),

@@ -91,3 +91,18 @@ async def test_a_wait_that_is_never_met_times_out_and_the_server_goes_on() -> No
         await server.apply(Set(key="k2", value="v"))
         assert server.state()["scenario"] is not None
         assert sum(vb.high_seqno for vb in server.bucket.vbuckets) == 2
+
+
+async def test_a_seqno_wait_for_frames_written_before_it_began_is_met_at_once() -> None:
+    from mockdcp.client import DcpConsumer
+
+    async with serve(port=0, http_port=0, vbuckets=2) as server:
+        await server.apply(*(Set(key=f"k{i}", value="v") for i in range(20)))
+        async with trio.open_nursery() as nursery:
+            consumer = DcpConsumer(server.host, server.kv_port, vbuckets=range(2))
+            nursery.start_soon(consumer.run)
+            await server.wait(ConsumerProgress(seqno="high"), limit=20)
+            await server.wait(0.2)
+            with trio.fail_after(2):
+                await server.wait(ConsumerProgress(seqno="high"), limit=20)
+            nursery.cancel_scope.cancel()

@@ -254,3 +254,15 @@ def test_stream_progress_is_reported_once_written_not_when_queued() -> None:
     (event,) = [e for e in n.events if isinstance(e, StreamWritten)]
     assert (event.vbucket, event.seqno, event.time) == (0, 10, 2.0)
     assert conn.streams.written[(0, None)] == 10
+
+
+@pytest.mark.parametrize("reason", ["filter_empty", "lost_privileges"])
+def test_collection_end_reasons_reach_a_legacy_connection_as_ok(reason: str) -> None:
+    n = node(1)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    apply(n, steps.EndStream(vbuckets=0, reason=reason))  # type: ignore[arg-type]
+    out = frames(conn)
+    assert out[-1].opcode == Opcode.DCP_STREAM_END
+    assert int.from_bytes(out[-1].extras, "big") == StreamEndReason.OK

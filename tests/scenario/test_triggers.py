@@ -118,3 +118,12 @@ def test_reconnected_counts_from_the_last_close() -> None:
     check.observe(ev.ConnectionClosed(time=20, conn_id=2, reason="disconnect step"))
     check.observe(ev.DcpOpened(time=21, conn_id=3, flags=1))
     assert check.passed
+
+
+def test_a_refused_request_is_not_a_resume() -> None:
+    check = ExpectationCheck(Expect(resume=ResumeExpectation(vbucket=1, seqno=9)), began=0)
+    check.observe(request(1, 9, status="NOT_MY_VBUCKET"))  # type: ignore[arg-type]
+    assert not check.passed
+    assert check.failure() == "a request from 9 was answered NOT_MY_VBUCKET"
+    check.observe(request(1, 9))
+    assert check.passed

@@ -20,11 +20,15 @@ if TYPE_CHECKING:
 
 REPO = LIBRARY.parents[1]
 SCENARIOS = library()
-#: what a scenario needs of the reference consumer beyond its defaults (`mockdcp tail`
-#: has no flag for either yet: under `mockdcp run -- mockdcp tail` these two fail)
+#: what a scenario needs of the reference consumer beyond its defaults
 CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "slow-consumer-flow-control": {"buffer_size": 64 * 1024},
     "noops-keep-idle-connection-alive": {"noop_interval": 0.5},
+}
+#: the same as `mockdcp tail` flags
+TAIL_FLAGS: dict[str, list[str]] = {
+    "slow-consumer-flow-control": ["--buffer-size", str(64 * 1024)],
+    "noops-keep-idle-connection-alive": ["--noop-interval", "0.5"],
 }
 
 
@@ -111,10 +115,10 @@ def mockdcp_run(scenario: str, *consumer: str) -> tuple[int, dict[str, Any]]:
     return done.returncode, report
 
 
-def test_mockdcp_run_passes_rollback_after_failover_with_tail() -> None:
-    code, report = mockdcp_run(
-        "rollback-after-failover", sys.executable, "-m", "mockdcp", "tail", "--json"
-    )
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+def test_mockdcp_run_passes_every_library_scenario_with_tail(path: Path) -> None:
+    flags = TAIL_FLAGS.get(path.stem, [])
+    code, report = mockdcp_run(path.stem, sys.executable, "-m", "mockdcp", "tail", "--json", *flags)
     assert report["passed"], report
     assert code == 0
 
