@@ -38,13 +38,22 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from mockdcp import _live
     from mockdcp.model import Bucket
     from mockdcp.server import serve
+
+    if args.json:
+        _live.use_json_logs()
 
     scenario = getattr(args, "scenario", None)
     bucket = (
         None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
     )
+    corpus = getattr(args, "corpus", None)
+    if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
+        from mockdcp.pipeline import open_corpus
+
+        open_corpus(corpus)
     async with serve(
         host=args.host,
         port=args.port,
@@ -52,6 +61,7 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        control_open=args.control_open,
         scenario=scenario,
         **_limits(args),
     ) as server:
@@ -63,15 +73,32 @@ async def _serve(args: argparse.Namespace) -> None:
 
         load_numpy()
 
-        if args.docs and not scenario:
+        if corpus and not scenario:
+            from mockdcp.pipeline import load_corpus
+
+            report = await load_corpus(bucket, corpus)
+            print(
+                f"mockdcp loaded {report.rows} rows ({report.written} writes, {report.deleted} "
+                f"deletes, {report.expired} expiries) from {corpus}",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif args.docs and not scenario:
             from mockdcp._dataset import faker_documents
 
             for key, body in faker_documents(args.docs, args.seed):
                 bucket.set(key, body)
-            print(f"mockdcp loaded {args.docs} documents", file=sys.stderr, flush=True)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                break
+            loaded = f"mockdcp loaded {args.docs} documents"
+            if args.json:
+                loaded = json.dumps({"event": "loaded", "docs": args.docs})
+            print(loaded, file=sys.stderr, flush=True)
+        async with trio.open_nursery() as nursery:
+            if _live.wanted(sys.stdout, json_logs=args.json):
+                nursery.start_soon(_live.run_live_view, server.state)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            nursery.cancel_scope.cancel()
 
 
 def _limits(args: argparse.Namespace) -> dict[str, Any]:
@@ -88,10 +115,11 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_serve(args: argparse.Namespace) -> int:
     from mockdcp._errors import ModelError, ScenarioError, ServerError
+    from mockdcp.pipeline._errors import PipelineError
 
     try:
         trio.run(_serve, args)
-    except (ServerError, ModelError, ScenarioError) as exc:
+    except (ServerError, ModelError, ScenarioError, PipelineError) as exc:
         print(f"mockdcp: {exc}", file=sys.stderr)
         return 1
     return 0

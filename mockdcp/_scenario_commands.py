@@ -4,8 +4,9 @@ the command line.
 ``mockdcp run SCENARIO -- CMD...`` serves the scenario on free ports, starts the consumer
 command with ``MOCKDCP_*`` variables in its environment (its standard output goes to
 ``mockdcp run``'s standard error, so standard output holds the report alone), waits for
-the scenario's end, stops the consumer and reports each expectation; the exit status is
-0 only if every expectation passed, no wait timed out and the consumer did not fail.
+the scenario's end, stops the consumer and reports each expectation; the exit status is 0
+only if every expectation passed, no wait timed out and the consumer did not fail. On a
+terminal the live view (mockdcp/_live.py) is drawn while the scenario runs.
 """
 
 from __future__ import annotations
@@ -68,14 +69,18 @@ def consumer_env(server: MockDcpServer) -> dict[str, str]:
 
 
 async def run_scenario(
-    path: str, command: list[str], *, limit: float, host: str = "127.0.0.1"
+    path: str, command: list[str], *, limit: float, host: str = "127.0.0.1", live: bool = False
 ) -> RunReport:
-    """Serve ``path``, run ``command`` against it, and report (see the module doc)."""
+    """Serve ``path``, run ``command`` against it, and report (see the module doc);
+    ``live``: draw the live view (mockdcp/_live.py) meanwhile."""
+    from mockdcp import _live
     from mockdcp.server import serve
 
     async with serve(host=host, port=0, http_port=0, scenario=path) as server:
         report = RunReport(scenario=path)
         async with trio.open_nursery() as nursery:
+            if live:
+                nursery.start_soon(_live.run_live_view, server.state)
             proc = None
             if command:
                 env = {**os.environ, **consumer_env(server)}
@@ -142,8 +147,15 @@ def print_report(report: RunReport, as_json: bool) -> None:
 
 def run_run(args: argparse.Namespace) -> int:
     command = list(args.consumer)
+    from mockdcp import _live
+
+    if args.json:
+        _live.use_json_logs()
+    live = _live.wanted(sys.stdout, json_logs=args.json)
     try:
-        report = trio.run(lambda: run_scenario(args.scenario, command, limit=args.timeout))
+        report = trio.run(
+            lambda: run_scenario(args.scenario, command, limit=args.timeout, live=live)
+        )
     except MockDcpError as exc:
         print(f"mockdcp run: {exc}", file=sys.stderr)
         return 2
@@ -164,7 +176,13 @@ def validate_file(path: str) -> list[str]:
     try:
         scenario = load_scenario(path)
         spec = scenario.bucket
-        bucket = Bucket(spec.name, spec.vbuckets, seed=scenario.seed, clock=time.time)
+        bucket = Bucket(
+            spec.name,
+            spec.vbuckets,
+            seed=scenario.seed,
+            clock=time.time,
+            collections=spec.collections,
+        )
         check_steps(scenario.steps, bucket, path)
     except ScenarioProblems as exc:
         return [str(p) for p in exc.problems]

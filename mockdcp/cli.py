@@ -69,7 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
     )
-    serve.add_argument("--json", action="store_true", help="print the ready line as JSON")
+    serve.add_argument(
+        "--json", action="store_true", help="print the ready line and the log as JSON lines"
+    )
+    serve.add_argument(
+        "--control-open",
+        action="store_true",
+        help="no credentials for the HTTP control API even off loopback (/mock/..., /metrics)",
+    )
     serve.add_argument(
         "--scenario",
         metavar="FILE",
@@ -93,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="S",
         help="seconds to authenticate (default 120, 0 = none)",
+    )
+    serve.add_argument(
+        "--corpus",
+        metavar="DIR",
+        help="load this Parquet corpus (mockdcp corpus) instead of --docs",
     )
 
     tail = sub.add_parser(
@@ -140,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     scenarios = sub.add_parser("scenarios", help="list the bundled scenarios")
     scenarios.add_argument("--json", action="store_true", help="JSON lines")
+
+    from mockdcp.pipeline._cli import add_pipeline_parsers
+
+    add_pipeline_parsers(sub)
 
     bench = sub.add_parser("bench", help="streaming throughput, startup time and memory")
     bench.add_argument("--items", type=_int_in(1), default=1_000_000)
@@ -190,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mockdcp._bench import run_bench
 
         return run_bench(args)
+    if args.command in ("corpus", "oracle", "verify"):
+        from mockdcp.pipeline._cli import run_pipeline
+
+        return run_pipeline(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -181,6 +181,9 @@ class ConnectionStatistics:
     buffer_size: int
     noops_sent: int
     noops_answered: int
+    #: stream messages sent (mutations, markers, stream ends...) and buffer acks received
+    messages_sent: int = 0
+    acks: int = 0
     #: issue 18: bytes of unsent output past which the connection is not read
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     #: replies queued plus bytes handed to the socket and not yet written
@@ -399,6 +402,8 @@ class Connection:
             buffer_size=self.settings.buffer_size,
             noops_sent=self.keepalive.sent,
             noops_answered=self.keepalive.answered,
+            messages_sent=self.flow.messages,
+            acks=self.flow.acks,
             output_limit=self._out.limit,
             unsent_bytes=self._out.unsent,
         )
@@ -699,13 +704,13 @@ class Connection:
         )
 
     def _on_manifest(self, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
-        self._reply(frame, lookups.collections_manifest())
+        self._reply(frame, lookups.collections_manifest(self.node.bucket))
 
     def _on_collection_id(self, frame: Frame, msg: GetCollectionId, now: float) -> None:
-        self._reply(frame, lookups.collection_id(msg))
+        self._reply(frame, lookups.collection_id(self.node.bucket, msg))
 
     def _on_scope_id(self, frame: Frame, msg: GetScopeId, now: float) -> None:
-        self._reply(frame, lookups.scope_id(msg))
+        self._reply(frame, lookups.scope_id(self.node.bucket, msg))
 
     # -- DCP handlers --------------------------------------------------------------------
 

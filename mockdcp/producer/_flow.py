@@ -27,6 +27,9 @@ class FlowWindow:
     size: int = 0
     unacked: int = 0
     acked: int = 0
+    #: buffer acknowledgements received, and stream messages sent (for /metrics)
+    acks: int = 0
+    messages: int = 0
     #: the buffer and offset of the last message ``take`` moved (what was written last)
     last: tuple[bytearray, int] | None = None
 
@@ -48,6 +51,7 @@ class FlowWindow:
         excess = max(0, nbytes - self.unacked)
         self.unacked = max(0, self.unacked - nbytes)
         self.acked += nbytes
+        self.acks += 1
         return excess
 
     def take(
@@ -89,6 +93,7 @@ class FlowWindow:
             taken += nbytes
             if self.size:
                 self.unacked += nbytes
+            self.messages += last + 1 - chunk.pos
             chunk.pos = last + 1
             chunk.offset = end
             if chunk.done:

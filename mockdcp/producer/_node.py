@@ -12,7 +12,7 @@ the live view).
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 import attrs
@@ -33,6 +33,16 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_TIMEOUT = 360.0
 #: Events kept for reports and expectations (the oldest go first).
 EVENT_LOG_SIZE = 100_000
+#: the ``ConnectionStatistics`` counters a closed connection leaves in ``Node.retired``
+RETIRED_COUNTERS = (
+    "bytes_received",
+    "bytes_sent",
+    "acked_bytes",
+    "noops_sent",
+    "noops_answered",
+    "messages_sent",
+    "acks",
+)
 
 
 @attrs.define
@@ -75,11 +85,18 @@ class Node:
     rejections: list[Rejection] = attrs.field(factory=list)
     events: deque[ProducerEvent] = attrs.field(factory=lambda: deque(maxlen=EVENT_LOG_SIZE))
     subscribers: list[Callable[[ProducerEvent], None]] = attrs.field(factory=list)
+    #: events so far by kind ("stream_opened"...; "rollback": ROLLBACK answers), /metrics
+    counts: Counter[str] = attrs.field(factory=Counter)
+    #: the final counters of closed connections (``RETIRED_COUNTERS``; "connections")
+    retired: Counter[str] = attrs.field(factory=Counter)
     _next_id: int = 1
+    #: the manifest uid the current config revision carries
+    _config_manifest_uid: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.bucket_uuid:
             self.bucket_uuid = f"{self.bucket.rng.getrandbits(128):032x}"
+        self._config_manifest_uid = self.bucket.manifest.uid
         self.bucket.listeners.append(self._on_vbucket_change)
 
     # -- connections ----------------------------------------------------------------
@@ -97,7 +114,10 @@ class Node:
 
     def forget(self, conn: Connection) -> None:
         """A connection closed: it leaves the node and frees its producer name."""
-        self.connections.pop(conn.conn_id, None)
+        if self.connections.pop(conn.conn_id, None) is not None:
+            stats = attrs.asdict(conn.statistics())
+            self.retired.update({k: stats[k] for k in RETIRED_COUNTERS})
+            self.retired["connections"] += 1
         if self.producers.get(conn.name) is conn:
             del self.producers[conn.name]
 
@@ -119,6 +139,11 @@ class Node:
         return [c for c in conns if c.name.decode(errors="replace") == name]
 
     def _on_vbucket_change(self, vbid: int) -> None:
+        if self.bucket.manifest.uid != self._config_manifest_uid:
+            # the bucket config carries collectionsManifestUid: a new manifest is a new
+            # config revision (clients ignore a config whose revision they have seen)
+            self._config_manifest_uid = self.bucket.manifest.uid
+            self.config_rev += 1
         for conn in list(self.connections.values()):
             if conn.on_vbucket_change(vbid):
                 self.wake(conn)
@@ -128,6 +153,9 @@ class Node:
     def record(self, event: ProducerEvent) -> None:
         """A connection observed something of its consumer."""
         self.events.append(event)
+        self.counts[event.kind] += 1
+        if getattr(event, "rollback_seqno", None) is not None:
+            self.counts["rollback"] += 1
         for subscriber in list(self.subscribers):
             subscriber(event)
 
@@ -144,6 +172,7 @@ class Node:
             num_vbuckets=self.bucket.num_vbuckets,
             rev=self.config_rev,
             rev_epoch=self.config_epoch,
+            manifest_uid=self.bucket.manifest.uid,
         )
 
     def config_bytes(self, host: str | None = None) -> bytes:

@@ -9,6 +9,7 @@ will have done; after a failover or restart liveness is no longer predicted.
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from mockdcp.model import Bucket
+    from mockdcp.model._manifest import Manifest, ManifestChange
 
 
 def resolve_vbuckets(sel: st.Vbuckets, num_vbuckets: int) -> list[int]:
@@ -35,11 +37,28 @@ def resolve_vbuckets(sel: st.Vbuckets, num_vbuckets: int) -> list[int]:
     return vbs
 
 
-def resolve_collection(name: str) -> int:
-    """The collection id of ``scope.collection``; only ``_default`` exists."""
-    if name in (st.DEFAULT_COLLECTION, "_default"):
-        return 0
-    raise ValueError(f"unknown collection {name!r} (the bucket has only _default._default)")
+def resolve_collection(bucket: Bucket, name: str) -> int:
+    """The collection id of ``scope.collection`` (a bare name is in ``_default``) in the
+    bucket's manifest; ``ValueError`` naming the collections it has."""
+    return resolve_in(bucket.manifest, name)
+
+
+def resolve_in(manifest: Manifest, name: str) -> int:
+    """``resolve_collection`` against a manifest."""
+    from mockdcp._errors import ModelError
+
+    try:
+        return manifest.resolve(name)
+    except ModelError as exc:
+        raise ValueError(f"{exc} (the bucket has {', '.join(manifest.paths())})") from None
+
+
+def split_collection(path: str) -> tuple[str, str]:
+    """``scope.name`` as (scope, name); ``ValueError`` unless there is one dot."""
+    scope, dot, name = path.partition(".")
+    if not dot or not scope or not name or "." in name:
+        raise ValueError(f"a collection is named scope.collection, not {path!r}")
+    return scope, name
 
 
 def opcode_of(name: str) -> int:
@@ -69,6 +88,8 @@ class _Sim:
     bucket: Bucket
     high: list[int]
     persisted: list[int]
+    #: the manifest as the steps so far will have left it
+    manifest: Manifest
     live: dict[tuple[int, bytes], bool] = attrs.field(factory=dict)
     certain: bool = True
 
@@ -92,6 +113,7 @@ def check_steps(steps: Sequence[st.Step], bucket: Bucket, source: str = "<steps>
         bucket,
         [vb.high_seqno for vb in bucket.vbuckets],
         [vb.persisted_seqno for vb in bucket.vbuckets],
+        copy.deepcopy(bucket.manifest),
     )
     problems: list[Problem] = []
     for i, step in enumerate(steps):
@@ -121,16 +143,16 @@ def _check(step: st.Step, sim: _Sim) -> None:
     if isinstance(step, st.Set):
         _u32("flags", step.flags)
         _u32("expiry", step.expiry)
-        sim.write(resolve_collection(step.collection), _key(step.key), True)
+        sim.write(resolve_in(sim.manifest, step.collection), _key(step.key), True)
     elif isinstance(step, st.Delete | st.Expire | st.Touch):
-        cid, key = resolve_collection(step.collection), _key(step.key)
+        cid, key = resolve_in(sim.manifest, step.collection), _key(step.key)
         if sim.is_live(cid, key) is False:
             raise ValueError(f"no live document {step.key!r} to {step.NAME}")
         if isinstance(step, st.Touch):
             _u32("expiry", step.expiry)
         sim.write(cid, key, isinstance(step, st.Touch))
     elif isinstance(step, st.Generate):
-        cid = resolve_collection(step.collection)
+        cid = resolve_in(sim.manifest, step.collection)
         if not 0 <= step.docs <= 10_000_000 or step.start < 0:
             raise ValueError("generate takes 0..10,000,000 docs from a start >= 0")
         for i in range(step.start, step.start + step.docs):
@@ -140,21 +162,24 @@ def _check(step: st.Step, sim: _Sim) -> None:
             raise ValueError(f"no corpus directory {step.corpus!r}")
         sim.certain = False
     elif isinstance(step, st.Persist):
-        _check_upto(step.upto, [sim.high[v] for v in vbs], "high seqno")
+        _check_upto(step.upto, step.vbuckets, {v: sim.high[v] for v in vbs}, "high seqno")
         for v in vbs:
             upto = sim.high[v] if step.upto is None else min(step.upto, sim.high[v])
             sim.persisted[v] = max(sim.persisted[v], upto)
     elif isinstance(step, st.Purge):
-        _check_upto(step.upto, [sim.persisted[v] for v in vbs], "persisted seqno")
+        bounds = {v: sim.persisted[v] for v in vbs}
+        _check_upto(step.upto, step.vbuckets, bounds, "persisted seqno")
     elif isinstance(step, st.Failover | st.Restart):
         lose_after = getattr(step, "lose_after", None)
         if lose_after is not None:
-            _check_upto(lose_after, [sim.high[v] for v in vbs], "high seqno")
+            _check_upto(lose_after, step.vbuckets, {v: sim.high[v] for v in vbs}, "high seqno")
         for v in vbs:
             kept = sim.persisted[v] if getattr(step, "lose_unpersisted", True) else sim.high[v]
             sim.high[v] = min(sim.high[v], kept if lose_after is None else lose_after)
             sim.persisted[v] = min(sim.persisted[v], sim.high[v])
         sim.certain, sim.live = False, {}
+    elif isinstance(step, _MANIFEST_STEPS):
+        _check_manifest_step(step, sim)
     elif isinstance(step, st.Flush):
         sim.high = [0] * n
         sim.persisted = [0] * n
@@ -174,11 +199,60 @@ def _check(step: st.Step, sim: _Sim) -> None:
         _check_expect(step, n)
 
 
-def _check_upto(upto: int | None, bounds: list[int], what: str) -> None:
-    if upto is not None and bounds and upto > max(bounds):
-        raise ValueError(f"upto {upto} is beyond the {what} of every vbucket ({max(bounds)})")
-    if upto is not None and upto < 0:
+_COLLECTION_STEPS = (
+    st.CreateCollection,
+    st.DropCollection,
+    st.ModifyCollection,
+    st.FlushCollection,
+)
+_MANIFEST_STEPS = (st.CreateScope, st.DropScope, *_COLLECTION_STEPS)
+
+
+def plan_manifest_step(manifest: Manifest, step: st.Step) -> ManifestChange:
+    """The manifest change a collection step makes; ``ModelError`` if it cannot."""
+    if isinstance(step, st.CreateScope):
+        return manifest.plan_create_scope(step.name)
+    if isinstance(step, st.DropScope):
+        return manifest.plan_drop_scope(step.name)
+    assert isinstance(
+        step, st.CreateCollection | st.DropCollection | st.ModifyCollection | st.FlushCollection
+    )
+    scope, name = split_collection(step.collection)
+    if isinstance(step, st.CreateCollection):
+        return manifest.plan_create_collection(scope, name, max_ttl=step.max_ttl)
+    if isinstance(step, st.ModifyCollection):
+        return manifest.plan_modify_collection(scope, name, max_ttl=step.max_ttl)
+    if isinstance(step, st.DropCollection):
+        return manifest.plan_drop_collection(scope, name)
+    return manifest.plan_flush_collection(scope, name)
+
+
+def _check_manifest_step(step: st.Step, sim: _Sim) -> None:
+    from mockdcp._errors import ModelError
+
+    try:
+        change = plan_manifest_step(sim.manifest, step)
+    except ModelError as exc:
+        raise ValueError(str(exc)) from None
+    sim.manifest.apply(change)
+    sim.high = [high + len(change.events) for high in sim.high]
+    sim.certain = sim.certain and not isinstance(
+        step, st.DropCollection | st.DropScope | st.FlushCollection
+    )
+
+
+def _check_upto(upto: int | None, sel: st.Vbuckets, bounds: dict[int, int], what: str) -> None:
+    """``upto`` is a bound for ``all`` vbuckets (each is taken as far as it goes, as the
+    design's example ``persist: {upto: 40}`` needs) and a reference for vbuckets named
+    one by one: it must not lie beyond any of theirs."""
+    if upto is None:
+        return
+    if upto < 0:
         raise ValueError("upto must be >= 0")
+    beyond = [vb for vb, bound in bounds.items() if upto > bound]
+    if sel != "all" and beyond:
+        vb = beyond[0]
+        raise ValueError(f"upto {upto} is beyond the {what} of vbucket {vb} ({bounds[vb]})")
 
 
 def _check_wait(step: st.Wait, n: int) -> None:

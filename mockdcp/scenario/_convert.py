@@ -295,13 +295,15 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     conv = converter()
     try:
         if "bucket" in data:
-            bucket = conv.structure(data["bucket"] or {}, BucketSpec)
+            spec = data["bucket"]  # ``bucket:`` with nothing: the defaults
+            bucket = conv.structure({} if spec is None else spec, BucketSpec)
         conv.structure({"name": "", **head}, _Head)
     except Exception as exc:
         problems += [Problem(m, field=f or None, source=source) for f, m in _messages(exc)]
     steps: list[Step] = []
     try:
-        steps = parse_steps(data.get("steps") or [], source=source, lines=lines)
+        raw = data.get("steps")  # absent or empty (``steps:``): none; ``{}`` is an error
+        steps = parse_steps([] if raw is None else raw, source=source, lines=lines)
     except ScenarioProblems as exc:
         problems += exc.problems
     if problems:

@@ -26,6 +26,7 @@ from mockdcp.scenario._check import (
     opcode_of,
     resolve_collection,
     resolve_vbuckets,
+    split_collection,
     status_of,
 )
 from mockdcp.scenario._triggers import ExpectationCheck, ProgressTrigger
@@ -223,34 +224,33 @@ class StepRunner:
         self.bucket.set(
             step.key,
             value,
-            collection_id=resolve_collection(step.collection),
+            collection_id=resolve_collection(self.bucket, step.collection),
             flags=step.flags,
             expiry=step.expiry,
         )
 
     def _delete(self, step: st.Delete) -> None:
-        self.bucket.delete(step.key, collection_id=resolve_collection(step.collection))
+        self.bucket.delete(step.key, collection_id=resolve_collection(self.bucket, step.collection))
 
     def _expire(self, step: st.Expire) -> None:
-        self.bucket.expire(step.key, collection_id=resolve_collection(step.collection))
+        self.bucket.expire(step.key, collection_id=resolve_collection(self.bucket, step.collection))
 
     def _touch(self, step: st.Touch) -> None:
-        cid = resolve_collection(step.collection)
+        cid = resolve_collection(self.bucket, step.collection)
         self.bucket.touch(step.key, step.expiry, collection_id=cid)
 
     def _generate(self, step: st.Generate) -> None:
         from mockdcp._dataset import faker_documents
 
-        cid = resolve_collection(step.collection)
+        cid = resolve_collection(self.bucket, step.collection)
         docs = faker_documents(step.docs, self.seed * 1_000_003 + step.start)
         for n, (_key, body) in zip(range(step.start, step.start + step.docs), docs, strict=True):
             self.bucket.set(f"{step.prefix}::{n:06d}", body, collection_id=cid)
 
     def _load(self, step: st.Load) -> None:
-        import importlib
+        from mockdcp.pipeline import load_corpus_sync
 
-        pipeline = importlib.import_module("mockdcp.pipeline")
-        pipeline.load_corpus_sync(self.bucket, step.corpus)
+        load_corpus_sync(self.bucket, step.corpus)
 
     def _checkpoint(self, step: st.Checkpoint) -> None:
         for vb in self._vbs(step.vbuckets):
@@ -297,6 +297,26 @@ class StepRunner:
 
     def _move_vbucket(self, step: st.MoveVbucket) -> None:
         self.node.move_vbuckets(self._vbs(step.vbuckets))
+
+    def _create_scope(self, step: st.CreateScope) -> None:
+        self.bucket.create_scope(step.name)
+
+    def _drop_scope(self, step: st.DropScope) -> None:
+        self.bucket.drop_scope(step.name)
+
+    def _create_collection(self, step: st.CreateCollection) -> None:
+        scope, name = split_collection(step.collection)
+        self.bucket.create_collection(scope, name, max_ttl=step.max_ttl)
+
+    def _drop_collection(self, step: st.DropCollection) -> None:
+        self.bucket.drop_collection(*split_collection(step.collection))
+
+    def _modify_collection(self, step: st.ModifyCollection) -> None:
+        scope, name = split_collection(step.collection)
+        self.bucket.modify_collection(scope, name, max_ttl=step.max_ttl)
+
+    def _flush_collection(self, step: st.FlushCollection) -> None:
+        self.bucket.flush_collection(*split_collection(step.collection))
 
     def _flush(self, step: st.Flush) -> None:
         self.bucket.flush()
@@ -365,6 +385,12 @@ _APPLY: dict[type, Callable[[StepRunner, Any], None]] = {
     st.Failover: StepRunner._failover,
     st.SetVbucketState: StepRunner._set_vbucket_state,
     st.MoveVbucket: StepRunner._move_vbucket,
+    st.CreateScope: StepRunner._create_scope,
+    st.DropScope: StepRunner._drop_scope,
+    st.CreateCollection: StepRunner._create_collection,
+    st.DropCollection: StepRunner._drop_collection,
+    st.ModifyCollection: StepRunner._modify_collection,
+    st.FlushCollection: StepRunner._flush_collection,
     st.Flush: StepRunner._flush,
     st.Disconnect: StepRunner._disconnect,
     st.Stall: StepRunner._stall,

@@ -208,6 +208,62 @@ class MoveVbucket(Step):
 
 
 @attrs.frozen(kw_only=True)
+class CreateScope(Step):
+    """Create a scope (a system event at the next seqno of every vbucket)."""
+
+    NAME = "create_scope"
+    GROUP = "cluster"
+    name: str
+
+
+@attrs.frozen(kw_only=True)
+class DropScope(Step):
+    """Drop a scope and every collection in it."""
+
+    NAME = "drop_scope"
+    GROUP = "cluster"
+    name: str
+
+
+@attrs.frozen(kw_only=True)
+class CreateCollection(Step):
+    """Create ``scope.name``, with a max TTL in seconds if given."""
+
+    NAME = "create_collection"
+    GROUP = "cluster"
+    collection: str
+    max_ttl: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class DropCollection(Step):
+    """Drop ``scope.name`` (``_default._default`` too): its documents leave the oracle."""
+
+    NAME = "drop_collection"
+    GROUP = "cluster"
+    collection: str
+
+
+@attrs.frozen(kw_only=True)
+class ModifyCollection(Step):
+    """Change the max TTL of ``scope.name`` (``null``: none of its own)."""
+
+    NAME = "modify_collection"
+    GROUP = "cluster"
+    collection: str
+    max_ttl: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FlushCollection(Step):
+    """Flush ``scope.name``: its documents go, the collection stays."""
+
+    NAME = "flush_collection"
+    GROUP = "cluster"
+    collection: str
+
+
+@attrs.frozen(kw_only=True)
 class Flush(Step):
     """Bucket flush: every vbucket emptied, seqnos from 0, new failover tables."""
 
@@ -426,6 +482,12 @@ STEP_TYPES: tuple[type[Step], ...] = (
     Failover,
     SetVbucketState,
     MoveVbucket,
+    CreateScope,
+    DropScope,
+    CreateCollection,
+    DropCollection,
+    ModifyCollection,
+    FlushCollection,
     Flush,
     Disconnect,
     Stall,
@@ -449,19 +511,25 @@ __all__ = [
     "Checkpoint",
     "ConsumerProgress",
     "Corrupt",
+    "CreateCollection",
+    "CreateScope",
     "Delay",
     "Delete",
     "Disconnect",
+    "DropCollection",
     "DropCursor",
+    "DropScope",
     "Duration",
     "EndStream",
     "Expect",
     "Expire",
     "Failover",
     "Flush",
+    "FlushCollection",
     "Generate",
     "Label",
     "Load",
+    "ModifyCollection",
     "MoveVbucket",
     "Persist",
     "Persistence",

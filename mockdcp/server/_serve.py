@@ -168,38 +168,10 @@ class MockDcpServer:
 
 
 def server_state(server: MockDcpServer) -> dict[str, object]:
-    """See ``MockDcpServer.state``."""
-    conns = []
-    for conn in server.node.matching():
-        stats = attrs.asdict(conn.statistics())
-        stats["streams"] = [
-            {
-                **attrs.asdict(s.statistics()),
-                "written_seqno": conn.streams.written.get((s.vbucket, s.stream_id), 0),
-            }
-            for s in conn.streams
-        ]
-        conns.append(stats)
-    vbuckets = [
-        {
-            "vbucket": vb.vbid,
-            "state": vb.state.name.lower(),
-            "high_seqno": vb.high_seqno,
-            "persisted_seqno": vb.persisted_seqno,
-            "purge_seqno": vb.purge_seqno,
-            "uuid": vb.failover.entries[0][0] if vb.failover.entries else 0,
-        }
-        for vb in server.bucket.vbuckets
-    ]
-    return {
-        "bucket": server.bucket.name,
-        "kv_port": server.kv_port,
-        "http_port": server.http_port,
-        "connections": conns,
-        "vbuckets": vbuckets,
-        "persistence_paused": server.persistence_paused,
-        "scenario": None if server._runner is None else server._runner.progress.as_dict(),
-    }
+    """See ``MockDcpServer.state`` (the shape of ``GET /mock/state``)."""
+    from mockdcp.server._control_state import server_state as state
+
+    return state(server)
 
 
 async def _listen(host: str, port: int) -> list[trio.SocketListener]:
@@ -227,6 +199,7 @@ async def serve(
     bucket_obj: Bucket | None = None,
     pcap: str | os.PathLike[str] | None = None,
     scenario: Scenario | str | os.PathLike[str] | None = None,
+    control_open: bool = False,
     # -- connection limits (issue 18) --
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     output_limit: int | None = None,
@@ -240,6 +213,8 @@ async def serve(
     applied before any client can connect, and the rest run in the background
     (``server.scenario_done`` is set when they end). ``pcap``: a file to record every
     KV connection into, as TCP flows (``tshark -r FILE -d tcp.port==KV_PORT,couchbase``).
+    ``control_open``: the HTTP control API needs no credentials even when ``host`` is
+    not a loopback address.
 
     Limits a data node has: ``max_connections`` at once (one more is closed at once);
     ``output_limit`` bytes of unsent output per connection before it is no longer read
@@ -257,13 +232,16 @@ async def serve(
             plan.bucket.vbuckets,
             seed=seed,
             clock=lambda: SCENARIO_EPOCH,
+            collections=plan.bucket.collections,
         )
     else:
         model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
+        http = HttpService(host, http_port, control_open=control_open)
+        files.callback(http.close)
         options = _Options(host, port, http_port, users, idle_timeout, seed, plan)
-        async with _serve(options, model, capture) as server:
+        async with _serve(options, model, capture, http) as server:
             # -- connection limits (issue 18) --
             server.kv.max_connections = max_connections
             server.kv.output_limit = output_limit
@@ -304,24 +282,22 @@ def _open_capture(
 
 @contextlib.asynccontextmanager
 async def _serve(
-    options: _Options, model: Bucket, capture: PcapWriter | None
+    options: _Options, model: Bucket, capture: PcapWriter | None, http: HttpService
 ) -> AsyncIterator[MockDcpServer]:
     host = options.host
     kv_listeners = await _listen(host, options.port)
-    http_listeners = await _listen(host, options.http_port)
     wakeups = Wakeups()
     node = Node(
         bucket=model,
         users=dict(options.users or DEFAULT_USERS),
         host=host if host not in ("0.0.0.0", "::") else "127.0.0.1",
         kv_port=_port_of(kv_listeners),
-        http_port=_port_of(http_listeners),
+        http_port=http.port,
         wake=wakeups.wake,
     )
     if options.idle_timeout is not None:
         node.idle_timeout = options.idle_timeout
     kv = KvService(node, wakeups, pcap=capture)
-    http = HttpService(node)
     server = MockDcpServer(
         node=node,
         kv=kv,
@@ -345,7 +321,7 @@ async def _serve(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
-            nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
+            nursery.start_soon(partial(http.run, server))
             if plan is not None:
                 nursery.start_soon(server.run_rest, later, plan.source, first_wait)
             else:

@@ -266,3 +266,22 @@ def test_collection_end_reasons_reach_a_legacy_connection_as_ok(reason: str) -> 
     out = frames(conn)
     assert out[-1].opcode == Opcode.DCP_STREAM_END
     assert int.from_bytes(out[-1].extras, "big") == StreamEndReason.OK
+
+
+def test_collection_steps_change_the_manifest_and_the_oracle() -> None:
+    n = node()
+    uid = n.bucket.manifest.uid
+    apply(
+        n,
+        steps.CreateScope(name="inventory"),
+        steps.CreateCollection(collection="inventory.hotel"),
+        steps.Set(key="h", value="1", collection="inventory.hotel"),
+        steps.ModifyCollection(collection="inventory.hotel", max_ttl=30),
+    )
+    cid = n.bucket.resolve_collection("inventory.hotel")
+    assert (cid, b"h") in n.bucket.oracle()
+    assert n.bucket.manifest.uid == uid + 3
+    apply(n, steps.FlushCollection(collection="inventory.hotel"))
+    assert (cid, b"h") not in n.bucket.oracle()
+    apply(n, steps.DropScope(name="inventory"))
+    assert n.bucket.manifest.paths() == ["_default._default"]
