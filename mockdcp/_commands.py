@@ -65,6 +65,7 @@ async def _serve(args: argparse.Namespace) -> None:
         pcap=args.pcap,
         control_open=args.control_open,
         scenario=scenario,
+        **_limits(args),
     ) as server:
         bucket = server.bucket
         print(_ready_line(server, args), flush=True)
@@ -100,6 +101,18 @@ async def _serve(args: argparse.Namespace) -> None:
                 async for _ in signals:
                     break
             nursery.cancel_scope.cancel()
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """serve()'s connection limits (issue 18) that were given on the command line."""
+    limits: dict[str, Any] = {}
+    if args.max_connections is not None:
+        limits["max_connections"] = args.max_connections
+    if args.output_limit is not None:
+        limits["output_limit"] = args.output_limit
+    if args.auth_timeout is not None:
+        limits["auth_timeout"] = args.auth_timeout or None
+    return limits
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -22,7 +22,12 @@ from mockdcp._errors import ServerError, raise_unwrapped
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.server._http import HttpService
-from mockdcp.server._kv import KvService, Wakeups
+from mockdcp.server._kv import (
+    DEFAULT_AUTH_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    KvService,
+    Wakeups,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -195,6 +200,10 @@ async def serve(
     pcap: str | os.PathLike[str] | None = None,
     scenario: Scenario | str | os.PathLike[str] | None = None,
     control_open: bool = False,
+    # -- connection limits (issue 18) --
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    output_limit: int | None = None,
+    auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
 
@@ -206,7 +215,15 @@ async def serve(
     KV connection into, as TCP flows (``tshark -r FILE -d tcp.port==KV_PORT,couchbase``).
     ``control_open``: the HTTP control API needs no credentials even when ``host`` is
     not a loopback address.
+
+    Limits a data node has: ``max_connections`` at once (one more is closed at once);
+    ``output_limit`` bytes of unsent output per connection before it is no longer read
+    (None: 8 MiB); ``auth_timeout`` seconds to authenticate (None: no limit).
     """
+    if max_connections < 1 or (output_limit is not None and output_limit < 1):
+        raise ServerError("max_connections and output_limit must be positive")
+    if auth_timeout is not None and not auth_timeout > 0:
+        raise ServerError(f"auth_timeout must be positive (or None), not {auth_timeout}")
     plan = _load_scenario(scenario)
     if plan is not None:
         seed = plan.seed
@@ -225,6 +242,10 @@ async def serve(
         files.callback(http.close)
         options = _Options(host, port, http_port, users, idle_timeout, seed, plan)
         async with _serve(options, model, capture, http) as server:
+            # -- connection limits (issue 18) --
+            server.kv.max_connections = max_connections
+            server.kv.output_limit = output_limit
+            server.kv.auth_timeout = auth_timeout
             yield server
 
 
