@@ -200,7 +200,6 @@ async def serve(
     pcap: str | os.PathLike[str] | None = None,
     scenario: Scenario | str | os.PathLike[str] | None = None,
     control_open: bool = False,
-    # -- connection limits (issue 18) --
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     output_limit: int | None = None,
     auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
@@ -240,12 +239,9 @@ async def serve(
         capture = _open_capture(pcap, host, files) if pcap is not None else None
         http = HttpService(host, http_port, control_open=control_open)
         files.callback(http.close)
-        options = _Options(host, port, http_port, users, idle_timeout, seed, plan)
+        limits = _Limits(max_connections, output_limit, auth_timeout)
+        options = _Options(host, port, http_port, users, idle_timeout, seed, plan, limits)
         async with _serve(options, model, capture, http) as server:
-            # -- connection limits (issue 18) --
-            server.kv.max_connections = max_connections
-            server.kv.output_limit = output_limit
-            server.kv.auth_timeout = auth_timeout
             yield server
 
 
@@ -266,6 +262,16 @@ class _Options:
     idle_timeout: float | None
     seed: int
     scenario: Scenario | None
+    limits: _Limits
+
+
+@attrs.frozen
+class _Limits:
+    """What a data node bounds per connection and in all (``serve``'s docstring)."""
+
+    max_connections: int
+    output_limit: int | None
+    auth_timeout: float | None
 
 
 def _open_capture(
@@ -297,7 +303,15 @@ async def _serve(
     )
     if options.idle_timeout is not None:
         node.idle_timeout = options.idle_timeout
-    kv = KvService(node, wakeups, pcap=capture)
+    limits = options.limits
+    kv = KvService(
+        node,
+        wakeups,
+        pcap=capture,
+        max_connections=limits.max_connections,
+        auth_timeout=limits.auth_timeout,
+        output_limit=limits.output_limit,
+    )
     server = MockDcpServer(
         node=node,
         kv=kv,
