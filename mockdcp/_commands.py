@@ -52,7 +52,9 @@ async def _serve(args: argparse.Namespace) -> None:
     corpus = getattr(args, "corpus", None)
     if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
         from mockdcp.pipeline import open_corpus
+        from mockdcp.pipeline._errors import require_pipeline
 
+        require_pipeline(spark=False)
         open_corpus(corpus)
     async with serve(
         host=args.host,
@@ -64,6 +66,7 @@ async def _serve(args: argparse.Namespace) -> None:
         control_open=args.control_open,
         flush_interval=args.flush_interval or None,
         scenario=scenario,
+        **_limits(args),
     ) as server:
         bucket = server.bucket
         print(_ready_line(server, args), flush=True)
@@ -99,6 +102,18 @@ async def _serve(args: argparse.Namespace) -> None:
                 async for _ in signals:
                     break
             nursery.cancel_scope.cancel()
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """serve()'s connection limits (issue 18) that were given on the command line."""
+    limits: dict[str, Any] = {}
+    if args.max_connections is not None:
+        limits["max_connections"] = args.max_connections
+    if args.output_limit is not None:
+        limits["output_limit"] = args.output_limit
+    if args.auth_timeout is not None:
+        limits["auth_timeout"] = args.auth_timeout or None
+    return limits
 
 
 def run_serve(args: argparse.Namespace) -> int:

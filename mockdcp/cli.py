@@ -105,6 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="record every KV connection into FILE (pcap; tshark -d tcp.port==PORT,couchbase)",
     )
+    # -- connection limits (issue 18); unset: serve()'s defaults --
+    serve.add_argument("--max-connections", type=_int_in(1), help="at once (default 60000)")
+    serve.add_argument(
+        "--output-limit",
+        type=_int_in(1),
+        metavar="BYTES",
+        help="unsent output per connection before it is no longer read (default 8 MiB)",
+    )
+    serve.add_argument(
+        "--auth-timeout",
+        type=float,
+        metavar="S",
+        help="seconds to authenticate (default 120, 0 = none)",
+    )
     serve.add_argument(
         "--corpus",
         metavar="DIR",

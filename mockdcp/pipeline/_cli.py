@@ -88,9 +88,10 @@ def add_pipeline_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
 def run_pipeline(args: argparse.Namespace) -> int:
     """Run ``corpus``, ``oracle`` or ``verify``; 0 on success, 1 on a difference (verify)
     or an error (printed as one line, never a bare Spark stack trace)."""
-    from mockdcp.pipeline._errors import PipelineError
+    from mockdcp.pipeline._errors import PipelineError, require_pipeline
 
     try:
+        require_pipeline(spark=args.command != "oracle" or bool(args.corpus))
         return {"corpus": _corpus, "oracle": _oracle, "verify": _verify}[args.command](args)
     except PipelineError as exc:
         print(f"mockdcp {args.command}: {exc}", file=sys.stderr)

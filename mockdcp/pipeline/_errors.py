@@ -11,3 +11,17 @@ class PipelineError(MockDcpError, ValueError):
 
     The message names the file or column at fault; it is meant for the user as it is.
     """
+
+
+def require_pipeline(*, spark: bool = True) -> None:
+    """``PipelineError`` saying how to install them, unless pyarrow (and, with ``spark``,
+    pyspark) are installed: they come with the ``pipeline`` extra, which a plain
+    ``pip install mockdcp`` (the Docker image) leaves out."""
+    import importlib.util
+
+    wanted = ["pyarrow", "pyspark"] if spark else ["pyarrow"]
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
+        raise PipelineError(
+            f"{' and '.join(missing)} not installed: pip install 'mockdcp[pipeline]'"
+        )

@@ -9,14 +9,17 @@ A frame that cannot be parsed closes this connection only (``close_reason`` says
 a request with a bad shape gets EINVAL; an unknown opcode gets UNKNOWN_COMMAND; commands
 out of order get the status a real node gives (``_admission``). Without HELLO XERROR the
 statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID disconnect instead (wire.md §6).
+A handler that raises fails its request only (``_containment``); replies due when the
+connection closes are still handed out; while unsent output is at its limit no more
+requests are answered (``_output``, ``input_paused``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -25,12 +28,14 @@ from mockdcp._errors import RemoteProtocolError
 from mockdcp._numpy import load_numpy
 from mockdcp.producer import _events as ev, _lookups as lookups
 from mockdcp.producer._admission import admission_status
+from mockdcp.producer._containment import contain
 from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._documents import HANDLERS as DOCUMENT_HANDLERS
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._faults import Faults
 from mockdcp.producer._flow import FlowWindow
 from mockdcp.producer._keepalive import Keepalive
+from mockdcp.producer._output import DEFAULT_OUTPUT_LIMIT, OutputQueue
 from mockdcp.producer._registry import StreamRegistry
 from mockdcp.producer._state import (
     ConnectionEvent,
@@ -180,6 +185,10 @@ class ConnectionStatistics:
     #: stream messages sent (mutations, markers, stream ends...) and buffer acks received
     messages_sent: int = 0
     acks: int = 0
+    #: issue 18: bytes of unsent output past which the connection is not read
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+    #: replies queued plus bytes handed to the socket and not yet written
+    unsent_bytes: int = 0
 
 
 class Connection:
@@ -189,7 +198,13 @@ class Connection:
     """
 
     def __init__(
-        self, node: NodeServices, *, conn_id: int, now: float, peer_host: str = ""
+        self,
+        node: NodeServices,
+        *,
+        conn_id: int,
+        now: float,
+        peer_host: str = "",
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> None:
         self.node = node
         self.conn_id = conn_id
@@ -209,7 +224,7 @@ class Connection:
         self.bytes_sent = 0
         self._reader = FrameReader()
         self._sasl_server: SaslServer | None = None
-        self._out: deque[bytes] = deque()
+        self._out = OutputQueue(output_limit)
         self._encoder: ItemEncoder | None = None
         self._now = now
         #: events of the last ``buffers_to_send``, released by ``data_written``
@@ -231,12 +246,20 @@ class Connection:
         self._now = now
         self.bytes_received += len(data)
         self.keepalive.received(now)
+        self._reader.feed(data)  # never poisoned here: a bad frame closed the connection
+        self.process_pending(now)
+
+    def process_pending(self, now: float) -> None:
+        """Answer the whole frames received, until the output limit stops it (issue 18:
+        the rest wait in the reader until the client drains its replies)."""
+        self._now = now
         try:
-            self._reader.feed(data)
-            for frame in self._reader.frames():
-                self._handle_frame(frame, now)
-                if self.closed:
+            while not self.closed and not self._out.over_limit:
+                frame = self._reader.next_frame()
+                if frame is None:
                     return
+                handle = partial(self._handle_frame, frame, now)
+                contain(self.conn_id, frame, handle, self._replies, partial(self._respond, frame))
         except RemoteProtocolError as exc:
             where = f" (field {exc.field})" if exc.field else ""
             self.close(f"malformed frame{where}: {exc}")
@@ -253,33 +276,67 @@ class Connection:
     def buffers_to_send(self, now: float, limit: int = MAX_WRITE) -> list[bytes | memoryview]:
         """``data_to_send`` as the list of buffers it joins, for a gathering write
         (``sendmsg``) that spares the copy. The buffers are never written again. Call
-        ``data_written`` once they are all on the socket."""
+        ``data_written`` once they are all on the socket (``unsent_bytes`` counts them
+        until then). A closed connection still hands out the replies that were due when
+        it closed (issue 18), then nothing."""
         if self.closed:
-            return []
+            return self._replies_due()
         self._now = now
         budget = self.faults.write_budget(now)
         if budget <= 0:
             return []
         self._maybe_noop(now)
-        parts: list[bytes | memoryview] = list(self._out)
-        self._out.clear()
+        parts = self._out.take()
         held = self.faults.release_held(now, parts)
         size = sum(map(len, parts))
         if not held and self.state is ConnectionState.DCP_OPEN and self.streams.ready:
             size = self._drain_streams(parts, size, int(min(limit, max(budget, 1))))
         self.faults.apply_corruption(parts, 0)
         self.faults.wrote(now, size)
+        self._out.handed_out(size)
+        self.bytes_sent += size
+        return parts
+
+    def _replies_due(self) -> list[bytes | memoryview]:
+        parts = self._out.take()
+        size = sum(map(len, parts))
+        self._out.handed_out(size)
         self.bytes_sent += size
         return parts
 
     def data_written(self, now: float) -> None:
         """The buffers of the last ``buffers_to_send`` are on the socket: release the
         events that describe them (stream progress, noops sent)."""
+        self._out.written()
         events, self._unwritten = self._unwritten, []
         for event in events:
             if isinstance(event, ev.StreamWritten):
                 self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
             self._record(attrs.evolve(event, time=now))
+
+    def _replies(self) -> int:
+        """Replies queued or held back by a fault (``contain`` counts them)."""
+        return len(self._out) + len(self.faults.held)
+
+    @property
+    def output_limit(self) -> int:
+        """Bytes of unsent output past which no more requests are read (issue 18)."""
+        return self._out.limit
+
+    @output_limit.setter
+    def output_limit(self, limit: int) -> None:
+        self._out.set_limit(limit)
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Replies queued plus what the shell took and has not yet written."""
+        return self._out.unsent
+
+    @property
+    def input_paused(self) -> bool:
+        """True while the shell must not read: unsent output is at the limit. It reads
+        again once a write drained it and ``process_pending`` answered what waited."""
+        return self._out.over_limit and not self.closed
 
     def next_deadline(self) -> float | None:
         """When ``buffers_to_send``/``check_idle`` must run again (noops, the idle
@@ -308,11 +365,12 @@ class Connection:
     def wants_write(self) -> bool:
         """True when ``data_to_send`` would return something right now."""
         if self.closed:
-            return False
+            return bool(self._out)  # the replies due when it closed
         return bool(self._out) or (self.state is ConnectionState.DCP_OPEN and self._can_send())
 
     def close(self, reason: str) -> None:
-        """Mark the connection closed (the shell closes the socket) and drop its streams."""
+        """Mark the connection closed (the shell closes the socket once the replies
+        already queued are written) and drop its streams."""
         if self.closed:
             return
         self.closed = True
@@ -378,6 +436,8 @@ class Connection:
             noops_answered=self.keepalive.answered,
             messages_sent=self.flow.messages,
             acks=self.flow.acks,
+            output_limit=self._out.limit,
+            unsent_bytes=self._out.unsent,
         )
 
     # -- sending stream data under flow control -----------------------------------------

@@ -8,6 +8,7 @@ the one function that changes it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import attrs
@@ -18,6 +19,30 @@ from mockdcp.protocol import DcpOpenFlag, Status
 DEFAULT_NOOP_INTERVAL = 20.0
 #: Smallest interval accepted (the connection manager's tick, 0.1 s).
 MIN_NOOP_INTERVAL = 0.1
+#: Largest: a u32 count of seconds, as the setting is kept on a node.
+MAX_NOOP_INTERVAL = float(0xFFFFFFFF)
+#: ``connection_buffer_size`` is a u32 byte count (kv_engine parses it with
+#: ``safe_strtoul`` into a 32-bit size).
+MAX_BUFFER_SIZE = 0xFFFFFFFF
+
+#: The one spelling of a number a control value may take: ASCII digits, at most 20 of
+#: them, and (where a fraction is allowed) one point and at most 9 more digits. ``[0-9]``
+#: matches ASCII only (``str.isdigit`` is true for "²" and "٣", and ``int``/``float``
+#: take "1_0", " 1", "+1", "1e309" and "inf"): none of those is a number here.
+_DECIMAL = re.compile(r"([0-9]{1,20})(\.[0-9]{1,9})?")
+
+
+def parse_number(text: str, low: float, high: float, *, fraction: bool = False) -> float | None:
+    """The value of ``text`` if it is a plain decimal in ``[low, high]``, else None.
+
+    Integers come back as ``int``; with ``fraction``, "2.5" is allowed and a float
+    returned. Never raises: the length cap keeps the conversion cheap and in range.
+    """
+    match = _DECIMAL.fullmatch(text)
+    if match is None or (match.group(2) and not fraction):
+        return None
+    number: float = float(text) if match.group(2) else int(text)
+    return number if low <= number <= high else None
 
 
 @attrs.define(slots=True)
@@ -59,20 +84,18 @@ def _enable_noop(s: DcpSettings, v: str) -> Status:
 
 
 def _set_noop_interval(s: DcpSettings, v: str) -> Status:
-    try:
-        interval = float(v)
-    except ValueError:
+    interval = parse_number(v, MIN_NOOP_INTERVAL, MAX_NOOP_INTERVAL, fraction=True)
+    if interval is None:
         return Status.EINVAL
-    if not interval >= MIN_NOOP_INTERVAL:  # also rejects NaN
-        return Status.EINVAL
-    s.noop_interval = interval
+    s.noop_interval = float(interval)
     return Status.SUCCESS
 
 
 def _connection_buffer_size(s: DcpSettings, v: str) -> Status:
-    if not v.isdigit() or int(v) > 0xFFFFFFFF:
+    size = parse_number(v, 0, MAX_BUFFER_SIZE)
+    if size is None:
         return Status.EINVAL
-    s.buffer_size = int(v)
+    s.buffer_size = int(size)
     return Status.SUCCESS
 
 

@@ -33,6 +33,17 @@ _HEX_ID = re.compile(r"[0-9a-fA-F]{1,16}")
 _STRTOULL = re.compile(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)")
 _U64 = 1 << 64
 
+#: Largest stream-request value parsed. A filter of a thousand collections is about
+#: 12 KiB of JSON; anything much larger is refused before it is parsed.
+MAX_VALUE_SIZE = 64 * 1024
+#: Deepest nesting of arrays and objects parsed. A valid value nests two levels (the
+#: object, then "collections" or "cts"); Python's parser recurses once per level and
+#: raises ``RecursionError`` near a thousand, so depth is checked before it runs.
+MAX_DEPTH = 16
+#: Bytes that open or close a JSON container, and a JSON string (whose brackets don't).
+#: An unterminated string runs to the end, so every match consumes: linear time.
+_BRACKETS = re.compile(rb'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
 
 def _fail(message: str, field: str, status: Status = Status.EINVAL) -> RemoteProtocolError:
     return RemoteProtocolError(f"stream-request value: {message}", status=status, field=field)
@@ -81,17 +92,53 @@ def _parse_purge_seqno(raw: object) -> int:
     match = _STRTOULL.match(raw)
     if match is None:
         raise _fail(f"purge_seqno {raw!r} is not a number", "purge_seqno")
-    value = int(match.group(2))
-    if value >= _U64:
+    digits = match.group(2).lstrip("0") or "0"
+    if len(digits) > 20 or int(digits) >= _U64:  # the length check keeps int() cheap
         raise _fail(f"purge_seqno {raw!r} exceeds a u64", "purge_seqno")
+    value = int(digits)
     return (-value) % _U64 if match.group(1) == "-" else value
 
 
-def _load_object(value: bytes) -> dict[str, Any]:
+def json_depth(value: bytes, limit: int) -> int:
+    """How deep ``value`` nests arrays and objects, counted up to ``limit + 1`` (brackets
+    inside strings don't count; unbalanced ones are left for the parser). O(len(value))."""
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(value):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+def load_json(value: bytes, *, max_size: int, max_depth: int, what: str) -> Any:  # noqa: ANN401
+    """``json.loads`` that cannot be made to recurse or chew without bound (issue 18).
+
+    Raises ``RemoteProtocolError`` (EINVAL, field "value") for a value over ``max_size``
+    bytes, nested deeper than ``max_depth``, or not JSON; ``what`` starts the message.
+    """
+    if len(value) > max_size:
+        raise _error(what, f"{len(value)} bytes exceed the {max_size}-byte limit")
+    if json_depth(value, max_depth) > max_depth:
+        raise _error(what, f"nested deeper than {max_depth} levels")
     try:
-        doc = json.loads(value)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _fail(f"not JSON ({exc})", "value") from None
+        return json.loads(value)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _error(what, f"not JSON ({exc})") from None
+
+
+def _error(what: str, message: str) -> RemoteProtocolError:
+    return RemoteProtocolError(f"{what}: {message}", field="value")
+
+
+def _load_object(value: bytes) -> dict[str, Any]:
+    doc = load_json(
+        value, max_size=MAX_VALUE_SIZE, max_depth=MAX_DEPTH, what="stream-request value"
+    )
     if not isinstance(doc, dict):
         raise _fail("must be a JSON object", "value")
     return doc

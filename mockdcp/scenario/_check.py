@@ -158,8 +158,14 @@ def _check(step: st.Step, sim: _Sim) -> None:
         for i in range(step.start, step.start + step.docs):
             sim.write(cid, _key(f"{step.prefix}::{i:06d}"), True)
     elif isinstance(step, st.Load):
+        from mockdcp.pipeline._errors import PipelineError, require_pipeline
+
         if not os.path.isdir(step.corpus):
             raise ValueError(f"no corpus directory {step.corpus!r}")
+        try:
+            require_pipeline(spark=False)
+        except PipelineError as exc:
+            raise ValueError(str(exc)) from None
         sim.certain = False
     elif isinstance(step, st.Persist):
         _check_upto(step.upto, step.vbuckets, {v: sim.high[v] for v in vbs}, "high seqno")

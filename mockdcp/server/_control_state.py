@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp.producer._node import RETIRED_COUNTERS
+from mockdcp.producer._output import DEFAULT_OUTPUT_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -110,6 +111,12 @@ def server_state(server: MockDcpServer) -> dict[str, Any]:
     runner = server._runner  # made on first use: no steps, no progress to show
     state = node_state(server.node, scenario=None if runner is None else runner.progress.as_dict())
     state["persistence_paused"] = server.persistence_paused
+    kv = server.kv
+    state["limits"] = {
+        "max_connections": kv.max_connections,
+        "auth_timeout": kv.auth_timeout,
+        "output_limit": DEFAULT_OUTPUT_LIMIT if kv.output_limit is None else kv.output_limit,
+    }
     return state
 
 

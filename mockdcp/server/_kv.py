@@ -6,6 +6,13 @@ by the reader, by a model change (through ``Node.wake``) or by the noop deadline
 consumer that stops reading blocks only its own writer in ``send_all``; its reader goes on
 taking acks. A connection that fails, for any reason, is closed alone and logged.
 
+Limits a data node has (issue 18): at most ``max_connections`` at once (one more is closed
+as soon as it is accepted, and logged); a connection that has not authenticated within
+``auth_timeout`` seconds is closed; a connection whose unsent output reaches its output
+limit is not read until the client drains it (``Connection.input_paused``), so a client
+that pipelines requests and never reads costs a bounded amount of memory. A connection
+that closes writes the replies already due first, for at most ``CLOSE_GRACE`` seconds.
+
 With a ``PcapWriter`` (``mockdcp serve --pcap``), each connection's bytes, as received and
 as sent, are also written to the capture as one TCP flow.
 """
@@ -28,6 +35,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("mockdcp.server")
 
 RECEIVE_SIZE = 256 * 1024
+#: memcached's default ``max_connections`` (user connections on a data node).
+DEFAULT_MAX_CONNECTIONS = 60_000
+#: Seconds a connection may stay unauthenticated (``None``: for ever). A real node
+#: drops idle connections after its ``connection_idle_time``; before authentication a
+#: client has no reason to idle.
+DEFAULT_AUTH_TIMEOUT = 120.0
+#: Seconds a closing connection gets to take the replies already due.
+CLOSE_GRACE = 2.0
 #: buffers per sendmsg call (Linux IOV_MAX is 1024)
 _IOV_MAX = 512
 
@@ -38,11 +53,26 @@ class Wakeups:
 
     def __init__(self) -> None:
         self.events: dict[Connection, trio.Event] = {}
+        #: set once the connection is closed (its closer then bounds the last writes)
+        self.closing: dict[Connection, trio.Event] = {}
+        #: a reader paused at the output limit waits on it; set after each write
+        self.drained: dict[Connection, trio.Event] = {}
 
     def wake(self, conn: Connection) -> None:
         event = self.events.get(conn)
         if event is not None:
             event.set()
+        closing = self.closing.get(conn)
+        if closing is not None and conn.closed:
+            closing.set()
+
+    def add(self, conn: Connection) -> None:
+        self.events[conn] = trio.Event()
+        self.closing[conn] = trio.Event()
+
+    def remove(self, conn: Connection) -> None:
+        for table in (self.events, self.closing, self.drained):
+            table.pop(conn, None)
 
     def wake_all(self) -> None:
         for event in self.events.values():
@@ -52,17 +82,44 @@ class Wakeups:
 class KvService:
     """Accepts KV connections for one ``Node``."""
 
-    def __init__(self, node: Node, wakeups: Wakeups, *, pcap: PcapWriter | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        wakeups: Wakeups,
+        *,
+        pcap: PcapWriter | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
+        output_limit: int | None = None,
+    ) -> None:
         self.node = node
         self.wakeups = wakeups
         #: ``mockdcp serve --pcap``: every connection's bytes, both ways, as a TCP flow
         self.pcap = pcap
+        self.max_connections = max_connections
+        self.auth_timeout = auth_timeout
+        #: bytes of unsent output per connection past which it is not read (None: default)
+        self.output_limit = output_limit
+        self.active = 0  # connections being served (the max_connections count)
+        self._trim = MemoryTrim()
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection until either side closes it.
 
         Any trio stream works: tests hand it one end of an in-memory stream pair.
         """
+        if self.active >= self.max_connections:
+            log.warning("connection refused: max_connections (%d) reached", self.max_connections)
+            await stream.aclose()
+            return
+        self.active += 1
+        try:
+            await self._serve_connection(stream)
+        finally:
+            self.active -= 1
+            self._trim.connection_left(idle=self.active == 0)
+
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
         try:
             local_host = stream.socket.getsockname()[0]  # type: ignore[attr-defined]
         except (OSError, AttributeError):
@@ -71,12 +128,17 @@ class KvService:
         if conn.closed:  # refused
             await stream.aclose()
             return
-        self.wakeups.events[conn] = trio.Event()
+        if self.output_limit is not None:
+            conn.output_limit = self.output_limit
+        self.wakeups.add(conn)
         log.debug("connection %d accepted", conn.conn_id)
         flow = self._open_flow(stream)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reader, stream, conn, flow)
+                nursery.start_soon(self._closer, conn, nursery.cancel_scope)
+                if self.auth_timeout is not None:
+                    nursery.start_soon(self._auth_deadline, conn, self.auth_timeout)
                 await self._writer(stream, conn, flow)
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
@@ -86,7 +148,7 @@ class KvService:
             conn.close("internal error (logged)")
         finally:
             conn.close("connection finished")
-            self.wakeups.events.pop(conn, None)
+            self.wakeups.remove(conn)
             if flow is not None:
                 self._record(flow.close, time.time())
             with trio.move_on_after(1) as scope:
@@ -115,6 +177,12 @@ class KvService:
     ) -> None:
         try:
             while not conn.closed:
+                if conn.input_paused:  # unsent output at the limit: wait for a write
+                    drained = self.wakeups.drained[conn] = trio.Event()
+                    await drained.wait()
+                    conn.process_pending(trio.current_time())
+                    self.wakeups.wake(conn)
+                    continue
                 data = await stream.receive_some(RECEIVE_SIZE)
                 if not data:
                     conn.close("peer closed the connection")
@@ -139,6 +207,9 @@ class KvService:
                 else:
                     await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
                 conn.data_written(trio.current_time())
+                drained = self.wakeups.drained.pop(conn, None)
+                if drained is not None:  # the reader paused at the output limit goes on
+                    drained.set()
                 if flow is not None and self.pcap is not None:
                     now = time.time()
                     for part in parts:
@@ -157,6 +228,59 @@ class KvService:
             if events.get(conn) is event:
                 events[conn] = trio.Event()
             conn.check_idle(trio.current_time())
+
+    async def _closer(self, conn: Connection, scope: trio.CancelScope) -> None:
+        """Once ``conn`` is closed, give the writer ``CLOSE_GRACE`` seconds to write the
+        replies already due (a client that does not read them cannot hold it open)."""
+        await self.wakeups.closing[conn].wait()
+        await trio.sleep(CLOSE_GRACE)
+        scope.cancel()
+
+    async def _auth_deadline(self, conn: Connection, seconds: float) -> None:
+        """Close ``conn`` if it has not authenticated within ``seconds``."""
+        await trio.sleep(seconds)
+        if conn.user is None and not conn.closed:
+            conn.close(f"not authenticated within {seconds:g}s")
+            self.wakeups.wake(conn)
+
+
+class MemoryTrim:
+    """Gives freed heap memory back to the system after connections leave (glibc).
+
+    A connection's buffers (256 KiB reads, encoded stream pieces) are freed when it
+    closes, but glibc keeps freed heap pages, so a server that served 200 consumers kept
+    about half a MiB per connection after they left. ``malloc_trim(0)`` returns them: it
+    runs when the last connection leaves, and otherwise at most once a second.
+    """
+
+    INTERVAL = 1.0
+
+    def __init__(self) -> None:
+        self._last = -math.inf
+        self._trim: Callable[[int], int] | None = None
+        self._loaded = False
+
+    def connection_left(self, *, idle: bool) -> None:
+        now = time.monotonic()
+        if not idle and now - self._last < self.INTERVAL:
+            return
+        if not self._loaded:  # on first use: serve's path to "ready" stays short
+            self._trim, self._loaded = _malloc_trim(), True
+        if self._trim is None:
+            return
+        self._last = now
+        self._trim(0)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where there is none (macOS, musl)."""
+    import ctypes
+
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
 
 
 async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memoryview]) -> None:

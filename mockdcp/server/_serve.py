@@ -23,7 +23,12 @@ from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket
 from mockdcp.producer import Node
 from mockdcp.server._flusher import run_flusher
 from mockdcp.server._http import HttpService
-from mockdcp.server._kv import KvService, Wakeups
+from mockdcp.server._kv import (
+    DEFAULT_AUTH_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    KvService,
+    Wakeups,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -218,6 +223,9 @@ async def serve(
     pcap: str | os.PathLike[str] | None = None,
     scenario: Scenario | str | os.PathLike[str] | None = None,
     control_open: bool = False,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    output_limit: int | None = None,
+    auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
     flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
@@ -230,10 +238,18 @@ async def serve(
     KV connection into, as TCP flows (``tshark -r FILE -d tcp.port==KV_PORT,couchbase``).
     ``control_open``: the HTTP control API needs no credentials even when ``host`` is
     not a loopback address.
+
+    Limits a data node has: ``max_connections`` at once (one more is closed at once);
+    ``output_limit`` bytes of unsent output per connection before it is no longer read
+    (None: 8 MiB); ``auth_timeout`` seconds to authenticate (None: no limit).
     ``flush_interval``: the bucket persists each write about this many seconds after it
     (a node's flusher); None = never by itself (only ``bucket.persist()``).
     ``bucket.flusher.pause()`` / ``resume()`` (the ``persistence`` step) hold and release it.
     """
+    if max_connections < 1 or (output_limit is not None and output_limit < 1):
+        raise ServerError("max_connections and output_limit must be positive")
+    if auth_timeout is not None and not auth_timeout > 0:
+        raise ServerError(f"auth_timeout must be positive (or None), not {auth_timeout}")
     plan = _load_scenario(scenario)
     if plan is not None:
         seed = plan.seed
@@ -253,7 +269,8 @@ async def serve(
         capture = _open_capture(pcap, host, files) if pcap is not None else None
         http = HttpService(host, http_port, control_open=control_open)
         files.callback(http.close)
-        options = _Options(host, port, http_port, users, idle_timeout, seed, plan)
+        limits = _Limits(max_connections, output_limit, auth_timeout)
+        options = _Options(host, port, http_port, users, idle_timeout, seed, plan, limits)
         async with _serve(options, model, capture, http) as server:
             yield server
 
@@ -275,6 +292,16 @@ class _Options:
     idle_timeout: float | None
     seed: int
     scenario: Scenario | None
+    limits: _Limits
+
+
+@attrs.frozen
+class _Limits:
+    """What a data node bounds per connection and in all (``serve``'s docstring)."""
+
+    max_connections: int
+    output_limit: int | None
+    auth_timeout: float | None
 
 
 def _open_capture(
@@ -306,7 +333,15 @@ async def _serve(
     )
     if options.idle_timeout is not None:
         node.idle_timeout = options.idle_timeout
-    kv = KvService(node, wakeups, pcap=capture)
+    limits = options.limits
+    kv = KvService(
+        node,
+        wakeups,
+        pcap=capture,
+        max_connections=limits.max_connections,
+        auth_timeout=limits.auth_timeout,
+        output_limit=limits.output_limit,
+    )
     server = MockDcpServer(
         node=node,
         kv=kv,

@@ -68,3 +68,9 @@ async def test_the_same_scenario_and_seed_give_the_same_model_every_run(tmp_path
                 ]
             )
     assert runs[0] == runs[1]
+
+
+def test_state_reports_the_nodes_limits() -> None:
+    with mockdcp.Server(port=0, http_port=0, vbuckets=2, max_connections=7) as server:
+        limits = server.state()["limits"]
+        assert limits == {"max_connections": 7, "auth_timeout": 120.0, "output_limit": 8 << 20}

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from mockdcp.producer import DcpSettings, apply_control
+from mockdcp.producer._controls import parse_number
 from mockdcp.protocol import DcpOpenFlag, Status
 
 
@@ -100,3 +101,26 @@ def test_include_deleted_user_xattrs_needs_the_open_flag() -> None:
         | DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS
     )
     assert apply_control(s, "include_deleted_user_xattrs", "true") == Status.SUCCESS
+
+
+class TestParseNumber:
+    @pytest.mark.parametrize(
+        "text",
+        ["", "²", "٣", "1_0", "1e309", "inf", "+1", "-1", " 1", "1 ", "0x10", "1.", ".5", "1" * 21],
+    )
+    def test_anything_but_ascii_digits_is_no_number(self, text: str) -> None:
+        assert parse_number(text, 0, float("inf"), fraction=True) is None
+
+    def test_fraction_only_where_the_control_allows_it(self) -> None:
+        assert parse_number("2.5", 0, 10) is None
+        assert parse_number("2.5", 0, 10, fraction=True) == 2.5
+
+    @pytest.mark.parametrize(("text", "number"), [("0", 0), ("007", 7), ("4294967295", 2**32 - 1)])
+    def test_integers_in_range_are_ints(self, text: str, number: int) -> None:
+        got = parse_number(text, 0, 0xFFFFFFFF)
+        assert got == number
+        assert isinstance(got, int)
+
+    @pytest.mark.parametrize("text", ["4294967296", "99999999999999999999"])
+    def test_beyond_the_range_is_no_number(self, text: str) -> None:
+        assert parse_number(text, 0, 0xFFFFFFFF) is None

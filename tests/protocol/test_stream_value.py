@@ -6,6 +6,7 @@ import pytest
 
 from mockdcp import RemoteProtocolError
 from mockdcp.protocol import Status, StreamRequestValue
+from mockdcp.protocol._stream_value import json_depth, load_json
 
 
 def rejected(value: object | bytes) -> RemoteProtocolError:
@@ -127,3 +128,38 @@ def test_encode_of_empty_value_is_empty_bytes() -> None:
 def test_encode_then_parse_round_trips() -> None:
     value = StreamRequestValue(uid=2, scope=9, sid=3, purge_seqno=0)
     assert StreamRequestValue.parse(value.encode()) == value
+
+
+class TestLimits:
+    def test_nesting_beyond_the_depth_limit_is_einval_not_recursion(self) -> None:
+        err = rejected(b"[" * 3000)
+        assert (err.status, err.field) == (Status.EINVAL, "value")
+        assert "nested" in str(err)
+
+    def test_brackets_inside_strings_do_not_count(self) -> None:
+        raw = json.dumps({"uid": "0", "note": "[" * 100 + '\\"{' * 50}).encode()
+        assert StreamRequestValue.parse(raw) == StreamRequestValue(uid=0)
+
+    def test_value_beyond_the_size_limit_is_einval(self) -> None:
+        err = rejected({"uid": "0", "pad": "a" * 70_000})
+        assert "byte limit" in str(err)
+
+    def test_purge_seqno_of_thousands_of_digits_exceeds_a_u64(self) -> None:
+        err = rejected({"purge_seqno": "1" * 5000})
+        assert err.field == "purge_seqno"
+
+    def test_purge_seqno_with_leading_zeros_still_parses(self) -> None:
+        value = StreamRequestValue.parse(b'{"purge_seqno":"' + b"0" * 40 + b'12"}')
+        assert value.purge_seqno == 12
+
+
+class TestLoadJson:
+    def test_depth_counts_brackets_outside_strings_only(self) -> None:
+        assert json_depth(b'{"a":[[1]],"b":"[[[["}', 16) == 3
+
+    def test_depth_stops_counting_past_the_limit(self) -> None:
+        assert json_depth(b"[" * 10_000, 4) == 5
+
+    def test_load_json_refuses_with_the_callers_name(self) -> None:
+        with pytest.raises(RemoteProtocolError, match=r"^subdoc value: nested deeper"):
+            load_json(b"[" * 100, max_size=1000, max_depth=8, what="subdoc value")
