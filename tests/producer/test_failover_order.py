@@ -102,4 +102,5 @@ def test_node_failover_with_disconnect_closes_every_connection() -> None:
     s, _ = streaming_session(b)
     s.node.failover(0, disconnect=True)
     assert s.conn.closed
-    assert not s.conn.data_to_send(0.0)
+    s.send(ObserveSeqno(opaque=99, vbucket=0, vbucket_uuid=0).encode())
+    assert not [m for m in s.read() if isinstance(m, Response)]  # nothing is answered
