@@ -43,6 +43,8 @@ DEFAULT_MAX_CONNECTIONS = 60_000
 DEFAULT_AUTH_TIMEOUT = 120.0
 #: Seconds a closing connection gets to take the replies already due.
 CLOSE_GRACE = 2.0
+#: seconds a closing connection reads (and drops) what the peer still sends
+CLOSE_DRAIN = 1.0
 #: buffers per sendmsg call (Linux IOV_MAX is 1024)
 _IOV_MAX = 512
 
@@ -151,9 +153,9 @@ class KvService:
             self.wakeups.remove(conn)
             if flow is not None:
                 self._record(flow.close, time.time())
-            with trio.move_on_after(1) as scope:
+            with trio.move_on_after(CLOSE_DRAIN) as scope:
                 scope.shield = True
-                await stream.aclose()
+                await close_gracefully(stream)
 
     def _open_flow(self, stream: trio.abc.Stream) -> PcapFlow | None:
         if self.pcap is None or not isinstance(stream, trio.SocketStream):
@@ -296,3 +298,22 @@ async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memor
                 break
             sent -= n
             i += 1
+
+
+async def close_gracefully(stream: trio.abc.Stream) -> None:
+    """Half-close, drop what the peer still sends until it closes too, then close.
+
+    Closing a socket whose input is unread makes the kernel send RST, and a peer's kernel
+    that gets RST discards what it received and its application has not read yet: frames
+    already written (which a seqno trigger counts as received) would be lost. A node's
+    disconnect loses nothing it wrote; neither does this one. The caller bounds the wait.
+    """
+    try:
+        if isinstance(stream, trio.SocketStream):
+            await stream.send_eof()
+            while await stream.receive_some(RECEIVE_SIZE):
+                pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
+    finally:
+        await stream.aclose()
