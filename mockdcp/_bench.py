@@ -51,7 +51,9 @@ def load_bucket(items: int, value_size: int, vbuckets: int) -> tuple[Any, int]:
     return bucket, _rss() - before
 
 
-async def _stream_once(bucket: Bucket, items: int, vbuckets: int) -> dict[str, Any]:
+async def _stream_once(
+    bucket: Bucket, items: int, vbuckets: int, legacy: bool = False
+) -> dict[str, Any]:
     import trio
 
     from mockdcp.server import serve
@@ -67,6 +69,7 @@ async def _stream_once(bucket: Bucket, items: int, vbuckets: int) -> dict[str, A
             str(items),
             "--vbuckets",
             str(vbuckets),
+            *(["--legacy"] if legacy else []),
         ]
         c0 = time.process_time()
         result = await trio.run_process(cmd, capture_stdout=True, check=True)
@@ -122,7 +125,7 @@ def run_bench(args: argparse.Namespace) -> int:
             for vb in range(args.vbuckets):  # close, flush: the checkpoints are expelled
                 bucket.checkpoint(vb)
                 bucket.persist(vb)
-        result = trio.run(_stream_once, bucket, args.items, args.vbuckets)
+        result = trio.run(_stream_once, bucket, args.items, args.vbuckets, args.legacy)
         rates.append(result["events"] / result["seconds"])
         byte_rates.append(result["bytes"] / result["seconds"])
         disk.append(result["disk_snapshots"])
@@ -134,6 +137,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "vbuckets": args.vbuckets,
         "runs": args.runs,
         "from_disk": args.from_disk,
+        "legacy": args.legacy,
         "events_per_s": statistics.median(rates),
         "bytes_per_s": statistics.median(byte_rates),
         "startup_s": statistics.median(startup),

@@ -29,7 +29,9 @@ _BODY = struct.Struct(">I")
 _OPAQUE = struct.Struct(">I")
 
 
-async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[str, float]:
+async def _run(
+    port: int, items: int, vbuckets: int, buffer_size: int, legacy: bool = False
+) -> dict[str, float]:
     # reaches into the reference consumer for its bootstrap, then walks frames itself
     consumer = DcpConsumer(
         "127.0.0.1",
@@ -38,6 +40,7 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
         name="mockdcp-bench",
         buffer_size=buffer_size,
         reconnect=False,
+        collections=not legacy,
     )
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     consumer._stream = stream
@@ -93,8 +96,10 @@ def main() -> None:
     p.add_argument("--items", type=int, required=True)
     p.add_argument("--vbuckets", type=int, default=64)
     p.add_argument("--buffer-size", type=int, default=20 * 1024 * 1024)
+    p.add_argument("--legacy", action="store_true", help="do not negotiate collections")
     a = p.parse_args()
-    print(json.dumps(trio.run(_run, a.port, a.items, a.vbuckets, a.buffer_size)), flush=True)
+    report = trio.run(_run, a.port, a.items, a.vbuckets, a.buffer_size, a.legacy)
+    print(json.dumps(report), flush=True)
 
 
 if __name__ == "__main__":

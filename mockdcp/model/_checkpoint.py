@@ -9,8 +9,8 @@ Invariants:
   replaces the older entry by ``None`` and appends the new one, so a cursor's position
   (checkpoint, index) stays valid and a cursor that had not read the old version never
   sees it;
-* ``wires`` runs parallel to ``entries``: each item's canonical frame, ``b""`` where the
-  entry is ``None``. A cursor hands a batch's frames to the producer without touching
+* ``wires`` and ``tags`` run parallel to ``entries``: each item's canonical frame (``b""``
+  where the entry is ``None``) and its ``Item.tag``. A cursor hands a batch's frames to the producer without touching
   the item objects, which are scattered in memory (a cache miss each; design.md
   "Performance rules");
 * checkpoints cover consecutive seqno ranges; the last one is open;
@@ -46,6 +46,7 @@ class Checkpoint:
         "last_hole",
         "open",
         "start_seqno",
+        "tags",
         "wires",
     )
 
@@ -57,6 +58,7 @@ class Checkpoint:
         self.end_seqno = start_seqno - 1
         self.entries: list[Item | None] = []
         self.wires: list[bytes] = []
+        self.tags = bytearray()
         #: running total of frame bytes as appended (replaced entries included): the
         #: end offsets of the frames of a batch without holes, read without a loop
         self.ends = array("q")
@@ -82,6 +84,7 @@ class Checkpoint:
         self.entries.append(item)
         wire = item.wire
         self.wires.append(wire)
+        self.tags.append(item.tag)
         self.ends.append((self.ends[-1] if self.ends else 0) + len(wire))
         self.end_seqno = item.seqno
         self.bytes += len(wire)
@@ -99,9 +102,9 @@ class Checkpoint:
 class MemoryBatch:
     """What a cursor read in one go: entries ``start:end`` of one checkpoint.
 
-    ``wires`` and ``ends`` are copied when the batch is read (holes left out): the
-    items' canonical frames, and each frame's end offset in their concatenation plus
-    ``base``. A producer may encode them piece by piece while the vbucket is written
+    ``wires``, ``tags`` and ``ends`` are copied when the batch is read (holes left out):
+    the items' canonical frames and tags, and each frame's end offset in their
+    concatenation plus ``base``. A producer may encode them piece by piece while the vbucket is written
     (de-duplication never takes an item out of a batch already read).
 
     ``items`` is a view of the checkpoint, valid until the vbucket is next written: read
@@ -113,6 +116,7 @@ class MemoryBatch:
     start: int
     end: int
     wires: list[bytes]
+    tags: bytes
     ends: Sequence[int]
     base: int
     first_seqno: int
@@ -125,6 +129,18 @@ class MemoryBatch:
     @property
     def items(self) -> list[Item]:
         return [e for e in self.checkpoint.entries[self.start : self.end] if e is not None]
+
+    def items_at(self, indices: Sequence[int]) -> list[Item]:
+        """The items of frames ``indices`` (positions in ``wires``); valid, like
+        ``items``, until the vbucket is next written."""
+        entries = self.checkpoint.entries
+        if len(self.wires) == self.end - self.start:  # no holes
+            found = [entries[self.start + i] for i in indices]
+        else:
+            live = self.items
+            found = [live[i] for i in indices]
+        assert all(it is not None for it in found)
+        return found  # type: ignore[return-value]
 
 
 class Cursor:
@@ -166,8 +182,10 @@ class Cursor:
                     self._entered = False
                     self.last_read_seqno = last.seqno
                     wires = cp.wires[start:end]
+                    tags = bytes(cp.tags[start:end])
                     ends: Sequence[int]
                     if cp.last_hole >= start:  # holes: leave them out, count the ends
+                        tags = bytes(t for w, t in zip(wires, tags, strict=True) if w)
                         wires = [w for w in wires if w]
                         ends, base = list(accumulate(map(len, wires))), 0
                     else:  # the running totals are the end offsets
@@ -177,6 +195,7 @@ class Cursor:
                         start,
                         end,
                         wires,
+                        tags,
                         ends,
                         base,
                         first.seqno,

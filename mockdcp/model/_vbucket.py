@@ -27,13 +27,13 @@ import attrs
 
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
+from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind
 from mockdcp.protocol import VBucketState
+from mockdcp.protocol._document_frame import MUTATION_FRAME, collection_prefix
 
 if TYPE_CHECKING:
     import random
     from collections.abc import Iterator, Sequence
-
-    from mockdcp.model._item import Item
 
 
 @attrs.frozen
@@ -54,6 +54,13 @@ class DiskSnapshot:
     purge_seqno: int
     seqnos: Sequence[int] = ()
     wires: list[bytes] = attrs.field(factory=list)
+    #: the items' ``Item.tag`` beside ``wires``
+    tags: bytes = b""
+
+    def items_at(self, by_seqno: dict[int, Item], indices: Sequence[int]) -> list[Item]:
+        """The items of frames ``indices``, looked up in ``VBucket.disk_by_seqno`` (read
+        at once: a later persist may replace them)."""
+        return [by_seqno[self.seqnos[i]] for i in indices]
 
 
 _SEQNO = attrgetter("seqno")
@@ -89,6 +96,7 @@ class VBucket:
         self.disk: dict[tuple[int, bytes], Item] = {}
         self.disk_seqnos = array("q")
         self.disk_wires: list[bytes] = []
+        self.disk_tags = bytearray()
         self.disk_by_seqno: dict[int, Item] = {}
         self.cursors: dict[str, Cursor] = {}
         #: every write in seqno order, never de-duplicated: what a replica that had
@@ -172,7 +180,10 @@ class VBucket:
         end = self.persisted_seqno
         if frames:
             seqnos, wires = self.disk_seqnos[i:], self.disk_wires[i:]
-            return DiskSnapshot(after_seqno + 1, end, (), end, end, self.purge_seqno, seqnos, wires)
+            tags = bytes(self.disk_tags[i:])
+            return DiskSnapshot(
+                after_seqno + 1, end, (), end, end, self.purge_seqno, seqnos, wires, tags
+            )
         by = self.disk_by_seqno
         items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
         return DiskSnapshot(after_seqno + 1, end, items, end, end, self.purge_seqno)
@@ -187,6 +198,69 @@ class VBucket:
         cp.append(item)
         if cp.item_count >= self.checkpoint_max_items or cp.bytes >= self.checkpoint_max_bytes:
             self.close_checkpoint()
+
+    def write_rows(self, rows: Sequence[tuple[bytes, int, bytes, int, int, int, int]]) -> None:
+        """Write mutations (key, collection, value, datatype, flags, expiry, CAS) in
+        order, as ``write`` would one by one (the bucket has validated them): the bulk
+        load's inner loop, with the frame, the item and the checkpoint's bookkeeping
+        inlined for keys new to the open checkpoint."""
+        items, log_append = self.items, self.log.append
+        vbid, seqno = self.vbid, self.high_seqno
+        max_items, max_bytes = self.checkpoint_max_items, self.checkpoint_max_bytes
+        head, mutation, new = MUTATION_FRAME.pack, ItemKind.MUTATION, Item.__new__
+        pos = 0
+        while pos < len(rows):
+            cp = self.checkpoints[-1]
+            index, entries, wires = cp.index, cp.entries, cp.wires
+            tags_append, ends_append = cp.tags.append, cp.ends.append
+            total = cp.ends[-1] if cp.ends else 0
+            room_items, room_bytes = max_items - len(index), max_bytes - cp.bytes
+            for key, cid, value, dt, flags, expiry, cas in rows[pos:]:
+                pos += 1
+                doc_key = (cid, key)
+                old = items.get(doc_key)
+                rev = old.rev_seqno + 1 if old is not None else 1
+                seqno += 1
+                k = collection_prefix(cid) + key
+                wire = (
+                    head(0x80, 0x57, len(k), 31, dt, vbid, 31 + len(k) + len(value), 0, cas,
+                         seqno, rev, flags, expiry, 0, 0, 0)
+                    + k
+                    + value
+                )  # fmt: skip
+                item = new(Item)
+                item.key, item.collection_id, item.vbucket, item.seqno = key, cid, vbid, seqno
+                item.rev_seqno, item.cas, item.flags, item.expiry = rev, cas, flags, expiry
+                item.datatype, item.kind, item.delete_time, item.forms = dt, mutation, 0, None
+                item.tag = tag = (
+                    (dt & 7) | (TAG_EMPTY if not value else 0) | (TAG_COLLECTION if cid else 0)
+                )
+                item.wire = wire
+                items[doc_key] = item
+                log_append(item)
+                if doc_key in index:  # de-duplication: the general path
+                    cp.bytes = max_bytes - room_bytes
+                    self.high_seqno = seqno
+                    cp.append(item)
+                    room_bytes = max_bytes - cp.bytes
+                    total = cp.ends[-1]
+                else:
+                    index[doc_key] = len(entries)
+                    entries.append(item)
+                    wires.append(wire)
+                    tags_append(tag)
+                    size = len(wire)
+                    total += size
+                    ends_append(total)
+                    room_bytes -= size
+                room_items = max_items - len(index)
+                if room_items <= 0 or room_bytes <= 0:
+                    break
+            cp.end_seqno = seqno
+            cp.bytes = max_bytes - room_bytes
+            self.high_seqno = seqno
+            if room_items <= 0 or room_bytes <= 0:
+                self.close_checkpoint()
 
     def close_checkpoint(self) -> None:
         """Close the open checkpoint (if it holds anything) and open a new one."""
@@ -219,15 +293,18 @@ class VBucket:
             j = bisect.bisect_left(self.disk_seqnos, old.seqno)
             del self.disk_seqnos[j]
             del self.disk_wires[j]
+            del self.disk_tags[j]
         self.disk[item.doc_key] = item
         self.disk_by_seqno[item.seqno] = item
         if not self.disk_seqnos or item.seqno > self.disk_seqnos[-1]:
             self.disk_seqnos.append(item.seqno)
             self.disk_wires.append(item.wire)
+            self.disk_tags.append(item.tag)
         else:
             j = bisect.bisect_left(self.disk_seqnos, item.seqno)
             self.disk_seqnos.insert(j, item.seqno)
             self.disk_wires.insert(j, item.wire)
+            self.disk_tags.insert(j, item.tag)
 
     def _expel(self) -> None:
         """Drop closed checkpoints wholly persisted and not pinned by a live cursor."""
@@ -251,6 +328,7 @@ class VBucket:
             by = self.disk_by_seqno
             self.disk_seqnos = array("q", sorted(by))
             self.disk_wires = [by[seqno].wire for seqno in self.disk_seqnos]
+            self.disk_tags = bytearray(by[seqno].tag for seqno in self.disk_seqnos)
         return len(gone)
 
     def truncate(self, seqno: int) -> None:

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
     from mockdcp.producer._encoder import ItemEncoder
 
+_DEFAULT_ONLY = frozenset({0})
+
 #: Items encoded per chunk while backfilling through the message classes (streams whose
 #: frames are not the canonical ones): bounds the memory a big backfill takes.
 BACKFILL_SLICE = 1024
@@ -73,7 +75,8 @@ class Chunk:
 
 @attrs.frozen
 class PendingFrames:
-    """Canonical frames read (a memory batch or a backfill) and not yet all queued:
+    """Frames read (a memory batch or a backfill) and not yet all queued, each in its
+    connection's value form (``ItemEncoder.prepare``):
     ``ends`` are each frame's end offset in their concatenation plus ``base``."""
 
     wires: list[bytes]
@@ -267,8 +270,7 @@ class Stream:
         if start != 1 and start <= purge and self._client_purge != purge:
             self.end(StreamEndReason.STATE_CHANGED)  # internal Rollback on the wire
             return
-        if self._collections is None and self._encoder.takes_frames(self.stream_id):
-            self._open_frame_backfill(start)
+        if self._shares_frames and self._open_frame_backfill(start):
             return
         snap = self.vb.disk_snapshot(self.last_read_seqno)
         end = min(snap.end_seqno, self.end_seqno)
@@ -278,9 +280,17 @@ class Stream:
         if self._backfill:
             self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
 
-    def _open_frame_backfill(self, start: int) -> None:
-        """A backfill whose items all go as the disk holds their frames: queued in
-        pieces, no item objects touched."""
+    @property
+    def _shares_frames(self) -> bool:
+        """Every item this stream sends goes from the model's frames: no collection
+        filter (a legacy connection's default-collection filter is applied on the
+        frames' tags)."""
+        cols = self._collections
+        return cols is None or (cols == _DEFAULT_ONLY and not self._encoder.form.collections)
+
+    def _open_frame_backfill(self, start: int) -> bool:
+        """A backfill sent from the frames the disk holds, queued in pieces, touching
+        only the items that need a variant. False if it must go item by item."""
         snap = self.vb.disk_snapshot(self.last_read_seqno, frames=True)
         end = min(snap.end_seqno, self.end_seqno)
         count = bisect.bisect_right(snap.seqnos, end)
@@ -288,12 +298,21 @@ class Stream:
         self._backfill_pos = 0
         self._backfill_end = end
         if not count:
-            return
-        self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
+            return True
         wires = snap.wires[:count] if count < len(snap.wires) else snap.wires
         ends = array("q", accumulate(map(len, wires)))
-        pending = PendingFrames(wires, ends, 0, snap.seqnos[count - 1], memory=False)
-        self._pending, self._pending_pos = pending, 0
+        by_seqno = self.vb.disk_by_seqno
+        frames = self._encoder.prepare(
+            wires, ends, 0, snap.tags[:count], lambda at: snap.items_at(by_seqno, at)
+        )
+        if frames is None:
+            return False
+        self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
+        self._pending = PendingFrames(
+            frames.wires, frames.ends, frames.base, snap.seqnos[count - 1], memory=False
+        )
+        self._pending_pos = 0
+        return True
 
     def _backfill_step(self) -> None:
         items = self._backfill[self._backfill_pos : self._backfill_pos + BACKFILL_SLICE]
@@ -326,14 +345,17 @@ class Stream:
         batch = cursor.next_batch()
         if batch is None:
             return
-        if (
-            self._collections is None
-            and batch.last_seqno <= self.end_seqno
-            and self._encoder.takes_frames(self.stream_id)
-        ):
-            # every item of the batch goes, as the checkpoint holds its frame
+        frames = None
+        if self._shares_frames and batch.last_seqno <= self.end_seqno:
+            frames = self._encoder.prepare(
+                batch.wires, batch.ends, batch.base, batch.tags, batch.items_at
+            )
+        if frames is not None:
+            # every item of the batch goes, from the frames the checkpoint holds
             self._queue_memory_marker(batch, batch.first_seqno, batch.last_seqno)
-            pending = PendingFrames(batch.wires, batch.ends, batch.base, batch.last_seqno, True)
+            pending = PendingFrames(
+                frames.wires, frames.ends, frames.base, batch.last_seqno, memory=True
+            )
             self._pending, self._pending_pos = pending, 0
             self.last_read_seqno = batch.last_seqno
             self._queue_piece()  # ends the stream after the last piece if it read its end
@@ -433,8 +455,7 @@ class Stream:
         return True
 
     def _queue_frames(self, wires: list[bytes], ends: Sequence[int], base: int) -> None:
-        """Queue canonical frames, their end offsets given plus ``base``."""
-        buf = bytearray().join(wires)
-        self._encoder.patch_opaque(buf, ends, base, self.opaque)
+        """Queue prepared frames, their end offsets given plus ``base``."""
+        buf, ends, base = self._encoder.encode(wires, ends, base, self.opaque, self.stream_id)
         self.chunks.append(Chunk(buf, ends, base))
         self.items_sent += len(wires)

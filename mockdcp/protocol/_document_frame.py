@@ -28,7 +28,7 @@ def _doc_key(key: bytes, collection_id: int | None) -> bytes:
 
 #: Header + mutation extras in one pack: magic, opcode, key length, extras length,
 #: datatype, vbucket, body, opaque, cas, then the 31 bytes of _MUTATION.
-_MUTATION_FRAME = struct.Struct(">BBHBBHIIQ" + _MUTATION.format[1:])
+MUTATION_FRAME = struct.Struct(">BBHBBHIIQ" + _MUTATION.format[1:])
 _DELETION_V1_FRAME = struct.Struct(">BBHBBHIIQ" + _DELETION_V1.format[1:])
 _LEB_SMALL = [bytes((i,)) for i in range(0x80)]
 
@@ -78,7 +78,7 @@ def encode_document_frame(
         )
     else:
         body = _MUTATION.size + len(k) + len(value)
-        head = _MUTATION_FRAME.pack(
+        head = MUTATION_FRAME.pack(
             Magic.REQUEST,
             Opcode.DCP_MUTATION,
             len(k),
@@ -97,3 +97,42 @@ def encode_document_frame(
             0,
         )
     return head + k + value
+
+
+def mutation_frame_head(
+    vbucket: int,
+    cas: int,
+    by_seqno: int,
+    rev_seqno: int,
+    key_length: int,
+    value_length: int,
+    datatype: int,
+    flags: int,
+    expiration: int,
+) -> bytes:
+    """The header and extras of ``encode_document_frame`` for a mutation whose key on
+    the wire (prefix included) and value have these lengths: a bulk writer appends the
+    key and the value itself."""
+    return MUTATION_FRAME.pack(
+        Magic.REQUEST,
+        Opcode.DCP_MUTATION,
+        key_length,
+        _MUTATION.size,
+        datatype,
+        vbucket,
+        _MUTATION.size + key_length + value_length,
+        0,
+        cas,
+        by_seqno,
+        rev_seqno,
+        flags,
+        expiration,
+        0,
+        0,
+        0,
+    )
+
+
+def collection_prefix(collection_id: int) -> bytes:
+    """The LEB128 prefix of a key in ``collection_id`` (wire.md §4)."""
+    return _LEB_SMALL[collection_id] if collection_id < 0x80 else encode_leb128(collection_id)
