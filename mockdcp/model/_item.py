@@ -4,8 +4,12 @@
 point at the same object (design.md "Keep the model compact"). Following the performance
 rule "encode an item's DCP body once, when it is written", an item keeps its frame in the
 canonical form every collection-aware consumer gets (``wire``: DCP_MUTATION, or a V1
-DCP_DELETION for tombstones, opaque 0, LEB128 collection prefix); the producer patches
-the opaque per stream. The value is not stored twice: ``value`` reads it from ``wire``.
+DCP_DELETION for tombstones, opaque 0, LEB128 collection prefix), in two pieces: ``head``
+(header and extras; for a collection other than the default, its prefix too) and
+``tail`` (key and value). A collection-aware stream joins head, prefix (``b"\x00"`` for
+the default collection) and tail; a legacy stream joins head and tail and patches two
+lengths, so neither has to cut bytes out of a frame. The value is not stored twice:
+``value`` reads it from ``tail``.
 
 ``tag`` sums up, in one byte, what a producer must know to send the frame in another form
 without touching the item (the checkpoints and the on-disk view keep the tags beside
@@ -20,7 +24,10 @@ from __future__ import annotations
 import enum
 import zlib
 
-from mockdcp.protocol._document_frame import encode_document_frame
+from mockdcp.protocol._document_frame import collection_prefix, document_head
+
+#: the collection prefix of a key in the default collection (wire.md §4)
+DEFAULT_PREFIX = b"\x00"
 
 #: ``Item.tag`` bits above the datatype bits (0x07: JSON, SNAPPY, XATTR)
 TAG_DATATYPE = 0x07
@@ -58,13 +65,14 @@ class Item:
         "expiry",
         "flags",
         "forms",
+        "head",
         "key",
         "kind",
         "rev_seqno",
         "seqno",
         "tag",
+        "tail",
         "vbucket",
-        "wire",
     )
 
     def __init__(
@@ -102,25 +110,39 @@ class Item:
             not value,
             collection_id,
         )
-        self.wire = encode_document_frame(
+        prefix = collection_prefix(collection_id)
+        head = document_head(
             vbucket=vbucket,
             cas=cas,
             by_seqno=seqno,
             rev_seqno=rev_seqno,
-            key=key,
-            collection_id=collection_id,
-            value=value,
+            key_length=len(prefix) + len(key),
+            value_length=len(value),
             datatype=datatype,
             flags=flags,
             expiration=expiry,
             deleted=kind is not ItemKind.MUTATION,
         )
+        self.head = head if not collection_id else head + prefix
+        self.tail = key + value
 
     @property
     def value(self) -> bytes:
-        """The stored value (a copy out of ``wire``: header, extras and key skipped)."""
-        w = self.wire
-        return w[24 + w[4] + ((w[2] << 8) | w[3]) :]
+        """The stored value (a copy out of ``tail``)."""
+        return self.tail[len(self.key) :]
+
+    @property
+    def wire(self) -> bytes:
+        """The canonical frame: ``head``, the default collection's prefix unless the
+        head ends with another collection's, ``tail``."""
+        if self.collection_id:
+            return self.head + self.tail
+        return self.head + DEFAULT_PREFIX + self.tail
+
+    @property
+    def size(self) -> int:
+        """``len(self.wire)``, without building it."""
+        return len(self.head) + len(self.tail) + (0 if self.collection_id else 1)
 
     @property
     def deleted(self) -> bool:
@@ -144,36 +166,3 @@ def vbucket_of(key: bytes, num_vbuckets: int) -> int:
     ``vbucket_map``, gocbcore ``cbCrc``).
     """
     return ((zlib.crc32(key) >> 16) & 0x7FFF) % num_vbuckets
-
-
-def new_mutation(
-    key: bytes,
-    collection_id: int,
-    vbucket: int,
-    seqno: int,
-    rev_seqno: int,
-    cas: int,
-    flags: int,
-    expiry: int,
-    datatype: int,
-    wire: bytes,
-    tag: int,
-) -> Item:
-    """A mutation ``Item`` whose frame and tag the caller (a bulk writer) has built as
-    ``Item.__init__`` would: the same object, without the keyword-argument overhead."""
-    item = Item.__new__(Item)
-    item.key = key
-    item.collection_id = collection_id
-    item.vbucket = vbucket
-    item.seqno = seqno
-    item.rev_seqno = rev_seqno
-    item.cas = cas
-    item.flags = flags
-    item.expiry = expiry
-    item.datatype = datatype
-    item.kind = ItemKind.MUTATION
-    item.delete_time = 0
-    item.forms = None
-    item.tag = tag
-    item.wire = wire
-    return item

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import bisect
 import math
-from array import array
 from collections import deque
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
 from mockdcp.protocol import (
     SnapshotFlag,
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
-    from mockdcp.producer._encoder import ItemEncoder
+    from mockdcp.producer._encoder import Frames
 
 _DEFAULT_ONLY = frozenset({0})
 
@@ -76,12 +75,9 @@ class Chunk:
 @attrs.frozen
 class PendingFrames:
     """Frames read (a memory batch or a backfill) and not yet all queued, each in its
-    connection's value form (``ItemEncoder.prepare``):
-    ``ends`` are each frame's end offset in their concatenation plus ``base``."""
+    connection's value form (``ItemEncoder.prepare``)."""
 
-    wires: list[bytes]
-    ends: Sequence[int]
-    base: int
+    frames: Frames
     last_seqno: int
     #: a memory batch: once queued, the stream ends if it has read its end seqno
     memory: bool
@@ -299,18 +295,22 @@ class Stream:
         self._backfill_end = end
         if not count:
             return True
-        wires = snap.wires[:count] if count < len(snap.wires) else snap.wires
-        ends = array("q", accumulate(map(len, wires)))
+        heads, tails, tags = snap.heads, snap.tails, snap.tags
+        if count < len(heads):
+            heads, tails, tags = heads[:count], tails[:count], tags[:count]
         by_seqno = self.vb.disk_by_seqno
         frames = self._encoder.prepare(
-            wires, ends, 0, snap.tags[:count], lambda at: snap.items_at(by_seqno, at)
+            heads,
+            tails,
+            tags,
+            ItemEncoder.ends_of(heads, tails, tags),
+            0,
+            lambda at: snap.items_at(by_seqno, at),
         )
         if frames is None:
             return False
         self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
-        self._pending = PendingFrames(
-            frames.wires, frames.ends, frames.base, snap.seqnos[count - 1], memory=False
-        )
+        self._pending = PendingFrames(frames, snap.seqnos[count - 1], memory=False)
         self._pending_pos = 0
         return True
 
@@ -348,14 +348,12 @@ class Stream:
         frames = None
         if self._shares_frames and batch.last_seqno <= self.end_seqno:
             frames = self._encoder.prepare(
-                batch.wires, batch.ends, batch.base, batch.tags, batch.items_at
+                batch.heads, batch.tails, batch.tags, batch.ends, batch.base, batch.items_at
             )
         if frames is not None:
             # every item of the batch goes, from the frames the checkpoint holds
             self._queue_memory_marker(batch, batch.first_seqno, batch.last_seqno)
-            pending = PendingFrames(
-                frames.wires, frames.ends, frames.base, batch.last_seqno, memory=True
-            )
+            pending = PendingFrames(frames, batch.last_seqno, memory=True)
             self._pending, self._pending_pos = pending, 0
             self.last_read_seqno = batch.last_seqno
             self._queue_piece()  # ends the stream after the last piece if it read its end
@@ -443,10 +441,10 @@ class Stream:
         least one frame); True when that was the last of them."""
         pending = self._pending
         assert pending is not None
-        ends, pos = pending.ends, self._pending_pos
-        base = ends[pos - 1] if pos else pending.base
+        ends, pos = pending.frames.ends, self._pending_pos
+        base = ends[pos - 1] if pos else pending.frames.base
         stop = min(bisect.bisect_left(ends, base + budget, pos) + 1, len(ends))
-        self._queue_frames(pending.wires[pos:stop], ends[pos:stop], base)
+        self._queue_frames(pending.frames, pos, stop)
         self._pending_pos = stop
         if stop < len(ends):
             return False
@@ -454,8 +452,8 @@ class Stream:
         self.last_sent_seqno = pending.last_seqno
         return True
 
-    def _queue_frames(self, wires: list[bytes], ends: Sequence[int], base: int) -> None:
-        """Queue prepared frames, their end offsets given plus ``base``."""
-        buf, ends, base = self._encoder.encode(wires, ends, base, self.opaque, self.stream_id)
+    def _queue_frames(self, frames: Frames, start: int, stop: int) -> None:
+        """Queue prepared frames ``start:stop``."""
+        buf, ends, base = self._encoder.encode(frames, start, stop, self.opaque, self.stream_id)
         self.chunks.append(Chunk(buf, ends, base))
-        self.items_sent += len(wires)
+        self.items_sent += stop - start

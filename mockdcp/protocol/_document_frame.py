@@ -99,7 +99,8 @@ def encode_document_frame(
     return head + k + value
 
 
-def mutation_frame_head(
+def document_head(
+    *,
     vbucket: int,
     cas: int,
     by_seqno: int,
@@ -107,12 +108,27 @@ def mutation_frame_head(
     key_length: int,
     value_length: int,
     datatype: int,
-    flags: int,
-    expiration: int,
+    flags: int = 0,
+    expiration: int = 0,
+    deleted: bool = False,
 ) -> bytes:
-    """The header and extras of ``encode_document_frame`` for a mutation whose key on
-    the wire (prefix included) and value have these lengths: a bulk writer appends the
-    key and the value itself."""
+    """The header and extras of ``encode_document_frame`` (opaque 0) for a key on the
+    wire (collection prefix included) and a value of these lengths."""
+    if deleted:
+        return _DELETION_V1_FRAME.pack(
+            Magic.REQUEST,
+            Opcode.DCP_DELETION,
+            key_length,
+            _DELETION_V1.size,
+            datatype,
+            vbucket,
+            _DELETION_V1.size + key_length + value_length,
+            0,
+            cas,
+            by_seqno,
+            rev_seqno,
+            0,
+        )
     return MUTATION_FRAME.pack(
         Magic.REQUEST,
         Opcode.DCP_MUTATION,

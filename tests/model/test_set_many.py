@@ -36,6 +36,8 @@ def item_state(item: Item) -> tuple[Any, ...]:
         item.kind,
         item.delete_time,
         item.tag,
+        item.head,
+        item.tail,
         item.wire,
     )
 
@@ -54,7 +56,8 @@ def model_state(b: Bucket) -> list[Any]:
                         cp.end_seqno,
                         cp.open,
                         [None if e is None else e.seqno for e in cp.entries],
-                        cp.wires,
+                        cp.heads,
+                        cp.tails,
                         bytes(cp.tags),
                         list(cp.ends),
                         cp.bytes,
@@ -106,7 +109,8 @@ def test_set_many_writes_the_model_and_frames_of_set_item_by_item(
         assert model_state(many) == model_state(one)
     one.persist()
     many.persist()
-    assert [vb.disk_wires for vb in many.vbuckets] == [vb.disk_wires for vb in one.vbuckets]
+    assert [vb.disk_heads for vb in many.vbuckets] == [vb.disk_heads for vb in one.vbuckets]
+    assert [vb.disk_tails for vb in many.vbuckets] == [vb.disk_tails for vb in one.vbuckets]
     assert [vb.disk_tags for vb in many.vbuckets] == [vb.disk_tags for vb in one.vbuckets]
 
 

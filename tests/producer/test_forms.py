@@ -138,16 +138,14 @@ def test_memory_frames_equal_the_codec_item_by_item(
     assert cursor is not None
     batch = cursor.next_batch()
     assert batch is not None
-    frames = encoder.prepare(batch.wires, batch.ends, batch.base, batch.tags, batch.items_at)
+    frames = encoder.prepare(
+        batch.heads, batch.tails, batch.tags, batch.ends, batch.base, batch.items_at
+    )
     assert frames is not None
-    cut = min(split, len(frames.wires))
-    first_ends = frames.ends[:cut]
+    cut = min(split, len(frames.heads))
     out = []
-    for wires, ends, base in (
-        (frames.wires[:cut], first_ends, frames.base),
-        (frames.wires[cut:], frames.ends[cut:], first_ends[-1] if cut else frames.base),
-    ):
-        buf, new_ends, new_base = encoder.encode(wires, ends, base, 0xA1B2C3D4, sid)
+    for start, stop in ((0, cut), (cut, len(frames.heads))):
+        buf, new_ends, new_base = encoder.encode(frames, start, stop, 0xA1B2C3D4, sid)
         out += frames_of(bytes(buf), new_ends, new_base)
     assert out == expected(batch.items, encoder.form, 0xA1B2C3D4, sid)
 
@@ -164,11 +162,15 @@ def test_disk_frames_equal_the_codec_item_by_item(
     encoder = ItemEncoder(dcp)
     snap = vb.disk_snapshot(0, frames=True)
     frames = encoder.prepare(
-        snap.wires, list(itertools.accumulate(map(len, snap.wires))), 0, snap.tags,
+        snap.heads,
+        snap.tails,
+        snap.tags,
+        ItemEncoder.ends_of(snap.heads, snap.tails, snap.tags),
+        0,
         lambda at: snap.items_at(vb.disk_by_seqno, at),
-    )  # fmt: skip
+    )
     assert frames is not None
-    buf, ends, base = encoder.encode(frames.wires, frames.ends, frames.base, 5, sid)
+    buf, ends, base = encoder.encode(frames, 0, len(frames.heads), 5, sid)
     items = [vb.disk_by_seqno[s] for s in snap.seqnos]
     assert frames_of(bytes(buf), ends, base) == expected(items, encoder.form, 5, sid)
 
