@@ -16,6 +16,7 @@ from mockdcp._errors import raise_unwrapped
 if TYPE_CHECKING:
     import argparse
 
+    from mockdcp.model import Bucket
     from mockdcp.server import MockDcpServer
 
 
@@ -50,22 +51,34 @@ async def _serve(args: argparse.Namespace) -> None:
         bucket_obj=bucket,
         pcap=args.pcap,
     ) as server:
+        if args.docs:
+            server.kv.hold()  # connections wait for the data: ready means ready
+            await _load(bucket, args.docs, args.seed)
+            server.kv.release()
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)
         import mockdcp.producer._connection  # noqa: F401
         from mockdcp._numpy import load_numpy
 
         load_numpy()
-
-        if args.docs:
-            from mockdcp._dataset import faker_documents
-
-            for key, body in faker_documents(args.docs, args.seed):
-                bucket.set(key, body)
-            print(f"mockdcp loaded {args.docs} documents", file=sys.stderr, flush=True)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
                 break
+
+
+async def _load(bucket: Bucket, docs: int, seed: int) -> None:
+    """The generated documents, with a progress bar on a terminal (stderr)."""
+    from mockdcp._dataset import load_documents
+
+    if not sys.stderr.isatty():
+        await load_documents(bucket, docs, seed)
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"loading {docs:,} documents", total=docs)
+        await load_documents(bucket, docs, seed, lambda done, _: bar.update(task, completed=done))
 
 
 def run_serve(args: argparse.Namespace) -> int:

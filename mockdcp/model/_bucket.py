@@ -73,7 +73,7 @@ def _check_value(value: bytes, datatype: int) -> None:
 
 
 def _with_xattrs(
-    value: bytes, datatype: int, xattrs: Mapping[str | bytes, str | bytes]
+    value: bytes, datatype: int, xattrs: Mapping[str, str | bytes] | Mapping[bytes, str | bytes]
 ) -> tuple[bytes, int]:
     """``value`` with an xattr section of ``xattrs`` in front (compressed again when the
     value was), and the datatype with XATTR."""
@@ -246,7 +246,7 @@ class Bucket:
         expiry: int = 0,
         datatype: int | None = None,
         vbucket: int | None = None,
-        xattrs: Mapping[str | bytes, str | bytes] | None = None,
+        xattrs: Mapping[str, str | bytes] | Mapping[bytes, str | bytes] | None = None,
     ) -> Item:
         """Write a document (a mutation at the next seqno of its vbucket).
 
@@ -298,11 +298,24 @@ class Bucket:
         count = len(keys)
         if len(values) != count:
             raise ModelError(f"values has {len(values)} rows, keys have {count}")
-        cids = _column(0 if collection_ids is None else collection_ids, count, "collection_ids")
+        columns = {
+            "collection_id": 0 if collection_ids is None else collection_ids,
+            "flags": flags,
+            "expiry": expiry,
+            "datatype": 0 if datatypes is None else datatypes,
+        }
+        for name, column in columns.items():  # one value for every row: checked once
+            top = 0x07 if name == "datatype" else 0xFFFFFFFF
+            if isinstance(column, int) and not isinstance(column, bool):
+                if not 0 <= column <= top:
+                    raise ModelError(f"{name} must be an integer in 0..{top:#x}, not {column}")
+            else:
+                _check_column(name, _column(column, count, name), top)
+        cids = _column(columns["collection_id"], count, "collection_ids")
         flag_col = _column(flags, count, "flags")
         expiry_col = _column(expiry, count, "expiry")
         dts = None if datatypes is None else _column(datatypes, count, "datatypes")
-        rows = self._validate_rows(keys, values, cids, flag_col, expiry_col, dts)
+        rows = self._validate_rows(keys, values, dts)
         # Millions of new objects: the cyclic collector would walk the whole heap again
         # and again while they are made (about a third of a large load's time).
         collecting = gc.isenabled()
@@ -317,9 +330,6 @@ class Bucket:
         self,
         keys: Sequence[bytes],
         values: Sequence[bytes],
-        cids: Sequence[int],
-        flags: Sequence[int],
-        expiry: Sequence[int],
         datatypes: Sequence[int] | None,
     ) -> tuple[list[bytes], list[bytes], list[int], list[VBucket]]:
         """The keys, values and datatypes as stored and each row's vbucket, or
@@ -335,12 +345,9 @@ class Bucket:
         for i, k in enumerate(ks):
             if not 1 <= len(k) <= 250:
                 raise ModelError(f"row {i}: key: a key has 1..250 bytes, not {len(k)}")
-        for name, column in (("collection_id", cids), ("flags", flags), ("expiry", expiry)):
-            _check_column(name, column)
         if datatypes is None:
             dts = [_guess_datatype(v) for v in vs]
         else:
-            _check_column("datatype", datatypes, 0x07)
             dts = list(datatypes)
             for i, (v, dt) in enumerate(zip(vs, dts, strict=True)):
                 if dt & 0x06:

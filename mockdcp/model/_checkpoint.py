@@ -10,8 +10,9 @@ Invariants:
   (checkpoint, index) stays valid and a cursor that had not read the old version never
   sees it;
 * ``heads``, ``tails`` and ``tags`` run parallel to ``entries``: each item's frame in two
-  pieces (``b""`` where the entry is ``None``) and its ``Item.tag``. A cursor hands a batch's frames to the producer without touching
-  the item objects, which are scattered in memory (a cache miss each; design.md
+  pieces (``b""`` where the entry is ``None``) and its ``Item.tag``. A cursor hands a
+  batch's frames to the producer without touching the item objects, which are
+  scattered in memory (a cache miss each; design.md
   "Performance rules");
 * checkpoints cover consecutive seqno ranges; the last one is open;
 * every seqno above the persisted seqno is in some checkpoint (only checkpoints wholly at
@@ -64,8 +65,9 @@ class Checkpoint:
         #: running total of frame bytes as appended (replaced entries included): the
         #: end offsets of the frames of a batch without holes, read without a loop
         self.ends = array("q")
-        #: the highest index de-duplication emptied (a hole in ``entries``, ``heads``, ``tails``), or
-        #: -1: a batch that starts above it has no holes, and its ends are a slice
+        #: the highest index de-duplication emptied (a hole in ``entries``, ``heads``,
+        #: ``tails``), or -1: a batch that starts above it has no holes, and its ends
+        #: are a slice
         self.last_hole = -1
         self.index: dict[tuple[int, bytes], int] = {}
         self.open = True
@@ -107,7 +109,8 @@ class MemoryBatch:
 
     ``heads``, ``tails``, ``tags`` and ``ends`` are copied when the batch is read (holes
     left out): the items' frames in two pieces (``Item.head``, ``Item.tail``), their tags,
-    and each canonical frame's end offset in their concatenation plus ``base``. A producer may encode them piece by piece while the vbucket is written
+    and each canonical frame's end offset in their concatenation plus ``base``. A
+    producer may encode them piece by piece while the vbucket is written
     (de-duplication never takes an item out of a batch already read).
 
     ``items`` is a view of the checkpoint, valid until the vbucket is next written: read

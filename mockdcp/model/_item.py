@@ -1,7 +1,7 @@
 """A document version as a vbucket holds it, and the key-to-vbucket hash.
 
 ``Item`` is slotted and shared: the hash table, the checkpoints and the on-disk view
-point at the same object (design.md "Keep the model compact"). Following the performance
+point at the same object. Following the performance
 rule "encode an item's DCP body once, when it is written", an item keeps its frame in the
 canonical form every collection-aware consumer gets (``wire``: DCP_MUTATION, or a V1
 DCP_DELETION for tombstones, opaque 0, LEB128 collection prefix), in two pieces: ``head``
@@ -26,7 +26,8 @@ import zlib
 
 from mockdcp.protocol._document_frame import collection_prefix, document_head
 
-#: the collection prefix of a key in the default collection (wire.md §4)
+#: the collection prefix of a key in the default collection (LEB128 0; kv_engine
+#: docs/dcp/documentation/commands/mutation.md, "Collections Enabled")
 DEFAULT_PREFIX = b"\x00"
 
 #: ``Item.tag`` bits above the datatype bits (0x07: JSON, SNAPPY, XATTR)
@@ -102,7 +103,7 @@ class Item:
         self.datatype = datatype
         self.kind = kind
         self.delete_time = delete_time
-        self.forms: dict[object, bytes] | None = None
+        self.forms: dict[object, tuple[bytes, bytes]] | None = None
         self.tag = item_tag(
             datatype,
             kind is not ItemKind.MUTATION,

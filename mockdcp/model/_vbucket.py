@@ -211,60 +211,57 @@ class VBucket:
         vbid, seqno = self.vbid, self.high_seqno
         max_items, max_bytes = self.checkpoint_max_items, self.checkpoint_max_bytes
         head_of, mutation, new = MUTATION_FRAME.pack, ItemKind.MUTATION, Item.__new__
-        pos = 0
-        while pos < len(rows):
-            cp = self.checkpoints[-1]
-            index, entries, heads, tails = cp.index, cp.entries, cp.heads, cp.tails
-            tags_append, ends_append = cp.tags.append, cp.ends.append
-            total = cp.ends[-1] if cp.ends else 0
-            room_items, room_bytes = max_items - len(index), max_bytes - cp.bytes
-            for key, cid, value, dt, flags, expiry, cas in rows[pos:]:
-                pos += 1
-                doc_key = (cid, key)
-                old = items.get(doc_key)
-                rev = old.rev_seqno + 1 if old is not None else 1
-                seqno += 1
-                prefix = collection_prefix(cid)
-                head = head_of(0x80, 0x57, len(prefix) + len(key), 31, dt, vbid,
-                               31 + len(prefix) + len(key) + len(value), 0, cas, seqno, rev,
-                               flags, expiry, 0, 0, 0)  # fmt: skip
-                if cid:
-                    head += prefix
-                tail = key + value
-                item = new(Item)
-                item.key, item.collection_id, item.vbucket, item.seqno = key, cid, vbid, seqno
-                item.rev_seqno, item.cas, item.flags, item.expiry = rev, cas, flags, expiry
-                item.datatype, item.kind, item.delete_time, item.forms = dt, mutation, 0, None
-                item.tag = tag = (
-                    (dt & 7) | (TAG_EMPTY if not value else 0) | (TAG_COLLECTION if cid else 0)
-                )
-                item.head, item.tail = head, tail
-                items[doc_key] = item
-                log_append(item)
-                if doc_key in index:  # de-duplication: the general path
-                    cp.bytes = max_bytes - room_bytes
-                    self.high_seqno = seqno
-                    cp.append(item)
-                    room_bytes = max_bytes - cp.bytes
-                    total = cp.ends[-1]
-                else:
-                    index[doc_key] = len(entries)
-                    entries.append(item)
-                    heads.append(head)
-                    tails.append(tail)
-                    tags_append(tag)
-                    size = len(head) + len(tail) + (0 if cid else 1)
-                    total += size
-                    ends_append(total)
-                    room_bytes -= size
-                room_items = max_items - len(index)
-                if room_items <= 0 or room_bytes <= 0:
-                    break
-            cp.end_seqno = seqno
-            cp.bytes = max_bytes - room_bytes
-            self.high_seqno = seqno
-            if room_items <= 0 or room_bytes <= 0:
+        cp = self.checkpoints[-1]
+        index, entries, heads, tails = cp.index, cp.entries, cp.heads, cp.tails
+        tags_append, ends_append = cp.tags.append, cp.ends.append
+        total = cp.ends[-1] if cp.ends else 0
+        room_bytes = max_bytes - cp.bytes
+        for key, cid, value, dt, flags, expiry, cas in rows:
+            doc_key = (cid, key)
+            old = items.get(doc_key)
+            rev = old.rev_seqno + 1 if old is not None else 1
+            seqno += 1
+            prefix = collection_prefix(cid)
+            head = head_of(0x80, 0x57, len(prefix) + len(key), 31, dt, vbid,
+                           31 + len(prefix) + len(key) + len(value), 0, cas, seqno, rev,
+                           flags, expiry, 0, 0, 0)  # fmt: skip
+            if cid:
+                head += prefix
+            tail = key + value
+            item = new(Item)
+            item.key, item.collection_id, item.vbucket, item.seqno = key, cid, vbid, seqno
+            item.rev_seqno, item.cas, item.flags, item.expiry = rev, cas, flags, expiry
+            item.datatype, item.kind, item.delete_time, item.forms = dt, mutation, 0, None
+            item.tag = tag = (
+                (dt & 7) | (TAG_EMPTY if not value else 0) | (TAG_COLLECTION if cid else 0)
+            )
+            item.head, item.tail = head, tail
+            items[doc_key] = item
+            log_append(item)
+            if doc_key in index:  # de-duplication: the general path
+                cp.bytes = max_bytes - room_bytes
+                cp.append(item)
+                room_bytes = max_bytes - cp.bytes
+                total = cp.ends[-1]
+            else:
+                index[doc_key] = len(entries)
+                entries.append(item)
+                heads.append(head)
+                tails.append(tail)
+                tags_append(tag)
+                size = len(head) + len(tail) + (0 if cid else 1)
+                total += size
+                ends_append(total)
+                room_bytes -= size
+            if len(index) >= max_items or room_bytes <= 0:  # as ``write`` closes it
+                cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
                 self.close_checkpoint()
+                cp = self.checkpoints[-1]
+                index, entries, heads, tails = cp.index, cp.entries, cp.heads, cp.tails
+                tags_append, ends_append = cp.tags.append, cp.ends.append
+                total, room_bytes = 0, max_bytes
+        if rows:
+            cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
 
     def close_checkpoint(self) -> None:
         """Close the open checkpoint (if it holds anything) and open a new one."""

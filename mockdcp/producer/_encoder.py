@@ -1,32 +1,35 @@
 """Turning model items into DCP frames for one connection, fast, in every form.
 
-Performance rule (design.md): an item's frame is encoded once and reused for every
-stream. The model keeps each item's *canonical* frame (``Item.wire``): DCP_MUTATION, or
-a V1 DCP_DELETION for tombstones, opaque 0, LEB128 collection prefix, value as stored.
-Every kind of stream is sent from those frames:
+An item's frame is encoded once, when written, and reused for every stream. The model
+keeps each item's *canonical* frame (DCP_MUTATION, or a V1 DCP_DELETION for tombstones,
+opaque 0, LEB128 collection prefix, value as stored) in two pieces, ``Item.head``
+(header and extras) and ``Item.tail`` (key and value), with a tag byte beside them.
+Every kind of stream is sent from those pieces:
 
 * a frame whose *value form* differs for this connection (xattrs stripped, value
   decompressed or compressed, the xattrs-only value of NO_VALUE with INCLUDE_XATTRS, a
   V2 deletion or DCP_EXPIRATION when delete times were asked for) is replaced by a
   variant encoded once per item and form by the message classes and kept on the item
-  (``Item.forms``); which frames need one is read from the tags the model keeps beside
-  the frames (one byte per item), through a 256-entry table, without touching items;
-* then the per-stream layout is patched in bulk on the joined frames: the opaque, the
-  one-byte collection prefix cut for a legacy connection (key and body lengths less
-  one), the value cut for NO_VALUE, the stream-id frame inserted (magic 0x08, framing
-  length 3). Header fields are patched with numpy (one gather and one scatter of the
-  first 16 bytes of every frame); cuts and insertions join slices of the buffer.
+  (``Item.forms``); which frames need one is read from the tags through a 256-entry
+  table, without touching the items;
+* a collection-aware stream joins head, collection prefix and tail; a legacy stream
+  joins head and tail and patches, in bulk with numpy, the key and body lengths (one
+  less each); the opaque is patched in bulk for every stream;
+* NO_VALUE's value cut and the stream-id frame (magic 0x08, framing length 3) are made
+  on the joined frames: headers patched with numpy, the buffer cut by one ``struct``
+  unpack.
 
 ``encode_item`` is the item-by-item codec (message classes) the fast path must equal;
 the tests check it for every form.
 
-Value forms (docs/dcp/documentation/commands/open-connection.md, mutation.md "The
-meaning of datatype"; kv_engine ``ActiveStream::makeResponseFromItem``): xattrs are
-stripped unless DCP_OPEN INCLUDE_XATTRS; values are decompressed unless HELLO SNAPPY;
-``force_value_compression`` compresses every non-empty value (kept as it is when snappy
-does not make it smaller); NO_VALUE sends no body (datatype 0, or XATTR with the xattr
-section alone under INCLUDE_XATTRS); NO_VALUE_WITH_UNDERLYING_DATATYPE sends no body
-with the stored datatype.
+Value forms (kv_engine docs/dcp/documentation/commands/open-connection.md and
+mutation.md "The meaning of datatype", ``ActiveStream::makeResponseFromItem``): xattrs
+are stripped unless DCP_OPEN INCLUDE_XATTRS; values are decompressed unless HELLO
+SNAPPY; ``force_value_compression`` compresses every non-empty value (kept as it is
+when snappy does not make it smaller); NO_VALUE sends no body (datatype 0, or XATTR
+with the xattr section alone under INCLUDE_XATTRS); NO_VALUE_WITH_UNDERLYING_DATATYPE
+sends no body with the stored datatype. Without ``enable_expiry_opcode`` an expiration
+goes as a DCP_DELETION (its canonical frame).
 """
 
 from __future__ import annotations
@@ -61,13 +64,20 @@ from mockdcp.protocol._document_frame import collection_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from types import ModuleType
+
+    import numpy
+    from numpy.typing import NDArray
+
+    Offsets = NDArray[numpy.int64]
 
     from mockdcp.producer._controls import DcpSettings
 
 _OPAQUE = struct.Struct(">I")
 _OPAQUE_OFFSET = 12
 _HEADER = 24
-#: the stream-id frame info: id 2, length 2 (wire.md §2)
+#: the stream-id frame info: id 2, length 2 (kv_engine docs/BinaryProtocol.md, "Request
+#: header with flexible framing extras")
 _SID_TAG = 0x22
 
 
@@ -76,7 +86,7 @@ _DIGITS = 8
 _STRUCTS: dict[str, struct.Struct] = {}
 
 
-def _decimal(np: Any, values: Any) -> Any:
+def _decimal(np: ModuleType, values: Offsets) -> NDArray[numpy.uint8]:
     """``values`` (int64) as rows of ``_DIGITS`` ASCII digits, zero-padded: two lookups
     in a table of every 4-digit string (a division per digit cost ~70 ns a value)."""
     table = _FOUR_DIGITS.get("table")
@@ -84,7 +94,8 @@ def _decimal(np: Any, values: Any) -> Any:
         text = "".join(f"{i:04d}" for i in range(10_000)).encode()
         table = _FOUR_DIGITS["table"] = np.frombuffer(text, np.uint8).reshape(10_000, 4)
     high, low = np.divmod(values, 10_000)
-    return np.concatenate((table[high], table[low]), axis=1)
+    rows: NDArray[numpy.uint8] = np.concatenate((table[high], table[low]), axis=1)
+    return rows
 
 
 _FOUR_DIGITS: dict[str, Any] = {}
@@ -144,7 +155,7 @@ class Form:
 
     @property
     def variant(self) -> tuple[bool, ...]:
-        return attrs.astuple(self)[1:]  # type: ignore[no-any-return]
+        return attrs.astuple(self)[1:]
 
     def needs_variant(self, tag: int) -> bool:
         """True when an item with this ``Item.tag`` is not sent as its canonical frame
@@ -168,8 +179,8 @@ class Form:
 
 
 def transmitted_value(value: bytes, datatype: int, form: Form) -> tuple[bytes, int]:
-    """The value and datatype a connection of ``form`` gets for a stored value (wire.md
-    §3 table; see the module docstring)."""
+    """The value and datatype a connection of ``form`` gets for a stored value (the
+    module docstring gives the rules and their sources)."""
     if form.underlying:
         return b"", datatype
     body, dt = value, datatype
@@ -249,7 +260,7 @@ def item_variant(item: Item, form: Form) -> tuple[bytes, bytes]:
         else:
             pieces = (frame[:at], frame[at + 1 :])
         forms[key] = pieces
-    return pieces  # type: ignore[return-value]
+    return pieces
 
 
 @attrs.frozen
@@ -369,14 +380,17 @@ class ItemEncoder:
         return buf, ends, base
 
     @staticmethod
-    def _ends_array(ends: Sequence[int], count: int) -> Any:
+    def _ends_array(ends: Sequence[int], count: int) -> Offsets:
         np = load_numpy()
-        if isinstance(ends, array):
-            return np.frombuffer(ends, np.int64, count)
-        return np.fromiter(ends, np.int64, count)
+        out: Offsets = (
+            np.frombuffer(ends, np.int64, count)
+            if isinstance(ends, array)
+            else np.fromiter(ends, np.int64, count)
+        )
+        return out
 
     @staticmethod
-    def _shorten_key(buf: bytearray, starts: Any) -> None:
+    def _shorten_key(buf: bytearray, starts: Offsets) -> None:
         """Key length and body length less one in every frame (the collection prefix
         left out). A key on the wire is at most 255 bytes (250 + prefix), so the key
         length is its low byte; the body length borrows only when its low byte is 0."""
@@ -392,10 +406,10 @@ class ItemEncoder:
         view[at[low != 0]] -= 1
 
     @staticmethod
-    def _starts(ends: Sequence[int], base: int) -> Any:
+    def _starts(ends: Sequence[int], base: int) -> Offsets:
         np = load_numpy()
         count = len(ends)
-        starts = np.empty(count, np.int64)
+        starts: Offsets = np.empty(count, np.int64)
         starts[0] = 0
         if count > 1:
             if isinstance(ends, array):
@@ -406,7 +420,7 @@ class ItemEncoder:
         return starts
 
     @staticmethod
-    def patch_opaque(buf: bytearray, starts: Any, opaque: int) -> None:
+    def patch_opaque(buf: bytearray, starts: Offsets, opaque: int) -> None:
         """Write ``opaque`` into every frame of ``buf`` (frames start at ``starts``).
 
         Vectorised with numpy: a Python-level ``pack_into`` per frame cost about 170 ns,
@@ -420,7 +434,7 @@ class ItemEncoder:
             view[at + i] = byte
 
     def _transform(
-        self, buf: bytearray, starts: Any, sid: int | None
+        self, buf: bytearray, starts: Offsets, sid: int | None
     ) -> tuple[bytearray, Sequence[int], int]:
         """NO_VALUE's value cut and the stream-id frame: the headers of every frame
         patched in bulk, then the cuts and insertions (module docstring)."""

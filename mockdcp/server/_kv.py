@@ -43,7 +43,19 @@ class KvService:
         self._ids = itertools.count(1)
         self._wake: dict[Connection, trio.Event] = {}
         self.refuse_connections = False
+        #: connections accepted while unset wait here before any byte is read: the
+        #: initial data is still loading (``hold``/``release``, ``mockdcp serve --docs``)
+        self.ready = trio.Event()
+        self.ready.set()
         node.wake = self._wake_conn
+
+    def hold(self) -> None:
+        """Until ``release``, accepted connections wait before bootstrap."""
+        if self.ready.is_set():
+            self.ready = trio.Event()
+
+    def release(self) -> None:
+        self.ready.set()
 
     def _wake_conn(self, conn: Connection) -> None:
         event = self._wake.get(conn)
@@ -62,6 +74,7 @@ class KvService:
         if self.refuse_connections:
             await stream.aclose()
             return
+        await self.ready.wait()
         from mockdcp.producer._connection import Connection  # loaded once, after "ready"
 
         try:

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from mockdcp import ModelError
 from mockdcp.model import Bucket, Item
+
+if TYPE_CHECKING:
+    from mockdcp.model._checkpoint import Checkpoint
 
 CLOCK = 1_700_000_000.0
 
@@ -42,33 +45,32 @@ def item_state(item: Item) -> tuple[Any, ...]:
     )
 
 
+def checkpoint_state(cp: Checkpoint) -> tuple[Any, ...]:
+    return (
+        cp.start_seqno,
+        cp.end_seqno,
+        cp.open,
+        [None if e is None else e.seqno for e in cp.entries],
+        cp.heads,
+        cp.tails,
+        bytes(cp.tags),
+        list(cp.ends),
+        cp.bytes,
+        cp.last_hole,
+        dict(cp.index),
+    )
+
+
 def model_state(b: Bucket) -> list[Any]:
-    out: list[Any] = []
-    for vb in b.vbuckets:
-        out.append(
-            (
-                vb.high_seqno,
-                sorted((k, item_state(it)) for k, it in vb.items.items()),
-                [item_state(it) for it in vb.log],
-                [
-                    (
-                        cp.start_seqno,
-                        cp.end_seqno,
-                        cp.open,
-                        [None if e is None else e.seqno for e in cp.entries],
-                        cp.heads,
-                        cp.tails,
-                        bytes(cp.tags),
-                        list(cp.ends),
-                        cp.bytes,
-                        cp.last_hole,
-                        dict(cp.index),
-                    )
-                    for cp in vb.checkpoints
-                ],
-            )
+    return [
+        (
+            vb.high_seqno,
+            sorted((k, item_state(it)) for k, it in vb.items.items()),
+            [item_state(it) for it in vb.log],
+            [checkpoint_state(cp) for cp in vb.checkpoints],
         )
-    return out
+        for vb in b.vbuckets
+    ]
 
 
 rows = st.lists(
@@ -118,7 +120,8 @@ def test_set_many_guesses_datatypes_and_takes_one_value_for_every_row() -> None:
     b = bucket()
     b.set_many([b"j", b"r"], [b'{"x":1}', b"not json"], flags=7, expiry=9)
     j, r = b.vbucket(b.vbucket_of("j")).get(b"j"), b.vbucket(b.vbucket_of("r")).get(b"r")
-    assert j is not None and r is not None
+    assert j is not None
+    assert r is not None
     assert (j.datatype, r.datatype) == (1, 0)
     assert (j.flags, j.expiry, r.flags, r.expiry) == (7, 9, 7, 9)
 

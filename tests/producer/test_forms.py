@@ -23,6 +23,8 @@ from mockdcp.protocol import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mockdcp.model import Item
 
 BODY = b'{"name":"Ada","city":"London","pad":"' + b"abc" * 40 + b'"}'
@@ -106,7 +108,7 @@ def expected(items: list[Item], form: Form, opaque: int, sid: int | None) -> lis
     return [encode_item(it, form, opaque, sid) for it in items]
 
 
-def frames_of(buf: bytes, ends: Any, base: int) -> list[bytes]:
+def frames_of(buf: bytes, ends: Sequence[int], base: int) -> list[bytes]:
     out, start = [], 0
     for end in ends:
         out.append(buf[start : end - base])
