@@ -34,6 +34,7 @@ goes as a DCP_DELETION (its canonical frame).
 
 from __future__ import annotations
 
+import functools
 import struct
 from array import array
 from itertools import accumulate
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
+from mockdcp._malloc import tune_allocator
 from mockdcp._numpy import load_numpy
 from mockdcp.model import Item, ItemKind
 from mockdcp.model._item import (
@@ -79,6 +81,24 @@ _HEADER = 24
 #: the stream-id frame info: id 2, length 2 (kv_engine docs/BinaryProtocol.md, "Request
 #: header with flexible framing extras")
 _SID_TAG = 0x22
+
+
+_NUMPY: list[ModuleType] = []
+#: every tag byte without TAG_COLLECTION: ``tags.translate(None, _DEFAULT_TAGS)`` keeps
+#: the tags of items outside the default collection (one C loop, no Python per byte)
+_DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
+
+
+def _numpy() -> ModuleType:
+    """numpy, loaded once (``load_numpy`` sets up the environment on every call)."""
+    if not _NUMPY:
+        _NUMPY.append(load_numpy())
+    return _NUMPY[0]
+
+
+def _other_collections(tags: bytes) -> bool:
+    """True if a tag says its item is outside the default collection."""
+    return bool(tags.translate(None, _DEFAULT_TAGS))
 
 
 #: decimal digits of a part's length in a ``struct`` format (a frame is < 10**8 bytes)
@@ -203,6 +223,11 @@ def transmitted_value(value: bytes, datatype: int, form: Form) -> tuple[bytes, i
     return body, dt
 
 
+@functools.lru_cache(maxsize=64)
+def _variant_table(form: Form) -> bytes:
+    return form.variant_table()
+
+
 class _DocumentFields(TypedDict):
     """The fields Mutation, Deletion and Expiration share."""
 
@@ -280,8 +305,9 @@ class ItemEncoder:
     """Encodes items for the streams of one connection, per its negotiated settings."""
 
     def __init__(self, settings: DcpSettings) -> None:
+        tune_allocator()  # once per process: pieces reuse heap pages (mockdcp._malloc)
         self.form = form = Form.of(settings)
-        self._table = form.variant_table()
+        self._table = _variant_table(form)
         self._cut_value = form.no_value or form.underlying
         #: frames go out exactly as the model keeps them, only the opaque patched
         self.canonical = form.collections and not self._cut_value and not any(self._table)
@@ -303,8 +329,7 @@ class ItemEncoder:
         called at once). ``None`` when the batch holds an item outside the default
         collection and the connection is legacy (it goes item by item, filtered).
         """
-        # TAG_COLLECTION is the highest tag bit: ``max`` finds it without a Python loop
-        if not self.form.collections and tags and max(tags) >= TAG_COLLECTION:
+        if not self.form.collections and _other_collections(tags):
             return None
         if self.canonical or not tags:
             return Frames(heads, tails, tags, ends, base)
@@ -321,7 +346,7 @@ class ItemEncoder:
     @staticmethod
     def ends_of(heads: list[bytes], tails: list[bytes], tags: bytes) -> Sequence[int]:
         """Each canonical frame's end offset: head, the default prefix, tail."""
-        np = load_numpy()
+        np = _numpy()
         count = len(heads)
         sizes = np.fromiter(map(len, heads), np.int64, count)
         sizes += np.fromiter(map(len, tails), np.int64, count)
@@ -330,7 +355,7 @@ class ItemEncoder:
 
     def _flagged(self, tags: bytes) -> list[int]:
         """Positions of the frames that need a variant."""
-        np = load_numpy()
+        np = _numpy()
         table = np.frombuffer(self._table, np.uint8)
         flags = table[np.frombuffer(tags, np.uint8)]
         return list(np.flatnonzero(flags).tolist()) if flags.any() else []
@@ -353,13 +378,13 @@ class ItemEncoder:
         count = len(heads)
         if not count:
             return bytearray(), [], 0
-        np = load_numpy()
+        np = _numpy()
         starts = self._starts(ends, base)
         if self.form.collections:
             parts = [DEFAULT_PREFIX] * (3 * count)
             parts[0::3], parts[2::3] = heads, tails
             tags = frames.tags[start:stop]
-            if max(tags) >= TAG_COLLECTION:  # the prefix is in the head (Item.head)
+            if _other_collections(tags):  # their prefix is in the head (Item.head)
                 other = np.flatnonzero(np.frombuffer(tags, np.uint8) & TAG_COLLECTION)
                 for i in other.tolist():
                     parts[3 * i + 1] = b""
@@ -381,7 +406,7 @@ class ItemEncoder:
 
     @staticmethod
     def _ends_array(ends: Sequence[int], count: int) -> Offsets:
-        np = load_numpy()
+        np = _numpy()
         out: Offsets = (
             np.frombuffer(ends, np.int64, count)
             if isinstance(ends, array)
@@ -394,7 +419,7 @@ class ItemEncoder:
         """Key length and body length less one in every frame (the collection prefix
         left out). A key on the wire is at most 255 bytes (250 + prefix), so the key
         length is its low byte; the body length borrows only when its low byte is 0."""
-        np = load_numpy()
+        np = _numpy()
         view = np.frombuffer(buf, np.uint8)
         at = starts + 3
         view[at] -= 1
@@ -407,7 +432,7 @@ class ItemEncoder:
 
     @staticmethod
     def _starts(ends: Sequence[int], base: int) -> Offsets:
-        np = load_numpy()
+        np = _numpy()
         count = len(ends)
         starts: Offsets = np.empty(count, np.int64)
         starts[0] = 0
@@ -427,7 +452,7 @@ class ItemEncoder:
         this about 8 ns (``mockdcp bench``). numpy is loaded at DCP_OPEN
         (``mockdcp._numpy``), so no batch waits for the import.
         """
-        np = load_numpy()
+        np = _numpy()
         view = np.frombuffer(buf, np.uint8)
         at = starts + _OPAQUE_OFFSET
         for i, byte in enumerate(_OPAQUE.pack(opaque)):
@@ -438,7 +463,7 @@ class ItemEncoder:
     ) -> tuple[bytearray, Sequence[int], int]:
         """NO_VALUE's value cut and the stream-id frame: the headers of every frame
         patched in bulk, then the cuts and insertions (module docstring)."""
-        np = load_numpy()
+        np = _numpy()
         form = self.form
         view = np.frombuffer(buf, np.uint8)
         count = len(starts)
@@ -484,7 +509,7 @@ class ItemEncoder:
         The parts are cut by one ``struct`` unpack whose format (``<n>s<k>x`` per cut)
         is built with numpy: slicing part by part cost several hundred ns a frame.
         """
-        np = load_numpy()
+        np = _numpy()
         width = len(cuts)
         at = np.empty((count, width), np.int64)
         skip = np.zeros((count, width), np.int64)
