@@ -1,7 +1,7 @@
 """The seeded data set ``mockdcp serve`` loads into its default bucket: user profiles.
 
-Faker draws the names, cities and mail domains once (pools of a few hundred to a
-thousand values, seeded); each block of ``BLOCK`` documents then combines them with
+Faker draws the names, cities, countries and mail domains once (pools of 16 to 256
+values, seeded: 65,536 names); each block of ``BLOCK`` documents then combines them with
 numpy draws seeded by (seed, block number), formatted in one ``bytes %`` per document.
 The same seed gives the same bytes, whatever size the batches are loaded in. Faker and
 numpy are imported here, lazily, so the server is listening before it loads.
@@ -54,15 +54,15 @@ class _Pools:
 
         fake = Faker()
         fake.seed_instance(seed)
-        firsts = [fake.first_name() for _ in range(1000)]
-        lasts = [fake.last_name() for _ in range(1000)]
+        firsts = [fake.first_name() for _ in range(256)]
+        lasts = [fake.last_name() for _ in range(256)]
         self.first = [_escaped(n) for n in firsts]
         self.last = [_escaped(n) for n in lasts]
         self.first_mail = [_local_part(n) for n in firsts]
         self.last_mail = [_local_part(n) for n in lasts]
-        self.domain = [_escaped(fake.free_email_domain()) for _ in range(40)]
-        self.city = [_escaped(fake.city()) for _ in range(500)]
-        self.country = [_escaped(fake.country()) for _ in range(100)]
+        self.domain = [_escaped(fake.free_email_domain()) for _ in range(16)]
+        self.city = [_escaped(fake.city()) for _ in range(128)]
+        self.country = [_escaped(fake.country()) for _ in range(64)]
 
 
 class DocumentGenerator:
