@@ -308,6 +308,8 @@ class ItemEncoder:
         tune_allocator()  # once per process: pieces reuse heap pages (mockdcp._malloc)
         self.form = form = Form.of(settings)
         self._table = _variant_table(form)
+        #: the tags that need no variant (``bytes.translate`` deletes them)
+        self._plain = bytes(t for t in range(256) if not self._table[t])
         self._cut_value = form.no_value or form.underlying
         #: frames go out exactly as the model keeps them, only the opaque patched
         self.canonical = form.collections and not self._cut_value and not any(self._table)
@@ -355,10 +357,11 @@ class ItemEncoder:
 
     def _flagged(self, tags: bytes) -> list[int]:
         """Positions of the frames that need a variant."""
+        if not tags.translate(None, self._plain):  # one C loop: none does (usually)
+            return []
         np = _numpy()
         table = np.frombuffer(self._table, np.uint8)
-        flags = table[np.frombuffer(tags, np.uint8)]
-        return list(np.flatnonzero(flags).tolist()) if flags.any() else []
+        return list(np.flatnonzero(table[np.frombuffer(tags, np.uint8)]).tolist())
 
     # -- writing: one piece of a stream ------------------------------------------------
 
