@@ -1,4 +1,9 @@
-"""mockdcp: a mock Couchbase DCP producer for testing DCP consumers."""
+"""mockdcp: a mock Couchbase DCP producer for testing DCP consumers.
+
+The public API: ``serve`` (an async context manager, inside trio) and ``Server`` (the
+same server in a background thread), the server handle ``MockDcpServer``, the error
+hierarchy, and the step vocabulary in ``mockdcp.scenario``.
+"""
 
 from __future__ import annotations
 
@@ -11,5 +16,20 @@ from mockdcp._errors import (
     ScenarioError as ScenarioError,
     ServerError as ServerError,
 )
+from mockdcp.server import MockDcpServer as MockDcpServer, Server as Server, serve as serve
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "LocalProtocolError",
+    "MockDcpError",
+    "MockDcpServer",
+    "ModelError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "ScenarioError",
+    "Server",
+    "ServerError",
+    "__version__",
+    "serve",
+]

@@ -39,10 +39,17 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from mockdcp import _live
     from mockdcp.model import Bucket
     from mockdcp.server import serve
 
-    bucket = Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+    if args.json:
+        _live.use_json_logs()
+
+    scenario = getattr(args, "scenario", None)
+    bucket = (
+        None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+    )
     async with serve(
         host=args.host,
         port=args.port,
@@ -50,20 +57,31 @@ async def _serve(args: argparse.Namespace) -> None:
         users={args.user: args.password},
         bucket_obj=bucket,
         pcap=args.pcap,
+        control_open=args.control_open,
+        scenario=scenario,
     ) as server:
-        if args.docs:
+        bucket = server.bucket
+        if args.docs and not scenario:
             server.kv.hold()  # connections wait for the data: ready means ready
             await _load(bucket, args.docs, args.seed)
             server.kv.release()
+            loaded = f"mockdcp loaded {args.docs} documents"
+            if args.json:
+                loaded = json.dumps({"event": "loaded", "docs": args.docs})
+            print(loaded, file=sys.stderr, flush=True)
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)
         import mockdcp.producer._connection  # noqa: F401
         from mockdcp._numpy import load_numpy
 
         load_numpy()
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                break
+        async with trio.open_nursery() as nursery:
+            if _live.wanted(sys.stdout, json_logs=args.json):
+                nursery.start_soon(_live.run_live_view, server.state)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            nursery.cancel_scope.cancel()
 
 
 async def _load(bucket: Bucket, docs: int, seed: int) -> None:
@@ -82,11 +100,11 @@ async def _load(bucket: Bucket, docs: int, seed: int) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from mockdcp._errors import ModelError, ServerError
+    from mockdcp._errors import ModelError, ScenarioError, ServerError
 
     try:
         trio.run(_serve, args)
-    except (ServerError, ModelError) as exc:
+    except (ServerError, ModelError, ScenarioError) as exc:
         print(f"mockdcp: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -151,6 +169,8 @@ async def _tail(args: argparse.Namespace) -> None:
         collections=not args.no_collections,
         on_event=on_event,
         stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
+        buffer_size=args.buffer_size,
+        noop_interval=args.noop_interval,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -7,6 +7,7 @@ imported by the command that needs them, so ``mockdcp serve`` is ready fast.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -68,19 +69,37 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
     )
-    serve.add_argument("--json", action="store_true", help="print the ready line as JSON")
+    serve.add_argument(
+        "--json", action="store_true", help="print the ready line and the log as JSON lines"
+    )
+    serve.add_argument(
+        "--control-open",
+        action="store_true",
+        help="no credentials for the HTTP control API even off loopback (/mock/..., /metrics)",
+    )
+    serve.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="serve this scenario: its bucket, seed and steps (no default documents)",
+    )
     serve.add_argument(
         "--pcap",
         metavar="FILE",
         help="record every KV connection into FILE (pcap; tshark -d tcp.port==PORT,couchbase)",
     )
 
-    tail = sub.add_parser("tail", help="the reference consumer: print events as they arrive")
-    tail.add_argument("--host", default="127.0.0.1")
-    tail.add_argument("--port", type=int, default=11210)
-    tail.add_argument("--bucket", default="default")
-    tail.add_argument("--user", default="Administrator")
-    tail.add_argument("--password", default="password")
+    tail = sub.add_parser(
+        "tail",
+        help="the reference consumer: print events as they arrive",
+        description="Defaults come from MOCKDCP_HOST, MOCKDCP_KV_PORT, MOCKDCP_BUCKET, "
+        "MOCKDCP_USER and MOCKDCP_PASSWORD when set (as `mockdcp run` sets them).",
+    )
+    env = os.environ.get
+    tail.add_argument("--host", default=env("MOCKDCP_HOST", "127.0.0.1"))
+    tail.add_argument("--port", type=int, default=int(env("MOCKDCP_KV_PORT", "11210")))
+    tail.add_argument("--bucket", default=env("MOCKDCP_BUCKET", "default"))
+    tail.add_argument("--user", default=env("MOCKDCP_USER", "Administrator"))
+    tail.add_argument("--password", default=env("MOCKDCP_PASSWORD", "password"))
     tail.add_argument(
         "--vbuckets", type=_vbucket_range, default=None, help="e.g. 0-15 (default all)"
     )
@@ -88,6 +107,32 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
+    tail.add_argument(
+        "--buffer-size",
+        type=_int_in(0),
+        default=20 * 1024 * 1024,
+        help="flow-control buffer in bytes; acks go out at half of it (0 = no flow control)",
+    )
+    tail.add_argument(
+        "--noop-interval", type=float, default=120.0, help="seconds between the producer's noops"
+    )
+
+    run = sub.add_parser(
+        "run",
+        help="serve a scenario, run a consumer against it, check the expectations",
+        usage="mockdcp run SCENARIO [--json] [--timeout S] [-- CONSUMER CMD...]",
+    )
+    run.add_argument("scenario", help="a scenario file (YAML)")
+    run.add_argument("--json", action="store_true", help="the report as JSON")
+    run.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for the whole scenario (300)"
+    )
+
+    validate = sub.add_parser("validate", help="check scenario files (errors with lines)")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+
+    scenarios = sub.add_parser("scenarios", help="list the bundled scenarios")
+    scenarios.add_argument("--json", action="store_true", help="JSON lines")
 
     bench = sub.add_parser("bench", help="streaming throughput, startup time and memory")
     bench.add_argument("--items", type=_int_in(1), default=1_000_000)
@@ -116,7 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mockdcp`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    consumer: list[str] = []
+    if "--" in argv:  # mockdcp run SCENARIO [options] -- CONSUMER CMD...
+        cut = argv.index("--")
+        argv, consumer = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
+    args.consumer = consumer
     import logging
 
     logging.basicConfig(
@@ -130,6 +181,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mockdcp._commands import run_tail
 
         return run_tail(args)
+    if args.command in ("run", "validate", "scenarios"):
+        from mockdcp import _scenario_commands as commands
+
+        run = {
+            "run": commands.run_run,
+            "validate": commands.run_validate,
+            "scenarios": commands.run_scenarios,
+        }[args.command]
+        return run(args)
     if args.command == "bench":
         from mockdcp._bench import run_bench
 

@@ -9,8 +9,11 @@ It does what a correct consumer must (clients.md, producer.md):
 * ROLLBACK: drop every version above the rollback seqno, take the failover entry whose
   seqno is at or below it, and ask again;
 * STREAM_END with a reason other than OK re-opens the stream from where it was;
+* a stream request answered NOT_MY_VBUCKET or ETMPFAIL is asked again a little later
+  (the vbucket is moving or warming up; java-dcp-client retries these too);
 * DCP_NOOP answered, buffer acks sent at half the window;
-* a dropped connection is re-established and every stream resumed.
+* a dropped connection, or a frame it cannot decode (the framing can no longer be
+  trusted), is re-established and every stream resumed.
 
 ``state`` keeps, per (collection, key), the versions received (so a rollback can undo
 them) and per vbucket the position to resume from; ``documents()`` gives the live state
@@ -26,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import attrs
 import trio
 
-from mockdcp._errors import MockDcpError
+from mockdcp._errors import MockDcpError, RemoteProtocolError
 from mockdcp.protocol import (
     DcpBufferAck,
     DcpControl,
@@ -65,6 +68,10 @@ MAX_SEQNO = 0xFFFFFFFFFFFFFFFF
 STREAM_OPAQUE_BASE = 0x1000
 #: Pause before re-opening a stream that ended with a reason other than OK.
 REOPEN_DELAY = 0.05
+#: Pause before asking again for a stream refused with a status worth retrying.
+RETRY_DELAY = 0.1
+#: Stream-request statuses that say "not now", not "never".
+RETRY_STATUSES = frozenset({Status.NOT_MY_VBUCKET, Status.ETMPFAIL})
 
 
 class ConsumerError(MockDcpError):
@@ -344,6 +351,9 @@ class DcpConsumer:
             self.state.roll_back(vb, seqno)
             self._emit(vb, ("rollback", seqno))
             return True
+        if frame.status in RETRY_STATUSES:
+            log.info("stream request for vbucket %d: status %#x; retrying", vb, frame.status)
+            return True
         raise ConsumerError(f"stream request for vbucket {vb} failed: status {frame.status:#x}")
 
     def _emit(self, vb: int, event: object) -> None:
@@ -361,6 +371,8 @@ class DcpConsumer:
                 and vb is not None
                 and self._on_stream_response(vb, frame)
             ):
+                if frame.status in RETRY_STATUSES:
+                    await trio.sleep(RETRY_DELAY)
                 await self._open_stream(vb)
             return
         msg = decode_server_message(frame, collections=self.collections)
@@ -457,7 +469,12 @@ class DcpConsumer:
         while True:
             try:
                 await self._session()
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            except (
+                trio.BrokenResourceError,
+                trio.ClosedResourceError,
+                OSError,
+                RemoteProtocolError,
+            ) as exc:
                 if not self.reconnect or self.connects == 0:  # never reached the producer
                     raise
                 log.info("connection lost (%s); resuming", exc)

@@ -44,4 +44,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-__getattr__ = lazy_getattr(__name__, _LAZY, globals())
+if not TYPE_CHECKING:
+    # At run time only: the type checker sees the names imported above and nothing
+    # else, so a misspelled import fails ``mypy --strict`` (tests/test_exports.py).
+    __getattr__ = lazy_getattr(__name__, _LAZY, globals())

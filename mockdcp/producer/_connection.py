@@ -23,10 +23,14 @@ import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp._numpy import load_numpy
+from mockdcp.producer import _events as ev, _lookups as lookups
 from mockdcp.producer._admission import admission_status
 from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._encoder import ItemEncoder
+from mockdcp.producer._faults import Faults
 from mockdcp.producer._flow import FlowWindow
+from mockdcp.producer._keepalive import Keepalive
+from mockdcp.producer._registry import StreamRegistry
 from mockdcp.producer._state import (
     ConnectionEvent,
     ConnectionState,
@@ -41,7 +45,6 @@ from mockdcp.protocol import (
     DcpCloseStream,
     DcpControl,
     DcpGetFailoverLog,
-    DcpNoop,
     DcpOpen,
     DcpOpenFlag,
     DcpSeqnoAcknowledged,
@@ -59,7 +62,6 @@ from mockdcp.protocol import (
     Magic,
     Noop,
     ObserveSeqno,
-    ObserveSeqnoResult,
     Opcode,
     Response,
     SaslAuth,
@@ -70,19 +72,43 @@ from mockdcp.protocol import (
     StreamEndReason,
     Version,
     decode_client_message,
-    encode_all_vb_seqnos,
     encode_failover_log,
     encode_hello_features,
-    encode_id_lookup_extras,
     encode_rollback_value,
     error_map,
 )
-from mockdcp.protocol._cluster_config import default_manifest, manifest_uid_error_body
+from mockdcp.protocol._document_frame import stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
-    from mockdcp.model import VBucket
-    from mockdcp.producer._node import Node
+    from collections.abc import Mapping
+    from typing import Protocol
+
+    from mockdcp.model import Bucket, VBucket
+    from mockdcp.producer._stream import Chunk
     from mockdcp.protocol import SaslResult, SaslServer
+
+    class NodeServices(Protocol):
+        """What a connection needs of the node that owns it (``Node`` provides it;
+        the connection never imports the node)."""
+
+        bucket: Bucket
+        users: Mapping[str, str]
+        host: str
+        version: str
+        idle_timeout: float
+        config_rev: int
+        config_epoch: int
+
+        @property
+        def holds(self) -> Mapping[int, int]:
+            """vbucket -> seqno: streams send nothing past it until released."""
+
+        def config_bytes(self, host: str | None = None) -> bytes: ...
+        def claim_producer_name(self, name: bytes, conn: Connection) -> None: ...
+        def forget(self, conn: Connection) -> None: ...
+        def record(self, event: ev.ProducerEvent) -> None: ...
+        def take_rejection(self, opcode: int, vbucket: int | None) -> Status | None: ...
+
 
 log = logging.getLogger("mockdcp.producer")
 
@@ -117,6 +143,9 @@ SUPPORTED_FEATURES = frozenset(
 #: wire.md §6: statuses that disconnect a connection without XERROR.
 XERROR_ONLY = frozenset({Status.EACCESS, Status.NO_BUCKET, Status.DCP_STREAMID_INVALID})
 
+#: STREAM_END reasons only a collection-aware connection is sent.
+_COLLECTION_END_REASONS = frozenset({StreamEndReason.FILTER_EMPTY, StreamEndReason.LOST_PRIVILEGES})
+
 #: DCP_OPEN flags a producer accepts (wire.md §8.1).
 _OPEN_FLAGS_OK = (
     DcpOpenFlag.PRODUCER
@@ -127,9 +156,6 @@ _OPEN_FLAGS_OK = (
     | DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS
     | DcpOpenFlag.SKIP_DELETES_IN_INITIAL_BACKFILL
 )
-
-#: producer.md §7: the first DCP_NOOP opaque is 10,000,001 (pre-incremented counter).
-NOOP_OPAQUE_BASE = 10_000_000
 
 #: Most bytes one ``data_to_send`` call returns: keeps each write bounded.
 MAX_WRITE = 4 * 1024 * 1024
@@ -150,12 +176,20 @@ class ConnectionStatistics:
     buffer_size: int
     noops_sent: int
     noops_answered: int
+    #: stream messages sent (mutations, markers, stream ends...) and buffer acks received
+    messages_sent: int = 0
+    acks: int = 0
 
 
 class Connection:
-    """The producer state machine of one KV connection (see the module docstring)."""
+    """The producer state machine of one KV connection (see the module docstring).
 
-    def __init__(self, node: Node, *, conn_id: int, now: float, peer_host: str = "") -> None:
+    Created by ``Node.open_connection``, which owns it; ``close`` tells the node.
+    """
+
+    def __init__(
+        self, node: NodeServices, *, conn_id: int, now: float, peer_host: str = ""
+    ) -> None:
         self.node = node
         self.conn_id = conn_id
         self.peer_host = peer_host or node.host
@@ -166,25 +200,22 @@ class Connection:
         self.settings = DcpSettings()
         self.name = b""
         self.user: str | None = None
-        self.streams: dict[tuple[int, int | None], Stream] = {}
-        self._by_vb: dict[int, list[Stream]] = {}
-        self._ready: dict[tuple[int, int | None], Stream] = {}
+        self.streams = StreamRegistry()
+        self.keepalive = Keepalive(last_received=now, last_noop=now)
+        self.faults = Faults()
+        self.flow = FlowWindow()
+        self.bytes_received = 0
+        self.bytes_sent = 0
         self._reader = FrameReader()
         self._sasl_server: SaslServer | None = None
         self._out: deque[bytes] = deque()
         self._encoder: ItemEncoder | None = None
-        self._last_received = now
-        self._last_noop = now
-        self._noop_pending: int | None = None
-        self._noop_opaque = NOOP_OPAQUE_BASE
-        self.flow = FlowWindow()
-        self.bytes_received = 0
-        self.bytes_sent = 0
-        self.noops_sent = 0
-        self.noops_answered = 0
-        self.events: deque[tuple[str, dict[str, Any]]] = deque(maxlen=10_000)
-        self.on_event: Callable[[str, dict[str, Any]], None] | None = None
-        node.connections.add(self)
+        self._now = now
+        #: events of the last ``buffers_to_send``, released by ``data_written``
+        self._unwritten: list[ev.ProducerEvent] = []
+        #: (vbucket, seqno) holds already reported as reached
+        self._reached: set[tuple[int, int]] = set()
+        self._emit(ev.ConnectionOpened, peer=self.peer_host)
 
     # -- the three verbs ---------------------------------------------------------------
 
@@ -196,8 +227,9 @@ class Connection:
         """
         if self.closed:
             return
+        self._now = now
         self.bytes_received += len(data)
-        self._last_received = now
+        self.keepalive.received(now)
         try:
             self._reader.feed(data)
             for frame in self._reader.frames():
@@ -209,43 +241,67 @@ class Connection:
             self.close(f"malformed frame{where}: {exc}")
 
     def data_to_send(self, now: float, limit: int = MAX_WRITE) -> bytes | memoryview:
-        """Everything ready to write now, at most about ``limit`` bytes (empty if none)."""
+        """Everything ready to write now, at most about ``limit`` bytes (empty if none).
+        Counts as written (``data_written``) at once: for callers without a socket."""
         parts = self.buffers_to_send(now, limit)
+        self.data_written(now)
         if len(parts) == 1:
             return parts[0]
         return b"".join(parts)
 
     def buffers_to_send(self, now: float, limit: int = MAX_WRITE) -> list[bytes | memoryview]:
         """``data_to_send`` as the list of buffers it joins, for a gathering write
-        (``sendmsg``) that spares the copy. The buffers are never written again."""
+        (``sendmsg``) that spares the copy. The buffers are never written again. Call
+        ``data_written`` once they are all on the socket."""
         if self.closed:
+            return []
+        self._now = now
+        budget = self.faults.write_budget(now)
+        if budget <= 0:
             return []
         self._maybe_noop(now)
         parts: list[bytes | memoryview] = list(self._out)
         self._out.clear()
+        held = self.faults.release_held(now, parts)
         size = sum(map(len, parts))
-        if self.state is ConnectionState.DCP_OPEN and self._ready:
-            size = self._drain_streams(parts, size, limit)
+        if not held and self.state is ConnectionState.DCP_OPEN and self.streams.ready:
+            size = self._drain_streams(parts, size, int(min(limit, max(budget, 1))))
+        self.faults.apply_corruption(parts, 0)
+        self.faults.wrote(now, size)
         self.bytes_sent += size
         return parts
 
+    def data_written(self, now: float) -> None:
+        """The buffers of the last ``buffers_to_send`` are on the socket: release the
+        events that describe them (stream progress, noops sent)."""
+        events, self._unwritten = self._unwritten, []
+        for event in events:
+            if isinstance(event, ev.StreamWritten):
+                self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
+            self._record(attrs.evolve(event, time=now))
+
     def next_deadline(self) -> float | None:
-        """When ``data_to_send``/``check_idle`` must run again for noop timing, or None."""
-        if self.closed or not self.settings.noop_enabled:
+        """When ``buffers_to_send``/``check_idle`` must run again (noops, the idle
+        disconnect, a fault's end), or None."""
+        if self.closed:
             return None
-        idle = self._last_received + self.node.idle_timeout
-        if self._noop_pending is not None:
-            return idle
-        return min(idle, self._last_noop + self.settings.noop_interval)
+        times = []
+        fault = self.faults.deadline(self._now)
+        if fault is not None:
+            times.append(fault)
+        if self.settings.noop_enabled:
+            times.append(
+                self.keepalive.deadline(self.settings.noop_interval, self.node.idle_timeout)
+            )
+        return min(times) if times else None
 
     def check_idle(self, now: float) -> None:
-        """producer.md §7: disconnect when noop is on and nothing arrived for the timeout."""
-        if (
-            not self.closed
-            and self.settings.noop_enabled
-            and now - self._last_received >= self.node.idle_timeout
-        ):
-            self.close(f"idle for {now - self._last_received:.0f}s with noop enabled")
+        """Disconnect when noop is on and nothing arrived for the idle timeout."""
+        if self.closed or not self.settings.noop_enabled:
+            return
+        silent = self.keepalive.idle_for(now, self.node.idle_timeout)
+        if silent is not None:
+            self.close(f"idle for {silent:.0f}s with noop enabled")
 
     @property
     def wants_write(self) -> bool:
@@ -261,11 +317,7 @@ class Connection:
         self.closed = True
         self.close_reason = reason
         self.state = transition_connection(self.state, ConnectionEvent.CLOSE)
-        for stream in self.streams.values():
-            stream.close()
-        self.streams.clear()
-        self._by_vb.clear()
-        self._ready.clear()
+        self.streams.close_all()
         self.node.forget(self)
         log.info(
             "connection %d (%s) closed: %s",
@@ -273,16 +325,11 @@ class Connection:
             self.name.decode(errors="replace"),
             reason,
         )
-        self._emit("connection_closed", reason=reason)
+        self._emit(ev.ConnectionClosed, reason=reason)
 
     def on_vbucket_change(self, vbid: int) -> bool:
         """The model changed ``vbid``: mark its streams ready. True if any."""
-        streams = self._by_vb.get(vbid)
-        if not streams:
-            return False
-        for s in streams:
-            self._ready[(s.vbucket, s.stream_id)] = s
-        return True
+        return self.streams.mark_vbucket_ready(vbid)
 
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(
@@ -295,8 +342,10 @@ class Connection:
             unacked_bytes=self.flow.unacked,
             acked_bytes=self.flow.acked,
             buffer_size=self.settings.buffer_size,
-            noops_sent=self.noops_sent,
-            noops_answered=self.noops_answered,
+            noops_sent=self.keepalive.sent,
+            noops_answered=self.keepalive.answered,
+            messages_sent=self.flow.messages,
+            acks=self.flow.acks,
         )
 
     # -- sending stream data under flow control -----------------------------------------
@@ -304,61 +353,104 @@ class Connection:
     def _can_send(self) -> bool:
         if not self.flow.open:
             return False
-        return any(s.chunks or s.alive for s in self._ready.values())
+        return any(s.chunks or s.alive for s in self.streams.ready.values())
 
     def _drain_streams(self, parts: list[bytes | memoryview], size: int, limit: int) -> int:
         """Round-robin over ready streams, taking chunks while the window is open.
 
         producer.md §6: a message may be sent while outstanding < buffer size (checked
-        before each message), so the producer overshoots by at most one message.
+        before each message), so the producer overshoots by at most one message. A
+        stream of a held vbucket (``node.holds``) sends nothing past the hold's seqno.
         """
         quantum = 256 * 1024
-        while size < limit and self._ready and self.flow.open:
+        holds = self.node.holds
+        ready = self.streams.ready
+        while size < limit and ready and self.flow.open:
             progressed = False
-            for key, stream in list(self._ready.items()):
+            for key, stream in list(ready.items()):
                 if not stream.refill():
                     if stream.finished:
-                        self._forget_stream(stream)
-                    self._ready.pop(key, None)
+                        self.streams.forget(stream)
+                    else:
+                        ready.pop(key, None)
+                    if key in ready:
+                        ready.pop(key, None)
                     continue
-                taken = self.flow.take(stream.chunks, parts, quantum)
+                hold = holds.get(stream.vbucket)
+                stop = None if hold is None else _frames_up_to(stream.chunks[0], hold)
+                budget = min(quantum, limit - size)  # a throttle's limit may be small
+                taken = self.flow.take(stream.chunks, parts, budget, stop=stop)
+                if taken:
+                    self._wrote(stream)
                 stream.mark_drained()
                 size += taken
                 progressed |= taken > 0
+                if hold is not None:
+                    self._check_hold(stream, hold)
                 if stream.finished:
-                    self._forget_stream(stream)
+                    self.streams.forget(stream)
                 if size >= limit or not self.flow.open:
                     break
             if not progressed:
                 break
         return size
 
-    def _forget_stream(self, stream: Stream) -> None:
-        key = (stream.vbucket, stream.stream_id)
-        if self.streams.get(key) is stream:
-            del self.streams[key]
-        lst = self._by_vb.get(stream.vbucket)
-        if lst and stream in lst:
-            lst.remove(stream)
-        self._ready.pop(key, None)
+    def _wrote(self, stream: Stream) -> None:
+        """Note the last item of ``stream`` in this write (an event once written)."""
+        assert self.flow.last is not None
+        seqno = stream_item_seqno(*self.flow.last)
+        if seqno is None:
+            return
+        self._unwritten.append(
+            self._event(
+                ev.StreamWritten, vbucket=stream.vbucket, stream_id=stream.stream_id, seqno=seqno
+            )
+        )
+
+    def _check_hold(self, stream: Stream, hold: int) -> None:
+        """Report a hold as reached once every frame of the stream up to its seqno has
+        been taken: the next queued frame lies past it, or nothing is queued and the
+        stream has read past it."""
+        if (stream.vbucket, hold) in self._reached:
+            return
+        if stream.refill():  # the next piece, if one is pending
+            chunk = stream.chunks[0]
+            start = chunk.ends[chunk.pos - 1] - chunk.base if chunk.pos else 0
+            if stream_frame_seqno(chunk.buf, start) <= hold:
+                return
+        elif stream.last_read_seqno < hold and stream.alive:
+            return
+        self._reached.add((stream.vbucket, hold))
+        flow_bytes = self.flow.acked + self.flow.unacked
+        self._unwritten.append(
+            self._event(ev.SeqnoWritten, vbucket=stream.vbucket, seqno=hold, flow_bytes=flow_bytes)
+        )
 
     def _maybe_noop(self, now: float) -> None:
-        s = self.settings
-        if not s.noop_enabled or self._noop_pending is not None:
+        if not self.settings.noop_enabled:
             return
-        if now - self._last_noop >= s.noop_interval:
-            self._noop_opaque += 1
-            self._noop_pending = self._noop_opaque
-            self._last_noop = now
-            self.noops_sent += 1
-            self._out.append(DcpNoop(opaque=self._noop_opaque).encode())
+        noop = self.keepalive.due(now, self.settings.noop_interval)
+        if noop is not None:
+            self._out.append(noop)
+            self._unwritten.append(self._event(ev.NoopSent, opaque=self.keepalive.opaque))
+
+    # -- events --------------------------------------------------------------------------
+
+    def _event(self, kind: type[ev.E], **fields: object) -> ev.E:
+        return kind(
+            time=self._now,
+            conn_id=self.conn_id,
+            name=self.name.decode(errors="replace"),
+            **fields,
+        )
+
+    def _emit(self, kind: type[ev.ProducerEvent], **fields: object) -> None:
+        self._record(self._event(kind, **fields))
+
+    def _record(self, event: ev.ProducerEvent) -> None:
+        self.node.record(event)
 
     # -- requests ----------------------------------------------------------------------
-
-    def _emit(self, kind: str, **fields: object) -> None:
-        self.events.append((kind, fields))
-        if self.on_event is not None:
-            self.on_event(kind, fields)
 
     def _respond(
         self,
@@ -381,16 +473,22 @@ class Connection:
         ):
             value = json.dumps({"error": {"context": context}}).encode()
             datatype = Datatype.JSON
-        self._out.append(
-            Response(
-                opcode=frame.opcode,
-                status=status,
-                opaque=frame.opaque,
-                extras=extras,
-                value=value,
-                datatype=datatype,
-            ).encode()
-        )
+        data = Response(
+            opcode=frame.opcode,
+            status=status,
+            opaque=frame.opaque,
+            extras=extras,
+            value=value,
+            datatype=datatype,
+        ).encode()
+        faults = self.faults
+        delay = faults.reply_delay(frame.opcode)
+        if delay or faults.held:
+            # replies keep their order: one held back holds back those after it
+            not_before = max(self._now + delay, faults.held[-1][0] if faults.held else 0.0)
+            faults.held.append((not_before, data))
+        else:
+            self._out.append(data)
 
     @property
     def _json_enabled(self) -> bool:
@@ -413,6 +511,13 @@ class Connection:
         if status is not None:
             self._respond(frame, status, context=f"{status.name} for this command now")
             return
+        rejected = self.node.take_rejection(frame.opcode, frame.vbucket)
+        if rejected is Status.NOT_MY_VBUCKET:
+            self._not_my_vbucket(frame)
+            return
+        if rejected is not None:
+            self._respond(frame, rejected, context="rejected by a scenario step")
+            return
         handler = _HANDLERS.get(type(msg))
         if handler is None:
             self._respond(frame, Status.UNKNOWN_COMMAND)
@@ -426,10 +531,8 @@ class Connection:
         producer does not tolerate, disconnects.
         """
         if frame.opcode == Opcode.DCP_NOOP:
-            if frame.opaque == self._noop_pending:
-                self._noop_pending = None
-                self.noops_answered += 1
-                self._emit("noop_answered", opaque=frame.opaque)
+            if self.keepalive.answer(frame.opaque):
+                self._emit(ev.NoopAnswered, opaque=frame.opaque)
                 return
             self.close(f"DCP_NOOP reply with unknown opaque {frame.opaque}")
             return
@@ -491,7 +594,7 @@ class Connection:
         if result.status == Status.SUCCESS:
             self.user = result.user
             self.state = transition_connection(self.state, ConnectionEvent.AUTH)
-            self._emit("authenticated", user=result.user)
+            self._emit(ev.Authenticated, user=result.user or "")
         self._respond(frame, result.status, value=result.payload)
 
     def _on_select_bucket(self, frame: Frame, msg: SelectBucket, now: float) -> None:
@@ -508,40 +611,28 @@ class Connection:
             return
         self._respond(frame, value=node.config_bytes(self.peer_host), datatype=Datatype.JSON)
 
+    def _reply(self, frame: Frame, reply: lookups.Reply) -> None:
+        self._respond(
+            frame,
+            reply.status,
+            value=reply.value,
+            extras=reply.extras,
+            datatype=reply.datatype,
+            context=reply.context,
+        )
+
     def _on_all_vb_seqnos(self, frame: Frame, msg: GetAllVbSeqnos, now: float) -> None:
-        if msg.collection_id is not None and not self.settings.collections:
-            self._respond(frame, Status.EINVAL, context="collection id needs COLLECTIONS")
-            return
-        if msg.collection_id not in (None, 0):
-            self._unknown(frame, Status.UNKNOWN_COLLECTION)
-            return
-        seqnos = self.node.bucket.high_seqnos(msg.state or None)
-        self._respond(frame, value=encode_all_vb_seqnos(seqnos))
+        bucket = self.node.bucket
+        self._reply(
+            frame, lookups.all_vb_seqnos(bucket, msg, collections=self.settings.collections)
+        )
 
     def _on_observe_seqno(self, frame: Frame, msg: ObserveSeqno, now: float) -> None:
-        vb = self._vbucket_or_nmvb(frame, msg.vbucket)
-        if vb is None:
-            return
-        entries = vb.failover.entries
-        for i, (uuid, _seqno) in enumerate(entries):
-            if uuid != msg.vbucket_uuid:
-                continue
-            old = None if i == 0 else (uuid, entries[i - 1][1])
-            result = ObserveSeqnoResult(
-                vbucket=vb.vbid,
-                vbucket_uuid=entries[0][0],
-                persisted_seqno=vb.persisted_seqno,
-                current_seqno=vb.high_seqno,
-                old_vbucket_uuid=None if old is None else old[0],
-                last_seqno=None if old is None else old[1],
-            )
-            self._respond(frame, value=result.encode())
-            return
-        self._respond(frame, Status.KEY_ENOENT, context="unknown vbucket uuid")
-
-    def _unknown(self, frame: Frame, status: Status) -> None:
-        """UNKNOWN_COLLECTION / UNKNOWN_SCOPE with the manifest uid body (wire.md §6)."""
-        self._respond(frame, status, value=manifest_uid_error_body(), datatype=Datatype.JSON)
+        reply = lookups.observe_seqno(self.node.bucket, msg)
+        if reply is None:
+            self._not_my_vbucket(frame)
+        else:
+            self._reply(frame, reply)
 
     def _not_my_vbucket(self, frame: Frame) -> None:
         """NOT_MY_VBUCKET carries the current config, which clients apply (wire.md §6)."""
@@ -553,23 +644,13 @@ class Connection:
         )
 
     def _on_manifest(self, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
-        body = json.dumps(default_manifest()).encode()
-        self._respond(frame, value=body, datatype=Datatype.JSON)
+        self._reply(frame, lookups.collections_manifest())
 
     def _on_collection_id(self, frame: Frame, msg: GetCollectionId, now: float) -> None:
-        path = msg.path or "_default._default"
-        if path.count(".") == 0:
-            path = f"_default.{path}"
-        if path not in ("_default._default", "._default", "_default."):
-            self._unknown(frame, Status.UNKNOWN_COLLECTION)
-            return
-        self._respond(frame, extras=encode_id_lookup_extras(0, 0))
+        self._reply(frame, lookups.collection_id(msg))
 
     def _on_scope_id(self, frame: Frame, msg: GetScopeId, now: float) -> None:
-        if (msg.path or "_default") not in ("_default", "_default."):
-            self._unknown(frame, Status.UNKNOWN_SCOPE)
-            return
-        self._respond(frame, extras=encode_id_lookup_extras(0, 0))
+        self._reply(frame, lookups.scope_id(msg))
 
     # -- DCP handlers --------------------------------------------------------------------
 
@@ -589,17 +670,17 @@ class Connection:
         self.name = msg.name
         self.state = transition_connection(self.state, ConnectionEvent.DCP_OPEN)
         self.node.claim_producer_name(msg.name, self)
-        self._last_noop = now
+        self.keepalive.restart(now)
         load_numpy()  # once per process: at connection set-up, not on the first batch
         self._respond(frame)
-        self._emit("dcp_open", name=msg.name.decode(errors="replace"), flags=int(flags))
+        self._emit(ev.DcpOpened, flags=int(flags))
 
     def _on_control(self, frame: Frame, msg: DcpControl, now: float) -> None:
         status = apply_control(self.settings, msg.key, msg.value)
         if msg.key == "connection_buffer_size" and status == Status.SUCCESS:
             self.flow.resize(self.settings.buffer_size)
         if msg.key == "set_noop_interval" or msg.key == "enable_noop":
-            self._last_noop = now
+            self.keepalive.restart(now)
         self._encoder = None  # settings changed: rebuild on next stream
         self._respond(
             frame,
@@ -625,7 +706,7 @@ class Connection:
             self._respond(frame, value=encode_failover_log(vb.failover.entries))
 
     def _on_stream_request(self, frame: Frame, msg: DcpStreamRequest, now: float) -> None:
-        existing = self.streams.get((msg.vbucket, msg.stream_id))
+        existing = self.streams.get(msg.vbucket, msg.stream_id)
         decision: StreamRequestDecision = decide_stream_request(
             msg,
             bucket=self.node.bucket,
@@ -644,15 +725,24 @@ class Connection:
             decision.status.name,
             decision.rollback_seqno if decision.status == Status.ROLLBACK else decision.reason,
         )
+        self._emit(
+            ev.StreamRequested,
+            vbucket=msg.vbucket,
+            stream_id=msg.stream_id,
+            start_seqno=msg.start_seqno,
+            end_seqno=msg.end_seqno,
+            vbucket_uuid=msg.vbucket_uuid,
+            snap_start_seqno=msg.snap_start_seqno,
+            snap_end_seqno=msg.snap_end_seqno,
+            flags=msg.flags,
+            status=decision.status.name,
+            rollback_seqno=(
+                decision.rollback_seqno if decision.status == Status.ROLLBACK else None
+            ),
+        )
         if decision.status == Status.ROLLBACK:
             self._respond(
                 frame, Status.ROLLBACK, value=encode_rollback_value(decision.rollback_seqno)
-            )
-            self._emit(
-                "rollback",
-                vbucket=msg.vbucket,
-                seqno=decision.rollback_seqno,
-                reason=decision.reason,
             )
             return
         if decision.status == Status.NOT_MY_VBUCKET:
@@ -668,8 +758,6 @@ class Connection:
             )
             return
         vb = self.node.bucket.vbucket(msg.vbucket)
-        if existing is not None:
-            self._forget_stream(existing)
         self._respond(frame, value=encode_failover_log(vb.failover.entries))
         stream = Stream(
             vb=vb,
@@ -686,25 +774,22 @@ class Connection:
             ignore_purged_tombstones=decision.ignore_purged_tombstones,
             client_purge_seqno=decision.client_purge_seqno,
         )
-        key = (msg.vbucket, msg.stream_id)
-        self.streams[key] = stream
-        self._by_vb.setdefault(msg.vbucket, []).append(stream)
-        self._ready[key] = stream
+        self.streams.add(stream)
         self._emit(
-            "stream_opened",
+            ev.StreamOpened,
             vbucket=msg.vbucket,
             stream_id=msg.stream_id,
-            start=decision.start_seqno,
-            end=decision.end_seqno,
+            start_seqno=decision.start_seqno,
+            end_seqno=decision.end_seqno,
         )
 
     def _on_close_stream(self, frame: Frame, msg: DcpCloseStream, now: float) -> None:
         if (msg.stream_id is not None) != self.settings.stream_ids:
             self._respond(frame, Status.DCP_STREAMID_INVALID, context="stream-id mismatch")
             return
-        stream = self.streams.get((msg.vbucket, msg.stream_id))
+        stream = self.streams.get(msg.vbucket, msg.stream_id)
         if stream is None or not stream.alive:
-            others = self._by_vb.get(msg.vbucket)
+            others = self.streams.of_vbucket(msg.vbucket)
             status = (
                 Status.DCP_STREAMID_INVALID
                 if others and msg.stream_id is not None
@@ -715,18 +800,18 @@ class Connection:
         self._respond(frame)
         if self.settings.stream_end_on_close:
             stream.end(StreamEndReason.CLOSED, discard_queue=stream.state.value == "backfilling")
-            self._ready[(stream.vbucket, stream.stream_id)] = stream
+            self.streams.mark_ready(stream)
         else:
             stream.close()
-            self._forget_stream(stream)
-        self._emit("stream_closed", vbucket=msg.vbucket, stream_id=msg.stream_id)
+            self.streams.forget(stream)
+        self._emit(ev.StreamClosed, vbucket=msg.vbucket, stream_id=msg.stream_id)
 
     def _on_buffer_ack(self, frame: Frame, msg: DcpBufferAck, now: float) -> None:
         # No response, ever (producer.md §6; Java drops a connection that gets one).
         excess = self.flow.ack(msg.nbytes)
         if excess:
             log.debug("connection %d acked %d bytes never outstanding", self.conn_id, excess)
-        self._emit("bytes_acked", nbytes=msg.nbytes)
+        self._emit(ev.BytesAcked, nbytes=msg.nbytes, total=self.flow.acked)
 
     def _on_add_stream(self, frame: Frame, msg: object, now: float) -> None:
         # README corrections: a producer disconnects on DCP_ADD_STREAM (a consumer opcode)
@@ -738,14 +823,49 @@ class Connection:
     # -- steps from outside -------------------------------------------------------------
 
     def end_streams(self, vbid: int, reason: StreamEndReason) -> int:
-        """End the live streams of ``vbid`` with ``reason`` (the end_stream step)."""
+        """End the live streams of ``vbid`` with ``reason`` (the end_stream step).
+
+        FILTER_EMPTY and LOST_PRIVILEGES exist for collection-aware connections only;
+        others get OK instead (kv_engine ``active_stream.cc`` ``getEndStreamStatus``).
+        """
+        if not self.settings.collections and reason in _COLLECTION_END_REASONS:
+            reason = StreamEndReason.OK
         n = 0
-        for stream in list(self._by_vb.get(vbid, ())):
+        for stream in self.streams.of_vbucket(vbid):
             if stream.alive:
                 stream.end(reason)
-                self._ready[(stream.vbucket, stream.stream_id)] = stream
+                self.streams.mark_ready(stream)
                 n += 1
         return n
+
+    def holds_released(self) -> None:
+        """The node lifted its holds: every stream may send again."""
+        self._reached.clear()
+        for stream in self.streams:
+            self.streams.mark_ready(stream)
+
+    def stall(self, seconds: float) -> None:
+        """Write nothing for ``seconds`` (the stall fault)."""
+        self.faults.stall(self._now, seconds)
+
+    def throttle(self, rate: float, seconds: float) -> None:
+        """Write at most ``rate`` bytes a second for ``seconds`` (the throttle fault)."""
+        self.faults.throttle(self._now, rate, seconds)
+
+
+def _frames_up_to(chunk: Chunk, seqno: int) -> int:
+    """Index (in ``chunk.ends``) of the first frame from ``chunk.pos`` on that lies past
+    ``seqno``: the frames of a stream chunk are in seqno order, so a bisection over their
+    seqnos, read from the frames themselves, finds it."""
+    lo, hi = chunk.pos, len(chunk.ends)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        start = chunk.ends[mid - 1] - chunk.base if mid else 0
+        if stream_frame_seqno(chunk.buf, start) <= seqno:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _check_open_flags(flags: DcpOpenFlag) -> str | None:

@@ -27,6 +27,11 @@ class FlowWindow:
     size: int = 0
     unacked: int = 0
     acked: int = 0
+    #: buffer acknowledgements received, and stream messages sent (for /metrics)
+    acks: int = 0
+    messages: int = 0
+    #: the buffer and offset of the last message ``take`` moved (what was written last)
+    last: tuple[bytearray, int] | None = None
 
     @property
     def open(self) -> bool:
@@ -46,11 +51,21 @@ class FlowWindow:
         excess = max(0, nbytes - self.unacked)
         self.unacked = max(0, self.unacked - nbytes)
         self.acked += nbytes
+        self.acks += 1
         return excess
 
-    def take(self, chunks: deque[Chunk], parts: list[bytes | memoryview], quantum: int) -> int:
+    def take(
+        self,
+        chunks: deque[Chunk],
+        parts: list[bytes | memoryview],
+        quantum: int,
+        *,
+        stop: int | None = None,
+    ) -> int:
         """Move whole messages from the front of ``chunks`` into ``parts`` (views, no
         copies) while the window is open, up to about ``quantum`` bytes; the bytes moved.
+        With ``stop``, only messages of the first chunk below index ``stop`` go (a
+        trigger holds the stream there).
 
         Each chunk's ``ends`` locate its messages, so the messages that may go are found
         with one bisection per chunk rather than one check per message.
@@ -58,6 +73,8 @@ class FlowWindow:
         taken = 0
         while chunks and taken < quantum:
             chunk = chunks[0]
+            if stop is not None and chunk.pos >= stop:
+                break
             ends = chunk.ends
             start = chunk.offset
             threshold = start + quantum - taken
@@ -67,16 +84,20 @@ class FlowWindow:
                 threshold = min(threshold, start + self.size - self.unacked)
             # the messages that start below the threshold may go
             n = bisect.bisect_left(ends, threshold + chunk.base, chunk.pos) - chunk.pos + 1
-            last = min(chunk.pos + n, len(ends)) - 1
+            last = min(chunk.pos + n, len(ends) if stop is None else stop) - 1
             end = ends[last] - chunk.base
             # chunks are never written after they are queued: send views, not copies
             parts.append(memoryview(chunk.buf)[start:end])
+            self.last = (chunk.buf, ends[last - 1] - chunk.base if last else 0)
             nbytes = end - start
             taken += nbytes
             if self.size:
                 self.unacked += nbytes
+            self.messages += last + 1 - chunk.pos
             chunk.pos = last + 1
             chunk.offset = end
             if chunk.done:
                 chunks.popleft()
+            if stop is not None:
+                break
         return taken

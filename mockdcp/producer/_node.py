@@ -1,26 +1,63 @@
-"""What every connection of one mock data node shares: the bucket, users, the topology.
+"""One mock data node: the bucket, the users, the topology, and every connection.
 
-Pure (no I/O): the trio shell owns a ``Node`` and gives each connection a reference.
-``wake`` is set by the shell; the node calls it for a connection that must be looked at
-again from outside its own I/O (another producer took its name, a step ended its streams).
+Pure (no I/O): the trio shell gives the node a ``wake`` callback at construction and asks
+it for new connections (``open_connection``); every step that acts on connections
+(disconnect, drop_cursor, end_stream, faults, refuse_connections, restart, holds for
+triggers) goes through the node, so the shell never walks connections itself.
+
+Everything the connections observe of their consumers arrives here as typed events
+(``record``): kept in a bounded log and handed to subscribers (triggers, expectations,
+the live view).
 """
 
 from __future__ import annotations
 
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.protocol import Status, VBucketState
 from mockdcp.protocol._cluster_config import SERVER_VERSION, cluster_config, encode_config
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from mockdcp.model import Bucket
     from mockdcp.producer._connection import Connection
+    from mockdcp.producer._events import ProducerEvent
+    from mockdcp.producer._faults import Corruption
+    from mockdcp.protocol import StreamEndReason
 
-#: producer.md §7: a noop-enabled connection silent this long is disconnected.
+#: kv_engine ``dcp_idle_timeout``: a noop-enabled connection silent this long is dropped.
 DEFAULT_IDLE_TIMEOUT = 360.0
+#: Events kept for reports and expectations (the oldest go first).
+EVENT_LOG_SIZE = 100_000
+#: the ``ConnectionStatistics`` counters a closed connection leaves in ``Node.retired``
+RETIRED_COUNTERS = (
+    "bytes_received",
+    "bytes_sent",
+    "acked_bytes",
+    "noops_sent",
+    "noops_answered",
+    "messages_sent",
+    "acks",
+)
+
+
+@attrs.define
+class Rejection:
+    """The next ``count`` requests with ``opcode`` (on ``vbucket``, if given) get
+    ``status`` instead of their answer (the ``reject`` step)."""
+
+    opcode: int
+    status: Status
+    count: int = 1
+    vbucket: int | None = None
+
+
+def _no_wake(conn: Connection) -> None:
+    """The default ``wake`` of a node without a shell (unit tests poll instead)."""
 
 
 @attrs.define(kw_only=True)
@@ -37,19 +74,84 @@ class Node:
     config_rev: int = 1
     config_epoch: int = 1
     bucket_uuid: str = ""
+    #: called for a connection that must be looked at again from outside its own I/O
+    wake: Callable[[Connection], None] = _no_wake
+    #: new connections are closed at once while set (the refuse_connections step)
+    refusing: bool = False
     producers: dict[bytes, Connection] = attrs.field(factory=dict)
-    connections: set[Connection] = attrs.field(factory=set)
-    wake: Callable[[Connection], None] = lambda conn: None
+    connections: dict[int, Connection] = attrs.field(factory=dict)
+    #: vbucket -> seqno: no stream sends past it until ``release`` (triggers)
+    holds: dict[int, int] = attrs.field(factory=dict)
+    rejections: list[Rejection] = attrs.field(factory=list)
+    events: deque[ProducerEvent] = attrs.field(factory=lambda: deque(maxlen=EVENT_LOG_SIZE))
+    subscribers: list[Callable[[ProducerEvent], None]] = attrs.field(factory=list)
+    #: events so far by kind ("stream_opened"...; "rollback": ROLLBACK answers), /metrics
+    counts: Counter[str] = attrs.field(factory=Counter)
+    #: the final counters of closed connections (``RETIRED_COUNTERS``; "connections")
+    retired: Counter[str] = attrs.field(factory=Counter)
+    _next_id: int = 1
 
     def __attrs_post_init__(self) -> None:
         if not self.bucket_uuid:
             self.bucket_uuid = f"{self.bucket.rng.getrandbits(128):032x}"
         self.bucket.listeners.append(self._on_vbucket_change)
 
+    # -- connections ----------------------------------------------------------------
+
+    def open_connection(self, now: float, peer_host: str = "") -> Connection:
+        """A new KV connection, owned by this node (the shell feeds it bytes)."""
+        from mockdcp.producer._connection import Connection  # loaded after "ready"
+
+        conn = Connection(self, conn_id=self._next_id, now=now, peer_host=peer_host)
+        self._next_id += 1
+        self.connections[conn.conn_id] = conn
+        if self.refusing:
+            conn.close("connections refused by a scenario step")
+        return conn
+
+    def forget(self, conn: Connection) -> None:
+        """A connection closed: it leaves the node and frees its producer name."""
+        if self.connections.pop(conn.conn_id, None) is not None:
+            stats = attrs.asdict(conn.statistics())
+            self.retired.update({k: stats[k] for k in RETIRED_COUNTERS})
+            self.retired["connections"] += 1
+        if self.producers.get(conn.name) is conn:
+            del self.producers[conn.name]
+
+    def claim_producer_name(self, name: bytes, conn: Connection) -> None:
+        """A new producer with a live name disconnects the old one (kv_engine
+        ``DcpConnMap::newProducer``)."""
+        old = self.producers.get(name)
+        if old is not None and old is not conn and not old.closed:
+            old.close("replaced by a new producer connection with the same name")
+            self.wake(old)
+        self.producers[name] = conn
+
+    def matching(self, name: str | None = None) -> list[Connection]:
+        """Live connections, in the order they connected; with ``name``, only those
+        whose DCP_OPEN name is ``name``."""
+        conns = sorted(self.connections.values(), key=lambda c: c.conn_id)
+        if name is None:
+            return conns
+        return [c for c in conns if c.name.decode(errors="replace") == name]
+
     def _on_vbucket_change(self, vbid: int) -> None:
-        for conn in list(self.connections):
+        for conn in list(self.connections.values()):
             if conn.on_vbucket_change(vbid):
                 self.wake(conn)
+
+    # -- events ---------------------------------------------------------------------
+
+    def record(self, event: ProducerEvent) -> None:
+        """A connection observed something of its consumer."""
+        self.events.append(event)
+        self.counts[event.kind] += 1
+        if getattr(event, "rollback_seqno", None) is not None:
+            self.counts["rollback"] += 1
+        for subscriber in list(self.subscribers):
+            subscriber(event)
+
+    # -- the cluster map ------------------------------------------------------------
 
     def config(self, host: str | None = None) -> dict[str, object]:
         """The current cluster config; ``host`` as the client addressed us."""
@@ -67,22 +169,123 @@ class Node:
     def config_bytes(self, host: str | None = None) -> bytes:
         return encode_config(self.config(host))
 
-    def claim_producer_name(self, name: bytes, conn: Connection) -> None:
-        """producer.md §1.3: a new producer with a live name disconnects the old one."""
-        old = self.producers.get(name)
-        if old is not None and old is not conn and not old.closed:
-            old.close("replaced by a new producer connection with the same name")
-            self.wake(old)
-        self.producers[name] = conn
+    # -- steps that act on connections ----------------------------------------------
 
-    def forget(self, conn: Connection) -> None:
-        self.connections.discard(conn)
-        for name, c in list(self.producers.items()):
-            if c is conn:
-                del self.producers[name]
+    def disconnect(self, reason: str, name: str | None = None) -> int:
+        """Drop the connections (those named ``name``, or all); how many."""
+        conns = self.matching(name)
+        for conn in conns:
+            conn.close(reason)
+            self.wake(conn)
+        return len(conns)
 
     def close_all(self, reason: str) -> None:
-        """Drop every connection (a node restart)."""
-        for conn in list(self.connections):
-            conn.close(reason)
+        """Drop every connection (a node restart or shutdown)."""
+        self.disconnect(reason)
+
+    def restart(self, vbuckets: Iterable[int] | None = None) -> None:
+        """A node restart: unpersisted items are lost and every connection drops."""
+        for vb in [None] if vbuckets is None else vbuckets:
+            self.bucket.restart(vb)
+        self.close_all("node restarted")
+
+    def drop_cursor(
+        self, vbuckets: Iterable[int] | None = None, name: str | None = None
+    ) -> list[tuple[int, str]]:
+        """The memory-to-disk switch for chosen streams, now: drops the cursors of the
+        streams of ``vbuckets`` (all when None) on the connections named ``name`` (all
+        when None) that allow cursor dropping. Returns the (vbucket, cursor) dropped."""
+        wanted = None if vbuckets is None else set(vbuckets)
+        dropped: list[tuple[int, str]] = []
+        for conn in self.matching(name):
+            if not conn.settings.cursor_dropping:
+                continue
+            for stream in conn.streams:
+                if wanted is None or stream.vbucket in wanted:
+                    dropped += self.bucket.drop_cursor(stream.vbucket, stream.cursor_name)
+        return dropped
+
+    def end_streams(
+        self, vbuckets: Iterable[int], reason: StreamEndReason, name: str | None = None
+    ) -> int:
+        """End the live streams of ``vbuckets`` with STREAM_END(``reason``); how many."""
+        n = 0
+        for conn in self.matching(name):
+            ended = sum(conn.end_streams(vb, reason) for vb in vbuckets)
+            if ended:
+                self.wake(conn)
+            n += ended
+        return n
+
+    def stall(self, seconds: float, name: str | None = None) -> int:
+        """Stop writing to the connections for ``seconds``; how many."""
+        conns = self.matching(name)
+        for conn in conns:
+            conn.stall(seconds)
+            self.wake(conn)
+        return len(conns)
+
+    def throttle(self, rate: float, seconds: float, name: str | None = None) -> int:
+        """Write at most ``rate`` bytes/s to the connections for ``seconds``; how many."""
+        conns = self.matching(name)
+        for conn in conns:
+            conn.throttle(rate, seconds)
+            self.wake(conn)
+        return len(conns)
+
+    def delay(
+        self, seconds: float, opcodes: frozenset[int] | None, count: int, name: str | None = None
+    ) -> int:
+        """Hold back the replies to the next ``count`` matching requests; how many
+        connections."""
+        conns = self.matching(name)
+        for conn in conns:
+            conn.faults.delay(seconds, opcodes, count)
+        return len(conns)
+
+    def corrupt(self, kind: Corruption, name: str | None = None) -> int:
+        """Damage the next frame written to the connections; how many."""
+        conns = self.matching(name)
+        for conn in conns:
+            conn.faults.corrupt(kind)
+            self.wake(conn)
+        return len(conns)
+
+    def reject(self, rejection: Rejection) -> None:
+        """Answer the next matching requests with a status (the ``reject`` step)."""
+        self.rejections.append(rejection)
+
+    def take_rejection(self, opcode: int, vbucket: int | None) -> Status | None:
+        """The status a request must get instead of its answer, if a rejection
+        matches it (counted down)."""
+        for r in self.rejections:
+            if r.opcode == opcode and (r.vbucket is None or r.vbucket == vbucket):
+                r.count -= 1
+                if r.count <= 0:
+                    self.rejections.remove(r)
+                return r.status
+        return None
+
+    def move_vbuckets(self, vbuckets: Iterable[int]) -> None:
+        """The vbuckets move to another node: they become dead here (their streams end
+        with STATE_CHANGED, requests get NOT_MY_VBUCKET) and the config revision
+        advances, as after a rebalance."""
+        for vb in vbuckets:
+            self.bucket.set_vbucket_state(vb, VBucketState.DEAD)
+        self.config_rev += 1
+
+    # -- holds (triggers on consumer progress) --------------------------------------
+
+    def hold(self, vbucket: int, seqno: int) -> None:
+        """Streams of ``vbucket`` send nothing past ``seqno`` until ``release``; a
+        connection reports ``SeqnoWritten`` once everything up to it is written."""
+        self.holds[vbucket] = seqno
+
+    def release(self) -> None:
+        """Lift every hold: the streams go on."""
+        if not self.holds:
+            return
+        self.holds.clear()
+        for conn in list(self.connections.values()):
+            conn.holds_released()
             self.wake(conn)

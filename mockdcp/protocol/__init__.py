@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp._lazy import lazy_getattr
-from mockdcp.protocol._document_frame import encode_document_frame as encode_document_frame
+from mockdcp.protocol._document_frame import (
+    AFTER_ALL_SEQNOS as AFTER_ALL_SEQNOS,
+    encode_document_frame as encode_document_frame,
+    stream_frame_seqno as stream_frame_seqno,
+)
 from mockdcp.protocol._enums import *  # noqa: F403
 from mockdcp.protocol._frame import (
     DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE,
@@ -175,7 +179,10 @@ _LAZY: dict[str, str] = {
 }
 
 
-__getattr__ = lazy_getattr(__name__, _LAZY, globals())
+if not TYPE_CHECKING:
+    # At run time only: the type checker sees the names imported above and nothing
+    # else, so a misspelled import fails ``mypy --strict`` (tests/test_exports.py).
+    __getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -152,3 +152,51 @@ def document_head(
 def collection_prefix(collection_id: int) -> bytes:
     """The LEB128 prefix of a key in ``collection_id`` (wire.md §4)."""
     return _LEB_SMALL[collection_id] if collection_id < 0x80 else encode_leb128(collection_id)
+
+
+# -- reading the seqno a stream frame carries ---------------------------------------------
+
+_U64 = struct.Struct(">Q")
+#: opcodes whose extras start with the by-seqno (wire.md "DCP messages"; kv_engine
+#: ``include/mcbp/protocol/dcp_*`` payload layouts): mutation, deletion, expiration,
+#: system event and seqno-advanced.
+_SEQNO_FIRST = frozenset(
+    {
+        Opcode.DCP_MUTATION,
+        Opcode.DCP_DELETION,
+        Opcode.DCP_EXPIRATION,
+        Opcode.DCP_SYSTEM_EVENT,
+        Opcode.DCP_SEQNO_ADVANCED,
+    }
+)
+#: what ``stream_frame_seqno`` gives a frame that belongs after every seqno (STREAM_END)
+AFTER_ALL_SEQNOS = 1 << 64
+
+
+def stream_item_seqno(buf: bytes | bytearray | memoryview, offset: int) -> int | None:
+    """The by-seqno of an item frame (mutation, deletion, expiration, system event,
+    seqno-advanced) at ``offset``; None for any other frame."""
+    if buf[offset + 1] not in _SEQNO_FIRST:
+        return None
+    framing = buf[offset + 2] if buf[offset] == Magic.ALT_REQUEST else 0
+    return int(_U64.unpack_from(buf, offset + 24 + framing)[0])
+
+
+def stream_frame_seqno(buf: bytes | bytearray | memoryview, offset: int) -> int:
+    """The seqno a producer's stream frame at ``offset`` of ``buf`` stands at: an item's
+    by-seqno, a snapshot marker's start seqno (V1 extras, or the V2.x value), and
+    ``AFTER_ALL_SEQNOS`` for STREAM_END and anything else. Frames with the stream-id
+    frame info (magic 0x08) have their framing extras skipped."""
+    magic, opcode = buf[offset], buf[offset + 1]
+    if magic == Magic.ALT_REQUEST:
+        framing, key_len = buf[offset + 2], buf[offset + 3]
+    else:
+        framing, key_len = 0, (buf[offset + 2] << 8) | buf[offset + 3]
+    extras_at = offset + 24 + framing
+    if opcode in _SEQNO_FIRST:
+        return int(_U64.unpack_from(buf, extras_at)[0])
+    if opcode == Opcode.DCP_SNAPSHOT_MARKER:
+        extras_len = buf[offset + 4]
+        at = extras_at if extras_len == 20 else extras_at + extras_len + key_len
+        return int(_U64.unpack_from(buf, at)[0])
+    return AFTER_ALL_SEQNOS

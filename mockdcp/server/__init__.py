@@ -7,3 +7,6 @@ from mockdcp.server._serve import (
     MockDcpServer as MockDcpServer,
     serve as serve,
 )
+from mockdcp.server._thread import Server as Server
+
+__all__ = ["DEFAULT_USERS", "MockDcpServer", "Server", "serve"]

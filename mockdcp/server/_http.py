@@ -1,237 +1,129 @@
-"""The management (HTTP) port: the Couchbase config endpoints clients bootstrap from.
+"""The management (HTTP) port: its sockets and the ASGI server that answers on them.
 
-h11 on trio: small, fast to import, and enough for these endpoints (design.md names an
-ASGI server; the control API of the scenario issue will decide whether one is needed).
+The listening sockets are bound (and listening) before ``serve()`` reports ready, so
+port 0 works and the node knows its port for the cluster map; hypercorn's trio worker,
+with the Starlette application of ``_asgi.py``, is imported and started afterwards, in
+the background (about 0.1 s of imports kept off ``mockdcp serve``'s path to "ready"). A
+request that arrives before then waits in the listen backlog.
 
-Endpoints (clients.md §3.1, §4, §8 "Cluster map"):
+Limits (a bad client costs its own connection, never the server's):
 
-* ``GET /pools`` → implementationVersion (go-dcp parses X.Y.Z);
-* ``GET /pools/default`` → the node list;
-* ``GET /pools/default/buckets`` and ``/pools/default/buckets/{bucket}`` → bucket info
-  (bucketType ``membase``, storageBackend ``couchstore``);
-* ``GET /pools/default/b/{bucket}`` → the terse config;
-* ``GET /pools/default/bs/{bucket}`` and ``/pools/default/bucketsStreaming/{bucket}`` →
-  a long-lived response streaming the config, each object followed by four newlines, and
-  again whenever its revision changes;
-* ``GET /whoami`` → the user.
-
-Basic auth is checked against the configured users (401 otherwise); an unknown bucket
-is 404. ``$HOST`` in a config stands for the host the client addressed (Host header).
+* request head: hypercorn's h11 ``h11_max_incomplete_size`` (16 KiB);
+* a connection that has not sent a whole request head within ``KEEP_ALIVE_TIMEOUT``
+  seconds (hypercorn's idle timer: a partial head does not stop it) is closed, and so
+  is one whose read brings nothing for ``READ_TIMEOUT`` seconds;
+* a request body: ``_control.MAX_BODY`` bytes within ``_control.BODY_TIMEOUT`` seconds.
 """
 
 from __future__ import annotations
 
-import base64
-import json
+import ipaddress
 import logging
-from typing import TYPE_CHECKING, Any
+import socket
+from typing import TYPE_CHECKING, cast
 
-import h11
 import trio
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+from mockdcp._errors import ServerError
 
-    from mockdcp.producer import Node
+if TYPE_CHECKING:
+    from hypercorn.typing import Framework
+
+    from mockdcp.server._serve import MockDcpServer
 
 log = logging.getLogger("mockdcp.http")
 
-MAX_REQUEST = 64 * 1024
-STREAM_POLL = 0.5
+#: seconds a read may bring nothing before hypercorn drops the connection (slow client)
+READ_TIMEOUT = 10
+#: seconds an idle keep-alive connection stays open
+KEEP_ALIVE_TIMEOUT = 5
+#: seconds hypercorn gives open requests (a streaming config) when the server stops
+GRACEFUL_TIMEOUT = 0.5
+
+
+def is_loopback(host: str) -> bool:
+    """True for a bind address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_sockets(host: str, port: int) -> list[socket.socket]:
+    """Listening TCP sockets for every address of ``host``, all on one port (the first
+    one's, when ``port`` is 0). Raises ``ServerError`` if the port is taken."""
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        raise ServerError(f"cannot listen on {host}:{port}: {exc}") from exc
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, addr in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if sockets[0] is not sock:
+                addr = (addr[0], sockets[0].getsockname()[1], *addr[2:])
+            sock.bind(addr)
+            sock.listen(128)
+            sock.setblocking(False)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise ServerError(f"cannot listen on {host}:{port}: {exc}") from exc
+    return sockets
 
 
 class HttpService:
-    """Serves the config endpoints of one ``Node``."""
+    """The management port of one ``Node``: bound at construction, served by ``run``.
 
-    def __init__(self, node: Node) -> None:
-        self.node = node
+    ``control_open``: the control API (``/mock/...``, ``/metrics``) needs no credentials
+    even when the port is reachable from other machines (``mockdcp serve
+    --control-open``). On a loopback address it never does; ``/mock/health`` never does.
+    """
 
-    async def handle(self, stream: trio.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
-        try:
-            while True:
-                request = await self._next_request(stream, conn)
-                if request is None:
-                    return
-                keep = await self._dispatch(stream, conn, request)
-                if not keep or conn.our_state is h11.MUST_CLOSE:
-                    return
-                conn.start_next_cycle()
-        except (h11.RemoteProtocolError, h11.LocalProtocolError) as exc:
-            log.info("bad HTTP request: %s", exc)
-            await self._try_send_error(stream, conn)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
-        except Exception:
-            log.exception("HTTP handler failed")
-        finally:
-            with trio.move_on_after(1) as scope:
-                scope.shield = True
-                await stream.aclose()
+    def __init__(self, host: str, port: int, *, control_open: bool = False) -> None:
+        self.sockets = bind_sockets(host, port)
+        self.port = int(self.sockets[0].getsockname()[1])
+        self.control_open = control_open or is_loopback(host)
 
-    async def _next_request(
-        self, stream: trio.SocketStream, conn: h11.Connection
-    ) -> h11.Request | None:
-        request = None
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(16384)
-                conn.receive_data(data)
-                continue
-            if isinstance(event, h11.Request):
-                request = event
-            elif isinstance(event, h11.EndOfMessage):
-                return request
-            elif isinstance(event, h11.ConnectionClosed):
-                return None
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
 
-    async def _try_send_error(self, stream: trio.SocketStream, conn: h11.Connection) -> None:
-        try:
-            if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                await self._send(stream, conn, 400, {"error": "bad request"})
-        except Exception:
-            pass
-
-    async def _send(
+    async def run(
         self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
-        status: int,
-        body: object,
-        headers: Mapping[str, str] | None = None,
+        server: MockDcpServer,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        hdrs = [("content-type", "application/json"), ("content-length", str(len(data)))]
-        hdrs += list((headers or {}).items())
-        await stream.send_all(conn.send(h11.Response(status_code=status, headers=hdrs)))
-        await stream.send_all(conn.send(h11.Data(data=data)))
-        await stream.send_all(conn.send(h11.EndOfMessage()))
+        """Serve until cancelled (hypercorn's trio worker on the bound sockets)."""
+        from hypercorn.config import Config, Sockets
+        from hypercorn.trio.run import worker_serve
+        from hypercorn.utils import wrap_app
 
-    def _authorized(self, request: h11.Request) -> str | None:
-        for name, value in request.headers:
-            if name == b"authorization" and value[:6].lower() == b"basic ":
-                try:
-                    user, _, password = base64.b64decode(value[6:]).decode().partition(":")
-                except ValueError:
-                    return None
-                if self.node.users.get(user) == password:
-                    return user
-        return None
+        from mockdcp.server._asgi import build_app
 
-    @staticmethod
-    def _host(request: h11.Request, default: str) -> str:
-        for name, value in request.headers:
-            if name == b"host":
-                host = value.decode("latin-1")
-                if host.startswith("["):
-                    return host[1 : host.index("]")]
-                return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-        return default
-
-    async def _dispatch(
-        self, stream: trio.SocketStream, conn: h11.Connection, request: h11.Request
-    ) -> bool:
-        path = request.target.decode("latin-1").split("?", 1)[0].rstrip("/")
-        if request.method not in (b"GET", b"HEAD"):
-            await self._send(stream, conn, 405, {"error": "method not allowed"})
-            return True
-        user = self._authorized(request)
-        if path == "/mock/health":
-            await self._send(stream, conn, 200, {"status": "ok"})
-            return True
-        if user is None:
-            await self._send(
-                stream, conn, 401, b"Unauthorized", {"www-authenticate": 'Basic realm="mockdcp"'}
+        config = Config()
+        config.accesslog = None
+        config.errorlog = log
+        config.read_timeout = READ_TIMEOUT
+        config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
+        config.graceful_timeout = GRACEFUL_TIMEOUT
+        # hypercorn.trio.serve() binds its own sockets from ``config.bind``; worker_serve,
+        # which it calls, also takes sockets already bound (as hypercorn's own workers do)
+        sockets = Sockets(secure_sockets=[], insecure_sockets=self.sockets, quic_sockets=[])
+        async with trio.open_nursery() as tasks:
+            app = build_app(server, tasks, control_open=self.control_open)
+            task_status.started()
+            await worker_serve(
+                wrap_app(cast("Framework", app), config.wsgi_max_body_size, "asgi"),
+                config,
+                sockets=sockets,
             )
-            return True
-        host = self._host(request, self.node.host)
-        parts = path.split("/")
-        bucket = self.node.bucket.name
-        if path == "/whoami":
-            await self._send(
-                stream, conn, 200, {"id": user, "domain": "local", "roles": [{"role": "admin"}]}
-            )
-        elif path == "/pools":
-            await self._send(stream, conn, 200, self._pools())
-        elif path == "/pools/default":
-            await self._send(stream, conn, 200, self._pool_default(host))
-        elif path == "/pools/default/buckets":
-            await self._send(stream, conn, 200, [self._bucket_info(host)])
-        elif len(parts) == 5 and parts[:3] == ["", "pools", "default"]:
-            kind, name = parts[3], parts[4]
-            if name != bucket or kind not in ("b", "bs", "buckets", "bucketsStreaming"):
-                await self._send(stream, conn, 404, b"Requested resource not found.\r\n")
-            elif kind == "buckets":
-                await self._send(stream, conn, 200, self._bucket_info(host))
-            elif kind == "b":
-                await self._send(stream, conn, 200, self.node.config(host))
-            else:
-                await self._stream_configs(stream, conn, host)
-                return False
-        else:
-            await self._send(stream, conn, 404, b"Not found.\r\n")
-        return True
-
-    async def _stream_configs(
-        self, stream: trio.SocketStream, conn: h11.Connection, host: str
-    ) -> None:
-        """A chunked response that sends the config again whenever its rev changes."""
-        headers = [("content-type", "application/json"), ("transfer-encoding", "chunked")]
-        await stream.send_all(conn.send(h11.Response(status_code=200, headers=headers)))
-        sent: tuple[int, int] | None = None
-        while True:
-            current = (self.node.config_epoch, self.node.config_rev)
-            if current != sent:
-                body = json.dumps(self.node.config(host)).encode() + b"\n\n\n\n"
-                await stream.send_all(conn.send(h11.Data(data=body)))
-                sent = current
-            await trio.sleep(STREAM_POLL)
-
-    def _pools(self) -> dict[str, Any]:
-        return {
-            "isAdminCreds": True,
-            "isEnterprise": True,
-            "implementationVersion": self.node.version,
-            "componentsVersion": {"ns_server": self.node.version},
-            "pools": [
-                {
-                    "name": "default",
-                    "uri": "/pools/default",
-                    "streamingUri": "/poolsStreaming/default",
-                }
-            ],
-            "uuid": self.node.bucket_uuid,
-        }
-
-    def _node_entry(self, host: str) -> dict[str, Any]:
-        return {
-            "hostname": f"{host}:{self.node.http_port}",
-            "clusterMembership": "active",
-            "status": "healthy",
-            "version": self.node.version,
-            "services": ["kv"],
-            "ports": {"direct": self.node.kv_port},
-            "thisNode": True,
-        }
-
-    def _pool_default(self, host: str) -> dict[str, Any]:
-        return {
-            "name": "default",
-            "nodes": [self._node_entry(host)],
-            "buckets": {"uri": "/pools/default/buckets"},
-            "rebalanceStatus": "none",
-        }
-
-    def _bucket_info(self, host: str) -> dict[str, Any]:
-        info = self.node.config(host)
-        info.update(
-            {
-                "bucketType": "membase",
-                "storageBackend": "couchstore",
-                "uri": f"/pools/default/buckets/{self.node.bucket.name}",
-                "streamingUri": f"/pools/default/bucketsStreaming/{self.node.bucket.name}",
-                "nodes": [self._node_entry(host)],
-            }
-        )
-        return info

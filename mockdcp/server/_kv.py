@@ -12,7 +12,6 @@ as sent, are also written to the capture as one TCP flow.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import time
@@ -33,21 +32,35 @@ RECEIVE_SIZE = 256 * 1024
 _IOV_MAX = 512
 
 
+class Wakeups:
+    """One trio event per connection: set when the connection must be looked at
+    again from outside its own I/O. ``wake`` is the node's callback."""
+
+    def __init__(self) -> None:
+        self.events: dict[Connection, trio.Event] = {}
+
+    def wake(self, conn: Connection) -> None:
+        event = self.events.get(conn)
+        if event is not None:
+            event.set()
+
+    def wake_all(self) -> None:
+        for event in self.events.values():
+            event.set()
+
+
 class KvService:
     """Accepts KV connections for one ``Node``."""
 
-    def __init__(self, node: Node, *, pcap: PcapWriter | None = None) -> None:
+    def __init__(self, node: Node, wakeups: Wakeups, *, pcap: PcapWriter | None = None) -> None:
         self.node = node
+        self.wakeups = wakeups
         #: ``mockdcp serve --pcap``: every connection's bytes, both ways, as a TCP flow
         self.pcap = pcap
-        self._ids = itertools.count(1)
-        self._wake: dict[Connection, trio.Event] = {}
-        self.refuse_connections = False
         #: connections accepted while unset wait here before any byte is read: the
         #: initial data is still loading (``hold``/``release``, ``mockdcp serve --docs``)
         self.ready = trio.Event()
         self.ready.set()
-        node.wake = self._wake_conn
 
     def hold(self) -> None:
         """Until ``release``, accepted connections wait before bootstrap."""
@@ -57,34 +70,21 @@ class KvService:
     def release(self) -> None:
         self.ready.set()
 
-    def _wake_conn(self, conn: Connection) -> None:
-        event = self._wake.get(conn)
-        if event is not None:
-            event.set()
-
-    def wake_all(self) -> None:
-        for event in self._wake.values():
-            event.set()
-
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection until either side closes it.
 
         Any trio stream works: tests hand it one end of an in-memory stream pair.
         """
-        if self.refuse_connections:
-            await stream.aclose()
-            return
         await self.ready.wait()
-        from mockdcp.producer._connection import Connection  # loaded once, after "ready"
-
         try:
             local_host = stream.socket.getsockname()[0]  # type: ignore[attr-defined]
         except (OSError, AttributeError):
             local_host = self.node.host
-        conn = Connection(
-            self.node, conn_id=next(self._ids), now=trio.current_time(), peer_host=local_host
-        )
-        self._wake[conn] = trio.Event()
+        conn = self.node.open_connection(trio.current_time(), local_host)
+        if conn.closed:  # refused
+            await stream.aclose()
+            return
+        self.wakeups.events[conn] = trio.Event()
         log.debug("connection %d accepted", conn.conn_id)
         flow = self._open_flow(stream)
         try:
@@ -99,7 +99,7 @@ class KvService:
             conn.close("internal error (logged)")
         finally:
             conn.close("connection finished")
-            self._wake.pop(conn, None)
+            self.wakeups.events.pop(conn, None)
             if flow is not None:
                 self._record(flow.close, time.time())
             with trio.move_on_after(1) as scope:
@@ -135,10 +135,10 @@ class KvService:
                 if flow is not None and self.pcap is not None:
                     self._record(flow.client_sent, data, time.time())
                 conn.receive_data(data, trio.current_time())
-                self._wake_conn(conn)
+                self.wakeups.wake(conn)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             conn.close(f"receive failed: {exc}")
-        self._wake_conn(conn)
+        self.wakeups.wake(conn)
 
     async def _writer(
         self, stream: trio.abc.Stream, conn: Connection, flow: PcapFlow | None
@@ -151,6 +151,7 @@ class KvService:
                     await _send_gathered(sock, parts)
                 else:
                     await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+                conn.data_written(trio.current_time())
                 if flow is not None and self.pcap is not None:
                     now = time.time()
                     for part in parts:
@@ -158,15 +159,16 @@ class KvService:
                 continue
             if conn.closed:
                 return
-            event = self._wake[conn]
+            events = self.wakeups.events
+            event = events[conn]
             if event.is_set():
-                self._wake[conn] = trio.Event()
+                events[conn] = trio.Event()
                 continue
             deadline = conn.next_deadline()
             with trio.move_on_at(deadline if deadline is not None else math.inf):
                 await event.wait()
-            if self._wake.get(conn) is event:
-                self._wake[conn] = trio.Event()
+            if events.get(conn) is event:
+                events[conn] = trio.Event()
             conn.check_idle(trio.current_time())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from functools import partial
 from typing import TYPE_CHECKING
@@ -21,34 +22,74 @@ from mockdcp._errors import ServerError, raise_unwrapped
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.server._http import HttpService
-from mockdcp.server._kv import KvService
+from mockdcp.server._kv import KvService, Wakeups
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import AsyncIterator, Mapping
 
     from mockdcp._pcap import PcapWriter
+    from mockdcp.model import Item
     from mockdcp.producer import ConnectionStatistics
     from mockdcp.protocol import StreamEndReason
+    from mockdcp.scenario import ConsumerProgress, Scenario, Step
+    from mockdcp.scenario._runner import ExpectationResult, StepRunner
 
 log = logging.getLogger("mockdcp.server")
 
 DEFAULT_USERS: Mapping[str, str] = {"Administrator": "password"}
 
 
-@attrs.define(kw_only=True)
+#: The bucket clock of a scenario run (2023-11-14T22:13:20Z): CAS values and delete times
+#: then depend on the steps alone, so every run of a scenario sends the same bytes.
+SCENARIO_EPOCH = 1_700_000_000.0
+
+
+@attrs.define(kw_only=True, eq=False)
 class MockDcpServer:
-    """A running mock node: its ports, its bucket, and the steps that need the shell."""
+    """A running mock node: its ports, its bucket, and the steps (the Python API of
+    design.md: ``apply``, ``wait``, ``oracle``, ``state``)."""
 
     node: Node
     kv: KvService
     host: str
     kv_port: int
     http_port: int
+    #: the scenario seed (generated data)
+    seed: int = 0
+    _runner: StepRunner | None = None
+    #: set by the ``persistence`` step; the flusher persists only while it is False
+    persistence_paused: bool = False
+    #: set when the scenario's steps have all run (at once without a scenario)
+    scenario_done: trio.Event = attrs.field(factory=trio.Event)
+
+    async def run_rest(self, steps: list[Step], source: str, first: int) -> None:
+        """Run a scenario's steps after its initial ones; a failure is recorded in the
+        progress (``state()``), never raised into the server."""
+        from mockdcp.scenario import StepFailed
+
+        try:
+            await self.runner.apply(steps, source, first=first)
+        except StepFailed as exc:
+            log.warning("scenario stopped: %s", exc)
+        finally:
+            self.runner.progress.finished = True
+            self.scenario_done.set()
 
     @property
     def bucket(self) -> Bucket:
         return self.node.bucket
+
+    @property
+    def runner(self) -> StepRunner:
+        """The step runner (made on first use: the scenario machinery loads after
+        "ready"; it reads the node's event log, so nothing observed before is lost)."""
+        if self._runner is None:
+            from mockdcp.scenario import StepRunner
+
+            self._runner = StepRunner(
+                self.node, seed=self.seed, set_persistence=self.set_persistence_paused
+            )
+        return self._runner
 
     @property
     def connection_string(self) -> str:
@@ -59,43 +100,73 @@ class MockDcpServer:
     def http_url(self) -> str:
         return f"http://{self.host}:{self.http_port}"
 
+    # -- the step API -------------------------------------------------------------------
+
+    async def apply(self, *steps: Step | Mapping[str, object]) -> None:
+        """Apply steps (objects, or ``{name: {fields}}`` mappings as in YAML/JSON) in
+        order. The whole list is checked first: ``ScenarioProblems`` changes nothing.
+        ``wait``/``expect`` steps suspend until met; ``StepFailed`` if a step cannot
+        be applied or a wait times out (the server keeps running)."""
+        from mockdcp.scenario import parse_steps
+
+        await self.runner.apply(parse_steps(list(steps), source="<apply>"), "<apply>")
+
+    async def wait(self, trigger: ConsumerProgress | float, *, limit: float = 60.0) -> None:
+        """Wait for consumer progress (or ``trigger`` seconds); ``StepFailed`` after
+        ``limit`` seconds."""
+        from mockdcp.scenario import Wait
+
+        if isinstance(trigger, int | float):
+            await self.apply(Wait(seconds=float(trigger)))
+        else:
+            await self.apply(Wait(consumer=trigger, timeout=limit))
+
+    def set_persistence_paused(self, paused: bool) -> None:
+        """Hold (True) or release the background flusher (the ``persistence`` step)."""
+        self.persistence_paused = paused
+
+    def oracle(self) -> dict[tuple[int, bytes], Item]:
+        """(collection, key) -> the newest live item: what a correct consumer holds."""
+        return self.bucket.oracle()
+
+    def expectations(self) -> list[ExpectationResult]:
+        """The outcomes of the ``expect`` steps applied so far."""
+        return [] if self._runner is None else list(self._runner.progress.expectations)
+
+    def state(self) -> dict[str, object]:
+        """A JSON-ready snapshot: connections and their streams, per-vbucket seqnos,
+        the scenario's progress."""
+        return server_state(self)
+
+    # -- direct steps (kept for tests written against them) ------------------------------
+
     def restart(self, vbucket: int | None = None) -> None:
         """A node restart: unpersisted items are lost and every connection drops."""
-        self.bucket.restart(vbucket)
-        self.node.close_all("node restarted")
+        self.node.restart(None if vbucket is None else [vbucket])
 
     def disconnect_all(self, reason: str = "disconnect step") -> None:
         """Drop every client connection (the ``disconnect`` fault)."""
-        self.node.close_all(reason)
+        self.node.disconnect(reason)
 
     def drop_cursor(
         self, vbucket: int | None = None, connection: str | None = None
     ) -> list[tuple[int, str]]:
-        """The memory-to-disk switch (producer.md §5) for chosen streams, now.
-
-        Drops the cursors of the streams of ``vbucket`` (all when None) on the
-        connections named ``connection`` (DCP_OPEN name; all when None) that allowed
-        cursor dropping. Returns the (vbucket, cursor) pairs dropped.
-        """
-        dropped: list[tuple[int, str]] = []
-        for conn in list(self.node.connections):
-            if connection is not None and conn.name.decode(errors="replace") != connection:
-                continue
-            if not conn.settings.cursor_dropping:
-                continue
-            for stream in list(conn.streams.values()):
-                if vbucket is None or stream.vbucket == vbucket:
-                    dropped += self.bucket.drop_cursor(stream.vbucket, stream.cursor_name)
-        return dropped
+        """The memory-to-disk switch for chosen streams, now (``Node.drop_cursor``)."""
+        return self.node.drop_cursor(None if vbucket is None else [vbucket], connection)
 
     def end_stream(self, vbucket: int, reason: StreamEndReason) -> int:
         """End the live streams of ``vbucket`` on every connection with ``reason``."""
-        n = sum(conn.end_streams(vbucket, reason) for conn in list(self.node.connections))
-        self.kv.wake_all()
-        return n
+        return self.node.end_streams([vbucket], reason)
 
     def connections(self) -> list[ConnectionStatistics]:
-        return [c.statistics() for c in sorted(self.node.connections, key=lambda c: c.conn_id)]
+        return [c.statistics() for c in self.node.matching()]
+
+
+def server_state(server: MockDcpServer) -> dict[str, object]:
+    """See ``MockDcpServer.state`` (the shape of ``GET /mock/state``)."""
+    from mockdcp.server._control_state import server_state as state
+
+    return state(server)
 
 
 async def _listen(host: str, port: int) -> list[trio.SocketListener]:
@@ -122,17 +193,57 @@ async def serve(
     idle_timeout: float | None = None,
     bucket_obj: Bucket | None = None,
     pcap: str | os.PathLike[str] | None = None,
+    scenario: Scenario | str | os.PathLike[str] | None = None,
+    control_open: bool = False,
 ) -> AsyncIterator[MockDcpServer]:
-    """Run a mock node until the block exits. Raises ``ServerError`` if a port is taken.
+    """Run a mock node until the block exits.
 
-    ``pcap``: a file to record every KV connection into, as TCP flows (``tshark -r FILE
-    -d tcp.port==KV_PORT,couchbase`` decodes it).
+    Raises ``ServerError`` if a port is taken, ``ScenarioProblems`` for a bad scenario.
+    ``scenario`` (a ``Scenario`` or a file): its bucket (name, vbuckets), seed and a
+    fixed bucket clock are used, its steps up to the first ``wait``/``expect`` are
+    applied before any client can connect, and the rest run in the background
+    (``server.scenario_done`` is set when they end). ``pcap``: a file to record every
+    KV connection into, as TCP flows (``tshark -r FILE -d tcp.port==KV_PORT,couchbase``).
+    ``control_open``: the HTTP control API needs no credentials even when ``host`` is
+    not a loopback address.
     """
-    model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
+    plan = _load_scenario(scenario)
+    if plan is not None:
+        seed = plan.seed
+        model = bucket_obj or Bucket(
+            plan.bucket.name,
+            plan.bucket.vbuckets,
+            seed=seed,
+            clock=lambda: SCENARIO_EPOCH,
+        )
+    else:
+        model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
-        async with _serve(host, port, http_port, users, model, idle_timeout, capture) as server:
+        http = HttpService(host, http_port, control_open=control_open)
+        files.callback(http.close)
+        options = _Options(host, port, http_port, users, idle_timeout, seed, plan)
+        async with _serve(options, model, capture, http) as server:
             yield server
+
+
+def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenario | None:
+    from mockdcp.scenario import Scenario, load_scenario
+
+    if scenario is None or isinstance(scenario, Scenario):
+        return scenario
+    return load_scenario(os.fspath(scenario))
+
+
+@attrs.frozen
+class _Options:
+    host: str
+    port: int
+    http_port: int
+    users: Mapping[str, str] | None
+    idle_timeout: float | None
+    seed: int
+    scenario: Scenario | None
 
 
 def _open_capture(
@@ -149,34 +260,50 @@ def _open_capture(
 
 @contextlib.asynccontextmanager
 async def _serve(
-    host: str,
-    port: int,
-    http_port: int,
-    users: Mapping[str, str] | None,
-    model: Bucket,
-    idle_timeout: float | None,
-    capture: PcapWriter | None,
+    options: _Options, model: Bucket, capture: PcapWriter | None, http: HttpService
 ) -> AsyncIterator[MockDcpServer]:
-    kv_listeners = await _listen(host, port)
-    http_listeners = await _listen(host, http_port)
+    host = options.host
+    kv_listeners = await _listen(host, options.port)
+    wakeups = Wakeups()
     node = Node(
         bucket=model,
-        users=dict(users or DEFAULT_USERS),
+        users=dict(options.users or DEFAULT_USERS),
         host=host if host not in ("0.0.0.0", "::") else "127.0.0.1",
         kv_port=_port_of(kv_listeners),
-        http_port=_port_of(http_listeners),
+        http_port=http.port,
+        wake=wakeups.wake,
     )
-    if idle_timeout is not None:
-        node.idle_timeout = idle_timeout
-    kv = KvService(node, pcap=capture)
-    http = HttpService(node)
+    if options.idle_timeout is not None:
+        node.idle_timeout = options.idle_timeout
+    kv = KvService(node, wakeups, pcap=capture)
     server = MockDcpServer(
-        node=node, kv=kv, host=node.host, kv_port=node.kv_port, http_port=node.http_port
+        node=node,
+        kv=kv,
+        host=node.host,
+        kv_port=node.kv_port,
+        http_port=node.http_port,
+        seed=options.seed,
     )
+    plan = options.scenario
+    later: list[Step] = []
+    first_wait = 0
+    if plan is not None:
+        runner = server.runner
+        runner.check(plan.steps, plan.source)
+        first_wait = next(
+            (i for i, s in enumerate(plan.steps) if s.GROUP == "control" and s.NAME != "label"),
+            len(plan.steps),
+        )
+        runner.apply_now(plan.steps[:first_wait], plan.source)
+        later = list(plan.steps[first_wait:])
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
-            nursery.start_soon(partial(trio.serve_listeners, http.handle, http_listeners))
+            nursery.start_soon(partial(http.run, server))
+            if plan is not None:
+                nursery.start_soon(server.run_rest, later, plan.source, first_wait)
+            else:
+                server.scenario_done.set()
             try:
                 yield server
             finally:

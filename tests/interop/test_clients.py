@@ -170,14 +170,14 @@ async def test_purge_below_the_consumers_position(
     load(mock, 400, "purge")
     run = await start_client(client, mock)
     await converge(run, mock)
-    mock.kv.refuse_connections = True  # the consumer is away while tombstones are purged
+    mock.node.refusing = True  # the consumer is away while tombstones are purged
     mock.disconnect_all("interop: consumer away")
     for i in range(0, 400, 2):
         mock.bucket.delete(f"purge::{i:05d}")
     load(mock, 50, "later")
     mock.bucket.persist()
     mock.bucket.purge()
-    mock.kv.refuse_connections = False
+    mock.node.refusing = False
     if client in ROLLBACK_AWARE:
         # it resumes below the purge seqno: rollback to 0, then a full, correct stream
         await converge(run, mock, seconds=120)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
@@ -8,11 +9,11 @@ import trio.lowlevel
 import trio.testing
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from mockdcp import ModelError
 from mockdcp.client import ConsumerState, DcpConsumer
 from mockdcp.model import Bucket
 from mockdcp.producer import Node, _stream
-from mockdcp.server._kv import KvService
+from mockdcp.scenario import ScenarioProblems, StepRunner, steps
+from mockdcp.server._kv import KvService, Wakeups
 
 from ..integration._raw import wait_until
 
@@ -44,41 +45,37 @@ ops = st.one_of(
 )
 
 
-def apply(op: tuple[Any, ...], bucket: Bucket, node: Node, now: float) -> None:
+def to_steps(op: tuple[Any, ...], bucket: Bucket, now: float) -> list[steps.Step]:
+    """One generated operation as the scenario steps that do it."""
     kind = op[0]
-    try:
-        if kind == "set":
-            bucket.set(op[1], f'{{"v":{op[2]}}}')
-        elif kind == "delete":
-            bucket.delete(op[1])
-        elif kind == "expire":
-            bucket.expire(op[1])
-        elif kind == "touch":
-            bucket.touch(op[1], int(now) + 3600)
-        elif kind == "checkpoint":
-            bucket.checkpoint(op[1])
-        elif kind == "persist":
-            bucket.persist(op[1])
-        elif kind == "persist_behind":  # a flusher that lags the writes by a few seqnos
-            for vb in bucket.vbuckets if op[1] is None else [bucket.vbucket(op[1])]:
-                bucket.persist(vb.vbid, max(vb.persisted_seqno, vb.high_seqno - op[2]))
-        elif kind == "purge":
-            bucket.purge(op[1])
-        elif kind == "restart":
-            bucket.restart(op[1])
-            node.close_all("restart")
-        elif kind == "failover":
-            bucket.failover(op[1], lose_unpersisted=op[2])
-        elif kind == "compact":  # what a node does in the background: close, flush, purge
-            bucket.checkpoint(op[1])
-            bucket.persist(op[1])
-            bucket.purge(op[1])
-        elif kind == "drop_cursor":
-            bucket.drop_cursor(op[1])
-        elif kind == "disconnect":
-            node.close_all("disconnect")
-    except ModelError:
-        pass  # an op that does not apply now (e.g. delete of a missing key) changes nothing
+    sel: steps.Vbuckets = "all" if len(op) < 2 or op[1] is None else op[1]
+    if kind == "set":
+        return [steps.Set(key=op[1], value={"v": op[2]})]
+    if kind in ("delete", "expire"):
+        return [steps.STEPS_BY_NAME[kind](key=op[1])]  # type: ignore[call-arg]
+    if kind == "touch":
+        return [steps.Touch(key=op[1], expiry=int(now) + 3600)]
+    if kind == "persist_behind":  # a flusher that lags the writes by a few seqnos
+        vbs = bucket.vbuckets if op[1] is None else [bucket.vbucket(op[1])]
+        return [steps.Persist(vbuckets=vb.vbid, upto=vb.high_seqno - op[2]) for vb in vbs]
+    if kind == "failover":
+        return [steps.Failover(vbuckets=sel, lose_unpersisted=op[2])]
+    if kind == "compact":  # what a node does in the background: close, flush, purge
+        return [
+            steps.Checkpoint(vbuckets=sel),
+            steps.Persist(vbuckets=sel),
+            steps.Purge(vbuckets=sel),
+        ]
+    if kind == "disconnect":
+        return [steps.Disconnect()]
+    return [steps.STEPS_BY_NAME[kind](vbuckets=sel)]  # type: ignore[call-arg]
+
+
+def apply(op: tuple[Any, ...], runner: StepRunner, now: float) -> None:
+    for step in to_steps(op, runner.bucket, now):
+        # a step that does not apply now (a delete of a missing key) changes nothing
+        with contextlib.suppress(ScenarioProblems):
+            runner.apply_now([step])
 
 
 def documents(state: ConsumerState) -> dict[tuple[int, bytes], bytes]:
@@ -94,8 +91,10 @@ async def scenario(
 ) -> tuple[ConsumerState, Bucket]:
     clock = [1_700_000_000.0]
     bucket = Bucket("default", VBUCKETS, seed=5, clock=lambda: clock[0])
-    node = Node(bucket=bucket, users={"u": "p"}, idle_timeout=1e9)
-    kv = KvService(node)
+    wakeups = Wakeups()
+    node = Node(bucket=bucket, users={"u": "p"}, idle_timeout=1e9, wake=wakeups.wake)
+    kv = KvService(node, wakeups)
+    runner = StepRunner(node)
     state = ConsumerState()
     async with trio.open_nursery() as nursery:
 
@@ -123,7 +122,7 @@ async def scenario(
                 for _ in range(op[1]):
                     await trio.lowlevel.checkpoint()
             else:
-                apply(op, bucket, node, clock[0])
+                apply(op, runner, clock[0])
         with trio.fail_after(30):  # virtual time (autojump clock)
             await wait_until(lambda: documents(state) == oracle(bucket), poll=0.25)
         nursery.cancel_scope.cancel()
@@ -175,8 +174,8 @@ EXAMPLES: list[list[tuple[Any, ...]]] = [
 
 
 def with_examples(test: Callable[..., None]) -> Callable[..., None]:
-    for steps in reversed(EXAMPLES):
-        test = example(steps)(test)
+    for schedule in reversed(EXAMPLES):
+        test = example(schedule)(test)
     return test
 
 

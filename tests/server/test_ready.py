@@ -10,7 +10,7 @@ from mockdcp._dataset import BLOCK, DocumentGenerator, faker_documents, load_doc
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.protocol import FrameReader, Noop
-from mockdcp.server._kv import KvService
+from mockdcp.server._kv import KvService, Wakeups
 
 
 def bucket() -> Bucket:
@@ -22,7 +22,8 @@ def stored(b: Bucket) -> int:
 
 
 async def test_a_connection_accepted_while_held_is_answered_after_release() -> None:
-    kv = KvService(Node(bucket=bucket(), users={"u": "p"}))
+    wakeups = Wakeups()
+    kv = KvService(Node(bucket=bucket(), users={"u": "p"}, wake=wakeups.wake), wakeups)
     kv.hold()
     client, server = trio.testing.memory_stream_pair()
     async with trio.open_nursery() as nursery:

@@ -1,0 +1,233 @@
+"""``mockdcp run``, ``mockdcp validate`` and ``mockdcp scenarios``: the scenario runner on
+the command line.
+
+``mockdcp run SCENARIO -- CMD...`` serves the scenario on free ports, starts the consumer
+command with ``MOCKDCP_*`` variables in its environment (its standard output goes to
+``mockdcp run``'s standard error, so standard output holds the report alone), waits for
+the scenario's end, stops the consumer and reports each expectation; the exit status is 0
+only if every expectation passed, no wait timed out and the consumer did not fail. On a
+terminal the live view (mockdcp/_live.py) is drawn while the scenario runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from mockdcp._errors import MockDcpError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from mockdcp.server import MockDcpServer
+
+#: seconds a consumer gets to exit after SIGTERM before it is killed
+STOP_GRACE = 5.0
+
+
+@attrs.define
+class RunReport:
+    """What ``mockdcp run`` found."""
+
+    scenario: str
+    expectations: list[dict[str, object]] = attrs.field(factory=list)
+    failure: str | None = None
+    consumer_exit: int | None = None
+    consumer_failed: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.failure is None
+            and not self.consumer_failed
+            and all(e["passed"] for e in self.expectations)
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {"passed": self.passed, **attrs.asdict(self)}
+
+
+def consumer_env(server: MockDcpServer) -> dict[str, str]:
+    """The variables a consumer command gets (design.md ``mockdcp run``)."""
+    user, password = next(iter(server.node.users.items()))
+    return {
+        "MOCKDCP_HOST": server.host,
+        "MOCKDCP_KV_PORT": str(server.kv_port),
+        "MOCKDCP_HTTP_PORT": str(server.http_port),
+        "MOCKDCP_BUCKET": server.bucket.name,
+        "MOCKDCP_USER": user,
+        "MOCKDCP_PASSWORD": password,
+        "MOCKDCP_CONNECTION_STRING": server.connection_string,
+    }
+
+
+async def run_scenario(
+    path: str, command: list[str], *, limit: float, host: str = "127.0.0.1", live: bool = False
+) -> RunReport:
+    """Serve ``path``, run ``command`` against it, and report (see the module doc);
+    ``live``: draw the live view (mockdcp/_live.py) meanwhile."""
+    from mockdcp import _live
+    from mockdcp.server import serve
+
+    async with serve(host=host, port=0, http_port=0, scenario=path) as server:
+        report = RunReport(scenario=path)
+        async with trio.open_nursery() as nursery:
+            if live:
+                nursery.start_soon(_live.run_live_view, server.state)
+            proc = None
+            if command:
+                env = {**os.environ, **consumer_env(server)}
+                # the consumer's output goes to stderr: stdout holds the report alone
+                proc = await trio.lowlevel.open_process(
+                    command, env=env, stdout=sys.stderr.fileno()
+                )
+                nursery.start_soon(_watch, proc, report, server)
+            with trio.move_on_after(limit) as scope:
+                await server.scenario_done.wait()
+            if scope.cancelled_caught:
+                report.failure = f"the scenario did not finish within {limit:g}s"
+            if proc is not None:
+                await _stop(proc)
+            nursery.cancel_scope.cancel()
+        progress = server.runner.progress
+        report.expectations = [e.as_dict() for e in progress.expectations]
+        report.failure = report.failure or progress.failure
+        return report
+
+
+async def _watch(proc: trio.Process, report: RunReport, server: MockDcpServer) -> None:
+    """A consumer that exits with an error before the scenario ends fails the run."""
+    code = await proc.wait()
+    if not server.scenario_done.is_set():
+        report.consumer_exit = code
+        report.consumer_failed = code != 0
+
+
+async def _stop(proc: trio.Process) -> None:
+    if proc.returncode is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    with trio.move_on_after(STOP_GRACE):
+        await proc.wait()
+        return
+    proc.kill()
+    await proc.wait()
+
+
+def print_report(report: RunReport, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.as_dict()), flush=True)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"mockdcp run {report.scenario}")
+    table.add_column("step", justify="right")
+    table.add_column("expectation")
+    table.add_column("result")
+    table.add_column("detail")
+    for e in report.expectations:
+        ok = "[green]passed[/green]" if e["passed"] else "[red]FAILED[/red]"
+        table.add_row(str(e["step"]), str(e["name"]), ok, str(e["detail"]))
+    console = Console()
+    console.print(table)
+    if report.failure:
+        console.print(f"[red]scenario failed:[/red] {report.failure}", highlight=False)
+    if report.consumer_failed:
+        console.print(f"[red]the consumer exited with {report.consumer_exit}[/red]")
+    console.print("[green]PASSED[/green]" if report.passed else "[red]FAILED[/red]")
+
+
+def run_run(args: argparse.Namespace) -> int:
+    command = list(args.consumer)
+    from mockdcp import _live
+
+    if args.json:
+        _live.use_json_logs()
+    live = _live.wanted(sys.stdout, json_logs=args.json)
+    try:
+        report = trio.run(
+            lambda: run_scenario(args.scenario, command, limit=args.timeout, live=live)
+        )
+    except MockDcpError as exc:
+        print(f"mockdcp run: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the consumer command could not start
+        print(f"mockdcp run: cannot start the consumer: {exc}", file=sys.stderr)
+        return 2
+    print_report(report, args.json)
+    return 0 if report.passed else 1
+
+
+def validate_file(path: str) -> list[str]:
+    """The problems of one scenario file (empty when it is valid)."""
+    import time
+
+    from mockdcp.model import Bucket
+    from mockdcp.scenario import ScenarioProblems, check_steps, load_scenario
+
+    try:
+        scenario = load_scenario(path)
+        spec = scenario.bucket
+        bucket = Bucket(spec.name, spec.vbuckets, seed=scenario.seed, clock=time.time)
+        check_steps(scenario.steps, bucket, path)
+    except ScenarioProblems as exc:
+        return [str(p) for p in exc.problems]
+    except MockDcpError as exc:
+        return [f"{path}: {exc}"]
+    return []
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    bad = 0
+    for path in args.files:
+        problems = validate_file(path)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            bad += 1
+        else:
+            print(f"{path}: ok")
+    return 1 if bad else 0
+
+
+def bundled_scenarios() -> list[tuple[str, str, str]]:
+    """(name, first line of the description, path) of every bundled scenario."""
+    from mockdcp._errors import ScenarioError
+    from mockdcp.scenario import load_scenario
+
+    out = []
+    folder = resources.files("mockdcp") / "scenarios"
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".yaml"):
+            continue
+        path = str(entry)
+        try:
+            scenario = load_scenario(path)
+        except ScenarioError as exc:
+            out.append((entry.name.removesuffix(".yaml"), f"INVALID: {exc}", path))
+            continue
+        out.append((scenario.name, scenario.description.strip().split("\n")[0], path))
+    return out
+
+
+def run_scenarios(args: argparse.Namespace) -> int:
+    rows = bundled_scenarios()
+    if args.json:
+        for name, description, path in rows:
+            print(json.dumps({"name": name, "description": description, "path": path}))
+        return 0
+    width = max((len(name) for name, _, _ in rows), default=0)
+    for name, description, _ in rows:
+        print(f"{name:<{width}}  {description}")
+    return 0
+
+
+__all__ = ["RunReport", "consumer_env", "run_scenario"]

@@ -1,0 +1,158 @@
+"""What the producer observed of its consumers: typed, frozen events.
+
+Each event is stamped with the time the sans-IO layer was given (``now``) and the
+connection it happened on. Stream data events are reported **as written**: the shell
+calls ``Connection.data_written(now)`` once the bytes of a ``buffers_to_send`` call are
+on the socket, and only then are the events of that write released. Triggers and
+expectations (``mockdcp.scenario``) read these; do not subclass them.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class ProducerEvent:
+    """Base of every event: when, and on which connection (its id and DCP name)."""
+
+    time: float
+    conn_id: int
+    name: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The event's snake_case name, as reports and the HTTP API show it."""
+        return _KINDS[type(self)]
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionOpened(ProducerEvent):
+    """A client connected."""
+
+    peer: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Authenticated(ProducerEvent):
+    """SASL succeeded."""
+
+    user: str
+
+
+@attrs.frozen(kw_only=True)
+class DcpOpened(ProducerEvent):
+    """DCP_OPEN as a producer succeeded."""
+
+    flags: int
+
+
+@attrs.frozen(kw_only=True)
+class StreamRequested(ProducerEvent):
+    """A DCP_STREAM_REQ arrived, with what the producer answered (its status name and,
+    for ROLLBACK, the seqno)."""
+
+    vbucket: int
+    stream_id: int | None
+    start_seqno: int
+    end_seqno: int
+    vbucket_uuid: int
+    snap_start_seqno: int
+    snap_end_seqno: int
+    flags: int
+    status: str
+    rollback_seqno: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StreamOpened(ProducerEvent):
+    """A stream was accepted (the reply carried the failover log)."""
+
+    vbucket: int
+    stream_id: int | None
+    start_seqno: int
+    end_seqno: int
+
+
+@attrs.frozen(kw_only=True)
+class StreamClosed(ProducerEvent):
+    """The consumer closed a stream with DCP_CLOSE_STREAM."""
+
+    vbucket: int
+    stream_id: int | None
+
+
+@attrs.frozen(kw_only=True)
+class SeqnoWritten(ProducerEvent):
+    """Every frame of ``vbucket`` up to ``seqno`` is on the socket and nothing after it:
+    reported where a trigger holds the stream (``Node.hold``)."""
+
+    vbucket: int
+    seqno: int
+    #: stream bytes counted by flow control on this connection up to that frame (an
+    #: acknowledgement total at or past it covers the frame)
+    flow_bytes: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class StreamWritten(ProducerEvent):
+    """A write carried frames of this stream; ``seqno`` is the last item's seqno in it
+    (as written to the socket: released once the write completed)."""
+
+    vbucket: int
+    stream_id: int | None
+    seqno: int
+
+
+@attrs.frozen(kw_only=True)
+class BytesAcked(ProducerEvent):
+    """DCP_BUFFER_ACKNOWLEDGEMENT: ``nbytes`` freed, ``total`` acknowledged so far."""
+
+    nbytes: int
+    total: int
+
+
+@attrs.frozen(kw_only=True)
+class NoopSent(ProducerEvent):
+    """The producer sent a DCP_NOOP (as written)."""
+
+    opaque: int
+
+
+@attrs.frozen(kw_only=True)
+class NoopAnswered(ProducerEvent):
+    """The consumer answered a DCP_NOOP."""
+
+    opaque: int
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionClosed(ProducerEvent):
+    """The connection ended; ``reason`` says why (peer closed, idle, a step, ...)."""
+
+    reason: str
+
+
+E = TypeVar("E", bound=ProducerEvent)
+
+_KINDS: dict[type, str] = {
+    ConnectionOpened: "connection_opened",
+    Authenticated: "authenticated",
+    DcpOpened: "dcp_opened",
+    StreamRequested: "stream_requested",
+    StreamOpened: "stream_opened",
+    StreamClosed: "stream_closed",
+    SeqnoWritten: "seqno_written",
+    StreamWritten: "stream_written",
+    BytesAcked: "bytes_acked",
+    NoopSent: "noop_sent",
+    NoopAnswered: "noop_answered",
+    ConnectionClosed: "connection_closed",
+}
+
+
+def event_record(event: ProducerEvent) -> dict[str, object]:
+    """An event as a JSON-ready mapping: ``{"event": kind, **fields}``."""
+    return {"event": event.kind, **attrs.asdict(event)}

@@ -1,0 +1,68 @@
+"""Noops and the idle disconnect of one DCP connection.
+
+Rules (kv_engine ``docs/dcp/documentation/dead-connections.md`` and
+``engines/ep/src/dcp/producer.cc`` ``maybeSendNoop``): with ``enable_noop=true`` the
+producer sends a DCP_NOOP every ``set_noop_interval`` seconds while no noop is
+outstanding (the code sends one every interval, busy or not, whatever the doc says), and
+disconnects a connection from which nothing arrived for the idle timeout (360 s by
+default). The first noop's opaque is 10,000,001 (a pre-incremented counter).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from mockdcp.protocol import DcpNoop
+
+#: The first DCP_NOOP opaque is 10,000,001 (pre-incremented counter).
+NOOP_OPAQUE_BASE = 10_000_000
+
+
+@attrs.define
+class Keepalive:
+    """Noop timing and liveness; times are the ``now`` the connection is given."""
+
+    last_received: float
+    last_noop: float
+    pending: int | None = None
+    opaque: int = NOOP_OPAQUE_BASE
+    sent: int = 0
+    answered: int = 0
+
+    def received(self, now: float) -> None:
+        """Bytes arrived: the connection is alive."""
+        self.last_received = now
+
+    def restart(self, now: float) -> None:
+        """DCP_OPEN or a noop control: the interval counts from now."""
+        self.last_noop = now
+
+    def due(self, now: float, interval: float) -> bytes | None:
+        """The DCP_NOOP to send now, if one is due (and none is outstanding)."""
+        if self.pending is not None or now - self.last_noop < interval:
+            return None
+        self.opaque += 1
+        self.pending = self.opaque
+        self.last_noop = now
+        self.sent += 1
+        return DcpNoop(opaque=self.opaque).encode()
+
+    def answer(self, opaque: int) -> bool:
+        """The consumer answered a noop; False if no noop with ``opaque`` is pending."""
+        if opaque != self.pending:
+            return False
+        self.pending = None
+        self.answered += 1
+        return True
+
+    def deadline(self, interval: float, idle_timeout: float) -> float:
+        """When to look again: the next noop, or the idle disconnect."""
+        idle = self.last_received + idle_timeout
+        if self.pending is not None:
+            return idle
+        return min(idle, self.last_noop + interval)
+
+    def idle_for(self, now: float, idle_timeout: float) -> float | None:
+        """Seconds of silence if past the idle timeout, else None."""
+        silent = now - self.last_received
+        return silent if silent >= idle_timeout else None

@@ -1,0 +1,43 @@
+"""Scenarios: the one step vocabulary (``mockdcp.scenario.steps``), its converter for
+YAML, JSON and Python data, validation, triggers, expectations and the runner."""
+
+from __future__ import annotations
+
+from mockdcp.scenario._check import check_steps as check_steps
+from mockdcp.scenario._convert import (
+    BucketSpec as BucketSpec,
+    Problem as Problem,
+    Scenario as Scenario,
+    ScenarioProblems as ScenarioProblems,
+    load_scenario as load_scenario,
+    parse_duration as parse_duration,
+    parse_scenario as parse_scenario,
+    parse_step as parse_step,
+    parse_steps as parse_steps,
+)
+from mockdcp.scenario._runner import (
+    ExpectationResult as ExpectationResult,
+    Progress as Progress,
+    StepFailed as StepFailed,
+    StepRunner as StepRunner,
+)
+from mockdcp.scenario.steps import *  # noqa: F403
+from mockdcp.scenario.steps import __all__ as _step_names
+
+__all__ = [
+    "BucketSpec",
+    "ExpectationResult",
+    "Problem",
+    "Progress",
+    "Scenario",
+    "ScenarioProblems",
+    "StepFailed",
+    "StepRunner",
+    "check_steps",
+    "load_scenario",
+    "parse_duration",
+    "parse_scenario",
+    "parse_step",
+    "parse_steps",
+    *_step_names,
+]

@@ -1,0 +1,365 @@
+"""One converter for every spelling of steps: YAML files, JSON (HTTP) and Python data.
+
+``parse_steps(data)`` turns a list of ``{name: {fields}}`` mappings into step objects;
+``parse_scenario(text, source)`` reads a whole scenario file. Every problem is collected
+(not just the first) as a ``Problem`` naming the step, the field and, for YAML, the line;
+``ScenarioError.problems`` carries them. Nothing is applied here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from mockdcp._errors import ScenarioError
+from mockdcp.scenario.steps import (
+    STEPS_BY_NAME,
+    SeqnoTarget,
+    Step,
+    Value,
+    Vbuckets,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import cattrs
+
+#: Where a field sits: ("steps", 3, "persist", "upto") and so on.
+Path = tuple[str | int, ...]
+
+
+@attrs.frozen
+class Problem:
+    """One thing wrong with a scenario: where (step index, field, file line) and what."""
+
+    message: str
+    step: int | None = None
+    field: str | None = None
+    line: int | None = None
+    source: str = "<steps>"
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.step is not None:
+            where += f": step {self.step + 1}"
+        if self.field:
+            where += f" ({self.field})"
+        return f"{where}: {self.message}"
+
+
+class ScenarioProblems(ScenarioError):
+    """A scenario or step list is invalid; ``problems`` says where and why."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(map(str, problems)))
+        self.problems = problems
+
+
+@attrs.frozen(kw_only=True)
+class BucketSpec:
+    """A scenario's ``bucket:`` block."""
+
+    name: str = "default"
+    vbuckets: int = 16
+    #: scope -> collection names (the ``_default`` scope and collection always exist)
+    collections: dict[str, list[str]] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Scenario:
+    """A scenario file: what it reproduces, its seed, its bucket, its steps."""
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    bucket: BucketSpec = BucketSpec()
+    steps: tuple[Step, ...] = ()
+    source: str = "<scenario>"
+
+
+# -- the converter -----------------------------------------------------------------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number or ``"500ms"``, ``"10s"``, ``"2m"``; ``ValueError`` else."""
+    if isinstance(value, bool):
+        raise ValueError(f"a duration is seconds or a string like '10s', not {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    else:
+        raise ValueError(f"a duration is seconds or a string like '10s', not {value!r}")
+    if not 0 <= seconds < 86_400 * 365:
+        raise ValueError(f"a duration must be between 0 and a year, not {value!r}")
+    return seconds
+
+
+def _strict(kind: type, what: str) -> Callable[[object, object], object]:
+    def structure(value: object, _: object) -> object:
+        if isinstance(value, bool) and kind is not bool:
+            raise ValueError(f"expected {what}, not {value!r}")
+        if not isinstance(value, kind):
+            raise ValueError(f"expected {what}, not {value!r}")
+        return value
+
+    return structure
+
+
+def _vbuckets(value: object, _: object) -> Vbuckets:
+    if value == "all":
+        return "all"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"a vbucket is >= 0, not {value}")
+        return value
+    if isinstance(value, list) and value and all(_is_vbid(v) for v in value):
+        return tuple(value)
+    raise ValueError(f"vbuckets is 'all', a vbucket or a list of them, not {value!r}")
+
+
+def _is_vbid(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _value(value: object, _: object) -> Value:
+    if isinstance(value, str | dict | list):
+        return value
+    raise ValueError(f"a value is a JSON object, a list or a string, not {value!r}")
+
+
+def _seqno_target(value: object, _: object) -> int | Literal["high"] | None:
+    if value is None or value == "high":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError(f"seqno is a number or 'high', not {value!r}")
+
+
+def make_converter() -> cattrs.Converter:
+    """The one converter (cattrs) for steps: strict types, no unknown fields."""
+    import cattrs
+
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(int, _strict(int, "an integer"))
+    conv.register_structure_hook(str, _strict(str, "a string"))
+    conv.register_structure_hook(bool, _strict(bool, "true or false"))
+    conv.register_structure_hook(float, lambda v, _: parse_duration(v))
+    conv.register_structure_hook(Vbuckets, _vbuckets)
+    conv.register_structure_hook(Value, _value)
+    conv.register_structure_hook(SeqnoTarget, _seqno_target)
+    return conv
+
+
+_CONVERTER: cattrs.Converter | None = None
+
+
+def converter() -> cattrs.Converter:
+    global _CONVERTER
+    if _CONVERTER is None:
+        _CONVERTER = make_converter()
+    return _CONVERTER
+
+
+def _messages(exc: Exception) -> list[tuple[str, str]]:
+    """(field path, message) pairs from a cattrs structuring error."""
+    import cattrs
+
+    def describe(err: BaseException, kind: object) -> str:
+        if isinstance(err, ValueError) and not isinstance(err, cattrs.BaseValidationError):
+            return str(err)
+        if isinstance(err, cattrs.ForbiddenExtraKeysError):
+            return f"unknown fields: {', '.join(sorted(err.extra_fields))}"
+        if isinstance(err, KeyError):
+            return "required field missing"
+        return cattrs.v.format_exception(err, kind)  # type: ignore[arg-type]
+
+    out = []
+    for text in cattrs.transform_error(exc, path="$", format_exception=describe):
+        message, _, path = text.rpartition(" @ ")
+        field = path.removeprefix("$").lstrip(".") or None
+        out.append((field or "", message or text))
+    return out
+
+
+def parse_step(data: object, index: int = 0, source: str = "<steps>") -> Step:
+    """One step from ``{name: {fields}}``; ``ScenarioProblems`` if it is not one."""
+    return parse_steps([data], source=source)[0]
+
+
+def parse_steps(
+    data: object, *, source: str = "<steps>", lines: dict[Path, int] | None = None
+) -> list[Step]:
+    """Steps from a list of ``{name: {fields}}`` mappings (step objects pass through).
+
+    Raises ``ScenarioProblems`` naming every bad step and field; ``lines`` maps a path
+    (index, name, field...) to its line in the source file.
+    """
+    lines = lines or {}
+    if not isinstance(data, list):
+        raise ScenarioProblems([Problem("steps must be a list", source=source)])
+    steps: list[Step] = []
+    problems: list[Problem] = []
+    for i, item in enumerate(data):
+        if isinstance(item, Step):
+            steps.append(item)
+            continue
+        line = lines.get((i,))
+        if not isinstance(item, dict) or len(item) != 1:
+            problems.append(
+                Problem("a step is a mapping of one step name to its fields", i, None, line, source)
+            )
+            continue
+        ((name, fields),) = item.items()
+        cls = STEPS_BY_NAME.get(name) if isinstance(name, str) else None
+        if cls is None:
+            known = ", ".join(sorted(STEPS_BY_NAME))
+            problems.append(
+                Problem(f"unknown step {name!r} (known: {known})", i, None, line, source)
+            )
+            continue
+        if fields is None:
+            fields = {}
+        if not isinstance(fields, dict):
+            problems.append(
+                Problem(f"the fields of {name} must be a mapping", i, name, line, source)
+            )
+            continue
+        conv = converter()
+        try:
+            steps.append(conv.structure(fields, cls))
+        except Exception as exc:  # cattrs' ClassValidationError and friends
+            for field, message in _messages(exc):
+                path = (i, name, *field.split(".")) if field else (i, name)
+                problems.append(
+                    Problem(
+                        message,
+                        i,
+                        f"{name}.{field}" if field else name,
+                        _nearest_line(lines, path),
+                        source,
+                    )
+                )
+    if problems:
+        raise ScenarioProblems(problems)
+    return steps
+
+
+def _nearest_line(lines: dict[Path, int], path: Path) -> int | None:
+    """The line of ``path`` or of its nearest parent that has one."""
+    while path:
+        if path in lines:
+            return lines[path]
+        path = path[:-1]
+    return None
+
+
+# -- scenario files ----------------------------------------------------------------------
+
+
+def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
+    """A scenario from YAML (or JSON) text; ``ScenarioProblems`` with lines if bad."""
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ScenarioProblems(
+            [Problem(f"not valid YAML: {exc}", line=line, source=source)]
+        ) from None
+    if not isinstance(data, dict):
+        raise ScenarioProblems([Problem("a scenario is a mapping", source=source)])
+    lines = _step_lines(node)
+    allowed = {"name", "description", "seed", "bucket", "steps"}
+    known = ", ".join(sorted(allowed))
+    problems = [
+        Problem(f"unknown key {key!r} (known: {known})", source=source)
+        for key in data
+        if key not in allowed
+    ]
+    head: dict[str, Any] = {k: data[k] for k in ("name", "description", "seed") if k in data}
+    if "name" not in head:
+        problems.append(Problem("a scenario needs a name", field="name", source=source))
+    bucket = BucketSpec()
+    conv = converter()
+    try:
+        if "bucket" in data:
+            spec = data["bucket"]  # ``bucket:`` with nothing: the defaults
+            bucket = conv.structure({} if spec is None else spec, BucketSpec)
+        conv.structure({"name": "", **head}, _Head)
+    except Exception as exc:
+        problems += [Problem(m, field=f or None, source=source) for f, m in _messages(exc)]
+    steps: list[Step] = []
+    try:
+        raw = data.get("steps")  # absent or empty (``steps:``): none; ``{}`` is an error
+        steps = parse_steps([] if raw is None else raw, source=source, lines=lines)
+    except ScenarioProblems as exc:
+        problems += exc.problems
+    if problems:
+        raise ScenarioProblems(problems)
+    return Scenario(
+        name=str(data.get("name", "")),
+        description=str(data.get("description", "")),
+        seed=int(data.get("seed", 0)),
+        bucket=bucket,
+        steps=tuple(steps),
+        source=source,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class _Head:
+    name: str
+    description: str = ""
+    seed: int = 0
+
+
+def load_scenario(path: str) -> Scenario:
+    """Read and parse a scenario file; ``ScenarioError`` if it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioProblems([Problem(f"cannot read: {exc}", source=str(path))]) from None
+    return parse_scenario(text, str(path))
+
+
+def _step_lines(root: object) -> dict[Path, int]:
+    """(step index[, name[, field...]]) -> 1-based line, from the composed YAML."""
+    import yaml
+
+    out: dict[Path, int] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return out
+    for key, value in root.value:
+        if key.value != "steps" or not isinstance(value, yaml.SequenceNode):
+            continue
+        for i, item in enumerate(value.value):
+            out[(i,)] = item.start_mark.line + 1
+            if isinstance(item, yaml.MappingNode):
+                for name, fields in item.value:
+                    _walk(fields, (i, name.value), out)
+    return out
+
+
+def _walk(node: object, path: Path, out: dict[Path, int]) -> None:
+    import yaml
+
+    if isinstance(node, yaml.Node):
+        out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            out[(*path, key.value)] = key.start_mark.line + 1
+            if isinstance(value, yaml.MappingNode):
+                _walk(value, (*path, key.value), out)

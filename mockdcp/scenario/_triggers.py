@@ -1,0 +1,257 @@
+"""Triggers and expectations as pure predicates over the producer's events.
+
+A ``ProgressTrigger`` (the ``wait: {consumer: ...}`` step) and an ``ExpectationCheck``
+(the ``expect`` step) are fed every event the node records (``observe``) and say when
+they are met. Nothing here waits or reads a clock: the runner does, so these are tested
+with hand-made event sequences.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from mockdcp.producer import _events as ev
+from mockdcp.scenario._check import resolve_vbuckets
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from mockdcp.model import Bucket
+    from mockdcp.scenario import steps as st
+
+
+@attrs.define
+class ProgressTrigger:
+    """What ``wait: {consumer: ...}`` waits for; every given condition must hold.
+
+    ``targets`` are the seqnos to be written per vbucket (from ``seqno``, with ``high``
+    resolved when the wait starts; vbuckets with nothing to send are left out): the
+    runner holds those streams there (``Node.hold``) so nothing past them is sent before
+    the steps after the wait have run.
+    """
+
+    spec: st.ConsumerProgress
+    targets: dict[int, int]
+    vbuckets: list[int]
+    written: dict[int, tuple[int, int]] = attrs.field(factory=dict)
+    acked_total: dict[int, int] = attrs.field(factory=dict)
+    opened: set[int] = attrs.field(factory=set)
+    open_conns: set[int] = attrs.field(factory=set)
+    bytes_acked: int = 0
+    noops_answered: int = 0
+    noops_missed: int = 0
+    rollbacks: dict[int, int] = attrs.field(factory=dict)
+    rolled_back: set[int] = attrs.field(factory=set)
+
+    @classmethod
+    def start(
+        cls, spec: st.ConsumerProgress, bucket: Bucket, open_conns: Iterable[int] = ()
+    ) -> ProgressTrigger:
+        vbuckets = resolve_vbuckets(spec.vbucket, bucket.num_vbuckets)
+        targets: dict[int, int] = {}
+        if spec.seqno is not None:
+            for vb in vbuckets:
+                seqno = bucket.vbucket(vb).high_seqno if spec.seqno == "high" else spec.seqno
+                if seqno > 0:
+                    targets[vb] = seqno
+        return cls(spec, targets, vbuckets, open_conns=set(open_conns))
+
+    def seen(self, conn_id: int, vbucket: int, seqno: int, flow_bytes: int) -> None:
+        """Frames of ``vbucket`` up to ``seqno`` are written on ``conn_id`` (counted by
+        flow control up to ``flow_bytes``): the target is met if it is at or below."""
+        target = self.targets.get(vbucket)
+        if target is not None and seqno >= target and vbucket not in self.written:
+            self.written[vbucket] = (conn_id, flow_bytes)
+
+    def _counts(self, event: ev.ProducerEvent) -> bool:
+        return self.spec.connection is None or event.name == self.spec.connection
+
+    def observe(self, event: ev.ProducerEvent) -> None:
+        if isinstance(event, ev.ConnectionOpened):
+            self.open_conns.add(event.conn_id)
+        elif isinstance(event, ev.ConnectionClosed):
+            self.open_conns.discard(event.conn_id)
+            if event.reason.startswith("idle") and self._counts(event):
+                self.noops_missed += 1
+        if not self._counts(event):
+            return
+        if isinstance(event, ev.SeqnoWritten | ev.StreamWritten):
+            flow_bytes = event.flow_bytes if isinstance(event, ev.SeqnoWritten) else 0
+            self.seen(event.conn_id, event.vbucket, event.seqno, flow_bytes)
+        elif isinstance(event, ev.BytesAcked):
+            self.bytes_acked += event.nbytes
+            self.acked_total[event.conn_id] = event.total
+        elif isinstance(event, ev.StreamOpened):
+            self.opened.add(event.vbucket)
+        elif isinstance(event, ev.NoopAnswered):
+            self.noops_answered += 1
+        elif isinstance(event, ev.StreamRequested):
+            self._on_request(event)
+
+    def _on_request(self, event: ev.StreamRequested) -> None:
+        if event.rollback_seqno is not None:
+            self.rollbacks[event.vbucket] = event.rollback_seqno
+        elif event.vbucket in self.rollbacks and event.start_seqno <= self.rollbacks[event.vbucket]:
+            self.rolled_back.add(event.vbucket)
+
+    def met(self) -> bool:
+        s = self.spec
+        checks = [
+            s.seqno is None or set(self.written) >= set(self.targets),
+            not s.acked or all(self._acked(vb) for vb in self.targets),
+            s.connections is None or len(self.open_conns) >= s.connections,
+            not s.streams or self.opened >= set(self.vbuckets),
+            s.bytes_acked is None or self.bytes_acked >= s.bytes_acked,
+            s.noops_answered is None or self.noops_answered >= s.noops_answered,
+            s.noops_missed is None or self.noops_missed >= s.noops_missed,
+            not s.rollback or self.rolled_back >= set(self.vbuckets),
+        ]
+        return all(checks)
+
+    def _acked(self, vb: int) -> bool:
+        if vb not in self.written:
+            return False
+        conn, flow_bytes = self.written[vb]
+        return self.acked_total.get(conn, 0) >= flow_bytes
+
+    def describe(self) -> str:
+        """What is still missing, for a timeout message."""
+        missing = sorted(set(self.targets) - set(self.written))
+        parts = []
+        if missing:
+            shown = ", ".join(f"vb {vb} seqno {self.targets[vb]}" for vb in missing[:5])
+            parts.append(f"not yet written: {shown}{' ...' if len(missing) > 5 else ''}")
+        parts.append(
+            f"connections {len(self.open_conns)}, streams opened {len(self.opened)}, "
+            f"bytes acked {self.bytes_acked}, noops answered {self.noops_answered}, "
+            f"rollbacks taken {sorted(self.rolled_back)}"
+        )
+        return "; ".join(parts)
+
+
+@attrs.define
+class ExpectationCheck:
+    """One ``expect`` step: fed the events since the scenario began, then each new one;
+    ``passed`` once what it names has happened."""
+
+    spec: st.Expect
+    #: when the expect step began (for ``reconnected``)
+    began: float
+    passed: bool = False
+    detail: str = ""
+    _rollback_to: int | None = None
+    _acked: int = 0
+    _answered: int = 0
+    _closed_at: float | None = None
+    _requests: list[ev.StreamRequested] = attrs.field(factory=list)
+
+    @property
+    def name(self) -> str:
+        s = self.spec
+        if s.name:
+            return s.name
+        if s.rollback is not None:
+            to = "" if s.rollback.to is None else f" to {s.rollback.to}"
+            return f"rollback of vbucket {s.rollback.vbucket}{to}"
+        if s.resume is not None:
+            return f"resume of vbucket {s.resume.vbucket} from {s.resume.seqno}"
+        if s.acked is not None:
+            return f"{s.acked} bytes acknowledged"
+        if s.reconnected:
+            return f"reconnected within {s.within:g}s"
+        return f"{s.noops_answered} noops answered"
+
+    def observe(self, event: ev.ProducerEvent) -> None:
+        if self.passed:
+            return
+        s = self.spec
+        if isinstance(event, ev.StreamRequested):
+            self._requests.append(event)
+            if s.rollback is not None:
+                self._on_rollback_request(event)
+            elif s.resume is not None:
+                self._on_resume_request(event)
+        elif isinstance(event, ev.BytesAcked) and s.acked is not None:
+            self._acked += event.nbytes
+            self.passed = self._acked >= s.acked
+        elif isinstance(event, ev.NoopAnswered) and s.noops_answered is not None:
+            self._answered += 1
+            self.passed = self._answered >= s.noops_answered
+        elif s.reconnected:
+            self._on_connection(event)
+
+    def _on_rollback_request(self, event: ev.StreamRequested) -> None:
+        target = self.spec.rollback
+        assert target is not None
+        if event.vbucket != target.vbucket:
+            return
+        if event.rollback_seqno is not None:
+            if self._rollback_to is not None and event.start_seqno > self._rollback_to:
+                self.detail = (
+                    f"ROLLBACK to {self._rollback_to} sent, but the consumer re-requested "
+                    f"from {event.start_seqno}"
+                )
+            if target.to is None or event.rollback_seqno == target.to:
+                self._rollback_to = event.rollback_seqno
+            else:
+                self.detail = f"ROLLBACK to {event.rollback_seqno}, expected {target.to}"
+        elif self._rollback_to is not None and event.start_seqno <= self._rollback_to:
+            self.passed = True
+            self.detail = (
+                f"re-requested from {event.start_seqno} after ROLLBACK to {self._rollback_to}"
+            )
+        elif self._rollback_to is not None:
+            self.detail = (
+                f"ROLLBACK to {self._rollback_to} sent, but the consumer re-requested "
+                f"from {event.start_seqno}"
+            )
+
+    def _on_resume_request(self, event: ev.StreamRequested) -> None:
+        r = self.spec.resume
+        assert r is not None
+        if event.vbucket != r.vbucket:
+            return
+        if event.status != "SUCCESS":
+            self.detail = f"a request from {event.start_seqno} was answered {event.status}"
+            return
+        wanted = {
+            "start seqno": (event.start_seqno, r.seqno),
+            "snap start": (event.snap_start_seqno, r.snap_start),
+            "snap end": (event.snap_end_seqno, r.snap_end),
+            "uuid": (event.vbucket_uuid, r.uuid),
+        }
+        wrong = [
+            f"{k} {got} (expected {exp})"
+            for k, (got, exp) in wanted.items()
+            if exp is not None and got != exp
+        ]
+        if wrong:
+            self.detail = "requested with " + ", ".join(wrong)
+        else:
+            self.passed = True
+            self.detail = f"requested from {event.start_seqno}"
+
+    def _on_connection(self, event: ev.ProducerEvent) -> None:
+        if isinstance(event, ev.ConnectionClosed):
+            self._closed_at = event.time
+        elif isinstance(event, ev.DcpOpened) and self._closed_at is not None:
+            took = event.time - self._closed_at
+            if took <= self.spec.within:
+                self.passed = True
+                self.detail = f"reconnected after {took:.2f}s"
+
+    def failure(self) -> str:
+        """Why the expectation did not pass (for the report)."""
+        if self.detail:
+            return self.detail
+        if self.spec.rollback is not None:
+            return "no ROLLBACK sent" if self._rollback_to is None else "rollback never taken"
+        if self.spec.resume is not None:
+            return f"no stream request for vbucket {self.spec.resume.vbucket}"
+        if self.spec.acked is not None:
+            return f"{self._acked} bytes acknowledged"
+        if self.spec.reconnected:
+            return "no DCP connection after the last disconnect"
+        return f"{self._answered} noops answered"

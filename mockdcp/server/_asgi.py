@@ -1,0 +1,281 @@
+"""The ASGI application of the management port: the Couchbase-compatible endpoints real
+clients bootstrap from, and the control API (``_control.py``), on Starlette.
+
+Couchbase endpoints (what gocbcore, go-dcp and the SDKs read; ns_server's REST API,
+docs.couchbase.com "Cluster info" and "Bucket info"):
+
+* ``GET /pools`` → implementationVersion (go-dcp parses X.Y.Z);
+* ``GET /pools/default`` → the node list;
+* ``GET /pools/default/buckets`` and ``/pools/default/buckets/{bucket}`` → bucket info
+  (bucketType ``membase``, storageBackend ``couchstore``);
+* ``GET /pools/default/b/{bucket}`` → the terse config;
+* ``GET /pools/default/bs/{bucket}`` and ``/pools/default/bucketsStreaming/{bucket}`` →
+  a long-lived response streaming the config, each object followed by four newlines, and
+  again whenever its revision changes;
+* ``GET /whoami`` → the user.
+
+Who may call what (``_Guard``): the Couchbase endpoints need the bucket users' Basic
+credentials (401 otherwise), as a real node's do; the control API needs them too unless
+the port is on a loopback address or ``--control-open`` was given; ``/mock/health``
+never does. A trailing slash is ignored. ``$HOST`` in a config stands for the host the
+client addressed (its Host header).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import TYPE_CHECKING, Any
+
+import trio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+from starlette.routing import Route
+
+from mockdcp.server import _control
+from mockdcp.server._control import JSONResponse
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from starlette.requests import Request
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from mockdcp.producer import Node
+    from mockdcp.server._serve import MockDcpServer
+
+#: seconds between checks of the config revision on a streaming config response
+STREAM_POLL = 0.5
+#: the key under which ``_Guard`` leaves the authenticated user in the ASGI scope
+USER_KEY = "mockdcp.user"
+
+
+def basic_user(headers: Mapping[str, str], users: Mapping[str, str]) -> str | None:
+    """The user named by a valid ``Authorization: Basic`` header, or None."""
+    value = headers.get("authorization", "")
+    if value[:6].lower() != "basic ":
+        return None
+    try:
+        user, _, password = base64.b64decode(value[6:], validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return user if users.get(user) == password else None
+
+
+def _is_control(path: str) -> bool:
+    return path.startswith("/mock/") or path == "/metrics"
+
+
+class _Guard:
+    """Pure ASGI middleware: drops a trailing slash, checks credentials (module doc)."""
+
+    def __init__(self, app: ASGIApp, node: Node, control_open: bool) -> None:
+        self.app = app
+        self.node = node
+        self.control_open = control_open
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if len(path) > 1 and path.endswith("/"):
+            scope = {**scope, "path": path.rstrip("/") or "/"}
+            path = scope["path"]
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        user = basic_user(headers, self.node.users)
+        scope = {**scope, USER_KEY: user}
+        if (
+            user is None
+            and path != "/mock/health"
+            and not (self.control_open and _is_control(path))
+        ):
+            response = _control.problem(
+                401,
+                "Unauthorized",
+                "this endpoint needs the Basic credentials of a bucket user",
+                headers={"www-authenticate": 'Basic realm="mockdcp"'},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _host(request: Request, default: str) -> str:
+    """The host the client addressed, from its Host header (``[v6]:port`` or ``h:port``)."""
+    host = request.headers.get("host")
+    if not host:
+        return default
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else default
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class CouchbaseEndpoints:
+    """The ns_server endpoints of one ``Node`` (module docstring)."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/whoami", self.whoami, methods=["GET"]),
+            Route("/pools", self.pools, methods=["GET"]),
+            Route("/pools/default", self.pool_default, methods=["GET"]),
+            Route("/pools/default/buckets", self.buckets, methods=["GET"]),
+            Route("/pools/default/buckets/{bucket}", self.bucket_info, methods=["GET"]),
+            Route("/pools/default/b/{bucket}", self.terse_config, methods=["GET"]),
+            Route("/pools/default/bs/{bucket}", self.streaming_config, methods=["GET"]),
+            Route(
+                "/pools/default/bucketsStreaming/{bucket}",
+                self.streaming_config,
+                methods=["GET"],
+            ),
+        ]
+
+    def _bucket_or_404(self, request: Request) -> Response | None:
+        if request.path_params["bucket"] != self.node.bucket.name:
+            return Response(b"Requested resource not found.\r\n", 404, media_type="text/plain")
+        return None
+
+    async def whoami(self, request: Request) -> Response:
+        user = request.scope.get(USER_KEY)
+        return JSONResponse({"id": user, "domain": "local", "roles": [{"role": "admin"}]})
+
+    async def pools(self, request: Request) -> Response:
+        node = self.node
+        return JSONResponse(
+            {
+                "isAdminCreds": True,
+                "isEnterprise": True,
+                "implementationVersion": node.version,
+                "componentsVersion": {"ns_server": node.version},
+                "pools": [
+                    {
+                        "name": "default",
+                        "uri": "/pools/default",
+                        "streamingUri": "/poolsStreaming/default",
+                    }
+                ],
+                "uuid": node.bucket_uuid,
+            }
+        )
+
+    async def pool_default(self, request: Request) -> Response:
+        host = _host(request, self.node.host)
+        return JSONResponse(
+            {
+                "name": "default",
+                "nodes": [self._node_entry(host)],
+                "buckets": {"uri": "/pools/default/buckets"},
+                "rebalanceStatus": "none",
+            }
+        )
+
+    async def buckets(self, request: Request) -> Response:
+        return JSONResponse([self._bucket_info(_host(request, self.node.host))])
+
+    async def bucket_info(self, request: Request) -> Response:
+        missing = self._bucket_or_404(request)
+        if missing is not None:
+            return missing
+        return JSONResponse(self._bucket_info(_host(request, self.node.host)))
+
+    async def terse_config(self, request: Request) -> Response:
+        missing = self._bucket_or_404(request)
+        if missing is not None:
+            return missing
+        return JSONResponse(self.node.config(_host(request, self.node.host)))
+
+    async def streaming_config(self, request: Request) -> Response:
+        """A chunked response that sends the config again whenever its revision changes."""
+        missing = self._bucket_or_404(request)
+        if missing is not None:
+            return missing
+        return ConfigStream(self.node, _host(request, self.node.host))
+
+    def _node_entry(self, host: str) -> dict[str, Any]:
+        node = self.node
+        return {
+            "hostname": f"{host}:{node.http_port}",
+            "clusterMembership": "active",
+            "status": "healthy",
+            "version": node.version,
+            "services": ["kv"],
+            "ports": {"direct": node.kv_port},
+            "thisNode": True,
+        }
+
+    def _bucket_info(self, host: str) -> dict[str, Any]:
+        name = self.node.bucket.name
+        info = self.node.config(host)
+        info.update(
+            {
+                "bucketType": "membase",
+                "storageBackend": "couchstore",
+                "uri": f"/pools/default/buckets/{name}",
+                "streamingUri": f"/pools/default/bucketsStreaming/{name}",
+                "nodes": [self._node_entry(host)],
+            }
+        )
+        return info
+
+
+class ConfigStream(Response):
+    """The streaming config response: the config, four newlines, and again whenever its
+    revision changes, until the client goes away (``http.disconnect``) or the server
+    stops. A task, not an async generator, so nothing is left to finalize."""
+
+    def __init__(self, node: Node, host: str) -> None:  # no body: no content-length
+        self.node = node
+        self.host = host
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", b"application/json")]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        await send(start)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._configs, send)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            nursery.cancel_scope.cancel()
+
+    async def _configs(self, send: Send) -> None:
+        sent: tuple[int, int] | None = None
+        while True:
+            current = (self.node.config_epoch, self.node.config_rev)
+            if current != sent:
+                body = json.dumps(self.node.config(self.host)).encode() + b"\n\n\n\n"
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                sent = current
+            await trio.sleep(STREAM_POLL)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """The router's 404 and 405, as RFC 9457 problem documents."""
+    assert isinstance(exc, HTTPException)
+    detail = {
+        404: f"no endpoint at {request.url.path}",
+        405: f"{request.method} is not allowed on {request.url.path}",
+    }.get(exc.status_code, exc.detail)
+    return _control.problem(exc.status_code, exc.detail, detail, headers=exc.headers)
+
+
+async def _problem(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, _control.Problem)
+    return exc.response()
+
+
+def build_app(server: MockDcpServer, tasks: trio.Nursery, *, control_open: bool) -> ASGIApp:
+    """The whole management-port application, behind its guard; ``tasks`` runs what
+    outlives a request (a posted scenario)."""
+    node = server.node
+    routes = CouchbaseEndpoints(node).routes() + _control.ControlApi(server, tasks).routes()
+    handlers = {HTTPException: _http_error, _control.Problem: _problem}
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    app.router.redirect_slashes = False
+    return _Guard(app, node, control_open)

@@ -1,0 +1,366 @@
+"""The OpenAPI 3.1 document of the control API, served at ``/mock/openapi.json``.
+
+Written by hand beside the handlers of ``_control.py`` (the routes are few, and the
+document is what clients and schemathesis read); tests/http checks that every control
+route is described and that the server answers as described.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mockdcp.scenario.steps import STEPS_BY_NAME
+
+_PROBLEM = {"$ref": "#/components/responses/Problem"}
+_UNAUTHORIZED = {"$ref": "#/components/responses/Unauthorized"}
+_SECURITY: list[dict[str, list[str]]] = [{}, {"basic": []}]
+
+_INT = {"type": "integer", "minimum": 0}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _get(summary: str, ok: dict[str, Any], *, open_: bool = False) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "responses": {"200": ok, "4XX": _PROBLEM},
+    }
+    if not open_:
+        op["security"] = _SECURITY
+        op["responses"]["401"] = _UNAUTHORIZED
+    return {"get": op}
+
+
+_STREAM = {
+    "type": "object",
+    "description": "a stream's counters (StreamStatistics)",
+    "required": ["vbucket", "stream_id", "state", "items_sent", "last_sent_seqno"],
+    "properties": {
+        "vbucket": _INT,
+        "stream_id": {"type": ["integer", "null"]},
+        "state": {"type": "string"},
+        "items_sent": _INT,
+        "markers_sent": _INT,
+        "backfills": _INT,
+        "last_sent_seqno": _INT,
+        "last_read_seqno": _INT,
+        "written_seqno": {**_INT, "description": "the last item's seqno on the socket"},
+    },
+}
+
+_CONNECTION = {
+    "type": "object",
+    "description": "a KV connection's counters (ConnectionStatistics) and its streams",
+    "required": ["conn_id", "name", "state", "bytes_sent", "streams"],
+    "properties": {
+        "conn_id": _INT,
+        "name": {"type": "string", "description": "the DCP_OPEN name ('' before it)"},
+        "state": {"type": "string"},
+        "bytes_received": _INT,
+        "bytes_sent": _INT,
+        "messages_sent": _INT,
+        "acked_bytes": _INT,
+        "unacked_bytes": _INT,
+        "buffer_size": _INT,
+        "acks": _INT,
+        "noops_sent": _INT,
+        "noops_answered": _INT,
+        "streams": {"type": "array", "items": _STREAM},
+    },
+}
+
+_VBUCKET = {
+    "type": "object",
+    "required": ["vbucket", "state", "uuid", "high_seqno", "persisted_seqno", "sent_seqno"],
+    "properties": {
+        "vbucket": _INT,
+        "state": {"type": "string", "enum": ["active", "replica", "pending", "dead"]},
+        "uuid": _INT,
+        "high_seqno": _INT,
+        "persisted_seqno": _INT,
+        "purge_seqno": _INT,
+        "streams": _INT,
+        "sent_seqno": {
+            "type": ["integer", "null"],
+            "description": "the highest seqno a live stream of the vbucket has written",
+        },
+        "acked_seqno": {
+            "type": ["integer", "null"],
+            "description": (
+                "the highest seqno known to be acknowledged (known when the connection "
+                "uses flow control and every byte it was sent is acknowledged)"
+            ),
+        },
+    },
+}
+
+_EXPECTATION = {
+    "type": "object",
+    "required": ["name", "passed", "detail", "step"],
+    "properties": {
+        "name": {"type": "string"},
+        "passed": {"type": "boolean"},
+        "detail": {"type": "string"},
+        "step": {"type": "integer", "description": "the expect step's index"},
+    },
+}
+
+_PROGRESS = {
+    "type": "object",
+    "description": "the step runner's progress",
+    "properties": {
+        "applied": _INT,
+        "current": {"type": ["string", "null"], "description": "the step running now"},
+        "label": {"type": ["string", "null"]},
+        "expectations": {"type": "array", "items": _EXPECTATION},
+        "failure": {"type": ["string", "null"]},
+        "finished": {"type": "boolean"},
+    },
+}
+
+_STATE = {
+    "type": "object",
+    "required": ["bucket", "connections", "streams", "vbuckets", "totals", "scenario"],
+    "properties": {
+        "bucket": {"type": "string"},
+        "num_vbuckets": _INT,
+        "kv_port": _INT,
+        "http_port": _INT,
+        "connections": {"type": "array", "items": _CONNECTION},
+        "streams": {
+            "type": "object",
+            "properties": {
+                "total": _INT,
+                "by_state": {"type": "object", "additionalProperties": _INT},
+            },
+        },
+        "vbuckets": {"type": "array", "items": _VBUCKET},
+        "totals": {
+            "type": "object",
+            "description": "counters since the server started (what /metrics reports)",
+            "additionalProperties": _INT,
+        },
+        "persistence_paused": {"type": "boolean"},
+        "scenario": {"oneOf": [_PROGRESS, {"type": "null"}]},
+    },
+}
+
+_ORACLE_ROW = {
+    "type": "object",
+    "required": ["scope", "collection", "key", "datatype", "flags", "expiry", "rev", "cas"],
+    "properties": {
+        "scope": {"type": "string"},
+        "collection": {"type": "string"},
+        "key": {"type": "string"},
+        "value": {"type": "string", "description": "the value, when it is UTF-8 text"},
+        "value_base64": {"type": "string", "description": "the value, when it is not"},
+        "datatype": _INT,
+        "flags": _INT,
+        "expiry": _INT,
+        "rev": _INT,
+        "seqno": _INT,
+        "vbucket": _INT,
+        "cas": {"type": "integer", "description": "as a signed 64-bit integer"},
+    },
+}
+
+_STEPS_BODY = {
+    "type": "array",
+    "description": (
+        "Steps in order, each an object with one member: the step's name (set, delete, "
+        "persist, failover, disconnect, wait, expect, ...: the scenario vocabulary) and "
+        "its fields. The whole list is checked before any step is applied."
+    ),
+    "items": {
+        "type": "object",
+        "minProperties": 1,
+        "maxProperties": 1,
+        "propertyNames": {"enum": sorted(STEPS_BY_NAME)},
+        "additionalProperties": {"type": ["object", "null"]},
+    },
+    "examples": [[{"set": {"key": "user::1", "value": {"name": "Ada"}}}, {"persist": {}}]],
+}
+
+
+_SCENARIO = {
+    "type": "object",
+    "description": "a scenario file's content (as YAML, or the same as JSON)",
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "seed": {"type": "integer"},
+        "bucket": {"type": ["object", "null"], "description": "name, vbuckets, collections"},
+        "steps": {"anyOf": [_STEPS_BODY, {"type": "null"}], "description": "null: none"},
+    },
+}
+
+
+def _problems(*codes: str) -> dict[str, Any]:
+    return dict.fromkeys(codes, _PROBLEM)
+
+
+def _post(
+    summary: str, body: dict[str, Any], ok: tuple[str, dict[str, Any]], *errors: str
+) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "security": _SECURITY,
+            "requestBody": {"required": True, "content": body},
+            "responses": {
+                ok[0]: ok[1],
+                "401": _UNAUTHORIZED,
+                **_problems("400", "408", "413", "415", *errors),
+            },
+        }
+    }
+
+
+_PATHS: dict[str, Any] = {
+    "/mock/health": _get(
+        "Liveness: always open, no credentials",
+        _json(
+            {
+                "type": "object",
+                "required": ["status"],
+                "properties": {"status": {"const": "ok"}},
+            },
+            "the server is up",
+        ),
+        open_=True,
+    ),
+    "/mock/state": _get(
+        "Connections, streams, per-vbucket seqnos and the scenario's progress",
+        _json(_STATE, "a snapshot of the node"),
+    ),
+    "/mock/openapi.json": _get("This document", _json({"type": "object"}, "OpenAPI 3.1")),
+    "/mock/steps": _post(
+        "Apply steps, in order, before the reply",
+        {"application/json": {"schema": _STEPS_BODY}},
+        (
+            "200",
+            _json(
+                {
+                    "type": "object",
+                    "required": ["applied", "progress"],
+                    "properties": {"applied": _INT, "progress": _PROGRESS},
+                },
+                "every step was applied (wait and expect steps were met)",
+            ),
+        ),
+        "409",
+        "422",
+    ),
+    "/mock/scenario": _post(
+        "Load a scenario and run its steps in the background",
+        {
+            "application/yaml": {"schema": {"type": "string"}},
+            "application/json": {"schema": _SCENARIO},
+        },
+        (
+            "202",
+            _json(
+                {
+                    "type": "object",
+                    "required": ["scenario", "steps"],
+                    "properties": {
+                        "scenario": {"type": "string"},
+                        "steps": _INT,
+                        "state": {"type": "string"},
+                    },
+                },
+                "the scenario is valid and runs; GET /mock/state shows its progress",
+            ),
+        ),
+        "409",
+        "422",
+    ),
+    "/mock/oracle": _get(
+        "The final state a correct consumer must hold: one row per live document",
+        _json(
+            {
+                "type": "object",
+                "required": ["rows"],
+                "properties": {"rows": {"type": "array", "items": _ORACLE_ROW}},
+            },
+            "the oracle's rows, sorted by scope, collection and key",
+        ),
+    ),
+    "/mock/expectations": _get(
+        "The outcomes of the expect steps applied so far",
+        _json(
+            {
+                "type": "object",
+                "required": ["expectations", "passed"],
+                "properties": {
+                    "expectations": {"type": "array", "items": _EXPECTATION},
+                    "passed": {"type": "boolean", "description": "every one passed"},
+                },
+            },
+            "the expectations",
+        ),
+    ),
+    "/metrics": _get(
+        "Counters in the Prometheus text format",
+        {
+            "description": "Prometheus text exposition format 0.0.4",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+    ),
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The document (its parts are shared: do not modify it)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mockdcp control API",
+            "version": "1",
+            "description": (
+                "Drive a mock Couchbase DCP producer: apply steps, read its state, the "
+                "oracle and the expectations. On a loopback address no credentials are "
+                "needed; otherwise the bucket users' Basic credentials, unless the "
+                "server runs with --control-open. /mock/health is always open."
+            ),
+        },
+        "paths": _PATHS,
+        "components": {
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+            "schemas": {
+                "Problem": {
+                    "type": "object",
+                    "required": ["type", "title", "status", "detail"],
+                    "properties": {
+                        "type": {"type": "string"},
+                        "title": {"type": "string"},
+                        "status": {"type": "integer"},
+                        "detail": {"type": "string"},
+                        "errors": {"type": "array", "items": {"type": "object"}},
+                    },
+                }
+            },
+            "responses": {
+                "Problem": {
+                    "description": "an RFC 9457 problem document",
+                    "content": {
+                        "application/problem+json": {
+                            "schema": {"$ref": "#/components/schemas/Problem"}
+                        }
+                    },
+                },
+                "Unauthorized": {
+                    "description": "credentials are needed (the port is not on loopback)",
+                    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+                    "content": {
+                        "application/problem+json": {
+                            "schema": {"$ref": "#/components/schemas/Problem"}
+                        }
+                    },
+                },
+            },
+        },
+    }

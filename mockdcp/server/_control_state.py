@@ -1,0 +1,136 @@
+"""What the node is doing, as plain JSON data: ``GET /mock/state``, ``GET /metrics`` and
+the live view of ``mockdcp serve`` all read these snapshots.
+
+Nothing here keeps state or does I/O: each function reads the node's connections (their
+``statistics()`` records), its streams and the bucket's vbuckets at the moment it is
+called, and returns dicts and lists of numbers and strings.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from mockdcp.producer._node import RETIRED_COUNTERS
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from mockdcp.model._vbucket import VBucket
+    from mockdcp.producer import Node
+    from mockdcp.producer._connection import Connection
+    from mockdcp.server._serve import MockDcpServer
+
+#: every stream state (mockdcp/producer/_state.py ``StreamState``), so a state with no
+#: stream still shows (as 0) in the snapshot and in /metrics
+STREAM_STATES = ("pending", "backfilling", "in_memory", "ending", "dead")
+
+
+def _live(node: Node) -> list[Connection]:
+    return node.matching()
+
+
+def connection_state(conn: Connection) -> dict[str, Any]:
+    """One connection: its ``ConnectionStatistics`` fields, with ``streams`` the list of
+    its streams' ``StreamStatistics`` (by vbucket), each with ``written_seqno``: the
+    seqno of the last item on the socket."""
+    row = attrs.asdict(conn.statistics())
+    written = conn.streams.written
+    streams = [
+        {
+            **attrs.asdict(s.statistics()),
+            "written_seqno": written.get((s.vbucket, s.stream_id), 0),
+        }
+        for s in list(conn.streams)
+    ]
+    row["streams"] = sorted(streams, key=lambda st: (st["vbucket"], st["stream_id"] or 0))
+    return row
+
+
+def _vbucket_state(
+    vb: VBucket, sent: Mapping[int, int], acked: Mapping[int, int], streams: Mapping[int, int]
+) -> dict[str, Any]:
+    return {
+        "vbucket": vb.vbid,
+        "state": vb.state.name.lower(),
+        "uuid": vb.failover.newest_uuid,
+        "high_seqno": vb.high_seqno,
+        "persisted_seqno": vb.persisted_seqno,
+        "purge_seqno": vb.purge_seqno,
+        "streams": streams.get(vb.vbid, 0),
+        "sent_seqno": sent.get(vb.vbid),
+        "acked_seqno": acked.get(vb.vbid),
+    }
+
+
+def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The snapshot behind ``GET /mock/state`` and ``MockDcpServer.state()``.
+
+    ``vbuckets[i].sent_seqno`` is the highest seqno any live stream of the vbucket has
+    written to its socket (None without a stream): a consumer that is caught up has it equal to
+    ``high_seqno``. ``acked_seqno`` is the highest one known to be acknowledged: buffer
+    acknowledgements count a connection's bytes, not seqnos, so it is known (equal to
+    the sent seqno) when the connection uses flow control and has every byte it was
+    sent acknowledged, and None otherwise. ``scenario`` (the runner's progress) is
+    passed through.
+    """
+    connections = [connection_state(c) for c in _live(node)]
+    sent: dict[int, int] = {}
+    acked: dict[int, int] = {}
+    per_vb: Counter[int] = Counter()
+    for conn in connections:
+        # acknowledgements count bytes of the whole connection: a stream's seqnos are
+        # known to be acknowledged only once every byte sent is
+        all_acked = conn["buffer_size"] > 0 and conn["unacked_bytes"] == 0
+        for st in conn["streams"]:
+            vb = st["vbucket"]
+            per_vb[vb] += 1
+            sent[vb] = max(sent.get(vb, 0), st["written_seqno"])
+            if all_acked:
+                acked[vb] = max(acked.get(vb, 0), st["written_seqno"])
+    bucket = node.bucket
+    return {
+        "bucket": bucket.name,
+        "num_vbuckets": bucket.num_vbuckets,
+        "kv_port": node.kv_port,
+        "http_port": node.http_port,
+        "connections": connections,
+        "streams": {"total": sum(per_vb.values()), "by_state": streams_by_state(node)},
+        "vbuckets": [_vbucket_state(vb, sent, acked, per_vb) for vb in bucket.vbuckets],
+        "totals": totals(node),
+        "scenario": dict(scenario) if scenario is not None else None,
+    }
+
+
+def server_state(server: MockDcpServer) -> dict[str, Any]:
+    """``node_state`` of a running server, with its scenario progress and whether the
+    background flusher is held."""
+    runner = server._runner  # made on first use: no steps, no progress to show
+    state = node_state(server.node, scenario=None if runner is None else runner.progress.as_dict())
+    state["persistence_paused"] = server.persistence_paused
+    return state
+
+
+def streams_by_state(node: Node) -> dict[str, int]:
+    """How many streams are in each state (every state named, 0 included)."""
+    by_state: Counter[str] = Counter(dict.fromkeys(STREAM_STATES, 0))
+    for conn in _live(node):
+        by_state.update(s.state.value for s in list(conn.streams))
+    return dict(by_state)
+
+
+def totals(node: Node) -> dict[str, int]:
+    """Counters since the node started, closed connections included (``/metrics``)."""
+    out = {k: node.retired[k] for k in RETIRED_COUNTERS}
+    live = _live(node)
+    for conn in live:
+        s = conn.statistics()
+        for k in RETIRED_COUNTERS:
+            out[k] += getattr(s, k)
+    out["connections_opened"] = node.retired["connections"] + len(live)
+    out["connections_open"] = len(live)
+    out["streams_opened"] = node.counts["stream_opened"]
+    out["rollbacks"] = node.counts["rollback"]
+    return out

@@ -1,0 +1,70 @@
+"""The Python API: ``mockdcp.Server`` (a thread) and ``mockdcp.serve`` (trio) apply the
+same steps; a bad step list changes nothing and the server goes on."""
+
+from __future__ import annotations
+
+import pytest
+
+import mockdcp
+from mockdcp.scenario import ScenarioProblems, Set
+
+
+def test_a_server_in_a_thread_takes_steps_from_synchronous_code() -> None:
+    with mockdcp.Server(port=0, http_port=0, vbuckets=4) as server:
+        assert server.connection_string == f"couchbase://127.0.0.1:{server.kv_port}"
+        server.apply(Set(key="a", value={"n": 1}), {"set": {"key": "b", "value": "x"}})
+        assert {key for _, key in server.oracle()} == {b"a", b"b"}
+        vbuckets = server.state()["vbuckets"]
+        assert isinstance(vbuckets, list)
+        assert sum(vb["high_seqno"] for vb in vbuckets) == 2
+
+
+def test_a_bad_step_list_changes_nothing_and_the_server_goes_on() -> None:
+    with mockdcp.Server(port=0, http_port=0, vbuckets=4) as server:
+        with pytest.raises(ScenarioProblems, match="step 2"):
+            server.apply(Set(key="a", value="1"), {"persist": {"upto": "x"}})
+        with pytest.raises(ScenarioProblems, match="no live document"):
+            server.apply(Set(key="a", value="1"), {"delete": {"key": "zzz"}})
+        assert server.oracle() == {}
+        server.apply(Set(key="a", value="1"))
+        assert len(server.oracle()) == 1
+
+
+async def test_serve_applies_a_scenarios_initial_steps_before_clients_connect(
+    tmp_path: object,
+) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "s.yaml"
+    path.write_text(
+        "name: s\nseed: 4\nbucket: {vbuckets: 4}\n"
+        "steps:\n  - generate: {docs: 20}\n  - wait: {seconds: 0}\n  - set: {key: last, value: x}\n"
+    )
+    async with mockdcp.serve(port=0, http_port=0, scenario=path) as server:
+        assert len(server.oracle()) == 20  # before the background part ran
+        await server.scenario_done.wait()
+        assert len(server.oracle()) == 21
+        assert server.state()["scenario"]["finished"] is True  # type: ignore[index]
+
+
+async def test_the_same_scenario_and_seed_give_the_same_model_every_run(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "d.yaml"
+    path.write_text(
+        "name: d\nseed: 9\nbucket: {vbuckets: 8}\nsteps:\n  - generate: {docs: 50}\n"
+        "  - delete: {key: doc::000004}\n  - persist: {}\n  - failover: {vbuckets: 3}\n"
+    )
+    runs = []
+    for _ in range(2):
+        async with mockdcp.serve(port=0, http_port=0, scenario=path) as server:
+            runs.append(
+                [
+                    (
+                        vb.failover.entries,
+                        [(i.seqno, i.cas, i.key, i.value) for i in vb.items.values()],
+                    )
+                    for vb in server.bucket.vbuckets
+                ]
+            )
+    assert runs[0] == runs[1]

@@ -1,0 +1,100 @@
+"""``mockdcp run``, ``mockdcp validate`` and ``mockdcp scenarios`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pathlib
+
+PASSING = """\
+name: rollback
+description: the consumer read writes a failover loses
+seed: 7
+bucket: {vbuckets: 4}
+steps:
+  - persistence: {paused: true}
+  - generate: {docs: 40}
+  - persist: {}
+  - generate: {docs: 8, start: 40}
+  - wait: {consumer: {seqno: high}, timeout: 20s}
+  - failover: {}
+  - expect: {rollback: {vbucket: 0}, within: 10s}
+"""
+
+
+def mockdcp(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mockdcp", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+TAIL = [sys.executable, "-m", "mockdcp", "tail", "--json"]
+
+
+def test_run_passes_a_scenario_the_reference_consumer_copes_with(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(PASSING)
+    result = mockdcp("run", str(path), "--json", "--", *TAIL)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert result.returncode == 0, result.stderr
+    assert report["passed"] is True
+    assert report["expectations"][0]["name"] == "rollback of vbucket 0"
+
+
+def test_run_fails_when_an_expectation_fails(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        PASSING.replace("within: 10s", "within: 10s}\n  - expect: {acked: 1, within: 0.5")
+    )
+    result = mockdcp("run", str(path), "--json", "--", *TAIL)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert result.returncode == 1
+    assert [e["passed"] for e in report["expectations"]] == [True, False]
+
+
+def test_run_fails_when_a_wait_times_out_without_a_consumer(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(PASSING.replace("timeout: 20s", "timeout: 0.5s"))
+    result = mockdcp("run", str(path), "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert "wait timed out" in report["failure"]
+
+
+def test_run_fails_when_the_consumer_fails(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(PASSING)
+    result = mockdcp("run", str(path), "--json", "--", sys.executable, "-c", "raise SystemExit(3)")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert report["consumer_exit"] == 3
+
+
+def test_validate_names_file_line_step_and_field(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "bad.yaml"
+    steps = "steps:\n  - generate: {docs: 2}\n  - persist: {upto: x}\n"
+    path.write_text(f"name: bad\nbucket: {{vbuckets: 4}}\n{steps}")
+    result = mockdcp("validate", str(path))
+    assert result.returncode == 1
+    assert f"{path}:5: step 2 (persist.upto): expected an integer" in result.stderr
+    path.write_text("name: bad\nbucket: {vbuckets: 4}\nsteps:\n  - checkpoint: {vbuckets: 9}\n")
+    result = mockdcp("validate", str(path))
+    assert result.returncode == 1
+    assert "step 1 (checkpoint): no vbucket 9" in result.stderr
+
+
+def test_scenarios_lists_the_bundled_library() -> None:
+    result = mockdcp("scenarios", "--json")
+    assert result.returncode == 0
+    for line in result.stdout.splitlines():
+        row = json.loads(line)
+        assert row["name"]
+        assert not row["description"].startswith("INVALID")

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mockdcp.scenario import (
+    ConsumerProgress,
+    Expect,
+    Persist,
+    RollbackExpectation,
+    ScenarioProblems,
+    Set,
+    Wait,
+    parse_duration,
+    parse_scenario,
+    parse_steps,
+)
+
+DESIGN_EXAMPLE = """\
+name: rollback-after-failover
+description: The active copy fails over; items above seqno 40 are lost.
+seed: 7
+bucket: {name: default, vbuckets: 16}
+steps:
+  - generate: {docs: 100}
+  - persist: {upto: 40}
+  - wait: {consumer: {vbucket: all, seqno: high}}
+  - failover: {vbuckets: all, lose_unpersisted: true}
+  - disconnect: {}
+  - expect: {rollback: {vbucket: 0, to: 40}, within: 10s}
+"""
+
+
+def test_the_design_example_parses_into_step_objects() -> None:
+    scenario = parse_scenario(DESIGN_EXAMPLE, "example.yaml")
+    assert scenario.seed == 7
+    assert scenario.bucket.vbuckets == 16
+    assert scenario.steps[1] == Persist(upto=40)
+    assert scenario.steps[2] == Wait(consumer=ConsumerProgress(vbucket="all", seqno="high"))
+    assert scenario.steps[-1] == Expect(rollback=RollbackExpectation(vbucket=0, to=40), within=10)
+
+
+def test_yaml_json_and_python_spell_the_same_steps() -> None:
+    yaml_steps = parse_scenario(
+        "name: x\nsteps:\n  - set: {key: a, value: {n: 1}}\n  - persist: {vbuckets: [0, 5]}\n"
+    ).steps
+    json_steps = parse_steps(
+        json.loads('[{"set": {"key": "a", "value": {"n": 1}}}, {"persist": {"vbuckets": [0, 5]}}]')
+    )
+    python_steps = [Set(key="a", value={"n": 1}), Persist(vbuckets=(0, 5))]
+    assert list(yaml_steps) == json_steps == python_steps
+
+
+def test_errors_name_the_file_line_step_and_field() -> None:
+    text = (
+        "name: bad\nsteps:\n  - persist: {upto: x}\n  - frobnicate: {}\n"
+        "  - wait:\n      consumer:\n        seqno: -3\n  - set: {key: k, value: 5}\n"
+    )
+    with pytest.raises(ScenarioProblems) as info:
+        parse_scenario(text, "bad.yaml")
+    found = {(p.line, p.step, p.field) for p in info.value.problems}
+    assert (3, 0, "persist.upto") in found
+    assert (4, 1, None) in found
+    assert (7, 2, "wait.consumer.seqno") in found
+    assert (8, 3, "set.value") in found
+    assert "bad.yaml:4: step 2: unknown step 'frobnicate'" in str(info.value)
+
+
+def test_unknown_fields_and_missing_fields_are_reported() -> None:
+    with pytest.raises(ScenarioProblems) as info:
+        parse_steps([{"touch": {"key": "k", "bogus": 1}}])
+    messages = " ".join(p.message for p in info.value.problems)
+    assert "unknown fields: bogus" in messages
+    assert "required field missing" in messages
+
+
+def test_types_are_strict() -> None:
+    for bad in (
+        {"persist": {"upto": True}},
+        {"persist": {"upto": "7"}},
+        {"stall": {"seconds": "x"}},
+    ):
+        with pytest.raises(ScenarioProblems):
+            parse_steps([bad])
+
+
+def test_not_yaml_is_an_error_with_a_line() -> None:
+    with pytest.raises(ScenarioProblems) as info:
+        parse_scenario("name: x\nsteps: [\n", "broken.yaml")
+    assert info.value.problems[0].line is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [(3, 3.0), (0.5, 0.5), ("500ms", 0.5), ("10s", 10.0), ("2m", 120.0)]
+)
+def test_durations_take_seconds_or_units(text: object, seconds: float) -> None:
+    assert parse_duration(text) == seconds

@@ -1,0 +1,268 @@
+"""Every step on the pure layers: a node and its connections driven with bytes and a
+fake clock (no sockets, no trio run)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from mockdcp.model import Bucket
+from mockdcp.producer import Node
+from mockdcp.protocol import (
+    DcpOpen,
+    DcpOpenFlag,
+    DcpStreamRequest,
+    Frame,
+    FrameReader,
+    Hello,
+    HelloFeature,
+    Magic,
+    Opcode,
+    SaslAuth,
+    SelectBucket,
+    Status,
+    StreamEndReason,
+    VBucketState,
+)
+from mockdcp.scenario import StepRunner, steps
+
+if TYPE_CHECKING:
+    from mockdcp.producer import Connection
+
+CLOCK = 1_700_000_000.0
+
+
+def node(items: int = 0, vbuckets: int = 1) -> Node:
+    bucket = Bucket("default", vbuckets, seed=2, clock=lambda: CLOCK)
+    for i in range(items):
+        bucket.set(f"k{i}", f'{{"i":{i}}}')
+    return Node(bucket=bucket, users={"u": "p"})
+
+
+def frames(conn: Connection, now: float = 0.0) -> list[Frame]:
+    reader = FrameReader()
+    reader.feed(conn.data_to_send(now))
+    return list(reader.frames())
+
+
+def opened(n: Node, now: float = 0.0) -> Connection:
+    conn = n.open_connection(now)
+    features = (HelloFeature.XERROR, HelloFeature.JSON)
+    for msg in (
+        Hello(opaque=1, agent=b"t", features=features),
+        SaslAuth(opaque=2, mechanism="PLAIN", payload=b"\0u\0p"),
+        SelectBucket(opaque=3, bucket="default"),
+        DcpOpen(opaque=4, name=b"consumer", flags=int(DcpOpenFlag.PRODUCER)),
+    ):
+        conn.receive_data(msg.encode(), now)
+    assert [f.status for f in frames(conn, now)] == [Status.SUCCESS] * 4
+    return conn
+
+
+def stream_request(vb: int = 0, opaque: int = 9) -> bytes:
+    return DcpStreamRequest(
+        opaque=opaque,
+        vbucket=vb,
+        flags=0,
+        start_seqno=0,
+        end_seqno=2**64 - 1,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+    ).encode()
+
+
+def apply(n: Node, *step: steps.Step) -> StepRunner:
+    runner = StepRunner(n, set_persistence=lambda paused: None)
+    runner.apply_now(list(step))
+    return runner
+
+
+def test_data_steps_write_the_model() -> None:
+    n = node()
+    apply(
+        n,
+        steps.Set(key="a", value={"x": 1}),
+        steps.Set(key="b", value="raw"),
+        steps.Touch(key="a", expiry=5),
+        steps.Delete(key="b"),
+        steps.Generate(docs=3, prefix="g"),
+        steps.Set(key="c", value="v"),
+        steps.Expire(key="c"),
+    )
+    oracle = n.bucket.oracle()
+    assert {k for _, k in oracle} == {b"a", b"g::000000", b"g::000001", b"g::000002"}
+    assert oracle[(0, b"a")].value == b'{"x":1}'
+    assert oracle[(0, b"a")].expiry == 5
+
+
+def test_storage_steps() -> None:
+    n = node(5)
+    apply(n, steps.Persist(vbuckets=0, upto=3))
+    assert n.bucket.vbucket(0).persisted_seqno == 3
+    apply(n, steps.Delete(key="k0"), steps.Persist(), steps.Purge(vbuckets=0))
+    assert n.bucket.vbucket(0).purge_seqno == 6
+    apply(n, steps.Checkpoint())
+    apply(n, steps.Set(key="k1", value="new"), steps.Restart(vbuckets=0))
+    assert n.bucket.vbucket(0).high_seqno == 6  # the unpersisted write is lost
+
+
+def test_cluster_steps() -> None:
+    n = node(4, vbuckets=4)
+    n.bucket.set("x", "1", vbucket=0)
+    n.bucket.set("y", "1", vbucket=0)
+    n.bucket.set("z", "1", vbucket=0)
+    apply(n, steps.Persist(upto=2, vbuckets=0), steps.Failover(vbuckets=0))
+    vb = n.bucket.vbucket(0)
+    assert vb.high_seqno == 2  # items after the persisted seqno are lost
+    assert len(vb.failover.entries) == 2
+    apply(n, steps.SetVbucketState(vbuckets=(1, 2), state="replica"))
+    assert n.bucket.vbucket(2).state is VBucketState.REPLICA
+    rev = n.config_rev
+    apply(n, steps.MoveVbucket(vbuckets=3))
+    assert n.bucket.vbucket(3).state is VBucketState.DEAD
+    assert n.config_rev == rev + 1
+    apply(n, steps.Flush())
+    assert n.bucket.vbucket(0).high_seqno == 0
+
+
+def test_disconnect_closes_only_the_named_connections() -> None:
+    n = node()
+    a, b = opened(n), n.open_connection(0)
+    apply(n, steps.Disconnect(connection="consumer"))
+    assert a.closed
+    assert not b.closed
+    apply(n, steps.Disconnect())
+    assert b.closed
+
+
+def test_drop_cursor_switches_the_stream_to_disk() -> None:
+    n = node(3)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    apply(n, steps.Persist(), steps.Set(key="k7", value="v", collection="_default"))
+    apply(n, steps.DropCursor(vbuckets=0))
+    stream = conn.streams.get(0, None)
+    assert stream is not None
+    frames(conn)
+    assert stream.backfills == 1
+
+
+def test_end_stream_sends_stream_end_with_the_reason() -> None:
+    n = node(1)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    apply(n, steps.EndStream(vbuckets=0, reason="too_slow"))
+    out = frames(conn)
+    assert out[-1].opcode == Opcode.DCP_STREAM_END
+    assert int.from_bytes(out[-1].extras, "big") == StreamEndReason.TOO_SLOW
+
+
+def test_stall_writes_nothing_until_it_ends() -> None:
+    n = node(2)
+    conn = opened(n)
+    apply(n, steps.Stall(seconds=5))
+    conn.receive_data(stream_request(), 1)
+    assert frames(conn, 1) == []
+    assert conn.next_deadline() == 5
+    assert frames(conn, 5)[0].status == Status.SUCCESS
+
+
+def test_throttle_bounds_the_bytes_per_second() -> None:
+    n = node(200)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    apply(n, steps.Throttle(bytes_per_second=1000, seconds=10))
+    sizes = [len(conn.data_to_send(t)) for t in (0.5, 1.0, 1.5, 2.0)]
+    assert 0 < sum(sizes) <= 2000 + 200  # whole messages: one may overshoot
+
+
+def test_delay_holds_the_matching_reply_and_what_follows() -> None:
+    n = node(1)
+    conn = opened(n)
+    apply(n, steps.Delay(seconds=2, request="dcp_stream_req"))
+    conn.receive_data(stream_request(), 0)
+    assert frames(conn, 1) == []
+    out = frames(conn, 2)
+    assert out[0].opcode == Opcode.DCP_STREAM_REQ
+    assert out[0].status == Status.SUCCESS
+
+
+@pytest.mark.parametrize(("kind", "byte", "value"), [("magic", 0, 0x00), ("opcode", 1, 0xEE)])
+def test_corrupt_damages_a_copy_of_the_next_frame(kind: str, byte: int, value: int) -> None:
+    n = node(1)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    apply(n, steps.Set(key="k5", value="v"), steps.Corrupt(kind=kind))  # type: ignore[arg-type]
+    data = conn.data_to_send(0)
+    assert data[byte] == value
+    again = n.bucket.vbucket(0).checkpoints[-1]
+    assert all(h[0] == Magic.REQUEST for h in again.heads if h)  # shared frames untouched
+
+
+def test_reject_answers_the_next_matching_request_with_the_status() -> None:
+    n = node(1)
+    conn = opened(n)
+    apply(n, steps.Reject(request="dcp_stream_req", status="etmpfail", vbucket=0))
+    conn.receive_data(stream_request(opaque=20), 0)
+    conn.receive_data(stream_request(opaque=21), 0)
+    out = [f for f in frames(conn) if f.magic is Magic.RESPONSE]
+    assert [(f.opaque, f.status) for f in out] == [(20, Status.ETMPFAIL), (21, Status.SUCCESS)]
+
+
+def test_reject_with_not_my_vbucket_carries_the_config() -> None:
+    n = node()
+    conn = opened(n)
+    apply(n, steps.Reject(request="dcp_stream_req", status="not_my_vbucket"))
+    conn.receive_data(stream_request(), 0)
+    (reply,) = frames(conn)
+    assert reply.status == Status.NOT_MY_VBUCKET
+    assert b'"vBucketServerMap"' in reply.value
+
+
+def test_refuse_connections_closes_new_ones_until_released() -> None:
+    n = node()
+    apply(n, steps.RefuseConnections())
+    assert n.open_connection(0).closed
+    apply(n, steps.RefuseConnections(enabled=False))
+    assert not n.open_connection(0).closed
+
+
+def test_persistence_and_label_steps() -> None:
+    n = node()
+    held: list[bool] = []
+    runner = StepRunner(n, set_persistence=held.append)
+    runner.apply_now([steps.Persistence(paused=True), steps.Label(name="here")])
+    assert held == [True]
+    assert runner.progress.label == "here"
+
+
+def test_stream_progress_is_reported_once_written_not_when_queued() -> None:
+    from mockdcp.producer._events import StreamWritten
+
+    n = node(10)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    parts = conn.buffers_to_send(1.0)
+    assert parts
+    assert not [e for e in n.events if isinstance(e, StreamWritten)]
+    conn.data_written(2.0)
+    (event,) = [e for e in n.events if isinstance(e, StreamWritten)]
+    assert (event.vbucket, event.seqno, event.time) == (0, 10, 2.0)
+    assert conn.streams.written[(0, None)] == 10
+
+
+@pytest.mark.parametrize("reason", ["filter_empty", "lost_privileges"])
+def test_collection_end_reasons_reach_a_legacy_connection_as_ok(reason: str) -> None:
+    n = node(1)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    apply(n, steps.EndStream(vbuckets=0, reason=reason))  # type: ignore[arg-type]
+    out = frames(conn)
+    assert out[-1].opcode == Opcode.DCP_STREAM_END
+    assert int.from_bytes(out[-1].extras, "big") == StreamEndReason.OK

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from typing import Any
+
+from mockdcp.model import Bucket
+from mockdcp.producer import _events as ev
+from mockdcp.scenario import ConsumerProgress, Expect, ResumeExpectation, RollbackExpectation
+from mockdcp.scenario._triggers import ExpectationCheck, ProgressTrigger
+
+
+def bucket(items: int = 0) -> Bucket:
+    b = Bucket("default", 2, seed=1, clock=lambda: 1_700_000_000.0)
+    for i in range(items):
+        b.set(f"k{i}", "v", vbucket=i % 2)
+    return b
+
+
+def request(vb: int, start: int, rollback: int | None = None, **kw: int) -> ev.StreamRequested:
+    fields: dict[str, Any] = {
+        "time": 1.0,
+        "conn_id": 1,
+        "vbucket": vb,
+        "stream_id": None,
+        "start_seqno": start,
+        "end_seqno": 2**64 - 1,
+        "vbucket_uuid": 7,
+        "snap_start_seqno": start,
+        "snap_end_seqno": start,
+        "flags": 0,
+        "status": "ROLLBACK" if rollback is not None else "SUCCESS",
+        "rollback_seqno": rollback,
+    }
+    fields.update(kw)
+    return ev.StreamRequested(**fields)
+
+
+def test_a_seqno_trigger_targets_each_vbuckets_high_seqno_and_skips_empty_ones() -> None:
+    b = bucket(3)
+    trigger = ProgressTrigger.start(ConsumerProgress(seqno="high"), b)
+    assert trigger.targets == {0: 2, 1: 1}
+    trigger.observe(ev.SeqnoWritten(time=1, conn_id=1, vbucket=0, seqno=2))
+    assert not trigger.met()
+    trigger.observe(ev.SeqnoWritten(time=1, conn_id=1, vbucket=1, seqno=1))
+    assert trigger.met()
+
+
+def test_an_acked_seqno_needs_acks_covering_its_frame() -> None:
+    trigger = ProgressTrigger.start(ConsumerProgress(vbucket=0, seqno=2, acked=True), bucket(4))
+    trigger.observe(ev.SeqnoWritten(time=1, conn_id=3, vbucket=0, seqno=2, flow_bytes=500))
+    trigger.observe(ev.BytesAcked(time=1, conn_id=3, nbytes=499, total=499))
+    assert not trigger.met()
+    trigger.observe(ev.BytesAcked(time=1, conn_id=3, nbytes=1, total=500))
+    assert trigger.met()
+
+
+def test_a_rollback_is_taken_only_by_a_request_at_or_below_the_rollback_seqno() -> None:
+    trigger = ProgressTrigger.start(ConsumerProgress(vbucket=0, rollback=True), bucket())
+    trigger.observe(request(0, 50, rollback=40))
+    trigger.observe(request(0, 50, rollback=40))  # a consumer that ignores the rollback
+    assert not trigger.met()
+    trigger.observe(request(0, 40))
+    assert trigger.met()
+
+
+def test_connection_noop_and_ack_counts() -> None:
+    spec = ConsumerProgress(connections=1, noops_answered=2, bytes_acked=10)
+    trigger = ProgressTrigger.start(spec, bucket())
+    trigger.observe(ev.ConnectionOpened(time=1, conn_id=1))
+    trigger.observe(ev.NoopAnswered(time=1, conn_id=1, opaque=1))
+    trigger.observe(ev.BytesAcked(time=1, conn_id=1, nbytes=10, total=10))
+    assert not trigger.met()
+    trigger.observe(ev.NoopAnswered(time=1, conn_id=1, opaque=2))
+    assert trigger.met()
+
+
+def test_only_the_named_connection_counts() -> None:
+    spec = ConsumerProgress(bytes_acked=1, connection="mine")
+    trigger = ProgressTrigger.start(spec, bucket())
+    trigger.observe(ev.BytesAcked(time=1, conn_id=1, name="other", nbytes=5, total=5))
+    assert not trigger.met()
+    trigger.observe(ev.BytesAcked(time=1, conn_id=2, name="mine", nbytes=5, total=5))
+    assert trigger.met()
+
+
+def test_a_rollback_sent_is_not_a_rollback_taken() -> None:
+    check = ExpectationCheck(Expect(rollback=RollbackExpectation(vbucket=0, to=40)), began=0)
+    check.observe(request(0, 50, rollback=40))
+    check.observe(request(0, 50, rollback=40))
+    assert not check.passed
+    assert "re-requested from 50" in check.failure()
+    check.observe(request(0, 40))
+    assert check.passed
+
+
+def test_a_rollback_to_another_seqno_does_not_pass() -> None:
+    check = ExpectationCheck(Expect(rollback=RollbackExpectation(vbucket=0, to=40)), began=0)
+    check.observe(request(0, 50, rollback=0))
+    check.observe(request(0, 0))
+    assert not check.passed
+    assert check.failure() == "ROLLBACK to 0, expected 40"
+
+
+def test_a_resume_must_match_every_field_given() -> None:
+    spec = Expect(resume=ResumeExpectation(vbucket=1, seqno=9, snap_start=5, snap_end=9))
+    check = ExpectationCheck(spec, began=0)
+    check.observe(request(1, 9, snap_start_seqno=9))
+    assert not check.passed
+    assert "snap start 9 (expected 5)" in check.failure()
+    check.observe(request(1, 9, snap_start_seqno=5, snap_end_seqno=9))
+    assert check.passed
+
+
+def test_reconnected_counts_from_the_last_close() -> None:
+    check = ExpectationCheck(Expect(reconnected=True, within=2), began=0)
+    check.observe(ev.ConnectionClosed(time=10, conn_id=1, reason="disconnect step"))
+    check.observe(ev.DcpOpened(time=13, conn_id=2, flags=1))
+    assert not check.passed
+    check.observe(ev.ConnectionClosed(time=20, conn_id=2, reason="disconnect step"))
+    check.observe(ev.DcpOpened(time=21, conn_id=3, flags=1))
+    assert check.passed
+
+
+def test_a_refused_request_is_not_a_resume() -> None:
+    check = ExpectationCheck(Expect(resume=ResumeExpectation(vbucket=1, seqno=9)), began=0)
+    check.observe(request(1, 9, status="NOT_MY_VBUCKET"))  # type: ignore[arg-type]
+    assert not check.passed
+    assert check.failure() == "a request from 9 was answered NOT_MY_VBUCKET"
+    check.observe(request(1, 9))
+    assert check.passed

@@ -1,0 +1,105 @@
+"""Running a library scenario in-process against one consumer, and what came of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from mockdcp._errors import MockDcpError
+from mockdcp.server import serve
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp.client import DcpConsumer
+    from mockdcp.scenario import ExpectationResult
+    from mockdcp.server import MockDcpServer
+
+LIBRARY = Path(__file__).resolve().parents[2] / "mockdcp" / "scenarios"
+#: seconds one scenario may take before the test gives up on it
+SCENARIO_LIMIT = 40.0
+#: seconds the consumer gets, after the scenario's last step, to take in what was sent
+SETTLE = 2.0
+
+
+def library() -> list[Path]:
+    """Every scenario file of the library, by name."""
+    return sorted(LIBRARY.glob("*.yaml"))
+
+
+@attrs.frozen
+class Outcome:
+    """What a run of a scenario showed."""
+
+    expectations: list[ExpectationResult]
+    #: why the scenario stopped early (a wait timed out), if it did
+    failure: str | None
+    #: the consumer's own error, if it stopped with one
+    consumer_error: str | None
+    #: the consumer's live documents are the bucket's (same seqno and value per key)
+    converged: bool
+    violations: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.failure is None
+            and self.consumer_error is None
+            and all(e.passed for e in self.expectations)
+        )
+
+    def explain(self) -> str:
+        failed = [f"{e.name}: {e.detail}" for e in self.expectations if not e.passed]
+        return (
+            f"failure={self.failure!r} consumer_error={self.consumer_error!r} "
+            f"failed expectations={failed} converged={self.converged} "
+            f"violations={self.violations[:3]}"
+        )
+
+
+async def run_scenario(
+    path: Path, make_consumer: Callable[[str, int], DcpConsumer], limit: float = SCENARIO_LIMIT
+) -> Outcome:
+    """Serve ``path`` on free ports, run the consumer until the scenario ends."""
+    async with serve(port=0, http_port=0, scenario=path) as server:
+        consumer = make_consumer(server.host, server.kv_port)
+        error: str | None = None
+
+        async def consume() -> None:
+            nonlocal error
+            try:
+                await consumer.run()
+            except (MockDcpError, OSError, trio.BrokenResourceError) as exc:
+                error = repr(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            with trio.move_on_after(limit) as scope:
+                await server.scenario_done.wait()
+            # "written" is not "received": give the consumer a moment to catch up
+            settle = 0.0 if server.runner.progress.failure or scope.cancelled_caught else SETTLE
+            with trio.move_on_after(settle):
+                # the consumer's state has no event to wait on: poll it
+                while not converged(consumer, server) and error is None:  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        failure = server.runner.progress.failure
+        if scope.cancelled_caught:
+            failure = f"the scenario did not finish within {limit:g}s"
+        return Outcome(
+            server.expectations(),
+            failure,
+            error,
+            converged(consumer, server),
+            list(consumer.state.violations),
+        )
+
+
+def converged(consumer: DcpConsumer, server: MockDcpServer) -> bool:
+    """The consumer holds exactly the bucket's live documents (seqno and value)."""
+    held = {k: (v.seqno, bytes(v.value)) for k, v in consumer.state.documents().items()}
+    oracle = {k: (i.seqno, bytes(i.value)) for k, i in server.oracle().items()}
+    return held == oracle

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from mockdcp._scenario_commands import bundled_scenarios, validate_file
+from mockdcp.client import DcpConsumer
+from mockdcp.scenario import load_scenario
+from tests.scenarios._harness import LIBRARY, library, run_scenario
+from tests.scenarios.wrong_consumer import make_consumer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+REPO = LIBRARY.parents[1]
+SCENARIOS = library()
+#: what a scenario needs of the reference consumer beyond its defaults
+CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
+    "slow-consumer-flow-control": {"buffer_size": 64 * 1024},
+    "noops-keep-idle-connection-alive": {"noop_interval": 0.5},
+}
+#: the same as `mockdcp tail` flags
+TAIL_FLAGS: dict[str, list[str]] = {
+    "slow-consumer-flow-control": ["--buffer-size", str(64 * 1024)],
+    "noops-keep-idle-connection-alive": ["--noop-interval", "0.5"],
+}
+
+
+def reference_consumer(name: str) -> Callable[[str, int], DcpConsumer]:
+    options = CONSUMER_OPTIONS.get(name, {})
+    return lambda host, port: DcpConsumer(host, port, vbuckets=None, **options)
+
+
+def by_name(path: Path) -> str:
+    return path.stem
+
+
+def test_library_holds_at_least_twenty_scenarios() -> None:
+    assert len(SCENARIOS) >= 20
+
+
+def test_library_is_what_mockdcp_scenarios_lists() -> None:
+    listed = {name for name, _, _ in bundled_scenarios()}
+    assert listed == {path.stem for path in SCENARIOS}
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+def test_library_scenario_validates_against_its_bucket(path: Path) -> None:
+    assert validate_file(str(path)) == []
+    scenario = load_scenario(str(path))
+    assert scenario.name == path.stem
+    summary, _, detail = scenario.description.partition("\n")
+    assert 0 < len(summary) <= 80  # the line `mockdcp scenarios` shows
+    assert len(detail.split()) >= 20  # which failure it reproduces, and how
+
+
+@pytest.mark.parametrize("name", CONSUMER_OPTIONS)
+def test_consumer_options_name_library_scenarios(name: str) -> None:
+    assert (LIBRARY / f"{name}.yaml").is_file()
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+async def test_library_scenario_passes_with_the_reference_consumer(path: Path) -> None:
+    outcome = await run_scenario(path, reference_consumer(path.stem))
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+    assert outcome.violations == []
+
+
+async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> None:
+    outcome = await run_scenario(
+        LIBRARY / "rollback-after-failover.yaml",
+        lambda host, port: make_consumer("ignore-rollbacks", host, port),
+    )
+    assert not outcome.passed
+    failed = {e.name: e.detail for e in outcome.expectations if not e.passed}
+    assert failed["rollback of vbucket 0 to 5"] == (
+        "ROLLBACK to 5 sent, but the consumer re-requested from 10"
+    )
+
+
+async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
+    outcome = await run_scenario(
+        LIBRARY / "slow-consumer-flow-control.yaml",
+        lambda host, port: make_consumer("never-ack", host, port),
+    )
+    assert not outcome.passed
+    assert outcome.failure is not None
+    assert "bytes acked 0" in outcome.failure
+
+
+def mockdcp_run(scenario: str, *consumer: str) -> tuple[int, dict[str, Any]]:
+    """``mockdcp run --json`` of a library scenario: exit status and report."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [sys.executable, "-m", "mockdcp", "run", "--json", "--timeout", "60"]
+    done = subprocess.run(
+        [*command, str(LIBRARY / f"{scenario}.yaml"), "--", *consumer],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(done.stdout)  # the consumer writes to stderr
+    return done.returncode, report
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+def test_mockdcp_run_passes_every_library_scenario_with_tail(path: Path) -> None:
+    flags = TAIL_FLAGS.get(path.stem, [])
+    code, report = mockdcp_run(path.stem, sys.executable, "-m", "mockdcp", "tail", "--json", *flags)
+    assert report["passed"], report
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "scenario"),
+    [
+        ("ignore-rollbacks", "rollback-after-failover"),
+        ("never-ack", "slow-consumer-flow-control"),
+    ],
+)
+def test_mockdcp_run_fails_the_wrong_consumer(mode: str, scenario: str) -> None:
+    wrong = str(Path(__file__).with_name("wrong_consumer.py"))
+    code, report = mockdcp_run(scenario, sys.executable, wrong, "--mode", mode)
+    assert not report["passed"], report
+    assert code == 1
