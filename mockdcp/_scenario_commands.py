@@ -176,7 +176,13 @@ def validate_file(path: str) -> list[str]:
     try:
         scenario = load_scenario(path)
         spec = scenario.bucket
-        bucket = Bucket(spec.name, spec.vbuckets, seed=scenario.seed, clock=time.time)
+        bucket = Bucket(
+            spec.name,
+            spec.vbuckets,
+            seed=scenario.seed,
+            clock=time.time,
+            collections=spec.collections,
+        )
         check_steps(scenario.steps, bucket, path)
     except ScenarioProblems as exc:
         return [str(p) for p in exc.problems]

@@ -58,6 +58,8 @@ from mockdcp.protocol import (
     Status,
     StreamEnd,
     StreamEndReason,
+    SystemEvent,
+    SystemEventType,
     decode_failover_log,
     decode_server_message,
 )
@@ -125,6 +127,11 @@ class ConsumerState:
     markers: int = 0
     items: int = 0
     violations: list[str] = attrs.field(factory=list)
+    #: (vbucket, collection id) -> seqno of the last END_COLLECTION (drop) or
+    #: BEGIN_COLLECTION (create or flush) event seen: the collection's documents of that
+    #: vbucket written before it are gone
+    cleared: dict[tuple[int, int], int] = attrs.field(factory=dict)
+    system_events: int = 0
 
     def position(self, vb: int) -> VbPosition:
         return self.positions.setdefault(vb, VbPosition())
@@ -132,9 +139,13 @@ class ConsumerState:
     def documents(self) -> dict[tuple[int, bytes], Version]:
         """The live documents: the newest version of each key that is not a deletion."""
         out = {}
+        cleared = self.cleared
         for key, versions in self.versions.items():
             if versions and not versions[-1].deleted:
-                out[key] = versions[-1]
+                last = versions[-1]
+                if last.seqno < cleared.get((last.vbucket, key[0]), -1):
+                    continue  # its collection was dropped or flushed after it
+                out[key] = last
         return out
 
     def mark_consistent(self, vb: int, seqno: int) -> None:
@@ -157,6 +168,8 @@ class ConsumerState:
                 self.versions[key] = kept
             else:
                 del self.versions[key]
+        for at in [k for k, s in self.cleared.items() if k[0] == vb and s > seqno]:
+            del self.cleared[at]
         pos = self.position(vb)
         pos.seqno = pos.snap_start = pos.snap_end = seqno
         entries = [e for e in pos.failover_log if e[1] <= seqno]
@@ -386,7 +399,10 @@ class DcpConsumer:
             self._on_marker(vb, msg)
         elif isinstance(msg, Mutation | Deletion | Expiration):
             self._on_item(vb, msg)
-        elif isinstance(msg, SeqnoAdvanced):
+        elif isinstance(msg, SeqnoAdvanced | SystemEvent):
+            # a system event holds a seqno of the snapshot like an item (and may end it)
+            if isinstance(msg, SystemEvent):
+                self._on_system_event(vb, msg)
             pos = self.state.position(vb)
             pos.seqno = msg.by_seqno
             snap = self._snap.get(vb)
@@ -404,6 +420,13 @@ class DcpConsumer:
                 await self._open_stream(vb)
         self._emit(vb, msg)
         await self._maybe_ack()
+
+    def _on_system_event(self, vb: int, msg: SystemEvent) -> None:
+        self.state.system_events += 1
+        if msg.event in (SystemEventType.END_COLLECTION, SystemEventType.BEGIN_COLLECTION):
+            cid = getattr(msg.data(), "collection_id", None)
+            if cid is not None:
+                self.state.cleared[(vb, cid)] = msg.by_seqno
 
     def _on_marker(self, vb: int, msg: SnapshotMarker) -> None:
         self.state.markers += 1

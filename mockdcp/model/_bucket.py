@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from mockdcp._errors import ModelError
-from mockdcp.model._item import Item, ItemKind, vbucket_of
+from mockdcp.model._item import Item, ItemKind, SystemEventItem, vbucket_of
+from mockdcp.model._manifest import (
+    CollectionsSpec,
+    Manifest,
+    ManifestChange,
+    ManifestEvent,
+    VBucketManifest,
+    declare,
+)
 from mockdcp.model._vbucket import VBucket
 from mockdcp.protocol import Datatype, VBucketState
 
@@ -143,7 +151,15 @@ class Bucket:
         checkpoint_max_items: int = 10_000,
         checkpoint_max_bytes: int = 10 * 1024 * 1024,
         max_failover_entries: int = 25,
+        collections: CollectionsSpec | None = None,
     ) -> None:
+        """``collections`` declares scopes and their collections, created (in order, one
+        manifest change each) before anything else: ``{"inventory": ["hotel",
+        "airline"]}``, or with a max TTL ``{"inventory": {"hotel": {"maxTTL": 60}}}`` /
+        ``[{"name": "hotel", "maxTTL": 60}]``. Their creation events take the first
+        seqnos of every vbucket, as on a real bucket whose collections were created
+        before any client connected. Without it only ``_default._default`` exists and
+        the vbuckets hold no system event."""
         if not 1 <= num_vbuckets <= MAX_VBUCKETS:
             raise ModelError(f"a bucket has 1..{MAX_VBUCKETS} vbuckets, not {num_vbuckets}")
         if checkpoint_max_items < 1 or checkpoint_max_bytes < 1:
@@ -164,6 +180,10 @@ class Bucket:
             )
             for i in range(num_vbuckets)
         ]
+        #: the bucket's collections manifest (``mockdcp.model._manifest``)
+        self.manifest = Manifest()
+        for change in declare(self.manifest, collections or {}):
+            self._apply_change(change)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -200,11 +220,29 @@ class Bucket:
             if (state in (None, 0) and vb.state is not VBucketState.DEAD) or vb.state == state
         ]
 
+    def collection_high_seqnos(
+        self, collection_id: int, state: int | None = None
+    ) -> list[tuple[int, int]]:
+        """(vbucket, high seqno of the collection) for GET_ALL_VB_SEQNOS with a collection
+        id: the seqno of its newest item or system event (0 if none in that vbucket);
+        ``ModelError`` if the collection is not in the manifest."""
+        self.manifest.check_collection(collection_id)
+        return [
+            (vbid, self.vbuckets[vbid].collection_high.get(collection_id, 0))
+            for vbid, _ in self.high_seqnos(state)
+        ]
+
     def oracle(self) -> dict[tuple[int, bytes], Item]:
-        """(collection, key) → newest live item: what a correct consumer must hold."""
+        """(collection, key) → newest live item: what a correct consumer must hold.
+
+        Documents of dropped collections are not there (a consumer that saw the drop
+        forgets them), nor are system events."""
+        live = self.manifest.collections
         out: dict[tuple[int, bytes], Item] = {}
         for vb in self.vbuckets:
-            out.update({key: item for key, item in vb.items.items() if not item.deleted})
+            out.update(
+                {key: item for key, item in vb.items.items() if not item.deleted and key[0] in live}
+            )
         return out
 
     # -- data steps ------------------------------------------------------------------
@@ -213,6 +251,7 @@ class Bucket:
         self, key: bytes | str, vbucket: int | None, collection_id: int = 0
     ) -> tuple[bytes, VBucket]:
         _check_u32(collection_id=collection_id)
+        self.manifest.check_collection(collection_id)
         k = _as_bytes(key, "key")
         if not 1 <= len(k) <= 250:
             raise ModelError(f"a key has 1..250 bytes, not {len(k)}")
@@ -312,6 +351,8 @@ class Bucket:
             else:
                 _check_column(name, _column(column, count, name), top)
         cids = _column(columns["collection_id"], count, "collection_ids")
+        for cid in set(cids):  # each collection checked once, the first row using it named
+            _row(cids.index(cid), "collection_id", self.manifest.check_collection, cid)
         flag_col = _column(flags, count, "flags")
         expiry_col = _column(expiry, count, "expiry")
         dts = None if datatypes is None else _column(datatypes, count, "datatypes")
@@ -509,6 +550,7 @@ class Bucket:
             vb.truncate(vb.persisted_seqno)
             if vb.state is VBucketState.ACTIVE:
                 vb.failover.add_entry(vb.high_seqno)
+            self._catch_up(vb)
         self._notify(vb.vbid for vb in targets)
 
     def failover(
@@ -541,6 +583,7 @@ class Bucket:
             vb.truncate(seqno)
             vb.state = VBucketState.ACTIVE
             vb.failover.add_entry(vb.high_seqno)
+            self._catch_up(vb)
         self._notify(vb.vbid for vb in targets)
 
     def set_vbucket_state(self, vbucket: int, state: VBucketState | int) -> None:
@@ -572,4 +615,80 @@ class Bucket:
             vb._reset(0)
             vb.failover.entries = []
             vb.failover.add_entry(0)
+            self._catch_up(vb)
         self._notify(range(self.num_vbuckets))
+
+    # -- collections steps (the manifest) ------------------------------------------------
+
+    def _write_events(self, vb: VBucket, events: Iterable[ManifestEvent]) -> None:
+        for ev in events:
+            vb.write_system_event(
+                SystemEventItem(
+                    vbucket=vb.vbid,
+                    seqno=vb.high_seqno + 1,
+                    cas=self._next_cas(),
+                    event=ev.event,
+                    manifest_uid=ev.manifest_uid,
+                    scope_id=ev.scope_id,
+                    collection_id=ev.collection_id,
+                    name=ev.name,
+                    max_ttl=ev.max_ttl,
+                    flush_uid=ev.flush_uid,
+                )
+            )
+
+    def _apply_change(self, change: ManifestChange) -> None:
+        """Make a validated change current; its events go into every vbucket."""
+        self.manifest.apply(change)
+        for vb in self.vbuckets:
+            self._write_events(vb, change.events)
+        self._notify(range(self.num_vbuckets))
+
+    def _catch_up(self, vb: VBucket) -> None:
+        """After history was cut (failover, restart, flush), write the manifest changes
+        the vbucket lost again, at new seqnos: its manifest follows the bucket's, as
+        kv_engine's vbucket manifest does when the current one is applied to it."""
+        state = VBucketManifest.replay(e.as_manifest_event() for e in vb.system_events)
+        self._write_events(vb, state.catch_up(self.manifest))
+
+    def manifest_json(self) -> dict[str, object]:
+        """The manifest as GET_COLLECTIONS_MANIFEST returns it."""
+        return self.manifest.to_json()
+
+    def resolve_collection(self, path: str) -> int:
+        """The id of ``scope.collection`` (``ModelError`` if unknown)."""
+        return self.manifest.resolve(path)
+
+    def create_scope(self, name: str) -> int:
+        """Create a scope; returns its id (8 up). ``ModelError`` if the name is invalid
+        or taken."""
+        change = self.manifest.plan_create_scope(name)
+        self._apply_change(change)
+        return change.events[-1].scope_id
+
+    def drop_scope(self, name: str) -> None:
+        """Drop a scope and every collection in it (not ``_default``)."""
+        self._apply_change(self.manifest.plan_drop_scope(name))
+
+    def create_collection(self, scope: str, name: str, *, max_ttl: int | None = None) -> int:
+        """Create a collection in ``scope``; returns its id (8 up). ``max_ttl`` in
+        seconds (None: none of its own)."""
+        change = self.manifest.plan_create_collection(scope, name, max_ttl=max_ttl)
+        self._apply_change(change)
+        cid = change.events[-1].collection_id
+        assert cid is not None
+        return cid
+
+    def drop_collection(self, scope: str, name: str) -> None:
+        """Drop a collection (``_default._default`` included; it cannot come back).
+        Its documents leave the oracle; writes to it are refused from now on."""
+        self._apply_change(self.manifest.plan_drop_collection(scope, name))
+
+    def flush_collection(self, scope: str, name: str) -> None:
+        """Empty a collection: its begin event again at a new seqno of every vbucket,
+        carrying the flush's manifest uid; its documents leave the oracle."""
+        self._apply_change(self.manifest.plan_flush_collection(scope, name))
+
+    def modify_collection(self, scope: str, name: str, *, max_ttl: int | None) -> None:
+        """Give a collection a new max TTL (a MODIFY_COLLECTION event)."""
+        self._apply_change(self.manifest.plan_modify_collection(scope, name, max_ttl=max_ttl))

@@ -194,7 +194,8 @@ class Cursor:
                     if cp.last_hole >= start:  # holes: leave them out, count the ends
                         live = [e for e in cp.entries[start:end] if e is not None]
                         tags = bytes(t for h, t in zip(heads, tags, strict=True) if h)
-                        heads, tails = [h for h in heads if h], [t for t in tails if t]
+                        pieces = [(h, t) for h, t in zip(heads, tails, strict=True) if h]
+                        heads, tails = [h for h, _ in pieces], [t for _, t in pieces]
                         ends, base = list(accumulate(e.size for e in live)), 0
                     else:  # the running totals are the end offsets
                         ends, base = cp.ends[start:end], cp.ends[start - 1] if start else 0

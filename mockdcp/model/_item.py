@@ -23,8 +23,19 @@ from __future__ import annotations
 
 import enum
 import zlib
+from typing import TYPE_CHECKING
 
-from mockdcp.protocol._document_frame import collection_prefix, document_head
+from mockdcp.protocol._document_frame import (
+    collection_prefix,
+    document_head,
+    encode_seqno_advanced_frame,
+    encode_system_event_frame,
+)
+from mockdcp.protocol._enums import SystemEventType
+from mockdcp.protocol._leb128 import encode_leb128
+
+if TYPE_CHECKING:
+    from mockdcp.model._manifest import ManifestEvent
 
 #: the collection prefix of a key in the default collection (LEB128 0; kv_engine
 #: docs/dcp/documentation/commands/mutation.md, "Collections Enabled")
@@ -53,6 +64,8 @@ class ItemKind(enum.Enum):
     MUTATION = "mutation"
     DELETION = "deletion"
     EXPIRATION = "expiration"
+    #: a collections manifest change (``SystemEventItem``)
+    SYSTEM_EVENT = "system_event"
 
 
 class Item:
@@ -150,6 +163,11 @@ class Item:
         return self.kind is not ItemKind.MUTATION
 
     @property
+    def system(self) -> bool:
+        """A system event (a manifest change), not a document."""
+        return False
+
+    @property
     def doc_key(self) -> tuple[int, bytes]:
         return (self.collection_id, self.key)
 
@@ -157,6 +175,202 @@ class Item:
         return (
             f"Item({self.kind.value} {self.collection_id}:{self.key!r} vb={self.vbucket} "
             f"seqno={self.seqno} rev={self.rev_seqno})"
+        )
+
+
+#: The collection id of KV's system-event namespace (``include/memcached/dockey_view.h``):
+#: system events are keyed there, apart from every user collection.
+SYSTEM_COLLECTION_ID = 1
+
+#: The first byte of a system event's key: which kind of thing it is about. Create and
+#: drop of one collection share a key (a drop de-duplicates its creation in an open
+#: checkpoint, as in kv_engine, whose drop event is the creation's key marked deleted);
+#: a modification has a key of its own.
+_KEY_COLLECTION, _KEY_SCOPE, _KEY_MODIFY = b"\x00", b"\x01", b"\x02"
+_DROPS = frozenset({SystemEventType.END_COLLECTION, SystemEventType.DROP_SCOPE})
+_SCOPE_EVENTS = frozenset({SystemEventType.CREATE_SCOPE, SystemEventType.DROP_SCOPE})
+
+
+def system_event_key(event: SystemEventType, scope_id: int, collection_id: int | None) -> bytes:
+    """The key (in ``SYSTEM_COLLECTION_ID``) of a system event about a scope or collection."""
+    if event in _SCOPE_EVENTS:
+        return _KEY_SCOPE + encode_leb128(scope_id)
+    assert collection_id is not None
+    kind = _KEY_MODIFY if event is SystemEventType.MODIFY_COLLECTION else _KEY_COLLECTION
+    return kind + encode_leb128(collection_id)
+
+
+class SystemEventItem(Item):
+    """A manifest change as a vbucket holds it: an item at its own seqno, stored,
+    checkpointed, de-duplicated, persisted, purged (drops only, as tombstones) and cut by
+    failover like any other, keyed in the system namespace (collection 1).
+
+    ``wire`` (here all of it in ``head``, ``tail`` empty) is the frame a
+    collection-aware consumer without FlatBuffers gets
+    (DCP_SYSTEM_EVENT, seed "System Event (0x5f)"): begin collection as version 1 when the
+    collection has a max TTL and version 0 otherwise (kv_engine
+    ``SystemEventProducerMessage::make``), end collection, create and drop scope as
+    version 0. Such a consumer is never sent a MODIFY_COLLECTION event (only FlatBuffers
+    consumers are): a modification's ``wire`` is a DCP_SEQNO_ADVANCED to its seqno, the
+    message a collection-aware consumer gets for a seqno it is not shown. ``frame()``
+    gives the other forms; legacy consumers get no system event at all.
+    """
+
+    __slots__ = (
+        "event",
+        "event_collection_id",
+        "flush_uid",
+        "manifest_uid",
+        "max_ttl",
+        "name",
+        "scope_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        vbucket: int,
+        seqno: int,
+        cas: int,
+        event: SystemEventType,
+        manifest_uid: int,
+        scope_id: int,
+        collection_id: int | None = None,
+        name: str = "",
+        max_ttl: int | None = None,
+        flush_uid: int = 0,
+    ) -> None:
+        self.key = system_event_key(event, scope_id, collection_id)
+        self.collection_id = SYSTEM_COLLECTION_ID
+        self.vbucket = vbucket
+        self.seqno = seqno
+        self.rev_seqno = 1
+        self.cas = cas
+        self.flags = self.expiry = self.datatype = self.delete_time = 0
+        self.kind = ItemKind.SYSTEM_EVENT
+        self.event = event
+        self.manifest_uid = manifest_uid
+        self.scope_id = scope_id
+        #: the collection the event is about (None for scope events)
+        self.event_collection_id = collection_id
+        self.name = name
+        self.max_ttl = max_ttl
+        #: the manifest uid of the collection's last flush (0: never flushed)
+        self.flush_uid = flush_uid
+        if event is SystemEventType.MODIFY_COLLECTION:
+            wire = encode_seqno_advanced_frame(vbucket=vbucket, by_seqno=seqno)
+        else:
+            frame = self.frame(flatbuffers=False)
+            assert frame is not None
+            wire = frame
+        # the whole frame is the head (its key has no collection prefix); the tag marks
+        # it outside the default collection (legacy streams never get it) and, without
+        # datatype, tombstone or value bits, never in need of a value-form variant
+        self.head, self.tail, self.forms = wire, b"", None
+        self.tag = TAG_COLLECTION | TAG_EMPTY
+
+    def as_manifest_event(self) -> ManifestEvent:
+        """The manifest change this event records."""
+        from mockdcp.model._manifest import ManifestEvent
+
+        return ManifestEvent(
+            event=self.event,
+            manifest_uid=self.manifest_uid,
+            scope_id=self.scope_id,
+            collection_id=self.event_collection_id,
+            name=self.name,
+            max_ttl=self.max_ttl,
+            flush_uid=self.flush_uid,
+        )
+
+    @property
+    def deleted(self) -> bool:
+        """Drops are tombstones (kv_engine marks the drop event deleted)."""
+        return self.event in _DROPS
+
+    @property
+    def system(self) -> bool:
+        return True
+
+    @property
+    def value(self) -> bytes:
+        """The event's value in the canonical (version 0/1) form."""
+        from mockdcp.protocol._values import CollectionEventData, ScopeEventData
+
+        if self.event in _SCOPE_EVENTS:
+            return ScopeEventData(manifest_uid=self.manifest_uid, scope_id=self.scope_id).encode()
+        assert self.event_collection_id is not None
+        ttl = self.max_ttl if self.event is not SystemEventType.END_COLLECTION else None
+        return CollectionEventData(
+            manifest_uid=self.manifest_uid,
+            scope_id=self.scope_id,
+            collection_id=self.event_collection_id,
+            max_ttl=ttl,
+        ).encode()
+
+    def flatbuffers_value(self) -> bytes:
+        """The event's value as a FlatBuffers table (version 2)."""
+        from mockdcp.protocol._flatbuffers import (
+            CollectionEventV2,
+            DroppedCollectionV2,
+            DroppedScopeV2,
+            ScopeEventV2,
+            encode_flatbuffers_value,
+        )
+
+        uid, sid, cid = self.manifest_uid, self.scope_id, self.event_collection_id
+        if self.event is SystemEventType.CREATE_SCOPE:
+            return encode_flatbuffers_value(
+                ScopeEventV2(manifest_uid=uid, scope_id=sid, name=self.name)
+            )
+        if self.event is SystemEventType.DROP_SCOPE:
+            return encode_flatbuffers_value(DroppedScopeV2(manifest_uid=uid, scope_id=sid))
+        assert cid is not None
+        if self.event is SystemEventType.END_COLLECTION:
+            return encode_flatbuffers_value(
+                DroppedCollectionV2(manifest_uid=uid, scope_id=sid, collection_id=cid)
+            )
+        data = CollectionEventV2(
+            manifest_uid=uid,
+            scope_id=sid,
+            collection_id=cid,
+            name=self.name,
+            max_ttl=self.max_ttl,
+            flush_uid=self.flush_uid,
+        )
+        return encode_flatbuffers_value(data)
+
+    def frame(self, *, flatbuffers: bool) -> bytes | None:
+        """The DCP_SYSTEM_EVENT frame (opaque 0, no stream-id) for a collection-aware
+        consumer, with FlatBuffers values (version 2) or without (versions 0/1); ``None``
+        when such a consumer is not sent this event (a modification without
+        FlatBuffers). The key is the name on creations and modifications, empty on drops.
+        """
+        ev = self.event
+        if ev is SystemEventType.MODIFY_COLLECTION and not flatbuffers:
+            return None
+        if flatbuffers:
+            version, value = 2, self.flatbuffers_value()
+        else:
+            value = self.value
+            version = (
+                1 if ev is SystemEventType.BEGIN_COLLECTION and self.max_ttl is not None else 0
+            )
+        return encode_system_event_frame(
+            vbucket=self.vbucket,
+            cas=0,  # as the seed's example: a system event carries no CAS
+            by_seqno=self.seqno,
+            event=int(ev),
+            version=version,
+            key=b"" if ev in _DROPS else self.name.encode(),
+            value=value,
+        )
+
+    def __repr__(self) -> str:
+        target = "" if self.event_collection_id is None else f" cid={self.event_collection_id}"
+        return (
+            f"SystemEventItem({self.event.name} {self.name!r} sid={self.scope_id}{target} "
+            f"uid={self.manifest_uid} vb={self.vbucket} seqno={self.seqno})"
         )
 
 

@@ -28,8 +28,8 @@ import attrs
 
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
-from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind
-from mockdcp.protocol import VBucketState
+from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind, SystemEventItem
+from mockdcp.protocol import SystemEventType, VBucketState
 from mockdcp.protocol._document_frame import MUTATION_FRAME, collection_prefix
 
 if TYPE_CHECKING:
@@ -105,6 +105,10 @@ class VBucket:
         #: every write in seqno order, never de-duplicated: what a replica that had
         #: everything up to a seqno holds (restart and failover rebuild from it)
         self.log: list[Item] = []
+        #: the system events of ``log`` (the vbucket's own manifest history)
+        self.system_events: list[SystemEventItem] = []
+        #: collection id -> the highest seqno of an item or event of that collection
+        self.collection_high: dict[int, int] = {}
         self.checkpoints: list[Checkpoint] = [self._new_checkpoint(seqno + 1)]
 
     def _new_checkpoint(self, start: int) -> Checkpoint:
@@ -116,6 +120,11 @@ class VBucket:
     @property
     def max_visible_seqno(self) -> int:
         return self.high_seqno
+
+    @property
+    def manifest_uid(self) -> int:
+        """The manifest uid the vbucket's last system event carries (0 before any)."""
+        return self.system_events[-1].manifest_uid if self.system_events else 0
 
     def get(self, key: bytes, collection_id: int = 0) -> Item | None:
         return self.items.get((collection_id, key))
@@ -195,6 +204,7 @@ class VBucket:
 
     def write(self, item: Item) -> None:
         self.high_seqno = item.seqno
+        self.collection_high[item.collection_id] = item.seqno
         self.items[item.doc_key] = item
         self.log.append(item)
         cp = self.checkpoints[-1]
@@ -207,7 +217,7 @@ class VBucket:
         order, as ``write`` would one by one (the bucket has validated them): the bulk
         load's inner loop, with the frame, the item and the checkpoint's bookkeeping
         inlined for keys new to the open checkpoint."""
-        items, log_append = self.items, self.log.append
+        items, log_append, collection_high = self.items, self.log.append, self.collection_high
         vbid, seqno = self.vbid, self.high_seqno
         max_items, max_bytes = self.checkpoint_max_items, self.checkpoint_max_bytes
         head_of, mutation, new = MUTATION_FRAME.pack, ItemKind.MUTATION, Item.__new__
@@ -238,6 +248,7 @@ class VBucket:
             item.head, item.tail = head, tail
             items[doc_key] = item
             log_append(item)
+            collection_high[cid] = seqno
             if doc_key in index:  # de-duplication: the general path
                 cp.bytes = max_bytes - room_bytes
                 cp.append(item)
@@ -262,6 +273,21 @@ class VBucket:
                 total, room_bytes = 0, max_bytes
         if rows:
             cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
+
+    def write_system_event(self, event: SystemEventItem) -> None:
+        """Write a manifest change's event like any item; it counts towards the high
+        seqno of the collection it is about."""
+        self.write(event)
+        self.system_events.append(event)
+        cid = event.event_collection_id
+        if cid is not None:
+            self.collection_high[cid] = event.seqno
+        if event.flush_uid and event.event is SystemEventType.BEGIN_COLLECTION:
+            # a flush: the collection's documents so far are gone from the hash table (a
+            # consumer forgets them when it reads the event; the disk keeps them until
+            # compaction, as kv_engine's logically deleted items)
+            for key in [k for k in self.items if k[0] == cid]:
+                del self.items[key]
 
     def close_checkpoint(self) -> None:
         """Close the open checkpoint (if it holds anything) and open a new one."""
@@ -344,7 +370,10 @@ class VBucket:
         cut = bisect.bisect_right(self.log, seqno, key=_SEQNO)
         log = self.log[:cut]
         latest: dict[tuple[int, bytes], Item] = {}
+        begins: dict[int, int] = {}  # collection -> seqno of its last begin (create, flush)
         for item in log:
+            if isinstance(item, SystemEventItem) and item.event is SystemEventType.BEGIN_COLLECTION:
+                begins[item.event_collection_id or 0] = item.seqno
             latest[item.doc_key] = item
         self.generation += 1
         for cursor in self.cursors.values():
@@ -352,8 +381,17 @@ class VBucket:
         self._reset(seqno)
         self.purge_seqno = purge
         self.log = log
+        for item in log:
+            if isinstance(item, SystemEventItem):
+                self.system_events.append(item)
+                if item.event_collection_id is not None:
+                    self.collection_high[item.event_collection_id] = item.seqno
+            else:
+                self.collection_high[item.collection_id] = item.seqno
         for item in sorted(latest.values(), key=lambda it: it.seqno):
             if item.deleted and item.seqno <= purge:
                 continue
+            if item.seqno < begins.get(item.collection_id, 0):
+                continue  # flushed
             self.items[item.doc_key] = item
             self._to_disk(item)

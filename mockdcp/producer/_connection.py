@@ -644,13 +644,13 @@ class Connection:
         )
 
     def _on_manifest(self, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
-        self._reply(frame, lookups.collections_manifest())
+        self._reply(frame, lookups.collections_manifest(self.node.bucket))
 
     def _on_collection_id(self, frame: Frame, msg: GetCollectionId, now: float) -> None:
-        self._reply(frame, lookups.collection_id(msg))
+        self._reply(frame, lookups.collection_id(self.node.bucket, msg))
 
     def _on_scope_id(self, frame: Frame, msg: GetScopeId, now: float) -> None:
-        self._reply(frame, lookups.scope_id(msg))
+        self._reply(frame, lookups.scope_id(self.node.bucket, msg))
 
     # -- DCP handlers --------------------------------------------------------------------
 

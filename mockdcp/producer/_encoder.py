@@ -316,6 +316,13 @@ class ItemEncoder:
 
     # -- reading: the frames a stream will send --------------------------------------
 
+    def takes_frames(self, sid: int | None) -> bool:
+        """True when every frame, system events included, goes as the model keeps it
+        or as a value-form variant of a document (system events never need one: their
+        tag has no datatype, tombstone or value bits): a stream of this connection may
+        be sent every collection's items and events from the frames."""
+        return self.form.collections and sid is None and not self._cut_value
+
     def prepare(
         self,
         heads: list[bytes],
@@ -324,14 +331,17 @@ class ItemEncoder:
         ends: Sequence[int],
         base: int,
         items_at: Callable[[Sequence[int]], list[Item]],
+        *,
+        default_only: bool = False,
     ) -> Frames | None:
         """The frames of a batch or backfill, each in this connection's value form.
 
         Frames that need a variant are replaced by it (``items_at`` gives their items,
         called at once). ``None`` when the batch holds an item outside the default
-        collection and the connection is legacy (it goes item by item, filtered).
+        collection (or a system event) and the connection is legacy or the stream must
+        leave those out (``default_only``): it goes item by item, filtered.
         """
-        if not self.form.collections and _other_collections(tags):
+        if (default_only or not self.form.collections) and _other_collections(tags):
             return None
         if self.canonical or not tags:
             return Frames(heads, tails, tags, ends, base)

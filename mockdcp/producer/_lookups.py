@@ -4,8 +4,8 @@ collections manifest and the collection/scope id lookups.
 Each is a pure function from the request (and the bucket) to a ``Reply``; the connection
 frames it. Sources: kv_engine ``engines/ep/src/ep_engine.cc`` (``observe_seqno``,
 ``getAllVBucketSequenceNumbers``), ``engines/ep/src/collections/manager.cc`` (manifest
-and id lookups, UNKNOWN_COLLECTION/UNKNOWN_SCOPE with the manifest uid as context). Only
-the ``_default`` scope and collection exist (id 0, manifest uid 0).
+and id lookups, UNKNOWN_COLLECTION/UNKNOWN_SCOPE with the manifest uid as context). The
+scopes and collections are the manifest's: ``Bucket.manifest`` (``mockdcp.model._manifest``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.protocol import Datatype, Status
-from mockdcp.protocol._cluster_config import default_manifest, manifest_uid_error_body
+from mockdcp.protocol._cluster_config import manifest_uid_error_body
 
 if TYPE_CHECKING:
     from mockdcp.model import Bucket
@@ -34,21 +34,31 @@ class Reply:
     context: str | None = None
 
 
-def _unknown(status: Status) -> Reply:
+def _unknown(bucket: Bucket, status: Status, context: str | None = None) -> Reply:
     """UNKNOWN_COLLECTION / UNKNOWN_SCOPE carry the manifest uid as JSON."""
-    return Reply(status=status, value=manifest_uid_error_body(), datatype=Datatype.JSON)
+    body = manifest_uid_error_body(bucket.manifest.uid)
+    return Reply(status=status, value=body, datatype=Datatype.JSON, context=context)
 
 
 def all_vb_seqnos(bucket: Bucket, msg: GetAllVbSeqnos, *, collections: bool) -> Reply:
     """GET_ALL_VB_SEQNOS: (vbucket, high seqno) pairs of the vbuckets in ``msg.state``
-    (every live one when 0); a collection id needs HELLO COLLECTIONS."""
+    (every live one when 0).
+
+    With a collection id (needs HELLO COLLECTIONS) the seqno is that collection's high
+    seqno (UNKNOWN_COLLECTION if it is not in the manifest). A connection without
+    COLLECTIONS sees only the default collection, so it gets the default collection's
+    (kv_engine ``getAllVBucketSequenceNumbers``; on a bucket that never had another
+    collection that is the vbucket's high seqno)."""
     from mockdcp.protocol import encode_all_vb_seqnos
 
     if msg.collection_id is not None and not collections:
         return Reply(status=Status.EINVAL, context="collection id needs COLLECTIONS")
-    if msg.collection_id not in (None, 0):
-        return _unknown(Status.UNKNOWN_COLLECTION)
-    return Reply(value=encode_all_vb_seqnos(bucket.high_seqnos(msg.state or None)))
+    cid = msg.collection_id if collections else 0
+    if cid is None:
+        return Reply(value=encode_all_vb_seqnos(bucket.high_seqnos(msg.state or None)))
+    if cid not in bucket.manifest.collections:
+        return _unknown(bucket, Status.UNKNOWN_COLLECTION, f"unknown collection {cid:x}")
+    return Reply(value=encode_all_vb_seqnos(bucket.collection_high_seqnos(cid, msg.state or None)))
 
 
 def observe_seqno(bucket: Bucket, msg: ObserveSeqno) -> Reply | None:
@@ -76,27 +86,48 @@ def observe_seqno(bucket: Bucket, msg: ObserveSeqno) -> Reply | None:
     return Reply(status=Status.KEY_ENOENT, context="unknown vbucket uuid")
 
 
-def collections_manifest() -> Reply:
-    """GET_COLLECTIONS_MANIFEST: the manifest as JSON."""
-    return Reply(value=json.dumps(default_manifest()).encode(), datatype=Datatype.JSON)
+def collections_manifest(bucket: Bucket) -> Reply:
+    """GET_COLLECTIONS_MANIFEST: the bucket's manifest as JSON."""
+    body = json.dumps(bucket.manifest.to_json(), separators=(",", ":")).encode()
+    return Reply(value=body, datatype=Datatype.JSON)
 
 
-def collection_id(msg: GetCollectionId) -> Reply:
-    """GET_COLLECTION_ID of ``scope.collection`` (a bare name is in ``_default``)."""
+def _split_path(path: str) -> tuple[str, str]:
+    """``scope.collection`` → (scope, collection); an empty part is ``_default``."""
+    scope, _, name = path.partition(".")
+    return scope or "_default", name or "_default"
+
+
+def collection_id(bucket: Bucket, msg: GetCollectionId) -> Reply:
+    """GET_COLLECTION_ID of ``scope.collection``: manifest uid and collection id;
+    UNKNOWN_SCOPE when the scope is not there, UNKNOWN_COLLECTION when the collection is
+    not, EINVAL unless the path has exactly one dot (kv_engine
+    ``Collections::Manager::getCollectionID``; ``.`` is ``_default._default``)."""
     from mockdcp.protocol import encode_id_lookup_extras
 
-    path = msg.path or "_default._default"
-    if path.count(".") == 0:
-        path = f"_default.{path}"
-    if path not in ("_default._default", "._default", "_default."):
-        return _unknown(Status.UNKNOWN_COLLECTION)
-    return Reply(extras=encode_id_lookup_extras(0, 0))
+    if msg.path.count(".") != 1:
+        return Reply(status=Status.EINVAL, context=f"invalid collection path {msg.path!r}")
+    scope, name = _split_path(msg.path)
+    manifest = bucket.manifest
+    if manifest.scope_named(scope) is None:
+        return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {scope!r}")
+    coll = manifest.collection_named(scope, name)
+    if coll is None:
+        return _unknown(bucket, Status.UNKNOWN_COLLECTION, f"unknown collection {name!r}")
+    return Reply(extras=encode_id_lookup_extras(manifest.uid, coll.cid))
 
 
-def scope_id(msg: GetScopeId) -> Reply:
-    """GET_SCOPE_ID of a scope name."""
+def scope_id(bucket: Bucket, msg: GetScopeId) -> Reply:
+    """GET_SCOPE_ID of the scope of a path (``scope``, ``scope.`` or
+    ``scope.collection``: the part before the dot, empty is ``_default``); EINVAL with more
+    than one dot (kv_engine ``Collections::Manager::getScopeID``)."""
     from mockdcp.protocol import encode_id_lookup_extras
 
-    if (msg.path or "_default") not in ("_default", "_default."):
-        return _unknown(Status.UNKNOWN_SCOPE)
-    return Reply(extras=encode_id_lookup_extras(0, 0))
+    path = msg.path
+    if path.count(".") > 1:
+        return Reply(status=Status.EINVAL, context=f"invalid scope path {path!r}")
+    name = _split_path(path)[0]
+    sc = bucket.manifest.scope_named(name)
+    if sc is None:
+        return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {name!r}")
+    return Reply(extras=encode_id_lookup_extras(bucket.manifest.uid, sc.sid))

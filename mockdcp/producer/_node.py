@@ -90,10 +90,13 @@ class Node:
     #: the final counters of closed connections (``RETIRED_COUNTERS``; "connections")
     retired: Counter[str] = attrs.field(factory=Counter)
     _next_id: int = 1
+    #: the manifest uid the current config revision carries
+    _config_manifest_uid: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.bucket_uuid:
             self.bucket_uuid = f"{self.bucket.rng.getrandbits(128):032x}"
+        self._config_manifest_uid = self.bucket.manifest.uid
         self.bucket.listeners.append(self._on_vbucket_change)
 
     # -- connections ----------------------------------------------------------------
@@ -136,6 +139,11 @@ class Node:
         return [c for c in conns if c.name.decode(errors="replace") == name]
 
     def _on_vbucket_change(self, vbid: int) -> None:
+        if self.bucket.manifest.uid != self._config_manifest_uid:
+            # the bucket config carries collectionsManifestUid: a new manifest is a new
+            # config revision (clients ignore a config whose revision they have seen)
+            self._config_manifest_uid = self.bucket.manifest.uid
+            self.config_rev += 1
         for conn in list(self.connections.values()):
             if conn.on_vbucket_change(vbid):
                 self.wake(conn)
@@ -164,6 +172,7 @@ class Node:
             num_vbuckets=self.bucket.num_vbuckets,
             rev=self.config_rev,
             rev_epoch=self.config_epoch,
+            manifest_uid=self.bucket.manifest.uid,
         )
 
     def config_bytes(self, host: str | None = None) -> bytes:

@@ -28,6 +28,7 @@ import attrs
 
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
+from mockdcp.producer._stream_request import AllButSystemEvents
 from mockdcp.protocol import (
     SnapshotFlag,
     SnapshotMarker,
@@ -282,7 +283,14 @@ class Stream:
         filter (a legacy connection's default-collection filter is applied on the
         frames' tags)."""
         cols = self._collections
-        return cols is None or (cols == _DEFAULT_ONLY and not self._encoder.form.collections)
+        if cols is None or isinstance(cols, AllButSystemEvents):
+            return True
+        return cols == _DEFAULT_ONLY and not self._encoder.form.collections
+
+    @property
+    def _default_only(self) -> bool:
+        """Batches with other collections' items or system events go item by item."""
+        return self._collections is not None
 
     def _open_frame_backfill(self, start: int) -> bool:
         """A backfill sent from the frames the disk holds, queued in pieces, touching
@@ -306,6 +314,7 @@ class Stream:
             ItemEncoder.ends_of(heads, tails, tags),
             0,
             lambda at: snap.items_at(by_seqno, at),
+            default_only=self._default_only,
         )
         if frames is None:
             return False
@@ -348,7 +357,13 @@ class Stream:
         frames = None
         if self._shares_frames and batch.last_seqno <= self.end_seqno:
             frames = self._encoder.prepare(
-                batch.heads, batch.tails, batch.tags, batch.ends, batch.base, batch.items_at
+                batch.heads,
+                batch.tails,
+                batch.tags,
+                batch.ends,
+                batch.base,
+                batch.items_at,
+                default_only=self._default_only,
             )
         if frames is not None:
             # every item of the batch goes, from the frames the checkpoint holds

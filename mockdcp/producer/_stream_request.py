@@ -13,6 +13,7 @@ import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.model import Bucket, needs_rollback
+from mockdcp.model._item import SYSTEM_COLLECTION_ID
 from mockdcp.protocol import (
     DcpOpenFlag,
     DcpStreamRequest,
@@ -25,6 +26,7 @@ from mockdcp.protocol import (
 from mockdcp.protocol._cluster_config import manifest_uid_error_body
 
 if TYPE_CHECKING:
+    from mockdcp.model._manifest import Manifest
     from mockdcp.producer._controls import DcpSettings
 
 #: Check 0: the stream flags a producer knows (0x08 NO_VALUE was removed in 5.0).
@@ -38,10 +40,6 @@ KNOWN_STREAM_FLAGS = (
     | StreamFlag.IGNORE_PURGED_TOMBSTONES
     | StreamFlag.CACHE_TRANSFER
 )
-
-#: The collections mockdcp's manifest knows until the collections issue lands.
-KNOWN_COLLECTIONS = frozenset({0})
-KNOWN_SCOPES = frozenset({0})
 
 
 @attrs.frozen(kw_only=True)
@@ -92,24 +90,71 @@ def _parse_value(
         return _fail(exc.status, str(exc))
 
 
-def _filter(
-    value: StreamRequestValue, settings: DcpSettings
+def stream_filter(
+    value: StreamRequestValue, manifest: Manifest, *, collections: bool, vbucket_uid: int
 ) -> frozenset[int] | StreamRequestDecision | None:
-    """Check 7: the collections the stream lets through (None = all of them).
+    """Check 7: the collections a stream lets through (None = all of them, the
+    "pass-through" stream), or the failing decision. Rules of kv_engine's
+    ``Collections::VB::Filter`` (``engines/ep/src/collections/vbucket_filter.cc``), in
+    its order; unknown collection and scope carry the manifest uid as the error body
+    ``{"manifest_uid":"<hex>"}``:
 
-    A connection without HELLO COLLECTIONS sees only ``_default`` (producer.md §10).
+    * a ``uid`` above the vbucket's manifest uid: COLLECTIONS_MANIFEST_IS_AHEAD (the node
+      has not seen the manifest the client has), without the uid body;
+    * ``collections``: every id in the manifest, else UNKNOWN_COLLECTION naming it;
+    * ``scope``: in the manifest, else UNKNOWN_SCOPE; the filter is the scope's
+      collections now (later ones joining it is the stream's business);
+    * no filter on a connection without COLLECTIONS: only ``_default``, which must exist
+      (UNKNOWN_COLLECTION once it was dropped);
+    * ``collections`` with ``scope`` and the value's own syntax were checked when it was
+      parsed (``StreamRequestValue.parse``).
     """
-    body = manifest_uid_error_body()
+    body = manifest_uid_error_body(manifest.uid)
+    if value.uid is not None and value.uid > vbucket_uid:
+        # kv_engine sets the manifest-uid context only for unknown collection/scope
+        return _fail(
+            Status.COLLECTIONS_MANIFEST_IS_AHEAD,
+            f"stream-request uid {value.uid:x} is ahead of the manifest uid {vbucket_uid:x}",
+        )
     if value.collections is not None:
-        unknown = [c for c in value.collections if c not in KNOWN_COLLECTIONS]
+        unknown = [c for c in value.collections if c not in manifest.collections]
         if unknown:
             return _fail(Status.UNKNOWN_COLLECTION, f"unknown collection {unknown[0]:x}", body)
         return frozenset(value.collections)
     if value.scope is not None:
-        if value.scope not in KNOWN_SCOPES:
+        if value.scope not in manifest.scopes:
             return _fail(Status.UNKNOWN_SCOPE, f"unknown scope {value.scope:x}", body)
-        return frozenset(KNOWN_COLLECTIONS)
-    return None if settings.collections else frozenset({0})
+        return frozenset(c.cid for c in manifest.collections.values() if c.scope_id == value.scope)
+    if collections:
+        return None
+    if 0 not in manifest.collections:
+        return _fail(Status.UNKNOWN_COLLECTION, "the default collection was dropped", body)
+    return frozenset({0})
+
+
+class AllButSystemEvents(frozenset[int]):
+    """The filter of a pass-through stream whose connection cannot be sent system events
+    yet: every collection id but the system-event namespace.
+
+    Until the stream side encodes system events for every connection form, a stream
+    whose frames are not the canonical ones (delete times, the expiry opcode, forced
+    compression, NO_VALUE, stream-ids) leaves system events out rather than send them
+    as the deletions its encoder would make of them. Only buckets with collections have
+    system events, so a default-only bucket streams exactly as before.
+    """
+
+    def __contains__(self, cid: object) -> bool:
+        return cid != SYSTEM_COLLECTION_ID
+
+
+def _without_events_it_cannot_encode(
+    collections: frozenset[int] | None, settings: DcpSettings, sid: int | None
+) -> frozenset[int] | None:
+    from mockdcp.producer._encoder import ItemEncoder
+
+    if collections is None and not ItemEncoder(settings).takes_frames(sid):
+        return AllButSystemEvents()
+    return collections
 
 
 def decide_stream_request(
@@ -157,7 +202,12 @@ def decide_stream_request(
     value = _parse_value(req, settings)
     if isinstance(value, StreamRequestDecision):
         return value
-    collections = _filter(value, settings)
+    collections = stream_filter(
+        value,
+        bucket.manifest,
+        collections=settings.collections,
+        vbucket_uid=vb.manifest_uid,
+    )
     if isinstance(collections, StreamRequestDecision):
         return collections
     # 8: stream-id present exactly when enabled
@@ -212,7 +262,7 @@ def decide_stream_request(
         end_seqno=end,
         snap_start_seqno=snap_start,
         snap_end_seqno=snap_end,
-        collections=collections,
+        collections=_without_events_it_cannot_encode(collections, settings, sid),
         disk_only=disk_only,
         ignore_purged_tombstones=ignore_purged,
         client_purge_seqno=value.purge_seqno or 0,

@@ -56,6 +56,7 @@ def cluster_config(
     rev: int,
     rev_epoch: int = 1,
     vbucket_map: list[list[int]] | None = None,
+    manifest_uid: int = 0,
 ) -> dict[str, Any]:
     """The terse bucket config of a one-node cluster serving every vbucket."""
     vbmap = vbucket_map if vbucket_map is not None else [[0] for _ in range(num_vbuckets)]
@@ -66,7 +67,7 @@ def cluster_config(
         "uuid": bucket_uuid,
         "bucketType": "membase",
         "nodeLocator": "vbucket",
-        "collectionsManifestUid": "0",
+        "collectionsManifestUid": f"{manifest_uid:x}",
         "ddocs": {"uri": f"/pools/default/buckets/{bucket}/ddocs"},
         "nodes": [
             {
@@ -100,22 +101,7 @@ def encode_config(config: dict[str, Any]) -> bytes:
     return json.dumps(config, separators=(",", ":")).encode()
 
 
-def default_manifest() -> dict[str, Any]:
-    """The collections manifest of a bucket with only ``_default._default``.
-
-    Ids are lower-case hex strings (wire.md §4); Java reads this before every stream
-    request when collections are on (clients.md §1.2).
-    """
-    return {
-        "uid": "0",
-        "scopes": [
-            {"name": "_default", "uid": "0", "collections": [{"name": "_default", "uid": "0"}]}
-        ],
-    }
-
-
-def manifest_uid_error_body(manifest: dict[str, Any] | None = None) -> bytes:
+def manifest_uid_error_body(manifest_uid: int = 0) -> bytes:
     """The error body of UNKNOWN_COLLECTION / UNKNOWN_SCOPE: ``{"manifest_uid":"<hex>"}``
-    (wire.md §6; SDKs read it)."""
-    uid = (manifest or default_manifest())["uid"]
-    return json.dumps({"manifest_uid": uid}).encode()
+    (kv_engine ``Collections::Manager`` error context; SDKs read it)."""
+    return json.dumps({"manifest_uid": f"{manifest_uid:x}"}).encode()

@@ -154,6 +154,45 @@ def collection_prefix(collection_id: int) -> bytes:
     return _LEB_SMALL[collection_id] if collection_id < 0x80 else encode_leb128(collection_id)
 
 
+# -- system events (seed "System Event (0x5f)") -----------------------------------------
+
+#: DCP_SYSTEM_EVENT extras (13): by-seqno, event id, version (seed 003 "Extra data").
+SYSTEM_EVENT_EXTRAS = struct.Struct(">QIB")
+_SYSTEM_EVENT_FRAME = struct.Struct(">BBHBBHIIQ" + SYSTEM_EVENT_EXTRAS.format[1:])
+#: DCP_SEQNO_ADVANCED extras (8): the seqno (kv_engine docs/dcp seqno-advanced.md).
+_SEQNO_ADVANCED_FRAME = struct.Struct(">BBHBBHIIQQ")
+
+
+def encode_system_event_frame(
+    *, vbucket: int, cas: int, by_seqno: int, event: int, version: int, key: bytes, value: bytes
+) -> bytes:
+    """The bytes of ``SystemEvent(...)`` with opaque 0 and no stream-id, in one pack: the
+    key is the bare collection or scope name (never LEB128-prefixed), datatype 0."""
+    extras = SYSTEM_EVENT_EXTRAS.size
+    head = _SYSTEM_EVENT_FRAME.pack(
+        Magic.REQUEST,
+        Opcode.DCP_SYSTEM_EVENT,
+        len(key),
+        extras,
+        0,
+        vbucket,
+        extras + len(key) + len(value),
+        0,
+        cas,
+        by_seqno,
+        event,
+        version,
+    )
+    return head + key + value
+
+
+def encode_seqno_advanced_frame(*, vbucket: int, by_seqno: int) -> bytes:
+    """The bytes of ``SeqnoAdvanced(...)`` with opaque 0 and no stream-id."""
+    return _SEQNO_ADVANCED_FRAME.pack(
+        Magic.REQUEST, Opcode.DCP_SEQNO_ADVANCED, 0, 8, 0, vbucket, 8, 0, 0, by_seqno
+    )
+
+
 # -- reading the seqno a stream frame carries ---------------------------------------------
 
 _U64 = struct.Struct(">Q")

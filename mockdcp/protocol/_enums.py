@@ -124,6 +124,8 @@ class Status(enum.IntEnum):
     EBUSY = 0x85
     ETMPFAIL = 0x86
     UNKNOWN_COLLECTION = 0x88
+    #: A stream request's ``uid`` is above the node's manifest uid.
+    COLLECTIONS_MANIFEST_IS_AHEAD = 0x8B
     UNKNOWN_SCOPE = 0x8C
     #: Stream-id present when not enabled, or absent when enabled.
     DCP_STREAMID_INVALID = 0x8D

@@ -40,6 +40,7 @@ from mockdcp.protocol._values import (
 )
 
 if TYPE_CHECKING:
+    from mockdcp.protocol._flatbuffers import FlatBuffersEvent
     from mockdcp.protocol._frame import Frame
 
 # -- producer → consumer stream messages (wire.md §8.7-§8.18) -----------------------------
@@ -368,8 +369,8 @@ class SystemEvent(StreamMessage):
             value=frame.value,
         )
 
-    def data(self) -> CollectionEventData | ScopeEventData:
-        """The parsed value (versions 0 and 1; seed 003)."""
+    def data(self) -> CollectionEventData | ScopeEventData | FlatBuffersEvent:
+        """The parsed value (versions 0 and 1, or 2 = FlatBuffers; seed 003)."""
         return parse_system_event_value(self.event, self.version, self.value)
 
 

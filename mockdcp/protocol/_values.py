@@ -1,7 +1,8 @@
 """Value helpers: bodies that are not a message of their own.
 
 Response values (failover log, rollback seqno, all-vb seqnos, HELLO features, id lookups,
-OBSERVE_SEQNO), system-event values of versions 0 and 1 (seed 003) and the xattr section
+OBSERVE_SEQNO), system-event values of versions 0 and 1 (seed 003; version 2 in
+``_flatbuffers``) and the xattr section
 (wire.md §3.1). Every decoder raises ``RemoteProtocolError`` with status EINVAL naming the
 part of the frame at fault (``value`` or ``extras``).
 """
@@ -18,6 +19,8 @@ from mockdcp.protocol._enums import Datatype, Status, SystemEventType
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from mockdcp.protocol._flatbuffers import FlatBuffersEvent
 
 
 def _einval(message: str, field: str) -> RemoteProtocolError:
@@ -182,18 +185,18 @@ class ScopeEventData:
 
 def parse_system_event_value(
     event: int, version: int, value: bytes
-) -> CollectionEventData | ScopeEventData:
-    """Read a version 0/1 system-event value (seed 003 "Key and Value Data Definition").
+) -> CollectionEventData | ScopeEventData | FlatBuffersEvent:
+    """Read a system-event value (seed 003 "Key and Value Data Definition"): versions
+    0/1 as ``CollectionEventData``/``ScopeEventData``, version 2 (FlatBuffers) as the
+    classes of ``_flatbuffers``.
 
     Raises ``RemoteProtocolError`` (field ``value``) when the length does not match the
-    event and version, and status NOT_SUPPORTED (field ``version``) for FlatBuffers (2).
+    event and version, or a version 2 value is not a FlatBuffers table of the event.
     """
     if version == 2:
-        raise RemoteProtocolError(
-            "FlatBuffers system events are not decoded",
-            status=Status.NOT_SUPPORTED,
-            field="version",
-        )
+        from mockdcp.protocol._flatbuffers import decode_flatbuffers_value
+
+        return decode_flatbuffers_value(event, value)
     if event in (SystemEventType.CREATE_SCOPE, SystemEventType.DROP_SCOPE):
         if version == 0 and len(value) == _SCOPE_V0.size:
             uid, sid = _SCOPE_V0.unpack(value)

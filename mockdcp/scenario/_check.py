@@ -35,11 +35,16 @@ def resolve_vbuckets(sel: st.Vbuckets, num_vbuckets: int) -> list[int]:
     return vbs
 
 
-def resolve_collection(name: str) -> int:
-    """The collection id of ``scope.collection``; only ``_default`` exists."""
-    if name in (st.DEFAULT_COLLECTION, "_default"):
-        return 0
-    raise ValueError(f"unknown collection {name!r} (the bucket has only _default._default)")
+def resolve_collection(bucket: Bucket, name: str) -> int:
+    """The collection id of ``scope.collection`` (a bare name is in ``_default``) in the
+    bucket's manifest; ``ValueError`` naming the collections it has."""
+    from mockdcp._errors import ModelError
+
+    try:
+        return bucket.resolve_collection(name)
+    except ModelError as exc:
+        known = ", ".join(bucket.manifest.paths())
+        raise ValueError(f"{exc} (the bucket has {known})") from None
 
 
 def opcode_of(name: str) -> int:
@@ -121,16 +126,16 @@ def _check(step: st.Step, sim: _Sim) -> None:
     if isinstance(step, st.Set):
         _u32("flags", step.flags)
         _u32("expiry", step.expiry)
-        sim.write(resolve_collection(step.collection), _key(step.key), True)
+        sim.write(resolve_collection(sim.bucket, step.collection), _key(step.key), True)
     elif isinstance(step, st.Delete | st.Expire | st.Touch):
-        cid, key = resolve_collection(step.collection), _key(step.key)
+        cid, key = resolve_collection(sim.bucket, step.collection), _key(step.key)
         if sim.is_live(cid, key) is False:
             raise ValueError(f"no live document {step.key!r} to {step.NAME}")
         if isinstance(step, st.Touch):
             _u32("expiry", step.expiry)
         sim.write(cid, key, isinstance(step, st.Touch))
     elif isinstance(step, st.Generate):
-        cid = resolve_collection(step.collection)
+        cid = resolve_collection(sim.bucket, step.collection)
         if not 0 <= step.docs <= 10_000_000 or step.start < 0:
             raise ValueError("generate takes 0..10,000,000 docs from a start >= 0")
         for i in range(step.start, step.start + step.docs):

@@ -223,25 +223,25 @@ class StepRunner:
         self.bucket.set(
             step.key,
             value,
-            collection_id=resolve_collection(step.collection),
+            collection_id=resolve_collection(self.bucket, step.collection),
             flags=step.flags,
             expiry=step.expiry,
         )
 
     def _delete(self, step: st.Delete) -> None:
-        self.bucket.delete(step.key, collection_id=resolve_collection(step.collection))
+        self.bucket.delete(step.key, collection_id=resolve_collection(self.bucket, step.collection))
 
     def _expire(self, step: st.Expire) -> None:
-        self.bucket.expire(step.key, collection_id=resolve_collection(step.collection))
+        self.bucket.expire(step.key, collection_id=resolve_collection(self.bucket, step.collection))
 
     def _touch(self, step: st.Touch) -> None:
-        cid = resolve_collection(step.collection)
+        cid = resolve_collection(self.bucket, step.collection)
         self.bucket.touch(step.key, step.expiry, collection_id=cid)
 
     def _generate(self, step: st.Generate) -> None:
         from mockdcp._dataset import faker_documents
 
-        cid = resolve_collection(step.collection)
+        cid = resolve_collection(self.bucket, step.collection)
         docs = faker_documents(step.docs, self.seed * 1_000_003 + step.start)
         for n, (_key, body) in zip(range(step.start, step.start + step.docs), docs, strict=True):
             self.bucket.set(f"{step.prefix}::{n:06d}", body, collection_id=cid)

@@ -215,6 +215,7 @@ async def serve(
             plan.bucket.vbuckets,
             seed=seed,
             clock=lambda: SCENARIO_EPOCH,
+            collections=plan.bucket.collections,
         )
     else:
         model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)

@@ -224,7 +224,9 @@ def test_streams_send_what_the_codec_encodes_from_memory_and_from_disk(
 
 
 def test_a_legacy_connection_never_gets_another_collections_items() -> None:
-    b = Bucket("default", 1, seed=4, clock=lambda: 1_700_000_000.0)
+    b = Bucket(
+        "default", 1, seed=4, clock=lambda: 1_700_000_000.0, collections={"s": ["c"]}
+    )  # collection 8, and its system events
     b.set("a", BODY, datatype=1)
     b.set("b", BODY, datatype=1, collection_id=8)
     b.set("c", BODY, datatype=1)

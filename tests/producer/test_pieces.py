@@ -72,8 +72,12 @@ def test_observe_seqno_reports_the_current_branch_and_an_older_one() -> None:
     assert observe_seqno(b, ObserveSeqno(opaque=1, vbucket=9, vbucket_uuid=1)) is None
 
 
-def test_only_the_default_scope_and_collection_are_known() -> None:
-    assert collection_id(GetCollectionId(opaque=1, path="_default._default")).status == 0
-    assert collection_id(GetCollectionId(opaque=1, path="a.b")).status == Status.UNKNOWN_COLLECTION
-    assert scope_id(GetScopeId(opaque=1, path="_default")).status == 0
-    assert scope_id(GetScopeId(opaque=1, path="inventory")).status == Status.UNKNOWN_SCOPE
+def test_a_default_only_bucket_knows_only_the_default_scope_and_collection() -> None:
+    b = bucket()
+    assert collection_id(b, GetCollectionId(opaque=1, path="_default._default")).status == 0
+    assert collection_id(b, GetCollectionId(opaque=1, path="_default.b")).status == (
+        Status.UNKNOWN_COLLECTION
+    )
+    assert collection_id(b, GetCollectionId(opaque=1, path="a.b")).status == Status.UNKNOWN_SCOPE
+    assert scope_id(b, GetScopeId(opaque=1, path="_default")).status == 0
+    assert scope_id(b, GetScopeId(opaque=1, path="inventory")).status == Status.UNKNOWN_SCOPE

@@ -46,6 +46,7 @@ from mockdcp.protocol import (
     split_xattrs,
     strip_user_xattrs,
 )
+from mockdcp.protocol._flatbuffers import ScopeEventV2, encode_flatbuffers_value
 
 
 def request(opcode: int, magic: Magic = Magic.REQUEST, **parts: Any) -> Frame:  # noqa: ANN401
@@ -428,11 +429,17 @@ class TestValues:
         assert (drop.event, drop.key) == (SystemEventType.DROP_SCOPE, b"")
         assert drop.data() == data
 
-    def test_flatbuffers_system_event_value_is_not_supported(self) -> None:
-        event = SystemEvent(opaque=1, vbucket=0, by_seqno=1, event=5, version=2, value=b"\x00" * 8)
+    def test_flatbuffers_system_event_value_is_decoded(self) -> None:
+        data = ScopeEventV2(manifest_uid=3, scope_id=8, name="inventory")
+        value = encode_flatbuffers_value(data)
+        event = SystemEvent(opaque=1, vbucket=0, by_seqno=1, event=3, version=2, value=value)
+        assert event.data() == data
+
+    def test_flatbuffers_system_event_value_that_is_not_a_table_is_rejected(self) -> None:
+        event = SystemEvent(opaque=1, vbucket=0, by_seqno=1, event=5, version=2, value=b"\x01")
         with pytest.raises(RemoteProtocolError) as info:
             event.data()
-        assert info.value.status == Status.NOT_SUPPORTED
+        assert (info.value.status, info.value.field) == (Status.EINVAL, "value")
 
     @pytest.mark.parametrize(
         ("event", "version", "size"), [(0, 0, 12), (1, 1, 20), (3, 0, 16), (4, 1, 12)]
