@@ -50,6 +50,11 @@ async def _serve(args: argparse.Namespace) -> None:
     bucket = (
         None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
     )
+    corpus = getattr(args, "corpus", None)
+    if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
+        from mockdcp.pipeline import open_corpus
+
+        open_corpus(corpus)
     async with serve(
         host=args.host,
         port=args.port,
@@ -61,7 +66,19 @@ async def _serve(args: argparse.Namespace) -> None:
         scenario=scenario,
     ) as server:
         bucket = server.bucket
-        if args.docs and not scenario:
+        if corpus and not scenario:
+            from mockdcp.pipeline import load_corpus
+
+            server.kv.hold()  # connections wait for the data: ready means ready
+            report = await load_corpus(bucket, corpus)
+            server.kv.release()
+            print(
+                f"mockdcp loaded {report.rows} rows ({report.written} writes, {report.deleted} "
+                f"deletes, {report.expired} expiries) from {corpus}",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif args.docs and not scenario:
             server.kv.hold()  # connections wait for the data: ready means ready
             await _load(bucket, args.docs, args.seed)
             server.kv.release()
@@ -101,10 +118,11 @@ async def _load(bucket: Bucket, docs: int, seed: int) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from mockdcp._errors import ModelError, ScenarioError, ServerError
+    from mockdcp.pipeline._errors import PipelineError
 
     try:
         trio.run(_serve, args)
-    except (ServerError, ModelError, ScenarioError) as exc:
+    except (ServerError, ModelError, ScenarioError, PipelineError) as exc:
         print(f"mockdcp: {exc}", file=sys.stderr)
         return 1
     return 0

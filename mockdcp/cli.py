@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="record every KV connection into FILE (pcap; tshark -d tcp.port==PORT,couchbase)",
     )
+    serve.add_argument(
+        "--corpus",
+        metavar="DIR",
+        help="load this Parquet corpus (mockdcp corpus) instead of --docs",
+    )
 
     tail = sub.add_parser(
         "tail",
@@ -133,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     scenarios = sub.add_parser("scenarios", help="list the bundled scenarios")
     scenarios.add_argument("--json", action="store_true", help="JSON lines")
+
+    from mockdcp.pipeline._cli import add_pipeline_parsers
+
+    add_pipeline_parsers(sub)
 
     bench = sub.add_parser("bench", help="streaming throughput, startup time and memory")
     bench.add_argument("--items", type=_int_in(1), default=1_000_000)
@@ -194,6 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mockdcp._bench import run_bench
 
         return run_bench(args)
+    if args.command in ("corpus", "oracle", "verify"):
+        from mockdcp.pipeline._cli import run_pipeline
+
+        return run_pipeline(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

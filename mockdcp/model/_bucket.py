@@ -12,7 +12,7 @@ import gc
 import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mockdcp._errors import ModelError
 from mockdcp.model._item import Item, ItemKind, SystemEventItem, vbucket_of
@@ -103,7 +103,7 @@ def _with_xattrs(
     return value, datatype | Datatype.XATTR
 
 
-def _column(value: Sequence[int] | int, count: int, name: str) -> Sequence[int]:
+def _column(value: Sequence[Any] | int, count: int, name: str) -> Sequence[Any]:
     """One value per row: a sequence of ``count``, or one int for every row."""
     if isinstance(value, int) and not isinstance(value, bool):
         return [value] * count
@@ -324,7 +324,7 @@ class Bucket:
         collection_ids: Sequence[int] | None = None,
         flags: Sequence[int] | int = 0,
         expiry: Sequence[int] | int = 0,
-        datatypes: Sequence[int] | int | None = None,
+        datatypes: Sequence[int | None] | int | None = None,
     ) -> int:
         """Write many documents at once, as ``set`` would one after the other (the same
         items, seqnos, rev seqnos, de-duplication and frames; CAS from one reading of
@@ -348,6 +348,8 @@ class Bucket:
             if isinstance(column, int) and not isinstance(column, bool):
                 if not 0 <= column <= top:
                     raise ModelError(f"{name} must be an integer in 0..{top:#x}, not {column}")
+            elif name == "datatype":  # None in a row: guessed, as ``set`` does
+                _check_column(name, [d for d in _column(column, count, name) if d is not None], top)
             else:
                 _check_column(name, _column(column, count, name), top)
         cids = _column(columns["collection_id"], count, "collection_ids")
@@ -371,7 +373,7 @@ class Bucket:
         self,
         keys: Sequence[bytes],
         values: Sequence[bytes],
-        datatypes: Sequence[int] | None,
+        datatypes: Sequence[int | None] | None,
     ) -> tuple[list[bytes], list[bytes], list[int], list[VBucket]]:
         """The keys, values and datatypes as stored and each row's vbucket, or
         ``ModelError`` naming the first bad row and field."""
@@ -389,7 +391,9 @@ class Bucket:
         if datatypes is None:
             dts = [_guess_datatype(v) for v in vs]
         else:
-            dts = list(datatypes)
+            dts = [
+                _guess_datatype(v) if d is None else d for v, d in zip(vs, datatypes, strict=True)
+            ]
             for i, (v, dt) in enumerate(zip(vs, dts, strict=True)):
                 if dt & 0x06:
                     _row(i, "value", _check_value, v, dt)
@@ -658,6 +662,10 @@ class Bucket:
     def resolve_collection(self, path: str) -> int:
         """The id of ``scope.collection`` (``ModelError`` if unknown)."""
         return self.manifest.resolve(path)
+
+    def collection_name(self, cid: int) -> tuple[str, str]:
+        """(scope, collection) of collection id ``cid`` (``ModelError`` if unknown)."""
+        return self.manifest.name_of(cid)
 
     def create_scope(self, name: str) -> int:
         """Create a scope; returns its id (8 up). ``ModelError`` if the name is invalid

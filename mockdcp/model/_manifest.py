@@ -195,6 +195,11 @@ class Manifest:
             raise ModelError(f"unknown collection id {cid:#x} (manifest uid {self.uid:x})")
         return coll
 
+    def name_of(self, cid: int) -> tuple[str, str]:
+        """(scope, collection) of the live collection ``cid``; ``ModelError`` if none."""
+        coll = self.check_collection(cid)
+        return self.scopes[coll.scope_id].name, coll.name
+
     def paths(self) -> list[str]:
         """Every collection as ``scope.collection``."""
         return [f"{self.scopes[c.scope_id].name}.{c.name}" for c in self.collections.values()]

@@ -247,10 +247,9 @@ class StepRunner:
             self.bucket.set(f"{step.prefix}::{n:06d}", body, collection_id=cid)
 
     def _load(self, step: st.Load) -> None:
-        import importlib
+        from mockdcp.pipeline import load_corpus_sync
 
-        pipeline = importlib.import_module("mockdcp.pipeline")
-        pipeline.load_corpus_sync(self.bucket, step.corpus)
+        load_corpus_sync(self.bucket, step.corpus)
 
     def _checkpoint(self, step: st.Checkpoint) -> None:
         for vb in self._vbs(step.vbuckets):

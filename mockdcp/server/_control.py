@@ -12,7 +12,6 @@ off changes nothing.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 from typing import TYPE_CHECKING
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
-    from mockdcp.model import Bucket
     from mockdcp.scenario import Problem as ScenarioProblem, ScenarioProblems, Step
     from mockdcp.server._serve import MockDcpServer
 
@@ -174,42 +172,6 @@ def _invalid(exc: ScenarioProblems, what: str) -> Problem:
     return Problem(422, f"Invalid {what}", str(exc), errors=_step_errors(exc.problems))
 
 
-def _oracle_rows(bucket: Bucket) -> dict[str, object]:
-    """``{"rows": [...]}``: one row per live document, the oracle's columns (scope,
-    collection, key, value, datatype, flags, expiry, rev, seqno, vbucket, cas); a value
-    that is not UTF-8 comes as ``value_base64`` instead of ``value``. The same rows as
-    the pipeline's oracle (``mockdcp oracle --url`` reads them)."""
-    rows: list[dict[str, object]] = []
-    names = getattr(bucket, "collection_name", None)  # a bucket with collections
-    for (cid, key), item in bucket.oracle().items():
-        if callable(names):
-            scope, collection = names(cid)
-        else:
-            scope, collection = ("_default", "_default") if cid == 0 else ("_unknown", f"{cid:#x}")
-        row: dict[str, object] = {
-            "scope": scope,
-            "collection": collection,
-            "key": key.decode("utf-8", "backslashreplace"),
-        }
-        value = item.value
-        try:
-            row["value"] = value.decode("utf-8")
-        except UnicodeDecodeError:
-            row["value_base64"] = base64.b64encode(value).decode()
-        row.update(
-            datatype=item.datatype,
-            flags=item.flags,
-            expiry=item.expiry,
-            rev=item.rev_seqno,
-            seqno=item.seqno,
-            vbucket=item.vbucket,
-            cas=item.cas if item.cas < 1 << 63 else item.cas - (1 << 64),  # int64 column
-        )
-        rows.append(row)
-    rows.sort(key=lambda r: (r["scope"], r["collection"], r["key"]))
-    return {"rows": rows}
-
-
 class ControlApi:
     """The ``/mock`` handlers of one server. ``tasks`` runs posted scenarios."""
 
@@ -318,7 +280,9 @@ class ControlApi:
             self._scenario_running = False
 
     async def oracle(self, request: Request) -> Response:
-        return JSONResponse(_oracle_rows(self.server.bucket))
+        from mockdcp.pipeline._oracle import oracle_json
+
+        return JSONResponse(oracle_json(self.server.bucket))
 
     async def expectations(self, request: Request) -> Response:
         results = [e.as_dict() for e in self.server.expectations()]

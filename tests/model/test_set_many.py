@@ -119,7 +119,7 @@ def test_set_many_writes_the_model_and_frames_of_set_item_by_item(
 
 def test_set_many_guesses_datatypes_and_takes_one_value_for_every_row() -> None:
     b = bucket()
-    b.set_many([b"j", b"r"], [b'{"x":1}', b"not json"], flags=7, expiry=9)
+    b.set_many([b"j", b"r"], [b'{"x":1}', b"not json"], flags=7, expiry=9, datatypes=[None, None])
     j, r = b.vbucket(b.vbucket_of("j")).get(b"j"), b.vbucket(b.vbucket_of("r")).get(b"r")
     assert j is not None
     assert r is not None

@@ -1,0 +1,263 @@
+"""The oracle: the final state per (scope, collection, key) a correct consumer must hold,
+in one schema (``ORACLE_COLUMNS``) whatever it is made from.
+
+* ``oracle_rows(bucket)``: from a live model. ``Bucket.oracle()`` maps (collection id,
+  key bytes) to the newest live ``Item``; each entry becomes one row: the collection id
+  is turned into (scope, collection) names, the key decoded as UTF-8, and ``value``,
+  ``datatype``, ``flags``, ``expiry``, ``rev`` (the item's rev seqno), ``seqno``,
+  ``vbucket`` and ``cas`` copied from the item.
+* ``oracle_from_corpus``: a Spark job over a corpus; the last row of every key wins, keys
+  whose last row is a delete or an expiry are gone. ``rev`` is the row's revision, which
+  is the rev seqno the model gives that version when the corpus is loaded into an empty
+  bucket; ``seqno``, ``vbucket`` and ``cas`` depend on the bucket and are null.
+* ``oracle_from_json``: the rows of ``GET /mock/oracle`` (``oracle_json`` makes them).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mockdcp._errors import ModelError
+from mockdcp.pipeline._errors import PipelineError
+from mockdcp.pipeline._schema import (
+    CORPUS_COLUMNS,
+    ORACLE_COLUMNS,
+    ORACLE_FORMAT,
+    ORACLE_VERSION,
+    arrow_schema,
+    write_manifest,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from mockdcp.model import Bucket
+
+
+def collection_name(bucket: Bucket, cid: int) -> tuple[str, str]:
+    """(scope, collection) of collection id ``cid`` in ``bucket`` (the inverse of
+    ``mockdcp.pipeline.collection_id``); an id the bucket cannot name is reported as
+    scope ``_unknown`` and the id in hex rather than dropped."""
+    try:
+        return bucket.collection_name(cid)
+    except ModelError:
+        return ("_unknown", f"{cid:#x}")
+
+
+def _key_text(key: bytes) -> str:
+    return key.decode("utf-8", "backslashreplace")
+
+
+def oracle_records(bucket: Bucket) -> list[dict[str, Any]]:
+    """``Bucket.oracle()`` as rows of ``ORACLE_COLUMNS`` (value as bytes), sorted by
+    (scope, collection, key)."""
+    rows = []
+    for (cid, key), item in bucket.oracle().items():
+        scope, coll = collection_name(bucket, cid)
+        rows.append(
+            {
+                "scope": scope,
+                "collection": coll,
+                "key": _key_text(key),
+                "value": item.value,
+                "datatype": item.datatype,
+                "flags": item.flags,
+                "expiry": item.expiry,
+                "rev": item.rev_seqno,
+                "seqno": item.seqno,
+                "vbucket": item.vbucket,
+                "cas": item.cas if item.cas < 1 << 63 else item.cas - (1 << 64),
+            }
+        )
+    rows.sort(key=lambda r: (r["scope"], r["collection"], r["key"]))
+    return rows
+
+
+def oracle_rows(bucket: Bucket) -> pa.Table:
+    """The oracle of a live bucket as a pyarrow table of ``ORACLE_COLUMNS``."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(oracle_records(bucket), schema=arrow_schema(ORACLE_COLUMNS))
+
+
+def oracle_from_scenario(path: str | Path) -> pa.Table:
+    """The oracle of a scenario: its steps applied to its bucket, with its seed and clock.
+
+    ``wait`` and ``expect`` are skipped: they need a consumer, and no consumer changes
+    the data; faults act on connections, of which there are none. ``PipelineError``
+    naming the problems of a bad scenario.
+    """
+    from mockdcp.model import Bucket
+    from mockdcp.producer import Node
+    from mockdcp.scenario import ScenarioProblems, StepFailed, StepRunner, load_scenario
+    from mockdcp.server._serve import SCENARIO_EPOCH
+
+    try:
+        scenario = load_scenario(str(path))
+        spec = scenario.bucket
+        bucket = Bucket(
+            spec.name,
+            spec.vbuckets,
+            seed=scenario.seed,
+            clock=lambda: SCENARIO_EPOCH,
+            collections=spec.collections,
+        )
+        runner = StepRunner(Node(bucket=bucket, users={}), seed=scenario.seed)
+        runner.set_persistence = lambda paused: None
+        runner.apply_now([s for s in scenario.steps if s.GROUP != "control"], scenario.source)
+    except (ScenarioProblems, StepFailed) as exc:
+        raise PipelineError(f"scenario {path}: {exc}") from None
+    return oracle_rows(bucket)
+
+
+def json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One oracle row for JSON: ``value`` as text when it is UTF-8, else ``value_base64``."""
+    out = dict(row)
+    value = out.pop("value")
+    try:
+        out["value"] = value.decode("utf-8")
+    except UnicodeDecodeError:
+        out["value_base64"] = base64.b64encode(value).decode()
+    return out
+
+
+def oracle_json(bucket: Bucket) -> dict[str, Any]:
+    """The body of ``GET /mock/oracle``: ``{"rows": [row, ...]}`` (see ``json_row``)."""
+    return {"rows": [json_row(r) for r in oracle_records(bucket)]}
+
+
+def oracle_from_json(body: object, where: str = "the oracle") -> pa.Table:
+    """Rows of ``GET /mock/oracle`` (``{"rows": [...]}``) as a table; ``PipelineError``
+    naming the first row and field that is missing or of the wrong type. Fields beyond
+    ``ORACLE_COLUMNS`` are ignored; a row with ``"deleted": true`` is skipped."""
+    import pyarrow as pa
+
+    if not isinstance(body, dict) or not isinstance(body.get("rows"), list):
+        raise PipelineError(f"{where}: expected a JSON object with a list 'rows'")
+    records = []
+    for i, row in enumerate(body["rows"]):
+        if not isinstance(row, dict):
+            raise PipelineError(f"{where}: row {i} is not an object")
+        if row.get("deleted") is True:
+            continue  # a tombstone is not part of the final state (tolerated, skipped)
+        record = dict(row)
+        if "value_base64" in record:
+            record["value"] = base64.b64decode(record.pop("value_base64"))
+        elif isinstance(record.get("value"), str):
+            record["value"] = record["value"].encode()
+        for name, kind, nullable in ORACLE_COLUMNS:
+            _check_field(record, name, kind, nullable, f"{where}: row {i}")
+        records.append({name: record[name] for name, _, _ in ORACLE_COLUMNS})
+    return pa.Table.from_pylist(records, schema=arrow_schema(ORACLE_COLUMNS))
+
+
+def _check_field(record: dict[str, Any], name: str, kind: str, nullable: bool, where: str) -> None:
+    if name not in record or record[name] is None:
+        if nullable:
+            record[name] = None
+            return
+        raise PipelineError(f"{where}: missing field {name!r}")
+    value = record[name]
+    ok = {
+        "string": isinstance(value, str),
+        "binary": isinstance(value, bytes),
+        "int32": isinstance(value, int) and not isinstance(value, bool),
+        "int64": isinstance(value, int) and not isinstance(value, bool),
+    }[kind]
+    if not ok:
+        raise PipelineError(f"{where}: field {name!r} is {type(value).__name__}, not {kind}")
+
+
+def oracle_from_url(url: str, timeout: float = 60.0) -> pa.Table:
+    """``GET {url}/mock/oracle`` as a table; ``PipelineError`` when it cannot be read."""
+    import urllib.error
+    import urllib.request
+
+    endpoint = url.rstrip("/") + "/mock/oracle"
+    try:
+        with urllib.request.urlopen(endpoint, timeout=timeout) as reply:
+            body = json.loads(reply.read())
+    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+        raise PipelineError(f"GET {endpoint}: {exc}") from None
+    return oracle_from_json(body, endpoint)
+
+
+def write_oracle(table: pa.Table, out: str | Path, **info: object) -> Path:
+    """Write an oracle table as ``out/part-00000.parquet`` plus the manifest."""
+    import pyarrow.parquet as pq
+
+    target = _fresh_dir(out)
+    pq.write_table(table, target / "part-00000.parquet", compression="snappy")
+    write_manifest(target, ORACLE_FORMAT, ORACLE_VERSION, rows=table.num_rows, **info)
+    return target
+
+
+def _fresh_dir(out: str | Path) -> Path:
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise PipelineError(f"{out} exists and is not an empty directory")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def oracle_from_corpus(corpus: str | Path, out: str | Path, *, master: str | None = None) -> int:
+    """Spark job: the oracle of the corpus at ``corpus`` into ``out``; returns its rows.
+
+    ``PipelineError`` for a bad corpus (checked with pyarrow first, so a missing column is
+    named plainly) or a failed job.
+    """
+    from mockdcp.pipeline._load import open_corpus
+    from mockdcp.pipeline._schema import parquet_files
+    from mockdcp.pipeline._spark import spark_errors, spark_session
+
+    open_corpus(corpus)
+    files = [str(f) for f in parquet_files(Path(corpus))]
+    target = _fresh_dir(out)
+    session = spark_session(master, "mockdcp oracle")
+    from pyspark.sql import functions as F
+
+    with spark_errors("the oracle job failed"):
+        rows = session.read.parquet(*files).select(*[n for n, _, _ in CORPUS_COLUMNS])
+        last = (
+            rows.groupBy("scope", "collection", "key")
+            .agg(F.max_by(F.struct(*[F.col(c) for c in _LAST]), F.col("rev")).alias("last"))
+            .select("scope", "collection", "key", "last.*")
+            .where(F.col("op").isin("insert", "update"))
+        )
+        oracle = last.select(
+            "scope",
+            "collection",
+            "key",
+            F.col("value").cast("binary"),
+            F.col("datatype").cast("int"),
+            F.col("flags").cast("bigint"),
+            F.col("expiry").cast("bigint"),
+            F.col("rev").cast("bigint"),
+            F.lit(None).cast("bigint").alias("seqno"),
+            F.lit(None).cast("int").alias("vbucket"),
+            F.lit(None).cast("bigint").alias("cas"),
+        ).orderBy("scope", "collection", "key")
+        oracle.write.mode("overwrite").parquet(str(target))
+    count = sum(_rows(p) for p in target.glob("*.parquet"))
+    write_manifest(target, ORACLE_FORMAT, ORACLE_VERSION, rows=count, source=str(corpus))
+    return count
+
+
+_LAST = ("op", "value", "datatype", "flags", "expiry", "rev")
+
+
+def _rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def read_oracle(path: str | Path) -> pa.Table:
+    """An oracle directory (or file) as a table; ``PipelineError`` for a bad one."""
+    from mockdcp.pipeline._schema import open_dataset
+
+    dataset = open_dataset(Path(path), ORACLE_COLUMNS, ORACLE_FORMAT, ORACLE_VERSION)
+    return dataset.to_table(columns=[n for n, _, _ in ORACLE_COLUMNS])

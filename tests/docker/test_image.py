@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import urllib.request
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+
+from mockdcp._dataset import faker_documents
+from tests.docker._engine import REPO, Engine, Unavailable, compose_command, run
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.docker
+
+DOCS = 300
+VBUCKETS = 16
+# What docker/Dockerfile adds to its base: mockdcp's virtualenv (numpy with its OpenBLAS
+# 56 MB, Faker 25 MB, pygments under rich 10 MB, ...). 101 MiB when written (about 37 MB
+# compressed); the budget leaves room for dependencies' releases to grow a little.
+ADDED_SIZE_BUDGET = 120 * 2**20
+STREAM_TIMEOUT = 120
+
+
+@attrs.frozen
+class Compose:
+    """docker/compose.yaml run as a project of its own, on free host ports."""
+
+    command: list[str]
+    env: dict[str, str]
+    kv_port: int
+    http_port: int
+
+    def __call__(self, *args: str, timeout: float = 300) -> str:
+        return run([*self.command, *args], env=self.env, timeout=timeout).stdout
+
+    def container(self, service: str) -> dict[str, Any]:
+        ids = self("ps", "--all", "--quiet", service).split()
+        assert len(ids) == 1, ids
+        found: dict[str, Any] = json.loads(run(["docker", "inspect", ids[0]], env=self.env).stdout)[
+            0
+        ]
+        return found
+
+
+def timestamp(text: str) -> datetime:
+    """Docker's RFC 3339 times carry nanoseconds; datetime takes microseconds."""
+    return datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", text).replace("Z", "+00:00"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def mutation_keys(json_lines: str) -> list[str]:
+    events = [json.loads(line) for line in json_lines.splitlines() if line.startswith("{")]
+    return [e["key"] for e in events if e["event"] == "Mutation"]
+
+
+def expected_keys() -> list[str]:
+    return sorted(key for key, _ in faker_documents(DOCS))
+
+
+@pytest.fixture(scope="module")
+def compose(docker_engine: Engine, mockdcp_image: str) -> Iterator[Compose]:
+    try:
+        command = compose_command()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    kv_port, http_port = free_port(), free_port()
+    env = {
+        **docker_engine.env,
+        "MOCKDCP_IMAGE": mockdcp_image,
+        "MOCKDCP_KV_PORT": str(kv_port),
+        "MOCKDCP_HTTP_PORT": str(http_port),
+        "MOCKDCP_DOCS": str(DOCS),
+        "MOCKDCP_VBUCKETS": str(VBUCKETS),
+    }
+    project = ["--file", str(REPO / "docker" / "compose.yaml"), "--project-name"]
+    project.append(f"mockdcp-test-{os.getpid()}")
+    up = Compose([*command, *project], env, kv_port, http_port)
+    try:
+        yield up
+    finally:
+        up("down", "--volumes", "--remove-orphans", "--timeout", "5")
+
+
+def test_image_runs_mockdcp_serve_on_all_interfaces_as_a_non_root_user(
+    docker_engine: Engine, mockdcp_image: str
+) -> None:
+    config = json.loads(docker_engine.docker("image", "inspect", mockdcp_image))[0]["Config"]
+    assert config["Entrypoint"] == ["mockdcp", "serve", "--host", "0.0.0.0"]
+    assert config["User"] == "10001:10001"
+    assert set(config["ExposedPorts"]) == {"11210/tcp", "8091/tcp"}
+    assert "MOCKDCP_HEALTH_URL=http://127.0.0.1:8091/mock/health" in config["Env"]
+    assert config["Healthcheck"]["Test"][0] == "CMD"
+
+
+def test_image_adds_little_to_its_base(
+    docker_engine: Engine, mockdcp_image: str, base_image_tag: str
+) -> None:
+    image, base = (
+        json.loads(docker_engine.docker("image", "inspect", tag))[0]["Size"]
+        for tag in (mockdcp_image, base_image_tag)
+    )
+    assert image - base < ADDED_SIZE_BUDGET, f"{(image - base) / 2**20:.1f} MiB added"
+
+
+def test_consumer_service_streams_every_document_once_mockdcp_is_healthy(
+    compose: Compose,
+) -> None:
+    compose("up", "--no-build", "--pull", "never", "--exit-code-from", "consumer")
+    logs = compose("logs", "--no-color", "--no-log-prefix", "consumer")
+    assert sorted(mutation_keys(logs)) == expected_keys()
+    # depends_on (condition: service_healthy) held the consumer back until a health check
+    # of mockdcp had passed
+    probes = compose.container("mockdcp")["State"]["Health"]["Log"]
+    passed = [timestamp(p["End"]) for p in probes if p["ExitCode"] == 0]
+    assert passed
+    assert min(passed) <= timestamp(compose.container("consumer")["State"]["StartedAt"])
+
+
+def test_reference_consumer_streams_from_the_published_port(compose: Compose) -> None:
+    compose("up", "--no-build", "--pull", "never", "--detach", "--wait", "mockdcp")
+    assert compose.container("mockdcp")["State"]["Health"]["Status"] == "healthy"
+    assert compose("exec", "-T", "mockdcp", "id", "-u").strip() == "10001"
+    health = f"http://127.0.0.1:{compose.http_port}/mock/health"
+    with urllib.request.urlopen(health, timeout=10) as response:
+        assert response.status == 200
+    tail = [sys.executable, "-m", "mockdcp", "tail", "--port", str(compose.kv_port)]
+    out = run([*tail, "--json", "--limit", str(DOCS)], timeout=STREAM_TIMEOUT).stdout
+    assert sorted(mutation_keys(out)) == expected_keys()
