@@ -110,7 +110,7 @@ def _column(value: Sequence[Any] | int, count: int, name: str) -> Sequence[Any]:
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
         raise ModelError(f"{name} must be an int or a sequence of ints")
     if len(value) != count:
-        raise ModelError(f"{name} has {len(value)} rows, keys have {count}")
+        raise ModelError(f"{name} has {len(value)} entries for {count} keys")
     return value
 
 
@@ -134,6 +134,8 @@ def _row(index: int, field: str, check: Callable[..., _T], *args: object) -> _T:
 def _check_column(name: str, column: Sequence[int], top: int = 0xFFFFFFFF) -> None:
     """``ModelError`` naming the first row whose ``name`` is not an int in 0..top."""
     for i, value in enumerate(column):
+        if type(value) is int and name == "datatype" and value > top:
+            raise ModelError(f"row {i}: datatype {value:#x} has unknown bits")
         if type(value) is not int or not 0 <= value <= top:
             raise ModelError(f"row {i}: {name} must be an integer in 0..{top:#x}, not {value!r}")
 
@@ -336,7 +338,7 @@ class Bucket:
         """
         count = len(keys)
         if len(values) != count:
-            raise ModelError(f"values has {len(values)} rows, keys have {count}")
+            raise ModelError(f"values has {len(values)} entries for {count} keys")
         columns = {
             "collection_id": 0 if collection_ids is None else collection_ids,
             "flags": flags,
@@ -346,6 +348,8 @@ class Bucket:
         for name, column in columns.items():  # one value for every row: checked once
             top = 0x07 if name == "datatype" else 0xFFFFFFFF
             if isinstance(column, int) and not isinstance(column, bool):
+                if name == "datatype" and column > top:
+                    raise ModelError(f"datatype {column:#x} has unknown bits")
                 if not 0 <= column <= top:
                     raise ModelError(f"{name} must be an integer in 0..{top:#x}, not {column}")
             elif name == "datatype":  # None in a row: guessed, as ``set`` does

@@ -134,7 +134,7 @@ def test_set_many_guesses_datatypes_and_takes_one_value_for_every_row() -> None:
         ({"keys": [b"a", "b" * 251]}, "row 1: key"),
         ({"keys": [b"a", 3]}, "row 1: key"),
         ({"values": [b"v", 5]}, "row 1: value"),
-        ({"values": [b"v"]}, "values has 1 rows"),
+        ({"values": [b"v"]}, "values has 1 entries"),
         ({"flags": [0, -1]}, "row 1: flags"),
         ({"expiry": [0, 2**32]}, "row 1: expiry"),
         ({"collection_ids": [0, "x"]}, "row 1: collection_id"),
@@ -142,7 +142,7 @@ def test_set_many_guesses_datatypes_and_takes_one_value_for_every_row() -> None:
         ({"datatypes": [1, 8]}, "row 1: datatype"),
         ({"datatypes": [1, 2]}, "row 1: value"),  # SNAPPY, not a snappy value
         ({"datatypes": [4, 0]}, "row 0: value"),  # XATTR, no xattr section
-        ({"flags": [0, 1, 2]}, "flags has 3 rows"),
+        ({"flags": [0, 1, 2]}, "flags has 3 entries"),
     ],
 )
 def test_set_many_validates_the_whole_batch_before_writing(
