@@ -29,15 +29,23 @@ _BODY = struct.Struct(">I")
 _OPAQUE = struct.Struct(">I")
 
 
-async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[str, float]:
+async def _run(
+    port: int,
+    items: int,
+    vbuckets: int,
+    buffer_size: int,
+    legacy: bool = False,
+    name: str = "mockdcp-bench",
+) -> dict[str, float]:
     # reaches into the reference consumer for its bootstrap, then walks frames itself
     consumer = DcpConsumer(
         "127.0.0.1",
         port,
         vbuckets=range(vbuckets),
-        name="mockdcp-bench",
+        name=name,
         buffer_size=buffer_size,
         reconnect=False,
+        collections=not legacy,
     )
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     consumer._stream = stream
@@ -87,14 +95,48 @@ async def _run(port: int, items: int, vbuckets: int, buffer_size: int) -> dict[s
     }
 
 
+async def _run_many(
+    connections: int, port: int, items: int, vbuckets: int, buffer_size: int, legacy: bool
+) -> dict[str, float]:
+    """``connections`` consumers at once, each streaming every item (DCP_OPEN names
+    differ: a node drops a producer whose name another one takes). Events and bytes
+    are summed; seconds run from the first start to the last item of the slowest."""
+    reports: list[dict[str, float]] = []
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+
+    async def one(i: int) -> None:
+        name = f"mockdcp-bench-{i}"
+        reports.append(await _run(port, items, vbuckets, buffer_size, legacy, name))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(connections):
+            nursery.start_soon(one, i)
+    return {
+        "events": sum(r["events"] for r in reports),
+        "bytes": sum(r["bytes"] for r in reports),
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "disk_snapshots": sum(r["disk_snapshots"] for r in reports),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--items", type=int, required=True)
     p.add_argument("--vbuckets", type=int, default=64)
     p.add_argument("--buffer-size", type=int, default=20 * 1024 * 1024)
+    p.add_argument("--legacy", action="store_true", help="do not negotiate collections")
+    p.add_argument("--connections", type=int, default=1)
     a = p.parse_args()
-    print(json.dumps(trio.run(_run, a.port, a.items, a.vbuckets, a.buffer_size)), flush=True)
+    if a.connections > 1:
+        report = trio.run(
+            _run_many, a.connections, a.port, a.items, a.vbuckets, a.buffer_size, a.legacy
+        )
+    else:
+        report = trio.run(_run, a.port, a.items, a.vbuckets, a.buffer_size, a.legacy)
+    print(json.dumps(report), flush=True)
 
 
 if __name__ == "__main__":

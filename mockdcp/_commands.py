@@ -16,6 +16,7 @@ from mockdcp._errors import raise_unwrapped
 if TYPE_CHECKING:
     import argparse
 
+    from mockdcp.model import Bucket
     from mockdcp.server import MockDcpServer
 
 
@@ -69,17 +70,14 @@ async def _serve(args: argparse.Namespace) -> None:
         **_limits(args),
     ) as server:
         bucket = server.bucket
-        print(_ready_line(server, args), flush=True)
-        # after "ready", before the first client: the codec and numpy (frame patching)
-        import mockdcp.producer._connection  # noqa: F401
-        from mockdcp._numpy import load_numpy
-
-        load_numpy()
-
         if corpus and not scenario:
             from mockdcp.pipeline import load_corpus
 
-            report = await load_corpus(bucket, corpus)
+            server.kv.hold()  # connections wait for the data: ready means ready
+            try:
+                report = await load_corpus(bucket, corpus)
+            finally:
+                server.kv.release()
             print(
                 f"mockdcp loaded {report.rows} rows ({report.written} writes, {report.deleted} "
                 f"deletes, {report.expired} expiries) from {corpus}",
@@ -87,14 +85,21 @@ async def _serve(args: argparse.Namespace) -> None:
                 flush=True,
             )
         elif args.docs and not scenario:
-            from mockdcp._dataset import faker_documents
-
-            for key, body in faker_documents(args.docs, args.seed):
-                bucket.set(key, body)
+            server.kv.hold()  # connections wait for the data: ready means ready
+            try:
+                await _load(bucket, args.docs, args.seed)
+            finally:
+                server.kv.release()
             loaded = f"mockdcp loaded {args.docs} documents"
             if args.json:
                 loaded = json.dumps({"event": "loaded", "docs": args.docs})
             print(loaded, file=sys.stderr, flush=True)
+        print(_ready_line(server, args), flush=True)
+        # after "ready", before the first client: the codec and numpy (frame patching)
+        import mockdcp.producer._connection  # noqa: F401
+        from mockdcp._numpy import load_numpy
+
+        load_numpy()
         async with trio.open_nursery() as nursery:
             if _live.wanted(sys.stdout, json_logs=args.json):
                 nursery.start_soon(_live.run_live_view, server.state)
@@ -114,6 +119,21 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
     if args.auth_timeout is not None:
         limits["auth_timeout"] = args.auth_timeout or None
     return limits
+
+
+async def _load(bucket: Bucket, docs: int, seed: int) -> None:
+    """The generated documents, with a progress bar on a terminal (stderr)."""
+    from mockdcp._dataset import load_documents
+
+    if not sys.stderr.isatty():
+        await load_documents(bucket, docs, seed)
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(f"loading {docs:,} documents", total=docs)
+        await load_documents(bucket, docs, seed, lambda done, _: bar.update(task, completed=done))
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -185,6 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="persist the bucket before streaming, so the stream backfills from disk",
     )
+    bench.add_argument(
+        "--consumers",
+        type=_int_in(1, 1000),
+        default=1,
+        help="connections streaming every item at once (one consumer process)",
+    )
+    bench.add_argument(
+        "--legacy",
+        action="store_true",
+        help="the consumer does not negotiate collections (java-dcp-client, gocbcore defaults)",
+    )
     bench.add_argument("--json", action="store_true")
     return parser
 

@@ -8,9 +8,11 @@ delete times from the injected ``clock`` (seconds since the epoch).
 
 from __future__ import annotations
 
+import gc
 import json
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from mockdcp._errors import ModelError
 from mockdcp.model._flusher import Flusher
@@ -26,6 +28,7 @@ from mockdcp.model._manifest import (
 from mockdcp.model._vbucket import VBucket
 from mockdcp.protocol import Datatype, VBucketState
 
+_T = TypeVar("_T")
 Clock = Callable[[], float]
 Listener = Callable[[int], None]
 
@@ -47,6 +50,71 @@ def _check_u32(**fields: object) -> None:
             raise ModelError(f"{name} must be an integer in 0..0xffffffff, not {value!r}")
 
 
+def _check_datatype(datatype: object) -> None:
+    _check_u32(datatype=datatype)
+    assert isinstance(datatype, int)
+    if datatype > 0x07:
+        raise ModelError(f"datatype {datatype:#x} has unknown bits")
+
+
+def _check_value(value: bytes, datatype: int) -> None:
+    """``ModelError`` unless ``value`` is what ``datatype`` says: Snappy (raw block
+    format) when SNAPPY, starting with a well-formed xattr section when XATTR
+    (docs/Document.md in kv_engine)."""
+    from mockdcp._errors import RemoteProtocolError
+    from mockdcp.protocol import Datatype, split_xattrs
+
+    body = value
+    if datatype & Datatype.SNAPPY:
+        import cramjam
+
+        try:
+            body = bytes(cramjam.snappy.decompress_raw(value))
+        except cramjam.DecompressionError as exc:
+            raise ModelError(f"datatype has SNAPPY but the value is not snappy: {exc}") from None
+    if datatype & Datatype.XATTR:
+        try:
+            split_xattrs(body)
+        except RemoteProtocolError as exc:
+            raise ModelError(
+                f"datatype has XATTR but the value has no xattr section: {exc}"
+            ) from None
+
+
+def _with_xattrs(
+    value: bytes, datatype: int, xattrs: Mapping[str, str | bytes] | Mapping[bytes, str | bytes]
+) -> tuple[bytes, int]:
+    """``value`` with an xattr section of ``xattrs`` in front (compressed again when the
+    value was), and the datatype with XATTR."""
+    from mockdcp.protocol import Datatype, encode_xattrs
+
+    if datatype & Datatype.XATTR:
+        raise ModelError("xattrs= and a datatype with XATTR: give the xattrs one way")
+    compressed = bool(datatype & Datatype.SNAPPY)
+    if compressed:
+        import cramjam
+
+        value = bytes(cramjam.snappy.decompress_raw(value))
+    try:
+        value = encode_xattrs(list(xattrs.items()), value)
+    except (ValueError, TypeError) as exc:
+        raise ModelError(f"bad xattrs: {exc}") from None
+    if compressed:
+        value = bytes(cramjam.snappy.compress_raw(value))
+    return value, datatype | Datatype.XATTR
+
+
+def _column(value: Sequence[Any] | int, count: int, name: str) -> Sequence[Any]:
+    """One value per row: a sequence of ``count``, or one int for every row."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value] * count
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ModelError(f"{name} must be an int or a sequence of ints")
+    if len(value) != count:
+        raise ModelError(f"{name} has {len(value)} entries for {count} keys")
+    return value
+
+
 def _guess_datatype(value: bytes) -> int:
     """JSON when the value parses as a JSON document, else RAW."""
     try:
@@ -54,6 +122,23 @@ def _guess_datatype(value: bytes) -> int:
     except (ValueError, UnicodeDecodeError):
         return Datatype.RAW
     return Datatype.JSON
+
+
+def _row(index: int, field: str, check: Callable[..., _T], *args: object) -> _T:
+    """``check(*args)``, its ``ModelError`` naming the row and the field."""
+    try:
+        return check(*args)
+    except ModelError as exc:
+        raise ModelError(f"row {index}: {field}: {exc}") from None
+
+
+def _check_column(name: str, column: Sequence[int], top: int = 0xFFFFFFFF) -> None:
+    """``ModelError`` naming the first row whose ``name`` is not an int in 0..top."""
+    for i, value in enumerate(column):
+        if type(value) is int and name == "datatype" and value > top:
+            raise ModelError(f"row {i}: datatype {value:#x} has unknown bits")
+        if type(value) is not int or not 0 <= value <= top:
+            raise ModelError(f"row {i}: {name} must be an integer in 0..{top:#x}, not {value!r}")
 
 
 class Bucket:
@@ -206,16 +291,25 @@ class Bucket:
         expiry: int = 0,
         datatype: int | None = None,
         vbucket: int | None = None,
+        xattrs: Mapping[str, str | bytes] | Mapping[bytes, str | bytes] | None = None,
     ) -> Item:
-        """Write a document (a mutation at the next seqno of its vbucket)."""
+        """Write a document (a mutation at the next seqno of its vbucket).
+
+        ``value`` is stored as given: ``datatype`` says what it is (JSON, SNAPPY for a
+        Snappy-compressed value, XATTR for a value that starts with an xattr section;
+        guessed as JSON or raw when None). ``xattrs`` puts an xattr section in front of
+        the value (inside the compression when the datatype has SNAPPY) and sets XATTR.
+        Raises ``ModelError`` for a bad key, field or value, before writing anything.
+        """
         k, vb = self._locate(key, vbucket, collection_id)
         v = _as_bytes(value, "value")
         _check_u32(flags=flags, expiry=expiry)
         if datatype is not None:
-            _check_u32(datatype=datatype)
-            if datatype > 0x07:
-                raise ModelError(f"datatype {datatype:#x} has unknown bits")
+            _check_datatype(datatype)
+            _check_value(v, datatype)
         dt = _guess_datatype(v) if datatype is None else datatype
+        if xattrs is not None:
+            v, dt = _with_xattrs(v, dt, xattrs)
         return self._write(
             vb,
             {
@@ -236,50 +330,121 @@ class Bucket:
         collection_ids: Sequence[int] | None = None,
         flags: Sequence[int] | int = 0,
         expiry: Sequence[int] | int = 0,
-        datatypes: Sequence[int] | int | None = None,
+        datatypes: Sequence[int | None] | int | None = None,
     ) -> int:
-        """Write many documents, in order, as ``set`` would one by one; returns how many.
+        """Write many documents at once, as ``set`` would one after the other (the same
+        items, seqnos, rev seqnos, de-duplication and frames; CAS from one reading of
+        the clock for the whole batch, so equal to ``set``'s with a clock that does not
+        move meanwhile). Returns how many were written.
 
-        Every argument is checked first (lengths, keys, values, numbers): a ``ModelError``
-        leaves the bucket unchanged. A scalar ``flags``/``expiry``/``datatypes`` applies to
-        every item; ``datatypes=None`` guesses each one as ``set`` does. This is the simple
-        version of the batch-loading path: a validated loop over ``set``.
+        The whole batch is validated first: ``ModelError`` names the row and the field,
+        and nothing is written. Streams are told once per vbucket, after the batch.
         """
-        n = len(keys)
+        count = len(keys)
+        if len(values) != count:
+            raise ModelError(f"values has {len(values)} entries for {count} keys")
+        columns = {
+            "collection_id": 0 if collection_ids is None else collection_ids,
+            "flags": flags,
+            "expiry": expiry,
+            "datatype": 0 if datatypes is None else datatypes,
+        }
+        for name, column in columns.items():  # one value for every row: checked once
+            top = 0x07 if name == "datatype" else 0xFFFFFFFF
+            if isinstance(column, int) and not isinstance(column, bool):
+                if name == "datatype" and column > top:
+                    raise ModelError(f"datatype {column:#x} has unknown bits")
+                if not 0 <= column <= top:
+                    raise ModelError(f"{name} must be an integer in 0..{top:#x}, not {column}")
+            elif name == "datatype":  # None in a row: guessed, as ``set`` does
+                _check_column(name, [d for d in _column(column, count, name) if d is not None], top)
+            else:
+                _check_column(name, _column(column, count, name), top)
+        cids = _column(columns["collection_id"], count, "collection_ids")
+        for cid in set(cids):  # each collection checked once, the first row using it named
+            _row(cids.index(cid), "collection_id", self.manifest.check_collection, cid)
+        flag_col = _column(flags, count, "flags")
+        expiry_col = _column(expiry, count, "expiry")
+        dts = None if datatypes is None else _column(datatypes, count, "datatypes")
+        rows = self._validate_rows(keys, values, dts)
+        # Millions of new objects: the cyclic collector would walk the whole heap again
+        # and again while they are made (about a third of a large load's time).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._write_rows(*rows, cids, flag_col, expiry_col)
+        finally:
+            if collecting:
+                gc.enable()
 
-        def column(name: str, given: Sequence[int] | int | None) -> Sequence[int | None]:
-            if given is None or isinstance(given, int):
-                return [given] * n
-            if len(given) != n:
-                raise ModelError(f"{name} has {len(given)} entries for {n} keys")
-            return given
+    def _validate_rows(
+        self,
+        keys: Sequence[bytes],
+        values: Sequence[bytes],
+        datatypes: Sequence[int | None] | None,
+    ) -> tuple[list[bytes], list[bytes], list[int], list[VBucket]]:
+        """The keys, values and datatypes as stored and each row's vbucket, or
+        ``ModelError`` naming the first bad row and field."""
+        ks = [
+            k if type(k) is bytes else _row(i, "key", _as_bytes, k, "a key")
+            for i, k in enumerate(keys)
+        ]
+        vs = [
+            v if type(v) is bytes else _row(i, "value", _as_bytes, v, "a value")
+            for i, v in enumerate(values)
+        ]
+        for i, k in enumerate(ks):
+            if not 1 <= len(k) <= 250:
+                raise ModelError(f"row {i}: key: a key has 1..250 bytes, not {len(k)}")
+        if datatypes is None:
+            dts = [_guess_datatype(v) for v in vs]
+        else:
+            dts = [
+                _guess_datatype(v) if d is None else d for v, d in zip(vs, datatypes, strict=True)
+            ]
+            for i, (v, dt) in enumerate(zip(vs, dts, strict=True)):
+                if dt & 0x06:
+                    _row(i, "value", _check_value, v, dt)
+        nv, vbuckets = self.num_vbuckets, self.vbuckets
+        vbs = [vbuckets[vbucket_of(k, nv)] for k in ks]
+        for i, vb in enumerate(vbs):
+            if vb.state is not VBucketState.ACTIVE:
+                raise ModelError(
+                    f"row {i}: key: vbucket {vb.vbid} is {vb.state.name.lower()}: "
+                    "writes need active"
+                )
+        return ks, vs, dts, vbs
 
-        if len(values) != n:
-            raise ModelError(f"values has {len(values)} entries for {n} keys")
-        cids = column("collection_ids", 0 if collection_ids is None else collection_ids)
-        fl, ex, dt = (
-            column("flags", flags),
-            column("expiry", expiry),
-            column("datatypes", datatypes),
+    def _write_rows(
+        self,
+        keys: list[bytes],
+        values: list[bytes],
+        datatypes: list[int],
+        vbs: list[VBucket],
+        cids: Sequence[int],
+        flags: Sequence[int],
+        expiry: Sequence[int],
+    ) -> int:
+        """Write validated rows in order (``set``'s steps, inlined): CAS as
+        ``_next_cas`` gives it row after row with the clock read once."""
+        count = len(keys)
+        if not count:
+            return 0
+        first = max(self._last_cas + 1, int(self.clock() * 1e9) & ~0xFFFF)
+        per_vb: dict[int, list[tuple[bytes, int, bytes, int, int, int, int]]] = {}
+        rows = zip(
+            keys, cids, values, datatypes, flags, expiry, range(first, first + count), strict=True
         )
-        for i in range(n):
-            self._locate(keys[i], None, cids[i])  # type: ignore[arg-type]
-            _as_bytes(values[i], "value")
-            _check_u32(flags=fl[i], expiry=ex[i])
-            if dt[i] is not None:
-                _check_u32(datatype=dt[i])
-                if dt[i] > 0x07:  # type: ignore[operator]
-                    raise ModelError(f"datatype {dt[i]:#x} has unknown bits")
-        for i in range(n):
-            self.set(
-                keys[i],
-                values[i],
-                collection_id=cids[i],  # type: ignore[arg-type]
-                flags=fl[i],  # type: ignore[arg-type]
-                expiry=ex[i],  # type: ignore[arg-type]
-                datatype=dt[i],
-            )
-        return n
+        for vb, row in zip(vbs, rows, strict=True):
+            rows_of = per_vb.get(vb.vbid)
+            if rows_of is None:
+                rows_of = per_vb[vb.vbid] = []
+            rows_of.append(row)
+        for vbid, vb_rows in per_vb.items():
+            self.vbuckets[vbid].write_rows(vb_rows)
+        self._last_cas = first + count - 1
+        self._notify(sorted(per_vb))
+        return count
 
     def _live(
         self, key: bytes | str, collection_id: int, vbucket: int | None

@@ -9,9 +9,10 @@ Invariants:
   replaces the older entry by ``None`` and appends the new one, so a cursor's position
   (checkpoint, index) stays valid and a cursor that had not read the old version never
   sees it;
-* ``wires`` runs parallel to ``entries``: each item's canonical frame, ``b""`` where the
-  entry is ``None``. A cursor hands a batch's frames to the producer without touching
-  the item objects, which are scattered in memory (a cache miss each; design.md
+* ``heads``, ``tails`` and ``tags`` run parallel to ``entries``: each item's frame in two
+  pieces (``b""`` where the entry is ``None``) and its ``Item.tag``. A cursor hands a
+  batch's frames to the producer without touching the item objects, which are
+  scattered in memory (a cache miss each; design.md
   "Performance rules");
 * checkpoints cover consecutive seqno ranges; the last one is open;
 * every seqno above the persisted seqno is in some checkpoint (only checkpoints wholly at
@@ -41,12 +42,14 @@ class Checkpoint:
         "end_seqno",
         "ends",
         "entries",
+        "heads",
         "id",
         "index",
         "last_hole",
         "open",
         "start_seqno",
-        "wires",
+        "tags",
+        "tails",
     )
 
     def __init__(self, ident: int, start_seqno: int) -> None:
@@ -56,12 +59,15 @@ class Checkpoint:
         #: last seqno written into it (start - 1 while empty)
         self.end_seqno = start_seqno - 1
         self.entries: list[Item | None] = []
-        self.wires: list[bytes] = []
+        self.heads: list[bytes] = []
+        self.tails: list[bytes] = []
+        self.tags = bytearray()
         #: running total of frame bytes as appended (replaced entries included): the
         #: end offsets of the frames of a batch without holes, read without a loop
         self.ends = array("q")
-        #: the highest index de-duplication emptied (a hole in ``entries``/``wires``), or
-        #: -1: a batch that starts above it has no holes, and its ends are a slice
+        #: the highest index de-duplication emptied (a hole in ``entries``, ``heads``,
+        #: ``tails``), or -1: a batch that starts above it has no holes, and its ends
+        #: are a slice
         self.last_hole = -1
         self.index: dict[tuple[int, bytes], int] = {}
         self.open = True
@@ -74,17 +80,19 @@ class Checkpoint:
         if old is not None:
             prev = self.entries[old]
             self.entries[old] = None
-            self.wires[old] = b""
+            self.heads[old] = self.tails[old] = b""
             self.last_hole = max(self.last_hole, old)
             if prev is not None:
-                self.bytes -= len(prev.wire)
+                self.bytes -= prev.size
         self.index[key] = len(self.entries)
         self.entries.append(item)
-        wire = item.wire
-        self.wires.append(wire)
-        self.ends.append((self.ends[-1] if self.ends else 0) + len(wire))
+        self.heads.append(item.head)
+        self.tails.append(item.tail)
+        self.tags.append(item.tag)
+        size = item.size
+        self.ends.append((self.ends[-1] if self.ends else 0) + size)
         self.end_seqno = item.seqno
-        self.bytes += len(wire)
+        self.bytes += size
 
     def close(self) -> None:
         self.open = False
@@ -99,9 +107,10 @@ class Checkpoint:
 class MemoryBatch:
     """What a cursor read in one go: entries ``start:end`` of one checkpoint.
 
-    ``wires`` and ``ends`` are copied when the batch is read (holes left out): the
-    items' canonical frames, and each frame's end offset in their concatenation plus
-    ``base``. A producer may encode them piece by piece while the vbucket is written
+    ``heads``, ``tails``, ``tags`` and ``ends`` are copied when the batch is read (holes
+    left out): the items' frames in two pieces (``Item.head``, ``Item.tail``), their tags,
+    and each canonical frame's end offset in their concatenation plus ``base``. A
+    producer may encode them piece by piece while the vbucket is written
     (de-duplication never takes an item out of a batch already read).
 
     ``items`` is a view of the checkpoint, valid until the vbucket is next written: read
@@ -112,7 +121,9 @@ class MemoryBatch:
     checkpoint: Checkpoint
     start: int
     end: int
-    wires: list[bytes]
+    heads: list[bytes]
+    tails: list[bytes]
+    tags: bytes
     ends: Sequence[int]
     base: int
     first_seqno: int
@@ -125,6 +136,18 @@ class MemoryBatch:
     @property
     def items(self) -> list[Item]:
         return [e for e in self.checkpoint.entries[self.start : self.end] if e is not None]
+
+    def items_at(self, indices: Sequence[int]) -> list[Item]:
+        """The items of frames ``indices`` (positions in ``heads``); valid, like
+        ``items``, until the vbucket is next written."""
+        entries = self.checkpoint.entries
+        if len(self.heads) == self.end - self.start:  # no holes
+            found = [entries[self.start + i] for i in indices]
+        else:
+            live = self.items
+            found = [live[i] for i in indices]
+        assert all(it is not None for it in found)
+        return found  # type: ignore[return-value]
 
 
 class Cursor:
@@ -165,18 +188,24 @@ class Cursor:
                     starts = self._entered
                     self._entered = False
                     self.last_read_seqno = last.seqno
-                    wires = cp.wires[start:end]
+                    heads, tails = cp.heads[start:end], cp.tails[start:end]
+                    tags = bytes(cp.tags[start:end])
                     ends: Sequence[int]
                     if cp.last_hole >= start:  # holes: leave them out, count the ends
-                        wires = [w for w in wires if w]
-                        ends, base = list(accumulate(map(len, wires))), 0
+                        live = [e for e in cp.entries[start:end] if e is not None]
+                        tags = bytes(t for h, t in zip(heads, tags, strict=True) if h)
+                        pieces = [(h, t) for h, t in zip(heads, tails, strict=True) if h]
+                        heads, tails = [h for h, _ in pieces], [t for _, t in pieces]
+                        ends, base = list(accumulate(e.size for e in live)), 0
                     else:  # the running totals are the end offsets
                         ends, base = cp.ends[start:end], cp.ends[start - 1] if start else 0
                     return MemoryBatch(
                         cp,
                         start,
                         end,
-                        wires,
+                        heads,
+                        tails,
+                        tags,
                         ends,
                         base,
                         first.seqno,

@@ -1,11 +1,22 @@
 """A document version as a vbucket holds it, and the key-to-vbucket hash.
 
 ``Item`` is slotted and shared: the hash table, the checkpoints and the on-disk view
-point at the same object (design.md "Keep the model compact"). Following the performance
+point at the same object. Following the performance
 rule "encode an item's DCP body once, when it is written", an item keeps its frame in the
 canonical form every collection-aware consumer gets (``wire``: DCP_MUTATION, or a V1
-DCP_DELETION for tombstones, opaque 0, LEB128 collection prefix); the producer patches
-the opaque per stream. The value is not stored twice: ``value`` reads it from ``wire``.
+DCP_DELETION for tombstones, opaque 0, LEB128 collection prefix), in two pieces: ``head``
+(header and extras; for a collection other than the default, its prefix too) and
+``tail`` (key and value). A collection-aware stream joins head, prefix (``b"\x00"`` for
+the default collection) and tail; a legacy stream joins head and tail and patches two
+lengths, so neither has to cut bytes out of a frame. The value is not stored twice:
+``value`` reads it from ``tail``.
+
+``tag`` sums up, in one byte, what a producer must know to send the frame in another form
+without touching the item (the checkpoints and the on-disk view keep the tags beside
+the frames): the datatype bits, tombstone, expiration, empty value, and a collection
+other than the default. ``forms`` caches the frames of other value forms (xattrs
+stripped, decompressed, compressed, V2 deletions...), computed once per item and form
+and shared by every stream that needs them.
 """
 
 from __future__ import annotations
@@ -15,7 +26,8 @@ import zlib
 from typing import TYPE_CHECKING
 
 from mockdcp.protocol._document_frame import (
-    encode_document_frame,
+    collection_prefix,
+    document_head,
     encode_seqno_advanced_frame,
     encode_system_event_frame,
 )
@@ -24,6 +36,28 @@ from mockdcp.protocol._leb128 import encode_leb128
 
 if TYPE_CHECKING:
     from mockdcp.model._manifest import ManifestEvent
+
+#: the collection prefix of a key in the default collection (LEB128 0; kv_engine
+#: docs/dcp/documentation/commands/mutation.md, "Collections Enabled")
+DEFAULT_PREFIX = b"\x00"
+
+#: ``Item.tag`` bits above the datatype bits (0x07: JSON, SNAPPY, XATTR)
+TAG_DATATYPE = 0x07
+TAG_TOMBSTONE = 0x08
+TAG_EXPIRATION = 0x10
+TAG_EMPTY = 0x20
+TAG_COLLECTION = 0x40
+
+
+def item_tag(datatype: int, deleted: bool, expiration: bool, empty: bool, cid: int) -> int:
+    """The ``tag`` byte of an item with these properties."""
+    return (
+        (datatype & TAG_DATATYPE)
+        | (TAG_TOMBSTONE if deleted else 0)
+        | (TAG_EXPIRATION if expiration else 0)
+        | (TAG_EMPTY if empty else 0)
+        | (TAG_COLLECTION if cid else 0)
+    )
 
 
 class ItemKind(enum.Enum):
@@ -44,12 +78,15 @@ class Item:
         "delete_time",
         "expiry",
         "flags",
+        "forms",
+        "head",
         "key",
         "kind",
         "rev_seqno",
         "seqno",
+        "tag",
+        "tail",
         "vbucket",
-        "wire",
     )
 
     def __init__(
@@ -79,25 +116,47 @@ class Item:
         self.datatype = datatype
         self.kind = kind
         self.delete_time = delete_time
-        self.wire = encode_document_frame(
+        self.forms: dict[object, tuple[bytes, bytes]] | None = None
+        self.tag = item_tag(
+            datatype,
+            kind is not ItemKind.MUTATION,
+            kind is ItemKind.EXPIRATION,
+            not value,
+            collection_id,
+        )
+        prefix = collection_prefix(collection_id)
+        head = document_head(
             vbucket=vbucket,
             cas=cas,
             by_seqno=seqno,
             rev_seqno=rev_seqno,
-            key=key,
-            collection_id=collection_id,
-            value=value,
+            key_length=len(prefix) + len(key),
+            value_length=len(value),
             datatype=datatype,
             flags=flags,
             expiration=expiry,
             deleted=kind is not ItemKind.MUTATION,
         )
+        self.head = head if not collection_id else head + prefix
+        self.tail = key + value
 
     @property
     def value(self) -> bytes:
-        """The stored value (a copy out of ``wire``: header, extras and key skipped)."""
-        w = self.wire
-        return w[24 + w[4] + ((w[2] << 8) | w[3]) :]
+        """The stored value (a copy out of ``tail``)."""
+        return self.tail[len(self.key) :]
+
+    @property
+    def wire(self) -> bytes:
+        """The canonical frame: ``head``, the default collection's prefix unless the
+        head ends with another collection's, ``tail``."""
+        if self.collection_id:
+            return self.head + self.tail
+        return self.head + DEFAULT_PREFIX + self.tail
+
+    @property
+    def size(self) -> int:
+        """``len(self.wire)``, without building it."""
+        return len(self.head) + len(self.tail) + (0 if self.collection_id else 1)
 
     @property
     def deleted(self) -> bool:
@@ -146,7 +205,8 @@ class SystemEventItem(Item):
     checkpointed, de-duplicated, persisted, purged (drops only, as tombstones) and cut by
     failover like any other, keyed in the system namespace (collection 1).
 
-    ``wire`` is the frame a collection-aware consumer without FlatBuffers gets
+    ``wire`` (here all of it in ``head``, ``tail`` empty) is the frame a
+    collection-aware consumer without FlatBuffers gets
     (DCP_SYSTEM_EVENT, seed "System Event (0x5f)"): begin collection as version 1 when the
     collection has a max TTL and version 0 otherwise (kv_engine
     ``SystemEventProducerMessage::make``), end collection, create and drop scope as
@@ -198,11 +258,16 @@ class SystemEventItem(Item):
         #: the manifest uid of the collection's last flush (0: never flushed)
         self.flush_uid = flush_uid
         if event is SystemEventType.MODIFY_COLLECTION:
-            self.wire = encode_seqno_advanced_frame(vbucket=vbucket, by_seqno=seqno)
+            wire = encode_seqno_advanced_frame(vbucket=vbucket, by_seqno=seqno)
         else:
             frame = self.frame(flatbuffers=False)
             assert frame is not None
-            self.wire = frame
+            wire = frame
+        # the whole frame is the head (its key has no collection prefix); the tag marks
+        # it outside the default collection (legacy streams never get it) and, without
+        # datatype, tombstone or value bits, never in need of a value-form variant
+        self.head, self.tail, self.forms = wire, b"", None
+        self.tag = TAG_COLLECTION | TAG_EMPTY
 
     def as_manifest_event(self) -> ManifestEvent:
         """The manifest change this event records."""

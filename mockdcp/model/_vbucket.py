@@ -9,8 +9,9 @@ State:
 * ``items``: (collection, key) → newest version, tombstones included (the hash table);
 * ``checkpoints``: the in-memory history streams read through cursors (last one open);
 * ``disk``: (collection, key) → newest *persisted* version, tombstones until purged, and
-  ``disk_seqnos`` (an ``array``: slices copy no objects) with ``disk_wires`` beside it:
-  the same items' seqnos and canonical frames in seqno order, for backfills;
+  ``disk_seqnos`` (an ``array``: slices copy no objects) with ``disk_heads``,
+  ``disk_tails`` and ``disk_tags`` beside it: the same items' seqnos, frames (in two
+  pieces, ``Item``) and tags in seqno order, for backfills;
 * ``high_seqno`` ≥ ``persisted_seqno`` ≥ ``purge_seqno``;
 * ``generation`` changes whenever the vbucket's history is cut (restart, failover, flush)
   or its state changes; a stream that sees a new generation ends (producer.md §9).
@@ -27,21 +28,20 @@ import attrs
 
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
-from mockdcp.model._item import SystemEventItem
+from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind, SystemEventItem
 from mockdcp.protocol import SystemEventType, VBucketState
+from mockdcp.protocol._document_frame import MUTATION_FRAME, collection_prefix
 
 if TYPE_CHECKING:
     import random
     from collections.abc import Iterator, Sequence
-
-    from mockdcp.model._item import Item
 
 
 @attrs.frozen
 class DiskSnapshot:
     """A backfill's read of the on-disk view (producer.md §4.1, §4.2).
 
-    Either the items, or (``frames=True``) only their seqnos and canonical frames: a
+    Either the items, or (``frames=True``) only their seqnos and frames (in two pieces): a
     producer streaming canonical frames never touches the item objects, which are
     scattered in memory (reading them cost about 0.7 µs an item in ``mockdcp bench
     --from-disk``).
@@ -54,7 +54,15 @@ class DiskSnapshot:
     max_visible_seqno: int
     purge_seqno: int
     seqnos: Sequence[int] = ()
-    wires: list[bytes] = attrs.field(factory=list)
+    #: the items' ``Item.head``, ``Item.tail`` and ``Item.tag`` beside ``seqnos``
+    heads: list[bytes] = attrs.field(factory=list)
+    tails: list[bytes] = attrs.field(factory=list)
+    tags: bytes = b""
+
+    def items_at(self, by_seqno: dict[int, Item], indices: Sequence[int]) -> list[Item]:
+        """The items of frames ``indices``, looked up in ``VBucket.disk_by_seqno`` (read
+        at once: a later persist may replace them)."""
+        return [by_seqno[self.seqnos[i]] for i in indices]
 
 
 _SEQNO = attrgetter("seqno")
@@ -89,7 +97,9 @@ class VBucket:
         self.items: dict[tuple[int, bytes], Item] = {}
         self.disk: dict[tuple[int, bytes], Item] = {}
         self.disk_seqnos = array("q")
-        self.disk_wires: list[bytes] = []
+        self.disk_heads: list[bytes] = []
+        self.disk_tails: list[bytes] = []
+        self.disk_tags = bytearray()
         self.disk_by_seqno: dict[int, Item] = {}
         self.cursors: dict[str, Cursor] = {}
         #: every write in seqno order, never de-duplicated: what a replica that had
@@ -181,8 +191,11 @@ class VBucket:
         i = bisect.bisect_right(self.disk_seqnos, after_seqno)
         end = self.persisted_seqno
         if frames:
-            seqnos, wires = self.disk_seqnos[i:], self.disk_wires[i:]
-            return DiskSnapshot(after_seqno + 1, end, (), end, end, self.purge_seqno, seqnos, wires)
+            seqnos, heads, tails = self.disk_seqnos[i:], self.disk_heads[i:], self.disk_tails[i:]
+            tags = bytes(self.disk_tags[i:])
+            return DiskSnapshot(
+                after_seqno + 1, end, (), end, end, self.purge_seqno, seqnos, heads, tails, tags
+            )
         by = self.disk_by_seqno
         items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
         return DiskSnapshot(after_seqno + 1, end, items, end, end, self.purge_seqno)
@@ -198,6 +211,68 @@ class VBucket:
         cp.append(item)
         if cp.item_count >= self.checkpoint_max_items or cp.bytes >= self.checkpoint_max_bytes:
             self.close_checkpoint()
+
+    def write_rows(self, rows: Sequence[tuple[bytes, int, bytes, int, int, int, int]]) -> None:
+        """Write mutations (key, collection, value, datatype, flags, expiry, CAS) in
+        order, as ``write`` would one by one (the bucket has validated them): the bulk
+        load's inner loop, with the frame, the item and the checkpoint's bookkeeping
+        inlined for keys new to the open checkpoint."""
+        items, log_append, collection_high = self.items, self.log.append, self.collection_high
+        vbid, seqno = self.vbid, self.high_seqno
+        max_items, max_bytes = self.checkpoint_max_items, self.checkpoint_max_bytes
+        head_of, mutation, new = MUTATION_FRAME.pack, ItemKind.MUTATION, Item.__new__
+        cp = self.checkpoints[-1]
+        index, entries, heads, tails = cp.index, cp.entries, cp.heads, cp.tails
+        tags_append, ends_append = cp.tags.append, cp.ends.append
+        total = cp.ends[-1] if cp.ends else 0
+        room_bytes = max_bytes - cp.bytes
+        for key, cid, value, dt, flags, expiry, cas in rows:
+            doc_key = (cid, key)
+            old = items.get(doc_key)
+            rev = old.rev_seqno + 1 if old is not None else 1
+            seqno += 1
+            prefix = collection_prefix(cid)
+            head = head_of(0x80, 0x57, len(prefix) + len(key), 31, dt, vbid,
+                           31 + len(prefix) + len(key) + len(value), 0, cas, seqno, rev,
+                           flags, expiry, 0, 0, 0)  # fmt: skip
+            if cid:
+                head += prefix
+            tail = key + value
+            item = new(Item)
+            item.key, item.collection_id, item.vbucket, item.seqno = key, cid, vbid, seqno
+            item.rev_seqno, item.cas, item.flags, item.expiry = rev, cas, flags, expiry
+            item.datatype, item.kind, item.delete_time, item.forms = dt, mutation, 0, None
+            item.tag = tag = (
+                (dt & 7) | (TAG_EMPTY if not value else 0) | (TAG_COLLECTION if cid else 0)
+            )
+            item.head, item.tail = head, tail
+            items[doc_key] = item
+            log_append(item)
+            collection_high[cid] = seqno
+            if doc_key in index:  # de-duplication: the general path
+                cp.bytes = max_bytes - room_bytes
+                cp.append(item)
+                room_bytes = max_bytes - cp.bytes
+                total = cp.ends[-1]
+            else:
+                index[doc_key] = len(entries)
+                entries.append(item)
+                heads.append(head)
+                tails.append(tail)
+                tags_append(tag)
+                size = len(head) + len(tail) + (0 if cid else 1)
+                total += size
+                ends_append(total)
+                room_bytes -= size
+            if len(index) >= max_items or room_bytes <= 0:  # as ``write`` closes it
+                cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
+                self.close_checkpoint()
+                cp = self.checkpoints[-1]
+                index, entries, heads, tails = cp.index, cp.entries, cp.heads, cp.tails
+                tags_append, ends_append = cp.tags.append, cp.ends.append
+                total, room_bytes = 0, max_bytes
+        if rows:
+            cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
 
     def write_system_event(self, event: SystemEventItem) -> None:
         """Write a manifest change's event like any item; it counts towards the high
@@ -244,16 +319,22 @@ class VBucket:
             del self.disk_by_seqno[old.seqno]
             j = bisect.bisect_left(self.disk_seqnos, old.seqno)
             del self.disk_seqnos[j]
-            del self.disk_wires[j]
+            del self.disk_heads[j]
+            del self.disk_tails[j]
+            del self.disk_tags[j]
         self.disk[item.doc_key] = item
         self.disk_by_seqno[item.seqno] = item
         if not self.disk_seqnos or item.seqno > self.disk_seqnos[-1]:
             self.disk_seqnos.append(item.seqno)
-            self.disk_wires.append(item.wire)
+            self.disk_heads.append(item.head)
+            self.disk_tails.append(item.tail)
+            self.disk_tags.append(item.tag)
         else:
             j = bisect.bisect_left(self.disk_seqnos, item.seqno)
             self.disk_seqnos.insert(j, item.seqno)
-            self.disk_wires.insert(j, item.wire)
+            self.disk_heads.insert(j, item.head)
+            self.disk_tails.insert(j, item.tail)
+            self.disk_tags.insert(j, item.tag)
 
     def _expel(self) -> None:
         """Drop closed checkpoints wholly persisted and not pinned by a live cursor."""
@@ -276,7 +357,9 @@ class VBucket:
         if gone:
             by = self.disk_by_seqno
             self.disk_seqnos = array("q", sorted(by))
-            self.disk_wires = [by[seqno].wire for seqno in self.disk_seqnos]
+            self.disk_heads = [by[seqno].head for seqno in self.disk_seqnos]
+            self.disk_tails = [by[seqno].tail for seqno in self.disk_seqnos]
+            self.disk_tags = bytearray(by[seqno].tag for seqno in self.disk_seqnos)
         return len(gone)
 
     def truncate(self, seqno: int) -> None:

@@ -1,70 +1,231 @@
-"""Turning model items into DCP frames for one connection, fast.
+"""Turning model items into DCP frames for one connection, fast, in every form.
 
-Performance rule (design.md): an item's frame is encoded once and reused for every
-stream; per-stream fields are patched in place. The one layout every fast consumer uses
-(collection-aware, deletions V1, no stream-id, value as stored) is the *canonical*
-encoding, cached on ``Item.wire`` with opaque 0. A batch of canonical frames is joined
-into one buffer and the opaque (header bytes 12-15) patched with ``struct.pack_into``.
-Every other combination (legacy keys, delete times, expiry opcode, NO_VALUE, xattr
-stripping, forced compression, stream-ids) goes through the message classes each time.
-``Item.wire`` is built by the model when the item is written.
+An item's frame is encoded once, when written, and reused for every stream. The model
+keeps each item's *canonical* frame (DCP_MUTATION, or a V1 DCP_DELETION for tombstones,
+opaque 0, LEB128 collection prefix, value as stored) in two pieces, ``Item.head``
+(header and extras) and ``Item.tail`` (key and value), with a tag byte beside them.
+Every kind of stream is sent from those pieces:
+
+* a frame whose *value form* differs for this connection (xattrs stripped, value
+  decompressed or compressed, the xattrs-only value of NO_VALUE with INCLUDE_XATTRS, a
+  V2 deletion or DCP_EXPIRATION when delete times were asked for) is replaced by a
+  variant encoded once per item and form by the message classes and kept on the item
+  (``Item.forms``); which frames need one is read from the tags through a 256-entry
+  table, without touching the items;
+* a collection-aware stream joins head, collection prefix and tail; a legacy stream
+  joins head and tail and patches, in bulk with numpy, the key and body lengths (one
+  less each); the opaque is patched in bulk for every stream;
+* NO_VALUE's value cut and the stream-id frame (magic 0x08, framing length 3) are made
+  on the joined frames: headers patched with numpy, the buffer cut by one ``struct``
+  unpack.
+
+``encode_item`` is the item-by-item codec (message classes) the fast path must equal;
+the tests check it for every form.
+
+Value forms (kv_engine docs/dcp/documentation/commands/open-connection.md and
+mutation.md "The meaning of datatype", ``ActiveStream::makeResponseFromItem``): xattrs
+are stripped unless DCP_OPEN INCLUDE_XATTRS; values are decompressed unless HELLO
+SNAPPY; ``force_value_compression`` compresses every non-empty value (kept as it is
+when snappy does not make it smaller); NO_VALUE sends no body (datatype 0, or XATTR
+with the xattr section alone under INCLUDE_XATTRS); NO_VALUE_WITH_UNDERLYING_DATATYPE
+sends no body with the stored datatype. Without ``enable_expiry_opcode`` an expiration
+goes as a DCP_DELETION (its canonical frame).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from array import array
 from itertools import accumulate
-from operator import attrgetter
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
+import attrs
+
+from mockdcp._malloc import tune_allocator
 from mockdcp._numpy import load_numpy
 from mockdcp.model import Item, ItemKind
-from mockdcp.protocol import Datatype, DcpOpenFlag, Deletion, Expiration, Mutation, split_xattrs
+from mockdcp.model._item import (
+    DEFAULT_PREFIX,
+    TAG_COLLECTION,
+    TAG_DATATYPE,
+    TAG_EMPTY,
+    TAG_TOMBSTONE,
+)
+from mockdcp.protocol import (
+    Datatype,
+    DcpOpenFlag,
+    Deletion,
+    Expiration,
+    Magic,
+    Mutation,
+    encode_xattrs,
+    split_xattrs,
+)
+from mockdcp.protocol._document_frame import collection_prefix
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from types import ModuleType
+
+    import numpy
+    from numpy.typing import NDArray
+
+    Offsets = NDArray[numpy.int64]
 
     from mockdcp.producer._controls import DcpSettings
 
 _OPAQUE = struct.Struct(">I")
 _OPAQUE_OFFSET = 12
+_HEADER = 24
+#: the stream-id frame info: id 2, length 2 (kv_engine docs/BinaryProtocol.md, "Request
+#: header with flexible framing extras")
+_SID_TAG = 0x22
 
 
-_WIRE = attrgetter("wire")
+_NUMPY: list[ModuleType] = []
+#: every tag byte without TAG_COLLECTION: ``tags.translate(None, _DEFAULT_TAGS)`` keeps
+#: the tags of items outside the default collection (one C loop, no Python per byte)
+_DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
 
 
-def _encode(
-    item: Item,
-    opaque: int,
-    sid: int | None,
-    *,
-    collections: bool,
-    delete_times: bool,
-    expiry: bool,
-    value: bytes | None = None,
-    datatype: int | None = None,
-) -> bytes:
-    cid = item.collection_id if collections else None
-    body = item.value if value is None else value
-    dt = item.datatype if datatype is None else datatype
-    common = _DocumentFields(
-        opaque=opaque,
-        vbucket=item.vbucket,
-        cas=item.cas,
-        by_seqno=item.seqno,
-        rev_seqno=item.rev_seqno,
-        key=item.key,
-        collection_id=cid,
-        value=body,
-        datatype=dt,
-        stream_id=sid,
-    )
-    if item.kind is ItemKind.MUTATION:
-        return Mutation(flags=item.flags, expiration=item.expiry, **common).encode()
-    if item.kind is ItemKind.EXPIRATION and expiry:
-        return Expiration(delete_time=item.delete_time, **common).encode()
-    return Deletion(delete_time=item.delete_time if delete_times else None, **common).encode()
+def _numpy() -> ModuleType:
+    """numpy, loaded once (``load_numpy`` sets up the environment on every call)."""
+    if not _NUMPY:
+        _NUMPY.append(load_numpy())
+    return _NUMPY[0]
+
+
+def _other_collections(tags: bytes) -> bool:
+    """True if a tag says its item is outside the default collection."""
+    return bool(tags.translate(None, _DEFAULT_TAGS))
+
+
+#: decimal digits of a part's length in a ``struct`` format (a frame is < 10**8 bytes)
+_DIGITS = 8
+_STRUCTS: dict[str, struct.Struct] = {}
+
+
+def _decimal(np: ModuleType, values: Offsets) -> NDArray[numpy.uint8]:
+    """``values`` (int64) as rows of ``_DIGITS`` ASCII digits, zero-padded: two lookups
+    in a table of every 4-digit string (a division per digit cost ~70 ns a value)."""
+    table = _FOUR_DIGITS.get("table")
+    if table is None:
+        text = "".join(f"{i:04d}" for i in range(10_000)).encode()
+        table = _FOUR_DIGITS["table"] = np.frombuffer(text, np.uint8).reshape(10_000, 4)
+    high, low = np.divmod(values, 10_000)
+    rows: NDArray[numpy.uint8] = np.concatenate((table[high], table[low]), axis=1)
+    return rows
+
+
+_FOUR_DIGITS: dict[str, Any] = {}
+
+
+def _struct_for(layout: str) -> struct.Struct:
+    """A compiled ``struct`` for ``layout``; the last few are kept (equal-sized frames
+    give the same layout piece after piece)."""
+    compiled = _STRUCTS.get(layout)
+    if compiled is None:
+        if len(_STRUCTS) >= 8:
+            _STRUCTS.clear()
+        compiled = _STRUCTS[layout] = struct.Struct(layout)
+    return compiled
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    import cramjam
+
+    return bytes(cramjam.snappy.decompress_raw(data))
+
+
+def _snappy_compress(data: bytes) -> bytes:
+    import cramjam
+
+    return bytes(cramjam.snappy.compress_raw(data))
+
+
+@attrs.frozen
+class Form:
+    """How one connection's streams carry documents (what HELLO, DCP_OPEN and
+    DCP_CONTROL negotiated); ``variant`` is the part that changes an item's value or
+    extras, the key of ``Item.forms``."""
+
+    collections: bool = True
+    xattrs: bool = False
+    snappy: bool = False
+    force_compression: bool = False
+    no_value: bool = False
+    underlying: bool = False
+    delete_times: bool = False
+    expiry_opcode: bool = False
+
+    @classmethod
+    def of(cls, settings: DcpSettings) -> Form:
+        flags = settings.open_flags
+        return cls(
+            collections=settings.collections,
+            xattrs=bool(flags & DcpOpenFlag.INCLUDE_XATTRS),
+            snappy=settings.snappy,
+            force_compression=settings.force_compression,
+            no_value=bool(flags & DcpOpenFlag.NO_VALUE),
+            underlying=bool(flags & DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE),
+            delete_times=settings.delete_times,
+            expiry_opcode=settings.expiry_opcode,
+        )
+
+    @property
+    def variant(self) -> tuple[bool, ...]:
+        return attrs.astuple(self)[1:]
+
+    def needs_variant(self, tag: int) -> bool:
+        """True when an item with this ``Item.tag`` is not sent as its canonical frame
+        patched in bulk (see ``transmitted_value`` for the rules)."""
+        dt = tag & TAG_DATATYPE
+        if tag & TAG_TOMBSTONE and self.delete_times:
+            return True  # V2 deletion or DCP_EXPIRATION: other extras
+        if self.underlying:
+            return False  # the value is cut, the stored datatype kept
+        if self.no_value:
+            return bool(dt & Datatype.XATTR) and self.xattrs  # the xattr section stays
+        if dt & Datatype.XATTR and not self.xattrs:
+            return True
+        if dt & Datatype.SNAPPY and not self.snappy:
+            return True
+        return self.force_compression and not dt & Datatype.SNAPPY and not tag & TAG_EMPTY
+
+    def variant_table(self) -> bytes:
+        """``needs_variant`` of every tag byte, as 0/1 bytes (a lookup table)."""
+        return bytes(self.needs_variant(t) for t in range(256))
+
+
+def transmitted_value(value: bytes, datatype: int, form: Form) -> tuple[bytes, int]:
+    """The value and datatype a connection of ``form`` gets for a stored value (the
+    module docstring gives the rules and their sources)."""
+    if form.underlying:
+        return b"", datatype
+    body, dt = value, datatype
+    if dt & Datatype.SNAPPY and (
+        not form.snappy or (dt & Datatype.XATTR and (not form.xattrs or form.no_value))
+    ):
+        body, dt = _snappy_decompress(body), dt & ~Datatype.SNAPPY
+    if dt & Datatype.XATTR and not form.xattrs:
+        _, body = split_xattrs(body)
+        dt &= ~Datatype.XATTR
+    if form.no_value:
+        if dt & Datatype.XATTR:
+            pairs, _ = split_xattrs(body)
+            return encode_xattrs(pairs, b""), Datatype.XATTR
+        return b"", 0
+    if form.force_compression and body and not dt & Datatype.SNAPPY:
+        packed = _snappy_compress(body)
+        if len(packed) < len(body):
+            return packed, dt | Datatype.SNAPPY
+    return body, dt
+
+
+@functools.lru_cache(maxsize=64)
+def _variant_table(form: Form) -> bytes:
+    return form.variant_table()
 
 
 class _DocumentFields(TypedDict):
@@ -82,100 +243,322 @@ class _DocumentFields(TypedDict):
     stream_id: int | None
 
 
+def encode_item(item: Item, form: Form, opaque: int = 0, sid: int | None = None) -> bytes:
+    """One item's frame for a stream of ``form`` through the message classes: the
+    answer every faster path must give."""
+    value, datatype = transmitted_value(item.value, item.datatype, form)
+    common = _DocumentFields(
+        opaque=opaque,
+        vbucket=item.vbucket,
+        cas=item.cas,
+        by_seqno=item.seqno,
+        rev_seqno=item.rev_seqno,
+        key=item.key,
+        collection_id=item.collection_id if form.collections else None,
+        value=value,
+        datatype=datatype,
+        stream_id=sid,
+    )
+    if item.kind is ItemKind.MUTATION:
+        return Mutation(flags=item.flags, expiration=item.expiry, **common).encode()
+    if item.kind is ItemKind.EXPIRATION and form.expiry_opcode:
+        return Expiration(delete_time=item.delete_time, **common).encode()
+    delete_time = item.delete_time if form.delete_times else None
+    return Deletion(delete_time=delete_time, **common).encode()
+
+
+def item_variant(item: Item, form: Form) -> tuple[bytes, bytes]:
+    """``item``'s frame in ``form``'s value form, in the canonical layout (collection
+    prefix, opaque 0, no stream-id) and in two pieces like ``Item.head`` and
+    ``Item.tail``; encoded once per item and form, kept on the item."""
+    forms = item.forms
+    if forms is None:
+        forms = item.forms = {}
+    key = form.variant
+    pieces = forms.get(key)
+    if pieces is None:
+        frame = encode_item(item, attrs.evolve(form, collections=True))
+        at = _HEADER + frame[4]  # header and extras
+        if item.collection_id:
+            at += len(collection_prefix(item.collection_id))
+            pieces = (frame[:at], frame[at:])
+        else:
+            pieces = (frame[:at], frame[at + 1 :])
+        forms[key] = pieces
+    return pieces
+
+
+@attrs.frozen
+class Frames:
+    """Frames read for a stream and not yet queued, in pieces (``Item.head``,
+    ``Item.tail``) with their tags: ``ends`` are each canonical frame's end offset in
+    their concatenation plus ``base``."""
+
+    heads: list[bytes]
+    tails: list[bytes]
+    tags: bytes
+    ends: Sequence[int]
+    base: int
+
+
 class ItemEncoder:
     """Encodes items for the streams of one connection, per its negotiated settings."""
 
     def __init__(self, settings: DcpSettings) -> None:
-        self._settings = settings
-        flags = settings.open_flags
-        self.canonical = (
-            settings.collections
-            and not settings.delete_times
-            and not settings.expiry_opcode
-            and not settings.force_compression
-            and not flags & (DcpOpenFlag.NO_VALUE | DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE)
-        )
+        tune_allocator()  # once per process: pieces reuse heap pages (mockdcp._malloc)
+        self.form = form = Form.of(settings)
+        self._table = _variant_table(form)
+        #: the tags that need no variant (``bytes.translate`` deletes them)
+        self._plain = bytes(t for t in range(256) if not self._table[t])
+        self._cut_value = form.no_value or form.underlying
+        #: frames go out exactly as the model keeps them, only the opaque patched
+        self.canonical = form.collections and not self._cut_value and not any(self._table)
 
-    def _value(self, item: Item) -> tuple[bytes, int]:
-        """The value and datatype as transmitted (wire.md §3 table)."""
-        flags = self._settings.open_flags
-        value, datatype = item.value, item.datatype
-        xattrs_wanted = bool(flags & DcpOpenFlag.INCLUDE_XATTRS)
-        if datatype & Datatype.XATTR and not xattrs_wanted:
-            _, value = split_xattrs(value)
-            datatype &= ~Datatype.XATTR
-        if flags & DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE:
-            return b"", item.datatype
-        if flags & DcpOpenFlag.NO_VALUE:
-            if datatype & Datatype.XATTR:
-                pairs, _ = split_xattrs(item.value)
-                from mockdcp.protocol import encode_xattrs
-
-                return encode_xattrs(pairs, b""), Datatype.XATTR
-            return b"", 0
-        if self._settings.force_compression and value:
-            import cramjam
-
-            packed = bytes(cramjam.snappy.compress_raw(value))
-            if len(packed) < len(value):
-                return packed, datatype | Datatype.SNAPPY
-        return value, datatype
-
-    def frame(self, item: Item, opaque: int, sid: int | None) -> bytes:
-        """One item's frame for a stream with this opaque and stream-id."""
-        if self.takes_frames(sid):
-            buf = bytearray(item.wire)
-            _OPAQUE.pack_into(buf, _OPAQUE_OFFSET, opaque)
-            return bytes(buf)
-        value, datatype = self._value(item)
-        s = self._settings
-        return _encode(
-            item,
-            opaque,
-            sid,
-            collections=s.collections,
-            delete_times=s.delete_times,
-            expiry=s.expiry_opcode,
-            value=value,
-            datatype=datatype,
-        )
+    # -- reading: the frames a stream will send --------------------------------------
 
     def takes_frames(self, sid: int | None) -> bool:
-        """True when this connection's frames for a stream are the canonical ones."""
-        return self.canonical and sid is None
+        """True when every frame, system events included, goes as the model keeps it
+        or as a value-form variant of a document (system events never need one: their
+        tag has no datatype, tombstone or value bits): a stream of this connection may
+        be sent every collection's items and events from the frames."""
+        return self.form.collections and sid is None and not self._cut_value
+
+    def prepare(
+        self,
+        heads: list[bytes],
+        tails: list[bytes],
+        tags: bytes,
+        ends: Sequence[int],
+        base: int,
+        items_at: Callable[[Sequence[int]], list[Item]],
+        *,
+        default_only: bool = False,
+    ) -> Frames | None:
+        """The frames of a batch or backfill, each in this connection's value form.
+
+        Frames that need a variant are replaced by it (``items_at`` gives their items,
+        called at once). ``None`` when the batch holds an item outside the default
+        collection (or a system event) and the connection is legacy or the stream must
+        leave those out (``default_only``): it goes item by item, filtered.
+        """
+        if (default_only or not self.form.collections) and _other_collections(tags):
+            return None
+        if self.canonical or not tags:
+            return Frames(heads, tails, tags, ends, base)
+        flagged = self._flagged(tags)
+        if not flagged:
+            return Frames(heads, tails, tags, ends, base)
+        items = items_at(flagged)
+        heads, tails = list(heads), list(tails)
+        form = self.form
+        for i, item in zip(flagged, items, strict=True):
+            heads[i], tails[i] = item_variant(item, form)
+        return Frames(heads, tails, tags, self.ends_of(heads, tails, tags), 0)
 
     @staticmethod
-    def patch_opaque(buf: bytearray, ends: Sequence[int], base: int, opaque: int) -> None:
-        """Write ``opaque`` into every frame of ``buf`` (frame ends at ``ends`` - ``base``).
+    def ends_of(heads: list[bytes], tails: list[bytes], tags: bytes) -> Sequence[int]:
+        """Each canonical frame's end offset: head, the default prefix, tail."""
+        np = _numpy()
+        count = len(heads)
+        sizes = np.fromiter(map(len, heads), np.int64, count)
+        sizes += np.fromiter(map(len, tails), np.int64, count)
+        sizes += (np.frombuffer(tags, np.uint8) & TAG_COLLECTION) == 0
+        return array("q", np.cumsum(sizes).tobytes())
 
-        Vectorised with numpy: a Python-level ``pack_into`` per frame cost about 170 ns,
-        this about 8 ns (``mockdcp bench``). numpy is loaded at DCP_OPEN
-        (``mockdcp._numpy``), so no batch waits for the import.
-        """
-        np = load_numpy()
-        count = len(ends)
+    def _flagged(self, tags: bytes) -> list[int]:
+        """Positions of the frames that need a variant."""
+        if not tags.translate(None, self._plain):  # one C loop: none does (usually)
+            return []
+        np = _numpy()
+        table = np.frombuffer(self._table, np.uint8)
+        return list(np.flatnonzero(table[np.frombuffer(tags, np.uint8)]).tolist())
+
+    # -- writing: one piece of a stream ------------------------------------------------
+
+    def encode(
+        self,
+        frames: Frames,
+        start: int,
+        stop: int,
+        opaque: int,
+        sid: int | None,
+    ) -> tuple[bytearray, Sequence[int], int]:
+        """Frames ``start:stop`` as the stream sends them: the buffer, and the end
+        offset of each frame in it plus the returned base."""
+        heads, tails = frames.heads[start:stop], frames.tails[start:stop]
+        ends = frames.ends[start:stop]
+        base = frames.ends[start - 1] if start else frames.base
+        count = len(heads)
         if not count:
-            return
-        at = np.empty(count, np.int64)
-        at[0] = _OPAQUE_OFFSET
+            return bytearray(), [], 0
+        np = _numpy()
+        starts = self._starts(ends, base)
+        if self.form.collections:
+            parts = [DEFAULT_PREFIX] * (3 * count)
+            parts[0::3], parts[2::3] = heads, tails
+            tags = frames.tags[start:stop]
+            if _other_collections(tags):  # their prefix is in the head (Item.head)
+                other = np.flatnonzero(np.frombuffer(tags, np.uint8) & TAG_COLLECTION)
+                for i in other.tolist():
+                    parts[3 * i + 1] = b""
+            buf = bytearray().join(parts)
+        else:  # legacy: no prefix; every frame one byte shorter than the canonical one
+            parts = [b""] * (2 * count)
+            parts[0::2], parts[1::2] = heads, tails
+            buf = bytearray().join(parts)
+            shift = np.arange(count, dtype=np.int64)
+            starts -= shift
+            shift += 1
+            ends = array("q", (self._ends_array(ends, count) - base - shift).tobytes())
+            base = 0
+            self._shorten_key(buf, starts)
+        self.patch_opaque(buf, starts, opaque)
+        if self._cut_value or sid is not None:
+            return self._transform(buf, starts, sid)
+        return buf, ends, base
+
+    @staticmethod
+    def _ends_array(ends: Sequence[int], count: int) -> Offsets:
+        np = _numpy()
+        out: Offsets = (
+            np.frombuffer(ends, np.int64, count)
+            if isinstance(ends, array)
+            else np.fromiter(ends, np.int64, count)
+        )
+        return out
+
+    @staticmethod
+    def _shorten_key(buf: bytearray, starts: Offsets) -> None:
+        """Key length and body length less one in every frame (the collection prefix
+        left out). A key on the wire is at most 255 bytes (250 + prefix), so the key
+        length is its low byte; the body length borrows only when its low byte is 0."""
+        np = _numpy()
+        view = np.frombuffer(buf, np.uint8)
+        at = starts + 3
+        view[at] -= 1
+        at += 8  # the low byte of the body length
+        low = view[at]
+        for pos in (at[low == 0] - 3).tolist():
+            body = int.from_bytes(buf[pos : pos + 4], "big") - 1
+            buf[pos : pos + 4] = body.to_bytes(4, "big")
+        view[at[low != 0]] -= 1
+
+    @staticmethod
+    def _starts(ends: Sequence[int], base: int) -> Offsets:
+        np = _numpy()
+        count = len(ends)
+        starts: Offsets = np.empty(count, np.int64)
+        starts[0] = 0
         if count > 1:
             if isinstance(ends, array):
                 previous = np.frombuffer(ends, np.int64, count - 1)
             else:
                 previous = np.fromiter(ends, np.int64, count)[:-1]
-            np.add(previous, _OPAQUE_OFFSET - base, out=at[1:])
+            np.subtract(previous, base, out=starts[1:])
+        return starts
+
+    @staticmethod
+    def patch_opaque(buf: bytearray, starts: Offsets, opaque: int) -> None:
+        """Write ``opaque`` into every frame of ``buf`` (frames start at ``starts``).
+
+        Vectorised with numpy: a Python-level ``pack_into`` per frame cost about 170 ns,
+        this about 8 ns (``mockdcp bench``). numpy is loaded at DCP_OPEN
+        (``mockdcp._numpy``), so no batch waits for the import.
+        """
+        np = _numpy()
         view = np.frombuffer(buf, np.uint8)
+        at = starts + _OPAQUE_OFFSET
         for i, byte in enumerate(_OPAQUE.pack(opaque)):
             view[at + i] = byte
+
+    def _transform(
+        self, buf: bytearray, starts: Offsets, sid: int | None
+    ) -> tuple[bytearray, Sequence[int], int]:
+        """NO_VALUE's value cut and the stream-id frame: the headers of every frame
+        patched in bulk, then the cuts and insertions (module docstring)."""
+        np = _numpy()
+        form = self.form
+        view = np.frombuffer(buf, np.uint8)
+        count = len(starts)
+        stops = np.empty(count, np.int64)
+        stops[:-1] = starts[1:]
+        stops[-1] = len(buf)
+        index = starts[:, None] + np.arange(16)
+        head = view[index]  # (count, 16): the first 16 header bytes of every frame
+        keylen = head.view(">u2")[:, 1].astype(np.int64)
+        extlen = head[:, 4].astype(np.int64)
+        bodylen = head.view(">u4")[:, 2].astype(np.int64)
+        grow = np.zeros(count, np.int64)
+        cuts: list[Any] = []  # (position, bytes skipped, inserts) columns
+        if sid is not None:
+            cuts.append((starts + _HEADER, 0, 1))
+            grow += 3
+        if self._cut_value:
+            value_at = starts + _HEADER + extlen + keylen
+            skip = stops - value_at
+            if form.no_value and form.xattrs:  # an xattr section sent alone stays
+                keep = (head[:, 5] & Datatype.XATTR) != 0
+                skip[keep] = 0
+                head[:, 5][~keep] = 0
+            elif form.no_value:
+                head[:, 5] = 0
+            cuts.append((value_at, skip, 0))
+            grow -= skip
+        head.view(">u4")[:, 2] = bodylen + grow
+        if sid is not None:
+            head[:, 0] = Magic.ALT_REQUEST
+            head[:, 2] = 3  # framing extras length; byte 3 stays the key length (< 256)
+        view[index] = head
+        pieces = self._splice(buf, cuts, count, sid)
+        out = bytearray().join(pieces)
+        new_ends = np.cumsum(stops - starts + grow)
+        return out, array("q", new_ends.tobytes()), 0
+
+    @staticmethod
+    def _splice(buf: bytearray, cuts: list[Any], count: int, sid: int | None) -> list[Any]:
+        """The parts of ``buf`` between the cuts (in frame order), with the stream-id
+        frame where a cut inserts.
+
+        The parts are cut by one ``struct`` unpack whose format (``<n>s<k>x`` per cut)
+        is built with numpy: slicing part by part cost several hundred ns a frame.
+        """
+        np = _numpy()
+        width = len(cuts)
+        at = np.empty((count, width), np.int64)
+        skip = np.zeros((count, width), np.int64)
+        for j, (pos, sk, _ins) in enumerate(cuts):
+            at[:, j] = pos
+            skip[:, j] = sk
+        at, skip = at.ravel(), skip.ravel()
+        lengths = np.empty(len(at) + 1, np.int64)
+        lengths[0] = at[0]
+        np.subtract(at[1:], at[:-1] + skip[:-1], out=lengths[1:-1])
+        lengths[-1] = len(buf) - at[-1] - skip[-1]
+        rows = np.empty((len(at), 2 * _DIGITS + 2), np.uint8)
+        rows[:, :_DIGITS] = _decimal(np, lengths[:-1])
+        rows[:, _DIGITS] = ord("s")
+        rows[:, _DIGITS + 1 : -1] = _decimal(np, skip)
+        rows[:, -1] = ord("x")
+        layout = f"={rows.tobytes().decode()}{int(lengths[-1])}s"
+        parts: list[Any] = list(_struct_for(layout).unpack_from(buf))
+        if sid is None:
+            return parts
+        inserts = [j for j, (_p, _s, ins) in enumerate(cuts) if ins]
+        frame_info = bytes((_SID_TAG,)) + sid.to_bytes(2, "big")
+        out: list[Any] = [frame_info] * (2 * len(parts) - 1)
+        out[0::2] = parts
+        if len(inserts) < width:  # only some cuts insert: empty the others
+            for j in range(width):
+                if j not in inserts:
+                    out[2 * j + 1 :: 2 * width] = [b""] * count
+        return out
+
+    # -- item by item (streams that filter collections) ----------------------------------
 
     def batch(
         self, items: Sequence[Item], opaque: int, sid: int | None
     ) -> tuple[bytearray, Sequence[int]]:
-        """Frames of ``items`` joined, and the end offset of each frame."""
-        if self.takes_frames(sid):
-            frames = list(map(_WIRE, items))
-            buf, ends = bytearray().join(frames), list(accumulate(map(len, frames)))
-            self.patch_opaque(buf, ends, 0, opaque)
-            return buf, ends
-        frames = [self.frame(it, opaque, sid) for it in items]
+        """Frames of ``items`` joined, and the end offset of each frame (the codec, item
+        by item: only for streams the shared frames cannot serve)."""
+        frames = [encode_item(it, self.form, opaque, sid) for it in items]
         return bytearray().join(frames), list(accumulate(map(len, frames)))

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import bisect
 import math
-from array import array
 from collections import deque
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
+from mockdcp.producer._stream_request import AllButSystemEvents
 from mockdcp.protocol import (
     SnapshotFlag,
     SnapshotMarker,
@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
-    from mockdcp.producer._encoder import ItemEncoder
+    from mockdcp.producer._encoder import Frames
+
+_DEFAULT_ONLY = frozenset({0})
 
 #: Items encoded per chunk while backfilling through the message classes (streams whose
 #: frames are not the canonical ones): bounds the memory a big backfill takes.
@@ -73,12 +75,10 @@ class Chunk:
 
 @attrs.frozen
 class PendingFrames:
-    """Canonical frames read (a memory batch or a backfill) and not yet all queued:
-    ``ends`` are each frame's end offset in their concatenation plus ``base``."""
+    """Frames read (a memory batch or a backfill) and not yet all queued, each in its
+    connection's value form (``ItemEncoder.prepare``)."""
 
-    wires: list[bytes]
-    ends: Sequence[int]
-    base: int
+    frames: Frames
     last_seqno: int
     #: a memory batch: once queued, the stream ends if it has read its end seqno
     memory: bool
@@ -267,8 +267,7 @@ class Stream:
         if start != 1 and start <= purge and self._client_purge != purge:
             self.end(StreamEndReason.STATE_CHANGED)  # internal Rollback on the wire
             return
-        if self._collections is None and self._encoder.takes_frames(self.stream_id):
-            self._open_frame_backfill(start)
+        if self._shares_frames and self._open_frame_backfill(start):
             return
         snap = self.vb.disk_snapshot(self.last_read_seqno)
         end = min(snap.end_seqno, self.end_seqno)
@@ -278,9 +277,24 @@ class Stream:
         if self._backfill:
             self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
 
-    def _open_frame_backfill(self, start: int) -> None:
-        """A backfill whose items all go as the disk holds their frames: queued in
-        pieces, no item objects touched."""
+    @property
+    def _shares_frames(self) -> bool:
+        """Every item this stream sends goes from the model's frames: no collection
+        filter (a legacy connection's default-collection filter is applied on the
+        frames' tags)."""
+        cols = self._collections
+        if cols is None or isinstance(cols, AllButSystemEvents):
+            return True
+        return cols == _DEFAULT_ONLY and not self._encoder.form.collections
+
+    @property
+    def _default_only(self) -> bool:
+        """Batches with other collections' items or system events go item by item."""
+        return self._collections is not None
+
+    def _open_frame_backfill(self, start: int) -> bool:
+        """A backfill sent from the frames the disk holds, queued in pieces, touching
+        only the items that need a variant. False if it must go item by item."""
         snap = self.vb.disk_snapshot(self.last_read_seqno, frames=True)
         end = min(snap.end_seqno, self.end_seqno)
         count = bisect.bisect_right(snap.seqnos, end)
@@ -288,12 +302,26 @@ class Stream:
         self._backfill_pos = 0
         self._backfill_end = end
         if not count:
-            return
+            return True
+        heads, tails, tags = snap.heads, snap.tails, snap.tags
+        if count < len(heads):
+            heads, tails, tags = heads[:count], tails[:count], tags[:count]
+        by_seqno = self.vb.disk_by_seqno
+        frames = self._encoder.prepare(
+            heads,
+            tails,
+            tags,
+            ItemEncoder.ends_of(heads, tails, tags),
+            0,
+            lambda at: snap.items_at(by_seqno, at),
+            default_only=self._default_only,
+        )
+        if frames is None:
+            return False
         self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
-        wires = snap.wires[:count] if count < len(snap.wires) else snap.wires
-        ends = array("q", accumulate(map(len, wires)))
-        pending = PendingFrames(wires, ends, 0, snap.seqnos[count - 1], memory=False)
-        self._pending, self._pending_pos = pending, 0
+        self._pending = PendingFrames(frames, snap.seqnos[count - 1], memory=False)
+        self._pending_pos = 0
+        return True
 
     def _backfill_step(self) -> None:
         items = self._backfill[self._backfill_pos : self._backfill_pos + BACKFILL_SLICE]
@@ -326,14 +354,21 @@ class Stream:
         batch = cursor.next_batch()
         if batch is None:
             return
-        if (
-            self._collections is None
-            and batch.last_seqno <= self.end_seqno
-            and self._encoder.takes_frames(self.stream_id)
-        ):
-            # every item of the batch goes, as the checkpoint holds its frame
+        frames = None
+        if self._shares_frames and batch.last_seqno <= self.end_seqno:
+            frames = self._encoder.prepare(
+                batch.heads,
+                batch.tails,
+                batch.tags,
+                batch.ends,
+                batch.base,
+                batch.items_at,
+                default_only=self._default_only,
+            )
+        if frames is not None:
+            # every item of the batch goes, from the frames the checkpoint holds
             self._queue_memory_marker(batch, batch.first_seqno, batch.last_seqno)
-            pending = PendingFrames(batch.wires, batch.ends, batch.base, batch.last_seqno, True)
+            pending = PendingFrames(frames, batch.last_seqno, memory=True)
             self._pending, self._pending_pos = pending, 0
             self.last_read_seqno = batch.last_seqno
             self._queue_piece()  # ends the stream after the last piece if it read its end
@@ -421,10 +456,10 @@ class Stream:
         least one frame); True when that was the last of them."""
         pending = self._pending
         assert pending is not None
-        ends, pos = pending.ends, self._pending_pos
-        base = ends[pos - 1] if pos else pending.base
+        ends, pos = pending.frames.ends, self._pending_pos
+        base = ends[pos - 1] if pos else pending.frames.base
         stop = min(bisect.bisect_left(ends, base + budget, pos) + 1, len(ends))
-        self._queue_frames(pending.wires[pos:stop], ends[pos:stop], base)
+        self._queue_frames(pending.frames, pos, stop)
         self._pending_pos = stop
         if stop < len(ends):
             return False
@@ -432,9 +467,8 @@ class Stream:
         self.last_sent_seqno = pending.last_seqno
         return True
 
-    def _queue_frames(self, wires: list[bytes], ends: Sequence[int], base: int) -> None:
-        """Queue canonical frames, their end offsets given plus ``base``."""
-        buf = bytearray().join(wires)
-        self._encoder.patch_opaque(buf, ends, base, self.opaque)
+    def _queue_frames(self, frames: Frames, start: int, stop: int) -> None:
+        """Queue prepared frames ``start:stop``."""
+        buf, ends, base = self._encoder.encode(frames, start, stop, self.opaque, self.stream_id)
         self.chunks.append(Chunk(buf, ends, base))
-        self.items_sent += len(wires)
+        self.items_sent += stop - start

@@ -28,7 +28,7 @@ def _doc_key(key: bytes, collection_id: int | None) -> bytes:
 
 #: Header + mutation extras in one pack: magic, opcode, key length, extras length,
 #: datatype, vbucket, body, opaque, cas, then the 31 bytes of _MUTATION.
-_MUTATION_FRAME = struct.Struct(">BBHBBHIIQ" + _MUTATION.format[1:])
+MUTATION_FRAME = struct.Struct(">BBHBBHIIQ" + _MUTATION.format[1:])
 _DELETION_V1_FRAME = struct.Struct(">BBHBBHIIQ" + _DELETION_V1.format[1:])
 _LEB_SMALL = [bytes((i,)) for i in range(0x80)]
 
@@ -78,7 +78,7 @@ def encode_document_frame(
         )
     else:
         body = _MUTATION.size + len(k) + len(value)
-        head = _MUTATION_FRAME.pack(
+        head = MUTATION_FRAME.pack(
             Magic.REQUEST,
             Opcode.DCP_MUTATION,
             len(k),
@@ -97,6 +97,61 @@ def encode_document_frame(
             0,
         )
     return head + k + value
+
+
+def document_head(
+    *,
+    vbucket: int,
+    cas: int,
+    by_seqno: int,
+    rev_seqno: int,
+    key_length: int,
+    value_length: int,
+    datatype: int,
+    flags: int = 0,
+    expiration: int = 0,
+    deleted: bool = False,
+) -> bytes:
+    """The header and extras of ``encode_document_frame`` (opaque 0) for a key on the
+    wire (collection prefix included) and a value of these lengths."""
+    if deleted:
+        return _DELETION_V1_FRAME.pack(
+            Magic.REQUEST,
+            Opcode.DCP_DELETION,
+            key_length,
+            _DELETION_V1.size,
+            datatype,
+            vbucket,
+            _DELETION_V1.size + key_length + value_length,
+            0,
+            cas,
+            by_seqno,
+            rev_seqno,
+            0,
+        )
+    return MUTATION_FRAME.pack(
+        Magic.REQUEST,
+        Opcode.DCP_MUTATION,
+        key_length,
+        _MUTATION.size,
+        datatype,
+        vbucket,
+        _MUTATION.size + key_length + value_length,
+        0,
+        cas,
+        by_seqno,
+        rev_seqno,
+        flags,
+        expiration,
+        0,
+        0,
+        0,
+    )
+
+
+def collection_prefix(collection_id: int) -> bytes:
+    """The LEB128 prefix of a key in ``collection_id`` (wire.md §4)."""
+    return _LEB_SMALL[collection_id] if collection_id < 0x80 else encode_leb128(collection_id)
 
 
 # -- system events (seed "System Event (0x5f)") -----------------------------------------

@@ -104,6 +104,18 @@ class KvService:
         self.output_limit = output_limit
         self.active = 0  # connections being served (the max_connections count)
         self._trim = MemoryTrim()
+        #: connections accepted while unset wait here before any byte is read: the
+        #: initial data is still loading (``hold``/``release``, ``mockdcp serve --docs``)
+        self.ready = trio.Event()
+        self.ready.set()
+
+    def hold(self) -> None:
+        """Until ``release``, accepted connections wait before bootstrap."""
+        if self.ready.is_set():
+            self.ready = trio.Event()
+
+    def release(self) -> None:
+        self.ready.set()
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted connection until either side closes it.
@@ -116,6 +128,7 @@ class KvService:
             return
         self.active += 1
         try:
+            await self.ready.wait()
             await self._serve_connection(stream)
         finally:
             self.active -= 1

@@ -32,7 +32,12 @@ def test_bench_reports_every_figure_for_a_small_run() -> None:
     assert report["bytes_per_s"] > 0
     assert 0 < report["startup_s"] < 30
     assert report["memory_per_item_bytes"] > 0
+    assert report["load_items_per_s"] > 0
+    assert report["load_documents_per_s"] > 0
+    assert report["events_per_server_cpu_s"] > 0
+    assert report["events_per_consumer_cpu_s"] > 0
     assert report["disk_snapshots"] == 0  # streamed from memory
+    assert report["legacy"] is False
 
 
 def test_bench_streams_a_persisted_bucket_from_disk() -> None:
@@ -59,6 +64,58 @@ def test_bench_streams_a_persisted_bucket_from_disk() -> None:
     assert report["from_disk"] is True
     assert report["events_per_s"] > 0
     assert report["disk_snapshots"] == 4  # one backfill per vbucket
+
+
+def test_bench_streams_to_a_legacy_consumer() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            "bench",
+            "--items",
+            "5000",
+            "--runs",
+            "1",
+            "--vbuckets",
+            "4",
+            "--legacy",
+            "--json",
+        ],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["legacy"] is True
+    assert report["events_per_s"] > 0
+
+
+def test_bench_streams_to_several_consumers_at_once() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            "bench",
+            "--items",
+            "3000",
+            "--runs",
+            "1",
+            "--vbuckets",
+            "8",
+            "--consumers",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["consumers"] == 3
+    assert report["events_per_s"] > 0
+    assert report["server_peak_rss_bytes"] > 0
 
 
 def test_bench_refuses_sizes_it_cannot_measure() -> None:

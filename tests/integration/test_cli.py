@@ -3,12 +3,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
+import types
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from mockdcp.protocol import StreamEndReason
+from mockdcp.protocol import GetAllVbSeqnos, StreamEndReason, decode_all_vb_seqnos
 
 from .test_bad_input import _opened, _stream_req
 
@@ -44,7 +44,6 @@ def test_serve_prints_a_ready_line_and_tail_streams_its_faker_documents() -> Non
         assert ready["event"] == "ready"
         assert ready["vbuckets"] == 16
         assert ready["connection_string"] == f"couchbase://127.0.0.1:{ready['kv_port']}"
-        time.sleep(1.0)  # the documents load right after the ready line
         tail = subprocess.run(
             [
                 sys.executable,
@@ -68,6 +67,24 @@ def test_serve_prints_a_ready_line_and_tail_streams_its_faker_documents() -> Non
         assert len(keys) == 200
         assert all(k.startswith("user::") for k in keys)
         assert any(r["event"] == "SnapshotMarker" for r in rows)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    assert proc.returncode == 0
+
+
+def test_serve_is_ready_only_when_its_documents_are_in() -> None:
+    proc, ready = _serve("--docs", "30000", "--vbuckets", "64")
+
+    async def high_seqnos() -> list[tuple[int, int]]:
+        c = await _opened(types.SimpleNamespace(kv_port=ready["kv_port"]))  # type: ignore[arg-type]
+        r = await c.call(GetAllVbSeqnos(opaque=c.next_opaque()))
+        return decode_all_vb_seqnos(r.value)
+
+    try:
+        seqnos = trio.run(high_seqnos)
+        assert len(seqnos) == 64
+        assert sum(seqno for _, seqno in seqnos) == 30000
     finally:
         proc.terminate()
         proc.communicate(timeout=10)

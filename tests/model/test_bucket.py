@@ -394,9 +394,11 @@ def test_batch_frames_and_ends_skip_holes_left_by_deduplication() -> None:
     batch = cursor.next_batch()
     assert batch is not None
     assert [it.seqno for it in batch.items] == [4, 5]
-    assert batch.wires == [it.wire for it in batch.items]
+    assert batch.heads == [it.head for it in batch.items]
+    assert batch.tails == [it.tail for it in batch.items]
+    assert bytes(batch.tags) == bytes(it.tag for it in batch.items)
     assert [e - batch.base for e in batch.ends] == list(
-        itertools.accumulate(len(w) for w in batch.wires)
+        itertools.accumulate(len(it.wire) for it in batch.items)
     )
     write_in(b, 0, "e")
     write_in(b, 0, "e", '{"v":2}')  # a hole inside the next read: left out
@@ -404,7 +406,9 @@ def test_batch_frames_and_ends_skip_holes_left_by_deduplication() -> None:
     batch = cursor.next_batch()
     assert batch is not None
     assert [it.seqno for it in batch.items] == [7, 8]
-    assert batch.wires == [it.wire for it in batch.items]
+    assert batch.heads == [it.head for it in batch.items]
+    assert batch.tails == [it.tail for it in batch.items]
+    assert bytes(batch.tags) == bytes(it.tag for it in batch.items)
     assert [e - batch.base for e in batch.ends] == list(
-        itertools.accumulate(len(w) for w in batch.wires)
+        itertools.accumulate(len(it.wire) for it in batch.items)
     )

@@ -54,10 +54,13 @@ def test_disk_frames_stay_beside_their_seqnos_through_every_step(steps: list[Any
         vb = b.vbucket(0)
         by_seqno = vb.disk_by_seqno
         assert list(vb.disk_seqnos) == sorted(by_seqno)
-        assert vb.disk_wires == [by_seqno[s].wire for s in vb.disk_seqnos]
+        assert vb.disk_heads == [by_seqno[s].head for s in vb.disk_seqnos]
+        assert vb.disk_tails == [by_seqno[s].tail for s in vb.disk_seqnos]
+        assert bytes(vb.disk_tags) == bytes(by_seqno[s].tag for s in vb.disk_seqnos)
         assert sorted(it.seqno for it in vb.disk.values()) == list(vb.disk_seqnos)
         for after in (0, vb.persisted_seqno // 2):
             items = vb.disk_snapshot(after).items
             frames = vb.disk_snapshot(after, frames=True)
             assert [it.seqno for it in items] == list(frames.seqnos)
-            assert [it.wire for it in items] == frames.wires
+            assert [it.head for it in items] == frames.heads
+            assert [it.tail for it in items] == frames.tails

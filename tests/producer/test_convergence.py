@@ -86,7 +86,9 @@ def oracle(bucket: Bucket) -> dict[tuple[int, bytes], bytes]:
     return {k: it.value for k, it in bucket.oracle().items()}
 
 
-async def scenario(steps: list[tuple[Any, ...]]) -> tuple[ConsumerState, Bucket]:
+async def scenario(
+    steps: list[tuple[Any, ...]], collections: bool = True
+) -> tuple[ConsumerState, Bucket]:
     clock = [1_700_000_000.0]
     bucket = Bucket("default", VBUCKETS, seed=5, clock=lambda: clock[0])
     wakeups = Wakeups()
@@ -111,6 +113,7 @@ async def scenario(steps: list[tuple[Any, ...]]) -> tuple[ConsumerState, Bucket]
             buffer_size=4096,
             connect=connect,
             mechanism="PLAIN",
+            collections=collections,
         )
         await nursery.start(consumer.run)
         for op in steps:
@@ -197,5 +200,18 @@ def test_reference_consumer_converges_when_batches_go_out_one_frame_a_piece(
     clock = trio.testing.MockClock(autojump_threshold=0)
     with mock.patch.object(_stream, "PIECE_BYTES", 1):
         state, bucket = trio.run(scenario, steps, clock=clock)
+    assert state.violations == []
+    assert documents(state) == oracle(bucket)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ops, max_size=40))
+@with_examples
+def test_a_legacy_consumer_converges_to_the_oracle(steps: list[tuple[Any, ...]]) -> None:
+    """A consumer that does not negotiate collections gets the shared frames without
+    their collection prefix, through the same writes, failovers and cursor drops."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with mock.patch.object(_stream, "PIECE_BYTES", 300):
+        state, bucket = trio.run(scenario, steps, False, clock=clock)
     assert state.violations == []
     assert documents(state) == oracle(bucket)

@@ -201,7 +201,7 @@ def test_corrupt_damages_a_copy_of_the_next_frame(kind: str, byte: int, value: i
     data = conn.data_to_send(0)
     assert data[byte] == value
     again = n.bucket.vbucket(0).checkpoints[-1]
-    assert all(w[0] == Magic.REQUEST for w in again.wires if w)  # shared frames untouched
+    assert all(h[0] == Magic.REQUEST for h in again.heads if h)  # shared frames untouched
 
 
 def test_reject_answers_the_next_matching_request_with_the_status() -> None:

@@ -1,0 +1,268 @@
+"""The shared-frame path against the codec, item by item, for every form a connection
+can negotiate: the fast path is an optimisation, never a different answer."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import cramjam
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mockdcp.model import Bucket
+from mockdcp.producer._controls import DcpSettings
+from mockdcp.producer._encoder import Form, ItemEncoder, encode_item
+from mockdcp.producer._stream import Stream
+from mockdcp.protocol import (
+    Datatype,
+    DcpOpenFlag,
+    FrameReader,
+    Opcode,
+    split_xattrs,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from mockdcp.model import Item
+
+BODY = b'{"name":"Ada","city":"London","pad":"' + b"abc" * 40 + b'"}'
+XATTRS = {"_sync": '{"rev":1}', "meta": '"user"'}
+
+#: the documents a test writes: (kind, argument); every value form differs for some
+DOCS: list[tuple[str, dict[str, Any]]] = [
+    ("set", {}),
+    ("set", {"value": b"", "datatype": 0}),
+    ("set", {"value": b"\x00raw\xff", "datatype": 0}),
+    ("set", {"xattrs": XATTRS}),
+    ("set", {"value": bytes(cramjam.snappy.compress_raw(BODY)), "datatype": 3}),
+    (
+        "set",
+        {
+            "value": bytes(cramjam.snappy.compress_raw(BODY)),
+            "datatype": 3,
+            "xattrs": XATTRS,
+        },
+    ),
+    ("set", {"value": b"tiny", "datatype": 0}),  # snappy would make it larger
+    ("delete", {}),
+    ("expire", {}),
+]
+docs = st.sampled_from(DOCS)
+
+
+def write(b: Bucket, ops: list[tuple[int, tuple[str, dict[str, Any]]]]) -> None:
+    for key, (kind, kwargs) in ops:
+        name = f"doc{key}"
+        if kind == "set":
+            args = {"value": BODY, "datatype": 1, **kwargs}
+            b.set(name, args.pop("value"), **args)
+        elif (it := b.vbucket(0).get(name.encode())) is not None and not it.deleted:
+            getattr(b, kind)(name)
+
+
+def settings_for(
+    xattrs: bool,
+    snappy: bool,
+    force: bool,
+    no_value: str,
+    collections: bool,
+    delete_times: bool,
+    expiry: bool,
+) -> DcpSettings:
+    flags = DcpOpenFlag.PRODUCER
+    if xattrs:
+        flags |= DcpOpenFlag.INCLUDE_XATTRS
+    if no_value == "no_value":
+        flags |= DcpOpenFlag.NO_VALUE
+    elif no_value == "underlying":
+        flags |= DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
+    if delete_times:
+        flags |= DcpOpenFlag.INCLUDE_DELETE_TIMES
+    return DcpSettings(
+        open_flags=flags,
+        collections=collections,
+        snappy=snappy,
+        force_compression=force and snappy,
+        expiry_opcode=expiry and delete_times,
+    )
+
+
+FORMS = [
+    settings_for(*combo)
+    for combo in itertools.product(
+        [False, True],
+        [False, True],
+        [False, True],
+        ["", "no_value", "underlying"],
+        [False, True],
+        [False, True],
+        [False, True],
+    )
+    if not (combo[2] and not combo[1]) and not (combo[6] and not combo[5])
+]
+
+
+def expected(items: list[Item], form: Form, opaque: int, sid: int | None) -> list[bytes]:
+    return [encode_item(it, form, opaque, sid) for it in items]
+
+
+def frames_of(buf: bytes, ends: Sequence[int], base: int) -> list[bytes]:
+    out, start = [], 0
+    for end in ends:
+        out.append(buf[start : end - base])
+        start = end - base
+    return out
+
+
+def one_bucket(ops: list[tuple[int, tuple[str, dict[str, Any]]]]) -> Bucket:
+    b = Bucket("default", 1, seed=4, clock=lambda: 1_700_000_000.0)
+    write(b, [(0, DOCS[0]), *ops])
+    return b
+
+
+operations = st.lists(st.tuples(st.integers(0, 6), docs), min_size=1, max_size=25)
+
+
+@settings(deadline=None, max_examples=60)
+@given(operations, st.sampled_from([None, 7]), st.integers(0, 30))
+@pytest.mark.parametrize("dcp", FORMS, ids=lambda s: repr(Form.of(s)))
+def test_memory_frames_equal_the_codec_item_by_item(
+    dcp: DcpSettings,
+    ops: list[tuple[int, tuple[str, dict[str, Any]]]],
+    sid: int | None,
+    split: int,
+) -> None:
+    b = one_bucket(ops)
+    encoder = ItemEncoder(dcp)
+    cursor = b.vbucket(0).register_cursor("t", 0)
+    assert cursor is not None
+    batch = cursor.next_batch()
+    assert batch is not None
+    frames = encoder.prepare(
+        batch.heads, batch.tails, batch.tags, batch.ends, batch.base, batch.items_at
+    )
+    assert frames is not None
+    cut = min(split, len(frames.heads))
+    out = []
+    for start, stop in ((0, cut), (cut, len(frames.heads))):
+        buf, new_ends, new_base = encoder.encode(frames, start, stop, 0xA1B2C3D4, sid)
+        out += frames_of(bytes(buf), new_ends, new_base)
+    assert out == expected(batch.items, encoder.form, 0xA1B2C3D4, sid)
+
+
+@settings(deadline=None, max_examples=40)
+@given(operations, st.sampled_from([None, 7]))
+@pytest.mark.parametrize("dcp", FORMS, ids=lambda s: repr(Form.of(s)))
+def test_disk_frames_equal_the_codec_item_by_item(
+    dcp: DcpSettings, ops: list[tuple[int, tuple[str, dict[str, Any]]]], sid: int | None
+) -> None:
+    b = one_bucket(ops)
+    b.persist()
+    vb = b.vbucket(0)
+    encoder = ItemEncoder(dcp)
+    snap = vb.disk_snapshot(0, frames=True)
+    frames = encoder.prepare(
+        snap.heads,
+        snap.tails,
+        snap.tags,
+        ItemEncoder.ends_of(snap.heads, snap.tails, snap.tags),
+        0,
+        lambda at: snap.items_at(vb.disk_by_seqno, at),
+    )
+    assert frames is not None
+    buf, ends, base = encoder.encode(frames, 0, len(frames.heads), 5, sid)
+    items = [vb.disk_by_seqno[s] for s in snap.seqnos]
+    assert frames_of(bytes(buf), ends, base) == expected(items, encoder.form, 5, sid)
+
+
+def stream_items(b: Bucket, dcp: DcpSettings, sid: int | None) -> list[bytes]:
+    stream = Stream(
+        vb=b.vbucket(0),
+        opaque=77,
+        stream_id=sid,
+        start_seqno=0,
+        end_seqno=2**64 - 1,
+        snap_start_seqno=0,
+        encoder=ItemEncoder(dcp),
+        cursor_name="s",
+        collections=None if dcp.collections else frozenset({0}),
+    )
+    data = b""
+    while stream.refill():
+        while stream.chunks:
+            data += bytes(stream.chunks.popleft().buf)
+        stream.mark_drained()
+    reader = FrameReader(max_frame_size=1 << 24)
+    reader.feed(data)
+    out = []
+    while (frame := reader.next_frame()) is not None:
+        if frame.opcode in (Opcode.DCP_MUTATION, Opcode.DCP_DELETION, Opcode.DCP_EXPIRATION):
+            out.append(frame.encode())
+    return out
+
+
+@pytest.mark.parametrize("sid", [None, 3])
+@pytest.mark.parametrize("dcp", FORMS[::7], ids=lambda s: repr(Form.of(s)))
+def test_streams_send_what_the_codec_encodes_from_memory_and_from_disk(
+    dcp: DcpSettings, sid: int | None
+) -> None:
+    ops = [(i % 5, op) for i, op in enumerate(DOCS * 2)]
+    b = one_bucket(ops)
+    items = list(b.vbucket(0).all_items())
+    want = expected(sorted(items, key=lambda it: it.seqno), Form.of(dcp), 77, sid)
+    assert stream_items(b, dcp, sid) == want
+    b.persist()
+    b.checkpoint()
+    b.set("later", BODY, datatype=1)  # memory after the backfill
+    b.persist()
+    b.vbucket(0).close_checkpoint()
+    got = stream_items(b, dcp, sid)
+    items = list(b.vbucket(0).all_items())
+    assert got == expected(sorted(items, key=lambda it: it.seqno), Form.of(dcp), 77, sid)
+
+
+def test_a_legacy_connection_never_gets_another_collections_items() -> None:
+    b = Bucket(
+        "default", 1, seed=4, clock=lambda: 1_700_000_000.0, collections={"s": ["c"]}
+    )  # collection 8, and its system events
+    b.set("a", BODY, datatype=1)
+    b.set("b", BODY, datatype=1, collection_id=8)
+    b.set("c", BODY, datatype=1)
+    dcp = settings_for(False, False, False, "", False, False, False)
+    got = stream_items(b, dcp, None)
+    items = [b.vbucket(0).get(b"a"), b.vbucket(0).get(b"c")]
+    assert got == expected([it for it in items if it is not None], Form.of(dcp), 77, None)
+
+
+@pytest.mark.parametrize(
+    ("dcp", "datatype", "value"),
+    [
+        # no INCLUDE_XATTRS: the section stripped, the bit cleared
+        (settings_for(False, True, False, "", True, False, False), Datatype.JSON, BODY),
+        # no SNAPPY: decompressed (the xattrs kept)
+        (settings_for(True, False, False, "", True, False, False), 5, None),
+        # NO_VALUE with INCLUDE_XATTRS: the xattr section alone
+        (settings_for(True, True, False, "no_value", True, False, False), Datatype.XATTR, None),
+        # NO_VALUE_WITH_UNDERLYING_DATATYPE: no body, the stored datatype
+        (settings_for(False, False, False, "underlying", True, False, False), 7, b""),
+    ],
+)
+def test_a_compressed_document_with_xattrs_arrives_in_the_negotiated_form(
+    dcp: DcpSettings, datatype: int, value: bytes | None
+) -> None:
+    b = Bucket("default", 1, seed=4, clock=lambda: 1_700_000_000.0)
+    b.set("d", bytes(cramjam.snappy.compress_raw(BODY)), datatype=3, xattrs=XATTRS)
+    (frame,) = stream_items(b, dcp, None)
+    reader = FrameReader()
+    reader.feed(frame)
+    decoded = reader.next_frame()
+    assert decoded is not None
+    assert decoded.datatype == datatype
+    if value is not None:
+        assert decoded.value == value
+    else:  # an xattr section: its u32 length, then the pairs (wire.md §3.1 layout)
+        pairs, body = split_xattrs(decoded.value)
+        assert dict(pairs) == {k.encode(): v.encode() for k, v in XATTRS.items()}
+        assert body == (b"" if dcp.open_flags & DcpOpenFlag.NO_VALUE else BODY)

@@ -1,0 +1,78 @@
+"""Ready means ready: connections wait for the initial data; a load yields to trio."""
+
+from __future__ import annotations
+
+import trio
+import trio.lowlevel
+import trio.testing
+
+from mockdcp._dataset import BLOCK, DocumentGenerator, faker_documents, load_documents
+from mockdcp.model import Bucket
+from mockdcp.producer import Node
+from mockdcp.protocol import FrameReader, Noop
+from mockdcp.server._kv import KvService, Wakeups
+
+
+def bucket() -> Bucket:
+    return Bucket("default", 16, seed=1, clock=lambda: 1_700_000_000.0)
+
+
+def stored(b: Bucket) -> int:
+    return sum(len(vb.items) for vb in b.vbuckets)
+
+
+async def test_a_connection_accepted_while_held_is_answered_after_release() -> None:
+    wakeups = Wakeups()
+    kv = KvService(Node(bucket=bucket(), users={"u": "p"}, wake=wakeups.wake), wakeups)
+    kv.hold()
+    client, server = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(kv.handle, server)
+        await client.send_all(Noop(opaque=9).encode())
+        with trio.move_on_after(0.2):
+            data = await client.receive_some()
+            raise AssertionError(f"answered while held: {data!r}")
+        kv.release()
+        reader = FrameReader()
+        with trio.fail_after(5):
+            while (frame := reader.next_frame()) is None:
+                reader.feed(await client.receive_some())
+        assert frame.opaque == 9
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_load_yields_to_other_tasks_between_blocks() -> None:
+    b = bucket()
+    seen: list[int] = []
+    total = 5 * BLOCK + 17
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            while True:
+                seen.append(stored(b))
+                await trio.lowlevel.checkpoint()
+
+        nursery.start_soon(watch)
+        await trio.lowlevel.checkpoint()
+        assert await load_documents(b, total, seed=3) == total
+        nursery.cancel_scope.cancel()
+    assert stored(b) == total
+    assert any(0 < n < total for n in seen)
+
+
+async def test_loaded_documents_are_the_generated_ones_whatever_the_blocks() -> None:
+    b = bucket()
+    progress: list[int] = []
+    await load_documents(b, 2 * BLOCK + 5, seed=3, progress=lambda done, _: progress.append(done))
+    assert progress == [BLOCK, 2 * BLOCK, 2 * BLOCK + 5]
+    docs = dict(faker_documents(2 * BLOCK + 5, 3))
+    held = {it.key.decode(): it.value for vb in b.vbuckets for it in vb.items.values()}
+    assert held == docs
+    assert all(it.datatype == 1 for vb in b.vbuckets for it in vb.items.values())
+
+
+def test_the_same_seed_gives_the_same_bytes_and_another_seed_others() -> None:
+    keys, values = DocumentGenerator(7).block(1)
+    assert (keys, values) == DocumentGenerator(7).block(1)
+    assert values != DocumentGenerator(8).block(1)[1]
+    assert keys[0] == b"user::%06d" % BLOCK
