@@ -128,3 +128,51 @@ def _break(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str
     out.append({"key": "ghost::1", "value": "{}", "seqno": 1, "rev": 1, "deleted": False})
     faults = {"phantom": sorted([deleted, "ghost::1"]), "stale": [stale], "wrong_value": [wrong]}
     return out, faults
+
+
+SCENARIO = """\
+name: corpus-through-faults
+description: a corpus streamed through a failover and a memory-to-disk switch
+seed: 21
+bucket: {vbuckets: 64}
+steps:
+  - persistence: {paused: true}
+  - load: {corpus: CORPUS}
+  - persist: {}
+  - wait: {consumer: {seqno: high}, timeout: 60s}
+  - generate: {docs: 200, prefix: unpersisted}
+  - wait: {consumer: {seqno: high}, timeout: 60s}
+  - failover: {}
+  - generate: {docs: 200, prefix: after}
+  - wait: {consumer: {seqno: high}, timeout: 60s}
+  - persist: {}
+  - checkpoint: {}
+  - drop_cursor: {}
+  - generate: {docs: 100, prefix: after}
+  - wait: {consumer: {seqno: high}, timeout: 60s}
+"""
+
+
+async def test_a_corpus_streamed_through_a_fault_scenario_verifies_clean(
+    spark: SparkSession, corpus: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(SCENARIO.replace("CORPUS", str(corpus)))
+    state = ConsumerState()
+    async with serve(port=0, http_port=0, scenario=path) as server:
+        bucket = server.bucket
+        consumer = DcpConsumer(server.host, server.kv_port, vbuckets=range(64), state=state)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(consumer.run)
+            with trio.fail_after(240):
+                await server.scenario_done.wait()
+            assert server.runner.progress.failure is None
+            await _until(lambda: _held(state) == _live(bucket))
+            nursery.cancel_scope.cancel()
+    assert state.rollbacks
+    assert state.violations == []
+    expected = write_oracle(oracle_rows(bucket), tmp_path / "oracle")
+    events = _event_rows(state)
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in events))
+    report = await trio.to_thread.run_sync(verify, expected, tmp_path / "events.jsonl")
+    assert (report.differences, report.matched) == (0, report.expected)
