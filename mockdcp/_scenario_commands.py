@@ -55,7 +55,7 @@ class RunReport:
 
 
 def consumer_env(server: MockDcpServer) -> dict[str, str]:
-    """The variables a consumer command gets (design.md ``mockdcp run``)."""
+    """The variables a consumer command gets (as ``mockdcp run --help`` documents them)."""
     user, password = next(iter(server.node.users.items()))
     return {
         "MOCKDCP_HOST": server.host,

@@ -12,8 +12,7 @@ Invariants:
 * ``heads``, ``tails`` and ``tags`` run parallel to ``entries``: each item's frame in two
   pieces (``b""`` where the entry is ``None``) and its ``Item.tag``. A cursor hands a
   batch's frames to the producer without touching the item objects, which are
-  scattered in memory (a cache miss each; design.md
-  "Performance rules");
+  scattered in memory (a cache miss each; see the README's "Performance");
 * checkpoints cover consecutive seqno ranges; the last one is open;
 * every seqno above the persisted seqno is in some checkpoint (only checkpoints wholly at
   or below the persisted seqno, and not pinned by a live cursor, are expelled), so a

@@ -393,15 +393,17 @@ class Connection:
 
     def _end_reset_streams(self, streams: list[Stream]) -> bool:
         """End, now, the streams whose vbucket's history was cut or whose state changed
-        (failover, restart, state change: a new generation; producer.md §9).
+        (failover, restart, state change: a new generation; kv_engine
+        ``docs/dcp/documentation/failure-scenarios.md``).
 
         A node ends them when the vbucket changes, not when the stream next reads: the
         STREAM_END(STATE_CHANGED) goes into the response queue at once, so it is written
         before the answer to any later request on this connection (an OBSERVE_SEQNO or
         GET_FAILOVER_LOG that would show the new branch). Rollback-mitigating clients
         rely on that order (java-dcp-client would otherwise release lost writes). The
-        end message skips the flow-control wait (one message of overshoot, as
-        producer.md §6 allows) but is counted as outstanding like every stream message.
+        end message skips the flow-control wait (one message of overshoot, as flow
+        control allows: kv_engine ``docs/dcp/documentation/flow-control.md``) but is
+        counted as outstanding like every stream message.
         True if any stream ended.
         """
         ended = False

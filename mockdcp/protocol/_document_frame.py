@@ -20,7 +20,8 @@ _DELETION_V1 = struct.Struct(">QQH")
 
 
 def _doc_key(key: bytes, collection_id: int | None) -> bytes:
-    """Key on the wire: LEB128 collection id + key when collections are on (wire.md §4)."""
+    """Key on the wire: LEB128 collection id + key when collections are on (kv_engine
+    ``docs/Collections.md``)."""
     return key if collection_id is None else encode_leb128(collection_id) + key
 
 
@@ -150,7 +151,7 @@ def document_head(
 
 
 def collection_prefix(collection_id: int) -> bytes:
-    """The LEB128 prefix of a key in ``collection_id`` (wire.md §4)."""
+    """The LEB128 prefix of a key in ``collection_id`` (kv_engine ``docs/Collections.md``)."""
     return _LEB_SMALL[collection_id] if collection_id < 0x80 else encode_leb128(collection_id)
 
 
@@ -196,7 +197,7 @@ def encode_seqno_advanced_frame(*, vbucket: int, by_seqno: int) -> bytes:
 # -- reading the seqno a stream frame carries ---------------------------------------------
 
 _U64 = struct.Struct(">Q")
-#: opcodes whose extras start with the by-seqno (wire.md "DCP messages"; kv_engine
+#: opcodes whose extras start with the by-seqno (kv_engine
 #: ``include/mcbp/protocol/dcp_*`` payload layouts): mutation, deletion, expiration,
 #: system event and seqno-advanced.
 _SEQNO_FIRST = frozenset(

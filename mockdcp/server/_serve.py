@@ -53,7 +53,7 @@ SCENARIO_EPOCH = 1_700_000_000.0
 @attrs.define(kw_only=True, eq=False)
 class MockDcpServer:
     """A running mock node: its ports, its bucket, and the steps (the Python API of
-    design.md: ``apply``, ``wait``, ``oracle``, ``state``)."""
+    ``apply``, ``wait``, ``oracle``, ``state``)."""
 
     node: Node
     kv: KvService
