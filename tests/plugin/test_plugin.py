@@ -218,7 +218,9 @@ FAILING = """
 import socket
 
 def test_fails(mockdcp):
-    socket.create_connection(("127.0.0.1", mockdcp.kv_port)).close()
+    client = socket.create_connection(("127.0.0.1", mockdcp.kv_port))
+    mockdcp.apply({"wait": {"consumer": {"connections": 1}, "timeout": 10}})
+    client.close()
     mockdcp.apply({"label": {"name": "before the failure"}})
     assert False, "the consumer got it wrong"
 """
