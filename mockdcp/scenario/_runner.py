@@ -282,12 +282,18 @@ class StepRunner:
         self.node.restart(None if step.vbuckets == "all" else vbs)
 
     def _failover(self, step: st.Failover) -> None:
-        for vb in self._vbs(step.vbuckets):
+        vbs = self._vbs(step.vbuckets)
+        for vb in vbs:
             high = self.bucket.vbucket(vb).high_seqno
             lose_after = None if step.lose_after is None else min(step.lose_after, high)
-            self.bucket.failover(vb, lose_after=lose_after, lose_unpersisted=step.lose_unpersisted)
-        if step.disconnect:
-            self.node.disconnect("failover (disconnect step)")
+            # the node's failover: streams end (or, after the last, connections drop)
+            # before anything can observe the new branch
+            self.node.failover(
+                vb,
+                lose_after=lose_after,
+                lose_unpersisted=step.lose_unpersisted,
+                disconnect=step.disconnect and vb == vbs[-1],
+            )
 
     def _set_vbucket_state(self, step: st.SetVbucketState) -> None:
         from mockdcp.protocol import VBucketState
