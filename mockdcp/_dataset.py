@@ -6,19 +6,24 @@ numpy draws seeded by (seed, block number), formatted in one ``bytes %`` per doc
 The same seed gives the same bytes, whatever size the batches are loaded in. Faker and
 numpy are imported here, lazily, so the server is listening before it loads.
 
-``load_documents`` writes them with ``Bucket.set_many`` a block at a time and yields to
-trio between blocks, so a large load never blocks the event loop for more than a few
-milliseconds.
+``load_documents`` writes them with ``Bucket.set_many_steps`` and yields to trio between
+steps, so a large load never blocks the event loop for more than a few milliseconds; a
+large one is drawn in a worker process meanwhile (``write_chunks``).
 """
 
 from __future__ import annotations
 
 import gc
 import json
-from typing import TYPE_CHECKING, Any
+import struct
+import sys
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
+
+    from trio.abc import ReceiveStream
 
     from mockdcp.model import Bucket
 
@@ -142,26 +147,187 @@ def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
             yield key.decode(), value
 
 
+def user_keys(first: int, count: int) -> list[bytes]:
+    """The keys of documents ``first`` up to ``first + count``."""
+    return [b"user::%06d" % i for i in range(first, first + count)]
+
+
+# -- generation in a worker process ------------------------------------------------------
+#
+# A large load draws its documents in a second process (``python -m mockdcp._dataset``),
+# on the machine's other core, while the server's process writes them into the model:
+# drawing costs about 2 µs a document, writing about 3, one after the other 5. The worker
+# writes chunks of ``CHUNK_BLOCKS`` blocks to its stdout, each a header ``_CHUNK`` (the
+# number of documents, the number of bytes that follow) and the bodies joined by a
+# newline, which no body holds (JSON escapes it in strings), so ``bytes.split`` cuts them
+# apart again in C. The keys are not sent: ``user_keys`` makes them.
+
+#: blocks the worker sends, and the loader validates and writes, in one go (8,192
+#: documents: validating them takes the event loop about 4 ms)
+CHUNK_BLOCKS = 8
+#: documents from which ``load_documents`` draws in a worker (below, the worker's start,
+#: about half a second, costs more than drawing in the server's process)
+WORKER_MIN = 100_000
+_CHUNK = struct.Struct("<II")
+#: rows ``Bucket.set_many_steps`` writes between two yields to trio (about 4 ms)
+STEP_ROWS = 1024
+
+
+def write_chunks(count: int, seed: int, out: BinaryIO) -> None:
+    """The worker's side: ``count`` documents' bodies, chunk by chunk, to ``out``."""
+    generator = DocumentGenerator(seed)
+    values: list[bytes] = []
+    for _, block_values in generator.documents(count):
+        values += block_values
+        if len(values) >= CHUNK_BLOCKS * BLOCK:
+            _write_chunk(out, values)
+            values = []
+    if values:
+        _write_chunk(out, values)
+    out.flush()
+
+
+def _write_chunk(out: BinaryIO, values: list[bytes]) -> None:
+    data = b"\n".join(values)
+    out.write(_CHUNK.pack(len(values), len(data)))
+    out.write(data)
+
+
+async def _worker_chunks(count: int, seed: int) -> AsyncIterator[list[bytes]]:
+    """The bodies of ``count`` documents drawn by a worker process, chunk by chunk."""
+    import subprocess
+
+    import trio
+
+    command = [sys.executable, "-m", "mockdcp._dataset", str(count), str(seed)]
+    process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        buffer = bytearray()
+        done = 0
+        while done < count:
+            header = await _receive(process.stdout, buffer, _CHUNK.size, done)
+            n, size = _CHUNK.unpack(header)
+            values = (await _receive(process.stdout, buffer, size, done)).split(b"\n")
+            if len(values) != n:
+                raise RuntimeError(f"the document worker sent {len(values)} bodies, not {n}")
+            done += n
+            yield values
+        if await process.wait() != 0:
+            raise RuntimeError(f"the document worker failed ({process.returncode})")
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+
+
+async def _receive(stream: ReceiveStream, buffer: bytearray, size: int, done: int) -> bytes:
+    """The next ``size`` bytes of ``stream``, read through ``buffer``."""
+    while len(buffer) < size:
+        data = await stream.receive_some(1 << 20)
+        if not data:
+            raise RuntimeError(f"the document worker stopped after {done} documents")
+        buffer += data
+    with memoryview(buffer) as view:
+        wanted = bytes(view[:size])
+    del buffer[:size]
+    return wanted
+
+
+async def _local_chunks(count: int, seed: int) -> AsyncIterator[list[bytes]]:
+    """The bodies of ``count`` documents drawn here, chunk by chunk."""
+    values: list[bytes] = []
+    for _, block_values in DocumentGenerator(seed).documents(count):
+        values += block_values
+        if len(values) >= CHUNK_BLOCKS * BLOCK:
+            yield values
+            values = []
+    if values:
+        yield values
+
+
 async def load_documents(
     bucket: Bucket,
     count: int,
     seed: int = 0,
     progress: Callable[[int, int], Any] | None = None,
+    *,
+    worker: bool | None = None,
 ) -> int:
-    """Load ``count`` generated documents into ``bucket``, a block at a time, yielding
-    to trio after each block; ``progress(done, count)`` after each. Returns ``count``.
+    """Load ``count`` generated documents into ``bucket``, yielding to trio every
+    ``STEP_ROWS`` rows or so; ``progress(done, count)`` after each step. Returns
+    ``count``. ``worker``: draw them in a worker process (default: from ``WORKER_MIN``
+    documents on); the bytes are the same either way.
 
-    The loaded objects are then moved out of the cyclic garbage collector's reach
-    (``gc.freeze``, which moves lists, O(1)): they live as long as the server, and a
-    full collection walking millions of them would stall streaming.
+    A bucket whose flusher runs persists the documents once they are all written (the
+    flusher is held meanwhile: persisting each vbucket after each step would cost more
+    than writing), before this returns.
+
+    The loaded objects are moved out of the cyclic garbage collector's reach
+    (``gc.freeze``, which moves lists, O(1)) after each chunk: they live as long as the
+    server, and a full collection walking millions of them would stall streaming.
     """
+
+    use_worker = count >= WORKER_MIN if worker is None else worker
+    flusher = bucket.flusher
+    holding = flusher.enabled and not flusher.paused
+    if holding:
+        flusher.pause()
+    try:
+        done = await _load(bucket, count, seed, progress, use_worker)
+        if holding:
+            await persist_all(bucket)
+    finally:
+        if holding:
+            flusher.resume()
+    return done
+
+
+async def persist_all(bucket: Bucket, rows_per_step: int = 4 * STEP_ROWS) -> None:
+    """Persist every vbucket of ``bucket``, yielding to trio every ``rows_per_step``
+    rows or so (a vbucket persisting new documents costs about 0.7 µs a row)."""
+    import trio
+
+    rows = 0
+    for vb in bucket.vbuckets:
+        rows += vb.high_seqno - vb.persisted_seqno
+        bucket.persist(vb.vbid)
+        if rows >= rows_per_step:
+            rows = 0
+            await trio.lowlevel.checkpoint()
+
+
+async def _load(
+    bucket: Bucket,
+    count: int,
+    seed: int,
+    progress: Callable[[int, int], Any] | None,
+    use_worker: bool,
+) -> int:
     import trio
 
     done = 0
-    for keys, values in DocumentGenerator(seed).documents(count):
-        done += bucket.set_many(keys, values, datatypes=_JSON)
-        if progress is not None:
-            progress(done, count)
-        await trio.lowlevel.checkpoint()
-    gc.freeze()
+    async with aclosing((_worker_chunks if use_worker else _local_chunks)(count, seed)) as chunks:
+        async for values in chunks:
+            keys = user_keys(done, len(values))
+            steps = bucket.set_many_steps(keys, values, datatypes=_JSON, rows_per_step=STEP_ROWS)
+            await trio.lowlevel.checkpoint()
+            for written in steps:
+                done += written
+                if progress is not None:
+                    progress(done, count)
+                await trio.lowlevel.checkpoint()
+            gc.freeze()
     return done
+
+
+def main(argv: list[str]) -> int:
+    """``python -m mockdcp._dataset COUNT SEED``: the worker (``write_chunks``)."""
+    count, seed = int(argv[0]), int(argv[1])
+    write_chunks(count, seed, sys.stdout.buffer)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

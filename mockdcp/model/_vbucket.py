@@ -334,10 +334,32 @@ class VBucket:
         log = self.log
         i = bisect.bisect_right(log, self.persisted_seqno, key=_SEQNO)
         j = bisect.bisect_right(log, upto, key=_SEQNO)
-        for item in log[i:j]:
-            self._to_disk(item)
+        written = log[i:j]
+        if not self._to_disk_new(written):
+            for item in written:
+                self._to_disk(item)
         self.persisted_seqno = max(self.persisted_seqno, upto)
         self._expel()
+
+    def _to_disk_new(self, written: list[Item]) -> bool:
+        """``_to_disk`` for each of ``written`` in one go, when none of their keys is on
+        disk yet or twice among them and they follow the disk's seqnos (a vbucket
+        persisting new documents: a bulk load); False, changing nothing, otherwise.
+        About a third of the time of one ``_to_disk`` a item."""
+        keys = [(it.collection_id, it.key) for it in written]
+        seqnos = [it.seqno for it in written]
+        if not keys or (self.disk_seqnos and seqnos[0] <= self.disk_seqnos[-1]):
+            return False
+        unique = set(keys)
+        if len(unique) != len(keys) or not self.disk.keys().isdisjoint(unique):
+            return False
+        self.disk.update(zip(keys, written, strict=True))
+        self.disk_by_seqno.update(zip(seqnos, written, strict=True))
+        self.disk_seqnos.extend(seqnos)
+        self.disk_heads += [it.head for it in written]
+        self.disk_tails += [it.tail for it in written]
+        self.disk_tags += bytes([it.tag for it in written])
+        return True
 
     def _to_disk(self, item: Item) -> None:
         old = self.disk.get(item.doc_key)
