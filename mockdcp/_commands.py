@@ -70,6 +70,7 @@ async def _serve(args: argparse.Namespace) -> None:
         **_limits(args),
     ) as server:
         bucket = server.bucket
+        persist_later = False
         if corpus and not scenario:
             from mockdcp.pipeline import load_corpus
 
@@ -87,7 +88,7 @@ async def _serve(args: argparse.Namespace) -> None:
         elif args.docs and not scenario:
             server.kv.hold()  # connections wait for the data: ready means ready
             try:
-                await _load(bucket, args.docs, args.seed)
+                persist_later = await _load(bucket, args.docs, args.seed)
             finally:
                 server.kv.release()
             loaded = f"mockdcp loaded {args.docs} documents"
@@ -101,6 +102,10 @@ async def _serve(args: argparse.Namespace) -> None:
 
         load_numpy()
         async with trio.open_nursery() as nursery:
+            if persist_later:
+                from mockdcp._dataset import persist_all
+
+                nursery.start_soon(persist_all, bucket)
             if _live.wanted(sys.stdout, json_logs=args.json):
                 nursery.start_soon(_live.run_live_view, server.state)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -121,19 +126,29 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
     return limits
 
 
-async def _load(bucket: Bucket, docs: int, seed: int) -> None:
-    """The generated documents, with a progress bar on a terminal (stderr)."""
-    from mockdcp._dataset import load_documents
+async def _load(bucket: Bucket, docs: int, seed: int) -> bool:
+    """The generated documents, with a progress bar on a terminal (stderr). True when
+    they are still to be persisted (``persist_all``): a large load is ready once it is
+    in memory, and persists after the ready line (about a second for a million)."""
+    from mockdcp._dataset import WORKER_MIN, load_documents
 
+    later = docs >= WORKER_MIN and bucket.flusher.enabled
     if not sys.stderr.isatty():
-        await load_documents(bucket, docs, seed)
-        return
+        await load_documents(bucket, docs, seed, persist=not later)
+        return later
     from rich.console import Console
     from rich.progress import Progress
 
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"loading {docs:,} documents", total=docs)
-        await load_documents(bucket, docs, seed, lambda done, _: bar.update(task, completed=done))
+        await load_documents(
+            bucket,
+            docs,
+            seed,
+            lambda done, _: bar.update(task, completed=done),
+            persist=not later,
+        )
+    return later
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -147,20 +147,15 @@ def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
             yield key.decode(), value
 
 
-def user_keys(first: int, count: int) -> list[bytes]:
-    """The keys of documents ``first`` up to ``first + count``."""
-    return [b"user::%06d" % i for i in range(first, first + count)]
-
-
 # -- generation in a worker process ------------------------------------------------------
 #
 # A large load draws its documents in a second process (``python -m mockdcp._dataset``),
 # on the machine's other core, while the server's process writes them into the model:
-# drawing costs about 2 µs a document, writing about 3, one after the other 5. The worker
-# writes chunks of ``CHUNK_BLOCKS`` blocks to its stdout, each a header ``_CHUNK`` (the
-# number of documents, the number of bytes that follow) and the bodies joined by a
-# newline, which no body holds (JSON escapes it in strings), so ``bytes.split`` cuts them
-# apart again in C. The keys are not sent: ``user_keys`` makes them.
+# drawing costs about 1.5 µs a document, writing about 3.5, one after the other 5. The
+# worker writes chunks of ``CHUNK_BLOCKS`` blocks to its stdout, each a header
+# ``_CHUNK`` (the number of documents, the sizes of the two parts that follow), the keys
+# and the bodies, each joined by a newline, which neither holds (JSON escapes it in
+# strings), so ``bytes.split`` cuts them apart again in C.
 
 #: blocks the worker sends, and the loader validates and writes, in one go (8,192
 #: documents: validating them takes the event loop about 4 ms)
@@ -168,33 +163,41 @@ CHUNK_BLOCKS = 8
 #: documents from which ``load_documents`` draws in a worker (below, the worker's start,
 #: about half a second, costs more than drawing in the server's process)
 WORKER_MIN = 100_000
-_CHUNK = struct.Struct("<II")
+_CHUNK = struct.Struct("<III")
 #: rows ``Bucket.set_many_steps`` writes between two yields to trio (about 4 ms)
 STEP_ROWS = 1024
+#: the worker's pipe: a chunk's keys and bodies (about 2 MB) in a few reads
+_PIPE_BYTES = 1 << 20
+
+_Chunk = tuple[list[bytes], list[bytes]]
 
 
 def write_chunks(count: int, seed: int, out: BinaryIO) -> None:
-    """The worker's side: ``count`` documents' bodies, chunk by chunk, to ``out``."""
-    generator = DocumentGenerator(seed)
-    values: list[bytes] = []
-    for _, block_values in generator.documents(count):
-        values += block_values
-        if len(values) >= CHUNK_BLOCKS * BLOCK:
-            _write_chunk(out, values)
-            values = []
-    if values:
-        _write_chunk(out, values)
+    """The worker's side: ``count`` documents, chunk by chunk, to ``out``."""
+    for keys, values in _chunks(count, seed):
+        keys_data, values_data = b"\n".join(keys), b"\n".join(values)
+        out.write(_CHUNK.pack(len(keys), len(keys_data), len(values_data)))
+        out.write(keys_data)
+        out.write(values_data)
     out.flush()
 
 
-def _write_chunk(out: BinaryIO, values: list[bytes]) -> None:
-    data = b"\n".join(values)
-    out.write(_CHUNK.pack(len(values), len(data)))
-    out.write(data)
+def _chunks(count: int, seed: int) -> Iterator[_Chunk]:
+    """``count`` documents' keys and bodies, ``CHUNK_BLOCKS`` blocks at a time."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    for block_keys, block_values in DocumentGenerator(seed).documents(count):
+        keys += block_keys
+        values += block_values
+        if len(values) >= CHUNK_BLOCKS * BLOCK:
+            yield keys, values
+            keys, values = [], []
+    if values:
+        yield keys, values
 
 
-async def _worker_chunks(count: int, seed: int) -> AsyncIterator[list[bytes]]:
-    """The bodies of ``count`` documents drawn by a worker process, chunk by chunk."""
+async def _worker_chunks(count: int, seed: int) -> AsyncIterator[_Chunk]:
+    """The keys and bodies of ``count`` documents drawn by a worker process."""
     import subprocess
 
     import trio
@@ -207,12 +210,13 @@ async def _worker_chunks(count: int, seed: int) -> AsyncIterator[list[bytes]]:
         done = 0
         while done < count:
             header = await _receive(process.stdout, buffer, _CHUNK.size, done)
-            n, size = _CHUNK.unpack(header)
-            values = (await _receive(process.stdout, buffer, size, done)).split(b"\n")
-            if len(values) != n:
-                raise RuntimeError(f"the document worker sent {len(values)} bodies, not {n}")
+            n, keys_size, values_size = _CHUNK.unpack(header)
+            keys = (await _receive(process.stdout, buffer, keys_size, done)).split(b"\n")
+            values = (await _receive(process.stdout, buffer, values_size, done)).split(b"\n")
+            if not len(keys) == len(values) == n:
+                raise RuntimeError(f"the document worker sent a bad chunk of {n} documents")
             done += n
-            yield values
+            yield keys, values
         if await process.wait() != 0:
             raise RuntimeError(f"the document worker failed ({process.returncode})")
     finally:
@@ -225,7 +229,7 @@ async def _worker_chunks(count: int, seed: int) -> AsyncIterator[list[bytes]]:
 async def _receive(stream: ReceiveStream, buffer: bytearray, size: int, done: int) -> bytes:
     """The next ``size`` bytes of ``stream``, read through ``buffer``."""
     while len(buffer) < size:
-        data = await stream.receive_some(1 << 20)
+        data = await stream.receive_some(max(size - len(buffer), _PIPE_BYTES))
         if not data:
             raise RuntimeError(f"the document worker stopped after {done} documents")
         buffer += data
@@ -235,16 +239,10 @@ async def _receive(stream: ReceiveStream, buffer: bytearray, size: int, done: in
     return wanted
 
 
-async def _local_chunks(count: int, seed: int) -> AsyncIterator[list[bytes]]:
-    """The bodies of ``count`` documents drawn here, chunk by chunk."""
-    values: list[bytes] = []
-    for _, block_values in DocumentGenerator(seed).documents(count):
-        values += block_values
-        if len(values) >= CHUNK_BLOCKS * BLOCK:
-            yield values
-            values = []
-    if values:
-        yield values
+async def _local_chunks(count: int, seed: int) -> AsyncIterator[_Chunk]:
+    """The keys and bodies of ``count`` documents drawn here."""
+    for chunk in _chunks(count, seed):
+        yield chunk
 
 
 async def load_documents(
@@ -254,21 +252,23 @@ async def load_documents(
     progress: Callable[[int, int], Any] | None = None,
     *,
     worker: bool | None = None,
+    persist: bool = True,
 ) -> int:
     """Load ``count`` generated documents into ``bucket``, yielding to trio every
     ``STEP_ROWS`` rows or so; ``progress(done, count)`` after each step. Returns
     ``count``. ``worker``: draw them in a worker process (default: from ``WORKER_MIN``
     documents on); the bytes are the same either way.
 
-    A bucket whose flusher runs persists the documents once they are all written (the
-    flusher is held meanwhile: persisting each vbucket after each step would cost more
-    than writing), before this returns.
+    A running flusher is held during the load (persisting each vbucket after each step
+    would cost more than writing). ``persist``: then every vbucket is persisted and the
+    flusher released before this returns; without it the flusher stays held, and the
+    caller runs ``persist_all`` (which releases it) when it likes: ``mockdcp serve``
+    does so after its ready line, as a data node persists what it has acknowledged.
 
     The loaded objects are moved out of the cyclic garbage collector's reach
     (``gc.freeze``, which moves lists, O(1)) after each chunk: they live as long as the
     server, and a full collection walking millions of them would stall streaming.
     """
-
     use_worker = count >= WORKER_MIN if worker is None else worker
     flusher = bucket.flusher
     holding = flusher.enabled and not flusher.paused
@@ -276,26 +276,32 @@ async def load_documents(
         flusher.pause()
     try:
         done = await _load(bucket, count, seed, progress, use_worker)
-        if holding:
-            await persist_all(bucket)
-    finally:
+    except BaseException:
         if holding:
             flusher.resume()
+        raise
+    if holding and persist:
+        await persist_all(bucket)
     return done
 
 
 async def persist_all(bucket: Bucket, rows_per_step: int = 4 * STEP_ROWS) -> None:
     """Persist every vbucket of ``bucket``, yielding to trio every ``rows_per_step``
-    rows or so (a vbucket persisting new documents costs about 0.7 µs a row)."""
+    rows or so (a vbucket persisting new documents costs about 0.7 µs a row), then
+    release its flusher if it was held (``load_documents``)."""
     import trio
 
-    rows = 0
-    for vb in bucket.vbuckets:
-        rows += vb.high_seqno - vb.persisted_seqno
-        bucket.persist(vb.vbid)
-        if rows >= rows_per_step:
-            rows = 0
-            await trio.lowlevel.checkpoint()
+    try:
+        rows = 0
+        for vb in bucket.vbuckets:
+            rows += vb.high_seqno - vb.persisted_seqno
+            bucket.persist(vb.vbid)
+            if rows >= rows_per_step:
+                rows = 0
+                await trio.lowlevel.checkpoint()
+    finally:
+        if bucket.flusher.paused:
+            bucket.flusher.resume()
 
 
 async def _load(
@@ -309,8 +315,7 @@ async def _load(
 
     done = 0
     async with aclosing((_worker_chunks if use_worker else _local_chunks)(count, seed)) as chunks:
-        async for values in chunks:
-            keys = user_keys(done, len(values))
+        async for keys, values in chunks:
             steps = bucket.set_many_steps(keys, values, datatypes=_JSON, rows_per_step=STEP_ROWS)
             await trio.lowlevel.checkpoint()
             for written in steps:
@@ -325,6 +330,12 @@ async def _load(
 def main(argv: list[str]) -> int:
     """``python -m mockdcp._dataset COUNT SEED``: the worker (``write_chunks``)."""
     count, seed = int(argv[0]), int(argv[1])
+    try:  # Linux: a larger pipe, fewer wake-ups of the reader
+        import fcntl
+
+        fcntl.fcntl(sys.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
     write_chunks(count, seed, sys.stdout.buffer)
     return 0
 

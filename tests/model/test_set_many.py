@@ -172,3 +172,47 @@ def test_set_many_tells_each_vbucket_written_once() -> None:
     keys = [f"k{i}".encode() for i in range(40)]
     b.set_many(keys, [b"v"] * 40)
     assert told == sorted({b.vbucket_of(k) for k in keys})
+
+
+@settings(deadline=None)
+@given(rows, st.integers(1, 40))
+def test_set_many_steps_write_what_set_many_writes_whole_vbuckets_at_a_time(
+    batch: list[tuple[bytes, bytes, int, int, int, int]], rows_per_step: int
+) -> None:
+    one, steps = bucket(3), bucket(3)
+    columns: dict[str, Any] = {
+        "collection_ids": [r[2] for r in batch],
+        "flags": [r[3] for r in batch],
+        "expiry": [r[4] for r in batch],
+        "datatypes": [r[5] for r in batch],
+    }
+    keys, values = [r[0] for r in batch], [r[1] for r in batch]
+    one.set_many(keys, values, **columns)
+    told: list[int] = []
+    steps.listeners.append(told.append)
+    written = list(steps.set_many_steps(keys, values, rows_per_step=rows_per_step, **columns))
+    assert sum(written) == len(batch)
+    assert model_state(steps) == model_state(one)
+    assert told == sorted({steps.vbucket_of(k) for k in keys})
+    assert all(n >= rows_per_step for n in written[:-1])
+
+
+def test_set_many_steps_validate_the_batch_when_called() -> None:
+    b = bucket()
+    before = model_state(b)
+    with pytest.raises(ModelError, match="row 1: key"):
+        b.set_many_steps([b"a", b""], [b"1", b"2"])
+    assert model_state(b) == before
+
+
+def test_a_step_refuses_a_vbucket_no_longer_active_and_keeps_the_steps_before() -> None:
+    b = bucket()
+    keys = [f"k{i}".encode() for i in range(40)]
+    steps = b.set_many_steps(keys, [b"v"] * 40, rows_per_step=1)
+    next(steps)
+    last_vb = max(b.vbucket_of(k) for k in keys)
+    b.set_vbucket_state(last_vb, 2)
+    with pytest.raises(ModelError, match=f"vbucket {last_vb} is replica"):
+        list(steps)
+    stored = {key for vb in b.vbuckets for _, key in vb.items}
+    assert stored == {k for k in keys if b.vbucket_of(k) < last_vb}
