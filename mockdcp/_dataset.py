@@ -21,7 +21,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncGenerator, Callable, Iterator
 
     from trio.abc import ReceiveStream
 
@@ -38,7 +38,7 @@ _TEMPLATE = (
     b'{"type":"user","id":%d,"name":"%s %s","email":"%s.%s%d@%s","city":"%s",'
     b'"country":"%s","joined":"%s","score":%d,"active":%s}'
 )
-_JSON = 0x01
+JSON = 0x01
 
 
 def _escaped(text: str) -> bytes:
@@ -174,7 +174,7 @@ _Chunk = tuple[list[bytes], list[bytes]]
 
 def write_chunks(count: int, seed: int, out: BinaryIO) -> None:
     """The worker's side: ``count`` documents, chunk by chunk, to ``out``."""
-    for keys, values in _chunks(count, seed):
+    for keys, values in document_chunks(count, seed):
         keys_data, values_data = b"\n".join(keys), b"\n".join(values)
         out.write(_CHUNK.pack(len(keys), len(keys_data), len(values_data)))
         out.write(keys_data)
@@ -182,7 +182,7 @@ def write_chunks(count: int, seed: int, out: BinaryIO) -> None:
     out.flush()
 
 
-def _chunks(count: int, seed: int) -> Iterator[_Chunk]:
+def document_chunks(count: int, seed: int) -> Iterator[_Chunk]:
     """``count`` documents' keys and bodies, ``CHUNK_BLOCKS`` blocks at a time."""
     keys: list[bytes] = []
     values: list[bytes] = []
@@ -196,7 +196,7 @@ def _chunks(count: int, seed: int) -> Iterator[_Chunk]:
         yield keys, values
 
 
-async def _worker_chunks(count: int, seed: int) -> AsyncIterator[_Chunk]:
+async def _worker_chunks(count: int, seed: int) -> AsyncGenerator[_Chunk, None]:
     """The keys and bodies of ``count`` documents drawn by a worker process."""
     import subprocess
 
@@ -239,9 +239,9 @@ async def _receive(stream: ReceiveStream, buffer: bytearray, size: int, done: in
     return wanted
 
 
-async def _local_chunks(count: int, seed: int) -> AsyncIterator[_Chunk]:
+async def _local_chunks(count: int, seed: int) -> AsyncGenerator[_Chunk, None]:
     """The keys and bodies of ``count`` documents drawn here."""
-    for chunk in _chunks(count, seed):
+    for chunk in document_chunks(count, seed):
         yield chunk
 
 
@@ -316,7 +316,7 @@ async def _load(
     done = 0
     async with aclosing((_worker_chunks if use_worker else _local_chunks)(count, seed)) as chunks:
         async for keys, values in chunks:
-            steps = bucket.set_many_steps(keys, values, datatypes=_JSON, rows_per_step=STEP_ROWS)
+            steps = bucket.set_many_steps(keys, values, datatypes=JSON, rows_per_step=STEP_ROWS)
             await trio.lowlevel.checkpoint()
             for written in steps:
                 done += written

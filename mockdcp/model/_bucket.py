@@ -417,7 +417,7 @@ class Bucket:
         ks, vs, dt_col, vbids = self._validate_rows(keys, values, dts)
         per_vb = self._group_rows(ks, cids, vs, dt_col, flag_col, expiry_col, vbids)
         step = count if rows_per_step is None else rows_per_step
-        return self._write_steps(per_vb, set(cids), step)
+        return self._write_steps(per_vb, frozenset(cids), step)
 
     def _validate_rows(
         self,
@@ -486,7 +486,7 @@ class Bucket:
         return {vbid: rows_of for vbid, rows_of in enumerate(lists) if rows_of}
 
     def _write_steps(
-        self, per_vb: dict[int, list[_Row]], cids: set[int], rows_per_step: int
+        self, per_vb: dict[int, list[_Row]], cids: frozenset[int], rows_per_step: int
     ) -> Iterator[int]:
         """Write the grouped rows, whole vbuckets at a time (``set_many_steps``)."""
         step: list[int] = []
@@ -501,7 +501,7 @@ class Bucket:
             yield self._write_vbuckets(per_vb, cids, step)
 
     def _write_vbuckets(
-        self, per_vb: dict[int, list[_Row]], cids: set[int], vbids: list[int]
+        self, per_vb: dict[int, list[_Row]], cids: frozenset[int], vbids: list[int]
     ) -> int:
         """One step: the rows of ``vbids``, checked again (the model may have changed
         since the batch was validated: ``cids`` are the batch's collections), then

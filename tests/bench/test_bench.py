@@ -34,6 +34,9 @@ def test_bench_reports_every_figure_for_a_small_run() -> None:
     assert report["memory_per_item_bytes"] > 0
     assert report["load_items_per_s"] > 0
     assert report["load_documents_per_s"] > 0
+    assert report["generate_documents_per_s"] > 0
+    assert report["write_documents_per_s"] > 0
+    assert 0 < report["ready_with_docs_s"] < 60
     assert report["events_per_server_cpu_s"] > 0
     assert report["events_per_consumer_cpu_s"] > 0
     assert report["disk_snapshots"] == 0  # streamed from memory
