@@ -194,14 +194,26 @@ def test_set_many_steps_write_what_set_many_writes_whole_vbuckets_at_a_time(
     assert sum(written) == len(batch)
     assert model_state(steps) == model_state(one)
     assert told == sorted({steps.vbucket_of(k) for k in keys})
-    assert all(n >= rows_per_step for n in written[:-1])
+    validating = -(-len(batch) // rows_per_step) - 1 if batch else 0
+    assert written[:validating] == [0] * validating
+    assert all(n >= rows_per_step for n in written[validating:-1])
 
 
-def test_set_many_steps_validate_the_batch_when_called() -> None:
+def test_set_many_steps_check_the_columns_when_called() -> None:
+    b = bucket()
+    with pytest.raises(ModelError, match="flags has 1 entries"):
+        b.set_many_steps([b"a", b"b"], [b"1", b"2"], flags=[0])
+
+
+def test_set_many_steps_validate_every_row_before_writing_any() -> None:
     b = bucket()
     before = model_state(b)
-    with pytest.raises(ModelError, match="row 1: key"):
-        b.set_many_steps([b"a", b""], [b"1", b"2"])
+    keys = [b"k%d" % i for i in range(10)] + [b""]
+    steps = b.set_many_steps(keys, [b"v"] * 11, rows_per_step=4)
+    assert next(steps) == 0
+    assert next(steps) == 0
+    with pytest.raises(ModelError, match="row 10: key"):
+        next(steps)
     assert model_state(b) == before
 
 
@@ -209,7 +221,8 @@ def test_a_step_refuses_a_vbucket_no_longer_active_and_keeps_the_steps_before() 
     b = bucket()
     keys = [f"k{i}".encode() for i in range(40)]
     steps = b.set_many_steps(keys, [b"v"] * 40, rows_per_step=1)
-    next(steps)
+    while next(steps) == 0:  # validating
+        pass
     last_vb = max(b.vbucket_of(k) for k in keys)
     b.set_vbucket_state(last_vb, 2)
     with pytest.raises(ModelError, match=f"vbucket {last_vb} is replica"):
