@@ -149,7 +149,7 @@ def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
 
 # -- generation in a worker process ------------------------------------------------------
 #
-# A large load draws its documents in a second process (``python -m mockdcp._dataset``),
+# A large load draws its documents in a second process (``python mockdcp/_dataset.py``),
 # on the machine's other core, while the server's process writes them into the model:
 # drawing costs about 1.5 µs a document, writing about 3.5, one after the other 5. The
 # worker writes chunks of ``CHUNK_BLOCKS`` blocks to its stdout, each a header
@@ -206,7 +206,8 @@ async def _worker_chunks(count: int, seed: int) -> AsyncGenerator[_Chunk, None]:
 
     import trio
 
-    command = [sys.executable, "-m", "mockdcp._dataset", str(count), str(seed)]
+    # run as a script, not ``-m``: the package (the server) is not imported there
+    command = [sys.executable, __file__, str(count), str(seed)]
     process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
     try:
         assert process.stdout is not None
@@ -356,7 +357,7 @@ async def _load(
 
 
 def main(argv: list[str]) -> int:
-    """``python -m mockdcp._dataset COUNT SEED``: the worker (``write_chunks``)."""
+    """``python mockdcp/_dataset.py COUNT SEED``: the worker (``write_chunks``)."""
     count, seed = int(argv[0]), int(argv[1])
     try:  # Linux: a larger pipe, fewer wake-ups of the reader
         import fcntl
@@ -369,4 +370,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    del sys.path[0]  # this file's directory: its modules are not top-level ones
     raise SystemExit(main(sys.argv[1:]))
