@@ -57,18 +57,24 @@ async def _serve(args: argparse.Namespace) -> None:
 
         require_pipeline(spark=False)
         open_corpus(corpus)
-    async with serve(
-        host=args.host,
-        port=args.port,
-        http_port=args.http_port,
-        users={args.user: args.password},
-        bucket_obj=bucket,
-        pcap=args.pcap,
-        control_open=args.control_open,
-        flush_interval=args.flush_interval or None,
-        scenario=scenario,
-        **_limits(args),
-    ) as server:
+    from mockdcp._dataset import early_worker
+
+    docs = args.docs if bucket is not None and not corpus else 0
+    async with (
+        early_worker(docs, args.seed) as worker,
+        serve(
+            host=args.host,
+            port=args.port,
+            http_port=args.http_port,
+            users={args.user: args.password},
+            bucket_obj=bucket,
+            pcap=args.pcap,
+            control_open=args.control_open,
+            flush_interval=args.flush_interval or None,
+            scenario=scenario,
+            **_limits(args),
+        ) as server,
+    ):
         bucket = server.bucket
         persist_later = False
         if corpus and not scenario:
@@ -88,7 +94,7 @@ async def _serve(args: argparse.Namespace) -> None:
         elif args.docs and not scenario:
             server.kv.hold()  # connections wait for the data: ready means ready
             try:
-                persist_later = await _load(bucket, args.docs, args.seed)
+                persist_later = await _load(bucket, args.docs, args.seed, worker)
             finally:
                 server.kv.release()
             loaded = f"mockdcp loaded {args.docs} documents"
@@ -126,15 +132,16 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
     return limits
 
 
-async def _load(bucket: Bucket, docs: int, seed: int) -> bool:
-    """The generated documents, with a progress bar on a terminal (stderr). True when
-    they are still to be persisted (``persist_all``): a large load is ready once it is
-    in memory, and persists after the ready line (about a second for a million)."""
+async def _load(bucket: Bucket, docs: int, seed: int, worker: trio.Process | None) -> bool:
+    """The generated documents (drawn by ``worker`` if one was started), with a
+    progress bar on a terminal (stderr). True when they are still to be persisted
+    (``persist_all``): a large load is ready once it is in memory, and persists after
+    the ready line (about a second for a million)."""
     from mockdcp._dataset import WORKER_MIN, load_documents
 
     later = docs >= WORKER_MIN and bucket.flusher.enabled
     if not sys.stderr.isatty():
-        await load_documents(bucket, docs, seed, persist=not later)
+        await load_documents(bucket, docs, seed, worker=worker, persist=not later)
         return later
     from rich.console import Console
     from rich.progress import Progress
@@ -146,6 +153,7 @@ async def _load(bucket: Bucket, docs: int, seed: int) -> bool:
             docs,
             seed,
             lambda done, _: bar.update(task, completed=done),
+            worker=worker,
             persist=not later,
         )
     return later

@@ -17,12 +17,13 @@ import gc
 import json
 import struct
 import sys
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 
+    from trio import MemorySendChannel, Process
     from trio.abc import ReceiveStream
 
     from mockdcp.model import Bucket
@@ -172,6 +173,9 @@ LOAD_BATCH = 64 * BLOCK
 STEP_ROWS = 2048
 #: the worker's pipe: a chunk's keys and bodies (about 2 MB) in a few reads
 _PIPE_BYTES = 1 << 20
+#: chunks read from the worker and not yet loaded (the worker draws ahead by up to
+#: about 64 MB: it draws at twice the pace the loader writes)
+_AHEAD = 32
 
 _Chunk = tuple[list[bytes], list[bytes]]
 
@@ -200,15 +204,53 @@ def document_chunks(count: int, seed: int) -> Iterator[_Chunk]:
         yield keys, values
 
 
-async def _worker_chunks(count: int, seed: int) -> AsyncGenerator[_Chunk, None]:
-    """The keys and bodies of ``count`` documents drawn by a worker process."""
+async def _start_worker(count: int, seed: int) -> Process | None:
+    """A worker process drawing ``count`` documents, or None if none can be started."""
     import subprocess
 
     import trio
 
     # run as a script, not ``-m``: the package (the server) is not imported there
     command = [sys.executable, __file__, str(count), str(seed)]
-    process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+    try:
+        return await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+    except OSError:
+        return None
+
+
+@asynccontextmanager
+async def early_worker(count: int, seed: int) -> AsyncIterator[Process | None]:
+    """A worker drawing ``count`` documents started now, before the server it loads
+    (for ``load_documents(worker=...)``: its start, about half a second, overlaps the
+    server's), or None below ``WORKER_MIN`` documents. Killed on exit if still running."""
+    process = await _start_worker(count, seed) if count >= WORKER_MIN else None
+    try:
+        yield process
+    finally:
+        if process is not None:
+            await _stop(process)
+
+
+async def _stop(process: Process) -> None:
+    import trio
+
+    if process.returncode is None:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def _worker_chunks(
+    count: int, seed: int, process: Process | None = None
+) -> AsyncGenerator[_Chunk, None]:
+    """The keys and bodies of ``count`` documents drawn by a worker process (``process``,
+    or one started now; here if none can be)."""
+    if process is None:
+        process = await _start_worker(count, seed)
+    if process is None:
+        async for chunk in _local_chunks(count, seed):
+            yield chunk
+        return
     try:
         assert process.stdout is not None
         buffer = bytearray()
@@ -225,10 +267,7 @@ async def _worker_chunks(count: int, seed: int) -> AsyncGenerator[_Chunk, None]:
         if await process.wait() != 0:
             raise RuntimeError(f"the document worker failed ({process.returncode})")
     finally:
-        if process.returncode is None:
-            process.kill()
-            with trio.CancelScope(shield=True):
-                await process.wait()
+        await _stop(process)
 
 
 async def _receive(stream: ReceiveStream, buffer: bytearray, size: int, done: int) -> bytes:
@@ -245,9 +284,22 @@ async def _receive(stream: ReceiveStream, buffer: bytearray, size: int, done: in
 
 
 async def _local_chunks(count: int, seed: int) -> AsyncGenerator[_Chunk, None]:
-    """The keys and bodies of ``count`` documents drawn here."""
-    for chunk in document_chunks(count, seed):
+    """The keys and bodies of ``count`` documents drawn here, a block (about 2 ms of
+    drawing) at a time."""
+    for chunk in DocumentGenerator(seed).documents(count):
         yield chunk
+
+
+async def _produce(chunks: AsyncGenerator[_Chunk, None], send: MemorySendChannel[_Chunk]) -> None:
+    """Move ``chunks`` into ``send`` as they come: the worker's pipe is read whenever
+    the loader yields, so the worker draws ahead instead of waiting for the loader to
+    want its next batch (``_AHEAD``)."""
+    import trio
+
+    async with send, aclosing(chunks):
+        async for chunk in chunks:
+            await send.send(chunk)
+            await trio.lowlevel.checkpoint()
 
 
 async def _batches(chunks: AsyncIterator[_Chunk]) -> AsyncIterator[_Chunk]:
@@ -270,13 +322,14 @@ async def load_documents(
     seed: int = 0,
     progress: Callable[[int, int], Any] | None = None,
     *,
-    worker: bool | None = None,
+    worker: bool | Process | None = None,
     persist: bool = True,
 ) -> int:
     """Load ``count`` generated documents into ``bucket``, yielding to trio every
     ``STEP_ROWS`` rows or so; ``progress(done, count)`` after each step. Returns
     ``count``. ``worker``: draw them in a worker process (default: from ``WORKER_MIN``
-    documents on); the bytes are the same either way.
+    documents on; a process: the one ``early_worker`` started); the bytes are the
+    same either way.
 
     A running flusher is held during the load (persisting each vbucket after each step
     would cost more than writing). ``persist``: then every vbucket is persisted and the
@@ -288,7 +341,7 @@ async def load_documents(
     (``gc.freeze``, which moves lists, O(1)) after each chunk: they live as long as the
     server, and a full collection walking millions of them would stall streaming.
     """
-    use_worker = count >= WORKER_MIN if worker is None else worker
+    use_worker: bool | Process = count >= WORKER_MIN if worker is None else worker
     flusher = bucket.flusher
     holding = flusher.enabled and not flusher.paused
     if holding:
@@ -328,7 +381,7 @@ async def _load(
     count: int,
     seed: int,
     progress: Callable[[int, int], Any] | None,
-    use_worker: bool,
+    use_worker: bool | Process,
 ) -> int:
     import trio
 
@@ -338,9 +391,15 @@ async def _load(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        chunks = (_worker_chunks if use_worker else _local_chunks)(count, seed)
-        async with aclosing(chunks):
-            async for keys, values in _batches(chunks):
+        chunks: AsyncGenerator[_Chunk, None]
+        if use_worker is False:
+            chunks = _local_chunks(count, seed)
+        else:
+            chunks = _worker_chunks(count, seed, None if use_worker is True else use_worker)
+        send, receive = trio.open_memory_channel[_Chunk](_AHEAD)
+        async with trio.open_nursery() as nursery, receive:
+            nursery.start_soon(_produce, chunks, send)
+            async for keys, values in _batches(receive):
                 steps = bucket.set_many_steps(keys, values, datatypes=JSON, rows_per_step=STEP_ROWS)
                 await trio.lowlevel.checkpoint()
                 for written in steps:
