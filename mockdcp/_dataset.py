@@ -169,8 +169,8 @@ _CHUNK = struct.Struct("<III")
 #: steps write each vbucket's rows in one go (a third faster than 8 a vbucket)
 LOAD_BATCH = 64 * BLOCK
 #: rows ``Bucket.set_many_steps`` validates or writes between two yields to trio
-#: (about 1 and 3-4 ms)
-STEP_ROWS = 2048
+#: (about 0.5 and 2 ms)
+STEP_ROWS = 1024
 #: the worker's pipe: a chunk's keys and bodies (about 2 MB) in a few reads
 _PIPE_BYTES = 1 << 20
 #: chunks read from the worker and not yet loaded (the worker draws ahead by up to
@@ -357,7 +357,7 @@ async def load_documents(
     return done
 
 
-async def persist_all(bucket: Bucket, rows_per_step: int = 4 * STEP_ROWS) -> None:
+async def persist_all(bucket: Bucket, rows_per_step: int = 2 * STEP_ROWS) -> None:
     """Persist every vbucket of ``bucket``, yielding to trio every ``rows_per_step``
     rows or so (a vbucket persisting new documents costs about 0.7 µs a row), then
     release its flusher if it was held (``load_documents``)."""

@@ -413,7 +413,8 @@ class Bucket:
             else:
                 _check_column(name, _column(column, count, name), top)
         cids = _column(columns["collection_id"], count, "collection_ids")
-        for cid in set(cids):  # each collection checked once, the first row using it named
+        cid_set = frozenset(cids) if collection_ids is not None else frozenset({0})
+        for cid in cid_set:  # each collection checked once, the first row using it named
             _row(cids.index(cid), "collection_id", self.manifest.check_collection, cid)
         flag_col = _column(flags, count, "flags")
         expiry_col = _column(expiry, count, "expiry")
@@ -421,13 +422,14 @@ class Bucket:
         if datatypes is not None and not isinstance(datatypes, int):
             dts = _column(datatypes, count, "datatypes")
         step = max(1, count if rows_per_step is None else rows_per_step)
-        return self._steps(keys, values, cids, flag_col, expiry_col, dts, step)
+        return self._steps(keys, values, cids, cid_set, flag_col, expiry_col, dts, step)
 
     def _steps(
         self,
         keys: Sequence[bytes],
         values: Sequence[bytes],
         cids: Sequence[int],
+        cid_set: frozenset[int],
         flags: Sequence[int],
         expiry: Sequence[int],
         datatypes: Sequence[int | None] | int | None,
@@ -453,7 +455,7 @@ class Bucket:
             if b < count:
                 yield 0
         per_vb = {vbid: rows_of for vbid, rows_of in enumerate(lists) if rows_of}
-        yield from self._write_steps(per_vb, frozenset(cids), step)
+        yield from self._write_steps(per_vb, cid_set, step)
 
     def _validate_rows(
         self,
