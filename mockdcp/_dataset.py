@@ -404,7 +404,7 @@ async def _load(
                 await trio.lowlevel.checkpoint()
                 for written in steps:
                     done += written
-                    if progress is not None:
+                    if progress is not None and written:
                         progress(done, count)
                     await trio.lowlevel.checkpoint()
                 del keys, values, steps
