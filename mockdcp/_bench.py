@@ -208,7 +208,7 @@ def run_bench(args: argparse.Namespace) -> int:
     startup = measure_startup(max(args.runs, 5))
     ready = measure_startup(args.runs, args.items)
     rates, byte_rates, mem, disk, loads, peaks = [], [], [], [], [], []
-    server_cpu, consumer_cpu = [], []
+    server_cpu, consumer_cpu, complete = [], [], []
     for _ in range(args.runs):
         bucket, grown, load_s = load_bucket(args.items, args.value_size, args.vbuckets)
         mem.append(grown / args.items)
@@ -226,6 +226,7 @@ def run_bench(args: argparse.Namespace) -> int:
         rates.append(result["events"] / result["seconds"])
         byte_rates.append(result["bytes"] / result["seconds"])
         disk.append(result["disk_snapshots"])
+        complete.append(result["complete"])
         del bucket
         gc.collect()
     documents = [measure_documents(args.items) for _ in range(args.runs)]
@@ -241,6 +242,8 @@ def run_bench(args: argparse.Namespace) -> int:
         "from_disk": args.from_disk,
         "legacy": args.legacy,
         "consumers": args.consumers,
+        # in the worst run: the connections that got exactly every item
+        "consumers_complete": min(complete),
         "events_per_s": statistics.median(rates),
         "bytes_per_s": statistics.median(byte_rates),
         "startup_s": statistics.median(startup),
@@ -286,6 +289,11 @@ def run_bench(args: argparse.Namespace) -> int:
     table.add_column("target", justify="right")
     who = "one connection" if args.consumers == 1 else f"{args.consumers} connections, in all"
     table.add_row(f"events/s ({who})", f"{report['events_per_s']:,.0f}", ">= 1,000,000")
+    table.add_row(
+        "connections that got every item, once",
+        f"{report['consumers_complete']} of {args.consumers}",
+        "all",
+    )
     table.add_row("bytes/s", f"{report['bytes_per_s'] / 1e6:,.1f} MB/s", "")
     table.add_row(
         "events per CPU second: server / consumer",

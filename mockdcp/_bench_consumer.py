@@ -88,6 +88,7 @@ async def _run(
     await stream.aclose()
     return {
         "events": count,
+        "complete": int(count == items),
         "bytes": total,
         "seconds": seconds,
         "cpu_s": time.process_time() - c0,
@@ -114,6 +115,8 @@ async def _run_many(
             nursery.start_soon(one, i)
     return {
         "events": sum(r["events"] for r in reports),
+        # connections that got exactly every item (no more: none sent twice)
+        "complete": sum(r["events"] == items for r in reports),
         "bytes": sum(r["bytes"] for r in reports),
         "seconds": time.perf_counter() - t0,
         "cpu_s": time.process_time() - c0,

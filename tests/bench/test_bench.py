@@ -29,6 +29,7 @@ def test_bench_reports_every_figure_for_a_small_run() -> None:
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["items"] == 20000
     assert report["events_per_s"] > 0
+    assert report["consumers_complete"] == 1
     assert report["bytes_per_s"] > 0
     assert 0 < report["startup_s"] < 30
     assert report["memory_per_item_bytes"] > 0
@@ -117,6 +118,7 @@ def test_bench_streams_to_several_consumers_at_once() -> None:
     )
     report = json.loads(result.stdout.splitlines()[-1])
     assert report["consumers"] == 3
+    assert report["consumers_complete"] == 3
     assert report["events_per_s"] > 0
     assert report["server_peak_rss_bytes"] > 0
 
