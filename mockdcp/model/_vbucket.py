@@ -244,17 +244,20 @@ class VBucket:
             else:
                 rev = 1
             # a key in the default collection is framed without its one-byte prefix,
-            # which a collection-aware stream puts back (``Item.head``)
+            # which a collection-aware stream puts back (``Item.head``); the frame's
+            # size counts it either way
             prefix = collection_prefix(cid) if cid else b"\x00"
             klen = len(prefix) + len(key)
-            head = head_of(0x80, 0x57, klen, 31, dt, vbid, 31 + klen + len(value), 0, cas,
+            vlen = len(value)
+            body = 31 + klen + vlen
+            head = head_of(0x80, 0x57, klen, 31, dt, vbid, body, 0, cas,
                            seqno, rev, flags, expiry, 0, 0, 0)  # fmt: skip
             tail = key + value
             tag = dt & 7
             if cid:
                 head += prefix
                 tag |= TAG_COLLECTION
-            if not value:
+            if not vlen:
                 tag |= TAG_EMPTY
             item.key = key
             item.collection_id = cid
@@ -283,7 +286,7 @@ class VBucket:
                 heads_append(head)
                 tails_append(tail)
                 tags_append(tag)
-                size = len(head) + len(tail) + (0 if cid else 1)
+                size = 24 + body
                 total += size
                 ends_append(total)
                 room_bytes -= size
