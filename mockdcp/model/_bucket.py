@@ -364,7 +364,14 @@ class Bucket:
             datatypes=datatypes,
             rows_per_step=None,
         )
-        return sum(steps)
+        # the collector off for the whole batch, its rows included (``_write_vbuckets``)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return sum(steps)
+        finally:
+            if collecting:
+                gc.enable()
 
     def set_many_steps(
         self,
