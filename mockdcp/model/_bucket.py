@@ -462,6 +462,7 @@ class Bucket:
             if b < count:
                 yield 0
         per_vb = {vbid: rows_of for vbid, rows_of in enumerate(lists) if rows_of}
+        del lists  # each step frees the rows it wrote: no one long free at the end
         yield from self._write_steps(per_vb, cid_set, step)
 
     def _validate_rows(
@@ -513,9 +514,9 @@ class Bucket:
         """Write the grouped rows, whole vbuckets at a time (``set_many_steps``)."""
         step: list[int] = []
         size = 0
-        for vbid in sorted(per_vb):
+        for vbid, rows in sorted(per_vb.items()):
             step.append(vbid)
-            size += len(per_vb[vbid])
+            size += len(rows)
             if size >= rows_per_step:
                 yield self._write_vbuckets(per_vb, cids, step)
                 step, size = [], 0
@@ -541,7 +542,7 @@ class Bucket:
         try:
             written = 0
             for vbid in vbids:
-                rows = per_vb[vbid]
+                rows = per_vb.pop(vbid)
                 self.vbuckets[vbid].write_rows(rows)
                 written += len(rows)
         finally:
