@@ -514,9 +514,9 @@ class Bucket:
         """Write the grouped rows, whole vbuckets at a time (``set_many_steps``)."""
         step: list[int] = []
         size = 0
-        for vbid, rows in sorted(per_vb.items()):
+        for vbid in sorted(per_vb):  # ids only: the rows go as they are written
             step.append(vbid)
-            size += len(rows)
+            size += len(per_vb[vbid])
             if size >= rows_per_step:
                 yield self._write_vbuckets(per_vb, cids, step)
                 step, size = [], 0
