@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import struct
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mockdcp.protocol import FrameReader, Magic, Opcode, iter_frame_infos
-from mockdcp.protocol._frame import Frame
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from mockdcp.protocol._frame import Frame
 
 #: a client's requests: classic, and with flexible framing extras
 _REQUESTS = (Magic.REQUEST, Magic.ALT_REQUEST)
@@ -50,9 +53,7 @@ class ClientConnection:
 
     @property
     def controls(self) -> dict[str, str]:
-        return {
-            f.key.decode(): f.value.decode() for f in self.requests(Opcode.DCP_CONTROL)
-        }
+        return {f.key.decode(): f.value.decode() for f in self.requests(Opcode.DCP_CONTROL)}
 
     def stream_requests(self) -> list[StreamRequestSent]:
         out = []
@@ -62,7 +63,9 @@ class ClientConnection:
                 if fid == _FRAME_INFO_STREAM_ID:
                     frame_sid = int.from_bytes(data, "big")
             value = json.loads(f.value) if f.value else None
-            out.append(StreamRequestSent(f.vbucket, int.from_bytes(f.extras[:4], "big"), value, frame_sid))
+            out.append(
+                StreamRequestSent(f.vbucket, int.from_bytes(f.extras[:4], "big"), value, frame_sid)
+            )
         return out
 
 
@@ -80,7 +83,8 @@ def read_capture(path: Path, kv_port: int) -> list[ClientConnection]:
     """Every KV connection of the capture (client port order of appearance)."""
     data = path.read_bytes()
     magic, _, _, _, _, _, linktype = struct.unpack_from("<IHHiIII", data, 0)
-    assert magic == 0xA1B2C3D4 and linktype == 228, "an IPv4 mockdcp capture"
+    assert magic == 0xA1B2C3D4, "a libpcap file"
+    assert linktype == 228, "bare IPv4 packets, as mockdcp writes them"
     readers: dict[int, FrameReader] = {}
     conns: dict[int, ClientConnection] = {}
     pos = 24

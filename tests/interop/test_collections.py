@@ -1,0 +1,356 @@
+"""Collections on DCP with real clients: filtered streams, drops mid-stream, stream ids.
+
+The bucket has a scope ``inventory`` with ``hotel`` (id 8), ``airline`` (9) and ``route``
+(10), created before any client connects (their creation events take the first seqnos of
+every vbucket), and documents in ``_default`` and all three over every vbucket. Each test
+also reads the server's packet capture (``_wire.py``) and pins what the client sent.
+
+What each client sends for collections (the wire checks below assert these):
+
+java-dcp-client 0.56.0, ``collectionsAware(true)`` with ``collectionNames("s.c", ...)``
+or ``scopeName("s")``:
+  HELLO DATATYPE, XATTR, XERROR, SELECT_BUCKET, SNAPPY, DUPLEX,
+  CLUSTERMAP_CHANGE_NOTIFICATION, COLLECTIONS. DCP_CONTROL enable_noop=true and
+  set_noop_interval=120 only: no enable_stream_id (the library has no stream ids), no
+  flatbuffers_system_events (it parses only the legacy system-event layouts). It sends
+  GET_COLLECTIONS_MANIFEST before every DCP_STREAM_REQ and resolves names itself; the
+  request has flags 0x10 (ACTIVE_VB_ONLY) and the value ``{"uid":"0","collections":["8",
+  "9"]}`` or ``{"uid":"0","scope":"8"}`` (hex ids; ``uid`` is the manifest uid the stream
+  has seen, "0" on a fresh start). Its ``StreamEndEvent`` gives the reason (FILTER_EMPTY).
+
+gocbcore v10.9.3, ``DCPAgent`` with ``IoConfig.UseCollections`` and ``OpenStreamOptions``:
+  HELLO ... COLLECTIONS among its usual features. DCP_CONTROL enable_noop, set_noop_interval
+  180, set_priority low, [enable_stream_id=true with ``DCPConfig.UseStreamID``],
+  connection_buffer_size, send_stream_end_on_client_close_stream. No
+  flatbuffers_system_events. The DCP_STREAM_REQ value is sent only when an option is set:
+  ``{"collections":["8","9"]}`` or ``{"scope":"8"}`` (no ``uid`` unless ManifestOptions),
+  with stream ids ``{"collections":["8"],"sid":1}``: **the sid travels in the JSON value,
+  never in a frame info** of the request (and sid 0 cannot be asked for: ``omitempty``).
+  Stream messages are routed by the STREAM_REQ's opaque; the stream id of the server's
+  messages is read from their frame info into each event's ``StreamID``.
+  Names are resolved on a regular agent: GET_COLLECTION_ID, and GET_COLLECTIONS_MANIFEST
+  for a scope (gocbcore-consumer's doing: gocbcore takes ids only).
+
+go-dcp v1.3.6, ``scopeName`` + ``collectionNames``:
+  GET_COLLECTION_ID per name on its regular agent; the DCP connection sends DCP_CONTROL
+  enable_noop, set_noop_interval 180, set_priority low, enable_expiry_opcode,
+  connection_buffer_size, send_stream_end_on_client_close_stream; DCP_STREAM_REQ flags
+  0x80 (IGNORE_PURGED_TOMBSTONES) with ``{"uid":"0","collections":[...]}`` (ids in its map
+  order). No scope filter (collections of one scope only), no stream ids, no FlatBuffers;
+  its listener is given no system event (couchbase/observer.go keeps them for offsets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from mockdcp.model import Bucket
+from mockdcp.protocol import HelloFeature
+from mockdcp.server import MockDcpServer, serve
+
+from ._wire import ClientConnection, dcp_connections
+from .test_clients import oracle_docs
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from .conftest import ClientRun
+
+pytestmark = pytest.mark.interop
+
+Start = Callable[..., Any]
+
+VBUCKETS = 32
+HOTEL, AIRLINE, ROUTE = 8, 9, 10
+INVENTORY = 8  # the scope's id
+CLIENTS = ["java", "gocbcore", "godcp"]
+#: clients whose program records system events (go-dcp's listener is given none)
+SEES_SYSTEM_EVENTS = {"java", "gocbcore"}
+DATA = ("mutation", "deletion", "expiration")
+CREATED = ("collection_created", "create_collection")
+DROPPED = ("collection_dropped", "delete_collection")
+
+
+@contextlib.asynccontextmanager
+async def collections_node(tmp_path: Path) -> AsyncIterator[MockDcpServer]:
+    bucket = Bucket(
+        "default",
+        VBUCKETS,
+        seed=16,
+        clock=time.time,
+        collections={"inventory": ["hotel", "airline", "route"]},
+    )
+    async with serve(port=0, http_port=0, bucket_obj=bucket, pcap=tmp_path / "kv.pcap") as node:
+        yield node
+
+
+def load(node: MockDcpServer, n: int, prefix: str, cids: tuple[int, ...]) -> None:
+    for cid in cids:
+        for i in range(n):
+            node.bucket.set(f"{prefix}::{i:04d}", f'{{"n":{i},"c":{cid}}}', collection_id=cid)
+
+
+def expected(node: MockDcpServer, cids: set[int]) -> dict[str, bytes]:
+    """The oracle's documents of these collections (a dropped one has none)."""
+    return {k: v for k, v in oracle_docs(node).items() if int(k.split(":", 1)[0]) in cids}
+
+
+def seen(run: ClientRun, sid: int | None = None) -> dict[str, bytes]:
+    return {k: v.get("value", "").encode() for k, v in run.docs_seen(sid).items()}
+
+
+async def converge(
+    run: ClientRun, node: MockDcpServer, cids: set[int], sid: int | None = None
+) -> None:
+    await run.wait_for(
+        lambda: seen(run, sid) == expected(node, cids), 60, f"the documents of {sorted(cids)}"
+    )
+
+
+def collection_of(ev: dict[str, Any]) -> int:
+    """A system event's collection id (java-dcp-client's field, then gocbcore-consumer's)."""
+    return int(ev.get("collection_id", ev.get("collection", -1)))
+
+
+def system_events(run: ClientRun, types: tuple[str, ...], sid: int | None = None) -> list[Any]:
+    return [
+        ev
+        for ev in run.events()
+        if ev["event"] == "system_event"
+        and ev.get("type") in types
+        and (sid is None or ev.get("sid") == sid)
+    ]
+
+
+def in_every_vbucket(events: list[dict[str, Any]], cid: int) -> bool:
+    return {ev["vb"] for ev in events if collection_of(ev) == cid} == set(range(VBUCKETS))
+
+
+def data_collections(run: ClientRun, sid: int | None = None) -> set[int]:
+    return {
+        ev["collection"]
+        for ev in run.events()
+        if ev["event"] in DATA and (sid is None or ev.get("sid") == sid)
+    }
+
+
+def the_dcp_connection(path: Path, kv_port: int) -> ClientConnection:
+    conns = dcp_connections(path, kv_port)
+    assert conns, "a DCP connection in the capture"
+    conn = conns[0]
+    assert HelloFeature.COLLECTIONS in conn.hello_features
+    assert len(conn.stream_requests()) >= VBUCKETS
+    return conn
+
+
+def stream_values(conn: ClientConnection) -> set[str]:
+    """The distinct stream-request values, collection lists sorted (go-dcp's map order)."""
+    out = set()
+    for req in conn.stream_requests():
+        assert req.frame_sid is None, "no client puts the stream id in a request frame info"
+        value = dict(req.value or {})
+        if "collections" in value:
+            value["collections"] = sorted(value["collections"])
+        out.add(repr(sorted(value.items())))
+    return out
+
+
+def value_of(**fields: object) -> str:
+    return repr(sorted(fields.items()))
+
+
+FILTER_HOTEL_AIRLINE = ("--collection", "inventory.hotel", "--collection", "inventory.airline")
+#: what each client puts in DCP_STREAM_REQ for that filter
+HOTEL_AIRLINE_VALUE = {
+    "java": value_of(uid="0", collections=["8", "9"]),
+    "gocbcore": value_of(collections=["8", "9"]),
+    "godcp": value_of(uid="0", collections=["8", "9"]),
+}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_filtered_stream_sees_exactly_its_collections(
+    client: str, tmp_path: Path, start_client: Start
+) -> None:
+    """A collection filter of two: their documents and creation events, nothing of
+    ``_default``, ``route`` or the scope, before and after the client caught up."""
+    want = {HOTEL, AIRLINE}
+    async with collections_node(tmp_path) as node:
+        load(node, 100, "before", (0, HOTEL, AIRLINE, ROUTE))
+        run = await start_client(client, node, *FILTER_HOTEL_AIRLINE)
+        await converge(run, node, want)
+        load(node, 50, "live", (0, HOTEL, AIRLINE, ROUTE))
+        await converge(run, node, want)
+        if client in SEES_SYSTEM_EVENTS:
+            await run.wait_for(
+                lambda: all(in_every_vbucket(system_events(run, CREATED), c) for c in want),
+                30,
+                "the filtered collections' creation events",
+            )
+        await run.stop()
+        kv_port = node.kv_port
+    assert data_collections(run) == want
+    if client in SEES_SYSTEM_EVENTS:
+        system = [ev for ev in run.events() if ev["event"] == "system_event"]
+        assert {collection_of(ev) for ev in system} == want, "no scope or other collection"
+        assert all(ev["name"] in ("hotel", "airline") for ev in system)
+    conn = the_dcp_connection(tmp_path / "kv.pcap", kv_port)
+    assert stream_values(conn) == {HOTEL_AIRLINE_VALUE[client]}
+    assert "enable_stream_id" not in conn.controls
+    assert "flatbuffers_system_events" not in conn.controls
+
+
+@pytest.mark.parametrize("client", ["java", "gocbcore"])
+async def test_scope_filter_follows_collections_created_later(
+    client: str, tmp_path: Path, start_client: Start
+) -> None:
+    """A scope filter: the scope's collections, also one created while streaming;
+    nothing of ``_default`` or of another scope. (go-dcp has no scope filter.)"""
+    async with collections_node(tmp_path) as node:
+        load(node, 60, "before", (0, HOTEL, AIRLINE, ROUTE))
+        run = await start_client(client, node, "--scope", "inventory")
+        await converge(run, node, {HOTEL, AIRLINE, ROUTE})
+        landmark = node.bucket.create_collection("inventory", "landmark")
+        node.bucket.create_scope("other")
+        elsewhere = node.bucket.create_collection("other", "landmark")
+        load(node, 60, "later", (0, HOTEL, landmark, elsewhere))
+        want = {HOTEL, AIRLINE, ROUTE, landmark}
+        await converge(run, node, want)
+        await run.wait_for(
+            lambda: in_every_vbucket(system_events(run, CREATED), landmark),
+            30,
+            "the new collection's creation event",
+        )
+        await run.stop()
+        kv_port = node.kv_port
+    assert data_collections(run) == want
+    system = [ev for ev in run.events() if ev["event"] == "system_event"]
+    assert elsewhere not in {collection_of(ev) for ev in system}
+    assert all(ev.get("scope_id", ev.get("scope", INVENTORY)) == INVENTORY for ev in system)
+    conn = the_dcp_connection(tmp_path / "kv.pcap", kv_port)
+    scope_value = {
+        "java": value_of(uid="0", scope="8"),
+        "gocbcore": value_of(scope="8"),
+    }
+    assert stream_values(conn) == {scope_value[client]}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_collection_dropped_mid_stream(
+    client: str, tmp_path: Path, start_client: Start
+) -> None:
+    """``airline`` is dropped while the client streams hotel and airline: every vbucket
+    sends the drop, the stream goes on with hotel (no STREAM_END), and a client that
+    forgets a dropped collection's documents holds exactly the oracle's."""
+    async with collections_node(tmp_path) as node:
+        load(node, 80, "before", (0, HOTEL, AIRLINE, ROUTE))
+        run = await start_client(client, node, *FILTER_HOTEL_AIRLINE)
+        await converge(run, node, {HOTEL, AIRLINE})
+        node.bucket.drop_collection("inventory", "airline")
+        load(node, 40, "after", (0, HOTEL, ROUTE))
+        if client in SEES_SYSTEM_EVENTS:
+            await run.wait_for(
+                lambda: in_every_vbucket(system_events(run, DROPPED), AIRLINE),
+                30,
+                "airline's drop in every vbucket",
+            )
+            await converge(run, node, {HOTEL, AIRLINE})  # airline's documents forgotten
+        else:
+            # go-dcp's listener is not told of the drop: hotel's writes keep coming
+            hotel = expected(node, {HOTEL})
+            await run.wait_for(
+                lambda: hotel.items() <= seen(run).items(), 60, "hotel's later documents"
+            )
+        await run.stop()
+    assert not [ev for ev in run.events() if ev["event"] == "stream_end"]
+    assert data_collections(run) == {HOTEL, AIRLINE}
+    drops = {ev["vb"]: ev["seqno"] for ev in system_events(run, DROPPED)}
+    for ev in run.events():
+        if ev["event"] in DATA and ev["collection"] == AIRLINE and ev["vb"] in drops:
+            assert ev["seqno"] < drops[ev["vb"]], f"{ev} after airline's drop"
+
+
+@pytest.mark.parametrize("client", ["java", "gocbcore"])
+async def test_dropping_the_filters_last_collection_ends_its_streams(
+    client: str, tmp_path: Path, start_client: Start
+) -> None:
+    """A filter of ``route`` alone: its drop reaches every vbucket, then STREAM_END
+    FILTER_EMPTY. (go-dcp re-opens a stream that ended so and gives up with a panic
+    after five refusals: couchbase/stream.go reopenStream; not run here.)"""
+    async with collections_node(tmp_path) as node:
+        load(node, 60, "before", (0, HOTEL, ROUTE))
+        run = await start_client(client, node, "--collection", "inventory.route")
+        await converge(run, node, {ROUTE})
+        node.bucket.drop_collection("inventory", "route")
+        load(node, 20, "after", (0, HOTEL))
+
+        def ended() -> set[int]:
+            return {
+                ev["vb"]
+                for ev in run.events()
+                if ev["event"] == "stream_end"
+                and (ev.get("reason_name") == "FILTER_EMPTY" or ev.get("reason") == "filter empty")
+            }
+
+        await run.wait_for(
+            lambda: ended() == set(range(VBUCKETS)), 30, "STREAM_END FILTER_EMPTY everywhere"
+        )
+        await run.stop()
+    assert in_every_vbucket(system_events(run, DROPPED), ROUTE)
+    assert seen(run) == {}
+    assert data_collections(run) == {ROUTE}
+    events = run.events()
+    end_at = {ev["vb"]: i for i, ev in enumerate(events) if ev["event"] == "stream_end"}
+    drop_at = {ev["vb"]: i for i, ev in enumerate(events) if ev.get("type") in DROPPED}
+    assert sum(ev["event"] == "stream_end" for ev in events) == VBUCKETS, "one end each"
+    assert all(drop_at[vb] < end_at[vb] for vb in range(VBUCKETS)), "the drop, then the end"
+
+
+async def test_gocbcore_two_stream_ids_on_one_vbucket(tmp_path: Path, start_client: Start) -> None:
+    """gocbcore with ``UseStreamID``: stream 1 filters hotel, stream 2 airline and route,
+    on every vbucket of one connection; each gets exactly its own, and airline's drop
+    reaches stream 2 only, which goes on with route. (java-dcp-client and go-dcp have no
+    stream ids.)"""
+    async with collections_node(tmp_path) as node:
+        load(node, 60, "before", (0, HOTEL, AIRLINE, ROUTE))
+        run = await start_client(
+            "gocbcore",
+            node,
+            "--stream",
+            "inventory.hotel",
+            "--stream",
+            "inventory.airline,inventory.route",
+        )
+        await converge(run, node, {HOTEL}, sid=1)
+        await converge(run, node, {AIRLINE, ROUTE}, sid=2)
+        node.bucket.drop_collection("inventory", "airline")
+        load(node, 30, "after", (0, HOTEL, ROUTE))
+        await converge(run, node, {HOTEL}, sid=1)
+        await converge(run, node, {AIRLINE, ROUTE}, sid=2)
+        await run.wait_for(
+            lambda: in_every_vbucket(system_events(run, DROPPED, sid=2), AIRLINE),
+            30,
+            "airline's drop on stream 2",
+        )
+        await run.stop()
+        kv_port = node.kv_port
+    events = run.events()
+    assert not [ev for ev in events if ev["event"] in ("error", "stream_end")]
+    for sid in (1, 2):
+        opened = {ev["vb"] for ev in events if ev["event"] == "stream_open" and ev["sid"] == sid}
+        assert opened == set(range(VBUCKETS))
+    assert data_collections(run, sid=1) == {HOTEL}
+    assert data_collections(run, sid=2) == {AIRLINE, ROUTE}
+    assert {collection_of(ev) for ev in system_events(run, DROPPED + CREATED, sid=1)} == {HOTEL}
+    conn = the_dcp_connection(tmp_path / "kv.pcap", kv_port)
+    assert conn.controls.get("enable_stream_id") == "true"
+    assert stream_values(conn) == {
+        value_of(collections=["8"], sid=1),
+        value_of(collections=["9", "a"], sid=2),
+    }
