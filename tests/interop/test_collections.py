@@ -140,6 +140,22 @@ def data_collections(run: ClientRun, sid: int | None = None) -> set[int]:
     }
 
 
+def snapshots_completed(run: ClientRun, sid: int | None = None) -> bool:
+    """Every vbucket's position reached the end of its last snapshot marker: a filtered
+    stream whose snapshot ends on a seqno it does not send gets SEQNO_ADVANCED to it
+    (kv_engine docs/dcp/documentation/commands/seqno-advanced.md)."""
+    end: dict[int, int] = {}
+    position: dict[int, int] = {}
+    for ev in run.events():
+        if sid is not None and ev.get("sid") != sid:
+            continue
+        if ev["event"] == "snapshot":
+            end[ev["vb"]] = ev["end"]
+        elif ev["event"] in (*DATA, "system_event", "seqno_advanced"):
+            position[ev["vb"]] = ev["seqno"]
+    return len(end) == VBUCKETS and all(position.get(vb) == e for vb, e in end.items())
+
+
 def the_dcp_connection(path: Path, kv_port: int) -> ClientConnection:
     conns = dcp_connections(path, kv_port)
     assert conns, "a DCP connection in the capture"
@@ -192,6 +208,9 @@ async def test_filtered_stream_sees_exactly_its_collections(
                 lambda: all(in_every_vbucket(system_events(run, CREATED), c) for c in want),
                 30,
                 "the filtered collections' creation events",
+            )
+            await run.wait_for(
+                lambda: snapshots_completed(run), 30, "every snapshot completed (SEQNO_ADVANCED)"
             )
         await run.stop()
         kv_port = node.kv_port
