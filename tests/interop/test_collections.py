@@ -300,8 +300,17 @@ async def test_dropping_the_filters_last_collection_ends_its_streams(
     client: str, tmp_path: Path, start_client: Start
 ) -> None:
     """A filter of ``route`` alone: its drop reaches every vbucket, then STREAM_END
-    FILTER_EMPTY. (go-dcp re-opens a stream that ended so and gives up with a panic
-    after five refusals: couchbase/stream.go reopenStream; not run here.)"""
+    FILTER_EMPTY, once per vbucket.
+
+    gocbcore-consumer leaves those streams ended. java-dcp-client re-opens every stream
+    that ends with a reason other than OK (``DcpChannelControlHandler`` →
+    ``Conductor.maybeMovePartition``, 50 ms later) and resolves its collection names in
+    the new manifest; the dropped name is reported (``sink.error``) but the ``return``
+    only leaves the lambda, so the request goes out as ``{"uid":"<new uid>"}`` with no
+    filter (``DcpChannel.openStream``, 0.56.0 to 0.58.0), which a real node serves as an
+    unfiltered stream: from then on the consumer gets every collection. Pinned here.
+    (go-dcp re-opens with the dropped id and panics after five refusals,
+    ``stream/stream.go`` reopenStream: not run.)"""
     async with collections_node(tmp_path) as node:
         load(node, 60, "before", (0, HOTEL, ROUTE))
         run = await start_client(client, node, "--collection", "inventory.route")
@@ -320,15 +329,38 @@ async def test_dropping_the_filters_last_collection_ends_its_streams(
         await run.wait_for(
             lambda: ended() == set(range(VBUCKETS)), 30, "STREAM_END FILTER_EMPTY everywhere"
         )
+        if client == "java":
+            await run.wait_for(
+                lambda: bool(data_collections(run) - {ROUTE}), 30, "the unfiltered re-opens"
+            )
         await run.stop()
-    assert in_every_vbucket(system_events(run, DROPPED), ROUTE)
-    assert seen(run) == {}
-    assert data_collections(run) == {ROUTE}
+        kv_port = node.kv_port
     events = run.events()
-    end_at = {ev["vb"]: i for i, ev in enumerate(events) if ev["event"] == "stream_end"}
+    assert in_every_vbucket(system_events(run, DROPPED), ROUTE)
+    end_at: dict[int, int] = {}
+    for i, ev in enumerate(events):
+        if ev["event"] == "stream_end":
+            end_at.setdefault(ev["vb"], i)
     drop_at = {ev["vb"]: i for i, ev in enumerate(events) if ev.get("type") in DROPPED}
     assert sum(ev["event"] == "stream_end" for ev in events) == VBUCKETS, "one end each"
     assert all(drop_at[vb] < end_at[vb] for vb in range(VBUCKETS)), "the drop, then the end"
+    assert not [k for k in seen(run) if k.startswith(f"{ROUTE}:")], "route forgotten"
+    requests = the_dcp_connection(tmp_path / "kv.pcap", kv_port).stream_requests()
+    first, again = requests[:VBUCKETS], requests[VBUCKETS:]
+    route_only = {"java": {"uid": "0", "collections": ["a"]}, "gocbcore": {"collections": ["a"]}}
+    assert all(r.value == route_only[client] for r in first)
+    if client == "gocbcore":
+        assert not again
+        assert seen(run) == {}
+        assert data_collections(run) == {ROUTE}
+        return
+    assert again
+    assert all(r.value is not None and r.value.keys() == {"uid"} for r in again), "no filter"
+    reopened = {r.vbucket for r in again}
+    for i, ev in enumerate(events):
+        if ev["event"] in DATA and ev["collection"] != ROUTE:
+            assert ev["vb"] in reopened, ev
+            assert i > end_at[ev["vb"]], ev
 
 
 async def test_gocbcore_two_stream_ids_on_one_vbucket(tmp_path: Path, start_client: Start) -> None:
