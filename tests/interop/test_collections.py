@@ -225,6 +225,46 @@ async def test_filtered_stream_sees_exactly_its_collections(
     assert "flatbuffers_system_events" not in conn.controls
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_filtered_stream_resumes_after_the_server_drops_the_connection(
+    client: str, tmp_path: Path, start_client: Start
+) -> None:
+    """The connection drops; while the client is away ``route`` is dropped and a
+    collection created (manifest changes the filter does not see) and every collection
+    written. The client re-opens its filtered streams from its positions (java-dcp-client
+    with the manifest uid its stream last saw) and ends with exactly its collections."""
+    want = {HOTEL, AIRLINE}
+    async with collections_node(tmp_path) as node:
+        load(node, 80, "before", (0, HOTEL, AIRLINE, ROUTE))
+        node.bucket.persist()
+        run = await start_client(client, node, *FILTER_HOTEL_AIRLINE)
+        await converge(run, node, want)
+        node.node.refusing = True
+        node.disconnect_all("interop: disconnect step")
+        node.bucket.drop_collection("inventory", "route")
+        landmark = node.bucket.create_collection("inventory", "landmark")
+        load(node, 40, "away", (0, HOTEL, AIRLINE, landmark))
+        node.node.refusing = False
+        await run.wait_for(
+            lambda: seen(run) == expected(node, want), 90, "the documents written while away"
+        )
+        await run.stop()
+        kv_port = node.kv_port
+    assert data_collections(run) == want
+    assert not [ev for ev in run.events() if ev["event"] == "rollback"]
+    # go-dcp logs (and the program records) its first re-open attempts on the closed
+    # connection as errors before it reconnects
+    if client != "godcp":
+        assert not [ev for ev in run.events() if ev["event"] == "error"]
+    conns = dcp_connections(tmp_path / "kv.pcap", kv_port)
+    assert len(conns) >= 2, "it reconnected"
+    again = [r.value or {} for c in conns[1:] for r in c.stream_requests()]
+    assert again
+    assert all(sorted(v["collections"]) == ["8", "9"] for v in again)
+    if client == "java":
+        assert {v["uid"] for v in again} <= {"2", "3", "4"}, "the uid its stream saw"
+
+
 @pytest.mark.parametrize("client", ["java", "gocbcore"])
 async def test_scope_filter_follows_collections_created_later(
     client: str, tmp_path: Path, start_client: Start
