@@ -445,3 +445,57 @@ async def test_gocbcore_two_stream_ids_on_one_vbucket(tmp_path: Path, start_clie
         value_of(collections=["8"], sid=1),
         value_of(collections=["9", "a"], sid=2),
     }
+
+
+async def test_gocbcore_stream_ids_with_overlapping_scope_and_collection_filters(
+    tmp_path: Path, start_client: Start
+) -> None:
+    """Stream 1 filters hotel, stream 2 the whole scope: hotel's documents reach both,
+    and a collection created while streaming joins stream 2 only."""
+    async with collections_node(tmp_path) as node:
+        load(node, 60, "before", (0, HOTEL, AIRLINE, ROUTE))
+        run = await start_client(
+            "gocbcore", node, "--stream", "inventory.hotel", "--stream", "scope:inventory"
+        )
+        await converge(run, node, {HOTEL}, sid=1)
+        await converge(run, node, {HOTEL, AIRLINE, ROUTE}, sid=2)
+        landmark = node.bucket.create_collection("inventory", "landmark")
+        load(node, 30, "after", (0, HOTEL, landmark))
+        await converge(run, node, {HOTEL}, sid=1)
+        await converge(run, node, {HOTEL, AIRLINE, ROUTE, landmark}, sid=2)
+        await run.stop()
+        kv_port = node.kv_port
+    assert data_collections(run, sid=1) == {HOTEL}
+    assert data_collections(run, sid=2) == {HOTEL, AIRLINE, ROUTE, landmark}
+    assert in_every_vbucket(system_events(run, CREATED, sid=2), landmark)
+    assert {collection_of(ev) for ev in system_events(run, CREATED, sid=1)} == {HOTEL}
+    conn = the_dcp_connection(tmp_path / "kv.pcap", kv_port)
+    assert stream_values(conn) == {value_of(collections=["8"], sid=1), value_of(scope="8", sid=2)}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_client_without_a_filter_sees_only_the_default_collection(
+    client: str, tmp_path: Path, start_client: Start
+) -> None:
+    """No filter on a bucket with collections. java-dcp-client and gocbcore-consumer
+    connect collection-unaware (no HELLO COLLECTIONS, no stream-request value): a
+    legacy stream, ``_default`` only, no system event, keys without a collection
+    prefix. go-dcp is always collection-aware and, without collection names, asks for
+    ``_default`` (its config default) by id: ``{"uid":"0","collections":["0"]}``."""
+    async with collections_node(tmp_path) as node:
+        load(node, 60, "before", (0, HOTEL, AIRLINE, ROUTE))
+        run = await start_client(client, node)
+        await converge(run, node, {0})
+        load(node, 30, "after", (0, HOTEL))
+        await converge(run, node, {0})
+        await run.stop()
+        kv_port = node.kv_port
+    assert data_collections(run) == {0}
+    assert not [ev for ev in run.events() if ev["event"] == "system_event"]
+    conn = dcp_connections(tmp_path / "kv.pcap", kv_port)[0]
+    if client == "godcp":
+        assert HelloFeature.COLLECTIONS in conn.hello_features
+        assert stream_values(conn) == {value_of(uid="0", collections=["0"])}
+    else:
+        assert HelloFeature.COLLECTIONS not in conn.hello_features
+        assert all(r.value is None for r in conn.stream_requests())
