@@ -351,6 +351,8 @@ class Stream:
                     start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
                 )
                 self._queue_extras([self._seqno_advanced(end)], end)
+            if selection.ended:  # a legacy stream's _default was dropped
+                self.end(self._ending_reason())
             return
         frames, _, last = picked
         if oso:

@@ -435,3 +435,11 @@ def test_to_latest_on_a_filtered_stream_ends_at_its_collections_high_seqno() -> 
         stream_request(0, 1, {}, latest), bucket=b, settings=AWARE, active_stream_exists=False
     )
     assert everything.end_seqno == 6
+
+
+def test_legacy_backfill_ends_with_ok_at_a_dropped_default_collection() -> None:
+    b = bucket()
+    b.set("h1", "{}", collection_id=HOTEL)
+    b.drop_collection("_default", "_default")
+    on_disk(b)
+    assert summary(drain(stream(b, LEGACY, frozenset({0})), collections=False)) == [("end", "OK")]
