@@ -347,9 +347,8 @@ def write_collections(b: Bucket, ops: list[tuple[Any, ...]]) -> None:
             scope = SCOPE_OF.get(op[1], "inventory")
             if manifest.collection_named(scope, op[1]) is not None:
                 b.drop_collection(scope, op[1])
-        elif (coll := manifest.collection_named("inventory", op[1])) is not None:
-            if coll.max_ttl != op[2]:
-                b.modify_collection("inventory", op[1], max_ttl=op[2])
+        elif (coll := manifest.collection_named("inventory", op[1])) and coll.max_ttl != op[2]:
+            b.modify_collection("inventory", op[1], max_ttl=op[2])
 
 
 def reference_selection(
