@@ -114,11 +114,13 @@ class StreamFilter:
         *,
         upto: int | None = None,
         skip: frozenset[int] = frozenset(),
+        cids: Sequence[int] | None = None,
     ) -> Selection:
         """The frames (their tags given) this stream sends, in order: none after the one
         that empties the filter, none above seqno ``upto``, no document of a collection
         in ``skip``. ``items_of`` gives the frames' items, read only when the tags cannot
-        decide."""
+        decide; ``cids``, the frames' collection ids (an ``array``) if the caller has
+        them, saves reading the items' (each a scattered object)."""
         if self.empty:
             return Selection(())
         cols = self.collections
@@ -130,8 +132,12 @@ class StreamFilter:
         items = items_of()
         np = load_numpy()
         count = len(items)
-        cids = np.fromiter(map(_COLLECTION_ID, items), np.int64, count)
-        events = np.flatnonzero(cids == SYSTEM_COLLECTION_ID).tolist()
+        ids = (
+            np.fromiter(map(_COLLECTION_ID, items), np.int64, count)
+            if cids is None
+            else np.frombuffer(cids, np.uint32).astype(np.int64)
+        )
+        events = np.flatnonzero(ids == SYSTEM_COLLECTION_ID).tolist()
         if upto is not None:
             seqnos = np.fromiter(map(_SEQNO, items), np.uint64, count)
             count = int(np.searchsorted(seqnos, upto, side="right"))
@@ -151,14 +157,14 @@ class StreamFilter:
             if self.empty:
                 ended, count = True, i + 1
                 break
-        cids = cids[:count]
+        ids = ids[:count]
         if cols is None:
-            keep = cids != SYSTEM_COLLECTION_ID
+            keep = ids != SYSTEM_COLLECTION_ID
             if skip:
-                keep &= ~np.isin(cids, np.fromiter(skip, np.int64, len(skip)))
+                keep &= ~np.isin(ids, np.fromiter(skip, np.int64, len(skip)))
         else:
             held -= skip
-            keep = np.isin(cids, np.fromiter(held, np.int64, len(held)))
+            keep = np.isin(ids, np.fromiter(held, np.int64, len(held)))
         if not self.aware:
             chosen = []
         if chosen:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp._numpy import load_numpy
 from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, TAG_SYSTEM
 from mockdcp.producer._encoder import Frames, ItemEncoder
 from mockdcp.producer._filter import Selection, StreamFilter
@@ -350,6 +351,8 @@ class Stream:
                     start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
                 )
                 self._queue_extras([self._seqno_advanced(end)], end)
+            if selection.ended:  # a legacy stream's _default was dropped
+                self.end(self._ending_reason())
             return
         frames, _, last = picked
         if oso:
@@ -398,19 +401,18 @@ class Stream:
         if not positions:
             return None
         assert items is not None
-        chosen = [items[i] for i in positions]
-        heads = [heads[i] for i in positions]
-        tails = [tails[i] for i in positions]
-        tags = bytes(tags[i] for i in positions)
-        frames = self._encoder.prepare(
-            heads,
-            tails,
-            tags,
-            ItemEncoder.ends_of(heads, tails, tags),
-            0,
-            lambda at: [chosen[i] for i in at],
-        )
-        return frames, chosen[0].seqno, chosen[-1].seqno
+        np = load_numpy()
+        at = np.asarray(positions, np.int64)
+        heads = list(map(heads.__getitem__, positions))  # C loops, no Python per frame
+        tails = list(map(tails.__getitem__, positions))
+        tags = np.frombuffer(tags, np.uint8)[at].tobytes()
+
+        def items_at(indices: Sequence[int]) -> list[Item]:
+            return [items[positions[i]] for i in indices]
+
+        ends = ItemEncoder.ends_of(heads, tails, tags)
+        frames = self._encoder.prepare(heads, tails, tags, ends, 0, items_at)
+        return frames, items[positions[0]].seqno, items[positions[-1]].seqno
 
     def _dropped_collections(self) -> frozenset[int]:
         """Collections dropped in this vbucket: a disk backfill skips their documents."""

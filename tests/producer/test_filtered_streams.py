@@ -12,6 +12,7 @@ from mockdcp.model import Bucket
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._stream import Stream
+from mockdcp.producer._stream_request import decide_stream_request
 from mockdcp.protocol import (
     DcpControl,
     DcpStreamRequest,
@@ -28,6 +29,7 @@ from mockdcp.protocol import (
     Status,
     StreamEnd,
     StreamEndReason,
+    StreamFlag,
     SystemEvent,
     SystemEventType,
     decode_server_message,
@@ -373,17 +375,19 @@ def test_no_oso_for_a_pass_through_stream() -> None:
 # -- stream ids, through a connection ------------------------------------------------------------
 
 
-def stream_request(vbucket: int, opaque: int, value: dict[str, object]) -> DcpStreamRequest:
+def stream_request(
+    vbucket: int, opaque: int, value: dict[str, object], flags: int = 0
+) -> DcpStreamRequest:
     return DcpStreamRequest(
         opaque=opaque,
         vbucket=vbucket,
-        flags=0,
+        flags=flags,
         start_seqno=0,
         end_seqno=MAX,
         vbucket_uuid=0,
         snap_start_seqno=0,
         snap_end_seqno=0,
-        value=json.dumps(value).encode(),
+        value=json.dumps(value).encode() if value else b"",
     )
 
 
@@ -411,3 +415,31 @@ def test_two_stream_ids_on_one_vbucket_each_get_their_collection_with_their_sid(
     assert [r.status for r in again if isinstance(r, Response)] == [Status.KEY_EEXISTS]
     # every frame of a sid stream carries its sid, the markers and events too
     assert all(getattr(m, "stream_id", None) in (1, 2) for m in messages)
+
+
+# -- TO_LATEST ends at the filter's own high seqno -------------------------------------------
+
+
+def test_to_latest_on_a_filtered_stream_ends_at_its_collections_high_seqno() -> None:
+    b = bucket()
+    b.set("h1", "{}", collection_id=HOTEL)  # 4
+    b.set("a1", "{}", collection_id=AIR)  # 5
+    b.set("d1", "{}")  # 6
+    latest = int(StreamFlag.TO_LATEST)
+    request = stream_request(0, 1, {"collections": ["8"]}, latest)
+    decision = decide_stream_request(request, bucket=b, settings=AWARE, active_stream_exists=False)
+    assert (decision.status, decision.end_seqno) == (Status.SUCCESS, 4)
+    s = stream(b, collections=decision.collections, end=decision.end_seqno)
+    assert summary(drain(s))[-2:] == [("mutation", 4, HOTEL), ("end", "OK")]
+    everything = decide_stream_request(
+        stream_request(0, 1, {}, latest), bucket=b, settings=AWARE, active_stream_exists=False
+    )
+    assert everything.end_seqno == 6
+
+
+def test_legacy_backfill_ends_with_ok_at_a_dropped_default_collection() -> None:
+    b = bucket()
+    b.set("h1", "{}", collection_id=HOTEL)
+    b.drop_collection("_default", "_default")
+    on_disk(b)
+    assert summary(drain(stream(b, LEGACY, frozenset({0})), collections=False)) == [("end", "OK")]
