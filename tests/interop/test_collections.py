@@ -451,7 +451,9 @@ async def test_gocbcore_stream_ids_with_overlapping_scope_and_collection_filters
     tmp_path: Path, start_client: Start
 ) -> None:
     """Stream 1 filters hotel, stream 2 the whole scope: hotel's documents reach both,
-    and a collection created while streaming joins stream 2 only."""
+    and a collection created while streaming joins stream 2 only. Then hotel is
+    dropped: stream 1 ends FILTER_EMPTY on every vbucket (the end carries its stream
+    id), stream 2 gets the drop and goes on."""
     async with collections_node(tmp_path) as node:
         load(node, 60, "before", (0, HOTEL, AIRLINE, ROUTE))
         run = await start_client(
@@ -463,8 +465,25 @@ async def test_gocbcore_stream_ids_with_overlapping_scope_and_collection_filters
         load(node, 30, "after", (0, HOTEL, landmark))
         await converge(run, node, {HOTEL}, sid=1)
         await converge(run, node, {HOTEL, AIRLINE, ROUTE, landmark}, sid=2)
+        node.bucket.drop_collection("inventory", "hotel")
+        load(node, 20, "last", (0, ROUTE))
+        await converge(run, node, {AIRLINE, ROUTE, landmark}, sid=2)
+        await run.wait_for(
+            lambda: (
+                {ev["vb"] for ev in run.events() if ev["event"] == "stream_end"}
+                == set(range(VBUCKETS))
+            ),
+            30,
+            "stream 1's ends",
+        )
         await run.stop()
         kv_port = node.kv_port
+    ends = [ev for ev in run.events() if ev["event"] == "stream_end"]
+    assert len(ends) == VBUCKETS
+    assert all(ev["sid"] == 1 and ev["reason"] == "filter empty" for ev in ends)
+    assert in_every_vbucket(system_events(run, DROPPED, sid=2), HOTEL)
+    assert in_every_vbucket(system_events(run, DROPPED, sid=1), HOTEL)
+    assert not [ev for ev in run.events() if ev["event"] == "error"]
     assert data_collections(run, sid=1) == {HOTEL}
     assert data_collections(run, sid=2) == {HOTEL, AIRLINE, ROUTE, landmark}
     assert in_every_vbucket(system_events(run, CREATED, sid=2), landmark)
