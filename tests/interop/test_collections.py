@@ -5,18 +5,21 @@ The bucket has a scope ``inventory`` with ``hotel`` (id 8), ``airline`` (9) and 
 every vbucket), and documents in ``_default`` and all three over every vbucket. Each test
 also reads the server's packet capture (``_wire.py``) and pins what the client sent.
 
-What each client sends for collections (the wire checks below assert these):
+What each client sends for collections (read from such captures; the wire checks below
+assert the stream-request values and the controls that matter):
 
 java-dcp-client 0.56.0, ``collectionsAware(true)`` with ``collectionNames("s.c", ...)``
 or ``scopeName("s")``:
   HELLO DATATYPE, XATTR, XERROR, SELECT_BUCKET, SNAPPY, DUPLEX,
   CLUSTERMAP_CHANGE_NOTIFICATION, COLLECTIONS. DCP_CONTROL enable_noop=true and
   set_noop_interval=120 only: no enable_stream_id (the library has no stream ids), no
-  flatbuffers_system_events (it parses only the legacy system-event layouts). It sends
+  flatbuffers_system_events. It sends
   GET_COLLECTIONS_MANIFEST before every DCP_STREAM_REQ and resolves names itself; the
   request has flags 0x10 (ACTIVE_VB_ONLY) and the value ``{"uid":"0","collections":["8",
   "9"]}`` or ``{"uid":"0","scope":"8"}`` (hex ids; ``uid`` is the manifest uid the stream
-  has seen, "0" on a fresh start). Its ``StreamEndEvent`` gives the reason (FILTER_EMPTY).
+  has seen, "0" on a fresh start, e.g. "3" on a resume). It re-opens every stream that
+  ends with a reason other than OK, FILTER_EMPTY included, and then without a filter
+  (see the FILTER_EMPTY test).
 
 gocbcore v10.9.3, ``DCPAgent`` with ``IoConfig.UseCollections`` and ``OpenStreamOptions``:
   HELLO ... COLLECTIONS among its usual features. DCP_CONTROL enable_noop, set_noop_interval
@@ -36,8 +39,9 @@ go-dcp v1.3.6, ``scopeName`` + ``collectionNames``:
   enable_noop, set_noop_interval 180, set_priority low, enable_expiry_opcode,
   connection_buffer_size, send_stream_end_on_client_close_stream; DCP_STREAM_REQ flags
   0x80 (IGNORE_PURGED_TOMBSTONES) with ``{"uid":"0","collections":[...]}`` (ids in its map
-  order). No scope filter (collections of one scope only), no stream ids, no FlatBuffers;
-  its listener is given no system event (couchbase/observer.go keeps them for offsets).
+  order; uid "0" on resumes too; without collection names ``["0"]``, ``_default``). No
+  scope filter (collections of one scope only), no stream ids, no FlatBuffers; its
+  listener is given no system event (couchbase/observer.go keeps them for offsets).
 """
 
 from __future__ import annotations
