@@ -2,10 +2,11 @@
 with the venv's python, as root): drop what the server never loads, then prove it still
 serves.
 
-1. Delete what no import reaches: numpy's test suites and test-only extension modules,
-   f2py, numpy.distutils, C headers and static libraries, Cython declarations (``*.pxd``),
-   type stubs (``*.pyi``), Faker's Sphinx extension, pip's bookkeeping, the console
-   scripts of the deleted parts, and every ``__pycache__``.
+1. Delete what no import reaches: test suites (numpy's, trio's), numpy's test-only
+   extension modules, f2py, numpy.distutils, C headers and static libraries, Cython
+   declarations (``*.pxd``), type stubs (``*.pyi``), Faker's Sphinx extension, the venv's
+   activation scripts and the console scripts of the deleted parts, and every
+   ``__pycache__``.
 2. Run the image's work, writing bytecode: ``mockdcp serve --docs 1000`` streamed to the
    end by ``mockdcp tail``, its health and state endpoints, a bundled scenario validated
    and served. The ``.pyc`` files this leaves are those of the modules the server
@@ -45,7 +46,9 @@ DEAD = (
     "**/__pycache__",
     "**/*.pyi",
     "**/*.pxd",
-    "numpy/**/tests",
+    # test suites shipped inside packages (numpy's, trio's, sniffio's)
+    "*/**/tests",
+    "*/**/_tests",
     "numpy/conftest.py",
     "numpy/f2py",
     "numpy/distutils",
