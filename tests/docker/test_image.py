@@ -124,16 +124,19 @@ def test_image_adds_little_to_its_base(
 # is ready, then `mockdcp tail` streams every document; prints what the server logged
 # about where each module's code came from.
 SERVE_VERBOSE = f"""
-import json, subprocess, sys
+import json, subprocess, sys, tempfile
+log = tempfile.TemporaryFile("w+")  # python -v writes more than a pipe holds
 server = subprocess.Popen(
     [sys.executable, "-v", "-m", "mockdcp", "serve", "--json", "--port", "0",
      "--http-port", "0", "--docs", "{DOCS}"],
-    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout=subprocess.PIPE, stderr=log, text=True)
 ready = next(e for e in map(json.loads, server.stdout) if e["event"] == "ready")
 subprocess.run([sys.executable, "-m", "mockdcp", "tail", "--port", str(ready["kv_port"]),
                 "--limit", "{DOCS}", "--json"], check=True, stdout=subprocess.DEVNULL)
 server.terminate()
-sys.stdout.write(server.communicate(timeout=30)[1])
+server.wait(timeout=30)
+log.seek(0)
+sys.stdout.write(log.read())
 """
 
 
