@@ -68,10 +68,13 @@ SESSION = uuid.uuid4().hex[:12]
 
 # The engine these tests start when none answers: Debian's dockerd without iptables
 # (containers still reach one another on a compose network, and published ports go
-# through docker-proxy). Storage: overlay2 where the kernel has overlayfs and the data
-# root is not itself on overlayfs, else vfs, which works anywhere but copies the whole
-# filesystem for every layer and container (a build took 3.5 minutes with it, against
-# under a minute with overlay2); MOCKDCP_DOCKER_STORAGE_DRIVER chooses.
+# through docker-proxy) and without the default bridge (docker0, which engines of
+# concurrent sessions would share, each handing out its addresses): build steps and plain
+# `docker run` get a loopback interface only, which is all they use. Storage: overlay2
+# where the kernel has overlayfs and the data root is not itself on overlayfs, else vfs,
+# which works anywhere but copies the whole filesystem for every layer and container (a
+# build took 3.5 minutes with it, against under a minute with overlay2);
+# MOCKDCP_DOCKER_STORAGE_DRIVER chooses.
 ENGINE_START_TIMEOUT = 60.0
 ENGINE_STOP_TIMEOUT = 30.0
 # prctl(2): the signal the kernel sends a process when its parent dies
@@ -183,6 +186,7 @@ def _start_dockerd(home: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes
             [
                 dockerd,
                 "--iptables=false",
+                "--bridge=none",
                 f"--storage-driver={storage_driver(data_root)}",
                 f"--data-root={data_root}",
                 f"--exec-root={home / 'exec'}",
