@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -75,6 +76,7 @@ SESSION = uuid.uuid4().hex[:12]
 # which works anywhere but copies the whole filesystem for every layer and container (a
 # build took 3.5 minutes with it, against under a minute with overlay2);
 # MOCKDCP_DOCKER_STORAGE_DRIVER chooses.
+ENGINE_PREFIX = "mockdcp-dockerd-"
 ENGINE_START_TIMEOUT = 60.0
 ENGINE_STOP_TIMEOUT = 30.0
 # prctl(2): the signal the kernel sends a process when its parent dies
@@ -148,8 +150,11 @@ def engine() -> Iterator[Engine]:
         yield Engine(env)
         return
     _check_can_start_dockerd()
+    _remove_dead_engines()
     # under /tmp, not pytest's (deeper) base temp: a unix socket path has at most 107 bytes
-    home = Path(tempfile.mkdtemp(prefix="mockdcp-dockerd-"))
+    home = Path(tempfile.mkdtemp(prefix=ENGINE_PREFIX))
+    lock = open(home / "session.lock", "wb")  # noqa: SIM115 (held for the whole session)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         own = {**env, "DOCKER_HOST": f"unix://{home / 'docker.sock'}"}
         process = _start_dockerd(home, own)
@@ -159,6 +164,29 @@ def engine() -> Iterator[Engine]:
             _stop(process)
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        lock.close()
+
+
+def _remove_dead_engines() -> None:
+    """Remove what sessions killed outright left: an engine directory whose session lock
+    is free and whose dockerd (it got SIGTERM when its session died) has exited."""
+    for home in Path(tempfile.gettempdir()).glob(f"{ENGINE_PREFIX}*"):
+        try:
+            with open(home / "session.lock", "rb") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not _dockerd_running(home):
+                    shutil.rmtree(home, ignore_errors=True)
+        except (FileNotFoundError, BlockingIOError):
+            continue  # being set up, or its session is running
+
+
+def _dockerd_running(home: Path) -> bool:
+    """dockerd removes its pidfile when it stops."""
+    try:
+        pid = int((home / "dockerd.pid").read_text())
+    except (OSError, ValueError):
+        return False
+    return Path(f"/proc/{pid}").exists()
 
 
 def _check_can_start_dockerd() -> None:
@@ -280,21 +308,8 @@ def build_context(dest: Path) -> Path:
     # installed here, so the image's documents can be compared with faker_documents here.
     constraints = dest / "constraints.txt"
     constraints.write_text(installed_versions())
-    wheels = dest / "wheels"
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--wheel-dir",
-            wheels,
-            "-c",
-            constraints,
-            REPO,
-        ]
-    )
+    pip_wheel = (sys.executable, "-m", "pip", "wheel", "--quiet")
+    run([*pip_wheel, "-c", constraints, "--wheel-dir", dest / "wheels", REPO])
     return dest
 
 
