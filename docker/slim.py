@@ -15,11 +15,17 @@ serves.
    which rich imports only for syntax highlighting and tracebacks, numpy.ma, ...).
 3. Delete the Faker locales the document generator did not import. Faker lists its
    locales from the provider packages' directories (``faker/utils/loading.py``) and loads
-   only the requested one (``Faker()``: en_US, whose modules import ``en``), so what the
-   generator imported is all it needs; the other 80-odd locales are most of Faker's
-   25 MB.
+   only the requested one (``Faker()``: en_US, with the ``en`` address and ``en_GB`` bank
+   modules its own build on), so what the generator imported is all it needs; the other
+   80-odd locales are most of Faker's 25 MB.
 4. Compile the rest of mockdcp's own modules, then run step 2 again without writing
    bytecode: the build fails if the pruned environment cannot serve and stream.
+
+What stays although the server hardly uses it: numpy.libs, the OpenBLAS numpy bundles
+(28 MB), which numpy's core extension links (``ldd numpy/_core/_multiarray_umath*.so``),
+so numpy cannot import without it; pygments (5 MB of sources), since rich's tracebacks
+and syntax highlighting import it. numpy's shared objects are not stripped (2.5 MB)
+because the default base has no binutils.
 
 Usage: python slim.py  (the venv is the running interpreter's).
 """
