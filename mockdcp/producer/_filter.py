@@ -41,25 +41,20 @@ if TYPE_CHECKING:
 _SCOPE_EVENTS = frozenset({SystemEventType.CREATE_SCOPE, SystemEventType.DROP_SCOPE})
 #: every tag byte of a default-collection document (``bytes.translate`` deletes them)
 _DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
-_COLLECTION_ID = attrgetter("collection_id")
 _SEQNO = attrgetter("seqno")
 
 
 @attrs.frozen
 class Selection:
-    """What a stream sends of a run of frames: ``positions`` (``None``: all of them) and,
-    when they were read, the items of the run; ``ended``: the filter emptied at the last
-    selected frame (the stream ends after it)."""
+    """What a stream sends of a run of frames: ``positions`` (``None``: all of them);
+    ``ended``: the filter emptied at the last selected frame (the stream ends after it)."""
 
     positions: Sequence[int] | None
-    items: Sequence[Item] | None = None
     ended: bool = False
-
-    def count(self, total: int) -> int:
-        return total if self.positions is None else len(self.positions)
 
 
 ALL = Selection(None)
+NONE = Selection(())
 
 
 @attrs.define
@@ -110,36 +105,32 @@ class StreamFilter:
     def select(
         self,
         tags: bytes,
-        items_of: Callable[[], Sequence[Item]],
+        cids: Sequence[int],
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
         *,
         upto: int | None = None,
         skip: frozenset[int] = frozenset(),
-        cids: Sequence[int] | None = None,
     ) -> Selection:
-        """The frames (their tags given) this stream sends, in order: none after the one
-        that empties the filter, none above seqno ``upto``, no document of a collection
-        in ``skip``. ``items_of`` gives the frames' items, read only when the tags cannot
-        decide; ``cids``, the frames' collection ids (an ``array``) if the caller has
-        them, saves reading the items' (each a scattered object)."""
+        """The frames (their tags and collection ids given: ``cids`` is an
+        ``array("I")``) this stream sends, in order: none after the one that empties the
+        filter, none above seqno ``upto``, no document of a collection in ``skip``.
+        ``items_at`` gives the items of frames by position: only system events are read
+        (and every item when ``upto`` cuts the run)."""
         if self.empty:
-            return Selection(())
+            return NONE
         cols = self.collections
         if upto is None and not skip:
             if cols is None and self.aware:
                 return ALL
             if not tags.translate(None, _DEFAULT_TAGS):  # default-collection documents
-                return ALL if cols is None or 0 in cols else Selection(())
-        items = items_of()
+                return ALL if cols is None or 0 in cols else NONE
         np = load_numpy()
-        count = len(items)
-        ids = (
-            np.fromiter(map(_COLLECTION_ID, items), np.int64, count)
-            if cids is None
-            else np.frombuffer(cids, np.uint32).astype(np.int64)
-        )
+        count = len(tags)
+        ids = np.frombuffer(cids, np.uint32, count).astype(np.int64)
         events = np.flatnonzero(ids == SYSTEM_COLLECTION_ID).tolist()
         if upto is not None:
-            seqnos = np.fromiter(map(_SEQNO, items), np.uint64, count)
+            every = items_at(range(count))
+            seqnos = np.fromiter(map(_SEQNO, every), np.uint64, count)
             count = int(np.searchsorted(seqnos, upto, side="right"))
             events = [i for i in events if i < count]
         chosen: list[int] = []
@@ -147,8 +138,7 @@ class StreamFilter:
         # every collection the filter holds during the run: a creation comes before its
         # documents, a drop after them
         held = set() if cols is None else set(cols)
-        for i in events:
-            event = items[i]
+        for i, event in zip(events, items_at(events), strict=True):
             assert isinstance(event, SystemEventItem)
             if self.wants_event(event):
                 chosen.append(i)
@@ -169,4 +159,4 @@ class StreamFilter:
             chosen = []
         if chosen:
             keep[chosen] = True
-        return Selection(np.flatnonzero(keep).tolist(), items, ended)
+        return Selection(np.flatnonzero(keep).tolist(), ended)

@@ -330,20 +330,16 @@ class Stream:
         self._backfill_end = end
         if not count:
             return
-        heads, tails, tags = snap.heads, snap.tails, snap.tags
+        heads, tails, tags, cids = snap.heads, snap.tails, snap.tags, snap.cids
         if count < len(heads):
-            heads, tails, tags = heads[:count], tails[:count], tags[:count]
+            heads, tails, tags, cids = heads[:count], tails[:count], tags[:count], cids[:count]
         by_seqno = self.vb.disk_by_seqno
 
         def items_at(at: Sequence[int]) -> list[Item]:
             return snap.items_at(by_seqno, at)
 
         oso = self._oso_applies(start)
-        selection = self._filter.select(
-            tags, lambda: items_at(range(count)), skip=self._dropped_collections()
-        )
-        if oso and selection.items is None:
-            selection = Selection(selection.positions, items_at(range(count)))
+        selection = self._filter.select(tags, cids, items_at, skip=self._dropped_collections())
         picked = self._pick(heads, tails, tags, selection, items_at, snap.seqnos)
         if picked is None:  # nothing for this stream
             if self._filter.aware and not oso:
@@ -356,7 +352,7 @@ class Stream:
             return
         frames, _, last = picked
         if oso:
-            frames = self._oso_order(frames, selection, end)
+            frames = self._oso_order(frames, selection, items_at, count, end)
             # the OSO snapshot covers [1, end]: the next marker starts after it
             self._first_marker_sent, self.last_marker_end = True, end
         else:
@@ -389,30 +385,35 @@ class Stream:
             ends = ItemEncoder.ends_of(heads, tails, tags)
             frames = self._encoder.prepare(heads, tails, tags, ends, 0, items_at)
             return frames, seqnos[0], seqnos[len(heads) - 1]
-        return self._chosen(heads, tails, tags, selection)
+        return self._chosen(heads, tails, tags, selection, items_at)
 
     def _chosen(
-        self, heads: list[bytes], tails: list[bytes], tags: bytes, selection: Selection
+        self,
+        heads: list[bytes],
+        tails: list[bytes],
+        tags: bytes,
+        selection: Selection,
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
     ) -> tuple[Frames, int, int] | None:
         """The frames at the selection's positions (``None`` if there is none) in this
         connection's value form, with the seqnos of the first and last of them."""
-        positions, items = selection.positions, selection.items
+        positions = selection.positions
         assert positions is not None
         if not positions:
             return None
-        assert items is not None
         np = load_numpy()
         at = np.asarray(positions, np.int64)
         heads = list(map(heads.__getitem__, positions))  # C loops, no Python per frame
         tails = list(map(tails.__getitem__, positions))
         tags = np.frombuffer(tags, np.uint8)[at].tobytes()
 
-        def items_at(indices: Sequence[int]) -> list[Item]:
-            return [items[positions[i]] for i in indices]
+        def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
+            return items_at([positions[i] for i in indices])
 
         ends = ItemEncoder.ends_of(heads, tails, tags)
-        frames = self._encoder.prepare(heads, tails, tags, ends, 0, items_at)
-        return frames, items[positions[0]].seqno, items[positions[-1]].seqno
+        frames = self._encoder.prepare(heads, tails, tags, ends, 0, chosen_at)
+        first, last = items_at([positions[0], positions[-1]])
+        return frames, first.seqno, last.seqno
 
     def _dropped_collections(self) -> frozenset[int]:
         """Collections dropped in this vbucket: a disk backfill skips their documents."""
@@ -451,14 +452,20 @@ class Stream:
             and self.backfills == 1
         )
 
-    def _oso_order(self, frames: Frames, selection: Selection, end: int) -> Frames:
+    def _oso_order(
+        self,
+        frames: Frames,
+        selection: Selection,
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
+        count: int,
+        end: int,
+    ) -> Frames:
         """The selected frames in key order between OSO_SNAPSHOT start and end; system
         events first (the collection's creation); SEQNO_ADVANCED to the snapshot end
         before the end marker in ``true_with_seqno_advanced`` mode when the last item
         sent is not at that seqno."""
-        positions, items = selection.positions, selection.items
-        assert items is not None
-        chosen = [items[i] for i in positions] if positions is not None else list(items)
+        positions = selection.positions
+        chosen = items_at(positions if positions is not None else range(count))
         order = sorted(range(len(chosen)), key=lambda i: (not chosen[i].system, chosen[i].key))
         heads = [frames.heads[i] for i in order]
         tails = [frames.tails[i] for i in order]
@@ -502,7 +509,7 @@ class Stream:
         if batch is None:
             return
         upto = self.end_seqno if batch.last_seqno > self.end_seqno else None
-        selection = self._filter.select(batch.tags, lambda: batch.items, upto=upto)
+        selection = self._filter.select(batch.tags, batch.cids, batch.items_at, upto=upto)
         if selection.positions is None:  # every frame of the batch, as the checkpoint has it
             frames = self._encoder.prepare(
                 batch.heads, batch.tails, batch.tags, batch.ends, batch.base, batch.items_at
@@ -513,7 +520,7 @@ class Stream:
                 batch.last_seqno,
             )
         else:
-            picked = self._chosen(batch.heads, batch.tails, batch.tags, selection)
+            picked = self._chosen(batch.heads, batch.tails, batch.tags, selection, batch.items_at)
         # the snapshot this batch is: to the end seqno, or to the event that emptied the
         # filter (the stream ends there)
         snap_end = min(batch.last_seqno, self.end_seqno)

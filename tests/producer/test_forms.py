@@ -20,6 +20,7 @@ from mockdcp.protocol import (
     DcpOpenFlag,
     FrameReader,
     Opcode,
+    SystemEventType,
     split_xattrs,
 )
 
@@ -379,7 +380,9 @@ def reference_selection(
             if getattr(ev, "scope_id", None) != scope:
                 continue
             out.append(ev)
-            if target is not None and not ev.deleted:
+            # a creation joins the filter (a modification does not: a collection
+            # dropped before the request, its creation de-duplicated, stays out)
+            if getattr(ev, "event", None) is SystemEventType.BEGIN_COLLECTION:
                 held.add(target)
             if target is None and ev.deleted:
                 break  # the scope dropped
