@@ -11,13 +11,21 @@ a filtered stream sees only its collections' events, so each stream keeps its ow
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import attrs
 
 from mockdcp.protocol import SystemEvent, SystemEventType
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 #: ``(vbucket, stream id)``: how the consumer names a stream (``None``: no stream-id)
 StreamKey = tuple[int, int | None]
+
+
+def _ids(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(values)
 
 
 def _check_sid(_: object, __: attrs.Attribute[int | None], sid: int | None) -> None:
@@ -38,7 +46,7 @@ class StreamFilter:
     1..65535.
     """
 
-    collections: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    collections: tuple[int, ...] = attrs.field(default=(), converter=_ids)
     scope: int | None = None
     sid: int | None = attrs.field(default=None, validator=_check_sid)
 
