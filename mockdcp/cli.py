@@ -143,6 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--from", dest="start", choices=("now", "beginning"), default="beginning")
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
+    tail.add_argument(
+        "--collection",
+        action="append",
+        default=[],
+        metavar="NAME_OR_ID",
+        help="stream only this collection: scope.name (a bare name is in _default) or an id "
+        "(0x8, or digits: decimal); repeatable",
+    )
+    tail.add_argument(
+        "--scope",
+        metavar="NAME_OR_ID",
+        help="stream only this scope's collections, those created later too (name or id)",
+    )
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
     tail.add_argument(
         "--buffer-size",

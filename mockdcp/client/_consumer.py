@@ -54,6 +54,8 @@ from mockdcp.protocol import (
     Frame,
     FrameReader,
     GetClusterConfig,
+    GetCollectionId,
+    GetScopeId,
     Hello,
     HelloFeature,
     Magic,
@@ -74,6 +76,7 @@ from mockdcp.protocol import (
     StreamEndReason,
     SystemEvent,
     decode_failover_log,
+    decode_id_lookup_extras,
     decode_server_message,
 )
 
@@ -367,22 +370,7 @@ class DcpConsumer:
     # -- bootstrap ----------------------------------------------------------------------
 
     async def _bootstrap(self) -> None:
-        features = [
-            HelloFeature.XATTR,
-            HelloFeature.XERROR,
-            HelloFeature.SELECT_BUCKET,
-            HelloFeature.JSON,
-        ]
-        if self.collections:
-            features.append(HelloFeature.COLLECTIONS)
-        await self._expect_ok(
-            Hello(opaque=self._next_opaque(), agent=b"mockdcp-client", features=tuple(features)),
-            "HELLO",
-        )
-        await self._authenticate()
-        await self._expect_ok(
-            SelectBucket(opaque=self._next_opaque(), bucket=self.bucket), "SELECT_BUCKET"
-        )
+        await self._login()
         if self._every_vbucket:
             frame = await self._expect_ok(
                 GetClusterConfig(opaque=self._next_opaque()), "GET_CLUSTER_CONFIG"
@@ -406,6 +394,25 @@ class DcpConsumer:
                 DcpControl(opaque=self._next_opaque(), key=key, value=value), f"control {key}"
             )
 
+    async def _login(self) -> None:
+        """HELLO, SASL and SELECT_BUCKET: what any KV connection starts with."""
+        features = [
+            HelloFeature.XATTR,
+            HelloFeature.XERROR,
+            HelloFeature.SELECT_BUCKET,
+            HelloFeature.JSON,
+        ]
+        if self.collections:
+            features.append(HelloFeature.COLLECTIONS)
+        await self._expect_ok(
+            Hello(opaque=self._next_opaque(), agent=b"mockdcp-client", features=tuple(features)),
+            "HELLO",
+        )
+        await self._authenticate()
+        await self._expect_ok(
+            SelectBucket(opaque=self._next_opaque(), bucket=self.bucket), "SELECT_BUCKET"
+        )
+
     async def _authenticate(self) -> None:
         client = SaslClient(self.user, self.password, self.mechanism)
         frame = await self._call(
@@ -422,6 +429,36 @@ class DcpConsumer:
         if frame.status != Status.SUCCESS:
             raise ConsumerError(f"authentication failed with status {frame.status:#x}")
         client.finish(frame.value)
+
+    async def lookup_ids(self, paths: Iterable[str], *, scopes: bool = False) -> list[int]:
+        """The ids of collections (``scope.collection``) or, with ``scopes``, of scopes,
+        asked with GET_COLLECTION_ID / GET_SCOPE_ID on a connection of their own.
+
+        Raises ``ConsumerError`` naming a path the bucket does not have (UNKNOWN_COLLECTION
+        or UNKNOWN_SCOPE), or when the node refuses the login.
+        """
+        self._reader = FrameReader()
+        self._stream = stream = await self._connect()
+        ids = []
+        try:
+            await self._login()
+            for path in paths:
+                opaque = self._next_opaque()
+                message = (
+                    GetScopeId(opaque=opaque, path=path)
+                    if scopes
+                    else GetCollectionId(opaque=opaque, path=path)
+                )
+                frame = await self._call(message)
+                if frame.status != Status.SUCCESS:
+                    what = "scope" if scopes else "collection"
+                    raise ConsumerError(f"no {what} {path!r} (status {frame.status:#x})")
+                ids.append(decode_id_lookup_extras(frame.extras)[1])
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            self._stream = None
+        return ids
 
     # -- streams --------------------------------------------------------------------------
 
