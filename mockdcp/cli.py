@@ -209,6 +209,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the consumer does not negotiate collections (java-dcp-client, gocbcore defaults)",
     )
+    bench.add_argument(
+        "--filter",
+        action="store_true",
+        help="items spread over 4 collections; the consumer streams one (a collection filter)",
+    )
+    bench.add_argument(
+        "--stream-ids",
+        type=_int_in(1, 4),
+        nargs="?",
+        const=2,
+        default=0,
+        metavar="N",
+        help="N streams per vbucket with stream-ids (default 2); with --filter each "
+        "streams its own collection, without it each gets every item",
+    )
     bench.add_argument("--json", action="store_true")
     return parser
 
