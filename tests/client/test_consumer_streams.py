@@ -3,10 +3,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 from mockdcp.client import (
+    CollectionInfo,
     ConsumerError,
     DcpConsumer,
     StreamFilter,
@@ -30,10 +32,17 @@ from mockdcp.protocol import (
     StreamEnd,
     StreamEndReason,
     StreamRequestValue,
+    SystemEvent,
+    SystemEventType,
     collection_event,
     decode_client_message,
     encode_failover_log,
     scope_event,
+)
+from mockdcp.protocol._flatbuffers import (
+    CollectionEventV2,
+    DroppedCollectionV2,
+    encode_flatbuffers_value,
 )
 
 OPAQUE = STREAM_OPAQUE_BASE  # vbucket 0, first filter
@@ -406,3 +415,34 @@ class TestOso:
         await fed.feed(_end(StreamEndReason.STATE_CHANGED))
         (request,) = fed.sent.requests()
         assert (request.start_seqno, request.snap_start_seqno, request.snap_end_seqno) == (0, 0, 0)
+
+
+class TestFlatBuffersEvents:
+    def _event(self, seqno: int, kind: SystemEventType, data: Any, name: bytes) -> SystemEvent:  # noqa: ANN401
+        return SystemEvent(
+            opaque=OPAQUE,
+            vbucket=0,
+            by_seqno=seqno,
+            event=kind,
+            version=2,
+            key=name,
+            value=encode_flatbuffers_value(data),
+        )
+
+    async def test_version_2_events_and_modify_collection_update_the_view(self) -> None:
+        fed = Fed()
+        await fed.open()
+        begin = CollectionEventV2(manifest_uid=4, scope_id=0, collection_id=8, name="hotel")
+        modify = attrs.evolve(begin, manifest_uid=5, max_ttl=60)
+        dropped = DroppedCollectionV2(manifest_uid=6, scope_id=0, collection_id=8)
+        await fed.feed(
+            _marker(1, 3),
+            self._event(1, SystemEventType.BEGIN_COLLECTION, begin, b"hotel"),
+            self._event(2, SystemEventType.MODIFY_COLLECTION, modify, b"hotel"),
+        )
+        view = fed.state.manifest(0)
+        assert view.collections[8] == CollectionInfo(0, "hotel", 60)
+        assert view.uid == 5
+        await fed.feed(self._event(3, SystemEventType.END_COLLECTION, dropped, b""))
+        assert 8 not in view.collections
+        assert fed.state.cleared[(0, 8)] == 3
