@@ -48,7 +48,15 @@ async def _serve(args: argparse.Namespace) -> None:
 
     scenario = getattr(args, "scenario", None)
     bucket = (
-        None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+        None
+        if scenario
+        else Bucket(
+            args.bucket,
+            args.vbuckets,
+            seed=args.seed,
+            clock=time.time,
+            collections=getattr(args, "collections", None) or {},
+        )
     )
     corpus = getattr(args, "corpus", None)
     if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server

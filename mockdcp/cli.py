@@ -68,6 +68,17 @@ def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for uuids, CAS and data")
 
 
+def _collection_paths(text: str) -> dict[str, list[str]]:
+    """``scope.collection,...`` as the bucket's ``collections`` (scope -> names)."""
+    out: dict[str, list[str]] = {}
+    for path in filter(None, (p.strip() for p in text.split(","))):
+        scope, dot, name = path.partition(".")
+        if not dot or not scope or not name or "." in name:
+            raise argparse.ArgumentTypeError(f"{path!r} is not scope.collection")
+        out.setdefault(scope, []).append(name)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mockdcp", description="A mock Couchbase DCP producer for testing DCP consumers."
@@ -79,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common_server(serve)
     serve.add_argument(
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
+    )
+    serve.add_argument(
+        "--collections",
+        type=_collection_paths,
+        default=None,
+        metavar="SCOPE.COLLECTION,...",
+        help="scopes and collections the bucket has from the start (e.g. "
+        "inventory.hotel,inventory.air); their creation events are the first seqnos",
     )
     serve.add_argument(
         "--json", action="store_true", help="print the ready line and the log as JSON lines"
