@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -153,3 +153,45 @@ async def test_a_scope_filter_follows_collections_created_later(server: MockDcpS
     assert consumer.requests == VBUCKETS
     assert consumer.state.violations == []
     assert _got(consumer.state) == {}
+
+
+@pytest.mark.parametrize("mode", ["true", "true_with_seqno_advanced"])
+async def test_an_oso_backfill_converges_and_resumes_from_its_highest_seqno(
+    server: MockDcpServer, mode: str
+) -> None:
+    from mockdcp.protocol import OsoSnapshot, OsoSnapshotFlag
+
+    bucket = server.bucket
+    for vb in range(VBUCKETS):  # on disk: the first stream of each vbucket is a backfill
+        bucket.checkpoint(vb)
+        bucket.persist(vb)
+    oso: list[tuple[int, int]] = []
+    consumer = _consumer(server, StreamFilter(collections=[HOTEL]))
+    consumer.extra_controls = [("enable_out_of_order_snapshots", mode)]
+
+    def on_event(vb: int, ev: object) -> None:
+        if isinstance(ev, OsoSnapshot):
+            oso.append((vb, ev.flags))
+
+    consumer.on_event = on_event
+    async with trio.open_nursery() as nursery:
+        await nursery.start(consumer.run)
+        await _until(lambda: len(oso) == 2 * VBUCKETS)
+        await _until(lambda: _got(consumer.state) == _expected(server, HOTEL))
+        bucket.set("after-oso", b"{}", collection_id=HOTEL)
+        await _until(lambda: _got(consumer.state) == _expected(server, HOTEL))
+        nursery.cancel_scope.cancel()
+    assert sorted(oso) == sorted(
+        (vb, flag)
+        for vb in range(VBUCKETS)
+        for flag in (OsoSnapshotFlag.START, OsoSnapshotFlag.END)
+    )
+    assert consumer.state.violations == []
+    for vb in range(VBUCKETS):
+        pos = consumer.state.position(vb)
+        assert pos.snap_start == pos.snap_end == pos.seqno  # a complete snapshot
+        assert pos.seqno >= max((v.seqno for v in _versions(consumer.state, vb)), default=0)
+
+
+def _versions(state: ConsumerState, vb: int) -> list[Any]:
+    return [v for vs in state.versions.values() for v in vs if v.vbucket == vb]
