@@ -1,6 +1,6 @@
 """mockdcp's reference DCP consumer: follows the protocol exactly, on trio.
 
-It does what a correct consumer must (clients.md, producer.md):
+It does what a correct consumer must (kv_engine docs/dcp/documentation):
 
 * bootstrap: HELLO (XATTR, XERROR, SELECT_BUCKET, JSON, COLLECTIONS), SASL (SCRAM-SHA512
   by default), SELECT_BUCKET, DCP_OPEN, controls (noop, interval, buffer size);
