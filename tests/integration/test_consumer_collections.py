@@ -99,6 +99,36 @@ async def test_two_filtered_streams_per_vbucket_with_stream_ids(server: MockDcpS
         assert {state.position(vb, sid).seqno for sid in (1, 2)} <= set(range(high[vb] + 1))
 
 
+async def test_streams_with_stream_ids_resume_each_from_its_own_position(
+    server: MockDcpServer,
+) -> None:
+    consumer = _consumer(
+        server, StreamFilter(collections=[HOTEL], sid=1), StreamFilter(scope=INVENTORY, sid=2)
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(consumer.run)
+        await _until(lambda: _got(consumer.state) == _expected(server, HOTEL, AIRLINE))
+        before = {key: pos.seqno for key, pos in consumer.state.positions.items()}
+        await server.apply({"disconnect": {}})
+        for i in range(10):
+            server.bucket.set(f"late-h{i}", b"{}", collection_id=HOTEL)
+            server.bucket.set(f"late-a{i}", b"{}", collection_id=AIRLINE)
+        await _until(lambda: _got(consumer.state) == _expected(server, HOTEL, AIRLINE))
+        nursery.cancel_scope.cancel()
+    state = consumer.state
+    assert consumer.connects == 2
+    assert state.violations == []
+    assert state.rollbacks == []
+    # nothing came twice: each stream resumed where it was
+    for versions in state.versions.values():
+        sids = [v.sid for v in versions]
+        assert len(sids) == len(set(sids))
+    assert all(state.positions[key].seqno >= seqno for key, seqno in before.items())
+    # the two filters overlap on hotel: both streams brought it
+    received = {(v.sid, k[0]) for k, versions in state.versions.items() for v in versions}
+    assert received == {(1, HOTEL), (2, HOTEL), (2, AIRLINE)}
+
+
 async def test_a_filter_empty_end_is_not_asked_again(server: MockDcpServer) -> None:
     ends: list[StreamEnd] = []
     consumer = _consumer(server, StreamFilter(collections=[HOTEL]))
