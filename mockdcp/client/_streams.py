@@ -100,7 +100,9 @@ class ManifestView:
     collections: dict[int, CollectionInfo] = attrs.field(factory=dict)
     history: list[SystemEvent] = attrs.field(factory=list)
     #: what the view held before any event (for a replay)
-    initial: tuple[dict[int, str], dict[int, CollectionInfo]] = ({}, {})
+    initial: tuple[dict[int, str], dict[int, CollectionInfo]] = attrs.field(
+        factory=lambda: ({}, {})
+    )
 
     @classmethod
     def for_filter(cls, spec: StreamFilter) -> ManifestView:
