@@ -162,6 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--from", dest="start", choices=("now", "beginning"), default="beginning")
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
+    tail.add_argument(
+        "--collection",
+        action="append",
+        default=[],
+        metavar="NAME_OR_ID",
+        help="stream only this collection: scope.name (a bare name is in _default) or an id "
+        "(0x8, or digits: decimal); repeatable",
+    )
+    tail.add_argument(
+        "--scope",
+        metavar="NAME_OR_ID",
+        help="stream only this scope's collections, those created later too (name or id)",
+    )
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
     tail.add_argument(
         "--buffer-size",
@@ -214,6 +227,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--legacy",
         action="store_true",
         help="the consumer does not negotiate collections (java-dcp-client, gocbcore defaults)",
+    )
+    bench.add_argument(
+        "--filter",
+        action="store_true",
+        help="items spread over 4 collections; the consumer streams one (a collection filter)",
+    )
+    bench.add_argument(
+        "--stream-ids",
+        type=_int_in(1, 4),
+        nargs="?",
+        const=2,
+        default=0,
+        metavar="N",
+        help="N streams per vbucket with stream-ids (default 2); with --filter each "
+        "streams its own collection, without it each gets every item",
     )
     bench.add_argument("--json", action="store_true")
     return parser
