@@ -382,7 +382,10 @@ def reference_selection(
             out.append(ev)
             # a creation joins the filter (a modification does not: a collection
             # dropped before the request, its creation de-duplicated, stays out)
-            if getattr(ev, "event", None) is SystemEventType.BEGIN_COLLECTION:
+            if (
+                target is not None
+                and getattr(ev, "event", None) is SystemEventType.BEGIN_COLLECTION
+            ):
                 held.add(target)
             if target is None and ev.deleted:
                 break  # the scope dropped
