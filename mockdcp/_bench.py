@@ -13,8 +13,13 @@ worker process while the server's writes), and the time from spawning ``mockdcp 
 --docs N`` to its ready line.
 ``--legacy``: the consumer does not negotiate collections. ``--consumers N``: N
 connections (in one consumer process) stream every item at once; the events of all of
-them are counted, and the server's peak resident memory is reported. Every figure is
-the median of ``runs`` runs.
+them are counted, and the server's peak resident memory is reported. ``--filter``: the
+items are spread over ``BENCH_COLLECTIONS`` collections (round robin) and the consumer
+streams one of them with a collection filter. ``--stream-ids N``: N streams per vbucket,
+stream-ids 1..N; with ``--filter`` stream k filters the k-th collection, without it every
+stream is pass-through (and gets every item). Events are the items the consumer receives
+(system events and seqno advances are reported apart). Every figure is the median of
+``runs`` runs.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ if TYPE_CHECKING:
 
 #: documents per ``Bucket.set_many`` call while loading
 LOAD_BATCH = 10_000
+#: collections of the ``--filter`` bucket (scope ``bench``; ids 8 up)
+BENCH_COLLECTIONS = 4
+FIRST_COLLECTION_ID = 8
 
 
 def _rss() -> int:
@@ -49,22 +57,51 @@ def _value(i: int, size: int) -> bytes:
     return head + b"x" * max(0, size - len(head) - 2) + b'"}'
 
 
-def load_bucket(items: int, value_size: int, vbuckets: int) -> tuple[Any, int, float]:
+def load_bucket(
+    items: int, value_size: int, vbuckets: int, collections: int = 0
+) -> tuple[Any, int, float]:
     """A bucket holding ``items`` documents, the bytes of memory it grew by, and the
-    CPU seconds ``Bucket.set_many`` took to load them (in batches of ``LOAD_BATCH``)."""
+    CPU seconds ``Bucket.set_many`` took to load them (in batches of ``LOAD_BATCH``).
+    With ``collections``, item i goes to collection ``FIRST_COLLECTION_ID + i % collections``."""
     from mockdcp.model import Bucket
 
     gc.collect()
     before = _rss()
-    bucket = Bucket("default", vbuckets, seed=1, clock=time.time, checkpoint_max_items=10_000)
+    bucket = Bucket(
+        "default",
+        vbuckets,
+        seed=1,
+        clock=time.time,
+        checkpoint_max_items=10_000,
+        collections={"bench": [f"c{k}" for k in range(collections)]} if collections else None,
+    )
     pad = _value(0, value_size)
     t0 = time.process_time()
     for start in range(0, items, LOAD_BATCH):
         keys = [b"key::%09d" % i for i in range(start, min(start + LOAD_BATCH, items))]
-        bucket.set_many(keys, [pad] * len(keys), datatypes=1)
+        cids = _collection_ids(start, len(keys), collections)
+        bucket.set_many(keys, [pad] * len(keys), datatypes=1, collection_ids=cids)
     seconds = time.process_time() - t0
     gc.collect()
     return bucket, _rss() - before, seconds
+
+
+def _collection_ids(start: int, count: int, collections: int) -> list[int] | None:
+    """Round robin over the bench collections (None: all in ``_default``)."""
+    if not collections:
+        return None
+    return [FIRST_COLLECTION_ID + i % collections for i in range(start, start + count)]
+
+
+def stream_plan(items: int, filtered: bool, stream_ids: int) -> tuple[list[int], int]:
+    """The collection ids the consumer filters on (``--filter``: one, or one per
+    stream-id) and how many items it must receive from a bucket ``load_bucket`` filled
+    with ``BENCH_COLLECTIONS`` collections."""
+    streams = max(stream_ids, 1)
+    if not filtered:
+        return [], items * streams
+    per = [len(range(k, items, BENCH_COLLECTIONS)) for k in range(streams)]
+    return [FIRST_COLLECTION_ID + k for k in range(streams)], sum(per)
 
 
 def measure_documents(count: int) -> dict[str, float]:
@@ -127,7 +164,13 @@ def measure_ready(docs: int, runs: int) -> list[float]:
 
 
 async def _stream_once(
-    bucket: Bucket, items: int, vbuckets: int, legacy: bool = False, consumers: int = 1
+    bucket: Bucket,
+    items: int,
+    vbuckets: int,
+    legacy: bool = False,
+    consumers: int = 1,
+    collections: list[int] | None = None,
+    stream_ids: int = 0,
 ) -> dict[str, Any]:
     import trio
 
@@ -155,6 +198,10 @@ async def _stream_once(
             *(["--legacy"] if legacy else []),
             "--connections",
             str(consumers),
+            "--collections",
+            ",".join(map(str, collections or [])),
+            "--stream-ids",
+            str(stream_ids),
         ]
         c0 = time.process_time()
         async with trio.open_nursery() as nursery:
@@ -203,14 +250,25 @@ def measure_startup(runs: int, docs: int = 0) -> list[float]:
 def run_bench(args: argparse.Namespace) -> int:
     import trio
 
+    if args.legacy and (args.filter or args.stream_ids):
+        print(
+            "mockdcp bench: --filter and --stream-ids need collections, not --legacy",
+            file=sys.stderr,
+        )
+        return 2
+
     # startup first, while this process is small: a 1M-item bucket in the parent slows
     # the spawn of the child being timed
     startup = measure_startup(max(args.runs, 5))
     ready = measure_startup(args.runs, args.items)
     rates, byte_rates, mem, disk, loads, peaks = [], [], [], [], [], []
+    walked: list[float] = []  # the bucket's items per second of streaming
     server_cpu, consumer_cpu, complete = [], [], []
+    cids, streamed = stream_plan(args.items, args.filter, args.stream_ids)
     for _ in range(args.runs):
-        bucket, grown, load_s = load_bucket(args.items, args.value_size, args.vbuckets)
+        bucket, grown, load_s = load_bucket(
+            args.items, args.value_size, args.vbuckets, BENCH_COLLECTIONS if args.filter else 0
+        )
         mem.append(grown / args.items)
         loads.append(args.items / load_s)
         if args.from_disk:
@@ -218,12 +276,20 @@ def run_bench(args: argparse.Namespace) -> int:
                 bucket.checkpoint(vb)
                 bucket.persist(vb)
         result = trio.run(
-            _stream_once, bucket, args.items, args.vbuckets, args.legacy, args.consumers
+            _stream_once,
+            bucket,
+            streamed,
+            args.vbuckets,
+            args.legacy,
+            args.consumers,
+            cids,
+            args.stream_ids,
         )
         peaks.append(result["server_peak_rss"])
         server_cpu.append(result["events"] / result["server_cpu_s"])
         consumer_cpu.append(result["events"] / result["cpu_s"])
         rates.append(result["events"] / result["seconds"])
+        walked.append(args.items / result["seconds"])
         byte_rates.append(result["bytes"] / result["seconds"])
         disk.append(result["disk_snapshots"])
         complete.append(result["complete"])
@@ -244,6 +310,15 @@ def run_bench(args: argparse.Namespace) -> int:
         "consumers": args.consumers,
         # in the worst run: the connections that got exactly every item
         "consumers_complete": min(complete),
+        "filter": args.filter,
+        "stream_ids": args.stream_ids,
+        # items each consumer receives: a quarter of them with --filter, all of them per
+        # pass-through stream
+        "streamed_items": streamed,
+        # the bucket's items over the streaming time: what a filtered stream walked past
+        "bucket_items_per_s": statistics.median(walked),
+        "system_events": result["system_events"],
+        "seqno_advances": result["seqno_advances"],
         "events_per_s": statistics.median(rates),
         "bytes_per_s": statistics.median(byte_rates),
         "startup_s": statistics.median(startup),
@@ -280,6 +355,10 @@ def run_bench(args: argparse.Namespace) -> int:
     source = "from disk" if args.from_disk else "from memory"
     if args.legacy:
         source += ", legacy consumer (no collections)"
+    if args.filter:
+        source += f", filtered on 1 of {BENCH_COLLECTIONS} collections"
+    if args.stream_ids:
+        source += f", {args.stream_ids} streams per vbucket (stream-ids)"
     table = Table(
         title=f"mockdcp bench: {args.items:,} items x {args.value_size} B, "
         f"{args.vbuckets} vbuckets, {source}, median of {args.runs}"
@@ -294,6 +373,10 @@ def run_bench(args: argparse.Namespace) -> int:
         f"{report['consumers_complete']} of {args.consumers}",
         "all",
     )
+    if args.filter:
+        table.add_row(
+            "bucket items/s (walked by the filter)", f"{statistics.median(walked):,.0f}", ""
+        )
     table.add_row("bytes/s", f"{report['bytes_per_s'] / 1e6:,.1f} MB/s", "")
     table.add_row(
         "events per CPU second: server / consumer",

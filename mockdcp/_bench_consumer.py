@@ -2,7 +2,10 @@
 minimal frame walker that counts items, answers DCP_NOOP and acks the buffer.
 
 Prints one JSON line: events, bytes and seconds from the first stream request to the
-last expected item.
+last expected item. ``--collections 8,9`` streams with a collection filter;
+``--stream-ids N`` opens N streams per vbucket with stream-ids 1..N (with
+``--collections``, stream k filters the k-th collection; without, each is pass-through);
+the system events and seqno advances they bring are counted apart from the items.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 
 import trio
 
+from mockdcp.client import StreamFilter
 from mockdcp.client._consumer import DcpConsumer
 from mockdcp.protocol import DcpBufferAck, Opcode, Response, SnapshotFlag, Status
 
@@ -22,6 +26,12 @@ _ITEM_OPCODES = frozenset(
     {int(Opcode.DCP_MUTATION), int(Opcode.DCP_DELETION), int(Opcode.DCP_EXPIRATION)}
 )
 _NOOP = int(Opcode.DCP_NOOP)
+_SYSTEM_EVENT = int(Opcode.DCP_SYSTEM_EVENT)
+_SEQNO_ADVANCED = int(Opcode.DCP_SEQNO_ADVANCED)
+_ALT_REQUEST = 0x08  # magic of a frame with framing extras (a stream-id)
+_RESPONSE = 0x81
+_STREAM_REQ = int(Opcode.DCP_STREAM_REQ)
+_STATUS = struct.Struct(">H")
 _MARKER = int(Opcode.DCP_SNAPSHOT_MARKER)
 _DISK = int(SnapshotFlag.DISK)
 _FLAGS = struct.Struct(">I")
@@ -36,6 +46,7 @@ async def _run(
     buffer_size: int,
     legacy: bool = False,
     name: str = "mockdcp-bench",
+    streams: tuple[StreamFilter, ...] = (),
 ) -> dict[str, float]:
     # reaches into the reference consumer for its bootstrap, then walks frames itself
     consumer = DcpConsumer(
@@ -46,6 +57,7 @@ async def _run(
         buffer_size=buffer_size,
         reconnect=False,
         collections=not legacy,
+        streams=streams,
     )
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     consumer._stream = stream
@@ -53,9 +65,9 @@ async def _run(
     t0 = time.perf_counter()
     c0 = time.process_time()
     for vb in range(vbuckets):
-        await consumer._open_stream(vb)
+        await consumer._open_streams(vb)
     buf = consumer._reader._buf  # whatever the bootstrap read past its last response
-    count = total = unacked = disk_markers = 0
+    count = total = unacked = disk_markers = system_events = advances = 0
     half = buffer_size // 2
     body_at = _BODY.unpack_from
     while count < items:
@@ -72,7 +84,17 @@ async def _run(
             if op in _ITEM_OPCODES:
                 count += 1
             elif op == _MARKER and buf[pos + 4] == 20:  # v1 extras: start, end, flags
-                disk_markers += bool(_FLAGS.unpack_from(buf, pos + 24 + 16)[0] & _DISK)
+                framing = buf[pos + 2] if buf[pos] == _ALT_REQUEST else 0
+                flags_at = pos + 24 + framing + 16
+                disk_markers += bool(_FLAGS.unpack_from(buf, flags_at)[0] & _DISK)
+            elif op == _SYSTEM_EVENT:
+                system_events += 1
+            elif op == _SEQNO_ADVANCED:
+                advances += 1
+            elif op == _STREAM_REQ and buf[pos] == _RESPONSE:
+                status = _STATUS.unpack_from(buf, pos + 6)[0]
+                if status:  # the items it was to bring will never come
+                    raise RuntimeError(f"stream request refused: status {status:#x}")
             elif op == _NOOP and buf[pos] == 0x80:
                 opaque = _OPAQUE.unpack_from(buf, pos + 12)[0]
                 reply = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=opaque)
@@ -93,11 +115,32 @@ async def _run(
         "seconds": seconds,
         "cpu_s": time.process_time() - c0,
         "disk_snapshots": disk_markers,
+        "system_events": system_events,
+        "seqno_advances": advances,
     }
 
 
+def bench_streams(collections: list[int], stream_ids: int) -> tuple[StreamFilter, ...]:
+    """The streams each vbucket gets (see the module docstring); () is one pass-through
+    stream without a stream-id."""
+    if stream_ids:
+        if collections:
+            return tuple(
+                StreamFilter(collections=[cid], sid=k + 1)
+                for k, cid in enumerate(collections[:stream_ids])
+            )
+        return tuple(StreamFilter(sid=k + 1) for k in range(stream_ids))
+    return (StreamFilter(collections=collections),) if collections else ()
+
+
 async def _run_many(
-    connections: int, port: int, items: int, vbuckets: int, buffer_size: int, legacy: bool
+    connections: int,
+    port: int,
+    items: int,
+    vbuckets: int,
+    buffer_size: int,
+    legacy: bool,
+    streams: tuple[StreamFilter, ...] = (),
 ) -> dict[str, float]:
     """``connections`` consumers at once, each streaming every item (DCP_OPEN names
     differ: a node drops a producer whose name another one takes). Events and bytes
@@ -108,7 +151,7 @@ async def _run_many(
 
     async def one(i: int) -> None:
         name = f"mockdcp-bench-{i}"
-        reports.append(await _run(port, items, vbuckets, buffer_size, legacy, name))
+        reports.append(await _run(port, items, vbuckets, buffer_size, legacy, name, streams))
 
     async with trio.open_nursery() as nursery:
         for i in range(connections):
@@ -121,6 +164,8 @@ async def _run_many(
         "seconds": time.perf_counter() - t0,
         "cpu_s": time.process_time() - c0,
         "disk_snapshots": sum(r["disk_snapshots"] for r in reports),
+        "system_events": sum(r["system_events"] for r in reports),
+        "seqno_advances": sum(r["seqno_advances"] for r in reports),
     }
 
 
@@ -132,13 +177,26 @@ def main() -> None:
     p.add_argument("--buffer-size", type=int, default=20 * 1024 * 1024)
     p.add_argument("--legacy", action="store_true", help="do not negotiate collections")
     p.add_argument("--connections", type=int, default=1)
+    p.add_argument("--collections", default="", help="collection ids to filter on: 8,9")
+    p.add_argument("--stream-ids", type=int, default=0, help="streams per vbucket, sids 1..N")
     a = p.parse_args()
+    cids = [int(c) for c in a.collections.split(",") if c]
+    streams = bench_streams(cids, a.stream_ids)
     if a.connections > 1:
         report = trio.run(
-            _run_many, a.connections, a.port, a.items, a.vbuckets, a.buffer_size, a.legacy
+            _run_many,
+            a.connections,
+            a.port,
+            a.items,
+            a.vbuckets,
+            a.buffer_size,
+            a.legacy,
+            streams,
         )
     else:
-        report = trio.run(_run, a.port, a.items, a.vbuckets, a.buffer_size, a.legacy)
+        report = trio.run(
+            _run, a.port, a.items, a.vbuckets, a.buffer_size, a.legacy, "mockdcp-bench", streams
+        )
     print(json.dumps(report), flush=True)
 
 

@@ -48,7 +48,15 @@ async def _serve(args: argparse.Namespace) -> None:
 
     scenario = getattr(args, "scenario", None)
     bucket = (
-        None if scenario else Bucket(args.bucket, args.vbuckets, seed=args.seed, clock=time.time)
+        None
+        if scenario
+        else Bucket(
+            args.bucket,
+            args.vbuckets,
+            seed=args.seed,
+            clock=time.time,
+            collections=getattr(args, "collections", None) or {},
+        )
     )
     corpus = getattr(args, "corpus", None)
     if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
@@ -177,17 +185,92 @@ def _describe(vb: int, event: object) -> dict[str, Any]:
     if isinstance(event, tuple):
         row.update(event="Rollback", seqno=event[1])
         return row
+    sid = getattr(event, "stream_id", None)
+    if sid is not None:
+        row["sid"] = sid
     for field in ("by_seqno", "start_seqno", "end_seqno", "flags", "reason", "rev_seqno"):
         if hasattr(event, field):
             row[field] = int(getattr(event, field))
+    row.update(_collection_fields(event))
     key = getattr(event, "key", None)
-    if key is not None:
+    if key is not None and "type" not in row:
         row["key"] = key.decode(errors="replace")
         row["collection"] = getattr(event, "collection_id", None) or 0
     value = getattr(event, "value", None)
     if value is not None and name in ("Mutation",):
         row["value"] = value.decode(errors="replace")
     return row
+
+
+def _collection_fields(event: object) -> dict[str, Any]:
+    """What tail shows of a system event, a stream end, an OSO marker, a refused
+    stream: names of the wire numbers, and the event's ids."""
+    from mockdcp.client import StreamRefused
+    from mockdcp.protocol import (
+        OsoSnapshot,
+        OsoSnapshotFlag,
+        Status,
+        StreamEnd,
+        StreamEndReason,
+        SystemEvent,
+        SystemEventType,
+    )
+
+    if isinstance(event, StreamEnd):
+        return {"reason_name": _name(StreamEndReason, event.reason)}
+    if isinstance(event, OsoSnapshot):
+        return {"oso": "start" if event.flags & OsoSnapshotFlag.START else "end"}
+    if isinstance(event, StreamRefused):
+        return {"sid": event.stream_id, "status": _name(Status, event.status)}
+    if not isinstance(event, SystemEvent):
+        return {}
+    data = event.data()
+    row: dict[str, Any] = {
+        "type": _name(SystemEventType, event.event),
+        "manifest_uid": data.manifest_uid,
+        "scope_id": data.scope_id,
+    }
+    cid = getattr(data, "collection_id", None)
+    if cid is not None:
+        row["collection_id"] = cid
+    if event.key:
+        row["name"] = event.key.decode(errors="replace")
+    ttl = getattr(data, "max_ttl", None)
+    if ttl is not None:
+        row["max_ttl"] = ttl
+    return row
+
+
+def _name(enum: Any, number: int) -> str:  # noqa: ANN401 - any IntEnum class
+    try:
+        return str(enum(number).name)
+    except ValueError:
+        return str(number)
+
+
+def _id_or_name(text: str) -> int | str:
+    """``0x1a`` (hex) or ``26`` (decimal) is an id; anything else is a name."""
+    if text.lower().startswith("0x"):
+        return int(text, 16)
+    return int(text) if text.isdigit() else text
+
+
+async def _tail_streams(args: argparse.Namespace, consumer: Any) -> list[Any]:  # noqa: ANN401
+    """The stream filter ``--collection``/``--scope`` ask for, names resolved with
+    GET_COLLECTION_ID / GET_SCOPE_ID (one StreamFilter; none without the options)."""
+    from mockdcp.client import StreamFilter
+
+    if args.scope is not None:
+        scope = _id_or_name(args.scope)
+        if isinstance(scope, str):
+            (scope,) = await consumer.lookup_ids([scope], scopes=True)
+        return [StreamFilter(scope=scope)]
+    if not args.collection:
+        return []
+    wanted = [_id_or_name(c) for c in args.collection]
+    paths = [c if "." in c else f"_default.{c}" for c in wanted if isinstance(c, str)]
+    found = iter(await consumer.lookup_ids(paths) if paths else [])
+    return [StreamFilter(collections=[c if isinstance(c, int) else next(found) for c in wanted])]
 
 
 async def _tail(args: argparse.Namespace) -> None:
@@ -233,9 +316,17 @@ async def _tail(args: argparse.Namespace) -> None:
         buffer_size=args.buffer_size,
         noop_interval=args.noop_interval,
     )
+    consumer.streams = await _tail_streams(args, consumer) or consumer.streams
+
+    async def until_every_stream_ended() -> None:  # e.g. FILTER_EMPTY on each of them
+        await consumer.finished.wait()
+        print("mockdcp tail: every stream has ended", file=sys.stderr, flush=True)
+        done.set()
+
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consumer.run)
+            nursery.start_soon(until_every_stream_ended)
             await done.wait()
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the consumer's error, unwrapped for run_tail
@@ -245,6 +336,14 @@ async def _tail(args: argparse.Namespace) -> None:
 def run_tail(args: argparse.Namespace) -> int:
     from mockdcp.client import CallbackError, ConsumerError
 
+    if (args.collection or args.scope is not None) and args.no_collections:
+        print("mockdcp tail: --collection and --scope need collections", file=sys.stderr)
+        return 2
+    if args.collection and args.scope is not None:
+        print(
+            "mockdcp tail: a stream filters on --collection or --scope, not both", file=sys.stderr
+        )
+        return 2
     try:
         trio.run(_tail, args)
     except KeyboardInterrupt:

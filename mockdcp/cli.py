@@ -68,6 +68,17 @@ def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for uuids, CAS and data")
 
 
+def _collection_paths(text: str) -> dict[str, list[str]]:
+    """``scope.collection,...`` as the bucket's ``collections`` (scope -> names)."""
+    out: dict[str, list[str]] = {}
+    for path in filter(None, (p.strip() for p in text.split(","))):
+        scope, dot, name = path.partition(".")
+        if not dot or not scope or not name or "." in name:
+            raise argparse.ArgumentTypeError(f"{path!r} is not scope.collection")
+        out.setdefault(scope, []).append(name)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mockdcp", description="A mock Couchbase DCP producer for testing DCP consumers."
@@ -79,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common_server(serve)
     serve.add_argument(
         "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
+    )
+    serve.add_argument(
+        "--collections",
+        type=_collection_paths,
+        default=None,
+        metavar="SCOPE.COLLECTION,...",
+        help="scopes and collections the bucket has from the start (e.g. "
+        "inventory.hotel,inventory.air); their creation events are the first seqnos",
     )
     serve.add_argument(
         "--json", action="store_true", help="print the ready line and the log as JSON lines"
@@ -143,6 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--from", dest="start", choices=("now", "beginning"), default="beginning")
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
+    tail.add_argument(
+        "--collection",
+        action="append",
+        default=[],
+        metavar="NAME_OR_ID",
+        help="stream only this collection: scope.name (a bare name is in _default) or an id "
+        "(0x8, or digits: decimal); repeatable",
+    )
+    tail.add_argument(
+        "--scope",
+        metavar="NAME_OR_ID",
+        help="stream only this scope's collections, those created later too (name or id)",
+    )
     tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
     tail.add_argument(
         "--buffer-size",
@@ -195,6 +227,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--legacy",
         action="store_true",
         help="the consumer does not negotiate collections (java-dcp-client, gocbcore defaults)",
+    )
+    bench.add_argument(
+        "--filter",
+        action="store_true",
+        help="items spread over 4 collections; the consumer streams one (a collection filter)",
+    )
+    bench.add_argument(
+        "--stream-ids",
+        type=_int_in(1, 4),
+        nargs="?",
+        const=2,
+        default=0,
+        metavar="N",
+        help="N streams per vbucket with stream-ids (default 2); with --filter each "
+        "streams its own collection, without it each gets every item",
     )
     bench.add_argument("--json", action="store_true")
     return parser

@@ -7,6 +7,12 @@ from mockdcp.client._consumer import (
     ConsumerError as ConsumerError,
     ConsumerState as ConsumerState,
     DcpConsumer as DcpConsumer,
+    StreamRefused as StreamRefused,
     VbPosition as VbPosition,
     Version as Version,
+)
+from mockdcp.client._streams import (
+    CollectionInfo as CollectionInfo,
+    ManifestView as ManifestView,
+    StreamFilter as StreamFilter,
 )

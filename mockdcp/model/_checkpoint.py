@@ -9,8 +9,9 @@ Invariants:
   replaces the older entry by ``None`` and appends the new one, so a cursor's position
   (checkpoint, index) stays valid and a cursor that had not read the old version never
   sees it;
-* ``heads``, ``tails`` and ``tags`` run parallel to ``entries``: each item's frame in two
-  pieces (``b""`` where the entry is ``None``) and its ``Item.tag``. A cursor hands a
+* ``heads``, ``tails``, ``tags`` and ``cids`` run parallel to ``entries``: each item's
+  frame in two pieces (``b""`` where the entry is ``None``), its ``Item.tag`` and its
+  collection id (a stream's collection filter selects frames by it). A cursor hands a
   batch's frames to the producer without touching the item objects, which are
   scattered in memory (a cache miss each; see the README's "Performance");
 * checkpoints cover consecutive seqno ranges; the last one is open;
@@ -38,6 +39,7 @@ class Checkpoint:
 
     __slots__ = (
         "bytes",
+        "cids",
         "end_seqno",
         "ends",
         "entries",
@@ -61,6 +63,7 @@ class Checkpoint:
         self.heads: list[bytes] = []
         self.tails: list[bytes] = []
         self.tags = bytearray()
+        self.cids = array("I")
         #: running total of frame bytes as appended (replaced entries included): the
         #: end offsets of the frames of a batch without holes, read without a loop
         self.ends = array("q")
@@ -88,6 +91,7 @@ class Checkpoint:
         self.heads.append(item.head)
         self.tails.append(item.tail)
         self.tags.append(item.tag)
+        self.cids.append(item.collection_id)
         size = item.size
         self.ends.append((self.ends[-1] if self.ends else 0) + size)
         self.end_seqno = item.seqno
@@ -131,6 +135,8 @@ class MemoryBatch:
     checkpoint_end_seqno: int
     #: the cursor entered this checkpoint by crossing a boundary with this batch
     starts_checkpoint: bool
+    #: each frame's collection id (an ``array("I")``), beside ``tags``
+    cids: Sequence[int] = ()
 
     @property
     def items(self) -> list[Item]:
@@ -189,9 +195,11 @@ class Cursor:
                     self.last_read_seqno = last.seqno
                     heads, tails = cp.heads[start:end], cp.tails[start:end]
                     tags = bytes(cp.tags[start:end])
+                    cids = cp.cids[start:end]
                     ends: Sequence[int]
                     if cp.last_hole >= start:  # holes: leave them out, count the ends
                         live = [e for e in cp.entries[start:end] if e is not None]
+                        cids = array("I", (c for h, c in zip(heads, cids, strict=True) if h))
                         tags = bytes(t for h, t in zip(heads, tags, strict=True) if h)
                         pieces = [(h, t) for h, t in zip(heads, tails, strict=True) if h]
                         heads, tails = [h for h, _ in pieces], [t for _, t in pieces]
@@ -212,6 +220,7 @@ class Cursor:
                         cp.start_seqno,
                         cp.end_seqno,
                         starts,
+                        cids,
                     )
             if cp.open:
                 return None

@@ -47,6 +47,8 @@ TAG_TOMBSTONE = 0x08
 TAG_EXPIRATION = 0x10
 TAG_EMPTY = 0x20
 TAG_COLLECTION = 0x40
+#: a system event, or a message a stream adds (SEQNO_ADVANCED): never a document
+TAG_SYSTEM = 0x80
 
 
 def item_tag(datatype: int, deleted: bool, expiration: bool, empty: bool, cid: int) -> int:
@@ -264,10 +266,11 @@ class SystemEventItem(Item):
             assert frame is not None
             wire = frame
         # the whole frame is the head (its key has no collection prefix); the tag marks
-        # it outside the default collection (legacy streams never get it) and, without
-        # datatype, tombstone or value bits, never in need of a value-form variant
+        # it a system event outside the default collection (legacy streams never get
+        # it), without datatype, tombstone or value bits: only a FlatBuffers connection
+        # needs a variant of it (``ItemEncoder``)
         self.head, self.tail, self.forms = wire, b"", None
-        self.tag = TAG_COLLECTION | TAG_EMPTY
+        self.tag = TAG_COLLECTION | TAG_EMPTY | TAG_SYSTEM
 
     def as_manifest_event(self) -> ManifestEvent:
         """The manifest change this event records."""
@@ -340,9 +343,9 @@ class SystemEventItem(Item):
         )
         return encode_flatbuffers_value(data)
 
-    def frame(self, *, flatbuffers: bool) -> bytes | None:
-        """The DCP_SYSTEM_EVENT frame (opaque 0, no stream-id) for a collection-aware
-        consumer, with FlatBuffers values (version 2) or without (versions 0/1); ``None``
+    def event_fields(self, *, flatbuffers: bool) -> tuple[int, bytes, bytes] | None:
+        """The version, key and value of the DCP_SYSTEM_EVENT a collection-aware consumer
+        gets, with FlatBuffers values (version 2) or without (versions 0/1); ``None``
         when such a consumer is not sent this event (a modification without
         FlatBuffers). The key is the name on creations and modifications, empty on drops.
         """
@@ -356,13 +359,21 @@ class SystemEventItem(Item):
             version = (
                 1 if ev is SystemEventType.BEGIN_COLLECTION and self.max_ttl is not None else 0
             )
+        return version, b"" if ev in _DROPS else self.name.encode(), value
+
+    def frame(self, *, flatbuffers: bool) -> bytes | None:
+        """The DCP_SYSTEM_EVENT frame (opaque 0, no stream-id) of ``event_fields``."""
+        fields = self.event_fields(flatbuffers=flatbuffers)
+        if fields is None:
+            return None
+        version, key, value = fields
         return encode_system_event_frame(
             vbucket=self.vbucket,
             cas=0,  # as the seed's example: a system event carries no CAS
             by_seqno=self.seqno,
-            event=int(ev),
+            event=int(self.event),
             version=version,
-            key=b"" if ev in _DROPS else self.name.encode(),
+            key=key,
             value=value,
         )
 

@@ -10,11 +10,12 @@ State:
 * ``checkpoints``: the in-memory history streams read through cursors (last one open);
 * ``disk``: (collection, key) → newest *persisted* version, tombstones until purged, and
   ``disk_seqnos`` (an ``array``: slices copy no objects) with ``disk_heads``,
-  ``disk_tails`` and ``disk_tags`` beside it: the same items' seqnos, frames (in two
-  pieces, ``Item``) and tags in seqno order, for backfills;
+  ``disk_tails``, ``disk_tags`` and ``disk_cids`` beside it: the same items' seqnos,
+  frames (in two pieces, ``Item``), tags and collection ids in seqno order, for backfills;
 * ``high_seqno`` ≥ ``persisted_seqno`` ≥ ``purge_seqno``;
 * ``generation`` changes whenever the vbucket's history is cut (restart, failover, flush)
-  or its state changes; a stream that sees a new generation ends (producer.md §9).
+  or its state changes; a stream that sees a new generation ends (kv_engine
+  ``ActiveStream::setDead``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class DiskSnapshot:
     heads: list[bytes] = attrs.field(factory=list)
     tails: list[bytes] = attrs.field(factory=list)
     tags: bytes = b""
+    #: the items' collection ids (an ``array("I")``), beside ``tags``
+    cids: Sequence[int] = ()
 
     def items_at(self, by_seqno: dict[int, Item], indices: Sequence[int]) -> list[Item]:
         """The items of frames ``indices``, looked up in ``VBucket.disk_by_seqno`` (read
@@ -100,6 +103,7 @@ class VBucket:
         self.disk_heads: list[bytes] = []
         self.disk_tails: list[bytes] = []
         self.disk_tags = bytearray()
+        self.disk_cids = array("I")
         self.disk_by_seqno: dict[int, Item] = {}
         self.cursors: dict[str, Cursor] = {}
         #: every write in seqno order, never de-duplicated: what a replica that had
@@ -193,8 +197,19 @@ class VBucket:
         if frames:
             seqnos, heads, tails = self.disk_seqnos[i:], self.disk_heads[i:], self.disk_tails[i:]
             tags = bytes(self.disk_tags[i:])
+            cids = self.disk_cids[i:]
             return DiskSnapshot(
-                after_seqno + 1, end, (), end, end, self.purge_seqno, seqnos, heads, tails, tags
+                after_seqno + 1,
+                end,
+                (),
+                end,
+                end,
+                self.purge_seqno,
+                seqnos,
+                heads,
+                tails,
+                tags,
+                cids,
             )
         by = self.disk_by_seqno
         items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
@@ -229,7 +244,7 @@ class VBucket:
         index, entries, heads, tails = cp.index, cp.entries, cp.heads, cp.tails
         in_index, entries_append = index.setdefault, entries.append
         heads_append, tails_append = heads.append, tails.append
-        tags_append, ends_append = cp.tags.append, cp.ends.append
+        tags_append, ends_append, cids_append = cp.tags.append, cp.ends.append, cp.cids.append
         total = cp.ends[-1] if cp.ends else 0
         room_bytes = max_bytes - cp.bytes
         position = len(entries)
@@ -286,6 +301,7 @@ class VBucket:
                 heads_append(head)
                 tails_append(tail)
                 tags_append(tag)
+                cids_append(cid)
                 size = 24 + body
                 total += size
                 ends_append(total)
@@ -299,6 +315,7 @@ class VBucket:
                 in_index, entries_append = index.setdefault, entries.append
                 heads_append, tails_append = heads.append, tails.append
                 tags_append, ends_append = cp.tags.append, cp.ends.append
+                cids_append = cp.cids.append
                 total, room_bytes, position = 0, max_bytes, 0
         if rows:
             cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
@@ -362,6 +379,7 @@ class VBucket:
         self.disk_heads += [it.head for it in written]
         self.disk_tails += [it.tail for it in written]
         self.disk_tags += bytes([it.tag for it in written])
+        self.disk_cids.extend([cid for cid, _ in keys])
         return True
 
     def _to_disk(self, item: Item) -> None:
@@ -373,6 +391,7 @@ class VBucket:
             del self.disk_heads[j]
             del self.disk_tails[j]
             del self.disk_tags[j]
+            del self.disk_cids[j]
         self.disk[item.doc_key] = item
         self.disk_by_seqno[item.seqno] = item
         if not self.disk_seqnos or item.seqno > self.disk_seqnos[-1]:
@@ -380,12 +399,14 @@ class VBucket:
             self.disk_heads.append(item.head)
             self.disk_tails.append(item.tail)
             self.disk_tags.append(item.tag)
+            self.disk_cids.append(item.collection_id)
         else:
             j = bisect.bisect_left(self.disk_seqnos, item.seqno)
             self.disk_seqnos.insert(j, item.seqno)
             self.disk_heads.insert(j, item.head)
             self.disk_tails.insert(j, item.tail)
             self.disk_tags.insert(j, item.tag)
+            self.disk_cids.insert(j, item.collection_id)
 
     def _expel(self) -> None:
         """Drop closed checkpoints wholly persisted and not pinned by a live cursor."""
@@ -411,6 +432,7 @@ class VBucket:
             self.disk_heads = [by[seqno].head for seqno in self.disk_seqnos]
             self.disk_tails = [by[seqno].tail for seqno in self.disk_seqnos]
             self.disk_tags = bytearray(by[seqno].tag for seqno in self.disk_seqnos)
+            self.disk_cids = array("I", (by[seqno].collection_id for seqno in self.disk_seqnos))
         return len(gone)
 
     def truncate(self, seqno: int) -> None:

@@ -802,12 +802,15 @@ class Connection:
             self._respond(frame, value=encode_failover_log(vb.failover.entries))
 
     def _on_stream_request(self, frame: Frame, msg: DcpStreamRequest, now: float) -> None:
-        existing = self.streams.get(msg.vbucket, msg.stream_id)
+        def active_stream_exists(sid: int | None) -> bool:
+            existing = self.streams.get(msg.vbucket, sid)
+            return existing is not None and existing.alive
+
         decision: StreamRequestDecision = decide_stream_request(
             msg,
             bucket=self.node.bucket,
             settings=self.settings,
-            active_stream_exists=existing is not None and existing.alive,
+            active_stream_exists=active_stream_exists,
         )
         log.info(
             "connection %d stream request vb %d start %d uuid %#x snap [%d,%d] flags %#x -> %s %s",
@@ -858,13 +861,16 @@ class Connection:
         stream = Stream(
             vb=vb,
             opaque=msg.opaque,
-            stream_id=msg.stream_id,
+            stream_id=decision.stream_id,
             start_seqno=decision.start_seqno,
             end_seqno=decision.end_seqno,
             snap_start_seqno=decision.snap_start_seqno,
+            snap_end_seqno=decision.snap_end_seqno,
             encoder=self._encoder_for_streams(),
-            cursor_name=f"{self.conn_id}:{msg.vbucket}:{msg.stream_id or 0}",
+            cursor_name=f"{self.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
             collections=decision.collections,
+            scope=decision.scope,
+            oso=self.settings.oso,
             marker_version=decision.marker_version,
             disk_only=decision.disk_only,
             ignore_purged_tombstones=decision.ignore_purged_tombstones,
@@ -874,7 +880,7 @@ class Connection:
         self._emit(
             ev.StreamOpened,
             vbucket=msg.vbucket,
-            stream_id=msg.stream_id,
+            stream_id=decision.stream_id,
             start_seqno=decision.start_seqno,
             end_seqno=decision.end_seqno,
         )

@@ -2,22 +2,25 @@
 
 An item's frame is encoded once, when written, and reused for every stream. The model
 keeps each item's *canonical* frame (DCP_MUTATION, or a V1 DCP_DELETION for tombstones,
-opaque 0, LEB128 collection prefix, value as stored) in two pieces, ``Item.head``
-(header and extras) and ``Item.tail`` (key and value), with a tag byte beside them.
-Every kind of stream is sent from those pieces:
+opaque 0, LEB128 collection prefix, value as stored; a system event's version 0/1
+DCP_SYSTEM_EVENT) in two pieces, ``Item.head`` (header and extras) and ``Item.tail`` (key
+and value), with a tag byte beside them. A stream picks the frames its filter lets
+through (``mockdcp.producer._filter``), and every kind of stream is sent from those
+pieces:
 
 * a frame whose *value form* differs for this connection (xattrs stripped, value
   decompressed or compressed, the xattrs-only value of NO_VALUE with INCLUDE_XATTRS, a
-  V2 deletion or DCP_EXPIRATION when delete times were asked for) is replaced by a
+  V2 deletion or DCP_EXPIRATION when delete times were asked for, a system event as
+  FlatBuffers) is replaced by a
   variant encoded once per item and form by the message classes and kept on the item
   (``Item.forms``); which frames need one is read from the tags through a 256-entry
   table, without touching the items;
 * a collection-aware stream joins head, collection prefix and tail; a legacy stream
   joins head and tail and patches, in bulk with numpy, the key and body lengths (one
   less each); the opaque is patched in bulk for every stream;
-* NO_VALUE's value cut and the stream-id frame (magic 0x08, framing length 3) are made
-  on the joined frames: headers patched with numpy, the buffer cut by one ``struct``
-  unpack.
+* NO_VALUE's value cut (documents only) and the stream-id frame (magic 0x08, framing
+  length 3) are made on the joined frames: headers patched with numpy, the buffer cut by
+  one ``struct`` unpack.
 
 ``encode_item`` is the item-by-item codec (message classes) the fast path must equal;
 the tests check it for every form.
@@ -37,7 +40,6 @@ from __future__ import annotations
 import functools
 import struct
 from array import array
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
@@ -50,7 +52,9 @@ from mockdcp.model._item import (
     TAG_COLLECTION,
     TAG_DATATYPE,
     TAG_EMPTY,
+    TAG_SYSTEM,
     TAG_TOMBSTONE,
+    SystemEventItem,
 )
 from mockdcp.protocol import (
     Datatype,
@@ -59,6 +63,8 @@ from mockdcp.protocol import (
     Expiration,
     Magic,
     Mutation,
+    SeqnoAdvanced,
+    SystemEvent,
     encode_xattrs,
     split_xattrs,
 )
@@ -158,6 +164,8 @@ class Form:
     underlying: bool = False
     delete_times: bool = False
     expiry_opcode: bool = False
+    #: system events as FlatBuffers (version 2), modifications included
+    flatbuffers: bool = False
 
     @classmethod
     def of(cls, settings: DcpSettings) -> Form:
@@ -171,6 +179,7 @@ class Form:
             underlying=bool(flags & DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE),
             delete_times=settings.delete_times,
             expiry_opcode=settings.expiry_opcode,
+            flatbuffers=settings.collections and settings.flatbuffers_events,
         )
 
     @property
@@ -179,7 +188,10 @@ class Form:
 
     def needs_variant(self, tag: int) -> bool:
         """True when an item with this ``Item.tag`` is not sent as its canonical frame
-        patched in bulk (see ``transmitted_value`` for the rules)."""
+        patched in bulk (see ``transmitted_value`` for the rules); a system event needs
+        one only as FlatBuffers (its canonical frame is the version 0/1 one)."""
+        if tag & TAG_SYSTEM:
+            return self.flatbuffers
         dt = tag & TAG_DATATYPE
         if tag & TAG_TOMBSTONE and self.delete_times:
             return True  # V2 deletion or DCP_EXPIRATION: other extras
@@ -245,7 +257,28 @@ class _DocumentFields(TypedDict):
 
 def encode_item(item: Item, form: Form, opaque: int = 0, sid: int | None = None) -> bytes:
     """One item's frame for a stream of ``form`` through the message classes: the
-    answer every faster path must give."""
+    answer every faster path must give. A system event goes to collection-aware forms
+    only (a modification without FlatBuffers as DCP_SEQNO_ADVANCED, the message for a
+    seqno the consumer is not shown: kv_engine docs/dcp/documentation/commands/
+    seqno-advanced.md)."""
+    if isinstance(item, SystemEventItem):
+        assert form.collections, "legacy streams are never sent system events"
+        fields = item.event_fields(flatbuffers=form.flatbuffers)
+        if fields is None:
+            return SeqnoAdvanced(
+                opaque=opaque, vbucket=item.vbucket, by_seqno=item.seqno, stream_id=sid
+            ).encode()
+        version, key, value = fields
+        return SystemEvent(
+            opaque=opaque,
+            vbucket=item.vbucket,
+            by_seqno=item.seqno,
+            event=int(item.event),
+            version=version,
+            key=key,
+            value=value,
+            stream_id=sid,
+        ).encode()
     value, datatype = transmitted_value(item.value, item.datatype, form)
     common = _DocumentFields(
         opaque=opaque,
@@ -279,7 +312,9 @@ def item_variant(item: Item, form: Form) -> tuple[bytes, bytes]:
     if pieces is None:
         frame = encode_item(item, attrs.evolve(form, collections=True))
         at = _HEADER + frame[4]  # header and extras
-        if item.collection_id:
+        if isinstance(item, SystemEventItem):
+            pieces = (frame, b"")  # all of it the head, like the canonical one
+        elif item.collection_id:
             at += len(collection_prefix(item.collection_id))
             pieces = (frame[:at], frame[at:])
         else:
@@ -316,13 +351,6 @@ class ItemEncoder:
 
     # -- reading: the frames a stream will send --------------------------------------
 
-    def takes_frames(self, sid: int | None) -> bool:
-        """True when every frame, system events included, goes as the model keeps it
-        or as a value-form variant of a document (system events never need one: their
-        tag has no datatype, tombstone or value bits): a stream of this connection may
-        be sent every collection's items and events from the frames."""
-        return self.form.collections and sid is None and not self._cut_value
-
     def prepare(
         self,
         heads: list[bytes],
@@ -330,19 +358,13 @@ class ItemEncoder:
         tags: bytes,
         ends: Sequence[int],
         base: int,
-        items_at: Callable[[Sequence[int]], list[Item]],
-        *,
-        default_only: bool = False,
-    ) -> Frames | None:
-        """The frames of a batch or backfill, each in this connection's value form.
-
-        Frames that need a variant are replaced by it (``items_at`` gives their items,
-        called at once). ``None`` when the batch holds an item outside the default
-        collection (or a system event) and the connection is legacy or the stream must
-        leave those out (``default_only``): it goes item by item, filtered.
-        """
-        if (default_only or not self.form.collections) and _other_collections(tags):
-            return None
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
+    ) -> Frames:
+        """The frames a stream selected (``StreamFilter``), each in this connection's
+        value form: frames that need a variant are replaced by it (``items_at`` gives
+        their items, called at once). A legacy connection is given only frames of the
+        default collection."""
+        assert self.form.collections or not _other_collections(tags)
         if self.canonical or not tags:
             return Frames(heads, tails, tags, ends, base)
         flagged = self._flagged(tags)
@@ -414,7 +436,7 @@ class ItemEncoder:
             self._shorten_key(buf, starts)
         self.patch_opaque(buf, starts, opaque)
         if self._cut_value or sid is not None:
-            return self._transform(buf, starts, sid)
+            return self._transform(buf, starts, sid, frames.tags[start:stop])
         return buf, ends, base
 
     @staticmethod
@@ -472,10 +494,12 @@ class ItemEncoder:
             view[at + i] = byte
 
     def _transform(
-        self, buf: bytearray, starts: Offsets, sid: int | None
+        self, buf: bytearray, starts: Offsets, sid: int | None, tags: bytes
     ) -> tuple[bytearray, Sequence[int], int]:
         """NO_VALUE's value cut and the stream-id frame: the headers of every frame
-        patched in bulk, then the cuts and insertions (module docstring)."""
+        patched in bulk, then the cuts and insertions (module docstring). System events
+        and SEQNO_ADVANCED (``TAG_SYSTEM``) keep their values: NO_VALUE is about
+        documents."""
         np = _numpy()
         form = self.form
         view = np.frombuffer(buf, np.uint8)
@@ -496,12 +520,16 @@ class ItemEncoder:
         if self._cut_value:
             value_at = starts + _HEADER + extlen + keylen
             skip = stops - value_at
+            system = (np.frombuffer(tags, np.uint8) & TAG_SYSTEM) != 0
             if form.no_value and form.xattrs:  # an xattr section sent alone stays
-                keep = (head[:, 5] & Datatype.XATTR) != 0
+                keep = ((head[:, 5] & Datatype.XATTR) != 0) | system
                 skip[keep] = 0
                 head[:, 5][~keep] = 0
             elif form.no_value:
-                head[:, 5] = 0
+                skip[system] = 0
+                head[:, 5][~system] = 0
+            else:
+                skip[system] = 0
             cuts.append((value_at, skip, 0))
             grow -= skip
         head.view(">u4")[:, 2] = bodylen + grow
@@ -552,13 +580,3 @@ class ItemEncoder:
                 if j not in inserts:
                     out[2 * j + 1 :: 2 * width] = [b""] * count
         return out
-
-    # -- item by item (streams that filter collections) ----------------------------------
-
-    def batch(
-        self, items: Sequence[Item], opaque: int, sid: int | None
-    ) -> tuple[bytearray, Sequence[int]]:
-        """Frames of ``items`` joined, and the end offset of each frame (the codec, item
-        by item: only for streams the shared frames cannot serve)."""
-        frames = [encode_item(it, self.form, opaque, sid) for it in items]
-        return bytearray().join(frames), list(accumulate(map(len, frames)))

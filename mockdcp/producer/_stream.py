@@ -1,20 +1,34 @@
 """One DCP stream: a vbucket (and stream-id) read through a cursor or from disk.
 
 The stream owns a queue of encoded chunks ("ready queue"). ``refill()`` pulls the next
-piece of work from the model (a disk snapshot slice or a memory batch) and encodes it;
-the connection drains chunks under flow control. Rules, each with its source:
+piece of work from the model (a disk snapshot or a memory batch), selects what its
+filter lets through (``StreamFilter``: legacy, pass-through, collections, scope) and
+queues those frames piece by piece, encoded for its connection (``ItemEncoder``); the
+connection drains chunks under flow control. Rules, each with its source:
 
-* First marker start = min(requested snap start, computed start) (producer.md §4.2,
-  seed 000 "first snapshot-marker").
+* First marker start = min(requested snap start, computed start) (kv_engine
+  ``ActiveStream::adjustStartIfFirstSnapshot``, seed 000 "first snapshot-marker").
 * Memory markers: MEMORY, plus CHECKPOINT on the first marker after entering the memory
   phase and on a batch that starts a new checkpoint, whose start is then the
-  checkpoint's start when that is above the last marker's end (producer.md §4.2).
-* Disk markers: DISK|CHECKPOINT, [backfill start, disk high seqno] (producer.md §4.1).
-* A dropped cursor: finish the queue, then backfill from last read + 1 (producer.md §5);
-  a backfill start at or below the purge seqno ends the stream with STATE_CHANGED
-  (internal reason Rollback, producer.md §12).
-* End seqno reached → STREAM_END(OK) after the items (§4.4); vbucket reset or state
-  change → STREAM_END(STATE_CHANGED) (§9).
+  checkpoint's start when that is above the last marker's end (kv_engine
+  ``ActiveStream::snapshot``, ``getMarkerFlags``).
+* Disk markers: DISK|CHECKPOINT, [backfill start, disk high seqno] (kv_engine
+  ``ActiveStream::markDiskSnapshot``).
+* A dropped cursor: finish the queue, then backfill from last read + 1 (kv_engine
+  ``ActiveStream::handleSlowStream``); a backfill start at or below the purge seqno ends
+  the stream with STATE_CHANGED (internal reason Rollback, kv_engine
+  ``DCPBackfillBySeqnoDisk::create``).
+* End seqno reached → STREAM_END(OK) after the items (kv_engine
+  ``ActiveStream::processItemsInner``); vbucket reset or state change →
+  STREAM_END(STATE_CHANGED) (``ActiveStream::setDead``).
+* Collections (kv_engine ``ActiveStream``; docs/dcp/documentation/collections.md,
+  commands/seqno-advanced.md): a filtered snapshot ends where the batch or disk snapshot
+  does, with DCP_SEQNO_ADVANCED to that seqno when its last frame is not the stream's;
+  a batch with nothing for the filter sends nothing, unless the consumer resumes inside
+  a snapshot it must complete; a legacy disk snapshot ends on the default collection's
+  last item; the filter's last drop ends the stream with FILTER_EMPTY (OK for legacy).
+* OSO (docs/dcp/documentation/commands/oso_snapshot.md): the first backfill from 0 of a
+  stream filtered to one collection goes in key order between OSO_SNAPSHOT start and end.
 """
 
 from __future__ import annotations
@@ -26,28 +40,53 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.producer._encoder import ItemEncoder
+from mockdcp._numpy import load_numpy
+from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, TAG_SYSTEM
+from mockdcp.producer._encoder import Frames, ItemEncoder
+from mockdcp.producer._filter import Selection, StreamFilter
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
-from mockdcp.producer._stream_request import AllButSystemEvents
 from mockdcp.protocol import (
+    OsoSnapshot,
+    OsoSnapshotFlag,
     SnapshotFlag,
     SnapshotMarker,
     SnapshotMarkerVersion,
     StreamEnd,
     StreamEndReason,
+    SystemEventType,
 )
+from mockdcp.protocol._document_frame import encode_seqno_advanced_frame
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
-    from mockdcp.producer._encoder import Frames
 
-_DEFAULT_ONLY = frozenset({0})
+#: the tag of a stream message made by the stream (SEQNO_ADVANCED, OSO markers): no
+#: collection prefix, no value form (``ItemEncoder``)
+_EXTRA_TAG = TAG_COLLECTION | TAG_EMPTY | TAG_SYSTEM
 
-#: Items encoded per chunk while backfilling through the message classes (streams whose
-#: frames are not the canonical ones): bounds the memory a big backfill takes.
-BACKFILL_SLICE = 1024
+
+def _extra(*frames: bytes) -> Frames:
+    """Stream messages made here (opaque 0, no stream-id) as frames to queue."""
+    heads = list(frames)
+    tails = [b""] * len(heads)
+    return Frames(
+        heads,
+        tails,
+        bytes([_EXTRA_TAG]) * len(heads),
+        ItemEncoder.ends_of(heads, tails, bytes([_EXTRA_TAG]) * len(heads)),
+        0,
+    )
+
+
+def _joined(*parts: Frames) -> Frames:
+    """Frames one after the other."""
+    heads = [h for p in parts for h in p.heads]
+    tails = [t for p in parts for t in p.tails]
+    tags = b"".join(p.tags for p in parts)
+    return Frames(heads, tails, tags, ItemEncoder.ends_of(heads, tails, tags), 0)
+
 
 #: Bytes of canonical frames encoded per chunk (memory batch or backfill). Encoding a
 #: whole checkpoint (thousands of frames) for every stream at once made the server
@@ -80,13 +119,14 @@ class PendingFrames:
 
     frames: Frames
     last_seqno: int
-    #: a memory batch: once queued, the stream ends if it has read its end seqno
-    memory: bool
+    #: the end the stream sends once they are queued (its end seqno read, its filter
+    #: emptied)
+    then_end: StreamEndReason | None = None
 
 
 @attrs.frozen(kw_only=True)
 class StreamStatistics:
-    """A snapshot of one stream's counters (style.md §15)."""
+    """A snapshot of one stream's counters (attrs, frozen)."""
 
     vbucket: int
     stream_id: int | None
@@ -113,10 +153,13 @@ class Stream:
         encoder: ItemEncoder,
         cursor_name: str,
         collections: frozenset[int] | None,
+        scope: int | None = None,
         marker_version: SnapshotMarkerVersion = SnapshotMarkerVersion.V1,
         disk_only: bool = False,
         ignore_purged_tombstones: bool = False,
         client_purge_seqno: int = 0,
+        snap_end_seqno: int = 0,
+        oso: str = "",
     ) -> None:
         self.vb = vb
         self.vbucket = vb.vbid
@@ -128,7 +171,15 @@ class Stream:
         self._encoder = encoder
         self.cursor_name = cursor_name
         self._cursor: Cursor | None = None
-        self._collections = collections
+        aware = encoder.form.collections
+        self._filter = StreamFilter(
+            None if collections is None else set(collections) if aware else {0},
+            scope=scope,
+            aware=aware,
+        )
+        self._oso_mode = oso
+        self._start_seqno = start_seqno
+        self._requested_snap_end = snap_end_seqno
         self._marker_version = marker_version
         self._disk_only = disk_only
         self._ignore_purged = ignore_purged_tombstones
@@ -140,8 +191,6 @@ class Stream:
         self.last_marker_end = 0
         self.last_read_seqno = start_seqno
         self.last_sent_seqno = start_seqno
-        self._backfill: Sequence[Item] = ()
-        self._backfill_pos = 0
         self._backfill_end = 0
         #: frames queued piece by piece, and the index of the next one
         self._pending: PendingFrames | None = None
@@ -197,7 +246,8 @@ class Stream:
         self.chunks.append(Chunk(bytearray(frame), [len(frame)]))
 
     def close(self) -> None:
-        """CLOSE_STREAM without STREAM_END: forget everything at once (producer.md §8)."""
+        """CLOSE_STREAM without STREAM_END: forget everything at once (kv_engine
+        ``DcpProducer::closeStream``)."""
         self.chunks.clear()
         self._pending = None
         self._release_cursor()
@@ -225,13 +275,17 @@ class Stream:
             self._queue_piece()
             return True
         if self.vb.generation != self._generation:
-            # The vbucket was reset (failover, restart, state change): producer.md §9.
+            # The vbucket was reset (failover, restart, state change): kv_engine
+            # ``ActiveStream::setDead``.
             self.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
             return True
         # Each pass queues something, changes state or reads on; stop when none of that
         # happened (nothing new in the model) or when something is queued.
         for _ in range(64):
-            before = (self.state, self.last_read_seqno, self._backfill_pos)
+            before = (self.state, self.last_read_seqno, self.backfills)
+            if self._pending is not None:
+                self._queue_piece()
+                break
             if self.state is StreamState.PENDING:
                 self._start()
             elif self.state is StreamState.BACKFILLING:
@@ -240,7 +294,7 @@ class Stream:
                 self._memory_step()
             if self.chunks or not self.alive:
                 break
-            if (self.state, self.last_read_seqno, self._backfill_pos) == before:
+            if (self.state, self.last_read_seqno, self.backfills) == before:
                 break
         return bool(self.chunks)
 
@@ -260,78 +314,178 @@ class Stream:
         return cursor is not None
 
     def _open_backfill(self) -> None:
-        """Read the disk snapshot after ``last_read_seqno`` (producer.md §4.1, §12)."""
+        """Read the disk snapshot after ``last_read_seqno`` (kv_engine
+        ``ActiveStream::markDiskSnapshot``, ``DCPBackfillBySeqnoDisk::create``): the frames
+        the stream's filter selects, queued in pieces after a DISK marker, or in key order
+        between OSO markers (``_oso_order``)."""
         self.backfills += 1
         start = self.last_read_seqno + 1
         purge = 0 if self._ignore_purged else self.vb.purge_seqno
         if start != 1 and start <= purge and self._client_purge != purge:
             self.end(StreamEndReason.STATE_CHANGED)  # internal Rollback on the wire
             return
-        if self._shares_frames and self._open_frame_backfill(start):
-            return
-        snap = self.vb.disk_snapshot(self.last_read_seqno)
-        end = min(snap.end_seqno, self.end_seqno)
-        self._backfill = self._visible(snap.items, end)
-        self._backfill_pos = 0
-        self._backfill_end = end
-        if self._backfill:
-            self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
-
-    @property
-    def _shares_frames(self) -> bool:
-        """Every item this stream sends goes from the model's frames: no collection
-        filter (a legacy connection's default-collection filter is applied on the
-        frames' tags)."""
-        cols = self._collections
-        if cols is None or isinstance(cols, AllButSystemEvents):
-            return True
-        return cols == _DEFAULT_ONLY and not self._encoder.form.collections
-
-    @property
-    def _default_only(self) -> bool:
-        """Batches with other collections' items or system events go item by item."""
-        return self._collections is not None
-
-    def _open_frame_backfill(self, start: int) -> bool:
-        """A backfill sent from the frames the disk holds, queued in pieces, touching
-        only the items that need a variant. False if it must go item by item."""
         snap = self.vb.disk_snapshot(self.last_read_seqno, frames=True)
         end = min(snap.end_seqno, self.end_seqno)
         count = bisect.bisect_right(snap.seqnos, end)
-        self._backfill = ()
-        self._backfill_pos = 0
         self._backfill_end = end
         if not count:
-            return True
-        heads, tails, tags = snap.heads, snap.tails, snap.tags
+            return
+        heads, tails, tags, cids = snap.heads, snap.tails, snap.tags, snap.cids
         if count < len(heads):
-            heads, tails, tags = heads[:count], tails[:count], tags[:count]
+            heads, tails, tags, cids = heads[:count], tails[:count], tags[:count], cids[:count]
         by_seqno = self.vb.disk_by_seqno
-        frames = self._encoder.prepare(
-            heads,
-            tails,
-            tags,
-            ItemEncoder.ends_of(heads, tails, tags),
-            0,
-            lambda at: snap.items_at(by_seqno, at),
-            default_only=self._default_only,
-        )
-        if frames is None:
-            return False
-        self._queue_marker(start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap)
-        self._pending = PendingFrames(frames, snap.seqnos[count - 1], memory=False)
+
+        def items_at(at: Sequence[int]) -> list[Item]:
+            return snap.items_at(by_seqno, at)
+
+        oso = self._oso_applies(start)
+        selection = self._filter.select(tags, cids, items_at, skip=self._dropped_collections())
+        picked = self._pick(heads, tails, tags, selection, items_at, snap.seqnos)
+        if picked is None:  # nothing for this stream
+            if self._filter.aware and not oso:
+                self._queue_marker(
+                    start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
+                )
+                self._queue_extras([self._seqno_advanced(end)], end)
+            if selection.ended:  # a legacy stream's _default was dropped
+                self.end(self._ending_reason())
+            return
+        frames, _, last = picked
+        if oso:
+            frames = self._oso_order(frames, selection, items_at, count, end)
+            # the OSO snapshot covers [1, end]: the next marker starts after it
+            self._first_marker_sent, self.last_marker_end = True, end
+        else:
+            # a legacy disk snapshot ends on the default collection's last item (kv_engine
+            # backfill_by_seqno_disk.cc ``markLegacyDiskSnapshot``); the stream has read
+            # the rest, which is not for it, and goes on after the whole snapshot
+            marker_end = end if self._filter.aware else last
+            flags = SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
+            self._queue_marker(start, marker_end, flags, disk=snap)
+            if last < end and self._filter.aware and not selection.ended:
+                frames = _joined(frames, _extra(self._seqno_advanced(end)))
+        reason = self._ending_reason() if selection.ended else None
+        if selection.ended:
+            self._backfill_end = last
+        self._pending = PendingFrames(frames, last if not oso else end, then_end=reason)
         self._pending_pos = 0
-        return True
+
+    def _pick(
+        self,
+        heads: list[bytes],
+        tails: list[bytes],
+        tags: bytes,
+        selection: Selection,
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
+        seqnos: Sequence[int],
+    ) -> tuple[Frames, int, int] | None:
+        """The selected frames of a backfill in this connection's value form, with the
+        seqnos of the first and last of them; ``None`` if none is selected."""
+        if selection.positions is None:
+            ends = ItemEncoder.ends_of(heads, tails, tags)
+            frames = self._encoder.prepare(heads, tails, tags, ends, 0, items_at)
+            return frames, seqnos[0], seqnos[len(heads) - 1]
+        return self._chosen(heads, tails, tags, selection, items_at)
+
+    def _chosen(
+        self,
+        heads: list[bytes],
+        tails: list[bytes],
+        tags: bytes,
+        selection: Selection,
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
+    ) -> tuple[Frames, int, int] | None:
+        """The frames at the selection's positions (``None`` if there is none) in this
+        connection's value form, with the seqnos of the first and last of them."""
+        positions = selection.positions
+        assert positions is not None
+        if not positions:
+            return None
+        np = load_numpy()
+        at = np.asarray(positions, np.int64)
+        heads = list(map(heads.__getitem__, positions))  # C loops, no Python per frame
+        tails = list(map(tails.__getitem__, positions))
+        tags = np.frombuffer(tags, np.uint8)[at].tobytes()
+
+        def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
+            return items_at([positions[i] for i in indices])
+
+        ends = ItemEncoder.ends_of(heads, tails, tags)
+        frames = self._encoder.prepare(heads, tails, tags, ends, 0, chosen_at)
+        first, last = items_at([positions[0], positions[-1]])
+        return frames, first.seqno, last.seqno
+
+    def _dropped_collections(self) -> frozenset[int]:
+        """Collections dropped in this vbucket: a disk backfill skips their documents."""
+        return frozenset(
+            e.event_collection_id
+            for e in self.vb.system_events
+            if e.event is SystemEventType.END_COLLECTION and e.event_collection_id is not None
+        )
+
+    def _ending_reason(self) -> StreamEndReason:
+        """The end of a stream whose filter emptied: FILTER_EMPTY, or OK for a legacy
+        consumer (kv_engine ``DcpProducer::mapEndStreamStatus``)."""
+        return StreamEndReason.FILTER_EMPTY if self._filter.aware else StreamEndReason.OK
+
+    def _seqno_advanced(self, seqno: int) -> bytes:
+        return encode_seqno_advanced_frame(vbucket=self.vbucket, by_seqno=seqno)
+
+    def _queue_extras(self, extra: list[bytes], last_seqno: int) -> None:
+        """Queue stream messages made here (opaque and stream-id patched like the rest)."""
+        frames = _extra(*extra)
+        self._pending = PendingFrames(frames, last_seqno)
+        self._pending_pos = 0
+        self._take_pending(math.inf)
+
+    def _oso_applies(self, start: int) -> bool:
+        """An OSO backfill (kv_engine ``ActiveStream::tryAndScheduleOSOBackfill``): the
+        connection enabled it, the stream filters one collection, and this is its first
+        backfill, from seqno 0 (docs/dcp/documentation/commands/oso_snapshot.md)."""
+        cols = self._filter.collections
+        return (
+            self._oso_mode in ("true", "true_with_seqno_advanced")
+            and self._filter.aware
+            and cols is not None
+            and len(cols) == 1
+            and start == 1
+            and self.backfills == 1
+        )
+
+    def _oso_order(
+        self,
+        frames: Frames,
+        selection: Selection,
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
+        count: int,
+        end: int,
+    ) -> Frames:
+        """The selected frames in key order between OSO_SNAPSHOT start and end; system
+        events first (the collection's creation); SEQNO_ADVANCED to the snapshot end
+        before the end marker in ``true_with_seqno_advanced`` mode when the last item
+        sent is not at that seqno."""
+        positions = selection.positions
+        chosen = items_at(positions if positions is not None else range(count))
+        order = sorted(range(len(chosen)), key=lambda i: (not chosen[i].system, chosen[i].key))
+        heads = [frames.heads[i] for i in order]
+        tails = [frames.tails[i] for i in order]
+        tags = bytes(frames.tags[i] for i in order)
+        ordered = Frames(heads, tails, tags, ItemEncoder.ends_of(heads, tails, tags), 0)
+        start = OsoSnapshot(opaque=0, vbucket=self.vbucket, flags=OsoSnapshotFlag.START)
+        after: list[bytes] = []
+        if self._oso_mode == "true_with_seqno_advanced" and (
+            not order or chosen[order[-1]].seqno != end
+        ):
+            after.append(self._seqno_advanced(end))
+        after.append(
+            OsoSnapshot(opaque=0, vbucket=self.vbucket, flags=OsoSnapshotFlag.END).encode()
+        )
+        return _joined(_extra(start.encode()), ordered, _extra(*after))
 
     def _backfill_step(self) -> None:
-        items = self._backfill[self._backfill_pos : self._backfill_pos + BACKFILL_SLICE]
-        self._backfill_pos += len(items)
-        if items:
-            self._queue_items(items)
-        if self._backfill_pos < len(self._backfill):
-            return
+        """The backfill's frames are queued: go on from its end (memory, or a new
+        backfill if the checkpoints moved on meanwhile), or end."""
         self.last_read_seqno = max(self.last_read_seqno, self._backfill_end)
-        self._backfill = ()
         if self.last_read_seqno >= self.end_seqno or self._disk_only:
             self.end(StreamEndReason.OK)
             return
@@ -354,34 +508,55 @@ class Stream:
         batch = cursor.next_batch()
         if batch is None:
             return
-        frames = None
-        if self._shares_frames and batch.last_seqno <= self.end_seqno:
+        upto = self.end_seqno if batch.last_seqno > self.end_seqno else None
+        selection = self._filter.select(batch.tags, batch.cids, batch.items_at, upto=upto)
+        if selection.positions is None:  # every frame of the batch, as the checkpoint has it
             frames = self._encoder.prepare(
-                batch.heads,
-                batch.tails,
-                batch.tags,
-                batch.ends,
-                batch.base,
-                batch.items_at,
-                default_only=self._default_only,
+                batch.heads, batch.tails, batch.tags, batch.ends, batch.base, batch.items_at
             )
-        if frames is not None:
-            # every item of the batch goes, from the frames the checkpoint holds
-            self._queue_memory_marker(batch, batch.first_seqno, batch.last_seqno)
-            pending = PendingFrames(frames, batch.last_seqno, memory=True)
-            self._pending, self._pending_pos = pending, 0
-            self.last_read_seqno = batch.last_seqno
-            self._queue_piece()  # ends the stream after the last piece if it read its end
+            picked: tuple[Frames, int, int] | None = (
+                frames,
+                batch.first_seqno,
+                batch.last_seqno,
+            )
         else:
-            items = self._visible(batch.items, self.end_seqno)
-            if items:
-                self._queue_memory_marker(batch, items[0].seqno, items[-1].seqno)
-                self._queue_items(items)
-                self.last_read_seqno = min(batch.last_seqno, self.end_seqno)
-            else:
-                self.last_read_seqno = batch.last_seqno
-        if self.last_read_seqno >= self.end_seqno and self._pending is None:
-            self.end(StreamEndReason.OK)
+            picked = self._chosen(batch.heads, batch.tails, batch.tags, selection, batch.items_at)
+        # the snapshot this batch is: to the end seqno, or to the event that emptied the
+        # filter (the stream ends there)
+        snap_end = min(batch.last_seqno, self.end_seqno)
+        if selection.ended:
+            assert picked is not None or not self._filter.aware
+            snap_end = picked[2] if picked is not None else snap_end
+        self.last_read_seqno = snap_end
+        reason: StreamEndReason | None = None
+        if selection.ended:
+            reason = self._ending_reason()
+        elif snap_end >= self.end_seqno:
+            reason = StreamEndReason.OK
+        if picked is None:
+            if (
+                self._filter.aware
+                and not self._first_marker_sent
+                and (self._requested_snap_end > self._start_seqno)
+            ):
+                # the consumer resumes inside a snapshot: complete it (kv_engine
+                # ``ActiveStream::sendSnapshotAndSeqnoAdvanced``)
+                self._queue_memory_marker(batch, batch.first_seqno, snap_end)
+                self._queue_extras([self._seqno_advanced(snap_end)], snap_end)
+            if reason is not None:
+                self.end(reason)
+            return
+        frames, first, last = picked
+        if self._filter.aware and not self._filter.passthrough:
+            # a filtered snapshot ends where the batch does (SEQNO_ADVANCED to it)
+            self._queue_memory_marker(batch, batch.first_seqno, snap_end)
+            if last < snap_end:
+                frames = _joined(frames, _extra(self._seqno_advanced(snap_end)))
+        else:
+            self._queue_memory_marker(batch, first, last)
+        self._pending = PendingFrames(frames, last, then_end=reason)
+        self._pending_pos = 0
+        self._queue_piece()
 
     def _queue_memory_marker(self, batch: MemoryBatch, first: int, last: int) -> None:
         new_checkpoint = batch.starts_checkpoint or self._next_marker_checkpoint
@@ -392,15 +567,6 @@ class Stream:
         self._queue_marker(start, last, flags)
         self._next_marker_checkpoint = False
 
-    def _visible(self, items: Sequence[Item], end: int) -> Sequence[Item]:
-        """The items this stream sends: in its collections, at or below ``end``."""
-        cols = self._collections
-        if cols is not None:
-            items = [it for it in items if it.collection_id in cols]
-        if items and items[-1].seqno > end:
-            items = [it for it in items if it.seqno <= end]
-        return items
-
     def _queue_marker(
         self, start: int, end: int, flags: int, *, disk: object | None = None
     ) -> None:
@@ -408,7 +574,9 @@ class Stream:
             start = min(start, self._requested_snap_start)
             self._first_marker_sent = True
         elif start <= self.last_marker_end:
-            start = self.last_marker_end + 1  # markers never overlap (producer.md §13.2)
+            start = (
+                self.last_marker_end + 1
+            )  # markers never overlap (kv_engine asserts it on active vbuckets)
         version = SnapshotMarkerVersion.V1
         extra: dict[str, int] = {}
         if disk is not None and self._marker_version is SnapshotMarkerVersion.V2_2:
@@ -432,20 +600,9 @@ class Stream:
         self.last_marker_end = end
         self.markers_sent += 1
 
-    def _queue_items(self, items: Sequence[Item]) -> None:
-        buf, ends = self._encoder.batch(items, self.opaque, self.stream_id)
-        self.chunks.append(Chunk(buf, ends))
-        self.items_sent += len(items)
-        self.last_sent_seqno = items[-1].seqno
-
     def _queue_piece(self) -> None:
-        """Queue the next pending frames, about ``PIECE_BYTES`` of them; after the last
-        piece of a memory batch, end the stream if its end seqno has been read."""
-        pending = self._pending
-        assert pending is not None
-        last = self._take_pending(PIECE_BYTES)
-        if last and pending.memory and self.last_read_seqno >= self.end_seqno:
-            self.end(StreamEndReason.OK)
+        """Queue the next pending frames, about ``PIECE_BYTES`` of them."""
+        self._take_pending(PIECE_BYTES)
 
     def _flush_pending(self) -> None:
         """Queue the rest of the pending frames at once (the stream is ending)."""
@@ -464,7 +621,9 @@ class Stream:
         if stop < len(ends):
             return False
         self._pending = None
-        self.last_sent_seqno = pending.last_seqno
+        self.last_sent_seqno = max(self.last_sent_seqno, pending.last_seqno)
+        if pending.then_end is not None:
+            self.end(pending.then_end)
         return True
 
     def _queue_frames(self, frames: Frames, start: int, stop: int) -> None:

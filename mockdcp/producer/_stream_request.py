@@ -1,7 +1,7 @@
 """The DCP_STREAM_REQ decision: the order of checks of a current producer.
 
-Source: producer.md §3.1 (kv_engine ``DcpProducer::streamRequest`` and the validator);
-the rollback rule itself is ``mockdcp.model.needs_rollback`` (producer.md §3.2). The
+Source: kv_engine ``DcpProducer::streamRequest`` and the request validator; the
+rollback rule itself is ``mockdcp.model.needs_rollback`` (``FailoverTable::needsRollback``). The
 first failing check decides the answer. Pure: it reads the bucket, changes nothing.
 """
 
@@ -13,7 +13,6 @@ import attrs
 
 from mockdcp._errors import RemoteProtocolError
 from mockdcp.model import Bucket, needs_rollback
-from mockdcp.model._item import SYSTEM_COLLECTION_ID
 from mockdcp.protocol import (
     DcpOpenFlag,
     DcpStreamRequest,
@@ -26,6 +25,9 @@ from mockdcp.protocol import (
 from mockdcp.protocol._cluster_config import manifest_uid_error_body
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp.model import VBucket
     from mockdcp.model._manifest import Manifest
     from mockdcp.producer._controls import DcpSettings
 
@@ -55,6 +57,9 @@ class StreamRequestDecision:
     snap_start_seqno: int = 0
     snap_end_seqno: int = 0
     collections: frozenset[int] | None = None
+    #: a scope filter's scope (its collections then are ``collections``)
+    scope: int | None = None
+    stream_id: int | None = None
     disk_only: bool = False
     ignore_purged_tombstones: bool = False
     client_purge_seqno: int = 0
@@ -132,29 +137,13 @@ def stream_filter(
     return frozenset({0})
 
 
-class AllButSystemEvents(frozenset[int]):
-    """The filter of a pass-through stream whose connection cannot be sent system events
-    yet: every collection id but the system-event namespace.
-
-    Until the stream side encodes system events for every connection form, a stream
-    whose frames are not the canonical ones (delete times, the expiry opcode, forced
-    compression, NO_VALUE, stream-ids) leaves system events out rather than send them
-    as the deletions its encoder would make of them. Only buckets with collections have
-    system events, so a default-only bucket streams exactly as before.
-    """
-
-    def __contains__(self, cid: object) -> bool:
-        return cid != SYSTEM_COLLECTION_ID
-
-
-def _without_events_it_cannot_encode(
-    collections: frozenset[int] | None, settings: DcpSettings, sid: int | None
-) -> frozenset[int] | None:
-    from mockdcp.producer._encoder import ItemEncoder
-
-    if collections is None and not ItemEncoder(settings).takes_frames(sid):
-        return AllButSystemEvents()
-    return collections
+def _filter_high_seqno(vb: VBucket, collections: frozenset[int], start: int) -> int:
+    """TO_LATEST on a filtered stream ends at the filter's own high seqno: the newest
+    seqno of its collections' documents and events in the vbucket (kv_engine
+    ``DcpProducer::streamRequest``, the collections' high seqno). Never below the start:
+    a consumer already past it gets its STREAM_END at once, not ERANGE."""
+    high = max((vb.collection_high.get(cid, 0) for cid in collections), default=0)
+    return max(high, start)
 
 
 def decide_stream_request(
@@ -162,9 +151,9 @@ def decide_stream_request(
     *,
     bucket: Bucket,
     settings: DcpSettings,
-    active_stream_exists: bool,
+    active_stream_exists: bool | Callable[[int | None], bool],
 ) -> StreamRequestDecision:
-    """Answer a stream request as producer.md §3.1 orders the checks.
+    """Answer a stream request in the order of ``DcpProducer::streamRequest``'s checks.
 
     Returns a decision with status SUCCESS (and the adjusted range), ROLLBACK (and the
     seqno), or the error status of the first failing check.
@@ -218,7 +207,8 @@ def decide_stream_request(
     if collections is not None and settings.collections and settings.sync_writes:
         return _fail(Status.NOT_SUPPORTED, "collection filters cannot stream sync writes")
     # 10: one active stream per (vbucket, sid)
-    if active_stream_exists:
+    exists = active_stream_exists(sid) if callable(active_stream_exists) else active_stream_exists
+    if exists:
         return _fail(Status.KEY_EEXISTS, "a stream for this vbucket is already open")
     # 11: rollback
     ignore_purged = bool(flags & StreamFlag.IGNORE_PURGED_TOMBSTONES)
@@ -240,7 +230,7 @@ def decide_stream_request(
     # 12: TO_LATEST and DISK_ONLY move the end
     disk_only = bool(flags & StreamFlag.DISK_ONLY)
     if flags & StreamFlag.TO_LATEST:
-        end = high
+        end = high if collections is None else _filter_high_seqno(vb, collections, start)
     if disk_only:
         end = min(end, vb.persisted_seqno)
     # 13-14
@@ -262,7 +252,9 @@ def decide_stream_request(
         end_seqno=end,
         snap_start_seqno=snap_start,
         snap_end_seqno=snap_end,
-        collections=_without_events_it_cannot_encode(collections, settings, sid),
+        collections=collections,
+        scope=value.scope,
+        stream_id=sid,
         disk_only=disk_only,
         ignore_purged_tombstones=ignore_purged,
         client_purge_seqno=value.purge_seqno or 0,

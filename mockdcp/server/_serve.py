@@ -31,7 +31,7 @@ from mockdcp.server._kv import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from mockdcp._pcap import PcapWriter
     from mockdcp.model import Item
@@ -227,6 +227,7 @@ async def serve(
     output_limit: int | None = None,
     auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
     flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
+    collections: Mapping[str, Sequence[str]] | None = None,
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
 
@@ -245,6 +246,8 @@ async def serve(
     ``flush_interval``: the bucket persists each write about this many seconds after it
     (a node's flusher); None = never by itself (only ``bucket.persist()``).
     ``bucket.flusher.pause()`` / ``resume()`` (the ``persistence`` step) hold and release it.
+    ``collections``: scope name -> collection names the bucket has from the start (as
+    ``Bucket(collections=...)``; a scenario's ``bucket:`` block declares its own).
     """
     if max_connections < 1 or (output_limit is not None and output_limit < 1):
         raise ServerError("max_connections and output_limit must be positive")
@@ -261,7 +264,9 @@ async def serve(
             collections=plan.bucket.collections,
         )
     else:
-        model = bucket_obj or Bucket(bucket, vbuckets, seed=seed, clock=time.time)
+        model = bucket_obj or Bucket(
+            bucket, vbuckets, seed=seed, clock=time.time, collections=collections or {}
+        )
     if flush_interval is not None and not flush_interval > 0:
         raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
     model.flusher.interval = flush_interval

@@ -150,8 +150,11 @@ async def test_200_consumers_stream_every_vbucket_and_memory_returns(
     )
     # Was ~0.6 MiB per connection kept (115 MiB for 200), and more with every round.
     # Part of what stays is the node's event log (the last 100,000 events, ~20 MB when
-    # full, which two rounds of 200 consumers nearly fill); the rest is heap high water.
-    assert after - before < 40 * MiB
+    # full, which two rounds of 200 consumers nearly fill); the rest is heap high water,
+    # which varies with the machine's load: 27-42 MiB in runs of this commit and of the
+    # one before collections streaming on a busy 2-core machine. The bound is well under
+    # what the leak kept.
+    assert after - before < 64 * MiB
     assert again - before < 64 * MiB
 
 

@@ -5,24 +5,33 @@ made by debootstrap from Debian's packages and loaded with ``docker import``; th
 under test installs mockdcp and its dependencies from wheels built on the host
 (``pip wheel``), so its build needs no network either.
 
-Everything slow is cached under ``~/.cache/mockdcp-docker`` (``MOCKDCP_DOCKER_CACHE``):
-the rootfs tarball, and the data root of the engine these tests start when none is
-reachable (so the imported base image survives between runs). Each helper raises
-``Unavailable`` with the reason when the machine cannot do its part; the fixtures turn
-that into a skip.
+The rootfs tarball, the slow part, is cached under ``~/.cache/mockdcp-docker``
+(``MOCKDCP_DOCKER_CACHE``). The engine these tests start when none answers belongs to the
+test session: its socket, exec root and data root are in a directory of its own, removed
+at the end, so that test sessions running at once (two clones' CI) never share one; it
+imports the base image from the tarball (a second or two). To keep an engine between
+runs, start one and point ``DOCKER_HOST`` at it: the tests use it and leave its images
+but their own. Each helper raises ``Unavailable`` with the reason when the machine cannot
+do its part; the fixtures turn that into a skip.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import fcntl
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,15 +64,23 @@ PRUNE = (
 )
 RECIPE = hashlib.sha256(repr((DEBOOTSTRAP, PRUNE)).encode()).hexdigest()[:12]
 BASE_TAG = f"mockdcp-test-base:bookworm-py311-{RECIPE}"
+#: names this test session's image and compose project (sessions may share an engine)
+SESSION = uuid.uuid4().hex[:12]
 
 # The engine these tests start when none answers: Debian's dockerd without iptables
 # (containers still reach one another on a compose network, and published ports go
-# through docker-proxy). Storage: overlay2 where the kernel has overlayfs and the data
-# root is not itself on overlayfs, else vfs, which works anywhere but copies the whole
-# filesystem for every layer and container (a build took 3.5 minutes with it, against
-# seconds with overlay2); MOCKDCP_DOCKER_STORAGE_DRIVER chooses.
-OWN_SOCKET = Path("/run/mockdcp-docker/docker.sock")
+# through docker-proxy) and without the default bridge (docker0, which engines of
+# concurrent sessions would share, each handing out its addresses): build steps and plain
+# `docker run` get a loopback interface only, which is all they use. Storage: overlay2
+# where the kernel has overlayfs and the data root is not itself on overlayfs, else vfs,
+# which works anywhere but copies the whole filesystem for every layer and container (a
+# build took 3.5 minutes with it, against under a minute with overlay2);
+# MOCKDCP_DOCKER_STORAGE_DRIVER chooses.
+ENGINE_PREFIX = "mockdcp-dockerd-"
 ENGINE_START_TIMEOUT = 60.0
+ENGINE_STOP_TIMEOUT = 30.0
+# prctl(2): the signal the kernel sends a process when its parent dies
+PR_SET_PDEATHSIG = 1
 
 
 class Unavailable(Exception):
@@ -101,8 +118,13 @@ class Engine:
     """A reachable Docker engine: ``env`` points the docker CLI at it."""
 
     env: Mapping[str, str]
-    #: the dockerd these tests started (stopped at the end of the session), else None
+    #: the dockerd this session started (stopped, its directory removed, at the end), or
+    #: None for an engine that was running already
     process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def own(self) -> bool:
+        return self.process is not None
 
     def docker(self, *args: str | os.PathLike[str], timeout: float = 300) -> str:
         return run(["docker", *args], env=self.env, timeout=timeout).stdout
@@ -119,53 +141,91 @@ def _answers(env: Mapping[str, str]) -> bool:
 
 @contextlib.contextmanager
 def engine() -> Iterator[Engine]:
-    """The engine DOCKER_HOST names or the default socket, else one started here."""
+    """The engine DOCKER_HOST names or the default socket, else one started for this
+    session in a directory of its own (removed when it stops)."""
     if shutil.which("docker") is None:
         raise Unavailable("no docker CLI on PATH")
     env = dict(os.environ)
     if _answers(env):
         yield Engine(env)
         return
-    own = {**env, "DOCKER_HOST": f"unix://{OWN_SOCKET}"}
-    if _answers(own):  # left by a session that was killed before it could stop it
-        yield Engine(own)
-        return
-    process = _start_dockerd(own)
+    _check_can_start_dockerd()
+    _remove_dead_engines()
+    # under /tmp, not pytest's (deeper) base temp: a unix socket path has at most 107 bytes
+    home = Path(tempfile.mkdtemp(prefix=ENGINE_PREFIX))
+    lock = open(home / "session.lock", "wb")  # noqa: SIM115 (held for the whole session)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-        yield Engine(own, process)
-    finally:
-        process.send_signal(signal.SIGTERM)
+        own = {**env, "DOCKER_HOST": f"unix://{home / 'docker.sock'}"}
+        process = _start_dockerd(home, own)
         try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield Engine(own, process)
+        finally:
+            _stop(process)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        lock.close()
 
 
-def _start_dockerd(env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    dockerd = shutil.which("dockerd")
-    if dockerd is None:
+def _remove_dead_engines() -> None:
+    """Remove what sessions killed outright left: an engine directory whose session lock
+    is free and whose dockerd (it got SIGTERM when its session died) has exited."""
+    for home in Path(tempfile.gettempdir()).glob(f"{ENGINE_PREFIX}*"):
+        try:
+            with open(home / "session.lock", "rb") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not _dockerd_running(home):
+                    shutil.rmtree(home, ignore_errors=True)
+        except (FileNotFoundError, BlockingIOError):
+            continue  # being set up, or its session is running
+
+
+def _dockerd_running(home: Path) -> bool:
+    """dockerd removes its pidfile when it stops."""
+    try:
+        pid = int((home / "dockerd.pid").read_text())
+    except (OSError, ValueError):
+        return False
+    return Path(f"/proc/{pid}").exists()
+
+
+def _check_can_start_dockerd() -> None:
+    if shutil.which("dockerd") is None:
         raise Unavailable("no Docker engine answers and dockerd is not installed (docker.io)")
     if os.geteuid() != 0:
         raise Unavailable("no Docker engine answers and starting dockerd needs root")
-    OWN_SOCKET.parent.mkdir(parents=True, exist_ok=True)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    log_path = CACHE / "dockerd.log"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: a test session killed outright takes its dockerd along
+    (it is in a session of its own, out of reach of the terminal's ^C)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _start_dockerd(home: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    dockerd = shutil.which("dockerd")
+    assert dockerd is not None  # _check_can_start_dockerd
+    data_root = home / "data"
+    data_root.mkdir()
+    log_path = home / "dockerd.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [
                 dockerd,
                 "--iptables=false",
-                f"--storage-driver={storage_driver()}",
-                f"--data-root={CACHE / 'engine'}",
-                f"--exec-root={OWN_SOCKET.parent / 'exec'}",
-                f"--pidfile={OWN_SOCKET.parent / 'dockerd.pid'}",
-                f"--host=unix://{OWN_SOCKET}",
+                "--bridge=none",
+                f"--storage-driver={storage_driver(data_root)}",
+                f"--data-root={data_root}",
+                f"--exec-root={home / 'exec'}",
+                f"--pidfile={home / 'dockerd.pid'}",
+                f"--host={env['DOCKER_HOST']}",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     deadline = time.monotonic() + ENGINE_START_TIMEOUT
     while time.monotonic() < deadline:
@@ -175,19 +235,29 @@ def _start_dockerd(env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         if _answers(env):
             return process
         time.sleep(0.5)
-    process.kill()
-    process.wait()
+    _stop(process)
     raise Unavailable(f"dockerd did not answer within {ENGINE_START_TIMEOUT:.0f} s")
 
 
-def storage_driver() -> str:
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM: dockerd stops its containers and unmounts what it mounted."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=ENGINE_STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def storage_driver(data_root: Path) -> str:
     chosen = os.environ.get("MOCKDCP_DOCKER_STORAGE_DRIVER")
     if chosen:
         return chosen
     with open("/proc/filesystems") as filesystems:
         has_overlay = any(line.split()[-1:] == ["overlay"] for line in filesystems)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    on_overlay = run(["stat", "-f", "-c", "%T", CACHE], check=False).stdout.strip() == "overlayfs"
+    on_overlay = (
+        run(["stat", "-f", "-c", "%T", data_root], check=False).stdout.strip() == "overlayfs"
+    )
     return "overlay2" if has_overlay and not on_overlay else "vfs"
 
 
@@ -208,18 +278,21 @@ def _make_rootfs(tarball: Path) -> None:
         raise Unavailable("the base image is made with debootstrap, which is not installed")
     if os.geteuid() != 0:
         raise Unavailable("debootstrap (the base image's rootfs) needs root")
-    root = CACHE / f"rootfs-{RECIPE}"
-    shutil.rmtree(root, ignore_errors=True)
-    made = run([debootstrap, *DEBOOTSTRAP, root, DEBIAN_MIRROR], timeout=600, check=False)
-    if made.returncode != 0:
-        shutil.rmtree(root, ignore_errors=True)
-        raise Unavailable(f"debootstrap failed:\n{made.stdout[-2000:]}{made.stderr[-2000:]}")
-    for path in PRUNE:
-        shutil.rmtree(root / path, ignore_errors=True)
-    partial = tarball.with_suffix(".partial")
-    run(["tar", "--numeric-owner", "-C", root, "-cf", partial, "."], timeout=300)
-    partial.rename(tarball)
-    shutil.rmtree(root, ignore_errors=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # private to this session until the rename: sessions making it at once do not collide
+    work = Path(tempfile.mkdtemp(prefix=f"rootfs-{RECIPE}-", dir=CACHE))
+    try:
+        root = work / "root"
+        made = run([debootstrap, *DEBOOTSTRAP, root, DEBIAN_MIRROR], timeout=600, check=False)
+        if made.returncode != 0:
+            raise Unavailable(f"debootstrap failed:\n{made.stdout[-2000:]}{made.stderr[-2000:]}")
+        for path in PRUNE:
+            shutil.rmtree(root / path, ignore_errors=True)
+        partial = work / "rootfs.tar"
+        run(["tar", "--numeric-owner", "-C", root, "-cf", partial, "."], timeout=300)
+        partial.rename(tarball)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def build_context(dest: Path) -> Path:
@@ -231,9 +304,24 @@ def build_context(dest: Path) -> Path:
     shutil.copytree(
         REPO / "mockdcp", dest / "mockdcp", ignore=shutil.ignore_patterns("__pycache__")
     )
-    # the host reaches the package index; the build need not
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", dest / "wheels", REPO])
+    # the host reaches the package index; the build need not. The wheels are the versions
+    # installed here, so the image's documents can be compared with faker_documents here.
+    constraints = dest / "constraints.txt"
+    constraints.write_text(installed_versions())
+    pip_wheel = (sys.executable, "-m", "pip", "wheel", "--quiet")
+    run([*pip_wheel, "-c", constraints, "--wheel-dir", dest / "wheels", REPO])
     return dest
+
+
+def installed_versions() -> str:
+    """Pip constraints: each distribution this interpreter imports, at its version."""
+    pins: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            pins.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+    pins.pop("mockdcp", None)
+    return "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 
 
 def compose_command() -> list[str]:

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.docker._engine import (
-    OWN_SOCKET,
+    SESSION,
     Engine,
     Unavailable,
     base_image,
@@ -17,7 +17,8 @@ from tests.docker._engine import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-IMAGE_TAG = "mockdcp-test:latest"
+# this session's own: test sessions may share an engine (DOCKER_HOST)
+IMAGE_TAG = f"mockdcp-test:{SESSION}"
 BUILD_TIMEOUT = 900
 
 
@@ -60,8 +61,5 @@ def mockdcp_image(
         timeout=BUILD_TIMEOUT,
     )
     yield IMAGE_TAG
-    run(["docker", "image", "rm", "--force", IMAGE_TAG], env=docker_engine.env, check=False)
-    if docker_engine.env.get("DOCKER_HOST") == f"unix://{OWN_SOCKET}":
-        # the engine's data root is this suite's own cache: drop the build stages, keep
-        # the base image for the next run
-        run(["docker", "image", "prune", "--force"], env=docker_engine.env, check=False)
+    if not docker_engine.own:  # an engine of this session's own is removed as a whole
+        run(["docker", "image", "rm", "--force", IMAGE_TAG], env=docker_engine.env, check=False)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import sys
@@ -13,19 +12,21 @@ import attrs
 import pytest
 
 from mockdcp._dataset import faker_documents
-from tests.docker._engine import REPO, Engine, Unavailable, compose_command, run
+from tests.docker._engine import REPO, SESSION, Engine, Unavailable, compose_command, run
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 pytestmark = pytest.mark.docker
 
-DOCS = 300
+DOCS = 1000  # compose.yaml's default, as `mockdcp serve`'s
 VBUCKETS = 16
-# What docker/Dockerfile adds to its base: mockdcp's virtualenv (numpy with its OpenBLAS
-# 56 MB, Faker 25 MB, pygments under rich 10 MB, ...). 101 MiB when written (about 37 MB
-# compressed); the budget leaves room for dependencies' releases to grow a little.
-ADDED_SIZE_BUDGET = 120 * 2**20
+# What docker/Dockerfile adds to its base: mockdcp's virtualenv as docker/slim.py leaves
+# it (numpy 20 MB and its OpenBLAS 28 MB, the bytecode of what the server imports 8 MB,
+# pygments under rich 5 MB, cramjam 4 MB, Faker with one locale 3 MB, ...). 72 MiB when
+# written (23 MB gzipped; 102 MiB before slim.py); the budget leaves room for
+# dependencies' releases to grow a little.
+ADDED_SIZE_BUDGET = 80 * 2**20
 STREAM_TIMEOUT = 120
 
 
@@ -61,13 +62,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def mutation_keys(json_lines: str) -> list[str]:
+def streamed_documents(json_lines: str) -> dict[str, str]:
+    """``mockdcp tail --json``'s mutations, key to body; a key streamed twice fails."""
     events = [json.loads(line) for line in json_lines.splitlines() if line.startswith("{")]
-    return [e["key"] for e in events if e["event"] == "Mutation"]
+    mutations = [(e["key"], e["value"]) for e in events if e["event"] == "Mutation"]
+    documents = dict(mutations)
+    assert len(documents) == len(mutations), "a document was streamed twice"
+    return documents
 
 
-def expected_keys() -> list[str]:
-    return sorted(key for key, _ in faker_documents(DOCS))
+def expected_documents() -> dict[str, str]:
+    """What ``mockdcp serve --docs DOCS`` loads: the image's Faker, pruned to the locales
+    the generator uses, must draw the same documents as the full one installed here."""
+    return {key: body.decode() for key, body in faker_documents(DOCS)}
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +93,7 @@ def compose(docker_engine: Engine, mockdcp_image: str) -> Iterator[Compose]:
         "MOCKDCP_VBUCKETS": str(VBUCKETS),
     }
     project = ["--file", str(REPO / "docker" / "compose.yaml"), "--project-name"]
-    project.append(f"mockdcp-test-{os.getpid()}")
+    project.append(f"mockdcp-test-{SESSION}")
     up = Compose([*command, *project], env, kv_port, http_port)
     try:
         yield up
@@ -115,12 +122,43 @@ def test_image_adds_little_to_its_base(
     assert image - base < ADDED_SIZE_BUDGET, f"{(image - base) / 2**20:.1f} MiB added"
 
 
+# Run inside the image as its user: `mockdcp serve --docs 1000` under `python -v` until it
+# is ready, then `mockdcp tail` streams every document; prints what the server logged
+# about where each module's code came from.
+SERVE_VERBOSE = f"""
+import json, subprocess, sys, tempfile
+log = tempfile.TemporaryFile("w+")  # python -v writes more than a pipe holds
+server = subprocess.Popen(
+    [sys.executable, "-v", "-m", "mockdcp", "serve", "--json", "--port", "0",
+     "--http-port", "0", "--docs", "{DOCS}"],
+    stdout=subprocess.PIPE, stderr=log, text=True)
+ready = next(e for e in map(json.loads, server.stdout) if e["event"] == "ready")
+subprocess.run([sys.executable, "-m", "mockdcp", "tail", "--port", str(ready["kv_port"]),
+                "--limit", "{DOCS}", "--json"], check=True, stdout=subprocess.DEVNULL)
+server.terminate()
+server.wait(timeout=30)
+log.seek(0)
+sys.stdout.write(log.read())
+"""
+
+
+def test_image_serves_without_compiling_a_module(docker_engine: Engine, mockdcp_image: str) -> None:
+    # its user cannot write __pycache__: each module the server imports (at start, loading
+    # the documents and streaming them) must come with its bytecode, or it is compiled again
+    # on every start
+    run_python = ["run", "--rm", "--entrypoint", "python", mockdcp_image, "-c", SERVE_VERBOSE]
+    log = docker_engine.docker(*run_python, timeout=STREAM_TIMEOUT).splitlines()
+    loaded = [line for line in log if line.startswith("# code object from ")]
+    assert any(line.endswith(".pyc'") for line in loaded)  # what python -v says on a .pyc
+    assert [line for line in loaded if not line.endswith(".pyc'")] == []
+
+
 def test_consumer_service_streams_every_document_once_mockdcp_is_healthy(
     compose: Compose,
 ) -> None:
     compose("up", "--no-build", "--pull", "never", "--exit-code-from", "consumer")
     logs = compose("logs", "--no-color", "--no-log-prefix", "consumer")
-    assert sorted(mutation_keys(logs)) == expected_keys()
+    assert streamed_documents(logs) == expected_documents()
     # depends_on (condition: service_healthy) held the consumer back until a health check
     # of mockdcp had passed
     probes = compose.container("mockdcp")["State"]["Health"]["Log"]
@@ -138,4 +176,4 @@ def test_reference_consumer_streams_from_the_published_port(compose: Compose) ->
         assert response.status == 200
     tail = [sys.executable, "-m", "mockdcp", "tail", "--port", str(compose.kv_port)]
     out = run([*tail, "--json", "--limit", str(DOCS)], timeout=STREAM_TIMEOUT).stdout
-    assert sorted(mutation_keys(out)) == expected_keys()
+    assert streamed_documents(out) == expected_documents()

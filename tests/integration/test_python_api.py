@@ -74,3 +74,26 @@ def test_state_reports_the_nodes_limits() -> None:
     with mockdcp.Server(port=0, http_port=0, vbuckets=2, max_connections=7) as server:
         limits = server.state()["limits"]
         assert limits == {"max_connections": 7, "auth_timeout": 120.0, "output_limit": 8 << 20}
+
+
+def test_a_server_declares_collections_whose_creation_events_come_first() -> None:
+    with mockdcp.Server(
+        port=0, http_port=0, vbuckets=2, collections={"inventory": ["hotel", "air"]}
+    ) as server:
+        scopes = server.bucket.manifest_json()["scopes"]
+        assert isinstance(scopes, list)
+        assert sorted(s["name"] for s in scopes) == ["_default", "inventory"]
+        vbuckets = server.state()["vbuckets"]
+        assert isinstance(vbuckets, list)
+        assert [vb["high_seqno"] for vb in vbuckets] == [3, 3]  # scope and 2 collections
+
+
+def test_serve_command_line_takes_scope_dot_collection_paths() -> None:
+    from mockdcp.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["serve", "--collections", "inventory.hotel,inventory.air,travel.route"]
+    )
+    assert args.collections == {"inventory": ["hotel", "air"], "travel": ["route"]}
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--collections", "hotel"])

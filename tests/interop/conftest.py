@@ -42,6 +42,13 @@ def go_bin() -> Path:
     return HERE / "go" / "bin"
 
 
+#: system events after which a consumer holds none of the collection's earlier
+#: documents (java-dcp-client's type names, then gocbcore-consumer's)
+_FORGETTING_EVENTS = frozenset(
+    {"collection_dropped", "collection_flushed", "delete_collection", "flush_collection"}
+)
+
+
 @attrs.define
 class ClientRun:
     """A real client consumer process streaming from the mock, and what it wrote."""
@@ -63,12 +70,26 @@ class ClientRun:
                 break  # a line being written
         return out
 
-    def docs_seen(self) -> dict[str, dict[str, Any]]:
-        """Fold the event log into the latest version per key (rollbacks undone)."""
+    def docs_seen(self, sid: int | None = None) -> dict[str, dict[str, Any]]:
+        """Fold the event log into the latest version per key (rollbacks undone; a
+        collection's drop or flush forgets its versions below it in that vbucket).
+        ``sid``: only the events of that stream id."""
         versions: dict[str, list[dict[str, Any]]] = {}
         for ev in self.events():
             kind = ev.get("event")
-            if kind in ("mutation", "deletion", "expiration"):
+            if sid is not None and ev.get("sid") != sid:
+                continue
+            if kind == "system_event" and ev.get("type") in _FORGETTING_EVENTS:
+                cid = ev.get("collection_id", ev.get("collection"))
+                for key in list(versions):
+                    versions[key] = [
+                        v
+                        for v in versions[key]
+                        if v["vb"] != ev["vb"]
+                        or v.get("collection", 0) != cid
+                        or v["seqno"] > ev["seqno"]
+                    ]
+            elif kind in ("mutation", "deletion", "expiration"):
                 key = f"{ev.get('collection', 0)}:{ev['key']}"
                 versions.setdefault(key, []).append(ev)
             elif kind == "rollback":
@@ -164,6 +185,10 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
         def cleanup() -> None:
             if proc.returncode is None:
                 proc.kill()
+            # a test that failed before ``stop`` leaves the pipe open: close it here, or
+            # its ResourceWarning fails whichever later test collects it
+            if isinstance(proc.stdin, trio.lowlevel.FdStream):
+                proc.stdin.close()
 
         request.addfinalizer(cleanup)
         return run

@@ -307,6 +307,10 @@ def stream(b: Bucket, settings: DcpSettings, collections: frozenset[int] | None)
     )
 
 
+def system_events_of(messages: list[object]) -> list[SystemEvent]:
+    return [m for m in messages if isinstance(m, SystemEvent)]
+
+
 def drain(s: Stream, *, collections: bool) -> list[object]:
     data = b""
     while s.refill():
@@ -353,8 +357,8 @@ def test_collection_aware_stream_gets_system_events_in_seqno_order() -> None:
     assert all(m.opaque == 7 for m in messages if isinstance(m, SystemEvent))
 
 
-def test_non_canonical_pass_through_stream_leaves_system_events_out() -> None:
-    # NO_VALUE: the value cut is made on joined frames, which would cut an event's value
+def test_no_value_pass_through_stream_gets_system_events_with_their_values() -> None:
+    # NO_VALUE cuts documents' values on the joined frames; an event keeps its value
     b = bucket(vbuckets=1)
     b.set("h", "{}", collection_id=8)
     b.set("k", "{}")
@@ -363,16 +367,19 @@ def test_non_canonical_pass_through_stream_leaves_system_events_out() -> None:
         request(), bucket=b, settings=settings, active_stream_exists=False
     )
     assert decision.status == Status.SUCCESS
-    assert decision.collections is not None
-    assert 8 in decision.collections
-    assert 12345 in decision.collections  # collections created later pass too
-    assert 1 not in decision.collections
+    assert decision.collections is None
     messages = drain(stream(b, settings, decision.collections), collections=True)
     assert [(type(m).__name__, getattr(m, "collection_id", None)) for m in messages] == [
         ("SnapshotMarker", None),
+        ("SystemEvent", None),
+        ("SystemEvent", None),
+        ("SystemEvent", None),
         ("Mutation", 8),
         ("Mutation", 0),
     ]
+    events = system_events_of(messages)
+    assert [e.data().manifest_uid for e in events] == [1, 2, 3]
+    assert all(m.value == b"" for m in messages if isinstance(m, Mutation))
 
 
 def test_canonical_pass_through_stream_keeps_no_filter() -> None:
@@ -384,14 +391,6 @@ def test_canonical_pass_through_stream_keeps_no_filter() -> None:
     assert decision.collections is None
 
 
-# -- known gaps of the stream side (issue 16, the stream rewrite): strict xfails, so the
-# -- change that closes one turns its test red until the marker goes
-
-
-def system_events_of(messages: list[object]) -> list[SystemEvent]:
-    return [m for m in messages if isinstance(m, SystemEvent)]
-
-
 def test_collection_aware_stream_with_delete_times_gets_system_events() -> None:
     b = bucket(vbuckets=1)
     settings = DcpSettings(collections=True, open_flags=DcpOpenFlag.INCLUDE_DELETE_TIMES)
@@ -399,7 +398,6 @@ def test_collection_aware_stream_with_delete_times_gets_system_events() -> None:
     assert len(system_events_of(messages)) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="FlatBuffers consumers get the version 0/1 frames")
 def test_flatbuffers_stream_gets_version_2_events() -> None:
     b = bucket(vbuckets=1)
     settings = DcpSettings(collections=True, flatbuffers_events=True)
@@ -407,7 +405,6 @@ def test_flatbuffers_stream_gets_version_2_events() -> None:
     assert [e.version for e in system_events_of(messages)] == [2, 2, 2]
 
 
-@pytest.mark.xfail(strict=True, reason="filtered streams do not send their collections' events")
 def test_collection_filtered_stream_gets_its_collections_creation() -> None:
     b = bucket(vbuckets=1)
     messages = drain(stream(b, DcpSettings(collections=True), frozenset({8})), collections=True)

@@ -44,10 +44,40 @@ ops = st.one_of(
     st.tuples(st.just("settle"), st.integers(1, 20)),
 )
 
+#: collections a schedule writes to, creates, modifies and drops (``inventory.rail`` and
+#: ``inventory.bus`` do not exist at first); ``_default._default`` can be dropped too
+PATHS = [
+    "_default._default",
+    "inventory.hotel",
+    "inventory.air",
+    "inventory.rail",
+    "inventory.bus",
+]
+paths = st.sampled_from(PATHS)
+collection_ops = st.one_of(
+    ops,
+    st.tuples(st.just("cset"), paths, keys, st.integers(0, 99)),
+    st.tuples(st.just("cset"), paths, keys, st.integers(0, 99)),
+    st.tuples(st.just("create_collection"), st.sampled_from(PATHS[3:])),
+    st.tuples(st.just("drop_collection"), paths),
+    st.tuples(st.just("modify_collection"), paths, st.one_of(st.none(), st.integers(1, 99))),
+)
+#: a legacy consumer cannot see ``_default`` dropped (its streams just end): the same
+#: operations without that drop
+legacy_collection_ops = collection_ops.filter(
+    lambda op: op[:2] != ("drop_collection", "_default._default")
+)
+
 
 def to_steps(op: tuple[Any, ...], bucket: Bucket, now: float) -> list[steps.Step]:
     """One generated operation as the scenario steps that do it."""
     kind = op[0]
+    if kind == "cset":
+        return [steps.Set(key=op[2], value={"v": op[3]}, collection=op[1])]
+    if kind in ("create_collection", "drop_collection"):
+        return [steps.STEPS_BY_NAME[kind](collection=op[1])]  # type: ignore[call-arg]
+    if kind == "modify_collection":
+        return [steps.ModifyCollection(collection=op[1], max_ttl=op[2])]
     sel: steps.Vbuckets = "all" if len(op) < 2 or op[1] is None else op[1]
     if kind == "set":
         return [steps.Set(key=op[1], value={"v": op[2]})]
@@ -82,15 +112,18 @@ def documents(state: ConsumerState) -> dict[tuple[int, bytes], bytes]:
     return {k: v.value for k, v in state.documents().items()}
 
 
-def oracle(bucket: Bucket) -> dict[tuple[int, bytes], bytes]:
-    return {k: it.value for k, it in bucket.oracle().items()}
+def oracle(bucket: Bucket, *, legacy: bool = False) -> dict[tuple[int, bytes], bytes]:
+    """What a consumer must hold; a legacy one only the default collection's documents."""
+    return {k: it.value for k, it in bucket.oracle().items() if not legacy or k[0] == 0}
 
 
 async def scenario(
-    steps: list[tuple[Any, ...]], collections: bool = True
+    steps: list[tuple[Any, ...]],
+    collections: bool = True,
+    manifest: dict[str, list[str]] | None = None,
 ) -> tuple[ConsumerState, Bucket]:
     clock = [1_700_000_000.0]
-    bucket = Bucket("default", VBUCKETS, seed=5, clock=lambda: clock[0])
+    bucket = Bucket("default", VBUCKETS, seed=5, clock=lambda: clock[0], collections=manifest or {})
     wakeups = Wakeups()
     node = Node(bucket=bucket, users={"u": "p"}, idle_timeout=1e9, wake=wakeups.wake)
     kv = KvService(node, wakeups)
@@ -124,7 +157,9 @@ async def scenario(
             else:
                 apply(op, runner, clock[0])
         with trio.fail_after(30):  # virtual time (autojump clock)
-            await wait_until(lambda: documents(state) == oracle(bucket), poll=0.25)
+            await wait_until(
+                lambda: documents(state) == oracle(bucket, legacy=not collections), poll=0.25
+            )
         nursery.cancel_scope.cancel()
     return state, bucket
 
@@ -215,3 +250,64 @@ def test_a_legacy_consumer_converges_to_the_oracle(steps: list[tuple[Any, ...]])
         state, bucket = trio.run(scenario, steps, False, clock=clock)
     assert state.violations == []
     assert documents(state) == oracle(bucket)
+
+
+MANIFEST = {"inventory": ["hotel", "air"]}
+
+#: Collection cases: both properties below run them before the random ones.
+COLLECTION_EXAMPLES: list[list[tuple[Any, ...]]] = [
+    # documents of a collection, then its drop, in memory and after a compaction
+    [
+        ("cset", "inventory.hotel", "k1", 1),
+        ("set", "k2", 1),
+        ("settle", 20),
+        ("cset", "inventory.hotel", "k3", 1),
+        ("drop_collection", "inventory.hotel"),
+        ("compact", None),
+        ("drop_cursor", None),
+    ],
+    # the default collection dropped under a consumer, then a new collection
+    [
+        ("set", "k1", 1),
+        ("settle", 20),
+        ("drop_collection", "_default._default"),
+        ("create_collection", "inventory.rail"),
+        ("cset", "inventory.rail", "k1", 2),
+        ("modify_collection", "inventory.rail", 5),
+        ("failover", None, True),
+    ],
+]
+
+
+def with_collection_examples(test: Callable[..., None]) -> Callable[..., None]:
+    for schedule in reversed(COLLECTION_EXAMPLES):
+        test = example(schedule)(test)
+    return test
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(collection_ops, max_size=40))
+@with_collection_examples
+def test_consumer_converges_through_collection_changes(steps: list[tuple[Any, ...]]) -> None:
+    """Creations, modifications and drops (``_default`` included) between the writes,
+    failovers and cursor drops: a collection-aware consumer ends with the oracle, which
+    forgets a dropped collection's documents."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with mock.patch.object(_stream, "PIECE_BYTES", 300):
+        state, bucket = trio.run(scenario, steps, True, MANIFEST, clock=clock)
+    assert state.violations == []
+    assert documents(state) == oracle(bucket)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(legacy_collection_ops, max_size=40))
+@example(COLLECTION_EXAMPLES[0])
+def test_a_legacy_consumer_converges_through_collection_changes(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    """The same schedules for a consumer without collections: it ends with the default
+    collection's documents (its streams end when ``_default`` is dropped)."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    state, bucket = trio.run(scenario, steps, False, MANIFEST, clock=clock)
+    assert state.violations == []
+    assert documents(state) == oracle(bucket, legacy=True)

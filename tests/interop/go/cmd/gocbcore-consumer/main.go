@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -27,18 +28,28 @@ const (
 	endSeqNo        = gocbcore.SeqNo(0xffffffffffffffff)
 )
 
-type consumer struct {
-	opts   *harness.Options
-	ev     *harness.Events
-	st     *harness.State
-	agent  *gocbcore.DCPAgent
+// stream is one stream per vbucket: its stream id (0 = none), its filter
+// (nil = none) and what it received.
+type stream struct {
+	sid    uint16
 	filter *gocbcore.OpenStreamFilterOptions
-	stopCh chan struct{}
+	st     *harness.State
+}
+
+type consumer struct {
+	opts  *harness.Options
+	ev    *harness.Events
+	agent *gocbcore.DCPAgent
+	// streams: one (sid 0) without --stream, else one per --stream (sid 1..)
+	streams []*stream
+	bySID   map[uint16]*stream
+	useSID  bool
+	stopCh  chan struct{}
 
 	stopping atomic.Bool
 
 	mu        sync.Mutex
-	reopening map[uint16]bool
+	reopening map[[2]uint16]bool
 }
 
 func main() {
@@ -46,9 +57,15 @@ func main() {
 	if opts.KVPort == 0 && opts.HTTPPort == 0 {
 		harness.Usage(prog, "--kv-port or --http-port is required")
 	}
-	if len(opts.CollectionFilter) > 0 && !opts.Collections {
-		harness.Logf(prog, "--collection implies --collections")
+	if (len(opts.CollectionFilter) > 0 || opts.Scope != "" || len(opts.Streams) > 0) && !opts.Collections {
+		harness.Logf(prog, "--collection, --scope and --stream imply --collections")
 		opts.Collections = true
+	}
+	if len(opts.Streams) > 0 && (len(opts.CollectionFilter) > 0 || opts.Scope != "") {
+		harness.Usage(prog, "--stream carries its own filter: no --collection or --scope with it")
+	}
+	if len(opts.Streams) > 0 && opts.ResumeFrom != "" {
+		harness.Usage(prog, "--resume-from is for a single stream per vbucket (no --stream)")
 	}
 	harness.SetGocbcoreLogger(prog, opts.Verbose)
 
@@ -63,7 +80,18 @@ func main() {
 			fatalNoEvents("%v", err)
 		}
 	}
-	c := &consumer{opts: opts, ev: ev, st: st, stopCh: make(chan struct{}), reopening: map[uint16]bool{}}
+	c := &consumer{opts: opts, ev: ev, stopCh: make(chan struct{}), reopening: map[[2]uint16]bool{},
+		bySID: map[uint16]*stream{}, useSID: len(opts.Streams) > 0}
+	if c.useSID {
+		for i := range opts.Streams {
+			s := &stream{sid: uint16(i + 1), st: harness.NewState()}
+			c.streams = append(c.streams, s)
+			c.bySID[s.sid] = s
+		}
+	} else {
+		c.streams = []*stream{{st: st}}
+		c.bySID[0] = c.streams[0]
+	}
 	stop := harness.StopChannel(opts.NoStdin)
 	go func() {
 		why := <-stop
@@ -95,7 +123,8 @@ func (c *consumer) shutdown(code int) {
 	shutdownOnce.Do(func() {
 		c.stopping.Store(true)
 		close(c.stopCh)
-		if err := c.st.Save(c.opts.State); err != nil {
+		// with several streams the state file is the first one's (events carry "sid")
+		if err := c.streams[0].st.Save(c.opts.State); err != nil {
 			harness.Logf(prog, "write state: %v", err)
 			code = 1
 		}
@@ -131,7 +160,7 @@ func (c *consumer) securityConfig() gocbcore.SecurityConfig {
 
 func (c *consumer) run() error {
 	deadline := time.Now().Add(c.opts.ConnectTimeout)
-	if err := c.resolveFilter(deadline); err != nil {
+	if err := c.resolveFilters(deadline); err != nil {
 		return err
 	}
 
@@ -145,6 +174,7 @@ func (c *consumer) run() error {
 		DCPConfig: gocbcore.DCPConfig{
 			BufferSize:      c.opts.FlowControl,
 			UseExpiryOpcode: c.opts.ExpiryOpcode,
+			UseStreamID:     c.useSID,
 		},
 		DefaultRetryStrategy: gocbcore.NewBestEffortRetryStrategy(nil),
 	}
@@ -170,18 +200,21 @@ func (c *consumer) run() error {
 	if err != nil {
 		return err
 	}
-	harness.Logf(prog, "connected: %d vbuckets, streaming %d, collections=%v", numVBs, len(vbs), agent.HasCollectionsSupport())
+	harness.Logf(prog, "connected: %d vbuckets, streaming %d (%d stream(s) each), collections=%v", numVBs, len(vbs),
+		len(c.streams), agent.HasCollectionsSupport())
 
 	var wg sync.WaitGroup
-	errs := make(chan error, len(vbs))
-	for _, vb := range vbs {
-		wg.Add(1)
-		go func(vb uint16) {
-			defer wg.Done()
-			if err := c.openVB(vb); err != nil {
-				errs <- fmt.Errorf("open stream vb %d: %w", vb, err)
-			}
-		}(vb)
+	errs := make(chan error, len(vbs)*len(c.streams))
+	for _, s := range c.streams {
+		for _, vb := range vbs {
+			wg.Add(1)
+			go func(vb uint16, s *stream) {
+				defer wg.Done()
+				if err := c.openVB(vb, s); err != nil {
+					errs <- fmt.Errorf("open stream vb %d sid %d: %w", vb, s.sid, err)
+				}
+			}(vb, s)
+		}
 	}
 	wg.Wait()
 	close(errs)
@@ -209,70 +242,162 @@ func (c *consumer) waitReady(deadline time.Time) error {
 	}
 }
 
-// resolveFilter turns --collection values into collection ids: numbers are
-// used as given (decimal or 0x hex), scope.collection names are looked up
-// with GET_COLLECTION_ID through a short-lived regular agent.
-func (c *consumer) resolveFilter(deadline time.Time) error {
-	if len(c.opts.CollectionFilter) == 0 {
-		return nil
+// resolveFilters turns the --collection / --scope / --stream filters into
+// ids: a number is a collection id as given (decimal or 0x hex), a
+// scope.collection name is looked up with GET_COLLECTION_ID, a scope name
+// in the manifest (GET_COLLECTIONS_MANIFEST), through a short-lived regular
+// agent.
+func (c *consumer) resolveFilters(deadline time.Time) error {
+	specs := map[*stream][]string{}
+	if c.useSID {
+		for i, s := range c.streams {
+			specs[s] = strings.Split(c.opts.Streams[i], ",")
+		}
+	} else {
+		var items []string
+		items = append(items, c.opts.CollectionFilter...)
+		if c.opts.Scope != "" {
+			items = append(items, "scope:"+c.opts.Scope)
+		}
+		if len(items) == 0 {
+			return nil
+		}
+		specs[c.streams[0]] = items
 	}
-	f := &gocbcore.OpenStreamFilterOptions{}
-	var names [][2]string
-	for _, v := range c.opts.CollectionFilter {
-		if id, err := strconv.ParseUint(v, 0, 32); err == nil {
-			f.CollectionIDs = append(f.CollectionIDs, uint32(id))
-			continue
-		}
-		scope, coll, ok := strings.Cut(v, ".")
-		if !ok || scope == "" || coll == "" {
-			return fmt.Errorf("--collection %q: want scope.collection or a collection id", v)
-		}
-		names = append(names, [2]string{scope, coll})
-	}
-	if len(names) > 0 {
-		agent, err := gocbcore.CreateAgent(&gocbcore.AgentConfig{
-			UserAgent:            "mockdcp-interop-gocbcore-lookup",
-			BucketName:           c.opts.Bucket,
-			SeedConfig:           c.seedConfig(),
-			SecurityConfig:       c.securityConfig(),
-			IoConfig:             gocbcore.IoConfig{UseCollections: true},
-			DefaultRetryStrategy: gocbcore.NewBestEffortRetryStrategy(nil),
-		})
-		if err != nil {
-			return fmt.Errorf("create lookup agent: %w", err)
-		}
-		defer agent.Close()
-		ready := make(chan error, 1)
-		if _, err := agent.WaitUntilReady(deadline, gocbcore.WaitUntilReadyOptions{
-			RetryStrategy: gocbcore.NewBestEffortRetryStrategy(nil),
-		}, func(_ *gocbcore.WaitUntilReadyResult, err error) { ready <- err }); err != nil {
-			return fmt.Errorf("lookup agent: %w", err)
-		}
-		if err := <-ready; err != nil {
-			return fmt.Errorf("cannot connect to %s within %s (collection lookup): %w", c.opts.Host, c.opts.ConnectTimeout, err)
-		}
-		for _, n := range names {
-			res := make(chan error, 1)
-			var id uint32
-			_, err := agent.GetCollectionID(n[0], n[1], gocbcore.GetCollectionIDOptions{Deadline: time.Now().Add(10 * time.Second)},
-				func(r *gocbcore.GetCollectionIDResult, err error) {
-					if err == nil {
-						id = r.CollectionID
-					}
-					res <- err
-				})
-			if err == nil {
-				err = <-res
+	r := &resolver{c: c, deadline: deadline}
+	defer r.close()
+	for s, items := range specs {
+		f := &gocbcore.OpenStreamFilterOptions{}
+		scoped := false
+		for _, v := range items {
+			v = strings.TrimSpace(v)
+			if name, ok := strings.CutPrefix(v, "scope:"); ok {
+				id, err := r.scopeID(name)
+				if err != nil {
+					return err
+				}
+				f.ScopeID, scoped = id, true
+				continue
 			}
+			if id, err := strconv.ParseUint(v, 0, 32); err == nil {
+				f.CollectionIDs = append(f.CollectionIDs, uint32(id))
+				continue
+			}
+			scope, coll, ok := strings.Cut(v, ".")
+			if !ok || scope == "" || coll == "" {
+				return fmt.Errorf("filter %q: want scope.collection, a collection id or scope:NAME", v)
+			}
+			id, err := r.collectionID(scope, coll)
 			if err != nil {
-				return fmt.Errorf("collection id of %s.%s: %w", n[0], n[1], err)
+				return err
 			}
-			harness.Logf(prog, "collection %s.%s = 0x%x", n[0], n[1], id)
 			f.CollectionIDs = append(f.CollectionIDs, id)
 		}
+		if scoped && len(f.CollectionIDs) > 0 {
+			return fmt.Errorf("filter %v: a scope or collections, not both (gocbcore would drop the scope)", items)
+		}
+		harness.Logf(prog, "stream sid %d: filter collections %v scope %v (0x%x)", s.sid, f.CollectionIDs, scoped, f.ScopeID)
+		s.filter = f
 	}
-	c.filter = f
 	return nil
+}
+
+// resolver looks names up through a regular agent made on first use.
+type resolver struct {
+	c        *consumer
+	deadline time.Time
+	agent    *gocbcore.Agent
+}
+
+func (r *resolver) close() {
+	if r.agent != nil {
+		_ = r.agent.Close()
+	}
+}
+
+func (r *resolver) get() (*gocbcore.Agent, error) {
+	if r.agent != nil {
+		return r.agent, nil
+	}
+	agent, err := gocbcore.CreateAgent(&gocbcore.AgentConfig{
+		UserAgent:            "mockdcp-interop-gocbcore-lookup",
+		BucketName:           r.c.opts.Bucket,
+		SeedConfig:           r.c.seedConfig(),
+		SecurityConfig:       r.c.securityConfig(),
+		IoConfig:             gocbcore.IoConfig{UseCollections: true},
+		DefaultRetryStrategy: gocbcore.NewBestEffortRetryStrategy(nil),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create lookup agent: %w", err)
+	}
+	r.agent = agent
+	ready := make(chan error, 1)
+	if _, err := agent.WaitUntilReady(r.deadline, gocbcore.WaitUntilReadyOptions{
+		RetryStrategy: gocbcore.NewBestEffortRetryStrategy(nil),
+	}, func(_ *gocbcore.WaitUntilReadyResult, err error) { ready <- err }); err != nil {
+		return nil, fmt.Errorf("lookup agent: %w", err)
+	}
+	if err := <-ready; err != nil {
+		return nil, fmt.Errorf("cannot connect to %s within %s (collection lookup): %w", r.c.opts.Host, r.c.opts.ConnectTimeout, err)
+	}
+	return agent, nil
+}
+
+func (r *resolver) collectionID(scope, coll string) (uint32, error) {
+	agent, err := r.get()
+	if err != nil {
+		return 0, err
+	}
+	res := make(chan error, 1)
+	var id uint32
+	_, err = agent.GetCollectionID(scope, coll, gocbcore.GetCollectionIDOptions{Deadline: time.Now().Add(10 * time.Second)},
+		func(r *gocbcore.GetCollectionIDResult, err error) {
+			if err == nil {
+				id = r.CollectionID
+			}
+			res <- err
+		})
+	if err == nil {
+		err = <-res
+	}
+	if err != nil {
+		return 0, fmt.Errorf("collection id of %s.%s: %w", scope, coll, err)
+	}
+	harness.Logf(prog, "collection %s.%s = 0x%x", scope, coll, id)
+	return id, nil
+}
+
+func (r *resolver) scopeID(name string) (uint32, error) {
+	agent, err := r.get()
+	if err != nil {
+		return 0, err
+	}
+	res := make(chan error, 1)
+	var raw []byte
+	_, err = agent.GetCollectionManifest(gocbcore.GetCollectionManifestOptions{Deadline: time.Now().Add(10 * time.Second)},
+		func(r *gocbcore.GetCollectionManifestResult, err error) {
+			if err == nil {
+				raw = r.Manifest
+			}
+			res <- err
+		})
+	if err == nil {
+		err = <-res
+	}
+	if err != nil {
+		return 0, fmt.Errorf("collections manifest: %w", err)
+	}
+	var m gocbcore.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return 0, fmt.Errorf("collections manifest %q: %w", raw, err)
+	}
+	for _, s := range m.Scopes {
+		if s.Name == name {
+			harness.Logf(prog, "scope %s = 0x%x", name, s.UID)
+			return s.UID, nil
+		}
+	}
+	return 0, fmt.Errorf("no scope %q in the manifest %s", name, raw)
 }
 
 // ---------------------------------------------------------------- streams
@@ -313,16 +438,16 @@ func failoverJSON(entries []gocbcore.FailoverEntry) [][2]uint64 {
 	return out
 }
 
-// openVB opens vbucket vb's stream from its recorded position, handling
+// openVB opens stream s of vbucket vb from its recorded position, handling
 // rollbacks and retrying other errors with backoff.
-func (c *consumer) openVB(vb uint16) error {
+func (c *consumer) openVB(vb uint16, s *stream) error {
 	backoff := 250 * time.Millisecond
 	rollbacks := 0
 	for attempt := 1; ; {
 		if c.stopping.Load() {
 			return nil
 		}
-		err := c.tryOpen(vb)
+		err := c.tryOpen(vb, s)
 		if err == nil {
 			return nil
 		}
@@ -333,8 +458,8 @@ func (c *consumer) openVB(vb uint16) error {
 				return fmt.Errorf("more than %d rollbacks in a row: %w", maxRollbacks, err)
 			}
 			to := uint64(rb.SeqNo)
-			c.ev.Emit("rollback", "vb", vb, "seqno", to)
-			harness.Logf(prog, "vb %d: rollback to %d", vb, to)
+			c.emit(s.sid, "rollback", "vb", vb, "seqno", to)
+			harness.Logf(prog, "vb %d sid %d: rollback to %d", vb, s.sid, to)
 			entries, ferr := c.failoverLog(vb)
 			if ferr != nil {
 				harness.Logf(prog, "vb %d: failover log after rollback: %v", vb, ferr)
@@ -349,16 +474,16 @@ func (c *consumer) openVB(vb uint16) error {
 					break
 				}
 			}
-			c.st.Rollback(vb, to)
-			c.st.UpdateVB(vb, func(s *harness.VBState) {
-				s.Seqno, s.SnapStart, s.SnapEnd, s.UUID = to, to, to, uuid
+			s.st.Rollback(vb, to)
+			s.st.UpdateVB(vb, func(p *harness.VBState) {
+				p.Seqno, p.SnapStart, p.SnapEnd, p.UUID = to, to, to, uuid
 			})
 			continue
 		}
 		if attempt >= maxOpenAttempts {
 			return err
 		}
-		harness.Logf(prog, "vb %d: open attempt %d failed: %v (retry in %s)", vb, attempt, err, backoff)
+		harness.Logf(prog, "vb %d sid %d: open attempt %d failed: %v (retry in %s)", vb, s.sid, attempt, err, backoff)
 		attempt++
 		if !c.sleep(backoff) {
 			return nil
@@ -369,8 +494,8 @@ func (c *consumer) openVB(vb uint16) error {
 	}
 }
 
-func (c *consumer) tryOpen(vb uint16) error {
-	pos, known := c.st.VB(vb)
+func (c *consumer) tryOpen(vb uint16, s *stream) error {
+	pos, known := s.st.VB(vb)
 	if !known {
 		entries, err := c.failoverLog(vb)
 		if err != nil {
@@ -380,7 +505,7 @@ func (c *consumer) tryOpen(vb uint16) error {
 		if len(entries) > 0 {
 			pos.UUID = uint64(entries[0].VbUUID)
 		}
-		c.st.UpdateVB(vb, func(s *harness.VBState) { *s = pos })
+		s.st.UpdateVB(vb, func(p *harness.VBState) { *p = pos })
 	}
 	if pos.Seqno < pos.SnapStart || pos.Seqno > pos.SnapEnd {
 		// No item of the last marker arrived (or a SEQNO_ADVANCED moved us
@@ -388,8 +513,11 @@ func (c *consumer) tryOpen(vb uint16) error {
 		pos.SnapStart, pos.SnapEnd = pos.Seqno, pos.Seqno
 	}
 	opts := gocbcore.OpenStreamOptions{
-		FilterOptions: c.filter,
+		FilterOptions: s.filter,
 		RetryStrategy: gocbcore.NewBestEffortRetryStrategy(nil),
+	}
+	if c.useSID {
+		opts.StreamOptions = &gocbcore.OpenStreamStreamOptions{StreamID: s.sid}
 	}
 	ch := make(chan error, 1)
 	op, err := c.agent.OpenStream(vb, 0, gocbcore.VbUUID(pos.UUID), gocbcore.SeqNo(pos.Seqno), endSeqNo,
@@ -400,9 +528,9 @@ func (c *consumer) tryOpen(vb uint16) error {
 			// stream_open always precedes the stream's events.
 			if err == nil {
 				if len(e) > 0 {
-					c.st.UpdateVB(vb, func(s *harness.VBState) { s.UUID = uint64(e[0].VbUUID) })
+					s.st.UpdateVB(vb, func(p *harness.VBState) { p.UUID = uint64(e[0].VbUUID) })
 				}
-				c.ev.Emit("stream_open", "vb", vb, "seqno", pos.Seqno, "uuid", pos.UUID,
+				c.emit(s.sid, "stream_open", "vb", vb, "seqno", pos.Seqno, "uuid", pos.UUID,
 					"snap_start", pos.SnapStart, "snap_end", pos.SnapEnd, "failover_log", failoverJSON(e))
 			}
 			ch <- err
@@ -422,26 +550,27 @@ func (c *consumer) tryOpen(vb uint16) error {
 	return nil
 }
 
-func (c *consumer) reopen(vb uint16) {
+func (c *consumer) reopen(vb uint16, s *stream) {
+	key := [2]uint16{vb, s.sid}
 	c.mu.Lock()
-	if c.reopening[vb] {
+	if c.reopening[key] {
 		c.mu.Unlock()
 		return
 	}
-	c.reopening[vb] = true
+	c.reopening[key] = true
 	c.mu.Unlock()
 	go func() {
 		defer func() {
 			c.mu.Lock()
-			delete(c.reopening, vb)
+			delete(c.reopening, key)
 			c.mu.Unlock()
 		}()
 		if !c.sleep(100 * time.Millisecond) {
 			return
 		}
-		if err := c.openVB(vb); err != nil && !c.stopping.Load() {
-			msg := fmt.Sprintf("re-open stream vb %d: %v", vb, err)
-			c.ev.Emit("error", "message", msg, "vb", vb)
+		if err := c.openVB(vb, s); err != nil && !c.stopping.Load() {
+			msg := fmt.Sprintf("re-open stream vb %d sid %d: %v", vb, s.sid, err)
+			c.emit(s.sid, "error", "message", msg, "vb", vb)
 			harness.Logf(prog, "%s", msg)
 		}
 	}()
@@ -449,136 +578,172 @@ func (c *consumer) reopen(vb uint16) {
 
 // ---------------------------------------------------------------- observer
 
-func (c *consumer) advance(vb uint16, seqno uint64) {
-	c.st.UpdateVB(vb, func(s *harness.VBState) { s.Seqno = seqno })
+// emit writes an event; with stream ids it carries the stream's "sid".
+func (c *consumer) emit(sid uint16, name string, kv ...any) {
+	if c.useSID {
+		kv = append(kv, "sid", sid)
+	}
+	c.ev.Emit(name, kv...)
+}
+
+// stream returns the stream a message came on (by its stream id), or nil for
+// an id the consumer never opened (recorded as an error event).
+func (c *consumer) stream(sid uint16, what string, vb uint16) *stream {
+	if s := c.bySID[sid]; s != nil {
+		return s
+	}
+	c.ev.Emit("error", "message", fmt.Sprintf("%s on vb %d with unknown stream id %d", what, vb, sid), "vb", vb)
+	return nil
 }
 
 func (c *consumer) SnapshotMarker(m gocbcore.DcpSnapshotMarker) {
 	if c.stopping.Load() {
 		return // the state file is written: record nothing more
 	}
-	c.ev.Emit("snapshot", "vb", m.VbID, "start", m.StartSeqNo, "end", m.EndSeqNo, "flags", uint32(m.SnapshotType))
-	c.st.UpdateVB(m.VbID, func(s *harness.VBState) { s.SnapStart, s.SnapEnd = m.StartSeqNo, m.EndSeqNo })
+	s := c.stream(m.StreamID, "snapshot marker", m.VbID)
+	if s == nil {
+		return
+	}
+	c.emit(s.sid, "snapshot", "vb", m.VbID, "start", m.StartSeqNo, "end", m.EndSeqNo, "flags", uint32(m.SnapshotType))
+	s.st.UpdateVB(m.VbID, func(p *harness.VBState) { p.SnapStart, p.SnapEnd = m.StartSeqNo, m.EndSeqNo })
 }
 
 func (c *consumer) Mutation(m gocbcore.DcpMutation) {
 	if c.stopping.Load() {
 		return // the state file is written: record nothing more
 	}
+	s := c.stream(m.StreamID, "mutation", m.VbID)
+	if s == nil {
+		return
+	}
 	kv := []any{"vb", m.VbID, "seqno", m.SeqNo, "rev", m.RevNo, "cas", m.Cas, "key", string(m.Key),
 		"collection", m.CollectionID}
 	kv = append(kv, harness.Value(m.Value)...)
 	kv = append(kv, "flags", m.Flags, "expiry", m.Expiry, "datatype", m.Datatype)
-	c.ev.Emit("mutation", kv...)
-	c.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Value: string(m.Value)})
-	c.advance(m.VbID, m.SeqNo)
+	c.emit(s.sid, "mutation", kv...)
+	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Value: string(m.Value)})
+	s.advance(m.VbID, m.SeqNo)
 }
 
 func (c *consumer) Deletion(m gocbcore.DcpDeletion) {
 	if c.stopping.Load() {
 		return // the state file is written: record nothing more
 	}
+	s := c.stream(m.StreamID, "deletion", m.VbID)
+	if s == nil {
+		return
+	}
 	kv := []any{"vb", m.VbID, "seqno", m.SeqNo, "rev", m.RevNo, "cas", m.Cas, "key", string(m.Key),
 		"collection", m.CollectionID}
 	kv = append(kv, harness.Value(m.Value)...)
 	kv = append(kv, "flags", 0, "expiry", 0, "datatype", m.Datatype, "delete_time", m.DeleteTime)
-	c.ev.Emit("deletion", kv...)
-	c.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true})
-	c.advance(m.VbID, m.SeqNo)
+	c.emit(s.sid, "deletion", kv...)
+	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true})
+	s.advance(m.VbID, m.SeqNo)
 }
 
 func (c *consumer) Expiration(m gocbcore.DcpExpiration) {
 	if c.stopping.Load() {
 		return // the state file is written: record nothing more
 	}
-	c.ev.Emit("expiration", "vb", m.VbID, "seqno", m.SeqNo, "rev", m.RevNo, "cas", m.Cas, "key", string(m.Key),
+	s := c.stream(m.StreamID, "expiration", m.VbID)
+	if s == nil {
+		return
+	}
+	c.emit(s.sid, "expiration", "vb", m.VbID, "seqno", m.SeqNo, "rev", m.RevNo, "cas", m.Cas, "key", string(m.Key),
 		"collection", m.CollectionID, "value", "", "flags", 0, "expiry", 0, "delete_time", m.DeleteTime)
-	c.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true})
-	c.advance(m.VbID, m.SeqNo)
+	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true})
+	s.advance(m.VbID, m.SeqNo)
+}
+
+func (s *stream) advance(vb uint16, seqno uint64) {
+	s.st.UpdateVB(vb, func(p *harness.VBState) { p.Seqno = seqno })
 }
 
 func (c *consumer) End(e gocbcore.DcpStreamEnd, err error) {
 	if c.stopping.Load() {
 		return // the state file is written: record nothing more
 	}
+	s := c.stream(e.StreamID, "stream end", e.VbID)
+	if s == nil {
+		return
+	}
 	reason := "ok"
 	if err != nil {
 		reason = err.Error()
 	}
-	c.ev.Emit("stream_end", "vb", e.VbID, "reason", reason)
+	c.emit(s.sid, "stream_end", "vb", e.VbID, "reason", reason)
 	if c.stopping.Load() || err == nil {
 		return
 	}
-	harness.Logf(prog, "vb %d: stream ended: %s; re-opening", e.VbID, reason)
-	c.reopen(e.VbID)
+	if errors.Is(err, gocbcore.ErrDCPStreamFilterEmpty) {
+		// every collection of the filter was dropped: nothing more can come
+		harness.Logf(prog, "vb %d sid %d: stream ended: %s; not re-opened", e.VbID, s.sid, reason)
+		return
+	}
+	harness.Logf(prog, "vb %d sid %d: stream ended: %s; re-opening", e.VbID, s.sid, reason)
+	c.reopen(e.VbID, s)
+}
+
+// system emits a system event of stream sid and moves its position.
+func (c *consumer) system(sid, vb uint16, seqno uint64, kv ...any) {
+	if c.stopping.Load() {
+		return // the state file is written: record nothing more
+	}
+	s := c.stream(sid, "system event", vb)
+	if s == nil {
+		return
+	}
+	c.emit(s.sid, "system_event", append([]any{kv[0], kv[1], "vb", vb, "seqno", seqno}, kv[2:]...)...)
+	s.advance(vb, seqno)
 }
 
 func (c *consumer) CreateCollection(e gocbcore.DcpCollectionCreation) {
-	if c.stopping.Load() {
-		return // the state file is written: record nothing more
-	}
-	c.ev.Emit("system_event", "type", "create_collection", "vb", e.VbID, "seqno", e.SeqNo,
+	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "create_collection",
 		"manifest_uid", e.ManifestUID, "scope", e.ScopeID, "collection", e.CollectionID,
 		"name", string(e.Key), "ttl", e.Ttl, "version", e.Version)
-	c.advance(e.VbID, e.SeqNo)
 }
 
 func (c *consumer) DeleteCollection(e gocbcore.DcpCollectionDeletion) {
-	if c.stopping.Load() {
-		return // the state file is written: record nothing more
-	}
-	c.ev.Emit("system_event", "type", "delete_collection", "vb", e.VbID, "seqno", e.SeqNo,
+	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "delete_collection",
 		"manifest_uid", e.ManifestUID, "scope", e.ScopeID, "collection", e.CollectionID, "version", e.Version)
-	c.advance(e.VbID, e.SeqNo)
 }
 
 func (c *consumer) FlushCollection(e gocbcore.DcpCollectionFlush) {
-	if c.stopping.Load() {
-		return // the state file is written: record nothing more
-	}
-	c.ev.Emit("system_event", "type", "flush_collection", "vb", e.VbID, "seqno", e.SeqNo,
+	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "flush_collection",
 		"manifest_uid", e.ManifestUID, "collection", e.CollectionID, "version", e.Version)
-	c.advance(e.VbID, e.SeqNo)
 }
 
 func (c *consumer) CreateScope(e gocbcore.DcpScopeCreation) {
-	if c.stopping.Load() {
-		return // the state file is written: record nothing more
-	}
-	c.ev.Emit("system_event", "type", "create_scope", "vb", e.VbID, "seqno", e.SeqNo,
+	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "create_scope",
 		"manifest_uid", e.ManifestUID, "scope", e.ScopeID, "name", string(e.Key), "version", e.Version)
-	c.advance(e.VbID, e.SeqNo)
 }
 
 func (c *consumer) DeleteScope(e gocbcore.DcpScopeDeletion) {
-	if c.stopping.Load() {
-		return // the state file is written: record nothing more
-	}
-	c.ev.Emit("system_event", "type", "delete_scope", "vb", e.VbID, "seqno", e.SeqNo,
+	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "delete_scope",
 		"manifest_uid", e.ManifestUID, "scope", e.ScopeID, "version", e.Version)
-	c.advance(e.VbID, e.SeqNo)
 }
 
 func (c *consumer) ModifyCollection(e gocbcore.DcpCollectionModification) {
-	if c.stopping.Load() {
-		return // the state file is written: record nothing more
-	}
-	c.ev.Emit("system_event", "type", "modify_collection", "vb", e.VbID, "seqno", e.SeqNo,
+	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "modify_collection",
 		"manifest_uid", e.ManifestUID, "collection", e.CollectionID, "ttl", e.Ttl, "version", e.Version)
-	c.advance(e.VbID, e.SeqNo)
 }
 
 func (c *consumer) OSOSnapshot(e gocbcore.DcpOSOSnapshot) {
 	if c.stopping.Load() {
 		return // the state file is written: record nothing more
 	}
-	c.ev.Emit("oso_snapshot", "vb", e.VbID, "flags", e.SnapshotType)
+	c.emit(e.StreamID, "oso_snapshot", "vb", e.VbID, "flags", e.SnapshotType)
 }
 
 func (c *consumer) SeqNoAdvanced(e gocbcore.DcpSeqNoAdvanced) {
 	if c.stopping.Load() {
 		return // the state file is written: record nothing more
 	}
-	c.ev.Emit("seqno_advanced", "vb", e.VbID, "seqno", e.SeqNo)
-	c.advance(e.VbID, e.SeqNo)
+	s := c.stream(e.StreamID, "seqno advanced", e.VbID)
+	if s == nil {
+		return
+	}
+	c.emit(s.sid, "seqno_advanced", "vb", e.VbID, "seqno", e.SeqNo)
+	s.advance(e.VbID, e.SeqNo)
 }

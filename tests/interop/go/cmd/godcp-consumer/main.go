@@ -194,8 +194,14 @@ func (c *consumer) config() (*config.Dcp, error) {
 	if o.FlowControl > 0 {
 		cfg.Dcp.BufferSize = o.FlowControl
 	}
+	if len(o.Streams) > 0 {
+		return nil, fmt.Errorf("--stream: go-dcp has no stream ids")
+	}
+	if o.Scope != "" && len(o.CollectionFilter) == 0 {
+		return nil, fmt.Errorf("--scope: go-dcp has no scope filter (give its collections with --collection)")
+	}
 	if len(o.CollectionFilter) > 0 {
-		scope := ""
+		scope := o.Scope
 		for _, v := range o.CollectionFilter {
 			s, coll, ok := strings.Cut(v, ".")
 			if !ok || s == "" || coll == "" {

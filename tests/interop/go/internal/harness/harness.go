@@ -40,14 +40,21 @@ type Options struct {
 	State            string
 	Collections      bool
 	CollectionFilter []string
-	FlowControl      int
-	VBuckets         string
-	ResumeFrom       string
-	ExpiryOpcode     bool
-	Name             string
-	ConnectTimeout   time.Duration
-	Verbose          bool
-	NoStdin          bool
+	// Scope: a scope filter (every collection of the scope, also those created
+	// later); with CollectionFilter, go-dcp's scopeName.
+	Scope string
+	// Streams (gocbcore only): one stream per vbucket per entry, with stream
+	// ids 1, 2, ... (enable_stream_id); an entry is a comma-separated list of
+	// scope.collection names or ids, or "scope:NAME".
+	Streams        []string
+	FlowControl    int
+	VBuckets       string
+	ResumeFrom     string
+	ExpiryOpcode   bool
+	Name           string
+	ConnectTimeout time.Duration
+	Verbose        bool
+	NoStdin        bool
 	// go-dcp only: the README configuration (default membership and metadata,
 	// rollback mitigation, health check and API on); APIPort for its API.
 	ReadmeConfig bool
@@ -71,6 +78,9 @@ func ParseFlags(prog, defaultName string) *Options {
 	fs.BoolVar(&o.Collections, "collections", false, "collection-aware connection (HELLO COLLECTIONS)")
 	var colls multiFlag
 	fs.Var(&colls, "collection", "stream only scope.collection (repeatable); a number is taken as a collection id")
+	fs.StringVar(&o.Scope, "scope", "", "stream only this scope (a scope filter)")
+	var streams multiFlag
+	fs.Var(&streams, "stream", "gocbcore: one more stream per vbucket with its own stream id and this filter (repeatable): s.c,s.c2 or scope:NAME")
 	fs.IntVar(&o.FlowControl, "flow-control", 0, "DCP buffer size in bytes (0 = client default)")
 	fs.StringVar(&o.VBuckets, "vbuckets", "all", "all or a comma-separated list of vbucket ids")
 	fs.StringVar(&o.ResumeFrom, "resume-from", "", "state file to resume from")
@@ -84,6 +94,7 @@ func ParseFlags(prog, defaultName string) *Options {
 	fs.BoolVar(&o.DisableDecompression, "disable-decompression", false, "gocbcore: CompressionConfig{Enabled, DisableDecompression}")
 	_ = fs.Parse(os.Args[1:])
 	o.CollectionFilter = colls
+	o.Streams = streams
 	if fs.NArg() > 0 {
 		Usage(prog, "unexpected arguments: %v", fs.Args())
 	}

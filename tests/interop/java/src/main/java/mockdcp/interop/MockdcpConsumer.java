@@ -86,6 +86,8 @@ public final class MockdcpConsumer {
       "options:",
       "  --collections                 collectionsAware(true)",
       "  --collection SCOPE.COLL       stream only this collection (repeatable; implies --collections)",
+      "  --scope SCOPE                 stream only this scope: scopeName(SCOPE) (implies --collections;",
+      "                                not with --collection)",
       "  --flow-control BYTES          connection buffer size, 0 = off (default 0); events are acked",
       "  --vbuckets all|0,1,5          vbuckets to stream (default all)",
       "  --resume-from STATE.json      resume from the vbucket positions and documents of a state file",
@@ -114,6 +116,7 @@ public final class MockdcpConsumer {
     String state;
     boolean collections;
     final List<String> collectionNames = new ArrayList<>();
+    String scope;
     int flowControl;
     List<Integer> vbuckets; // null = all
     String resumeFrom;
@@ -182,6 +185,10 @@ public final class MockdcpConsumer {
           o.collectionNames.add(v);
           o.collections = true;
           break;
+        case "--scope":
+          o.scope = v;
+          o.collections = true;
+          break;
         case "--flow-control": o.flowControl = parseInt(a, v, 0, Integer.MAX_VALUE); break;
         case "--vbuckets": o.vbuckets = parseVbuckets(v); break;
         case "--resume-from": o.resumeFrom = v; break;
@@ -203,6 +210,9 @@ public final class MockdcpConsumer {
       if (req[1] == null) {
         throw new UsageException("missing required option " + req[0]);
       }
+    }
+    if (o.scope != null && !o.collectionNames.isEmpty()) {
+      throw new UsageException("--scope and --collection exclude each other (the library takes one filter)");
     }
     if (o.kvPort < 0) {
       throw new UsageException("missing required option --kv-port");
@@ -716,6 +726,9 @@ public final class MockdcpConsumer {
       builder.collectionsAware(true);
       if (!opts.collectionNames.isEmpty()) {
         builder.collectionNames(opts.collectionNames);
+      }
+      if (opts.scope != null) {
+        builder.scopeName(opts.scope);
       }
     }
     if (opts.profile != null) {

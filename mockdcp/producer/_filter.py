@@ -1,0 +1,162 @@
+"""Which of a vbucket's documents and system events one stream sends.
+
+The rules of kv_engine's ``Collections::VB::Filter``
+(``engines/ep/src/collections/vbucket_filter.cc``, ``checkAndUpdate``) and of
+``ActiveStream`` (``engines/ep/src/dcp/active_stream.cc``, ``shouldProcessItem``;
+kv_engine docs/dcp/documentation/collections.md):
+
+* **legacy** (no HELLO collections): the default collection's documents, no system
+  event; when ``_default`` is dropped the stream ends (the FILTER_EMPTY end a legacy
+  consumer receives as OK);
+* **pass-through** (collection-aware, no ``collections``/``scope`` in the request): every
+  document and every system event;
+* **collections**: their documents and their own create, modify and drop events, no scope
+  event; a collection leaves the filter with its drop event, and the stream ends with
+  FILTER_EMPTY after the last one's;
+* **scope**: the documents of its collections, those created later included; the
+  collection events of the scope and its own scope events; the stream ends with
+  FILTER_EMPTY after the scope's drop event.
+
+A disk backfill leaves out every document of a collection dropped by the time it reads
+(kv_engine's scans skip logically deleted collections); memory streams still send what
+was written before the drop, then the drop. Sans-IO: items in, positions out.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+import attrs
+
+from mockdcp._numpy import load_numpy
+from mockdcp.model._item import SYSTEM_COLLECTION_ID, TAG_COLLECTION, SystemEventItem
+from mockdcp.protocol import SystemEventType
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from mockdcp.model import Item
+
+_SCOPE_EVENTS = frozenset({SystemEventType.CREATE_SCOPE, SystemEventType.DROP_SCOPE})
+#: every tag byte of a default-collection document (``bytes.translate`` deletes them)
+_DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
+_SEQNO = attrgetter("seqno")
+
+
+@attrs.frozen
+class Selection:
+    """What a stream sends of a run of frames: ``positions`` (``None``: all of them);
+    ``ended``: the filter emptied at the last selected frame (the stream ends after it)."""
+
+    positions: Sequence[int] | None
+    ended: bool = False
+
+
+ALL = Selection(None)
+NONE = Selection(())
+
+
+@attrs.define
+class StreamFilter:
+    """One stream's filter (see the module docstring); ``collections`` is ``None`` for
+    pass-through, and changes as the stream reads creations and drops."""
+
+    collections: set[int] | None
+    scope: int | None = None
+    #: the connection is collection-aware (sees system events)
+    aware: bool = True
+    #: the filter has lost its last collection (or its scope): the stream ends
+    empty: bool = False
+
+    @classmethod
+    def legacy(cls) -> StreamFilter:
+        return cls({0}, aware=False)
+
+    @property
+    def passthrough(self) -> bool:
+        return self.collections is None
+
+    def wants_event(self, event: SystemEventItem) -> bool:
+        """True if the stream sends ``event``; the filter takes in a creation in its
+        scope and lets a dropped collection go (``empty`` when nothing is left)."""
+        cols = self.collections
+        if cols is None:
+            return self.aware
+        kind = event.event
+        if self.scope is not None:
+            if event.scope_id != self.scope:
+                return False
+            if kind is SystemEventType.DROP_SCOPE:
+                self.empty = True
+            elif kind is SystemEventType.BEGIN_COLLECTION:
+                assert event.event_collection_id is not None
+                cols.add(event.event_collection_id)
+            elif kind is SystemEventType.END_COLLECTION:
+                cols.discard(event.event_collection_id or 0)
+            return self.aware
+        if kind in _SCOPE_EVENTS or event.event_collection_id not in cols:
+            return False
+        if kind is SystemEventType.END_COLLECTION:
+            cols.discard(event.event_collection_id)
+            self.empty = not cols
+        return self.aware
+
+    def select(
+        self,
+        tags: bytes,
+        cids: Sequence[int],
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
+        *,
+        upto: int | None = None,
+        skip: frozenset[int] = frozenset(),
+    ) -> Selection:
+        """The frames (their tags and collection ids given: ``cids`` is an
+        ``array("I")``) this stream sends, in order: none after the one that empties the
+        filter, none above seqno ``upto``, no document of a collection in ``skip``.
+        ``items_at`` gives the items of frames by position: only system events are read
+        (and every item when ``upto`` cuts the run)."""
+        if self.empty:
+            return NONE
+        cols = self.collections
+        if upto is None and not skip:
+            if cols is None and self.aware:
+                return ALL
+            if not tags.translate(None, _DEFAULT_TAGS):  # default-collection documents
+                return ALL if cols is None or 0 in cols else NONE
+        np = load_numpy()
+        count = len(tags)
+        ids = np.frombuffer(cids, np.uint32, count).astype(np.int64)
+        events = np.flatnonzero(ids == SYSTEM_COLLECTION_ID).tolist()
+        if upto is not None:
+            every = items_at(range(count))
+            seqnos = np.fromiter(map(_SEQNO, every), np.uint64, count)
+            count = int(np.searchsorted(seqnos, upto, side="right"))
+            events = [i for i in events if i < count]
+        chosen: list[int] = []
+        ended = False
+        # every collection the filter holds during the run: a creation comes before its
+        # documents, a drop after them
+        held = set() if cols is None else set(cols)
+        for i, event in zip(events, items_at(events), strict=True):
+            assert isinstance(event, SystemEventItem)
+            if self.wants_event(event):
+                chosen.append(i)
+            if cols is not None:
+                held |= cols
+            if self.empty:
+                ended, count = True, i + 1
+                break
+        ids = ids[:count]
+        if cols is None:
+            keep = ids != SYSTEM_COLLECTION_ID
+            if skip:
+                keep &= ~np.isin(ids, np.fromiter(skip, np.int64, len(skip)))
+        else:
+            held -= skip
+            keep = np.isin(ids, np.fromiter(held, np.int64, len(held)))
+        if not self.aware:
+            chosen = []
+        if chosen:
+            keep[chosen] = True
+        return Selection(np.flatnonzero(keep).tolist(), ended)

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from mockdcp._bench import BENCH_COLLECTIONS, load_bucket, stream_plan
+from mockdcp._bench_consumer import bench_streams
+from mockdcp.client import StreamFilter
+
+
+def _bench(*options: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            "bench",
+            "--runs",
+            "1",
+            "--vbuckets",
+            "4",
+            "--json",
+            *options,
+        ],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
+    return report
+
+
+class TestStreamPlan:
+    def test_a_filter_streams_one_collections_share_of_the_items(self) -> None:
+        assert stream_plan(10, filtered=True, stream_ids=0) == ([8], 3)  # items 0, 4, 8
+
+    def test_filtered_stream_ids_each_stream_their_own_collection(self) -> None:
+        assert stream_plan(10, filtered=True, stream_ids=2) == ([8, 9], 3 + 3)
+
+    def test_pass_through_stream_ids_each_get_every_item(self) -> None:
+        assert stream_plan(10, filtered=False, stream_ids=3) == ([], 30)
+        assert stream_plan(10, filtered=False, stream_ids=0) == ([], 10)
+
+    def test_the_bench_bucket_spreads_items_round_robin(self) -> None:
+        bucket, _, _ = load_bucket(40, 64, 4, BENCH_COLLECTIONS)
+        per: dict[int, int] = {}
+        for cid, _key in bucket.oracle():
+            per[cid] = per.get(cid, 0) + 1
+        assert per == {8: 10, 9: 10, 10: 10, 11: 10}
+
+
+class TestBenchStreams:
+    def test_one_filter_without_stream_ids(self) -> None:
+        assert bench_streams([8], 0) == (StreamFilter(collections=[8]),)
+
+    def test_filtered_streams_get_sids_from_one(self) -> None:
+        assert bench_streams([8, 9], 2) == (
+            StreamFilter(collections=[8], sid=1),
+            StreamFilter(collections=[9], sid=2),
+        )
+
+    def test_pass_through_streams_with_sids(self) -> None:
+        assert bench_streams([], 2) == (StreamFilter(sid=1), StreamFilter(sid=2))
+
+    def test_no_option_is_one_pass_through_stream(self) -> None:
+        assert bench_streams([], 0) == ()
+
+
+def test_bench_streams_one_collection_through_a_filter() -> None:
+    report = _bench("--items", "8000", "--filter")
+    assert report["filter"] is True
+    assert report["streamed_items"] == 2000
+    assert report["events_per_s"] > 0
+    assert report["bucket_items_per_s"] > report["events_per_s"]  # it walked 4x as many
+
+
+@pytest.mark.parametrize(("filtered", "streamed"), [(False, 8000), (True, 2000)])
+def test_bench_streams_two_stream_ids_per_vbucket(filtered: bool, streamed: int) -> None:
+    report = _bench("--items", "4000", "--stream-ids", *(["--filter"] if filtered else []))
+    assert report["stream_ids"] == 2
+    assert report["streamed_items"] == streamed
+    assert report["events_per_s"] > 0
+
+
+def test_bench_refuses_a_filter_for_a_legacy_consumer() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mockdcp", "bench", "--legacy", "--filter"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"need collections" in result.stderr
+
+
+def test_bench_refuses_more_stream_ids_than_collections() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mockdcp", "bench", "--stream-ids", "5"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"--stream-ids: 5 is not 1..4" in result.stderr
