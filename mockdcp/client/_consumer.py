@@ -97,6 +97,8 @@ RETRY_STATUSES = frozenset({Status.NOT_MY_VBUCKET, Status.ETMPFAIL})
 #: collections or the scope were dropped while the consumer was away): the stream is
 #: over, as after STREAM_END FILTER_EMPTY.
 GONE_STATUSES = frozenset({Status.UNKNOWN_COLLECTION, Status.UNKNOWN_SCOPE})
+#: a ``ConsumerState.cleared`` seqno above any: every document of the collection is gone
+_AFTER_EVERY_SEQNO = 1 << 64
 #: STREAM_END reasons after which the stream is done: the end seqno was reached, the
 #: filter became empty, or the connection may no longer read the collections (asking
 #: again would only be refused).
@@ -517,8 +519,20 @@ class DcpConsumer:
         if frame.status in RETRY_STATUSES:
             log.info("stream request for vbucket %d: status %#x; retrying", vb, frame.status)
             return True
-        if frame.status in GONE_STATUSES and not self.streams[self._spec(sid)[0]].passes_through:
+        spec = self.streams[self._spec(sid)[0]]
+        if frame.status in GONE_STATUSES and not spec.passes_through:
             log.info("stream %s: its filter names nothing left (%#x); done", key, frame.status)
+            # its drop events may have been purged while the consumer was away: what it
+            # has of the filter's collections in this vbucket is gone
+            gone = set(spec.collections)
+            if spec.scope is not None:
+                view = self.state.manifests.get(key)
+                if view is not None:
+                    gone |= {
+                        c for c, info in view.collections.items() if info.scope_id == spec.scope
+                    }
+            for cid in gone:
+                self.state.cleared[(vb, cid)] = _AFTER_EVERY_SEQNO
             self._end(key, int(frame.status))
             self._emit(vb, StreamRefused(vbucket=vb, stream_id=sid, status=int(frame.status)))
             return False

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections import deque
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import attrs
@@ -70,22 +72,27 @@ _EXTRA_TAG = TAG_COLLECTION | TAG_EMPTY | TAG_SYSTEM
 def _extra(*frames: bytes) -> Frames:
     """Stream messages made here (opaque 0, no stream-id) as frames to queue."""
     heads = list(frames)
-    tails = [b""] * len(heads)
-    return Frames(
-        heads,
-        tails,
-        bytes([_EXTRA_TAG]) * len(heads),
-        ItemEncoder.ends_of(heads, tails, bytes([_EXTRA_TAG]) * len(heads)),
-        0,
-    )
+    ends = list(accumulate(map(len, heads)))
+    return Frames(heads, [b""] * len(heads), bytes([_EXTRA_TAG]) * len(heads), ends, 0)
 
 
 def _joined(*parts: Frames) -> Frames:
-    """Frames one after the other."""
-    heads = [h for p in parts for h in p.heads]
-    tails = [t for p in parts for t in p.tails]
+    """Frames one after the other (their end offsets shifted, not counted again)."""
+    np = load_numpy()
+    heads: list[bytes] = []
+    tails: list[bytes] = []
+    ends = []
+    total = 0
+    for part in parts:
+        heads += part.heads
+        tails += part.tails
+        if part.ends:
+            shifted = np.asarray(part.ends, np.int64) + (total - part.base)
+            ends.append(shifted)
+            total = int(shifted[-1])
+    joined = np.concatenate(ends) if ends else np.empty(0, np.int64)
     tags = b"".join(p.tags for p in parts)
-    return Frames(heads, tails, tags, ItemEncoder.ends_of(heads, tails, tags), 0)
+    return Frames(heads, tails, tags, array("q", joined.tobytes()), 0)
 
 
 #: Bytes of canonical frames encoded per chunk (memory batch or backfill). Encoding a
@@ -394,9 +401,12 @@ class Stream:
         tags: bytes,
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
+        ends: Sequence[int] | None = None,
+        base: int = 0,
     ) -> tuple[Frames, int, int] | None:
         """The frames at the selection's positions (``None`` if there is none) in this
-        connection's value form, with the seqnos of the first and last of them."""
+        connection's value form, with the seqnos of the first and last of them. With
+        the run's ``ends`` (and ``base``), the chosen frames' sizes are read from them."""
         positions = selection.positions
         assert positions is not None
         if not positions:
@@ -410,8 +420,13 @@ class Stream:
         def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
             return items_at([positions[i] for i in indices])
 
-        ends = ItemEncoder.ends_of(heads, tails, tags)
-        frames = self._encoder.prepare(heads, tails, tags, ends, 0, chosen_at)
+        if ends is None:
+            chosen_ends = ItemEncoder.ends_of(heads, tails, tags)
+        else:
+            every = np.asarray(ends, np.int64)
+            sizes = np.diff(every, prepend=base)[at]
+            chosen_ends = array("q", np.cumsum(sizes).tobytes())
+        frames = self._encoder.prepare(heads, tails, tags, chosen_ends, 0, chosen_at)
         first, last = items_at([positions[0], positions[-1]])
         return frames, first.seqno, last.seqno
 
@@ -520,7 +535,15 @@ class Stream:
                 batch.last_seqno,
             )
         else:
-            picked = self._chosen(batch.heads, batch.tails, batch.tags, selection, batch.items_at)
+            picked = self._chosen(
+                batch.heads,
+                batch.tails,
+                batch.tags,
+                selection,
+                batch.items_at,
+                batch.ends,
+                batch.base,
+            )
         # the snapshot this batch is: to the end seqno, or to the event that emptied the
         # filter (the stream ends there)
         snap_end = min(batch.last_seqno, self.end_seqno)

@@ -9,7 +9,7 @@ import trio.lowlevel
 import trio.testing
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from mockdcp.client import ConsumerState, DcpConsumer
+from mockdcp.client import ConsumerState, DcpConsumer, StreamFilter
 from mockdcp.model import Bucket
 from mockdcp.producer import Node, _stream
 from mockdcp.scenario import ScenarioProblems, StepRunner, steps
@@ -112,8 +112,14 @@ def documents(state: ConsumerState) -> dict[tuple[int, bytes], bytes]:
     return {k: v.value for k, v in state.documents().items()}
 
 
-def oracle(bucket: Bucket, *, legacy: bool = False) -> dict[tuple[int, bytes], bytes]:
-    """What a consumer must hold; a legacy one only the default collection's documents."""
+def oracle(
+    bucket: Bucket, *, legacy: bool = False, scope: int | None = None
+) -> dict[tuple[int, bytes], bytes]:
+    """What a consumer must hold; a legacy one only the default collection's documents,
+    one whose streams cover a scope only that scope's."""
+    if scope is not None:
+        cols = {c.cid for c in bucket.manifest.collections.values() if c.scope_id == scope}
+        return {k: it.value for k, it in bucket.oracle().items() if k[0] in cols}
     return {k: it.value for k, it in bucket.oracle().items() if not legacy or k[0] == 0}
 
 
@@ -121,8 +127,11 @@ async def scenario(
     steps: list[tuple[Any, ...]],
     collections: bool = True,
     manifest: dict[str, list[str]] | None = None,
+    streams: list[StreamFilter] | None = None,
 ) -> tuple[ConsumerState, Bucket]:
     clock = [1_700_000_000.0]
+    #: filtered streams that together cover one scope: the documents they must hold
+    scope = next((f.scope for f in streams or () if f.scope is not None), None)
     bucket = Bucket("default", VBUCKETS, seed=5, clock=lambda: clock[0], collections=manifest or {})
     wakeups = Wakeups()
     node = Node(bucket=bucket, users={"u": "p"}, idle_timeout=1e9, wake=wakeups.wake)
@@ -147,6 +156,7 @@ async def scenario(
             connect=connect,
             mechanism="PLAIN",
             collections=collections,
+            streams=streams or (),
         )
         await nursery.start(consumer.run)
         for op in steps:
@@ -158,7 +168,8 @@ async def scenario(
                 apply(op, runner, clock[0])
         with trio.fail_after(30):  # virtual time (autojump clock)
             await wait_until(
-                lambda: documents(state) == oracle(bucket, legacy=not collections), poll=0.25
+                lambda: documents(state) == oracle(bucket, legacy=not collections, scope=scope),
+                poll=0.25,
             )
         nursery.cancel_scope.cancel()
     return state, bucket
@@ -311,3 +322,23 @@ def test_a_legacy_consumer_converges_through_collection_changes(
     state, bucket = trio.run(scenario, steps, False, MANIFEST, clock=clock)
     assert state.violations == []
     assert documents(state) == oracle(bucket, legacy=True)
+
+
+#: two streams per vbucket with stream ids: one collection, and the scope that holds it
+INVENTORY_STREAMS = [StreamFilter(collections=(8,), sid=1), StreamFilter(scope=8, sid=2)]
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(collection_ops, max_size=40))
+@with_collection_examples
+def test_filtered_stream_id_consumer_converges_through_collection_changes(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    """A consumer with a collection stream and a scope stream on every vbucket (stream
+    ids 1 and 2) ends with the scope's documents: the collection's stream ends with
+    FILTER_EMPTY when it is dropped, the scope's takes in collections created later."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with mock.patch.object(_stream, "PIECE_BYTES", 300):
+        state, bucket = trio.run(scenario, steps, True, MANIFEST, INVENTORY_STREAMS, clock=clock)
+    assert state.violations == []
+    assert documents(state) == oracle(bucket, scope=8)
