@@ -222,29 +222,9 @@ def stream_frames(
 
 
 def stream_items(b: Bucket, dcp: DcpSettings, sid: int | None) -> list[bytes]:
-    stream = Stream(
-        vb=b.vbucket(0),
-        opaque=77,
-        stream_id=sid,
-        start_seqno=0,
-        end_seqno=2**64 - 1,
-        snap_start_seqno=0,
-        encoder=ItemEncoder(dcp),
-        cursor_name="s",
-        collections=None if dcp.collections else frozenset({0}),
-    )
-    data = b""
-    while stream.refill():
-        while stream.chunks:
-            data += bytes(stream.chunks.popleft().buf)
-        stream.mark_drained()
-    reader = FrameReader(max_frame_size=1 << 24)
-    reader.feed(data)
-    out = []
-    while (frame := reader.next_frame()) is not None:
-        if frame.opcode in (Opcode.DCP_MUTATION, Opcode.DCP_DELETION, Opcode.DCP_EXPIRATION):
-            out.append(frame.encode())
-    return out
+    """The document frames an unfiltered stream (legacy: ``_default``) sends."""
+    every = stream_frames(b, dcp, sid, None if dcp.collections else frozenset({0}), None)
+    return [frame for frame in every if frame[1] != Opcode.DCP_SYSTEM_EVENT]
 
 
 @pytest.mark.parametrize("sid", [None, 3])
