@@ -61,6 +61,8 @@ class DiskSnapshot:
     tags: bytes = b""
     #: the items' collection ids (an ``array("I")``), beside ``tags``
     cids: Sequence[int] = ()
+    #: the items' canonical frame sizes (``Item.size``, an ``array("I")``)
+    sizes: Sequence[int] = ()
 
     def items_at(self, by_seqno: dict[int, Item], indices: Sequence[int]) -> list[Item]:
         """The items of frames ``indices``, looked up in ``VBucket.disk_by_seqno`` (read
@@ -104,6 +106,8 @@ class VBucket:
         self.disk_tails: list[bytes] = []
         self.disk_tags = bytearray()
         self.disk_cids = array("I")
+        #: each item's canonical frame size (``Item.size``): a backfill's end offsets
+        self.disk_sizes = array("I")
         self.disk_by_seqno: dict[int, Item] = {}
         self.cursors: dict[str, Cursor] = {}
         #: every write in seqno order, never de-duplicated: what a replica that had
@@ -197,7 +201,7 @@ class VBucket:
         if frames:
             seqnos, heads, tails = self.disk_seqnos[i:], self.disk_heads[i:], self.disk_tails[i:]
             tags = bytes(self.disk_tags[i:])
-            cids = self.disk_cids[i:]
+            cids, sizes = self.disk_cids[i:], self.disk_sizes[i:]
             return DiskSnapshot(
                 after_seqno + 1,
                 end,
@@ -210,6 +214,7 @@ class VBucket:
                 tails,
                 tags,
                 cids,
+                sizes,
             )
         by = self.disk_by_seqno
         items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
@@ -380,6 +385,7 @@ class VBucket:
         self.disk_tails += [it.tail for it in written]
         self.disk_tags += bytes([it.tag for it in written])
         self.disk_cids.extend([cid for cid, _ in keys])
+        self.disk_sizes.extend([it.size for it in written])
         return True
 
     def _to_disk(self, item: Item) -> None:
@@ -392,6 +398,7 @@ class VBucket:
             del self.disk_tails[j]
             del self.disk_tags[j]
             del self.disk_cids[j]
+            del self.disk_sizes[j]
         self.disk[item.doc_key] = item
         self.disk_by_seqno[item.seqno] = item
         if not self.disk_seqnos or item.seqno > self.disk_seqnos[-1]:
@@ -400,6 +407,7 @@ class VBucket:
             self.disk_tails.append(item.tail)
             self.disk_tags.append(item.tag)
             self.disk_cids.append(item.collection_id)
+            self.disk_sizes.append(item.size)
         else:
             j = bisect.bisect_left(self.disk_seqnos, item.seqno)
             self.disk_seqnos.insert(j, item.seqno)
@@ -407,6 +415,7 @@ class VBucket:
             self.disk_tails.insert(j, item.tail)
             self.disk_tags.insert(j, item.tag)
             self.disk_cids.insert(j, item.collection_id)
+            self.disk_sizes.insert(j, item.size)
 
     def _expel(self) -> None:
         """Drop closed checkpoints wholly persisted and not pinned by a live cursor."""
@@ -433,6 +442,7 @@ class VBucket:
             self.disk_tails = [by[seqno].tail for seqno in self.disk_seqnos]
             self.disk_tags = bytearray(by[seqno].tag for seqno in self.disk_seqnos)
             self.disk_cids = array("I", (by[seqno].collection_id for seqno in self.disk_seqnos))
+            self.disk_sizes = array("I", (by[seqno].size for seqno in self.disk_seqnos))
         return len(gone)
 
     def truncate(self, seqno: int) -> None:

@@ -340,6 +340,7 @@ class Stream:
         heads, tails, tags, cids = snap.heads, snap.tails, snap.tags, snap.cids
         if count < len(heads):
             heads, tails, tags, cids = heads[:count], tails[:count], tags[:count], cids[:count]
+        sizes = snap.sizes
         by_seqno = self.vb.disk_by_seqno
 
         def items_at(at: Sequence[int]) -> list[Item]:
@@ -347,7 +348,7 @@ class Stream:
 
         oso = self._oso_applies(start)
         selection = self._filter.select(tags, cids, items_at, skip=self._dropped_collections())
-        picked = self._pick(heads, tails, tags, selection, items_at, snap.seqnos)
+        picked = self._pick(heads, tails, tags, selection, items_at, snap.seqnos, sizes)
         if picked is None:  # nothing for this stream
             if self._filter.aware and not oso:
                 self._queue_marker(
@@ -385,6 +386,7 @@ class Stream:
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
         seqnos: Sequence[int],
+        sizes: Sequence[int],
     ) -> tuple[Frames, int, int] | None:
         """The selected frames of a backfill in this connection's value form, with the
         seqnos of the first and last of them; ``None`` if none is selected."""
@@ -392,7 +394,7 @@ class Stream:
             ends = ItemEncoder.ends_of(heads, tails, tags)
             frames = self._encoder.prepare(heads, tails, tags, ends, 0, items_at)
             return frames, seqnos[0], seqnos[len(heads) - 1]
-        return self._chosen(heads, tails, tags, selection, items_at)
+        return self._chosen(heads, tails, tags, selection, items_at, sizes=sizes)
 
     def _chosen(
         self,
@@ -403,10 +405,12 @@ class Stream:
         items_at: Callable[[Sequence[int]], Sequence[Item]],
         ends: Sequence[int] | None = None,
         base: int = 0,
+        sizes: Sequence[int] | None = None,
     ) -> tuple[Frames, int, int] | None:
         """The frames at the selection's positions (``None`` if there is none) in this
-        connection's value form, with the seqnos of the first and last of them. With
-        the run's ``ends`` (and ``base``), the chosen frames' sizes are read from them."""
+        connection's value form, with the seqnos of the first and last of them. The
+        chosen frames' sizes are read from the run's ``ends`` (and ``base``) or
+        ``sizes`` (an ``array("I")``) when given, not from each frame's pieces."""
         positions = selection.positions
         assert positions is not None
         if not positions:
@@ -420,12 +424,15 @@ class Stream:
         def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
             return items_at([positions[i] for i in indices])
 
-        if ends is None:
+        chosen_ends: Sequence[int]
+        if sizes is not None and len(sizes):
+            picked = np.frombuffer(sizes, np.uint32)[at].astype(np.int64)
+            chosen_ends = array("q", np.cumsum(picked).tobytes())
+        elif ends is None:
             chosen_ends = ItemEncoder.ends_of(heads, tails, tags)
         else:
             every = np.asarray(ends, np.int64)
-            sizes = np.diff(every, prepend=base)[at]
-            chosen_ends = array("q", np.cumsum(sizes).tobytes())
+            chosen_ends = array("q", np.cumsum(np.diff(every, prepend=base)[at]).tobytes())
         frames = self._encoder.prepare(heads, tails, tags, chosen_ends, 0, chosen_at)
         first, last = items_at([positions[0], positions[-1]])
         return frames, first.seqno, last.seqno
