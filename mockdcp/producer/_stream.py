@@ -62,7 +62,13 @@ from mockdcp.protocol._document_frame import encode_seqno_advanced_frame
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    import numpy
+    from numpy.typing import NDArray
+
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
+
+    #: frame sizes (int64), one per frame of a run
+    Sizes = NDArray[numpy.int64]
 
 #: the tag of a stream message made by the stream (SEQNO_ADVANCED, OSO markers): no
 #: collection prefix, no value form (``ItemEncoder``)
@@ -74,6 +80,11 @@ def _extra(*frames: bytes) -> Frames:
     heads = list(frames)
     ends = list(accumulate(map(len, heads)))
     return Frames(heads, [b""] * len(heads), bytes([_EXTRA_TAG]) * len(heads), ends, 0)
+
+
+def _ends(sizes: Sizes) -> Sequence[int]:
+    """End offsets (an ``array("q")``) of frames of these sizes, one after the other."""
+    return array("q", load_numpy().cumsum(sizes).tobytes())
 
 
 def _joined(*parts: Frames) -> Frames:
@@ -340,7 +351,10 @@ class Stream:
         heads, tails, tags, cids = snap.heads, snap.tails, snap.tags, snap.cids
         if count < len(heads):
             heads, tails, tags, cids = heads[:count], tails[:count], tags[:count], cids[:count]
-        sizes = snap.sizes
+        # the frames' canonical sizes, kept beside them: their end offsets without
+        # reading each frame's pieces
+        np = load_numpy()
+        sizes = np.frombuffer(snap.sizes, np.uint32, count).astype(np.int64)
         by_seqno = self.vb.disk_by_seqno
 
         def items_at(at: Sequence[int]) -> list[Item]:
@@ -386,15 +400,14 @@ class Stream:
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
         seqnos: Sequence[int],
-        sizes: Sequence[int],
+        sizes: Sizes,
     ) -> tuple[Frames, int, int] | None:
         """The selected frames of a backfill in this connection's value form, with the
         seqnos of the first and last of them; ``None`` if none is selected."""
         if selection.positions is None:
-            ends = ItemEncoder.ends_of(heads, tails, tags)
-            frames = self._encoder.prepare(heads, tails, tags, ends, 0, items_at)
+            frames = self._encoder.prepare(heads, tails, tags, _ends(sizes), 0, items_at)
             return frames, seqnos[0], seqnos[len(heads) - 1]
-        return self._chosen(heads, tails, tags, selection, items_at, sizes=sizes)
+        return self._chosen(heads, tails, tags, selection, items_at, sizes)
 
     def _chosen(
         self,
@@ -403,14 +416,11 @@ class Stream:
         tags: bytes,
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
-        ends: Sequence[int] | None = None,
-        base: int = 0,
-        sizes: Sequence[int] | None = None,
+        sizes: Sizes,
     ) -> tuple[Frames, int, int] | None:
         """The frames at the selection's positions (``None`` if there is none) in this
-        connection's value form, with the seqnos of the first and last of them. The
-        chosen frames' sizes are read from the run's ``ends`` (and ``base``) or
-        ``sizes`` (an ``array("I")``) when given, not from each frame's pieces."""
+        connection's value form, with the seqnos of the first and last of them; the
+        chosen frames' end offsets come from the run's frame ``sizes``."""
         positions = selection.positions
         assert positions is not None
         if not positions:
@@ -424,16 +434,7 @@ class Stream:
         def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
             return items_at([positions[i] for i in indices])
 
-        chosen_ends: Sequence[int]
-        if sizes is not None and len(sizes):
-            picked = np.frombuffer(sizes, np.uint32)[at].astype(np.int64)
-            chosen_ends = array("q", np.cumsum(picked).tobytes())
-        elif ends is None:
-            chosen_ends = ItemEncoder.ends_of(heads, tails, tags)
-        else:
-            every = np.asarray(ends, np.int64)
-            chosen_ends = array("q", np.cumsum(np.diff(every, prepend=base)[at]).tobytes())
-        frames = self._encoder.prepare(heads, tails, tags, chosen_ends, 0, chosen_at)
+        frames = self._encoder.prepare(heads, tails, tags, _ends(sizes[at]), 0, chosen_at)
         first, last = items_at([positions[0], positions[-1]])
         return frames, first.seqno, last.seqno
 
@@ -542,14 +543,10 @@ class Stream:
                 batch.last_seqno,
             )
         else:
+            np = load_numpy()
+            sizes = np.diff(np.asarray(batch.ends, np.int64), prepend=batch.base)
             picked = self._chosen(
-                batch.heads,
-                batch.tails,
-                batch.tags,
-                selection,
-                batch.items_at,
-                batch.ends,
-                batch.base,
+                batch.heads, batch.tails, batch.tags, selection, batch.items_at, sizes
             )
         # the snapshot this batch is: to the end seqno, or to the event that emptied the
         # filter (the stream ends there)
