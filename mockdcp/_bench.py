@@ -112,20 +112,27 @@ def measure_documents(count: int) -> dict[str, float]:
     an empty 1024-vbucket bucket."""
     import trio
 
-    from mockdcp._dataset import JSON, STEP_ROWS, document_chunks, load_documents
+    from mockdcp._dataset import JSON, LOAD_BATCH, STEP_ROWS, document_chunks, load_documents
     from mockdcp.model import Bucket
 
     t0 = time.process_time()
     chunks = list(document_chunks(count, 0))
     generation = count / (time.process_time() - t0)
+    keys = [key for chunk_keys, _ in chunks for key in chunk_keys]
+    values = [value for _, chunk_values in chunks for value in chunk_values]
+    del chunks
     bucket = Bucket("default", 1024, seed=1, clock=time.time)
     t0 = time.process_time()
-    for keys, values in chunks:
-        for _ in bucket.set_many_steps(keys, values, datatypes=JSON, rows_per_step=STEP_ROWS):
+    for start in range(0, count, LOAD_BATCH):  # the batches load_documents writes
+        batch = slice(start, start + LOAD_BATCH)
+        steps = bucket.set_many_steps(
+            keys[batch], values[batch], datatypes=JSON, rows_per_step=STEP_ROWS
+        )
+        for _ in steps:
             pass
-        gc.freeze()  # as load_documents does after each chunk
+        gc.freeze()  # as load_documents does after each batch
     load = count / (time.process_time() - t0)
-    del bucket, chunks
+    del bucket, keys, values
     gc.unfreeze()
     gc.collect()
     bucket = Bucket("default", 1024, seed=1, clock=time.time)
