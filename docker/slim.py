@@ -7,12 +7,13 @@ serves.
    declarations (``*.pxd``), type stubs (``*.pyi``), Faker's Sphinx extension, the venv's
    activation scripts and the console scripts of the deleted parts, and every
    ``__pycache__``.
-2. Run the image's work, writing bytecode: ``mockdcp serve --docs 1000`` streamed to the
-   end by ``mockdcp tail``, its health and state endpoints, a bundled scenario validated
-   and served. The ``.pyc`` files this leaves are those of the modules the server
-   imports: the image keeps exactly those (its user cannot write ``__pycache__``, and
-   startup must not compile), and ships the sources of the rest uncompiled (pygments,
-   which rich imports only for syntax highlighting and tracebacks, numpy.ma, ...).
+2. Run the image's work (docker/imagecheck.py), writing bytecode: ``mockdcp serve
+   --docs 1000`` streamed to the end by ``mockdcp tail``, its health and state
+   endpoints, a bundled scenario validated and served. The ``.pyc`` files this leaves
+   are those of the modules the server imports: the image keeps exactly those (its user
+   cannot write ``__pycache__``, and startup must not compile), and ships the sources of
+   the rest uncompiled (pygments, which rich imports only for syntax highlighting and
+   tracebacks, numpy.ma, ...).
 3. Delete the Faker locales the document generator did not import. Faker lists its
    locales from the provider packages' directories (``faker/utils/loading.py``) and loads
    only the requested one (``Faker()``: en_US, with the ``en`` address and ``en_GB`` bank
@@ -34,19 +35,15 @@ from __future__ import annotations
 
 import compileall
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import sysconfig
-import urllib.request
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-VENV = Path(sys.prefix)
-SITE = Path(sysconfig.get_paths()["purelib"])
-DOCS = 1000
-TIMEOUT = 120
+from imagecheck import DOCS, SITE, VENV, environment, run_the_image
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DEAD = (
     "**/__pycache__",
@@ -89,52 +86,6 @@ def delete_dead_weight() -> None:
     remove(VENV / "include")  # C headers of packages built in the venv: none here
 
 
-def environment(write_bytecode: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    if not write_bytecode:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
-def serve_and_stream(env: dict[str, str], *extra: str, docs: int = DOCS) -> None:
-    """Start ``mockdcp serve``, check its HTTP endpoints and stream ``docs`` mutations."""
-    mockdcp = str(VENV / "bin" / "mockdcp")
-    args = [mockdcp, "serve", "--json", "--port", "0", "--http-port", "0", *extra]
-    server = subprocess.Popen(args, stdout=subprocess.PIPE, env=env, text=True)
-    try:
-        assert server.stdout is not None
-        for line in server.stdout:
-            event = json.loads(line) if line.startswith("{") else {}
-            if event.get("event") == "ready":
-                break
-        else:
-            raise SystemExit(f"mockdcp serve {' '.join(extra)} exited {server.wait()}")
-        for path in ("/mock/health", "/mock/state"):
-            with urllib.request.urlopen(event["http"] + path, timeout=10) as response:
-                response.read()
-        if docs:
-            tail = [mockdcp, "tail", "--port", str(event["kv_port"]), "--json"]
-            out = subprocess.run(
-                [*tail, "--limit", str(docs)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
-                check=True,
-            ).stdout
-            streamed = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-            keys = {e["key"] for e in streamed if e["event"] == "Mutation"}
-            if len(keys) != docs:
-                raise SystemExit(f"mockdcp tail streamed {len(keys)} documents, not {docs}")
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
 def faker_modules(env: dict[str, str]) -> set[str]:
     """The faker modules the document generator imports, in a process of its own."""
     probe = (
@@ -148,15 +99,6 @@ def faker_modules(env: dict[str, str]) -> set[str]:
     )
     modules: list[str] = json.loads(out.stdout)
     return set(modules)
-
-
-def run_the_image(env: dict[str, str]) -> None:
-    mockdcp = str(VENV / "bin" / "mockdcp")
-    serve_and_stream(env, "--docs", str(DOCS))
-    bundled = sorted((SITE / "mockdcp" / "scenarios").glob("*.yaml"))
-    subprocess.run([mockdcp, "scenarios"], env=env, capture_output=True, check=True)
-    subprocess.run([mockdcp, "validate", *bundled], env=env, capture_output=True, check=True)
-    serve_and_stream(env, "--scenario", str(bundled[0]), docs=0)
 
 
 def prune_faker_locales(used: set[str]) -> None:

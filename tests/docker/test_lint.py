@@ -37,10 +37,12 @@ def test_dockerfile_passes_hadolint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_dockerfile_base_image_defaults_to_the_public_python_image() -> None:
+def test_dockerfile_builds_with_the_public_python_image_onto_an_empty_one() -> None:
+    # the base image builds the tree docker/runtime.py assembles; the image is that tree
     text = DOCKERFILE.read_text()
     assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim$", text, re.MULTILINE)
-    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
+    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["${BASE_IMAGE}", "scratch"]
+    assert "COPY --from=build /rootfs /" in text
 
 
 def test_compose_file_is_valid(compose: list[str]) -> None:
