@@ -51,6 +51,17 @@ TAG_COLLECTION = 0x40
 TAG_SYSTEM = 0x80
 
 
+#: every tag byte without TAG_COLLECTION (``bytes.translate`` deletes them)
+_DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
+
+
+def any_outside_default(tags: bytes) -> bool:
+    """True if one of ``tags`` says its item is outside the default collection (or a
+    system event): ``bytes.translate`` deletes the others in one C loop, no Python per
+    byte."""
+    return bool(tags.translate(None, _DEFAULT_TAGS))
+
+
 def item_tag(datatype: int, deleted: bool, expiration: bool, empty: bool, cid: int) -> int:
     """The ``tag`` byte of an item with these properties."""
     return (

@@ -55,6 +55,7 @@ from mockdcp.model._item import (
     TAG_SYSTEM,
     TAG_TOMBSTONE,
     SystemEventItem,
+    any_outside_default,
 )
 from mockdcp.protocol import (
     Datatype,
@@ -90,9 +91,6 @@ _SID_TAG = 0x22
 
 
 _NUMPY: list[ModuleType] = []
-#: every tag byte without TAG_COLLECTION: ``tags.translate(None, _DEFAULT_TAGS)`` keeps
-#: the tags of items outside the default collection (one C loop, no Python per byte)
-_DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
 
 
 def _numpy() -> ModuleType:
@@ -100,11 +98,6 @@ def _numpy() -> ModuleType:
     if not _NUMPY:
         _NUMPY.append(load_numpy())
     return _NUMPY[0]
-
-
-def _other_collections(tags: bytes) -> bool:
-    """True if a tag says its item is outside the default collection."""
-    return bool(tags.translate(None, _DEFAULT_TAGS))
 
 
 #: decimal digits of a part's length in a ``struct`` format (a frame is < 10**8 bytes)
@@ -364,7 +357,7 @@ class ItemEncoder:
         value form: frames that need a variant are replaced by it (``items_at`` gives
         their items, called at once). A legacy connection is given only frames of the
         default collection."""
-        assert self.form.collections or not _other_collections(tags)
+        assert self.form.collections or not any_outside_default(tags)
         if self.canonical or not tags:
             return Frames(heads, tails, tags, ends, base)
         flagged = self._flagged(tags)
@@ -419,7 +412,7 @@ class ItemEncoder:
             parts = [DEFAULT_PREFIX] * (3 * count)
             parts[0::3], parts[2::3] = heads, tails
             tags = frames.tags[start:stop]
-            if _other_collections(tags):  # their prefix is in the head (Item.head)
+            if any_outside_default(tags):  # their prefix is in the head (Item.head)
                 other = np.flatnonzero(np.frombuffer(tags, np.uint8) & TAG_COLLECTION)
                 for i in other.tolist():
                     parts[3 * i + 1] = b""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp._numpy import load_numpy
-from mockdcp.model._item import SYSTEM_COLLECTION_ID, TAG_COLLECTION, SystemEventItem
+from mockdcp.model._item import SYSTEM_COLLECTION_ID, SystemEventItem, any_outside_default
 from mockdcp.protocol import SystemEventType
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from mockdcp.model import Item
 
 _SCOPE_EVENTS = frozenset({SystemEventType.CREATE_SCOPE, SystemEventType.DROP_SCOPE})
-#: every tag byte of a default-collection document (``bytes.translate`` deletes them)
-_DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
 _SEQNO = attrgetter("seqno")
 
 
@@ -140,7 +138,7 @@ class StreamFilter:
         if upto is None and not skip:
             if cols is None and self.aware:
                 return ALL
-            if not tags.translate(None, _DEFAULT_TAGS):  # default-collection documents
+            if not any_outside_default(tags):  # default-collection documents
                 return ALL if cols is None or 0 in cols else NONE
         np = load_numpy()
         count = len(tags)

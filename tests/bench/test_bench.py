@@ -1,32 +1,12 @@
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from tests.bench._run import bench_refusal, bench_report
 
 
 def test_bench_reports_every_figure_for_a_small_run() -> None:
     # The performance goals are read from `mockdcp bench` at full size (README); this only
     # checks that the benchmark itself runs end to end and reports its figures.
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mockdcp",
-            "bench",
-            "--items",
-            "20000",
-            "--runs",
-            "1",
-            "--vbuckets",
-            "8",
-            "--json",
-        ],
-        capture_output=True,
-        timeout=300,
-        check=True,
-    )
-    report = json.loads(result.stdout.splitlines()[-1])
+    report = bench_report("--items", "20000", "--vbuckets", "8")
     assert report["items"] == 20000
     assert report["events_per_s"] > 0
     assert report["consumers_complete"] == 1
@@ -45,78 +25,20 @@ def test_bench_reports_every_figure_for_a_small_run() -> None:
 
 
 def test_bench_streams_a_persisted_bucket_from_disk() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mockdcp",
-            "bench",
-            "--items",
-            "5000",
-            "--runs",
-            "1",
-            "--vbuckets",
-            "4",
-            "--from-disk",
-            "--json",
-        ],
-        capture_output=True,
-        timeout=300,
-        check=True,
-    )
-    report = json.loads(result.stdout.splitlines()[-1])
+    report = bench_report("--items", "5000", "--vbuckets", "4", "--from-disk")
     assert report["from_disk"] is True
     assert report["events_per_s"] > 0
     assert report["disk_snapshots"] == 4  # one backfill per vbucket
 
 
 def test_bench_streams_to_a_legacy_consumer() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mockdcp",
-            "bench",
-            "--items",
-            "5000",
-            "--runs",
-            "1",
-            "--vbuckets",
-            "4",
-            "--legacy",
-            "--json",
-        ],
-        capture_output=True,
-        timeout=300,
-        check=True,
-    )
-    report = json.loads(result.stdout.splitlines()[-1])
+    report = bench_report("--items", "5000", "--vbuckets", "4", "--legacy")
     assert report["legacy"] is True
     assert report["events_per_s"] > 0
 
 
 def test_bench_streams_to_several_consumers_at_once() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mockdcp",
-            "bench",
-            "--items",
-            "3000",
-            "--runs",
-            "1",
-            "--vbuckets",
-            "8",
-            "--consumers",
-            "3",
-            "--json",
-        ],
-        capture_output=True,
-        timeout=300,
-        check=True,
-    )
-    report = json.loads(result.stdout.splitlines()[-1])
+    report = bench_report("--items", "3000", "--vbuckets", "8", "--consumers", "3")
     assert report["consumers"] == 3
     assert report["consumers_complete"] == 3
     assert report["events_per_s"] > 0
@@ -129,11 +51,4 @@ def test_bench_refuses_sizes_it_cannot_measure() -> None:
         (["--vbuckets", "2000"], b"--vbuckets: 2000 is not 1..1024"),
         (["--runs", "x"], b"--runs: not an integer"),
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "mockdcp", "bench", *args],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        assert result.returncode == 2
-        assert message in result.stderr
+        assert message in bench_refusal(*args)

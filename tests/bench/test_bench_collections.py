@@ -1,37 +1,11 @@
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from typing import Any
-
 import pytest
 
 from mockdcp._bench import BENCH_COLLECTIONS, load_bucket, stream_plan
 from mockdcp._bench_consumer import bench_streams
 from mockdcp.client import StreamFilter
-
-
-def _bench(*options: str) -> dict[str, Any]:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mockdcp",
-            "bench",
-            "--runs",
-            "1",
-            "--vbuckets",
-            "4",
-            "--json",
-            *options,
-        ],
-        capture_output=True,
-        timeout=300,
-        check=True,
-    )
-    report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
-    return report
+from tests.bench._run import bench_refusal, bench_report
 
 
 class TestStreamPlan:
@@ -71,7 +45,7 @@ class TestBenchStreams:
 
 
 def test_bench_streams_one_collection_through_a_filter() -> None:
-    report = _bench("--items", "8000", "--filter")
+    report = bench_report("--vbuckets", "4", "--items", "8000", "--filter")
     assert report["filter"] is True
     assert report["streamed_items"] == 2000
     assert report["events_per_s"] > 0
@@ -80,29 +54,17 @@ def test_bench_streams_one_collection_through_a_filter() -> None:
 
 @pytest.mark.parametrize(("filtered", "streamed"), [(False, 8000), (True, 2000)])
 def test_bench_streams_two_stream_ids_per_vbucket(filtered: bool, streamed: int) -> None:
-    report = _bench("--items", "4000", "--stream-ids", *(["--filter"] if filtered else []))
+    report = bench_report(
+        "--vbuckets", "4", "--items", "4000", "--stream-ids", *(["--filter"] if filtered else [])
+    )
     assert report["stream_ids"] == 2
     assert report["streamed_items"] == streamed
     assert report["events_per_s"] > 0
 
 
 def test_bench_refuses_a_filter_for_a_legacy_consumer() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "mockdcp", "bench", "--legacy", "--filter"],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 2
-    assert b"need collections" in result.stderr
+    assert b"need collections" in bench_refusal("--legacy", "--filter")
 
 
 def test_bench_refuses_more_stream_ids_than_collections() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "mockdcp", "bench", "--stream-ids", "5"],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 2
-    assert b"--stream-ids: 5 is not 1..4" in result.stderr
+    assert b"--stream-ids: 5 is not 1..4" in bench_refusal("--stream-ids", "5")

@@ -20,6 +20,7 @@ from mockdcp.protocol import (
 
 if TYPE_CHECKING:
     from mockdcp.model import Bucket
+    from mockdcp.producer import Stream
     from mockdcp.protocol import Message
 
 FEATURES = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.XATTR)
@@ -57,3 +58,24 @@ class Session:
         while (frame := reader.next_frame()) is not None:
             out.append(decode_server_message(frame, collections=self.collections))
         return out
+
+
+def stream_bytes(stream: Stream) -> bytes:
+    """Everything ``stream`` sends until it has nothing more, each chunk taken as the
+    connection's writer takes it."""
+    data = b""
+    while stream.refill():
+        while stream.chunks:
+            data += bytes(stream.chunks.popleft().buf)
+        stream.mark_drained()
+    return data
+
+
+def drain(stream: Stream, *, collections: bool = True) -> list[object]:
+    """``stream_bytes`` decoded as a consumer that negotiated ``collections`` would."""
+    reader = FrameReader(max_frame_size=1 << 24)
+    reader.feed(stream_bytes(stream))
+    out: list[object] = []
+    while (frame := reader.next_frame()) is not None:
+        out.append(decode_server_message(frame, collections=collections))
+    return out

@@ -17,7 +17,6 @@ from mockdcp.producer._stream_request import (
 from mockdcp.protocol import (
     DcpOpenFlag,
     DcpStreamRequest,
-    FrameReader,
     GetAllVbSeqnos,
     GetCollectionId,
     GetScopeId,
@@ -29,8 +28,8 @@ from mockdcp.protocol import (
     SystemEventType,
     decode_all_vb_seqnos,
     decode_id_lookup_extras,
-    decode_server_message,
 )
+from tests.producer._session import drain
 
 MAX = 2**64 - 1
 
@@ -309,19 +308,6 @@ def stream(b: Bucket, settings: DcpSettings, collections: frozenset[int] | None)
 
 def system_events_of(messages: list[object]) -> list[SystemEvent]:
     return [m for m in messages if isinstance(m, SystemEvent)]
-
-
-def drain(s: Stream, *, collections: bool) -> list[object]:
-    data = b""
-    while s.refill():
-        data += bytes(s.chunks.popleft().buf)
-        s.mark_drained()
-    reader = FrameReader()
-    reader.feed(data)
-    out: list[object] = []
-    while (frame := reader.next_frame()) is not None:
-        out.append(decode_server_message(frame, collections=collections))
-    return out
 
 
 @pytest.mark.parametrize("persisted", [False, True])

@@ -17,7 +17,6 @@ from mockdcp.protocol import (
     DcpControl,
     DcpStreamRequest,
     Deletion,
-    FrameReader,
     HelloFeature,
     Mutation,
     OsoSnapshot,
@@ -32,9 +31,8 @@ from mockdcp.protocol import (
     StreamFlag,
     SystemEvent,
     SystemEventType,
-    decode_server_message,
 )
-from tests.producer._session import FEATURES, Session
+from tests.producer._session import FEATURES, Session, drain
 
 MAX = 2**64 - 1
 HOTEL, AIR, INVENTORY = 8, 9, 8
@@ -77,19 +75,6 @@ def stream(
         scope=scope,
         oso=settings.oso,
     )
-
-
-def drain(s: Stream, *, collections: bool = True) -> list[object]:
-    data = b""
-    while s.refill():
-        data += bytes(s.chunks.popleft().buf)
-        s.mark_drained()
-    reader = FrameReader()
-    reader.feed(data)
-    out: list[object] = []
-    while (frame := reader.next_frame()) is not None:
-        out.append(decode_server_message(frame, collections=collections))
-    return out
 
 
 def summary(messages: list[object]) -> list[tuple[object, ...]]:

@@ -23,6 +23,7 @@ from mockdcp.protocol import (
     SystemEventType,
     split_xattrs,
 )
+from tests.producer._session import stream_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -207,13 +208,8 @@ def stream_frames(
         collections=collections,
         scope=scope,
     )
-    data = b""
-    while stream.refill():
-        while stream.chunks:
-            data += bytes(stream.chunks.popleft().buf)
-        stream.mark_drained()
     reader = FrameReader(max_frame_size=1 << 24)
-    reader.feed(data)
+    reader.feed(stream_bytes(stream))
     out = []
     while (frame := reader.next_frame()) is not None:
         if frame.opcode in DOCUMENT_AND_EVENT:
