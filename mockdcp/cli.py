@@ -1,4 +1,4 @@
-"""The ``mockdcp`` command line (design.md "Command line").
+"""The ``mockdcp`` command line (README "The two commands").
 
 Kept light on purpose: only argparse at import time; trio, the model and the server are
 imported by the command that needs them, so ``mockdcp serve`` is ready fast.

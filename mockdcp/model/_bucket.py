@@ -635,9 +635,10 @@ class Bucket:
     def purge(self, vbucket: int | None = None, upto: int | None = None) -> int:
         """Remove on-disk tombstones at or below ``upto`` (default: the persisted seqno).
 
-        The purge seqno becomes the highest seqno removed (producer.md §12: compaction
-        raises it to the newest purged tombstone); it does not move when nothing was
-        purged. Returns how many tombstones went.
+        The purge seqno becomes the highest seqno removed (kv_engine
+        ``docs/dcp/documentation/rollback.md``, PurgeSeqno: compaction raises it to the
+        newest purged tombstone); it does not move when nothing was purged. Returns how
+        many tombstones went.
         """
         targets = self._targets(vbucket)
         for vb in targets:
@@ -653,7 +654,8 @@ class Bucket:
     def drop_cursor(
         self, vbucket: int | None = None, name: str | None = None
     ) -> list[tuple[int, str]]:
-        """Drop stream cursors: those streams switch from memory to disk (producer.md §5)."""
+        """Drop stream cursors: those streams switch from memory to disk (kv_engine
+        ``ActiveStream::handleSlowStream``)."""
         targets = self._targets(vbucket)
         dropped = [(vb.vbid, n) for vb in targets for n in vb.drop_cursor(name)]
         self._notify({vbid for vbid, _ in dropped})
@@ -661,7 +663,7 @@ class Bucket:
 
     def restart(self, vbucket: int | None = None) -> None:
         """An unclean restart: everything above the persisted seqno is lost, then warmup
-        adds a failover entry at the persisted seqno (producer.md §11)."""
+        adds a failover entry at the persisted seqno (kv_engine ``vbucket_loader.cc``)."""
         targets = self._targets(vbucket)
         for vb in targets:
             vb.truncate(vb.persisted_seqno)
@@ -678,7 +680,7 @@ class Bucket:
         lose_unpersisted: bool = True,
     ) -> None:
         """A replica that had everything up to ``lose_after`` takes over: what came after
-        is lost and a failover entry opens a new branch there (producer.md §11).
+        is lost and a failover entry opens a new branch there (kv_engine ``failover-table.cc``).
 
         ``lose_after`` defaults to the persisted seqno (``lose_unpersisted``) or the high
         seqno (nothing lost: only the branch changes). It may be below the persisted seqno:
@@ -704,10 +706,11 @@ class Bucket:
         self._notify(vb.vbid for vb in targets)
 
     def set_vbucket_state(self, vbucket: int, state: VBucketState | int) -> None:
-        """Change a vbucket's state; streams of it end with STATE_CHANGED (producer.md §9).
+        """Change a vbucket's state; streams of it end with STATE_CHANGED (kv_engine
+        ``DcpProducer::closeStreamDueToVbStateChange``).
 
         Becoming active from any other state is a promotion and adds a failover entry
-        (producer.md §11); a takeover (mockdcp has no TAKEOVER streams) would not.
+        (kv_engine ``kv_bucket.cc``); a takeover (mockdcp has no TAKEOVER streams) would not.
         """
         vb = self.vbucket(vbucket)
         try:

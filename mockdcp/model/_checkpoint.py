@@ -1,7 +1,7 @@
 """Checkpoints and cursors: the in-memory part of a vbucket that streams read.
 
-Sources: producer.md §4.1 (cursor registration), §4.3 (de-duplication inside the open
-checkpoint), §5 (cursor dropping); kv_engine ``checkpoint.cc`` / ``checkpoint_manager.cc``.
+Sources: kv_engine ``checkpoint_manager.cc`` (cursor registration), ``checkpoint.cc``
+(de-duplication inside the open checkpoint), ``dcp/active_stream.cc`` (cursor dropping).
 
 Invariants:
 

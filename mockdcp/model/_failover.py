@@ -1,7 +1,8 @@
 """The failover table and the rollback decision.
 
-Sources: producer.md §11 (kv_engine ``failover-table.cc``) for the table, §3.2
-(``FailoverTable::needsRollback``) for the decision, seed 001 for the worked examples.
+Sources: kv_engine ``engines/ep/src/failover-table.cc`` for the table and
+``FailoverTable::needsRollback`` for the decision, kv_engine
+``docs/dcp/documentation/discussion.md`` for the worked examples.
 Pure: randomness comes from the ``random.Random`` the bucket passes in.
 """
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import random
 
-#: producer.md §11: ``max_failover_entries``.
+#: kv_engine ``engines/ep/configuration.json``: ``max_failover_entries``.
 MAX_FAILOVER_ENTRIES = 25
 
 
@@ -30,7 +31,7 @@ class FailoverTable:
         return self.entries[0][0]
 
     def _new_uuid(self) -> int:
-        """A random 64-bit value shifted right by 16, never 0 (producer.md §11)."""
+        """A random 64-bit value shifted right by 16, never 0 (``failover-table.cc``)."""
         used = {u for u, _ in self.entries}
         while True:
             uuid = self._rng.getrandbits(64) >> 16
@@ -48,7 +49,7 @@ class FailoverTable:
 
     def prune_above(self, seqno: int) -> None:
         """After a KV rollback to ``seqno``: drop entries above it; if none is left,
-        start a new branch there (producer.md §11)."""
+        start a new branch there (kv_engine ``failover-table.cc``)."""
         self.entries = [e for e in self.entries if e[1] <= seqno]
         if not self.entries:
             self.add_entry(seqno)
@@ -68,7 +69,8 @@ def needs_rollback(
     client_purge_seqno: int = 0,
     collections_high_seqno: int | None = None,
 ) -> tuple[bool, int, str]:
-    """Must a stream request roll back, and to which seqno? (producer.md §3.2).
+    """Must a stream request roll back, and to which seqno? (kv_engine
+    ``FailoverTable::needsRollback``).
 
     Returns (rollback, seqno, reason). Steps, in kv_engine's order:
 

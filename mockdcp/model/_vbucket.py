@@ -1,8 +1,9 @@
 """One vbucket as a data node keeps it: hash table, checkpoints, disk, failover table.
 
-Sources: producer.md §4 (snapshots from memory and disk), §5 (cursor dropping), §11
-(failover table), §12 (purge seqno). The bucket (``_bucket.py``) validates arguments and
-calls these methods; everything here assumes valid input.
+Sources: kv_engine ``dcp/active_stream.cc`` (snapshots from memory and disk, cursor
+dropping), ``failover-table.cc`` (failover table), ``docs/dcp/documentation/rollback.md``
+(purge seqno). The bucket (``_bucket.py``) validates arguments and calls these methods;
+everything here assumes valid input.
 
 State:
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class DiskSnapshot:
-    """A backfill's read of the on-disk view (producer.md §4.1, §4.2).
+    """A backfill's read of the on-disk view (kv_engine ``dcp/backfill_by_seqno_disk.cc``).
 
     Either the items, or (``frames=True``) only their seqnos and frames (in two pieces): a
     producer streaming canonical frames never touches the item objects, which are
@@ -177,7 +178,8 @@ class VBucket:
         return lo
 
     def drop_cursor(self, name: str | None = None) -> list[str]:
-        """Drop one cursor, or all (producer.md §5); dropped cursors stop pinning."""
+        """Drop one cursor, or all (kv_engine ``handleSlowStream``); dropped cursors stop
+        pinning."""
         names = [name] if name is not None else list(self.cursors)
         dropped = []
         for n in names:

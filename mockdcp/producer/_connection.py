@@ -169,7 +169,7 @@ MAX_WRITE = 4 * 1024 * 1024
 
 @attrs.frozen(kw_only=True)
 class ConnectionStatistics:
-    """A snapshot of one connection's counters (style.md §15)."""
+    """A snapshot of one connection's counters."""
 
     conn_id: int
     name: str

@@ -2,15 +2,16 @@
 
 Served by GET_CLUSTER_CONFIG (CCCP), in NOT_MY_VBUCKET bodies, and over HTTP
 (``/pools/default/b/{bucket}`` and the streaming ``/pools/default/bs/{bucket}``).
-What each client reads is in clients.md §4.1; the shape below is the minimal config of
-clients.md §4.3, which all three clients accept:
+What each client reads is in its parser (couchbase-jvm-clients ``ClusterTopologyParser.java``
+for java-dcp-client, gocbcore ``config.go``); the shape below is a minimal config that
+all three clients accept:
 
 * ``rev`` ≥ 1 and increasing on every topology change (Java ignores a config whose
   (revEpoch, rev) is not strictly newer);
 * ``nodesExt[].hostname`` is the real address clients were given as seed: Java does not
-  substitute ``$HOST`` there (clients.md §4.2). As a real node does, ``$HOST`` stands for
-  the node's own address in ``nodes[]`` and ``serverList``, fields Java ignores and
-  gocbcore rewrites with the host the config came from;
+  substitute ``$HOST`` there (``ClusterTopologyParser.java``). As a real node does,
+  ``$HOST`` stands for the node's own address in ``nodes[]`` and ``serverList``, fields
+  Java ignores and gocbcore rewrites with the host the config came from;
 * ``nodes`` has one entry per KV node (gocbcore ignores nodesExt entries past it);
 * no ``alternateAddresses`` (gocbcore would pick the "external" network);
 * ``bucketCapabilities`` lists ``collections`` because HELLO COLLECTIONS is granted.

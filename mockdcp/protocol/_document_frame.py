@@ -13,9 +13,10 @@ from mockdcp.protocol._enums import Magic, Opcode
 from mockdcp.protocol._leb128 import encode_leb128
 
 #: DCP_MUTATION extras (31): by-seqno, rev-seqno, flags, expiration, lock time, nmeta,
-#: nru (wire.md §8.9).
+#: nru (kv_engine ``docs/dcp/documentation/commands/mutation.md``).
 _MUTATION = struct.Struct(">QQIIIHB")
-#: DCP_DELETION V1 extras (18): by-seqno, rev-seqno, nmeta (wire.md §8.10).
+#: DCP_DELETION V1 extras (18): by-seqno, rev-seqno, nmeta (kv_engine
+#: ``docs/dcp/documentation/commands/deletion.md``).
 _DELETION_V1 = struct.Struct(">QQH")
 
 
@@ -51,8 +52,8 @@ def encode_document_frame(
     """The bytes of ``Mutation(...)`` (or of a V1 ``Deletion`` when ``deleted``) with
     opaque 0 and no stream-id, built with one ``struct.pack``.
 
-    This is the form the producer caches per item and patches per stream (design.md
-    performance rules); it must equal what the message classes encode, which the tests
+    This is the form the producer caches per item and patches per stream (README
+    "Performance"); it must equal what the message classes encode, which the tests
     check for arbitrary fields.
     """
     if collection_id is None:
@@ -157,7 +158,8 @@ def collection_prefix(collection_id: int) -> bytes:
 
 # -- system events (seed "System Event (0x5f)") -----------------------------------------
 
-#: DCP_SYSTEM_EVENT extras (13): by-seqno, event id, version (seed 003 "Extra data").
+#: DCP_SYSTEM_EVENT extras (13): by-seqno, event id, version (kv_engine
+#: ``docs/dcp/documentation/commands/system_event.md``, "Extra data").
 SYSTEM_EVENT_EXTRAS = struct.Struct(">QIB")
 _SYSTEM_EVENT_FRAME = struct.Struct(">BBHBBHIIQ" + SYSTEM_EVENT_EXTRAS.format[1:])
 #: DCP_SEQNO_ADVANCED extras (8): the seqno (kv_engine docs/dcp seqno-advanced.md).

@@ -2,7 +2,7 @@
 
 Every number here is a byte on the wire. Sources: kv_engine
 ``include/mcbp/protocol/{magic,opcode,status,feature,datatype}.h``,
-``include/memcached/protocol_binary.h`` and ``shared/protocol/wire.md``.
+``include/memcached/protocol_binary.h`` and ``docs/BinaryProtocol.md``.
 Enum members carry a ``#:`` comment saying where a DCP client meets them.
 """
 
@@ -12,7 +12,7 @@ import enum
 
 
 class Magic(enum.IntEnum):
-    """Byte 0 of every frame (wire.md §1.3)."""
+    """Byte 0 of every frame (``docs/BinaryProtocol.md``, "Magic Byte")."""
 
     #: Classic request; also every DCP stream message the producer sends.
     REQUEST = 0x80
@@ -37,7 +37,7 @@ class Magic(enum.IntEnum):
 
 
 class Opcode(enum.IntEnum):
-    """Byte 1: the command (wire.md §5)."""
+    """Byte 1: the command (``include/mcbp/protocol/opcode.h``)."""
 
     #: KV document commands (kv_engine ``docs/BinaryProtocol.md``): GET..DELETE, TOUCH,
     #: GAT, GET_META and the sub-document multi-path commands.
@@ -98,7 +98,7 @@ CLUSTERMAP_CHANGE_NOTIFICATION = 0x01
 
 
 class Status(enum.IntEnum):
-    """Bytes 6-7 of a response (wire.md §6)."""
+    """Bytes 6-7 of a response (``include/mcbp/protocol/status.h``)."""
 
     SUCCESS = 0x00
     #: No stream to close; unknown bucket; no cluster map.
@@ -168,7 +168,7 @@ class Status(enum.IntEnum):
 
 
 class Datatype(enum.IntFlag):
-    """Byte 5: what the value bytes are (wire.md §3)."""
+    """Byte 5: what the value bytes are (``include/mcbp/protocol/datatype.h``)."""
 
     RAW = 0x00
     JSON = 0x01
@@ -177,7 +177,7 @@ class Datatype(enum.IntFlag):
 
 
 class HelloFeature(enum.IntEnum):
-    """The u16 codes of HELLO (wire.md §7)."""
+    """The u16 codes of HELLO (``include/mcbp/protocol/feature.h``)."""
 
     DATATYPE = 0x01
     TLS = 0x02
@@ -220,7 +220,7 @@ class HelloFeature(enum.IntEnum):
 
 
 class DcpOpenFlag(enum.IntFlag):
-    """DCP_OPEN extras flags (wire.md §8.1, producer.md §1)."""
+    """DCP_OPEN extras flags (kv_engine ``docs/dcp/documentation/commands/open-connection.md``)."""
 
     PRODUCER = 0x001
     #: Retired (NOTIFIER): EINVAL.
@@ -238,7 +238,7 @@ class DcpOpenFlag(enum.IntFlag):
 
 
 class StreamFlag(enum.IntFlag):
-    """DCP_STREAM_REQ extras flags (wire.md §8.3)."""
+    """DCP_STREAM_REQ extras flags (``include/mcbp/protocol/dcp_add_stream_flags.h``)."""
 
     TAKEOVER = 0x001
     DISK_ONLY = 0x002
@@ -253,7 +253,8 @@ class StreamFlag(enum.IntFlag):
 
 
 class SnapshotFlag(enum.IntFlag):
-    """Snapshot marker type bits (seed 000; 0x01 is MEMORY, not disk)."""
+    """Snapshot marker type bits (kv_engine ``docs/dcp/documentation/commands/snapshot-marker.md``;
+    0x01 is MEMORY, not disk)."""
 
     MEMORY = 0x01
     DISK = 0x02
@@ -264,7 +265,8 @@ class SnapshotFlag(enum.IntFlag):
 
 
 class SnapshotMarkerVersion(enum.Enum):
-    """How a snapshot marker is laid out: V1 in extras, V2.x in the value (seed 000)."""
+    """How a snapshot marker is laid out: V1 in extras, V2.x in the value (kv_engine
+    ``docs/dcp/documentation/commands/snapshot-marker.md``)."""
 
     V1 = "1"
     #: Extras = version byte 0x00; value = start, end, flags, max visible, high completed.
@@ -274,7 +276,7 @@ class SnapshotMarkerVersion(enum.Enum):
 
 
 class StreamEndReason(enum.IntEnum):
-    """DCP_STREAM_END extras (wire.md §8.7)."""
+    """DCP_STREAM_END extras (``include/mcbp/protocol/dcp_stream_end_status.h``)."""
 
     #: End seqno reached (or DISK_ONLY finished, or start >= end).
     OK = 0
@@ -296,7 +298,7 @@ class StreamEndReason(enum.IntEnum):
 
 
 class SystemEventType(enum.IntEnum):
-    """DCP_SYSTEM_EVENT event ids (seed 003)."""
+    """DCP_SYSTEM_EVENT event ids (``docs/dcp/documentation/commands/system_event.md``)."""
 
     BEGIN_COLLECTION = 0
     END_COLLECTION = 1

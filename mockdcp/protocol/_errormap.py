@@ -1,4 +1,4 @@
-"""The GET_ERROR_MAP reply (wire.md §5.1; kv_engine ``docs/ErrorMap.md``).
+"""The GET_ERROR_MAP reply (kv_engine ``docs/ErrorMap.md``).
 
 Layout, as kv_engine serves it from ``etc/couchbase/kv/error_maps/error_map_v2.json``:
 

@@ -1,6 +1,6 @@
 """The 24-byte memcached binary header, flexible framing extras, and the frame reader.
 
-This module is the one place that knows the header layout (wire.md §1, §2):
+This module is the one place that knows the header layout (kv_engine ``docs/BinaryProtocol.md``):
 
     offset 0  magic            u8
            1  opcode           u8
@@ -155,7 +155,8 @@ def encode_frame(
 
 
 def stream_id_frame_info(sid: int) -> bytes:
-    """Framing extras for a DCP stream-id: tag 0x22 then the u16 id (wire.md §2)."""
+    """Framing extras for a DCP stream-id: tag 0x22 then the u16 id (kv_engine
+    ``docs/BinaryProtocol.md``, "ID:2 - DCP stream-ID")."""
     return bytes((0x22,)) + sid.to_bytes(2, "big")
 
 

@@ -1,4 +1,5 @@
-"""Unsigned LEB128, the collection-id prefix of DCP document keys (wire.md §4).
+"""Unsigned LEB128, the collection-id prefix of DCP document keys (kv_engine
+``docs/Collections.md``).
 
 Seven bits per byte, least significant group first; bit 7 says "more bytes follow". A
 collection id is a u32, so a valid encoding has 1 to 5 bytes. Decoding refuses anything
@@ -20,7 +21,8 @@ LEB128_MAX_BYTES = 5
 
 
 def encode_leb128(n: int) -> bytes:
-    """Encode ``n`` (0 <= n <= 0xffffffff) as unsigned LEB128 (wire.md §4 table).
+    """Encode ``n`` (0 <= n <= 0xffffffff) as unsigned LEB128 (``docs/Collections.md``,
+    "Valid LEB128 encodings").
 
     Raises ``ValueError`` for a value outside the u32 range.
     """

@@ -127,7 +127,8 @@ class Message:
         return None
 
     def encode(self) -> bytes:
-        """The frame's bytes (wire.md §1-§2). ``struct.error`` if a field is out of range."""
+        """The frame's bytes (kv_engine ``docs/BinaryProtocol.md``). ``struct.error`` if a
+        field is out of range."""
         p = self.parts()
         sid = self.frame_stream_id()
         return encode_frame(
@@ -161,7 +162,7 @@ class Message:
 
 @attrs.frozen(kw_only=True)
 class StreamMessage(Message):
-    """A DCP stream message that may carry a stream-id (wire.md §2)."""
+    """A DCP stream message that may carry a stream-id (``dcp_stream_id.h``)."""
 
     vbucket: int
     stream_id: int | None = None

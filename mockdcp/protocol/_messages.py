@@ -1,4 +1,5 @@
-"""Message classes: the meaning of a ``Frame`` (wire.md §5, §8; seeds 000, 003, 004).
+"""Message classes: the meaning of a ``Frame`` (kv_engine ``docs/BinaryProtocol.md``,
+``docs/dcp/documentation/commands/*.md``).
 
 One frozen, keyword-only attrs class per command. ``encode()`` gives the frame's bytes;
 ``decode(frame)`` checks the frame's shape the way kv_engine's ``mcbp_validators.cc``
@@ -9,12 +10,12 @@ these classes outside this module: the dispatchers look them up by opcode.
 Header fields that belong to a message are attributes: ``opaque`` everywhere, ``vbucket``
 where the header carries one, ``cas`` on document messages, and ``stream_id`` on the DCP
 stream messages (``None`` = classic magic 0x80; a number = magic 0x08 with the framing
-extras ``22 NN NN``, wire.md §2).
+extras ``22 NN NN``, kv_engine ``docs/BinaryProtocol.md``, "ID:2 - DCP stream-ID").
 
 Document keys (mutation, deletion, expiration, prepare, commit, abort) carry a LEB128
-collection-id prefix on connections that negotiated HELLO COLLECTIONS (wire.md §4). The
-message holds the bare key and ``collection_id`` (``None`` = no prefix); ``decode`` must be
-told with ``collections=True`` that a prefix is there.
+collection-id prefix on connections that negotiated HELLO COLLECTIONS (kv_engine
+``docs/Collections.md``). The message holds the bare key and ``collection_id`` (``None`` =
+no prefix); ``decode`` must be told with ``collections=True`` that a prefix is there.
 
 The classes live in ``_message_base`` (shape checks, ``Message``), ``_requests`` (what a
 client sends) and ``_stream_messages`` (what a producer sends); value helpers in
@@ -116,7 +117,7 @@ class Response:
     magic: Magic = Magic.RESPONSE
 
     def encode(self) -> bytes:
-        """The frame's bytes (wire.md §1.1)."""
+        """The frame's bytes (kv_engine ``docs/BinaryProtocol.md``)."""
         return encode_frame(
             self.magic,
             self.opcode,

@@ -1,5 +1,6 @@
-"""What a client sends: the bootstrap requests (wire.md §5.1) and the DCP requests
-(wire.md §5.2, §8). See ``_messages`` for the conventions."""
+"""What a client sends: the bootstrap requests (kv_engine ``docs/BinaryProtocol.md``) and
+the DCP requests (kv_engine ``docs/dcp/documentation/commands/``). See ``_messages`` for the
+conventions."""
 
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ from mockdcp.protocol._values import (
 if TYPE_CHECKING:
     from mockdcp.protocol._frame import Frame
 
-# -- client requests: bootstrap (wire.md §5.1) --------------------------------------------
+# -- client requests: bootstrap (kv_engine docs/BinaryProtocol.md) -------------------------
 
 
 @attrs.frozen(kw_only=True)
 class Hello(Message):
-    """HELLO: key = agent name, value = u16 feature codes (even length, wire.md §5.1)."""
+    """HELLO: key = agent name, value = u16 feature codes (even length; kv_engine
+    ``docs/BinaryProtocol.md``, "0x1f HELO")."""
 
     OPCODE = Opcode.HELLO
     SHAPE = Shape(key=Need.ANY, value=Need.ANY)
@@ -82,7 +84,7 @@ class _SaslMessage(Message):
 
 @attrs.frozen(kw_only=True)
 class SaslAuth(_SaslMessage):
-    """SASL_AUTH: key = mechanism, value = initial client response (wire.md §5.1)."""
+    """SASL_AUTH: key = mechanism, value = initial client response (kv_engine ``docs/sasl.md``)."""
 
     OPCODE = Opcode.SASL_AUTH
 
@@ -270,12 +272,13 @@ class GetScopeId(_IdLookup):
     OPCODE = Opcode.GET_SCOPE_ID
 
 
-# -- client requests: DCP (wire.md §5.2, §8) ----------------------------------------------
+# -- client requests: DCP (kv_engine docs/dcp/documentation/commands/) ----------------------
 
 
 @attrs.frozen(kw_only=True)
 class DcpOpen(Message):
-    """DCP_OPEN: extras u32 seqno (0) + u32 flags; key = name (1..250 bytes, wire.md §8.1).
+    """DCP_OPEN: extras u32 seqno (0) + u32 flags; key = name (1..250 bytes,
+    kv_engine ``daemon/mcbp_validators.cc``).
 
     A non-empty value is JSON and must be sent with datatype JSON; an empty one RAW.
     """
@@ -304,7 +307,8 @@ class DcpOpen(Message):
 
 @attrs.frozen(kw_only=True)
 class DcpControl(Message):
-    """DCP_CONTROL: key = setting name, value = setting; both non-empty (wire.md §8.2)."""
+    """DCP_CONTROL: key = setting name, value = setting; both non-empty (kv_engine
+    ``docs/dcp/documentation/commands/control.md``)."""
 
     OPCODE = Opcode.DCP_CONTROL
     SHAPE = Shape(key=Need.NONZERO, value=Need.NONZERO)
@@ -387,7 +391,8 @@ class DcpCloseStream(StreamMessage):
 
 @attrs.frozen(kw_only=True)
 class DcpGetFailoverLog(Message):
-    """DCP_GET_FAILOVER_LOG: empty body, vbucket in the header (wire.md §8.5)."""
+    """DCP_GET_FAILOVER_LOG: empty body, vbucket in the header (kv_engine
+    ``docs/dcp/documentation/commands/failover-log.md``)."""
 
     OPCODE = Opcode.DCP_GET_FAILOVER_LOG
 

@@ -1,4 +1,4 @@
-"""Sans-IO SASL for SASL_LIST_MECHS / SASL_AUTH / SASL_STEP (wire.md §5.1, clients.md).
+"""Sans-IO SASL for SASL_LIST_MECHS / SASL_AUTH / SASL_STEP (kv_engine ``docs/sasl.md``).
 
 The server side answers one exchange at a time per connection:
 
@@ -6,8 +6,9 @@ The server side answers one exchange at a time per connection:
 * ``SCRAM-SHA512`` / ``SCRAM-SHA256`` / ``SCRAM-SHA1`` (RFC 5802, Couchbase spelling
   without the dash after SHA): SASL_AUTH carries client-first, the reply is AUTH_CONTINUE
   with server-first ``r=<nonce>,s=<salt>,i=<iterations>`` and nothing else
-  (java-dcp-client refuses any other attribute, clients.md §1.2); SASL_STEP carries
-  client-final, the reply is SUCCESS with server-final ``v=<signature>`` or AUTH_ERROR.
+  (java-dcp-client refuses any other attribute: couchbase-jvm-clients
+  ``ScramSaslClient.java``); SASL_STEP carries client-final, the reply is SUCCESS with
+  server-final ``v=<signature>`` or AUTH_ERROR.
 
 Key derivation is the ``scramp`` library's; the exchange is checked here, because kv_engine
 accepts client nonces (the C++ SDK's, with spaces) that scramp refuses. Unknown users are not

@@ -1,6 +1,7 @@
-"""What a producer sends on a DCP connection: the stream messages (wire.md
-§8.7-§8.18), the sync-write family (§8.16), the cluster-map push, and the system-event
-builders (seed 003). See ``_messages`` for the conventions."""
+"""What a producer sends on a DCP connection: the stream messages, the sync-write family,
+the cluster-map push, and the system-event builders (kv_engine
+``docs/dcp/documentation/commands/*.md``, ``docs/BinaryProtocol.md``). See ``_messages``
+for the conventions."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from mockdcp.protocol._flatbuffers import FlatBuffersEvent
     from mockdcp.protocol._frame import Frame
 
-# -- producer → consumer stream messages (wire.md §8.7-§8.18) -----------------------------
+# -- producer → consumer stream messages (docs/dcp/documentation/commands/) -------------------
 
 
 _MARKER_V1 = struct.Struct(">QQI")
@@ -58,7 +59,7 @@ _MARKER_VERSION_BYTE = {SnapshotMarkerVersion.V2_0: 0, SnapshotMarkerVersion.V2_
 
 @attrs.frozen(kw_only=True)
 class SnapshotMarker(StreamMessage):
-    """DCP_SNAPSHOT_MARKER (seed 000, wire.md §8.8).
+    """DCP_SNAPSHOT_MARKER (kv_engine ``docs/dcp/documentation/commands/snapshot-marker.md``).
 
     V1: extras 20 = start, end, u32 flags. V2.x: extras 1 = version byte (0 = V2.0,
     2 = V2.2), fields in the value: start, end, flags, max visible, high completed
@@ -185,7 +186,7 @@ def _document_fields(frame: Frame, collections: bool) -> dict[str, Any]:
 @attrs.frozen(kw_only=True)
 class Mutation(DocumentMessage):
     """DCP_MUTATION: extras 31 = by-seqno, rev-seqno, flags, expiration, lock time,
-    nmeta (always 0), nru (wire.md §8.9)."""
+    nmeta (always 0), nru (kv_engine ``docs/dcp/documentation/commands/mutation.md``)."""
 
     OPCODE = Opcode.DCP_MUTATION
     SHAPE = attrs.evolve(DocumentMessage.SHAPE, extras=(_MUTATION.size,))
@@ -229,8 +230,9 @@ _DELETION_V2 = struct.Struct(">QQIB")
 
 @attrs.frozen(kw_only=True)
 class Deletion(DocumentMessage):
-    """DCP_DELETION (wire.md §8.10). ``delete_time`` None ⇒ V1 (extras 18: by-seqno,
-    rev-seqno, nmeta 0); else V2 (extras 21: by-seqno, rev-seqno, delete time, 0)."""
+    """DCP_DELETION (kv_engine ``docs/dcp/documentation/commands/deletion.md``). ``delete_time``
+    None ⇒ V1 (extras 18: by-seqno, rev-seqno, nmeta 0); else V2 (extras 21: by-seqno,
+    rev-seqno, delete time, 0)."""
 
     OPCODE = Opcode.DCP_DELETION
     SHAPE = attrs.evolve(DocumentMessage.SHAPE, extras=(_DELETION_V1.size, _DELETION_V2.size))
@@ -259,7 +261,8 @@ _EXPIRATION = struct.Struct(">QQI")
 
 @attrs.frozen(kw_only=True)
 class Expiration(DocumentMessage):
-    """DCP_EXPIRATION: extras 20 = by-seqno, rev-seqno, delete time (seed 004, §8.11)."""
+    """DCP_EXPIRATION: extras 20 = by-seqno, rev-seqno, delete time (kv_engine
+    ``docs/dcp/documentation/commands/expiration.md``)."""
 
     OPCODE = Opcode.DCP_EXPIRATION
     SHAPE = attrs.evolve(DocumentMessage.SHAPE, extras=(_EXPIRATION.size,))
@@ -278,7 +281,8 @@ class Expiration(DocumentMessage):
 
 @attrs.frozen(kw_only=True)
 class StreamEnd(StreamMessage):
-    """DCP_STREAM_END: extras u32 reason (wire.md §8.7); the consumer does not answer."""
+    """DCP_STREAM_END: extras u32 reason (kv_engine
+    ``docs/dcp/documentation/commands/stream-end.md``); the consumer does not answer."""
 
     OPCODE = Opcode.DCP_STREAM_END
     SHAPE = Shape(extras=(4,))
@@ -332,7 +336,8 @@ _VALID_EVENTS = frozenset({0, 1, 3, 4, 5})
 
 @attrs.frozen(kw_only=True)
 class SystemEvent(StreamMessage):
-    """DCP_SYSTEM_EVENT: extras 13 = u64 by-seqno, u32 event, u8 version (seed 003, §8.15).
+    """DCP_SYSTEM_EVENT: extras 13 = u64 by-seqno, u32 event, u8 version (kv_engine
+    ``docs/dcp/documentation/commands/system_event.md``).
 
     The key (collection or scope name, empty on drops) is never LEB128-prefixed. See
     ``parse_system_event_value`` and the ``encode_*_value`` helpers for the value.
@@ -370,7 +375,7 @@ class SystemEvent(StreamMessage):
         )
 
     def data(self) -> CollectionEventData | ScopeEventData | FlatBuffersEvent:
-        """The parsed value (versions 0 and 1, or 2 = FlatBuffers; seed 003)."""
+        """The parsed value (versions 0 and 1, or 2 = FlatBuffers; ``system_event.md``)."""
         return parse_system_event_value(self.event, self.version, self.value)
 
 
@@ -396,7 +401,8 @@ class SeqnoAdvanced(StreamMessage):
 
 @attrs.frozen(kw_only=True)
 class OsoSnapshot(StreamMessage):
-    """DCP_OSO_SNAPSHOT: extras u32 flags, 1 start / 2 end (wire.md §8.18)."""
+    """DCP_OSO_SNAPSHOT: extras u32 flags, 1 start / 2 end (kv_engine
+    ``docs/dcp/documentation/commands/oso_snapshot.md``)."""
 
     OPCODE = Opcode.DCP_OSO_SNAPSHOT
     SHAPE = Shape(extras=(4,))
@@ -414,7 +420,7 @@ class OsoSnapshot(StreamMessage):
         )
 
 
-# -- sync-write family (wire.md §8.16): never carries a stream-id -------------------------
+# -- sync-write family (prepare.md, commit.md, abort.md): never carries a stream-id --------
 
 _PREPARE = struct.Struct(">QQIIIBBB")
 
@@ -549,7 +555,8 @@ class Abort(_Resolution):
 @attrs.frozen(kw_only=True)
 class ClusterMapChangeNotification(Message):
     """Server push (magic 0x82, opcode 0x01): extras i64 epoch + i64 revision, key =
-    bucket name, value = config JSON, empty for the "brief" variant (wire.md §5.1)."""
+    bucket name, value = config JSON, empty for the "brief" variant (kv_engine
+    ``docs/BinaryProtocol.md``, "0x01 Clustermap Change Notification")."""
 
     OPCODE = CLUSTERMAP_CHANGE_NOTIFICATION
     MAGIC = Magic.SERVER_REQUEST
@@ -577,7 +584,7 @@ class ClusterMapChangeNotification(Message):
         )
 
 
-# -- system-event builders (seed 003) -------------------------------------------------
+# -- system-event builders (system_event.md) ------------------------------------------
 
 
 def collection_event(

@@ -1,11 +1,12 @@
-"""The optional JSON value of DCP_STREAM_REQ (seed 002, wire.md §8.3).
+"""The optional JSON value of DCP_STREAM_REQ (kv_engine
+``docs/dcp/documentation/commands/stream-request-value.md``).
 
 A collection-aware consumer may send a JSON object with the stream request:
 
     {"uid": "b4", "sid": 71, "collections": ["0", "8a"], "purge_seqno": "1000"}
 
-Ids are lower-case base-16 strings without ``0x`` (wire.md §4); ``sid`` is a JSON integer;
-``purge_seqno`` is a base-10 string. ``parse`` applies every validation rule of seed 002
+Ids are lower-case base-16 strings without ``0x`` (as that page says); ``sid`` is a JSON integer;
+``purge_seqno`` is a base-10 string. ``parse`` applies every rule of its "Validation" section
 plus the ones kv_engine's ``Collections::VB::Filter::constructFromJson`` adds (noted where
 they apply). Every error is a ``RemoteProtocolError`` with status EINVAL whose ``field`` is
 the offending JSON key (``value`` when the whole document is wrong), except ``"sid": 0``,
@@ -50,7 +51,7 @@ def _fail(message: str, field: str, status: Status = Status.EINVAL) -> RemotePro
 
 
 def _hex_id(text: object, field: str, limit: int) -> int:
-    """A manifest/collection/scope id written as base-16 (wire.md §4)."""
+    """A manifest/collection/scope id written as base-16 (``stream-request-value.md``)."""
     if not isinstance(text, str):
         raise _fail(f"{field} must be a JSON string", field)
     if _HEX_ID.fullmatch(text) is None or int(text, 16) > limit:
@@ -160,7 +161,7 @@ class StreamRequestValue:
 
     @classmethod
     def parse(cls, value: bytes) -> Self:
-        """Parse and validate the request value (seed 002 "Validation").
+        """Parse and validate the request value (``stream-request-value.md`` "Validation").
 
         Raises ``RemoteProtocolError`` (EINVAL, or DCP_STREAMID_INVALID for ``"sid":0``)
         naming the offending key. Unknown keys are ignored, but kv_engine refuses a

@@ -1,10 +1,11 @@
 """Value helpers: bodies that are not a message of their own.
 
 Response values (failover log, rollback seqno, all-vb seqnos, HELLO features, id lookups,
-OBSERVE_SEQNO), system-event values of versions 0 and 1 (seed 003; version 2 in
-``_flatbuffers``) and the xattr section
-(wire.md §3.1). Every decoder raises ``RemoteProtocolError`` with status EINVAL naming the
-part of the frame at fault (``value`` or ``extras``).
+OBSERVE_SEQNO), system-event values of versions 0 and 1 (kv_engine
+``docs/dcp/documentation/commands/system_event.md``; version 2 in ``_flatbuffers``) and the
+xattr section (kv_engine ``docs/Document.md``, "XAttr"). Every decoder raises
+``RemoteProtocolError`` with status EINVAL naming the part of the frame at fault
+(``value`` or ``extras``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def _records(data: bytes, layout: struct.Struct, what: str) -> list[tuple[int, .
 
 
 def encode_failover_log(entries: Iterable[tuple[int, int]]) -> bytes:
-    """Failover log value: (u64 uuid, u64 seqno) entries, newest first (wire.md §8.5)."""
+    """Failover log value: (u64 uuid, u64 seqno) entries, newest first (kv_engine
+    ``docs/dcp/documentation/commands/failover-log.md``)."""
     return b"".join(_FAILOVER_ENTRY.pack(uuid, seqno) for uuid, seqno in entries)
 
 
@@ -52,7 +54,8 @@ def decode_failover_log(data: bytes) -> list[tuple[int, int]]:
 
 
 def encode_rollback_value(seqno: int) -> bytes:
-    """ROLLBACK (0x23) response value: the u64 seqno to roll back to (wire.md §8.3)."""
+    """ROLLBACK (0x23) response value: the u64 seqno to roll back to (kv_engine
+    ``docs/dcp/documentation/commands/stream-request.md``)."""
     return struct.pack(">Q", seqno)
 
 
@@ -64,7 +67,8 @@ def decode_rollback_value(data: bytes) -> int:
 
 
 def encode_all_vb_seqnos(seqnos: Iterable[tuple[int, int]]) -> bytes:
-    """GET_ALL_VB_SEQNOS reply: (u16 vbucket, u64 seqno) records (wire.md §5.1)."""
+    """GET_ALL_VB_SEQNOS reply: (u16 vbucket, u64 seqno) records (kv_engine
+    ``docs/dcp/documentation/commands/get_seqno.md``)."""
     return b"".join(_VB_SEQNO.pack(vb, seqno) for vb, seqno in seqnos)
 
 
@@ -74,7 +78,8 @@ def decode_all_vb_seqnos(data: bytes) -> list[tuple[int, int]]:
 
 
 def encode_hello_features(features: Iterable[int]) -> bytes:
-    """HELLO request/reply value: u16 feature codes in the given order (wire.md §7)."""
+    """HELLO request/reply value: u16 feature codes in the given order (kv_engine
+    ``docs/BinaryProtocol.md``, "0x1f HELO")."""
     return b"".join(struct.pack(">H", f) for f in features)
 
 
@@ -107,7 +112,8 @@ _OBSERVE_1 = struct.Struct(">BHQQQQQ")
 
 @attrs.frozen(kw_only=True)
 class ObserveSeqnoResult:
-    """OBSERVE_SEQNO reply value (wire.md §5.1): format 0, or 1 after a failover, which
+    """OBSERVE_SEQNO reply value (as java-dcp-client's ``ObserveSeqnoResponse.java`` and
+    gocbcore's ``observecomponent.go`` read it): format 0, or 1 after a failover, which
     adds the old vbucket uuid and the last seqno seen under it."""
 
     vbucket: int
@@ -140,7 +146,7 @@ class ObserveSeqnoResult:
         )
 
 
-# -- system-event values (seed 003, versions 0 and 1) ------------------------------------
+# -- system-event values (system_event.md, versions 0 and 1) -----------------------------
 
 _COLLECTION_V0 = struct.Struct(">QII")
 _COLLECTION_V1 = struct.Struct(">QIII")
@@ -186,7 +192,8 @@ class ScopeEventData:
 def parse_system_event_value(
     event: int, version: int, value: bytes
 ) -> CollectionEventData | ScopeEventData | FlatBuffersEvent:
-    """Read a system-event value (seed 003 "Key and Value Data Definition"): versions
+    """Read a system-event value (kv_engine ``docs/dcp/documentation/commands/system_event.md``,
+    "Key and Value Data Definition"): versions
     0/1 as ``CollectionEventData``/``ScopeEventData``, version 2 (FlatBuffers) as the
     classes of ``_flatbuffers``.
 
@@ -217,7 +224,7 @@ def parse_system_event_value(
     raise _einval(f"system event {event} v{version} value of {len(value)} bytes", "value")
 
 
-# -- xattrs (wire.md §3.1) -----------------------------------------------------------------
+# -- xattrs (kv_engine docs/Document.md, "XAttr") -------------------------------------------
 
 
 def _as_bytes(s: str | bytes) -> bytes:
@@ -272,7 +279,8 @@ def split_xattrs(value: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:
 
 
 def strip_user_xattrs(value: bytes, datatype: int) -> tuple[bytes, int]:
-    """Keep only system xattrs (keys starting with ``_``, wire.md §3.1).
+    """Keep only system xattrs (keys starting with ``_``, kv_engine
+    ``docs/ExtendedAttributes.md``).
 
     Returns the new value and datatype: XATTR is cleared when no system xattr is left.
     A value without the XATTR bit is returned unchanged.
