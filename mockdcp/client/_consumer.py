@@ -5,7 +5,8 @@ It does what a correct consumer must (kv_engine docs/dcp/documentation):
 * bootstrap: HELLO (XATTR, XERROR, SELECT_BUCKET, JSON, COLLECTIONS), SASL (SCRAM-SHA512
   by default), SELECT_BUCKET, DCP_OPEN, controls (noop, interval, buffer size);
 * one stream per vbucket, resumed with (start, vbucket uuid, snapshot start, end): the
-  snapshot range is what lets the producer decide a rollback (seed 001); or, with
+  snapshot range is what lets the producer decide a rollback (kv_engine
+  ``docs/dcp/documentation/discussion.md``); or, with
   ``streams``, one stream per ``StreamFilter`` and vbucket: a collection or scope filter
   sent as the stream request's JSON value, and with stream-ids (``enable_stream_id``)
   several streams of one vbucket, each tracked on its own as (vbucket, stream-id);

@@ -219,9 +219,9 @@ class SystemEventItem(Item):
     failover like any other, keyed in the system namespace (collection 1).
 
     ``wire`` (here all of it in ``head``, ``tail`` empty) is the frame a
-    collection-aware consumer without FlatBuffers gets
-    (DCP_SYSTEM_EVENT, seed "System Event (0x5f)"): begin collection as version 1 when the
-    collection has a max TTL and version 0 otherwise (kv_engine
+    collection-aware consumer without FlatBuffers gets (DCP_SYSTEM_EVENT, kv_engine
+    ``docs/dcp/documentation/commands/system_event.md``): begin collection as
+    version 1 when the collection has a max TTL and version 0 otherwise (kv_engine
     ``SystemEventProducerMessage::make``), end collection, create and drop scope as
     version 0. Such a consumer is never sent a MODIFY_COLLECTION event (only FlatBuffers
     consumers are): a modification's ``wire`` is a DCP_SEQNO_ADVANCED to its seqno, the
@@ -380,7 +380,7 @@ class SystemEventItem(Item):
         version, key, value = fields
         return encode_system_event_frame(
             vbucket=self.vbucket,
-            cas=0,  # as the seed's example: a system event carries no CAS
+            cas=0,  # as system_event.md's example: a system event carries no CAS
             by_seqno=self.seqno,
             event=int(self.event),
             version=version,

@@ -1,8 +1,9 @@
 """The bucket's collections manifest: scopes, collections, ids and the manifest uid.
 
-Sources: kv_engine ``docs/Collections.md`` and ``engines/ep/docs/collections.md``; the
-seed "System Event (0x5f)" (events and manifest-uid stamping); the manifest JSON that
-GET_COLLECTIONS_MANIFEST and the collections REST endpoint return.
+Sources: kv_engine ``docs/Collections.md`` and ``engines/ep/docs/collections.md``;
+kv_engine ``docs/dcp/documentation/commands/system_event.md`` (events and manifest-uid
+stamping); the manifest JSON that GET_COLLECTIONS_MANIFEST and the collections REST
+endpoint return.
 
 Rules kept here:
 
@@ -12,7 +13,7 @@ Rules kept here:
   1 is the system-event namespace), each by its own counter, never reused after a drop.
 * Every change advances the manifest uid by one. A change produces the system events
   every vbucket writes, in order; only the last carries the new uid, the others carry the
-  uid of the last manifest completely processed (the previous one), as the seed's
+  uid of the last manifest completely processed (the previous one), as that page's
   "Manifest ID" section says.
 * Every change is validated first: a bad one raises ``ModelError`` and changes nothing.
 
@@ -109,7 +110,8 @@ def _scope_event(kind: SystemEventType, sc: Scope) -> ManifestEvent:
 
 def _stamp(events: Sequence[ManifestEvent], old: int, new: int) -> tuple[ManifestEvent, ...]:
     """Every event carries ``old`` (the last manifest completely processed) but the last,
-    which carries ``new`` (seed "System Event (0x5f)", "Manifest ID")."""
+    which carries ``new`` (kv_engine
+    ``system_event.md``, "Manifest ID")."""
     last = len(events) - 1
     return tuple(
         attrs.evolve(ev, manifest_uid=new if i == last else old) for i, ev in enumerate(events)
@@ -325,7 +327,7 @@ class Manifest:
 
     def plan_flush_collection(self, scope: str, name: str) -> ManifestChange:
         """Empty a collection: its begin event again, at a new seqno, whose ``flush_uid``
-        is the new manifest uid (seed "System Event (0x5f)", "Flush Collection")."""
+        is the new manifest uid (kv_engine ``system_event.md``, "Flush Collection")."""
         coll = self._collection(scope, name)
         new = attrs.evolve(coll, flush_uid=self.uid + 1)
         return self._change(

@@ -1,5 +1,6 @@
 """Which commands a connection takes in which state: the status a real node gives a
-command that comes out of order (wire.md §5, §6; producer.md §1).
+command that comes out of order (kv_engine ``daemon/mcbp_validators.cc``,
+``dcp_open_executor.cc``).
 
 * before SASL completes: SELECT_BUCKET, DCP_OPEN and bucket commands → EACCESS;
 * before SELECT_BUCKET: bucket commands → NO_BUCKET;

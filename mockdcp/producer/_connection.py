@@ -8,7 +8,8 @@ noops and the idle disconnect. The connection never touches a socket or a clock.
 A frame that cannot be parsed closes this connection only (``close_reason`` says why);
 a request with a bad shape gets EINVAL; an unknown opcode gets UNKNOWN_COMMAND; commands
 out of order get the status a real node gives (``_admission``). Without HELLO XERROR the
-statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID disconnect instead (wire.md §6).
+statuses EACCESS, NO_BUCKET and DCP_STREAMID_INVALID disconnect instead (kv_engine
+``Connection::remapErrorCode``).
 A handler that raises fails its request only (``_containment``); replies due when the
 connection closes are still handed out; while unsent output is at its limit no more
 requests are answered (``_output``, ``input_paused``).
@@ -118,8 +119,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mockdcp.producer")
 
-#: HELLO features a current node grants (wire.md §7). DUPLEX-dependent cluster-map
-#: notifications are not granted: mockdcp does not push maps, so clients keep polling.
+#: HELLO features a current node grants (kv_engine ``hello_packet_executor.cc``).
+#: DUPLEX-dependent cluster-map notifications are not granted: mockdcp does not push maps,
+#: so clients keep polling.
 SUPPORTED_FEATURES = frozenset(
     {
         HelloFeature.TCP_NODELAY,
@@ -146,13 +148,14 @@ SUPPORTED_FEATURES = frozenset(
     }
 )
 
-#: wire.md §6: statuses that disconnect a connection without XERROR.
+#: kv_engine ``Connection::remapErrorCode``: statuses that disconnect a connection without
+#: XERROR.
 XERROR_ONLY = frozenset({Status.EACCESS, Status.NO_BUCKET, Status.DCP_STREAMID_INVALID})
 
 #: STREAM_END reasons only a collection-aware connection is sent.
 _COLLECTION_END_REASONS = frozenset({StreamEndReason.FILTER_EMPTY, StreamEndReason.LOST_PRIVILEGES})
 
-#: DCP_OPEN flags a producer accepts (wire.md §8.1).
+#: DCP_OPEN flags a producer accepts (kv_engine ``dcp_open_validator``).
 _OPEN_FLAGS_OK = (
     DcpOpenFlag.PRODUCER
     | DcpOpenFlag.INCLUDE_XATTRS
@@ -452,9 +455,10 @@ class Connection:
     def _drain_streams(self, parts: list[bytes | memoryview], size: int, limit: int) -> int:
         """Round-robin over ready streams, taking chunks while the window is open.
 
-        producer.md §6: a message may be sent while outstanding < buffer size (checked
-        before each message), so the producer overshoots by at most one message. A
-        stream of a held vbucket (``node.holds``) sends nothing past the hold's seqno.
+        kv_engine ``DcpProducer::BufferLog``: a message may be sent while outstanding <
+        buffer size (checked before each message), so the producer overshoots by at most
+        one message. A stream of a held vbucket (``node.holds``) sends nothing past the
+        hold's seqno.
         """
         quantum = 256 * 1024
         holds = self.node.holds
@@ -621,7 +625,8 @@ class Connection:
         handler(self, frame, msg, now)
 
     def _handle_response(self, frame: Frame) -> None:
-        """A consumer's answer to something the producer sent (producer.md §7, README).
+        """A consumer's answer to something the producer sent (kv_engine
+        ``dcp/producer.cc``, README).
 
         DCP_NOOP replies clear the pending noop; an unexpected success, or any status a
         producer does not tolerate, disconnects.
@@ -703,7 +708,7 @@ class Connection:
     def _on_cluster_config(self, frame: Frame, msg: GetClusterConfig, now: float) -> None:
         node = self.node
         if (msg.epoch, msg.revision) == (node.config_epoch, node.config_rev):
-            self._respond(frame)  # the client already has this map (clients.md §8)
+            self._respond(frame)  # the client has this map (BinaryProtocol.md 0xb5)
             return
         self._respond(frame, value=node.config_bytes(self.peer_host), datatype=Datatype.JSON)
 
@@ -731,7 +736,8 @@ class Connection:
             self._reply(frame, reply)
 
     def _not_my_vbucket(self, frame: Frame) -> None:
-        """NOT_MY_VBUCKET carries the current config, which clients apply (wire.md §6)."""
+        """NOT_MY_VBUCKET carries the current config, which clients apply (kv_engine
+        ``Cookie::sendNotMyVBucket``)."""
         self._respond(
             frame,
             Status.NOT_MY_VBUCKET,
@@ -909,7 +915,8 @@ class Connection:
         self._emit(ev.StreamClosed, vbucket=msg.vbucket, stream_id=msg.stream_id)
 
     def _on_buffer_ack(self, frame: Frame, msg: DcpBufferAck, now: float) -> None:
-        # No response, ever (producer.md §6; Java drops a connection that gets one).
+        # No response, ever (kv_engine docs/dcp/documentation/commands/buffer-ack.md;
+        # Java drops a connection that gets one).
         excess = self.flow.ack(msg.nbytes)
         if excess:
             log.debug("connection %d acked %d bytes never outstanding", self.conn_id, excess)
@@ -971,7 +978,8 @@ def _frames_up_to(chunk: Chunk, seqno: int) -> int:
 
 
 def _check_open_flags(flags: DcpOpenFlag) -> str | None:
-    """wire.md §8.1: the DCP_OPEN flag combinations a producer refuses (EINVAL)."""
+    """kv_engine ``dcp_open_validator``: the DCP_OPEN flag combinations a producer refuses
+    (EINVAL)."""
     if flags & ~_OPEN_FLAGS_OK:
         return f"invalid DCP_OPEN flags {int(flags & ~_OPEN_FLAGS_OK):#x}"
     if flags & DcpOpenFlag.NO_VALUE and flags & DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE:

@@ -1,9 +1,9 @@
 """DCP_CONTROL: which keys a current producer accepts, with which statuses.
 
-Source: producer.md §2 (kv_engine ``DcpProducer::control``). Any key not in the table is
-EINVAL; a listed key with a value the server does not recognise is EINVAL unless the rule
-says otherwise. ``DcpSettings`` holds what a connection negotiated; ``apply_control`` is
-the one function that changes it.
+Source: kv_engine ``DcpProducer::control`` (``engines/ep/src/dcp/producer.cc``). Any key
+not in the table is EINVAL; a listed key with a value the server does not recognise is
+EINVAL unless the rule says otherwise. ``DcpSettings`` holds what a connection negotiated;
+``apply_control`` is the one function that changes it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import attrs
 
 from mockdcp.protocol import DcpOpenFlag, Status
 
-#: producer.md §7: noop interval default until ``set_noop_interval``.
+#: kv_engine ``DcpProducer::defaultDcpNoopTxInterval``: noop interval default until
+#: ``set_noop_interval``.
 DEFAULT_NOOP_INTERVAL = 20.0
 #: Smallest interval accepted (the connection manager's tick, 0.1 s).
 MIN_NOOP_INTERVAL = 0.1
@@ -239,8 +240,9 @@ CONTROL_RULES: dict[str, _Rule] = {
 def apply_control(settings: DcpSettings, key: str, value: str) -> Status:
     """Apply one DCP_CONTROL; return the status a current producer answers.
 
-    Source: producer.md §2. Unknown keys are EINVAL. ``connection_buffer_size`` changes
-    the window immediately (the caller resets the outstanding count when it becomes 0).
+    Source: kv_engine ``DcpProducer::control``. Unknown keys are EINVAL.
+    ``connection_buffer_size`` changes the window immediately (the caller resets the
+    outstanding count when it becomes 0).
     """
     rule = CONTROL_RULES.get(key)
     if rule is None:

@@ -1,10 +1,11 @@
 """Flow control of one DCP connection: the ``connection_buffer_size`` window.
 
-producer.md §6: the consumer names a buffer size with DCP_CONTROL; the producer counts
-the bytes of every stream message it sends and the consumer returns them with
-DCP_BUFFER_ACKNOWLEDGEMENT. A message may be sent while the outstanding count is below
-the buffer size, checked before each message, so the producer overshoots by at most one
-message. A size of 0 turns flow control off; turning it on or off resets the count.
+kv_engine ``docs/dcp/documentation/flow-control.md``: the consumer names a buffer size
+with DCP_CONTROL; the producer counts the bytes of every stream message it sends and the
+consumer returns them with DCP_BUFFER_ACKNOWLEDGEMENT. A message may be sent while the
+outstanding count is below the buffer size, checked before each message, so the producer
+overshoots by at most one message (kv_engine ``DcpProducer::BufferLog``). A size of 0
+turns flow control off; turning it on or off resets the count.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ of state goes through ``transition()``, which looks the pair up in a table; a pa
 not in the table is a bug in the caller and raises ``LocalProtocolError``. Nothing else
 lives here.
 
-Connection (producer.md §1, wire.md §5):
+Connection (kv_engine ``daemon/mcbp_validators.cc``, ``dcp_open_executor.cc``):
 
     CONNECTED --auth--> AUTHENTICATED --select_bucket--> BUCKET_SELECTED --dcp_open--> DCP_OPEN
     any --close--> CLOSED
@@ -14,7 +14,7 @@ SELECT_BUCKET may also come before SASL completes on a real node only for caller
 already authenticated, so the table allows re-authentication and re-selection until
 DCP_OPEN, after which SASL and SELECT_BUCKET are refused.
 
-Stream (producer.md §4.1, §5, §8, §9):
+Stream (kv_engine ``engines/ep/src/dcp/active_stream.cc``, ``dcp/producer.cc``):
 
     PENDING --backfill--> BACKFILLING --memory--> IN_MEMORY --drop_cursor--> BACKFILLING
     PENDING --memory--> IN_MEMORY

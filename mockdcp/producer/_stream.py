@@ -7,7 +7,8 @@ queues those frames piece by piece, encoded for its connection (``ItemEncoder``)
 connection drains chunks under flow control. Rules, each with its source:
 
 * First marker start = min(requested snap start, computed start) (kv_engine
-  ``ActiveStream::adjustStartIfFirstSnapshot``, seed 000 "first snapshot-marker").
+  ``ActiveStream::adjustStartIfFirstSnapshot``,
+  ``docs/dcp/documentation/commands/snapshot-marker.md`` "first snapshot-marker").
 * Memory markers: MEMORY, plus CHECKPOINT on the first marker after entering the memory
   phase and on a batch that starts a new checkpoint, whose start is then the
   checkpoint's start when that is above the last marker's end (kv_engine

@@ -156,7 +156,7 @@ def collection_prefix(collection_id: int) -> bytes:
     return _LEB_SMALL[collection_id] if collection_id < 0x80 else encode_leb128(collection_id)
 
 
-# -- system events (seed "System Event (0x5f)") -----------------------------------------
+# -- system events (kv_engine docs/dcp/documentation/commands/system_event.md) ----------
 
 #: DCP_SYSTEM_EVENT extras (13): by-seqno, event id, version (kv_engine
 #: ``docs/dcp/documentation/commands/system_event.md``, "Extra data").

@@ -1,5 +1,6 @@
-"""Version 2 system-event values: FlatBuffers (seed "System Event (0x5f)", extras
-version 2; kv_engine ``engines/ep/src/collections/events.fbs``).
+"""Version 2 system-event values: FlatBuffers (kv_engine
+``docs/dcp/documentation/commands/system_event.md``, extras version 2; kv_engine
+``engines/ep/src/collections/events.fbs``).
 
 A consumer that enables DCP_CONTROL ``flatbuffers_system_events`` gets every system event
 with version 2 and a FlatBuffers value, and MODIFY_COLLECTION events too. The schema is

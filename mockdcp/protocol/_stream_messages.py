@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 
 _MARKER_V1 = struct.Struct(">QQI")
 _MARKER_V2_0 = struct.Struct(">QQIQQ")
-#: Seed 000's V2.2 list: V2.0 + purge seqno (44-byte value). Decoded, never encoded.
+#: The V2.2 list of older kv_engine ``snapshot-marker.md``: V2.0 + purge seqno (44-byte
+#: value). Decoded, never encoded.
 _MARKER_V2_2_SEED = struct.Struct(">QQIQQQ")
 #: kv_engine ``DcpSnapshotMarkerV2_2Value`` (protocol_binary.h): V2.0 + purge seqno +
 #: high prepared seqno, 52 bytes. The form mockdcp sends.
@@ -121,7 +122,8 @@ _MARKER_V2_LAYOUTS: dict[tuple[int, int], tuple[struct.Struct, tuple[str, ...]]]
 
 def _marker_v2_fields(version: int, value: bytes) -> dict[str, Any]:
     """Read a V2.x marker value (kv_engine ``dcp_snapshot_marker_validator`` sizes, plus
-    seed 000's 44-byte V2.2); fields a layout lacks keep their default of 0."""
+    the 44-byte V2.2 of older kv_engine ``docs/dcp/documentation/commands/snapshot-marker.md``);
+    fields a layout lacks keep their default of 0."""
     if version not in (0, 2):
         raise _einval(f"unsupported snapshot marker version {version}", "extras")
     entry = _MARKER_V2_LAYOUTS.get((version, len(value)))

@@ -60,12 +60,12 @@ def _hex_id(text: object, field: str, limit: int) -> int:
 
 
 def _parse_uid(raw: object) -> int:
-    """Seed 002: "fail if uid is not a JSON string" (kv_engine only logs it)."""
+    """``stream-request-value.md``: "fail if uid is not a JSON string" (kv_engine only logs it)."""
     return _hex_id(raw, "uid", _U64 - 1)
 
 
 def _parse_sid(raw: object) -> int:
-    """Seed 002: sid must be a JSON integer, and not 0 (status 0x8d for 0)."""
+    """``stream-request-value.md``: sid must be a JSON integer, and not 0 (status 0x8d for 0)."""
     if not isinstance(raw, int) or isinstance(raw, bool):
         raise _fail("sid must be a JSON integer", "sid")
     if raw == 0:
@@ -76,14 +76,16 @@ def _parse_sid(raw: object) -> int:
 
 
 def _parse_collections(raw: object) -> tuple[int, ...]:
-    """Seed 002: collections must be a JSON array (kv_engine: of JSON strings)."""
+    """``stream-request-value.md``: collections must be a JSON array (kv_engine: of JSON
+    strings)."""
     if not isinstance(raw, list):
         raise _fail("collections must be a JSON array", "collections")
     return tuple(_hex_id(entry, "collections", 0xFFFFFFFF) for entry in raw)
 
 
 def _parse_purge_seqno(raw: object) -> int:
-    """Seed 002: a JSON string that ``std::strtoull`` can convert (base 10).
+    """``stream-request-value.md``: a JSON string that ``std::strtoull`` can convert (base
+    10).
 
     Like strtoull, leading blanks and a sign are accepted, trailing text is ignored, a
     minus sign wraps modulo 2**64, and a value beyond a u64 is refused.

@@ -160,7 +160,7 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
             "--bucket",
             server.bucket.name,
         ]
-        if name != "java":  # java-dcp-client bootstraps over KV only (clients.md §1.1)
+        if name != "java":  # java-dcp-client bootstraps over KV only (BucketConfigHandler)
             common += ["--http-port", str(server.http_port)]
         run_dir = tmp_path / f"{name}-{next(runs)}"
         run_dir.mkdir()

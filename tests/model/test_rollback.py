@@ -6,7 +6,8 @@ import pytest
 
 from mockdcp.model import FailoverTable, needs_rollback
 
-HUMPTY = [(2222, 3), (1111, 0)]  # seed 001: failover.json, newest first
+# kv_engine docs/dcp/documentation/discussion.md: failover.json, newest first
+HUMPTY = [(2222, 3), (1111, 0)]
 
 
 def decide(
@@ -96,7 +97,8 @@ def test_client_purge_seqno_equal_to_servers_skips_the_purge_rule() -> None:
 
 
 def test_legacy_collection_exemption() -> None:
-    # producer.md §3.2: legacy client S=50, P=100, _default high seqno 40 -> no rollback
+    # kv_engine FailoverTable::needsRollback, VBucket::getHighSeqnoOfCollections: legacy
+    # client S=50, P=100, _default high seqno 40 -> no rollback
     table = [(4444, 0)]
     assert decide(
         50, 4444, (50, 50), high=120, purge=100, table=table, collections_high_seqno=40

@@ -1,4 +1,5 @@
-"""The status a command gets in each connection state (wire.md §5, §6; producer.md §1)."""
+"""The status a command gets in each connection state (kv_engine
+``daemon/mcbp_validators.cc``, ``dcp_open_executor.cc``)."""
 
 from __future__ import annotations
 

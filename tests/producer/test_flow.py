@@ -1,4 +1,5 @@
-"""The flow-control window (producer.md §6) without sockets."""
+"""The flow-control window (kv_engine ``docs/dcp/documentation/flow-control.md``) without
+sockets."""
 
 from __future__ import annotations
 

@@ -282,7 +282,7 @@ def test_a_compressed_document_with_xattrs_arrives_in_the_negotiated_form(
     assert decoded.datatype == datatype
     if value is not None:
         assert decoded.value == value
-    else:  # an xattr section: its u32 length, then the pairs (wire.md §3.1 layout)
+    else:  # an xattr section: its u32 length, then the pairs (kv_engine docs/Document.md "XAttr")
         pairs, body = split_xattrs(decoded.value)
         assert dict(pairs) == {k.encode(): v.encode() for k, v in XATTRS.items()}
         assert body == (b"" if dcp.open_flags & DcpOpenFlag.NO_VALUE else BODY)

@@ -63,7 +63,7 @@ from mockdcp.protocol._values import CollectionEventData, parse_system_event_val
 
 
 def unhex(text: str) -> bytes:
-    # "00 x8" means eight 0x00 bytes; "|" separates header rows as in wire.md
+    # "00 x8" means eight 0x00 bytes; "|" separates header rows
     out: list[int] = []
     for token in text.replace("|", " ").split():
         if token.startswith("x"):
@@ -75,7 +75,7 @@ def unhex(text: str) -> bytes:
 
 CAS_MUTATION = 0x17B0E1A2C3D40000
 CAS_DELETION = 0x17B0E1A2C3D50000
-# wire.md §8.11 leaves the expiration CAS as "<cas>"; any value will do
+# the expiration vector leaves its CAS open ("<cas>"); any value will do
 CAS_EXPIRATION = 0x17B0E1A2C3D60000
 XATTR_VALUE = unhex(
     "00 00 00 14 00 00 00 10 5f 73 79 6e 63 00 7b 22 72 65 76 22 3a 31 7d 00 7b 22 61 22 3a 31 7d"
@@ -494,8 +494,9 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         "server",
     ),
     (
-        # seed 000 V1: the diagram draws total body (bytes 8-11) as 0; the field breakdown
-        # says 0x14, which is what 20 bytes of extras need. Flags 0x01 is MEMORY, not "disk".
+        # kv_engine docs/dcp/documentation/commands/snapshot-marker.md V1: the diagram draws
+        # total body (bytes 8-11) as 0; the field breakdown says 0x14, which is what 20
+        # bytes of extras need. Flags 0x01 is MEMORY, not "disk".
         "seed-000-snapshot-marker-v1",
         SnapshotMarker(opaque=0xDEADBEEF, vbucket=0, start_seqno=0, end_seqno=8, flags=0x01),
         "80 56 00 00 14 00 00 00 | 00 00 00 14 de ad be ef | 00 x8"
@@ -503,8 +504,9 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         "server",
     ),
     (
-        # seed 000 V2.0: the diagram shows extras 0x14, body 0 and little-endian fields; the
-        # breakdown (extras 1, body 0x25, version 0 at 24, big-endian fields) is right.
+        # snapshot-marker.md V2.0: the diagram shows extras 0x14, body 0 and little-endian
+        # fields; the breakdown (extras 1, body 0x25, version 0 at 24, big-endian fields) is
+        # right.
         "seed-000-snapshot-marker-v2.0",
         SnapshotMarker(
             opaque=0xDEADBEEF,
@@ -522,9 +524,10 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         "server",
     ),
     (
-        # seed 003 begin collection v1: bytes 57-60 are labelled Collection-ID and 61-64
-        # Scope-ID (drawn as 8 then 0), against the seed's own value layout (manifest uid,
-        # scope id, collection id, max ttl): scope id 0 goes first, collection id 8 second.
+        # kv_engine docs/dcp/documentation/commands/system_event.md begin collection v1:
+        # bytes 57-60 are labelled Collection-ID and 61-64 Scope-ID (drawn as 8 then 0),
+        # against the page's own value layout (manifest uid, scope id, collection id, max
+        # ttl): scope id 0 goes first, collection id 8 second.
         "seed-003-system-event-begin-collection-v1",
         SystemEvent(
             opaque=0x1210,
@@ -544,8 +547,9 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         "server+collections",
     ),
     (
-        # seed 004: the example says extras length 0x12 and total body 0x17, but its extras
-        # are the 20 bytes at offsets 24-43; consistent form: extras 0x14, body 0x19.
+        # kv_engine docs/dcp/documentation/commands/expiration.md: the example says extras
+        # length 0x12 and total body 0x17, but its extras are the 20 bytes at offsets
+        # 24-43; consistent form: extras 0x14, body 0x19.
         "seed-004-expiration",
         Expiration(
             opaque=0x1210,

@@ -38,8 +38,9 @@ def decoded(wire: bytes) -> SystemEvent:
 
 
 def test_seed_003_begin_collection_v1_is_the_canonical_frame_of_its_item() -> None:
-    # seed 003 labels bytes 57-60 Collection-ID and 61-64 Scope-ID; its value layout puts
-    # the scope id (0) first and the collection id (8) second, as encoded here.
+    # kv_engine docs/dcp/documentation/commands/system_event.md labels bytes 57-60
+    # Collection-ID and 61-64 Scope-ID; its value layout puts the scope id (0) first and
+    # the collection id (8) second, as encoded here.
     item = SystemEventItem(
         vbucket=0x0210,
         seqno=4,
