@@ -39,7 +39,7 @@ INTERNAL = re.compile(
         (
             r"\b(?:" + "|".join(_SHEETS) + ")" + _MD + r"\b",
             r"\bshared" + "/" + "(?:" + "|".join(_SHARED) + ")",
-            r"\bseeds? ?0\d\d\b",
+            r"(?:\b|_)seeds?[ _-]?0\d\d(?:\b|_)",
             r"\bseed" + ' "' + "[A-Z]",
         )
     ),
@@ -103,6 +103,8 @@ _DOT_MD = "." + "md"
         '"""Seed ' + '002: sid must be a JSON integer."""',
         "as the seeds " + "000, 003 and 004 show",
         '(DCP_SYSTEM_EVENT, seed "' + 'System Event (0x5f)")',
+        "def test_seed_" + "003_begin_collection_v1_is_the_canonical_frame() -> None:",
+        '"seed-' + '000-snapshot-marker-v1",',
     ],
 )
 def test_an_internal_citation_is_found(line: str) -> None:
@@ -118,8 +120,6 @@ def test_an_internal_citation_is_found(line: str) -> None:
         '"""The ``mockdcp`` command line (README "The two commands").',
         "self.rng = random.Random(seed)",
         "fake.seed_instance(seed)",
-        "def test_seed_003_begin_collection_v1_is_the_canonical_frame() -> None:",
-        '"seed-000-snapshot-marker-v1",  # a test id, not a citation',
         "partition seeds Faker with (seed, partition)",
         "the seed nodes the client is given",
     ],

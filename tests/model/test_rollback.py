@@ -33,17 +33,17 @@ def decide(
     return rollback, seqno
 
 
-def test_seed_001_correct_resume_rolls_back_to_1() -> None:
+def test_discussion_page_correct_resume_rolls_back_to_1() -> None:
     # echo "1111 1 4 3" | ./humpty_dumpty failover.json 10 0 -> Rollback:true, seqno 1
     assert decide(3, 1111, (1, 4)) == (True, 1)
 
 
-def test_seed_001_incorrect_snapshot_does_not_roll_back() -> None:
+def test_discussion_page_incorrect_snapshot_does_not_roll_back() -> None:
     # echo "1111 3 3 3" | ./humpty_dumpty failover.json 10 0 -> Rollback:false
     assert decide(3, 1111, (3, 3)) == (False, 0)
 
 
-def test_seed_001_reason_names_the_producer_upper() -> None:
+def test_discussion_page_reason_names_the_producer_upper() -> None:
     _, _, reason = needs_rollback(
         start_seqno=3,
         high_seqno=10,

@@ -497,7 +497,7 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         # kv_engine docs/dcp/documentation/commands/snapshot-marker.md V1: the diagram draws
         # total body (bytes 8-11) as 0; the field breakdown says 0x14, which is what 20
         # bytes of extras need. Flags 0x01 is MEMORY, not "disk".
-        "seed-000-snapshot-marker-v1",
+        "snapshot-marker-page-v1",
         SnapshotMarker(opaque=0xDEADBEEF, vbucket=0, start_seqno=0, end_seqno=8, flags=0x01),
         "80 56 00 00 14 00 00 00 | 00 00 00 14 de ad be ef | 00 x8"
         " 00 00 00 00 00 00 00 00 | 00 00 00 00 00 00 00 08 | 00 00 00 01",
@@ -507,7 +507,7 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         # snapshot-marker.md V2.0: the diagram shows extras 0x14, body 0 and little-endian
         # fields; the breakdown (extras 1, body 0x25, version 0 at 24, big-endian fields) is
         # right.
-        "seed-000-snapshot-marker-v2.0",
+        "snapshot-marker-page-v2.0",
         SnapshotMarker(
             opaque=0xDEADBEEF,
             vbucket=0,
@@ -528,7 +528,7 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         # bytes 57-60 are labelled Collection-ID and 61-64 Scope-ID (drawn as 8 then 0),
         # against the page's own value layout (manifest uid, scope id, collection id, max
         # ttl): scope id 0 goes first, collection id 8 second.
-        "seed-003-system-event-begin-collection-v1",
+        "system-event-page-begin-collection-v1",
         SystemEvent(
             opaque=0x1210,
             vbucket=0x0210,
@@ -550,7 +550,7 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         # kv_engine docs/dcp/documentation/commands/expiration.md: the example says extras
         # length 0x12 and total body 0x17, but its extras are the 20 bytes at offsets
         # 24-43; consistent form: extras 0x14, body 0x19.
-        "seed-004-expiration",
+        "expiration-page",
         Expiration(
             opaque=0x1210,
             vbucket=0x0210,
@@ -590,7 +590,7 @@ def test_decode_golden(message: Message | Response, wire: str, side: str) -> Non
     assert decode_as(unhex(wire), side) == message
 
 
-def test_seed_000_v1_as_drawn_with_zero_body_is_not_a_whole_marker() -> None:
+def test_snapshot_marker_page_v1_as_drawn_with_zero_body_is_not_a_whole_marker() -> None:
     drawn = unhex("80 56 00 00 14 00 00 00 | 00 00 00 00 de ad be ef | 00 x8")
     reader = FrameReader()
     reader.feed(drawn + bytes(20))
@@ -599,7 +599,7 @@ def test_seed_000_v1_as_drawn_with_zero_body_is_not_a_whole_marker() -> None:
     assert info.value.field == "total_body_length"
 
 
-def test_seed_004_expiration_as_drawn_is_rejected() -> None:
+def test_expiration_page_expiration_as_drawn_is_rejected() -> None:
     drawn = unhex(
         "80 59 00 05 12 00 02 10 | 00 00 00 17 00 00 12 10 | 00 x8"
         " 00 00 00 00 00 00 00 05 | 00 00 00 00 00 00 00 01 | 00 00 | 00 00 68 65 6c 6c 6f"
@@ -694,12 +694,12 @@ def test_wire_8_19_all_vb_seqnos_and_id_lookup_values_decode() -> None:
     assert decode_hello_features(unhex("00 06 00 07 00 08 00 0b 00 12")) == (6, 7, 8, 11, 18)
 
 
-def test_seed_003_begin_collection_v1_value_parses() -> None:
+def test_system_event_page_begin_collection_v1_value_parses() -> None:
     data = parse_system_event_value(0, 1, unhex("00 x7 02 00 00 00 00 00 00 00 08 00 01 19 40"))
     assert data == CollectionEventData(manifest_uid=2, scope_id=0, collection_id=8, max_ttl=72000)
 
 
-SEED_002_VALUES = [
+STREAM_REQUEST_VALUE_PAGE_EXAMPLES = [
     ('{\n    "uid" : "b4"\n}', StreamRequestValue(uid=0xB4)),
     ('{\n    "sid" : 71\n}', StreamRequestValue(sid=71)),
     ('{\n    "collections" : ["0", "8a"]\n}', StreamRequestValue(collections=(0, 0x8A))),
@@ -712,8 +712,8 @@ SEED_002_VALUES = [
 ]
 
 
-@pytest.mark.parametrize(("text", "value"), SEED_002_VALUES)
-def test_seed_002_examples_parse(text: str, value: StreamRequestValue) -> None:
+@pytest.mark.parametrize(("text", "value"), STREAM_REQUEST_VALUE_PAGE_EXAMPLES)
+def test_stream_request_value_page_examples_parse(text: str, value: StreamRequestValue) -> None:
     assert StreamRequestValue.parse(text.encode()) == value
     assert json.loads(value.encode()) == json.loads(text)
 

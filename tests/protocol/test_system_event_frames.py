@@ -37,7 +37,7 @@ def decoded(wire: bytes) -> SystemEvent:
     return msg
 
 
-def test_seed_003_begin_collection_v1_is_the_canonical_frame_of_its_item() -> None:
+def test_system_event_page_begin_collection_v1_is_the_canonical_frame_of_its_item() -> None:
     # kv_engine docs/dcp/documentation/commands/system_event.md labels bytes 57-60
     # Collection-ID and 61-64 Scope-ID; its value layout puts the scope id (0) first and
     # the collection id (8) second, as encoded here.
@@ -90,7 +90,7 @@ def test_wire_8_15_begin_collection_v0_is_the_canonical_frame_without_max_ttl() 
         (E.DROP_SCOPE, None, "00 00 00 00 00 00 00 05 | 00 00 00 08"),
     ],
 )
-def test_seed_003_version_0_layouts(event: E, collection_id: int | None, value: str) -> None:
+def test_system_event_page_v0_layouts(event: E, collection_id: int | None, value: str) -> None:
     item = SystemEventItem(
         vbucket=1,
         seqno=7,
