@@ -254,6 +254,7 @@ class VBucket:
         tags_append, ends_append, cids_append = cp.tags.append, cp.ends.append, cp.cids.append
         total = cp.ends[-1] if cp.ends else 0
         room_bytes = max_bytes - cp.bytes
+        room_items = max_items - len(index)
         position = len(entries)
         for key, cid, value, dt, flags, expiry, cas in rows:
             doc_key = (cid, key)
@@ -268,8 +269,11 @@ class VBucket:
             # a key in the default collection is framed without its one-byte prefix,
             # which a collection-aware stream puts back (``Item.head``); the frame's
             # size counts it either way
-            prefix = collection_prefix(cid) if cid else b"\x00"
-            klen = len(prefix) + len(key)
+            if cid:
+                prefix = collection_prefix(cid)
+                klen = len(prefix) + len(key)
+            else:
+                klen = len(key) + 1
             vlen = len(value)
             body = 31 + klen + vlen
             head = head_of(0x80, 0x57, klen, 31, dt, vbid, body, 0, cas,
@@ -302,6 +306,7 @@ class VBucket:
                 cp.bytes = max_bytes - room_bytes
                 cp.append(item)
                 room_bytes = max_bytes - cp.bytes
+                room_items = max_items - len(index)
                 total = cp.ends[-1]
             else:
                 entries_append(item)
@@ -313,8 +318,9 @@ class VBucket:
                 total += size
                 ends_append(total)
                 room_bytes -= size
+                room_items -= 1
             position += 1
-            if len(index) >= max_items or room_bytes <= 0:  # as ``write`` closes it
+            if room_items <= 0 or room_bytes <= 0:  # as ``write`` closes it
                 cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
                 self.close_checkpoint()
                 cp = self.checkpoints[-1]
@@ -323,7 +329,7 @@ class VBucket:
                 heads_append, tails_append = heads.append, tails.append
                 tags_append, ends_append = cp.tags.append, cp.ends.append
                 cids_append = cp.cids.append
-                total, room_bytes, position = 0, max_bytes, 0
+                total, room_bytes, room_items, position = 0, max_bytes, max_items, 0
         if rows:
             cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
 
