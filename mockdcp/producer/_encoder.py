@@ -18,9 +18,13 @@ pieces:
 * a collection-aware stream joins head, collection prefix and tail; a legacy stream
   joins head and tail and patches, in bulk with numpy, the key and body lengths (one
   less each); the opaque is patched in bulk for every stream;
-* NO_VALUE's value cut (documents only) and the stream-id frame (magic 0x08, framing
-  length 3) are made on the joined frames: headers patched with numpy, the buffer cut by
-  one ``struct`` unpack.
+* a stream-id stream joins the frame info (id 0x22, the u16 stream id) in front of each
+  head, then moves it behind the header and makes the header an alt request (magic
+  0x08, framing length 3) in bulk: each frame's first 27 bytes are one numpy element
+  of a view over the buffer (138 ns a frame in all, against 359 for the cut below);
+* NO_VALUE's value cut (documents only, and the stream-id frame with it) is made on
+  the joined frames: headers patched with numpy, the buffer cut by one ``struct``
+  unpack.
 
 ``encode_item`` is the item-by-item codec (message classes) the fast path must equal;
 the tests check it for every form.
@@ -129,6 +133,12 @@ def _struct_for(layout: str) -> struct.Struct:
             _STRUCTS.clear()
         compiled = _STRUCTS[layout] = struct.Struct(layout)
     return compiled
+
+
+@functools.lru_cache(maxsize=256)
+def _sid_frame_info(sid: int) -> bytes:
+    """The stream-id frame info: tag and length 0x22, then the u16 id."""
+    return bytes((_SID_TAG,)) + sid.to_bytes(2, "big")
 
 
 def _snappy_decompress(data: bytes) -> bytes:
@@ -408,29 +418,58 @@ class ItemEncoder:
             return bytearray(), [], 0
         np = _numpy()
         starts = self._starts(ends, base)
+        # a stream-id frame goes in front of each head, and moves behind its header below
+        # (``_move_sid``); NO_VALUE's cuts take the slower path that does both
+        lead = 0 if sid is None or self._cut_value else 1
+        width = lead + (3 if self.form.collections else 2)
+        parts = [DEFAULT_PREFIX if self.form.collections else b""] * (width * count)
+        if sid is not None and lead:
+            parts[0::width] = [_sid_frame_info(sid)] * count
+        parts[lead::width], parts[width - 1 :: width] = heads, tails
         if self.form.collections:
-            parts = [DEFAULT_PREFIX] * (3 * count)
-            parts[0::3], parts[2::3] = heads, tails
             tags = frames.tags[start:stop]
             if any_outside_default(tags):  # their prefix is in the head (Item.head)
                 other = np.flatnonzero(np.frombuffer(tags, np.uint8) & TAG_COLLECTION)
                 for i in other.tolist():
-                    parts[3 * i + 1] = b""
+                    parts[width * i + lead + 1] = b""
             buf = bytearray().join(parts)
+            grow = 3 * lead  # bytes every frame grew by
         else:  # legacy: no prefix; every frame one byte shorter than the canonical one
-            parts = [b""] * (2 * count)
-            parts[0::2], parts[1::2] = heads, tails
             buf = bytearray().join(parts)
-            shift = np.arange(count, dtype=np.int64)
-            starts -= shift
-            shift += 1
-            ends = array("q", (self._ends_array(ends, count) - base - shift).tobytes())
+            grow = 3 * lead - 1
+        if grow:  # the frames moved: where their headers and ends are now
+            moved = grow * np.arange(1, count + 1, dtype=np.int64)
+            starts += moved - grow + 3 * lead  # a header follows its frame info
+            ends = array("q", (self._ends_array(ends, count) - base + moved).tobytes())
             base = 0
+        if not self.form.collections:
             self._shorten_key(buf, starts)
         self.patch_opaque(buf, starts, opaque)
-        if self._cut_value or sid is not None:
+        if lead:
+            self._move_sid(buf, starts)
+        elif self._cut_value or sid is not None:
             return self._transform(buf, starts, sid, frames.tags[start:stop])
         return buf, ends, base
+
+    @staticmethod
+    def _move_sid(buf: bytearray, headers: Offsets) -> None:
+        """Every frame of ``buf`` had its stream-id frame info (3 bytes) in front of its
+        header (at ``headers``): put it behind the header, which becomes an alt request
+        (magic 0x08, framing extras length 3, body 3 bytes longer; the key length is its
+        low byte, < 256). The 27 bytes of each frame are read and written as one numpy
+        element (a ``V27`` view over the buffer with a stride of one byte)."""
+        np = _numpy()
+        count = len(headers)
+        window = np.ndarray((len(buf) - 26,), dtype="V27", buffer=buf, strides=(1,))
+        at = headers - 3
+        read = window[at].view(np.uint8).reshape(count, 27)
+        moved = np.empty_like(read)
+        moved[:, :_HEADER] = read[:, 3:]
+        moved[:, _HEADER:] = read[:, :3]
+        moved[:, 0] = Magic.ALT_REQUEST
+        moved[:, 2] = 3
+        moved[:, 8:12].view(">u4")[:] += 3
+        window[at] = moved.view("V27").ravel()
 
     @staticmethod
     def _ends_array(ends: Sequence[int], count: int) -> Offsets:
