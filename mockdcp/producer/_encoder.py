@@ -135,6 +135,10 @@ def _struct_for(layout: str) -> struct.Struct:
     return compiled
 
 
+#: the collection prefix joined after a head, by "is the item in _default" (0 or 1)
+_PREFIXES = (b"", DEFAULT_PREFIX)
+
+
 @functools.lru_cache(maxsize=256)
 def _sid_frame_info(sid: int) -> bytes:
     """The stream-id frame info: tag and length 0x22, then the u16 id."""
@@ -421,22 +425,27 @@ class ItemEncoder:
         # a stream-id frame goes in front of each head, and moves behind its header below
         # (``_move_sid``); NO_VALUE's cuts take the slower path that does both
         lead = 0 if sid is None or self._cut_value else 1
-        width = lead + (3 if self.form.collections else 2)
-        parts = [DEFAULT_PREFIX if self.form.collections else b""] * (width * count)
+        # the collection prefix joined after each head: ``_default``'s, for a
+        # collection-aware stream; other collections' is in the head (Item.head)
+        prefixes: bytes | list[bytes] | None = None
+        if self.form.collections:
+            tags = frames.tags[start:stop]
+            prefixes = DEFAULT_PREFIX
+            if any_outside_default(tags):
+                default = (np.frombuffer(tags, np.uint8) & TAG_COLLECTION) == 0
+                prefixes = (
+                    list(map(_PREFIXES.__getitem__, default.tobytes())) if default.any() else None
+                )
+        width = lead + 2 + (prefixes is not None)
+        parts = [prefixes if isinstance(prefixes, bytes) else b""] * (width * count)
         if sid is not None and lead:
             parts[0::width] = [_sid_frame_info(sid)] * count
         parts[lead::width], parts[width - 1 :: width] = heads, tails
-        if self.form.collections:
-            tags = frames.tags[start:stop]
-            if any_outside_default(tags):  # their prefix is in the head (Item.head)
-                other = np.flatnonzero(np.frombuffer(tags, np.uint8) & TAG_COLLECTION)
-                for i in other.tolist():
-                    parts[width * i + lead + 1] = b""
-            buf = bytearray().join(parts)
-            grow = 3 * lead  # bytes every frame grew by
-        else:  # legacy: no prefix; every frame one byte shorter than the canonical one
-            buf = bytearray().join(parts)
-            grow = 3 * lead - 1
+        if isinstance(prefixes, list):
+            parts[lead + 1 :: width] = prefixes
+        buf = bytearray().join(parts)
+        # bytes every frame grew by: a legacy one is one byte shorter than the canonical
+        grow = 3 * lead - (not self.form.collections)
         if grow:  # the frames moved: where their headers and ends are now
             moved = grow * np.arange(1, count + 1, dtype=np.int64)
             starts += moved - grow + 3 * lead  # a header follows its frame info
