@@ -295,6 +295,60 @@ def _make_rootfs(tarball: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def build_image(engine: Engine, context: Path, base: str, tag: str, timeout: float = 900) -> None:
+    """docker/Dockerfile built on ``base`` (its last stage fails the build unless the
+    image serves, streams and runs a scenario: docker/imagecheck.py)."""
+    env = {**engine.env, "DOCKER_BUILDKIT": "0"}  # Debian's engine has no buildx
+    dockerfile = context / "docker" / "Dockerfile"
+    build_arg = f"BASE_IMAGE={base}"
+    run(
+        ["docker", "build", "--file", dockerfile, "--build-arg", build_arg, "--tag", tag, context],
+        env=env,
+        timeout=timeout,
+    )
+
+
+def remove_image(engine: Engine, tag: str) -> None:
+    if not engine.own:  # an engine of this session's own is removed as a whole
+        run(["docker", "image", "rm", "--force", tag], env=engine.env, check=False)
+
+
+def usr_local_base(engine: Engine, base: str, dest: Path, tag: str) -> str:
+    """A base laid out as the official python images are (docker/Dockerfile's default,
+    which no registry here serves): CPython built from source under ``/usr/local``,
+    libpython in ``/usr/local/lib``, no Debian python. Made from ``base`` and the
+    interpreter running these tests, copied under ``/usr/local`` without its
+    site-packages and tests (Python finds its prefix from where its executable is)."""
+    prefix = Path(sys.base_prefix)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if prefix in (Path("/usr"), Path("/usr/local")) or not (prefix / "bin" / version).exists():
+        raise Unavailable(f"this interpreter ({prefix}) is not a source build of its own")
+    if not (prefix / "lib" / f"lib{version}.so.1.0").exists():
+        raise Unavailable(f"this interpreter ({prefix}) has no shared libpython")
+    if "bookworm" not in Path("/etc/os-release").read_text():
+        raise Unavailable("the interpreter is copied into a bookworm base: the host is not one")
+
+    def skipped(directory: str, names: list[str]) -> list[str]:
+        inside_stdlib = Path(directory) == prefix / "lib" / version
+        return [
+            n
+            for n in names
+            if n == "__pycache__"
+            or directory.endswith("site-packages")
+            or (inside_stdlib and n in ("test", "idlelib", "tkinter", "turtledemo"))
+        ]
+
+    shutil.copytree(prefix, dest / "python", symlinks=True, ignore=skipped)
+    (dest / "Dockerfile").write_text(
+        f"FROM {base}\n"
+        "COPY python /usr/local/\n"
+        "RUN rm -rf /usr/bin/python3* /usr/lib/python3* && ldconfig\n"
+    )
+    env = {**engine.env, "DOCKER_BUILDKIT": "0"}
+    run(["docker", "build", "--tag", tag, dest], env=env, timeout=600)
+    return tag
+
+
 def build_context(dest: Path) -> Path:
     """A copy of what docker/Dockerfile builds from, with every wheel it installs."""
     shutil.copy2(REPO / "pyproject.toml", dest)

@@ -10,16 +10,18 @@ from tests.docker._engine import (
     Unavailable,
     base_image,
     build_context,
+    build_image,
     engine,
-    run,
+    remove_image,
+    usr_local_base,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 # this session's own: test sessions may share an engine (DOCKER_HOST)
 IMAGE_TAG = f"mockdcp-test:{SESSION}"
-BUILD_TIMEOUT = 900
 
 
 @pytest.fixture(scope="session")
@@ -40,26 +42,30 @@ def base_image_tag(docker_engine: Engine) -> str:
 
 
 @pytest.fixture(scope="session")
+def docker_context(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What docker/Dockerfile builds from, with the wheels it installs."""
+    return build_context(tmp_path_factory.mktemp("docker-context"))
+
+
+@pytest.fixture(scope="session")
 def mockdcp_image(
+    docker_engine: Engine, base_image_tag: str, docker_context: Path
+) -> Iterator[str]:
+    build_image(docker_engine, docker_context, base_image_tag, IMAGE_TAG)
+    yield IMAGE_TAG
+    remove_image(docker_engine, IMAGE_TAG)
+
+
+@pytest.fixture(scope="session")
+def usr_local_base_tag(
     docker_engine: Engine, base_image_tag: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    context = build_context(tmp_path_factory.mktemp("docker-context"))
-    env = {**docker_engine.env, "DOCKER_BUILDKIT": "0"}  # Debian's engine has no buildx
-    run(
-        [
-            "docker",
-            "build",
-            "--file",
-            context / "docker" / "Dockerfile",
-            "--build-arg",
-            f"BASE_IMAGE={base_image_tag}",
-            "--tag",
-            IMAGE_TAG,
-            context,
-        ],
-        env=env,
-        timeout=BUILD_TIMEOUT,
-    )
-    yield IMAGE_TAG
-    if not docker_engine.own:  # an engine of this session's own is removed as a whole
-        run(["docker", "image", "rm", "--force", IMAGE_TAG], env=docker_engine.env, check=False)
+    """A base with this interpreter under /usr/local, as the official python images
+    have theirs (``usr_local_base``)."""
+    tag = f"mockdcp-test-usr-local:{SESSION}"
+    try:
+        usr_local_base(docker_engine, base_image_tag, tmp_path_factory.mktemp("usr-local"), tag)
+    except Unavailable as exc:
+        pytest.skip(f"no base with Python under /usr/local: {exc}")
+    yield tag
+    remove_image(docker_engine, tag)

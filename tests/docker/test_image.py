@@ -12,10 +12,20 @@ import attrs
 import pytest
 
 from mockdcp._dataset import faker_documents
-from tests.docker._engine import REPO, SESSION, Engine, Unavailable, compose_command, run
+from tests.docker._engine import (
+    REPO,
+    SESSION,
+    Engine,
+    Unavailable,
+    build_image,
+    compose_command,
+    remove_image,
+    run,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 pytestmark = pytest.mark.docker
 
@@ -126,6 +136,29 @@ def test_image_is_under_150_mb_and_holds_nothing_of_its_base(
     for absent in ("/bin/sh", "/usr/bin/apt-get", "/usr/bin/dpkg"):
         probe = f"import os, sys; sys.exit(os.path.lexists({absent!r}))"
         docker_engine.docker("run", "--rm", "--entrypoint", "python3", mockdcp_image, "-c", probe)
+
+
+def test_image_builds_as_small_on_a_python_under_usr_local_as_the_official_images_have(
+    docker_engine: Engine, usr_local_base_tag: str, docker_context: Path
+) -> None:
+    # docker/Dockerfile's default base (python:3.11-slim) cannot be pulled here; its
+    # layout can be made: a CPython built from source under /usr/local, no Debian python.
+    # docker/runtime.py must find that interpreter, its standard library and libpython
+    # there, and the build's imagecheck serve, stream and run a scenario with them.
+    tag = f"mockdcp-test-on-usr-local:{SESSION}"
+    build_image(docker_engine, docker_context, usr_local_base_tag, tag)
+    try:
+        image = json.loads(docker_engine.docker("image", "inspect", tag))[0]
+        # the interpreter copied here is not stripped, as the official images' is
+        assert image["Size"] < IMAGE_SIZE_LIMIT, f"{image['Size'] / 10**6:.1f} MB"
+        where = "import os, sys; print(os.path.realpath(sys.executable), sys.base_prefix)"
+        found = docker_engine.docker("run", "--rm", "--entrypoint", "python3", tag, "-c", where)
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        assert found.split() == [f"/usr/local/bin/{version}", "/usr/local"]
+        probe = "import os, sys; sys.exit(os.path.lexists('/bin/sh'))"
+        docker_engine.docker("run", "--rm", "--entrypoint", "python3", tag, "-c", probe)
+    finally:
+        remove_image(docker_engine, tag)
 
 
 # Run inside the image as its user: `mockdcp serve --docs 1000` under `python -v` until it
