@@ -72,6 +72,7 @@ from mockdcp.protocol import (
     SystemEvent,
     encode_xattrs,
     split_xattrs,
+    stream_id_frame_info,
 )
 from mockdcp.protocol._document_frame import collection_prefix
 
@@ -89,9 +90,6 @@ if TYPE_CHECKING:
 _OPAQUE = struct.Struct(">I")
 _OPAQUE_OFFSET = 12
 _HEADER = 24
-#: the stream-id frame info: id 2, length 2 (kv_engine docs/BinaryProtocol.md, "Request
-#: header with flexible framing extras")
-_SID_TAG = 0x22
 
 
 _NUMPY: list[ModuleType] = []
@@ -137,12 +135,6 @@ def _struct_for(layout: str) -> struct.Struct:
 
 #: the collection prefix joined after a head, by "is the item in _default" (0 or 1)
 _PREFIXES = (b"", DEFAULT_PREFIX)
-
-
-@functools.lru_cache(maxsize=256)
-def _sid_frame_info(sid: int) -> bytes:
-    """The stream-id frame info: tag and length 0x22, then the u16 id."""
-    return bytes((_SID_TAG,)) + sid.to_bytes(2, "big")
 
 
 def _snappy_decompress(data: bytes) -> bytes:
@@ -439,7 +431,7 @@ class ItemEncoder:
         width = lead + 2 + (prefixes is not None)
         parts = [prefixes if isinstance(prefixes, bytes) else b""] * (width * count)
         if sid is not None and lead:
-            parts[0::width] = [_sid_frame_info(sid)] * count
+            parts[0::width] = [stream_id_frame_info(sid)] * count
         parts[lead::width], parts[width - 1 :: width] = heads, tails
         if isinstance(prefixes, list):
             parts[lead + 1 :: width] = prefixes
@@ -456,7 +448,7 @@ class ItemEncoder:
         self.patch_opaque(buf, starts, opaque)
         if lead:
             self._move_sid(buf, starts)
-        elif self._cut_value or sid is not None:
+        elif self._cut_value:  # with the stream-id frame, if any
             return self._transform(buf, starts, sid, frames.tags[start:stop])
         return buf, ends, base
 
@@ -613,7 +605,7 @@ class ItemEncoder:
         if sid is None:
             return parts
         inserts = [j for j, (_p, _s, ins) in enumerate(cuts) if ins]
-        frame_info = bytes((_SID_TAG,)) + sid.to_bytes(2, "big")
+        frame_info = stream_id_frame_info(sid)
         out: list[Any] = [frame_info] * (2 * len(parts) - 1)
         out[0::2] = parts
         if len(inserts) < width:  # only some cuts insert: empty the others
