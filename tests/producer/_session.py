@@ -52,12 +52,18 @@ class Session:
         return self.read()
 
     def read(self) -> list[Message | Response]:
-        reader = FrameReader(max_frame_size=1 << 26)
-        reader.feed(self.conn.data_to_send(0.0))
-        out: list[Message | Response] = []
-        while (frame := reader.next_frame()) is not None:
-            out.append(decode_server_message(frame, collections=self.collections))
-        return out
+        return decode_all(self.conn.data_to_send(0.0), collections=self.collections)
+
+
+def decode_all(data: bytes | memoryview, *, collections: bool = True) -> list[Message | Response]:
+    """Every frame of ``data`` decoded as a consumer that negotiated ``collections``
+    would decode it."""
+    reader = FrameReader(max_frame_size=1 << 26)
+    reader.feed(data)
+    out: list[Message | Response] = []
+    while (frame := reader.next_frame()) is not None:
+        out.append(decode_server_message(frame, collections=collections))
+    return out
 
 
 def stream_bytes(stream: Stream) -> bytes:
@@ -71,11 +77,6 @@ def stream_bytes(stream: Stream) -> bytes:
     return data
 
 
-def drain(stream: Stream, *, collections: bool = True) -> list[object]:
+def drain(stream: Stream, *, collections: bool = True) -> list[Message | Response]:
     """``stream_bytes`` decoded as a consumer that negotiated ``collections`` would."""
-    reader = FrameReader(max_frame_size=1 << 24)
-    reader.feed(stream_bytes(stream))
-    out: list[object] = []
-    while (frame := reader.next_frame()) is not None:
-        out.append(decode_server_message(frame, collections=collections))
-    return out
+    return decode_all(stream_bytes(stream), collections=collections)

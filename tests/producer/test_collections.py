@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -30,6 +31,9 @@ from mockdcp.protocol import (
     decode_id_lookup_extras,
 )
 from tests.producer._session import drain
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 MAX = 2**64 - 1
 
@@ -306,7 +310,7 @@ def stream(b: Bucket, settings: DcpSettings, collections: frozenset[int] | None)
     )
 
 
-def system_events_of(messages: list[object]) -> list[SystemEvent]:
+def system_events_of(messages: Sequence[object]) -> list[SystemEvent]:
     return [m for m in messages if isinstance(m, SystemEvent)]
 
 

@@ -5,6 +5,7 @@ docs/dcp/documentation/collections.md, seqno-advanced.md, oso_snapshot.md)."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -33,6 +34,9 @@ from mockdcp.protocol import (
     SystemEventType,
 )
 from tests.producer._session import FEATURES, Session, drain
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 MAX = 2**64 - 1
 HOTEL, AIR, INVENTORY = 8, 9, 8
@@ -77,7 +81,7 @@ def stream(
     )
 
 
-def summary(messages: list[object]) -> list[tuple[object, ...]]:
+def summary(messages: Sequence[object]) -> list[tuple[object, ...]]:
     """(kind, seqno or range or event, collection) of each message."""
     out: list[tuple[object, ...]] = []
     for m in messages:

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mockdcp.model import Bucket
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._stream import PIECE_BYTES, Stream
-from mockdcp.protocol import (
-    FrameReader,
-    Mutation,
-    SnapshotMarker,
-    StreamEnd,
-    StreamEndReason,
-    decode_server_message,
-)
+from mockdcp.protocol import Mutation, SnapshotMarker, StreamEnd, StreamEndReason
+from tests.producer._session import decode_all
 
 BIG = PIECE_BYTES // 4  # a value size: a batch of 20 such items takes about five pieces
-
-if TYPE_CHECKING:
-    from mockdcp.protocol import Message, Response
 
 
 def bucket() -> Bucket:
@@ -50,15 +39,6 @@ def take_chunk(stream: Stream) -> bytes | None:
     return bytes(chunk.buf)
 
 
-def decode(data: bytes) -> list[Message | Response]:
-    reader = FrameReader(max_frame_size=1 << 24)
-    reader.feed(data)
-    out: list[Message | Response] = []
-    while (frame := reader.next_frame()) is not None:
-        out.append(decode_server_message(frame, collections=True))
-    return out
-
-
 def test_a_batch_larger_than_a_piece_is_queued_piece_by_piece() -> None:
     b = bucket()
     for i in range(20):
@@ -70,7 +50,7 @@ def test_a_batch_larger_than_a_piece_is_queued_piece_by_piece() -> None:
     # the marker, then several pieces none much over PIECE_BYTES
     assert len(chunks) > 3
     assert all(len(c) <= PIECE_BYTES + BIG + 100 for c in chunks)
-    messages = decode(b"".join(chunks))
+    messages = decode_all(b"".join(chunks))
     marker = messages[0]
     assert isinstance(marker, SnapshotMarker)
     assert (marker.start_seqno, marker.end_seqno) == (0, 20)
@@ -94,7 +74,7 @@ def test_writes_between_pieces_do_not_take_items_out_of_the_snapshot_being_sent(
         b.set(f"k{i}", b"w" * 10, vbucket=0)
     while (chunk := take_chunk(stream)) is not None:
         sent.append(chunk)
-    messages = decode(b"".join(c for c in sent if c is not None))
+    messages = decode_all(b"".join(c for c in sent if c is not None))
     markers = [m for m in messages if isinstance(m, SnapshotMarker)]
     mutations = [m for m in messages if isinstance(m, Mutation)]
     assert [(m.start_seqno, m.end_seqno) for m in markers] == [(0, 20), (21, 40)]
@@ -109,7 +89,7 @@ def test_stream_end_follows_the_last_piece() -> None:
     sent = []
     while (chunk := take_chunk(stream)) is not None:
         sent.append(chunk)
-    messages = decode(b"".join(sent))
+    messages = decode_all(b"".join(sent))
     assert isinstance(messages[-1], StreamEnd)
     assert messages[-1].reason == StreamEndReason.OK
     assert sum(isinstance(m, Mutation) for m in messages) == 20
@@ -124,7 +104,7 @@ def test_ending_a_stream_mid_batch_sends_the_rest_of_the_batch_first() -> None:
     stream.end(StreamEndReason.CLOSED)
     while (chunk := take_chunk(stream)) is not None:
         sent.append(chunk)
-    messages = decode(b"".join(c for c in sent if c is not None))
+    messages = decode_all(b"".join(c for c in sent if c is not None))
     assert sum(isinstance(m, Mutation) for m in messages) == 20
     assert isinstance(messages[-1], StreamEnd)
     assert messages[-1].reason == StreamEndReason.CLOSED
@@ -139,7 +119,7 @@ def test_a_vbucket_reset_mid_batch_discards_the_rest() -> None:
     b.restart(0)
     while (chunk := take_chunk(stream)) is not None:
         sent.append(chunk)
-    messages = decode(b"".join(c for c in sent if c is not None))
+    messages = decode_all(b"".join(c for c in sent if c is not None))
     assert sum(isinstance(m, Mutation) for m in messages) < 20
     assert isinstance(messages[-1], StreamEnd)
     assert messages[-1].reason == StreamEndReason.STATE_CHANGED
@@ -158,7 +138,7 @@ def test_a_backfill_is_queued_in_pieces_then_the_stream_goes_on_in_memory() -> N
         chunks.append(chunk)
     assert stream.backfills == 1
     assert len(chunks) > 4
-    messages = decode(b"".join(chunks))
+    messages = decode_all(b"".join(chunks))
     markers = [m for m in messages if isinstance(m, SnapshotMarker)]
     assert [(m.start_seqno, m.end_seqno) for m in markers] == [(0, 20), (21, 21)]
     assert [m.by_seqno for m in messages if isinstance(m, Mutation)] == list(range(1, 22))
