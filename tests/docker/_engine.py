@@ -318,7 +318,8 @@ def usr_local_base(engine: Engine, base: str, dest: Path, tag: str) -> str:
     which no registry here serves): CPython built from source under ``/usr/local``,
     libpython in ``/usr/local/lib``, no Debian python. Made from ``base`` and the
     interpreter running these tests, copied under ``/usr/local`` without its
-    site-packages and tests (Python finds its prefix from where its executable is)."""
+    site-packages and its test suite, which the official images delete too (Python
+    finds its prefix from where its executable is)."""
     prefix = Path(sys.base_prefix)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     if prefix in (Path("/usr"), Path("/usr/local")) or not (prefix / "bin" / version).exists():
@@ -335,7 +336,7 @@ def usr_local_base(engine: Engine, base: str, dest: Path, tag: str) -> str:
             for n in names
             if n == "__pycache__"
             or directory.endswith("site-packages")
-            or (inside_stdlib and n in ("test", "idlelib", "tkinter", "turtledemo"))
+            or (inside_stdlib and n == "test")
         ]
 
     shutil.copytree(prefix, dest / "python", symlinks=True, ignore=skipped)

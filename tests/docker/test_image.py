@@ -133,9 +133,14 @@ def test_image_is_under_150_mb_and_holds_nothing_of_its_base(
     assert image["Size"] < IMAGE_SIZE_LIMIT, f"{image['Size'] / 10**6:.1f} MB"
     assert not set(base["RootFS"]["Layers"]) & set(image["RootFS"]["Layers"])
     # no shell, no package manager: what runtime.py does not copy is not there
-    for absent in ("/bin/sh", "/usr/bin/apt-get", "/usr/bin/dpkg"):
+    assert_absent(docker_engine, mockdcp_image, "/bin/sh", "/usr/bin/apt-get", "/usr/bin/dpkg")
+
+
+def assert_absent(docker_engine: Engine, image: str, *paths: str) -> None:
+    """None of ``paths`` is in ``image`` (its python looks: there is no shell)."""
+    for absent in paths:
         probe = f"import os, sys; sys.exit(os.path.lexists({absent!r}))"
-        docker_engine.docker("run", "--rm", "--entrypoint", "python3", mockdcp_image, "-c", probe)
+        docker_engine.docker("run", "--rm", "--entrypoint", "python3", image, "-c", probe)
 
 
 def test_image_builds_as_small_on_a_python_under_usr_local_as_the_official_images_have(
@@ -155,8 +160,7 @@ def test_image_builds_as_small_on_a_python_under_usr_local_as_the_official_image
         found = docker_engine.docker("run", "--rm", "--entrypoint", "python3", tag, "-c", where)
         version = f"python{sys.version_info.major}.{sys.version_info.minor}"
         assert found.split() == [f"/usr/local/bin/{version}", "/usr/local"]
-        probe = "import os, sys; sys.exit(os.path.lexists('/bin/sh'))"
-        docker_engine.docker("run", "--rm", "--entrypoint", "python3", tag, "-c", probe)
+        assert_absent(docker_engine, tag, "/bin/sh")
     finally:
         remove_image(docker_engine, tag)
 
