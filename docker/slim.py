@@ -90,7 +90,7 @@ def faker_modules(env: dict[str, str]) -> set[str]:
     """The faker modules the document generator imports, in a process of its own."""
     probe = (
         "import json, sys\n"
-        "from mockdcp._dataset import faker_documents\n"
+        "from mockdcp.data._dataset import faker_documents\n"
         f"assert len(list(faker_documents({DOCS}))) == {DOCS}\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('faker'))))\n"
     )

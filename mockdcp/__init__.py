@@ -7,16 +7,18 @@ hierarchy, and the step vocabulary in ``mockdcp.scenario``.
 
 from __future__ import annotations
 
-from mockdcp._errors import (
+from mockdcp.protocol import (
     LocalProtocolError as LocalProtocolError,
-    MockDcpError as MockDcpError,
-    ModelError as ModelError,
     ProtocolError as ProtocolError,
     RemoteProtocolError as RemoteProtocolError,
+)
+from mockdcp.server import MockDcpServer as MockDcpServer, Server as Server, serve as serve
+from mockdcp.util import (
+    MockDcpError as MockDcpError,
+    ModelError as ModelError,
     ScenarioError as ScenarioError,
     ServerError as ServerError,
 )
-from mockdcp.server import MockDcpServer as MockDcpServer, Server as Server, serve as serve
 
 __version__ = "0.1.0"
 

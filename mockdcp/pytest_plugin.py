@@ -15,9 +15,10 @@ Fixtures:
 The marker ``@pytest.mark.mockdcp(scenario=..., vbuckets=..., docs=..., ...)`` configures
 the ``mockdcp`` fixture: ``scenario`` is a ``Scenario``, a YAML file (relative to the
 test file's directory) or the name of a bundled scenario (``mockdcp scenarios``);
-``docs`` loads that many seeded Faker documents (as ``mockdcp serve --docs``); the other
-keywords are ``mockdcp.serve``'s (``bucket``, ``users``, ``seed``, ``idle_timeout``,
-``pcap``, ``host``, ``port``, ``http_port``); ``check_expectations=False`` keeps failed
+the other keywords are ``mockdcp.serve``'s, the same set ``mockdcp.serve`` and
+``mockdcp.Server`` take (``docs`` loads that many seeded Faker documents, as ``mockdcp
+serve --docs``; ``bucket``, ``users``, ``seed``, ``collections``, ``flush_interval``,
+``pcap``, ...); ``check_expectations=False`` keeps failed
 ``expect`` steps from failing the test at teardown. The ini option
 ``mockdcp_default_vbuckets`` sets the vbucket count when neither names one.
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
     import trio
 
-    from mockdcp.producer._events import ProducerEvent
+    from mockdcp.producer import ProducerEvent
     from mockdcp.scenario import ExpectationResult
     from mockdcp.server import MockDcpServer, Server
 
@@ -51,13 +52,8 @@ if TYPE_CHECKING:
     Snapshot = tuple[str, list[ProducerEvent], list[ExpectationResult]]
 
 VBUCKETS_INI = "mockdcp_default_vbuckets"
-#: the keywords of ``mockdcp.serve`` a marker or a factory call may give
-SERVE_OPTIONS = frozenset(
-    {"host", "port", "http_port", "bucket", "vbuckets", "users", "seed", "idle_timeout"}
-    | {"pcap", "scenario"}
-)
-#: the plugin's own keywords
-PLUGIN_OPTIONS = frozenset({"docs", "check_expectations"})
+#: the plugin's own keywords (the others are ``mockdcp.serve``'s: ``serve_options()``)
+PLUGIN_OPTIONS = frozenset({"check_expectations"})
 #: events shown in a failed test's report (the newest; the server keeps more)
 REPORT_EVENTS = 400
 
@@ -80,6 +76,41 @@ def pytest_configure(config: pytest.Config) -> None:
         "of the mockdcp fixture (options are mockdcp.serve's keywords)",
     )
     default_vbuckets(config)  # a bad ini value is a usage error at once
+
+
+FIXTURES = frozenset({"mockdcp", "mockdcp_factory"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """An ``async def`` test that uses a mockdcp fixture runs on trio: the plugin marks it
+    ``trio`` for pytest-trio (a project need not set ``trio_mode``). Without pytest-trio
+    such a test fails, saying what to install."""
+    import inspect
+
+    trio_plugin = config.pluginmanager.hasplugin("trio")
+    for item in items:
+        if not isinstance(item, pytest.Function) or not inspect.iscoroutinefunction(item.obj):
+            continue
+        if not FIXTURES & set(item.fixturenames) or item.get_closest_marker("trio"):
+            continue
+        if trio_plugin:
+            item.add_marker("trio")
+        else:
+            item.stash[_NEEDS_PYTEST_TRIO] = True
+
+
+_NEEDS_PYTEST_TRIO = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.stash.get(_NEEDS_PYTEST_TRIO, False):
+        pytest.fail(
+            "an async test with the mockdcp fixtures runs on trio: pip install pytest-trio "
+            "(the mockdcp plugin then runs it; no trio_mode needed)",
+            pytrace=False,
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -107,18 +138,29 @@ def default_vbuckets(config: pytest.Config) -> int:
     return value
 
 
+def serve_options() -> frozenset[str]:
+    """The keywords of ``mockdcp.serve`` a marker or a factory call may give: all but
+    ``bucket_obj`` (the fixture makes the bucket)."""
+    import inspect
+
+    from mockdcp.server import serve
+
+    return frozenset(inspect.signature(serve).parameters) - {"bucket_obj"}
+
+
 def _options(request: pytest.FixtureRequest, given: dict[str, Any]) -> dict[str, Any]:
     """``serve`` keywords and the plugin's own, checked, with the defaults filled in."""
-    unknown = set(given) - SERVE_OPTIONS - PLUGIN_OPTIONS
+    known = serve_options() | PLUGIN_OPTIONS
+    unknown = set(given) - known
     if unknown:
-        allowed = ", ".join(sorted(SERVE_OPTIONS | PLUGIN_OPTIONS))
+        allowed = ", ".join(sorted(known))
         message = f"mockdcp: unknown option(s) {sorted(unknown)}; known: {allowed}"
         pytest.fail(message, pytrace=False)
-    options: dict[str, Any] = {"port": 0, "http_port": 0, "docs": 0, "check_expectations": True}
+    options: dict[str, Any] = {"port": 0, "http_port": 0, "check_expectations": True}
     options["vbuckets"] = default_vbuckets(request.config)
     options.update(given)
     if options.get("scenario") is not None:
-        if options["docs"]:
+        if options.get("docs"):
             pytest.fail("mockdcp: a scenario seeds its own data; drop docs=", pytrace=False)
         options["scenario"] = _scenario(options["scenario"], request.path.parent)
     return options
@@ -148,9 +190,9 @@ def _marker_options(request: pytest.FixtureRequest) -> dict[str, Any]:
     return _options(request, dict(marker.kwargs))
 
 
-def _split(options: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
-    serve = {k: v for k, v in options.items() if k in SERVE_OPTIONS}
-    return serve, int(options["docs"]), bool(options["check_expectations"])
+def _split(options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    serve = {k: v for k, v in options.items() if k not in PLUGIN_OPTIONS}
+    return serve, bool(options["check_expectations"])
 
 
 def _is_trio_test(request: pytest.FixtureRequest) -> bool:
@@ -244,14 +286,8 @@ def _start_thread_server(
 ) -> tuple[Server, _Watched, bool]:
     from mockdcp import Server
 
-    serve_options, docs, check = _split(options)
+    serve_options, check = _split(options)
     server = Server(**serve_options).start()
-    try:
-        if docs:
-            server.call(_load_docs, server.server, docs)
-    except BaseException:
-        server.stop()
-        raise
     watched = _watch(request, _Watched(label, lambda: server.call(_snapshot, server.server)))
     return server, watched, check
 
@@ -271,13 +307,6 @@ def _stop_thread_servers(started: list[tuple[Server, _Watched, bool]]) -> None:
             problems.append(problem)
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
-
-
-def _load_docs(server: MockDcpServer, count: int) -> None:
-    from mockdcp._dataset import faker_documents
-
-    for key, body in faker_documents(count, server.seed):
-        server.bucket.set(key, body)
 
 
 @pytest.fixture
@@ -331,10 +360,8 @@ async def _run_in_loop(
 ) -> None:
     from mockdcp import serve
 
-    serve_options, docs, check = _split(options)
+    serve_options, check = _split(options)
     async with serve(**serve_options) as server:
-        if docs:
-            _load_docs(server, docs)
         watched = _watch(request, _Watched(label, lambda: _snapshot(server)))
         task_status.started(server)
         try:

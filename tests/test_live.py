@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from rich.console import Console
 
-from mockdcp import _live
+from mockdcp.cli import _live
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""``mockdcp._pcap``: a struct-based reader checks every packet the writer makes, then
+"""``mockdcp.server._pcap``: a struct-based reader checks every packet the writer makes, then
 tshark (skipped when not installed) checks that Wireshark's TCP and couchbase dissectors
 read mockdcp's own frames back out of the capture.
 """
@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from mockdcp import _pcap
-from mockdcp._pcap import LINKTYPE_IPV4, LINKTYPE_RAW, MAX_SEGMENT, SNAPLEN, PcapWriter
 from mockdcp.protocol import (
     DcpBufferAck,
     DcpNoop,
@@ -37,6 +35,8 @@ from mockdcp.protocol import (
     StreamEndReason,
     encode_failover_log,
 )
+from mockdcp.server import _pcap
+from mockdcp.server._pcap import LINKTYPE_IPV4, LINKTYPE_RAW, MAX_SEGMENT, SNAPLEN, PcapWriter
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence

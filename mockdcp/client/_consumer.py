@@ -41,7 +41,6 @@ from collections.abc import Awaitable, Callable, Iterable
 import attrs
 import trio
 
-from mockdcp._errors import MockDcpError, RemoteProtocolError
 from mockdcp.client._streams import ManifestView, StreamFilter, StreamKey
 from mockdcp.protocol import (
     DcpBufferAck,
@@ -65,6 +64,7 @@ from mockdcp.protocol import (
     Opcode,
     OsoSnapshot,
     OsoSnapshotFlag,
+    RemoteProtocolError,
     Response,
     SaslAuth,
     SaslClient,
@@ -80,6 +80,7 @@ from mockdcp.protocol import (
     decode_id_lookup_extras,
     decode_server_message,
 )
+from mockdcp.util import MockDcpError
 
 log = logging.getLogger("mockdcp.client")
 

@@ -11,10 +11,30 @@ from mockdcp.model._checkpoint import (
     Cursor as Cursor,
     MemoryBatch as MemoryBatch,
 )
+from mockdcp.model._documents import (
+    Documents as Documents,
+    KvError as KvError,
+    Written as Written,
+)
 from mockdcp.model._failover import FailoverTable as FailoverTable, needs_rollback as needs_rollback
 from mockdcp.model._flusher import (
     DEFAULT_FLUSH_INTERVAL as DEFAULT_FLUSH_INTERVAL,
     Flusher as Flusher,
 )
-from mockdcp.model._item import Item as Item, ItemKind as ItemKind, vbucket_of as vbucket_of
+from mockdcp.model._item import (
+    DEFAULT_PREFIX as DEFAULT_PREFIX,
+    SYSTEM_COLLECTION_ID as SYSTEM_COLLECTION_ID,
+    TAG_COLLECTION as TAG_COLLECTION,
+    TAG_DATATYPE as TAG_DATATYPE,
+    TAG_EMPTY as TAG_EMPTY,
+    TAG_SYSTEM as TAG_SYSTEM,
+    TAG_TOMBSTONE as TAG_TOMBSTONE,
+    Item as Item,
+    ItemKind as ItemKind,
+    SystemEventItem as SystemEventItem,
+    any_outside_default as any_outside_default,
+    vbucket_of as vbucket_of,
+)
+from mockdcp.model._manifest import Manifest as Manifest, ManifestChange as ManifestChange
+from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
 from mockdcp.model._vbucket import DiskSnapshot as DiskSnapshot, VBucket as VBucket

@@ -28,16 +28,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import cramjam
 
-from mockdcp._errors import MockDcpError, ModelError, RemoteProtocolError
 from mockdcp.model._subdoc import SubdocError, dumps, lookup, mutate, parse_path
-from mockdcp.protocol._document_requests import (
+from mockdcp.protocol import (
+    Datatype,
     DocFlag,
     PathFlag,
+    RemoteProtocolError,
+    Status,
     SubdocOpcode,
+    VBucketState,
     encode_mutation_failure,
+    encode_xattrs,
+    split_xattrs,
 )
-from mockdcp.protocol._enums import Datatype, Status, VBucketState
-from mockdcp.protocol._values import encode_xattrs, split_xattrs
+from mockdcp.util import MockDcpError, ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,7 +49,7 @@ if TYPE_CHECKING:
     from mockdcp.model._bucket import Bucket
     from mockdcp.model._item import Item
     from mockdcp.model._vbucket import VBucket
-    from mockdcp.protocol._document_requests import SubdocSpec
+    from mockdcp.protocol import SubdocSpec
 
 #: BinaryProtocol.md: expiries up to 30 days are relative, larger ones absolute.
 RELATIVE_EXPIRY_LIMIT = 30 * 24 * 3600

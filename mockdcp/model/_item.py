@@ -25,14 +25,14 @@ import enum
 import zlib
 from typing import TYPE_CHECKING
 
-from mockdcp.protocol._document_frame import (
+from mockdcp.protocol import (
+    SystemEventType,
     collection_prefix,
     document_head,
+    encode_leb128,
     encode_seqno_advanced_frame,
     encode_system_event_frame,
 )
-from mockdcp.protocol._enums import SystemEventType
-from mockdcp.protocol._leb128 import encode_leb128
 
 if TYPE_CHECKING:
     from mockdcp.model._manifest import ManifestEvent
@@ -309,7 +309,7 @@ class SystemEventItem(Item):
     @property
     def value(self) -> bytes:
         """The event's value in the canonical (version 0/1) form."""
-        from mockdcp.protocol._values import CollectionEventData, ScopeEventData
+        from mockdcp.protocol import CollectionEventData, ScopeEventData
 
         if self.event in _SCOPE_EVENTS:
             return ScopeEventData(manifest_uid=self.manifest_uid, scope_id=self.scope_id).encode()
@@ -324,7 +324,7 @@ class SystemEventItem(Item):
 
     def flatbuffers_value(self) -> bytes:
         """The event's value as a FlatBuffers table (version 2)."""
-        from mockdcp.protocol._flatbuffers import (
+        from mockdcp.protocol import (
             CollectionEventV2,
             DroppedCollectionV2,
             DroppedScopeV2,

@@ -29,8 +29,8 @@ from typing import Any
 
 import attrs
 
-from mockdcp._errors import ModelError
-from mockdcp.protocol._enums import SystemEventType
+from mockdcp.protocol import SystemEventType
+from mockdcp.util import ModelError
 
 DEFAULT_NAME = "_default"
 DEFAULT_ID = 0

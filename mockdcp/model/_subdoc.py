@@ -23,8 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mockdcp.protocol._document_requests import SubdocOpcode
-from mockdcp.protocol._enums import Status
+from mockdcp.protocol import Status, SubdocOpcode
 
 #: docs/SubDocument.md limits: path length and nesting depth.
 MAX_PATH_LENGTH = 1024

@@ -31,8 +31,7 @@ import attrs
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
 from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind, SystemEventItem
-from mockdcp.protocol import SystemEventType, VBucketState
-from mockdcp.protocol._document_frame import MUTATION_FRAME, collection_prefix
+from mockdcp.protocol import MUTATION_FRAME, SystemEventType, VBucketState, collection_prefix
 
 if TYPE_CHECKING:
     import random

@@ -49,26 +49,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp._lazy import lazy_getattr
-from mockdcp.pipeline._errors import PipelineError as PipelineError
+from mockdcp.data import PipelineError as PipelineError
+from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:
-    from mockdcp.pipeline._corpus import (
-        CorpusReport as CorpusReport,
-        CorpusSpec as CorpusSpec,
-        generate_partition as generate_partition,
-        make_corpus as make_corpus,
-    )
-    from mockdcp.pipeline._load import (
+    from mockdcp.data import (
         LoadReport as LoadReport,
         collection_id as collection_id,
         load_corpus as load_corpus,
         load_corpus_sync as load_corpus_sync,
         open_corpus as open_corpus,
     )
+    from mockdcp.pipeline._corpus import (
+        CorpusReport as CorpusReport,
+        CorpusSpec as CorpusSpec,
+        generate_partition as generate_partition,
+        make_corpus as make_corpus,
+        parse_collections as parse_collections,
+    )
     from mockdcp.pipeline._oracle import (
         oracle_from_corpus as oracle_from_corpus,
         oracle_from_json as oracle_from_json,
+        oracle_from_scenario as oracle_from_scenario,
         oracle_from_url as oracle_from_url,
         oracle_json as oracle_json,
         oracle_rows as oracle_rows,
@@ -86,13 +88,10 @@ _NAMES = {
     "CorpusSpec": "_corpus",
     "generate_partition": "_corpus",
     "make_corpus": "_corpus",
-    "LoadReport": "_load",
-    "collection_id": "_load",
-    "load_corpus": "_load",
-    "load_corpus_sync": "_load",
-    "open_corpus": "_load",
+    "parse_collections": "_corpus",
     "oracle_from_corpus": "_oracle",
     "oracle_from_json": "_oracle",
+    "oracle_from_scenario": "_oracle",
     "oracle_from_url": "_oracle",
     "oracle_json": "_oracle",
     "oracle_rows": "_oracle",
@@ -103,6 +102,19 @@ _NAMES = {
     "verify": "_verify",
 }
 
-__all__ = ["PipelineError", *_NAMES]
+#: corpus loading lives below, in ``mockdcp.data``; re-exported here for the pipeline's users
+_DATA = ("LoadReport", "collection_id", "load_corpus", "load_corpus_sync", "open_corpus")
 
-__getattr__ = lazy_getattr(__name__, _NAMES, globals())
+__all__ = ["PipelineError", *_NAMES, *_DATA]
+
+_lazy = lazy_getattr(__name__, _NAMES, globals())
+
+
+def __getattr__(name: str) -> object:
+    if name in _DATA:
+        import mockdcp.data
+
+        value = getattr(mockdcp.data, name)
+        globals()[name] = value
+        return value
+    return _lazy(name)

@@ -25,17 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from mockdcp.pipeline._errors import PipelineError
-from mockdcp.pipeline._schema import (
+from mockdcp.data import (
     CORPUS_COLUMNS,
     OP_DELETE,
     OP_EXPIRE,
     OP_INSERT,
     OP_UPDATE,
+    PipelineError,
     arrow_schema,
+    draw_pools,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import pyarrow as pa
     from faker import Faker
@@ -113,42 +116,29 @@ def parse_collections(text: str) -> tuple[tuple[str, str], ...]:
 
 # -- pools of Faker values -------------------------------------------------------------
 
-_FAKER: dict[str, Faker] = {}
-
-
-def _faker(seed: str) -> Faker:
-    """One Faker per process (creating one costs ~0.1 s), re-seeded per partition."""
-    if "fake" not in _FAKER:
-        from faker import Faker
-
-        _FAKER["fake"] = Faker("en_US")
-    fake = _FAKER["fake"]
-    fake.seed_instance(seed)
-    return fake
-
 
 def _pools(seed: int, partition: int) -> dict[str, pa.Array]:
     """Per-partition pools of JSON-encoded Faker strings (each entry a JSON literal)."""
     import pyarrow as pa
 
-    fake = _faker(f"{seed}:{partition}")
-    draw: dict[str, Any] = {
-        "name": fake.name,
-        "email": fake.email,
-        "phone": fake.phone_number,
-        "street": fake.street_address,
-        "city": fake.city,
-        "country": fake.country,
-        "company": fake.company,
-        "product": lambda: fake.catch_phrase().title(),
-        "last_name": fake.last_name,
-        "word": fake.word,
-        "currency": fake.currency_code,
-        "text": lambda: fake.sentence(nb_words=10),
+    draw: dict[str, Callable[[Faker], str]] = {
+        "name": lambda fake: fake.name(),
+        "email": lambda fake: fake.email(),
+        "phone": lambda fake: fake.phone_number(),
+        "street": lambda fake: fake.street_address(),
+        "city": lambda fake: fake.city(),
+        "country": lambda fake: fake.country(),
+        "company": lambda fake: fake.company(),
+        "product": lambda fake: fake.catch_phrase().title(),
+        "last_name": lambda fake: fake.last_name(),
+        "word": lambda fake: fake.word(),
+        "currency": lambda fake: fake.currency_code(),
+        "text": lambda fake: fake.sentence(nb_words=10),
     }
+    drawn = draw_pools(f"{seed}:{partition}", {name: (fn, POOL) for name, fn in draw.items()})
     pools = {
-        name: pa.array([json.dumps(fn(), ensure_ascii=False) for _ in range(POOL)])
-        for name, fn in draw.items()
+        name: pa.array([json.dumps(value, ensure_ascii=False) for value in values])
+        for name, values in drawn.items()
     }
     names = pools.pop("last_name")
     rng = random.Random(f"{seed}:{partition}:names")
@@ -393,7 +383,7 @@ def make_corpus(
     from importlib.metadata import version
     from pathlib import Path
 
-    from mockdcp.pipeline._schema import CORPUS_FORMAT, CORPUS_VERSION, write_manifest
+    from mockdcp.data import CORPUS_FORMAT, CORPUS_VERSION, write_manifest
     from mockdcp.pipeline._spark import spark_errors, spark_session, stage_progress
 
     target = Path(out)

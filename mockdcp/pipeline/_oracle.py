@@ -1,11 +1,8 @@
 """The oracle: the final state per (scope, collection, key) a correct consumer must hold,
 in one schema (``ORACLE_COLUMNS``) whatever it is made from.
 
-* ``oracle_rows(bucket)``: from a live model. ``Bucket.oracle()`` maps (collection id,
-  key bytes) to the newest live ``Item``; each entry becomes one row: the collection id
-  is turned into (scope, collection) names, the key decoded as UTF-8, and ``value``,
-  ``datatype``, ``flags``, ``expiry``, ``rev`` (the item's rev seqno), ``seqno``,
-  ``vbucket`` and ``cas`` copied from the item.
+* ``oracle_rows(bucket)``: from a live model: the rows of ``Bucket.oracle()``
+  (``mockdcp.model.Oracle``, which makes them for the HTTP API too).
 * ``oracle_from_corpus``: a Spark job over a corpus; the last row of every key wins, keys
   whose last row is a delete or an expiry are gone. ``rev`` is the row's revision, which
   is the rev seqno the model gives that version when the corpus is loaded into an empty
@@ -20,13 +17,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mockdcp._errors import ModelError
-from mockdcp.pipeline._errors import PipelineError
-from mockdcp.pipeline._schema import (
+from mockdcp.data import (
     CORPUS_COLUMNS,
     ORACLE_COLUMNS,
     ORACLE_FORMAT,
     ORACLE_VERSION,
+    PipelineError,
     arrow_schema,
     write_manifest,
 )
@@ -37,43 +33,10 @@ if TYPE_CHECKING:
     from mockdcp.model import Bucket
 
 
-def collection_name(bucket: Bucket, cid: int) -> tuple[str, str]:
-    """(scope, collection) of collection id ``cid`` in ``bucket`` (the inverse of
-    ``mockdcp.pipeline.collection_id``); an id the bucket cannot name is reported as
-    scope ``_unknown`` and the id in hex rather than dropped."""
-    try:
-        return bucket.collection_name(cid)
-    except ModelError:
-        return ("_unknown", f"{cid:#x}")
-
-
-def _key_text(key: bytes) -> str:
-    return key.decode("utf-8", "backslashreplace")
-
-
 def oracle_records(bucket: Bucket) -> list[dict[str, Any]]:
-    """``Bucket.oracle()`` as rows of ``ORACLE_COLUMNS`` (value as bytes), sorted by
-    (scope, collection, key)."""
-    rows = []
-    for (cid, key), item in bucket.oracle().items():
-        scope, coll = collection_name(bucket, cid)
-        rows.append(
-            {
-                "scope": scope,
-                "collection": coll,
-                "key": _key_text(key),
-                "value": item.value,
-                "datatype": item.datatype,
-                "flags": item.flags,
-                "expiry": item.expiry,
-                "rev": item.rev_seqno,
-                "seqno": item.seqno,
-                "vbucket": item.vbucket,
-                "cas": item.cas if item.cas < 1 << 63 else item.cas - (1 << 64),
-            }
-        )
-    rows.sort(key=lambda r: (r["scope"], r["collection"], r["key"]))
-    return rows
+    """The rows of ``Bucket.oracle()`` (``Oracle.rows``): ``ORACLE_COLUMNS``, value as
+    bytes, sorted by (scope, collection, key)."""
+    return bucket.oracle().rows()
 
 
 def oracle_rows(bucket: Bucket) -> pa.Table:
@@ -90,43 +53,28 @@ def oracle_from_scenario(path: str | Path) -> pa.Table:
     the data; faults act on connections, of which there are none. ``PipelineError``
     naming the problems of a bad scenario.
     """
-    from mockdcp.model import Bucket
     from mockdcp.producer import Node
-    from mockdcp.scenario import ScenarioProblems, StepFailed, StepRunner, load_scenario
-    from mockdcp.server._serve import SCENARIO_EPOCH
+    from mockdcp.scenario import (
+        ScenarioProblems,
+        StepFailed,
+        StepRunner,
+        load_scenario,
+        scenario_bucket,
+    )
 
     try:
         scenario = load_scenario(str(path))
-        spec = scenario.bucket
-        bucket = Bucket(
-            spec.name,
-            spec.vbuckets,
-            seed=scenario.seed,
-            clock=lambda: SCENARIO_EPOCH,
-            collections=spec.collections,
-        )
+        bucket = scenario_bucket(scenario)
         runner = StepRunner(Node(bucket=bucket, users={}), seed=scenario.seed)
-        runner.set_persistence = lambda paused: None
         runner.apply_now([s for s in scenario.steps if s.GROUP != "control"], scenario.source)
     except (ScenarioProblems, StepFailed) as exc:
         raise PipelineError(f"scenario {path}: {exc}") from None
     return oracle_rows(bucket)
 
 
-def json_row(row: dict[str, Any]) -> dict[str, Any]:
-    """One oracle row for JSON: ``value`` as text when it is UTF-8, else ``value_base64``."""
-    out = dict(row)
-    value = out.pop("value")
-    try:
-        out["value"] = value.decode("utf-8")
-    except UnicodeDecodeError:
-        out["value_base64"] = base64.b64encode(value).decode()
-    return out
-
-
 def oracle_json(bucket: Bucket) -> dict[str, Any]:
-    """The body of ``GET /mock/oracle``: ``{"rows": [row, ...]}`` (see ``json_row``)."""
-    return {"rows": [json_row(r) for r in oracle_records(bucket)]}
+    """The body of ``GET /mock/oracle`` (``Oracle.to_json``)."""
+    return bucket.oracle().to_json()
 
 
 def oracle_from_json(body: object, where: str = "the oracle") -> pa.Table:
@@ -209,8 +157,7 @@ def oracle_from_corpus(corpus: str | Path, out: str | Path, *, master: str | Non
     ``PipelineError`` for a bad corpus (checked with pyarrow first, so a missing column is
     named plainly) or a failed job.
     """
-    from mockdcp.pipeline._load import open_corpus
-    from mockdcp.pipeline._schema import parquet_files
+    from mockdcp.data import open_corpus, parquet_files
     from mockdcp.pipeline._spark import spark_errors, spark_session
 
     open_corpus(corpus)
@@ -257,7 +204,7 @@ def _rows(path: Path) -> int:
 
 def read_oracle(path: str | Path) -> pa.Table:
     """An oracle directory (or file) as a table; ``PipelineError`` for a bad one."""
-    from mockdcp.pipeline._schema import open_dataset
+    from mockdcp.data import open_dataset
 
     dataset = open_dataset(Path(path), ORACLE_COLUMNS, ORACLE_FORMAT, ORACLE_VERSION)
     return dataset.to_table(columns=[n for n, _, _ in ORACLE_COLUMNS])

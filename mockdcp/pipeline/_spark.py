@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mockdcp.pipeline._errors import PipelineError
+from mockdcp.data import PipelineError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

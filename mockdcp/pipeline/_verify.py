@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from mockdcp.pipeline._errors import PipelineError
-from mockdcp.pipeline._schema import (
+from mockdcp.data import (
     ORACLE_COLUMNS,
     ORACLE_FORMAT,
     ORACLE_VERSION,
+    PipelineError,
     open_dataset,
     parquet_files,
 )

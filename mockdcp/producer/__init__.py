@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp._lazy import lazy_getattr
-from mockdcp.producer._node import Node as Node
+from mockdcp.producer._node import (
+    RETIRED_COUNTERS as RETIRED_COUNTERS,
+    Node as Node,
+    Rejection as Rejection,
+)
+from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:
     from mockdcp.producer._connection import (
@@ -20,6 +24,12 @@ if TYPE_CHECKING:
         DcpSettings as DcpSettings,
         apply_control as apply_control,
     )
+    from mockdcp.producer._faults import (
+        Corruption as Corruption,
+    )
+    from mockdcp.producer._output import (
+        DEFAULT_OUTPUT_LIMIT as DEFAULT_OUTPUT_LIMIT,
+    )
     from mockdcp.producer._state import (
         ConnectionState as ConnectionState,
         StreamState as StreamState,
@@ -29,8 +39,14 @@ if TYPE_CHECKING:
         StreamRequestDecision as StreamRequestDecision,
         decide_stream_request as decide_stream_request,
     )
+    from mockdcp.producer.events import (
+        ProducerEvent as ProducerEvent,
+    )
 
 _LAZY: dict[str, str] = {
+    "DEFAULT_OUTPUT_LIMIT": "_output",
+    "Corruption": "_faults",
+    "ProducerEvent": "events",
     "Connection": "_connection",
     "ConnectionStatistics": "_connection",
     "DcpSettings": "_controls",
@@ -48,3 +64,9 @@ if not TYPE_CHECKING:
     # At run time only: the type checker sees the names imported above and nothing
     # else, so a misspelled import fails ``mypy --strict`` (tests/test_exports.py).
     __getattr__ = lazy_getattr(__name__, _LAZY, globals())
+
+
+def preload() -> None:
+    """Load the connection and stream machinery (and the message classes) now: the shell
+    calls it once it is ready, so the first client does not pay for it."""
+    from mockdcp.producer import _connection  # noqa: F401

@@ -25,9 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
-from mockdcp._numpy import load_numpy
-from mockdcp.producer import _events as ev, _lookups as lookups
+from mockdcp.producer import _lookups as lookups, events as ev
 from mockdcp.producer._admission import admission_status
 from mockdcp.producer._containment import contain
 from mockdcp.producer._controls import DcpSettings, apply_control
@@ -70,6 +68,7 @@ from mockdcp.protocol import (
     Noop,
     ObserveSeqno,
     Opcode,
+    RemoteProtocolError,
     Response,
     SaslAuth,
     SaslListMechs,
@@ -83,8 +82,9 @@ from mockdcp.protocol import (
     encode_hello_features,
     encode_rollback_value,
     error_map,
+    stream_frame_seqno,
+    stream_item_seqno,
 )
-from mockdcp.protocol._document_frame import stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -773,7 +773,8 @@ class Connection:
         self.state = transition_connection(self.state, ConnectionEvent.DCP_OPEN)
         self.node.claim_producer_name(msg.name, self)
         self.keepalive.restart(now)
-        load_numpy()  # once per process: at connection set-up, not on the first batch
+        import numpy  # noqa: F401  (at connection set-up, not on the first batch)
+
         self._respond(frame)
         self._emit(ev.DcpOpened, flags=int(flags))
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from mockdcp._errors import ProtocolError
-from mockdcp.protocol import Magic, Opcode, Status
+from mockdcp.protocol import Magic, Opcode, ProtocolError, Status
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mockdcp._errors import ModelError, RemoteProtocolError
-from mockdcp.model._documents import Documents, KvError
+from mockdcp.model import Documents, KvError
 from mockdcp.producer import _lookups as lookups
-from mockdcp.protocol import Datatype, HelloFeature, Status
-from mockdcp.protocol._document_requests import (
+from mockdcp.protocol import (
     Add,
+    Datatype,
     Delete,
     Get,
     GetAndTouch,
     GetMeta,
+    HelloFeature,
+    RemoteProtocolError,
     Replace,
     Set,
+    Status,
     SubdocMultiLookup,
     SubdocMultiMutation,
     Touch,
@@ -33,14 +35,14 @@ from mockdcp.protocol._document_requests import (
     encode_mutation_token,
     split_collection,
 )
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mockdcp.model._documents import Written
+    from mockdcp.model import Written
     from mockdcp.producer._connection import Connection
-    from mockdcp.protocol import Frame
-    from mockdcp.protocol._document_requests import DocumentRequest
+    from mockdcp.protocol import DocumentRequest, Frame
 
 
 def _documents(conn: Connection) -> Documents:

@@ -48,19 +48,19 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
-from mockdcp._malloc import tune_allocator
-from mockdcp._numpy import load_numpy
-from mockdcp.model import Item, ItemKind
-from mockdcp.model._item import (
+from mockdcp.model import (
     DEFAULT_PREFIX,
     TAG_COLLECTION,
     TAG_DATATYPE,
     TAG_EMPTY,
     TAG_SYSTEM,
     TAG_TOMBSTONE,
+    Item,
+    ItemKind,
     SystemEventItem,
     any_outside_default,
 )
+from mockdcp.producer._numpy import numpy_module
 from mockdcp.protocol import (
     Datatype,
     DcpOpenFlag,
@@ -70,11 +70,11 @@ from mockdcp.protocol import (
     Mutation,
     SeqnoAdvanced,
     SystemEvent,
+    collection_prefix,
     encode_xattrs,
     split_xattrs,
     stream_id_frame_info,
 )
-from mockdcp.protocol._document_frame import collection_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -90,16 +90,6 @@ if TYPE_CHECKING:
 _OPAQUE = struct.Struct(">I")
 _OPAQUE_OFFSET = 12
 _HEADER = 24
-
-
-_NUMPY: list[ModuleType] = []
-
-
-def _numpy() -> ModuleType:
-    """numpy, loaded once (``load_numpy`` sets up the environment on every call)."""
-    if not _NUMPY:
-        _NUMPY.append(load_numpy())
-    return _NUMPY[0]
 
 
 #: decimal digits of a part's length in a ``struct`` format (a frame is < 10**8 bytes)
@@ -339,7 +329,6 @@ class ItemEncoder:
     """Encodes items for the streams of one connection, per its negotiated settings."""
 
     def __init__(self, settings: DcpSettings) -> None:
-        tune_allocator()  # once per process: pieces reuse heap pages (mockdcp._malloc)
         self.form = form = Form.of(settings)
         self._table = _variant_table(form)
         #: the tags that need no variant (``bytes.translate`` deletes them)
@@ -379,7 +368,7 @@ class ItemEncoder:
     @staticmethod
     def ends_of(heads: list[bytes], tails: list[bytes], tags: bytes) -> Sequence[int]:
         """Each canonical frame's end offset: head, the default prefix, tail."""
-        np = _numpy()
+        np = numpy_module()
         count = len(heads)
         sizes = np.fromiter(map(len, heads), np.int64, count)
         sizes += np.fromiter(map(len, tails), np.int64, count)
@@ -390,7 +379,7 @@ class ItemEncoder:
         """Positions of the frames that need a variant."""
         if not tags.translate(None, self._plain):  # one C loop: none does (usually)
             return []
-        np = _numpy()
+        np = numpy_module()
         table = np.frombuffer(self._table, np.uint8)
         return list(np.flatnonzero(table[np.frombuffer(tags, np.uint8)]).tolist())
 
@@ -412,7 +401,7 @@ class ItemEncoder:
         count = len(heads)
         if not count:
             return bytearray(), [], 0
-        np = _numpy()
+        np = numpy_module()
         starts = self._starts(ends, base)
         # a stream-id frame goes in front of each head, and moves behind its header below
         # (``_move_sid``); NO_VALUE's cuts take the slower path that does both
@@ -459,7 +448,7 @@ class ItemEncoder:
         (magic 0x08, framing extras length 3, body 3 bytes longer; the key length is its
         low byte, < 256). The 27 bytes of each frame are read and written as one numpy
         element (a ``V27`` view over the buffer with a stride of one byte)."""
-        np = _numpy()
+        np = numpy_module()
         count = len(headers)
         window = np.ndarray((len(buf) - 26,), dtype="V27", buffer=buf, strides=(1,))
         at = headers - 3
@@ -474,7 +463,7 @@ class ItemEncoder:
 
     @staticmethod
     def _ends_array(ends: Sequence[int], count: int) -> Offsets:
-        np = _numpy()
+        np = numpy_module()
         out: Offsets = (
             np.frombuffer(ends, np.int64, count)
             if isinstance(ends, array)
@@ -487,7 +476,7 @@ class ItemEncoder:
         """Key length and body length less one in every frame (the collection prefix
         left out). A key on the wire is at most 255 bytes (250 + prefix), so the key
         length is its low byte; the body length borrows only when its low byte is 0."""
-        np = _numpy()
+        np = numpy_module()
         view = np.frombuffer(buf, np.uint8)
         at = starts + 3
         view[at] -= 1
@@ -500,7 +489,7 @@ class ItemEncoder:
 
     @staticmethod
     def _starts(ends: Sequence[int], base: int) -> Offsets:
-        np = _numpy()
+        np = numpy_module()
         count = len(ends)
         starts: Offsets = np.empty(count, np.int64)
         starts[0] = 0
@@ -518,9 +507,9 @@ class ItemEncoder:
 
         Vectorised with numpy: a Python-level ``pack_into`` per frame cost about 170 ns,
         this about 8 ns (``mockdcp bench``). numpy is loaded at DCP_OPEN
-        (``mockdcp._numpy``), so no batch waits for the import.
+        (``producer._numpy``), so no batch waits for the import.
         """
-        np = _numpy()
+        np = numpy_module()
         view = np.frombuffer(buf, np.uint8)
         at = starts + _OPAQUE_OFFSET
         for i, byte in enumerate(_OPAQUE.pack(opaque)):
@@ -533,7 +522,7 @@ class ItemEncoder:
         patched in bulk, then the cuts and insertions (module docstring). System events
         and SEQNO_ADVANCED (``TAG_SYSTEM``) keep their values: NO_VALUE is about
         documents."""
-        np = _numpy()
+        np = numpy_module()
         form = self.form
         view = np.frombuffer(buf, np.uint8)
         count = len(starts)
@@ -583,7 +572,7 @@ class ItemEncoder:
         The parts are cut by one ``struct`` unpack whose format (``<n>s<k>x`` per cut)
         is built with numpy: slicing part by part cost several hundred ns a frame.
         """
-        np = _numpy()
+        np = numpy_module()
         width = len(cuts)
         at = np.empty((count, width), np.int64)
         skip = np.zeros((count, width), np.int64)

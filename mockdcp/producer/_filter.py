@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp._numpy import load_numpy
-from mockdcp.model._item import SYSTEM_COLLECTION_ID, SystemEventItem, any_outside_default
+from mockdcp.model import SYSTEM_COLLECTION_ID, SystemEventItem, any_outside_default
+from mockdcp.producer._numpy import numpy_module
 from mockdcp.protocol import SystemEventType
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class StreamFilter:
                 return ALL
             if not any_outside_default(tags):  # default-collection documents
                 return ALL if cols is None or 0 in cols else NONE
-        np = load_numpy()
+        np = numpy_module()
         count = len(tags)
         ids = np.frombuffer(cids, np.uint32, count).astype(np.int64)
         events = np.flatnonzero(ids == SYSTEM_COLLECTION_ID).tolist()

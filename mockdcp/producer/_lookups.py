@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.protocol import Datatype, Status
-from mockdcp.protocol._cluster_config import manifest_uid_error_body
+from mockdcp.protocol import Datatype, Status, manifest_uid_error_body
 
 if TYPE_CHECKING:
     from mockdcp.model import Bucket

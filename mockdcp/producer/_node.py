@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.protocol import Status, VBucketState
-from mockdcp.protocol._cluster_config import SERVER_VERSION, cluster_config, encode_config
+from mockdcp.protocol import SERVER_VERSION, Status, VBucketState, cluster_config, encode_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from mockdcp.model import Bucket
     from mockdcp.producer._connection import Connection
-    from mockdcp.producer._events import ProducerEvent
     from mockdcp.producer._faults import Corruption
+    from mockdcp.producer.events import ProducerEvent
     from mockdcp.protocol import StreamEndReason
 
 #: kv_engine ``dcp_idle_timeout``: a noop-enabled connection silent this long is dropped.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 
-from mockdcp._errors import LocalProtocolError
+from mockdcp.protocol import LocalProtocolError
 
 
 class ConnectionState(enum.Enum):

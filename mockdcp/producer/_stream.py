@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp._numpy import load_numpy
-from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, TAG_SYSTEM
+from mockdcp.model import TAG_COLLECTION, TAG_EMPTY, TAG_SYSTEM
 from mockdcp.producer._encoder import Frames, ItemEncoder
 from mockdcp.producer._filter import Selection, StreamFilter
+from mockdcp.producer._numpy import numpy_module
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
 from mockdcp.protocol import (
     OsoSnapshot,
@@ -57,8 +57,8 @@ from mockdcp.protocol import (
     StreamEnd,
     StreamEndReason,
     SystemEventType,
+    encode_seqno_advanced_frame,
 )
-from mockdcp.protocol._document_frame import encode_seqno_advanced_frame
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -85,12 +85,13 @@ def _extra(*frames: bytes) -> Frames:
 
 def _ends(sizes: Sizes) -> Sequence[int]:
     """End offsets (an ``array("q")``) of frames of these sizes, one after the other."""
-    return array("q", load_numpy().cumsum(sizes).tobytes())
+    np = numpy_module()
+    return array("q", np.cumsum(sizes).tobytes())
 
 
 def _joined(*parts: Frames) -> Frames:
     """Frames one after the other (their end offsets shifted, not counted again)."""
-    np = load_numpy()
+    np = numpy_module()
     heads: list[bytes] = []
     tails: list[bytes] = []
     ends = []
@@ -354,7 +355,7 @@ class Stream:
             heads, tails, tags, cids = heads[:count], tails[:count], tags[:count], cids[:count]
         # the frames' canonical sizes, kept beside them: their end offsets without
         # reading each frame's pieces
-        np = load_numpy()
+        np = numpy_module()
         sizes = np.frombuffer(snap.sizes, np.uint32, count).astype(np.int64)
         by_seqno = self.vb.disk_by_seqno
 
@@ -426,7 +427,7 @@ class Stream:
         assert positions is not None
         if not positions:
             return None
-        np = load_numpy()
+        np = numpy_module()
         at = np.asarray(positions, np.int64)
         heads = list(map(heads.__getitem__, positions))  # C loops, no Python per frame
         tails = list(map(tails.__getitem__, positions))
@@ -544,7 +545,7 @@ class Stream:
                 batch.last_seqno,
             )
         else:
-            np = load_numpy()
+            np = numpy_module()
             sizes = np.diff(np.asarray(batch.ends, np.int64), prepend=batch.base)
             picked = self._chosen(
                 batch.heads, batch.tails, batch.tags, selection, batch.items_at, sizes

@@ -11,24 +11,23 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.model import Bucket, needs_rollback
 from mockdcp.protocol import (
     DcpOpenFlag,
     DcpStreamRequest,
+    RemoteProtocolError,
     SnapshotMarkerVersion,
     Status,
     StreamFlag,
     StreamRequestValue,
     VBucketState,
+    manifest_uid_error_body,
 )
-from mockdcp.protocol._cluster_config import manifest_uid_error_body
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mockdcp.model import VBucket
-    from mockdcp.model._manifest import Manifest
+    from mockdcp.model import Manifest, VBucket
     from mockdcp.producer._controls import DcpSettings
 
 #: Check 0: the stream flags a producer knows (0x08 NO_VALUE was removed in 5.0).

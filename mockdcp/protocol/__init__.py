@@ -10,13 +10,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp._lazy import lazy_getattr
 from mockdcp.protocol._document_frame import (
     AFTER_ALL_SEQNOS as AFTER_ALL_SEQNOS,
+    MUTATION_FRAME as MUTATION_FRAME,
+    collection_prefix as collection_prefix,
+    document_head as document_head,
     encode_document_frame as encode_document_frame,
+    encode_seqno_advanced_frame as encode_seqno_advanced_frame,
+    encode_system_event_frame as encode_system_event_frame,
     stream_frame_seqno as stream_frame_seqno,
+    stream_item_seqno as stream_item_seqno,
 )
 from mockdcp.protocol._enums import *  # noqa: F403
+from mockdcp.protocol._errors import (
+    LocalProtocolError as LocalProtocolError,
+    ProtocolError as ProtocolError,
+    RemoteProtocolError as RemoteProtocolError,
+)
 from mockdcp.protocol._frame import (
     DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE,
     HEADER_SIZE as HEADER_SIZE,
@@ -30,10 +40,47 @@ from mockdcp.protocol._leb128 import (
     decode_leb128 as decode_leb128,
     encode_leb128 as encode_leb128,
 )
+from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:
+    from mockdcp.protocol._cluster_config import (
+        SERVER_VERSION as SERVER_VERSION,
+        cluster_config as cluster_config,
+        encode_config as encode_config,
+        manifest_uid_error_body as manifest_uid_error_body,
+    )
+    from mockdcp.protocol._document_requests import (
+        Add as Add,
+        Delete as Delete,
+        DocFlag as DocFlag,
+        DocumentRequest as DocumentRequest,
+        Get as Get,
+        GetAndTouch as GetAndTouch,
+        GetMeta as GetMeta,
+        PathFlag as PathFlag,
+        Replace as Replace,
+        Set as Set,
+        SubdocMultiLookup as SubdocMultiLookup,
+        SubdocMultiMutation as SubdocMultiMutation,
+        SubdocOpcode as SubdocOpcode,
+        SubdocSpec as SubdocSpec,
+        Touch as Touch,
+        encode_get_meta_extras as encode_get_meta_extras,
+        encode_lookup_results as encode_lookup_results,
+        encode_mutation_failure as encode_mutation_failure,
+        encode_mutation_results as encode_mutation_results,
+        encode_mutation_token as encode_mutation_token,
+        split_collection as split_collection,
+    )
     from mockdcp.protocol._errormap import (
         error_map as error_map,
+    )
+    from mockdcp.protocol._flatbuffers import (
+        CollectionEventV2 as CollectionEventV2,
+        DroppedCollectionV2 as DroppedCollectionV2,
+        DroppedScopeV2 as DroppedScopeV2,
+        ScopeEventV2 as ScopeEventV2,
+        encode_flatbuffers_value as encode_flatbuffers_value,
     )
     from mockdcp.protocol._messages import (
         Abort as Abort,
@@ -110,6 +157,36 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "CollectionEventV2": "_flatbuffers",
+    "DroppedCollectionV2": "_flatbuffers",
+    "DroppedScopeV2": "_flatbuffers",
+    "ScopeEventV2": "_flatbuffers",
+    "encode_flatbuffers_value": "_flatbuffers",
+    "Add": "_document_requests",
+    "Delete": "_document_requests",
+    "DocFlag": "_document_requests",
+    "DocumentRequest": "_document_requests",
+    "Get": "_document_requests",
+    "GetAndTouch": "_document_requests",
+    "GetMeta": "_document_requests",
+    "PathFlag": "_document_requests",
+    "Replace": "_document_requests",
+    "Set": "_document_requests",
+    "SubdocMultiLookup": "_document_requests",
+    "SubdocMultiMutation": "_document_requests",
+    "SubdocOpcode": "_document_requests",
+    "SubdocSpec": "_document_requests",
+    "Touch": "_document_requests",
+    "encode_get_meta_extras": "_document_requests",
+    "encode_lookup_results": "_document_requests",
+    "encode_mutation_failure": "_document_requests",
+    "encode_mutation_results": "_document_requests",
+    "encode_mutation_token": "_document_requests",
+    "split_collection": "_document_requests",
+    "SERVER_VERSION": "_cluster_config",
+    "cluster_config": "_cluster_config",
+    "encode_config": "_cluster_config",
+    "manifest_uid_error_body": "_cluster_config",
     "Abort": "_messages",
     "ClusterMapChangeNotification": "_messages",
     "CollectionEventData": "_values",

@@ -20,8 +20,8 @@ from typing import Any
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._enums import SystemEventType
+from mockdcp.protocol._errors import RemoteProtocolError
 
 
 @attrs.frozen(kw_only=True)

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._enums import Magic
+from mockdcp.protocol._errors import RemoteProtocolError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

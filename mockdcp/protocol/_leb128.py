@@ -11,7 +11,7 @@ ever appears at the front of a key.
 
 from __future__ import annotations
 
-from mockdcp._errors import RemoteProtocolError
+from mockdcp.protocol._errors import RemoteProtocolError
 
 #: Largest value a DCP LEB128 prefix may carry (collection ids are u32).
 LEB128_MAX = 0xFFFFFFFF

@@ -12,12 +12,12 @@ from typing import ClassVar, Self, TypeVar
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._enums import (
     Datatype,
     Magic,
     Status,
 )
+from mockdcp.protocol._errors import RemoteProtocolError
 from mockdcp.protocol._frame import Frame, encode_frame, stream_id_frame_info
 
 #: Every datatype bit a frame may carry (datatype.h ``is_valid``).

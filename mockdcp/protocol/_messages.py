@@ -30,13 +30,13 @@ from typing import Self
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._document_requests import DOCUMENT_REQUESTS
 from mockdcp.protocol._enums import (
     CLUSTERMAP_CHANGE_NOTIFICATION,
     Magic,
     Status,
 )
+from mockdcp.protocol._errors import RemoteProtocolError
 from mockdcp.protocol._frame import Frame, encode_frame
 from mockdcp.protocol._message_base import (
     ALL_DATATYPES as ALL_DATATYPES,

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import scramp  # type: ignore[import-untyped]
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._enums import Status
+from mockdcp.protocol._errors import RemoteProtocolError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -21,8 +21,8 @@ from typing import Any, Self
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._enums import Status
+from mockdcp.protocol._errors import RemoteProtocolError
 
 #: Keys kv_engine looks at. A document must hold at least one of them ("cts" is the 8.x
 #: cache-transfer customisation, accepted and ignored here).

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Self
 
 import attrs
 
-from mockdcp._errors import RemoteProtocolError
 from mockdcp.protocol._enums import Datatype, Status, SystemEventType
+from mockdcp.protocol._errors import RemoteProtocolError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -3,7 +3,10 @@ YAML, JSON and Python data, validation, triggers, expectations and the runner.""
 
 from __future__ import annotations
 
-from mockdcp.scenario._check import check_steps as check_steps
+from mockdcp.scenario._bucket import (
+    SCENARIO_EPOCH as SCENARIO_EPOCH,
+    scenario_bucket as scenario_bucket,
+)
 from mockdcp.scenario._convert import (
     BucketSpec as BucketSpec,
     Problem as Problem,
@@ -21,10 +24,12 @@ from mockdcp.scenario._runner import (
     StepFailed as StepFailed,
     StepRunner as StepRunner,
 )
+from mockdcp.scenario._validate import check_steps as check_steps
 from mockdcp.scenario.steps import *  # noqa: F403
 from mockdcp.scenario.steps import __all__ as _step_names
 
 __all__ = [
+    "SCENARIO_EPOCH",
     "BucketSpec",
     "ExpectationResult",
     "Problem",
@@ -39,5 +44,6 @@ __all__ = [
     "parse_scenario",
     "parse_step",
     "parse_steps",
+    "scenario_bucket",
     *_step_names,
 ]

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from mockdcp._errors import ScenarioError
 from mockdcp.scenario.steps import (
     STEPS_BY_NAME,
     SeqnoTarget,
@@ -21,6 +20,7 @@ from mockdcp.scenario.steps import (
     Value,
     Vbuckets,
 )
+from mockdcp.util import ScenarioError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.producer import _events as ev
+from mockdcp.producer import events as ev
 from mockdcp.scenario._check import resolve_vbuckets
 
 if TYPE_CHECKING:

@@ -1,6 +1,10 @@
 """The step vocabulary: what a scenario file, ``POST /mock/steps`` and the Python API
 say to the mock node. One attrs class per step; its YAML/JSON key is the snake_case
-``NAME``, its fields are the class's fields. The same objects in all three spellings::
+``NAME``, its fields are the class's fields, and it carries its own interpretation:
+``check`` (against a simulation of what the steps before it will have done, so a whole
+list is validated before anything runs) and ``apply`` (to the runner's bucket and node);
+``wait`` and ``expect`` are awaited by the runner instead. Adding a step is one class here
+(and its line in ``STEP_TYPES``). The same objects in all three spellings::
 
     - persist: {upto: 40}                   # YAML
     [{"persist": {"upto": 40}}]             # JSON (HTTP)
@@ -13,9 +17,28 @@ Users name things as they do: ``vbuckets: all | 3 | [0, 5]``, ``collection: scop
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Union
+import os
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Union
 
 import attrs
+
+from mockdcp.scenario._check import (
+    Simulation,
+    check_u32,
+    check_upto,
+    compact_json,
+    for_vbuckets,
+    key_bytes,
+    opcode_of,
+    resolve_collection,
+    resolve_vbuckets,
+    split_collection,
+    status_of,
+)
+
+if TYPE_CHECKING:
+    from mockdcp.model import Bucket, Manifest, ManifestChange
+    from mockdcp.producer import Node
 
 #: ``all``, one vbucket, or a list of them.
 Vbuckets = Union[Literal["all"], int, tuple[int, ...]]  # noqa: UP007 - cattrs resolves it
@@ -29,6 +52,26 @@ Duration = float
 DEFAULT_COLLECTION = "_default._default"
 
 
+class Labelled(Protocol):
+    """The part of the runner's progress a step sets (``label``)."""
+
+    label: str | None
+
+
+class StepContext(Protocol):
+    """What a step acts on when applied: the runner's bucket and node (``StepRunner``)."""
+
+    @property
+    def bucket(self) -> Bucket: ...
+    @property
+    def node(self) -> Node: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def progress(self) -> Labelled: ...
+    def vbuckets(self, selection: Vbuckets) -> list[int]: ...
+
+
 @attrs.frozen(kw_only=True)
 class Step:
     """Base of every step (``NAME`` is its key in YAML and JSON)."""
@@ -36,6 +79,20 @@ class Step:
     NAME: ClassVar[str] = ""
     #: data, storage, cluster, faults or control
     GROUP: ClassVar[str] = ""
+
+    #: ``wait`` and ``expect`` suspend a step list until their condition holds
+    WAITS: ClassVar[bool] = False
+
+    def check(self, sim: Simulation) -> None:
+        """Raise ``ValueError`` if this step cannot run on the bucket as the steps before
+        it will have left it (``sim``), and record what it will do there. Types were
+        checked by the converter; this checks references (vbuckets, collections, names,
+        live documents, seqno bounds)."""
+        for_vbuckets(self, sim)
+
+    def apply(self, ctx: StepContext) -> None:
+        """Do what the step says, now, to the runner's bucket and node."""
+        raise NotImplementedError(f"{self.NAME} waits: the runner awaits it")
 
 
 # -- data ------------------------------------------------------------------------------
@@ -53,6 +110,21 @@ class Set(Step):
     flags: int = 0
     expiry: int = 0
 
+    def check(self, sim: Simulation) -> None:
+        check_u32("flags", self.flags)
+        check_u32("expiry", self.expiry)
+        sim.write(sim.collection(self.collection), key_bytes(self.key), live=True)
+
+    def apply(self, ctx: StepContext) -> None:
+        value = self.value if isinstance(self.value, str) else compact_json(self.value)
+        ctx.bucket.set(
+            self.key,
+            value,
+            collection_id=resolve_collection(ctx.bucket, self.collection),
+            flags=self.flags,
+            expiry=self.expiry,
+        )
+
 
 @attrs.frozen(kw_only=True)
 class Delete(Step):
@@ -62,6 +134,12 @@ class Delete(Step):
     GROUP = "data"
     key: str
     collection: str = DEFAULT_COLLECTION
+
+    def check(self, sim: Simulation) -> None:
+        sim.remove(self.NAME, self.collection, self.key)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.bucket.delete(self.key, collection_id=resolve_collection(ctx.bucket, self.collection))
 
 
 @attrs.frozen(kw_only=True)
@@ -73,6 +151,12 @@ class Expire(Step):
     key: str
     collection: str = DEFAULT_COLLECTION
 
+    def check(self, sim: Simulation) -> None:
+        sim.remove(self.NAME, self.collection, self.key)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.bucket.expire(self.key, collection_id=resolve_collection(ctx.bucket, self.collection))
+
 
 @attrs.frozen(kw_only=True)
 class Touch(Step):
@@ -83,6 +167,16 @@ class Touch(Step):
     key: str
     expiry: int
     collection: str = DEFAULT_COLLECTION
+
+    def check(self, sim: Simulation) -> None:
+        cid, key = sim.collection(self.collection), key_bytes(self.key)
+        sim.require_live(self.NAME, cid, key, self.key)
+        check_u32("expiry", self.expiry)
+        sim.write(cid, key, live=True)
+
+    def apply(self, ctx: StepContext) -> None:
+        cid = resolve_collection(ctx.bucket, self.collection)
+        ctx.bucket.touch(self.key, self.expiry, collection_id=cid)
 
 
 @attrs.frozen(kw_only=True)
@@ -97,6 +191,21 @@ class Generate(Step):
     prefix: str = "doc"
     start: int = 0
 
+    def check(self, sim: Simulation) -> None:
+        cid = sim.collection(self.collection)
+        if not 0 <= self.docs <= 10_000_000 or self.start < 0:
+            raise ValueError("generate takes 0..10,000,000 docs from a start >= 0")
+        for n in range(self.start, self.start + self.docs):
+            sim.write(cid, key_bytes(f"{self.prefix}::{n:06d}"), live=True)
+
+    def apply(self, ctx: StepContext) -> None:
+        from mockdcp.data import faker_documents
+
+        cid = resolve_collection(ctx.bucket, self.collection)
+        docs = faker_documents(self.docs, ctx.seed * 1_000_003 + self.start)
+        for n, (_key, body) in zip(range(self.start, self.start + self.docs), docs, strict=True):
+            ctx.bucket.set(f"{self.prefix}::{n:06d}", body, collection_id=cid)
+
 
 @attrs.frozen(kw_only=True)
 class Load(Step):
@@ -105,6 +214,22 @@ class Load(Step):
     NAME = "load"
     GROUP = "data"
     corpus: str
+
+    def check(self, sim: Simulation) -> None:
+        from mockdcp.data import PipelineError, require_pipeline
+
+        if not os.path.isdir(self.corpus):
+            raise ValueError(f"no corpus directory {self.corpus!r}")
+        try:
+            require_pipeline(spark=False)
+        except PipelineError as exc:
+            raise ValueError(str(exc)) from None
+        sim.certain = False
+
+    def apply(self, ctx: StepContext) -> None:
+        from mockdcp.data import load_corpus_sync
+
+        load_corpus_sync(ctx.bucket, self.corpus)
 
 
 # -- storage ---------------------------------------------------------------------------
@@ -118,6 +243,10 @@ class Checkpoint(Step):
     GROUP = "storage"
     vbuckets: Vbuckets = "all"
 
+    def apply(self, ctx: StepContext) -> None:
+        for vb in ctx.vbuckets(self.vbuckets):
+            ctx.bucket.checkpoint(vb)
+
 
 @attrs.frozen(kw_only=True)
 class Persist(Step):
@@ -127,6 +256,20 @@ class Persist(Step):
     GROUP = "storage"
     vbuckets: Vbuckets = "all"
     upto: int | None = None
+
+    def check(self, sim: Simulation) -> None:
+        vbs = for_vbuckets(self, sim)
+        check_upto(self.upto, self.vbuckets, {v: sim.high[v] for v in vbs}, "high seqno")
+        for v in vbs:
+            upto = sim.high[v] if self.upto is None else min(self.upto, sim.high[v])
+            sim.persisted[v] = max(sim.persisted[v], upto)
+
+    def apply(self, ctx: StepContext) -> None:
+        for vb in ctx.vbuckets(self.vbuckets):
+            v = ctx.bucket.vbucket(vb)
+            upto = v.high_seqno if self.upto is None else min(self.upto, v.high_seqno)
+            if upto > v.persisted_seqno:
+                ctx.bucket.persist(vb, upto)
 
 
 @attrs.frozen(kw_only=True)
@@ -138,6 +281,12 @@ class Persistence(Step):
     GROUP = "storage"
     paused: bool
 
+    def apply(self, ctx: StepContext) -> None:
+        if self.paused:
+            ctx.bucket.flusher.pause()
+        else:
+            ctx.bucket.flusher.resume()
+
 
 @attrs.frozen(kw_only=True)
 class Purge(Step):
@@ -147,6 +296,17 @@ class Purge(Step):
     GROUP = "storage"
     vbuckets: Vbuckets = "all"
     upto: int | None = None
+
+    def check(self, sim: Simulation) -> None:
+        vbs = for_vbuckets(self, sim)
+        bounds = {v: sim.persisted[v] for v in vbs}
+        check_upto(self.upto, self.vbuckets, bounds, "persisted seqno")
+
+    def apply(self, ctx: StepContext) -> None:
+        for vb in ctx.vbuckets(self.vbuckets):
+            v = ctx.bucket.vbucket(vb)
+            upto = v.persisted_seqno if self.upto is None else min(self.upto, v.persisted_seqno)
+            ctx.bucket.purge(vb, upto)
 
 
 @attrs.frozen(kw_only=True)
@@ -159,6 +319,9 @@ class DropCursor(Step):
     vbuckets: Vbuckets = "all"
     connection: str | None = None
 
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.drop_cursor(ctx.vbuckets(self.vbuckets), self.connection)
+
 
 @attrs.frozen(kw_only=True)
 class Restart(Step):
@@ -168,6 +331,13 @@ class Restart(Step):
     NAME = "restart"
     GROUP = "storage"
     vbuckets: Vbuckets = "all"
+
+    def check(self, sim: Simulation) -> None:
+        sim.lose(for_vbuckets(self, sim), lose_after=None, lose_unpersisted=True)
+
+    def apply(self, ctx: StepContext) -> None:
+        vbs = ctx.vbuckets(self.vbuckets)
+        ctx.node.restart(None if self.vbuckets == "all" else vbs)
 
 
 # -- cluster ---------------------------------------------------------------------------
@@ -186,6 +356,27 @@ class Failover(Step):
     lose_after: int | None = None
     disconnect: bool = False
 
+    def check(self, sim: Simulation) -> None:
+        vbs = for_vbuckets(self, sim)
+        if self.lose_after is not None:
+            bounds = {v: sim.high[v] for v in vbs}
+            check_upto(self.lose_after, self.vbuckets, bounds, "high seqno")
+        sim.lose(vbs, lose_after=self.lose_after, lose_unpersisted=self.lose_unpersisted)
+
+    def apply(self, ctx: StepContext) -> None:
+        vbs = ctx.vbuckets(self.vbuckets)
+        for vb in vbs:
+            high = ctx.bucket.vbucket(vb).high_seqno
+            lose_after = None if self.lose_after is None else min(self.lose_after, high)
+            # the node's failover: streams end (or, after the last, connections drop)
+            # before anything can observe the new branch
+            ctx.node.failover(
+                vb,
+                lose_after=lose_after,
+                lose_unpersisted=self.lose_unpersisted,
+                disconnect=self.disconnect and vb == vbs[-1],
+            )
+
 
 @attrs.frozen(kw_only=True)
 class SetVbucketState(Step):
@@ -195,6 +386,12 @@ class SetVbucketState(Step):
     GROUP = "cluster"
     vbuckets: Vbuckets
     state: Literal["active", "replica", "pending", "dead"]
+
+    def apply(self, ctx: StepContext) -> None:
+        from mockdcp.protocol import VBucketState
+
+        for vb in ctx.vbuckets(self.vbuckets):
+            ctx.bucket.set_vbucket_state(vb, VBucketState[self.state.upper()])
 
 
 @attrs.frozen(kw_only=True)
@@ -206,6 +403,9 @@ class MoveVbucket(Step):
     GROUP = "cluster"
     vbuckets: Vbuckets
 
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.move_vbuckets(ctx.vbuckets(self.vbuckets))
+
 
 @attrs.frozen(kw_only=True)
 class CreateScope(Step):
@@ -215,6 +415,16 @@ class CreateScope(Step):
     GROUP = "cluster"
     name: str
 
+    def plan(self, manifest: Manifest) -> ManifestChange:
+        """The manifest change this step makes (``ModelError`` if it cannot)."""
+        return manifest.plan_create_scope(self.name)
+
+    def check(self, sim: Simulation) -> None:
+        sim.change_manifest(self.plan, forgets_documents=False)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.bucket.create_scope(self.name)
+
 
 @attrs.frozen(kw_only=True)
 class DropScope(Step):
@@ -223,6 +433,16 @@ class DropScope(Step):
     NAME = "drop_scope"
     GROUP = "cluster"
     name: str
+
+    def plan(self, manifest: Manifest) -> ManifestChange:
+        """The manifest change this step makes (``ModelError`` if it cannot)."""
+        return manifest.plan_drop_scope(self.name)
+
+    def check(self, sim: Simulation) -> None:
+        sim.change_manifest(self.plan, forgets_documents=True)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.bucket.drop_scope(self.name)
 
 
 @attrs.frozen(kw_only=True)
@@ -234,6 +454,18 @@ class CreateCollection(Step):
     collection: str
     max_ttl: int | None = None
 
+    def plan(self, manifest: Manifest) -> ManifestChange:
+        """The manifest change this step makes (``ModelError`` if it cannot)."""
+        scope, name = split_collection(self.collection)
+        return manifest.plan_create_collection(scope, name, max_ttl=self.max_ttl)
+
+    def check(self, sim: Simulation) -> None:
+        sim.change_manifest(self.plan, forgets_documents=False)
+
+    def apply(self, ctx: StepContext) -> None:
+        scope, name = split_collection(self.collection)
+        ctx.bucket.create_collection(scope, name, max_ttl=self.max_ttl)
+
 
 @attrs.frozen(kw_only=True)
 class DropCollection(Step):
@@ -242,6 +474,18 @@ class DropCollection(Step):
     NAME = "drop_collection"
     GROUP = "cluster"
     collection: str
+
+    def plan(self, manifest: Manifest) -> ManifestChange:
+        """The manifest change this step makes (``ModelError`` if it cannot)."""
+        scope, name = split_collection(self.collection)
+        return manifest.plan_drop_collection(scope, name)
+
+    def check(self, sim: Simulation) -> None:
+        sim.change_manifest(self.plan, forgets_documents=True)
+
+    def apply(self, ctx: StepContext) -> None:
+        scope, name = split_collection(self.collection)
+        ctx.bucket.drop_collection(scope, name)
 
 
 @attrs.frozen(kw_only=True)
@@ -253,6 +497,18 @@ class ModifyCollection(Step):
     collection: str
     max_ttl: int | None = None
 
+    def plan(self, manifest: Manifest) -> ManifestChange:
+        """The manifest change this step makes (``ModelError`` if it cannot)."""
+        scope, name = split_collection(self.collection)
+        return manifest.plan_modify_collection(scope, name, max_ttl=self.max_ttl)
+
+    def check(self, sim: Simulation) -> None:
+        sim.change_manifest(self.plan, forgets_documents=False)
+
+    def apply(self, ctx: StepContext) -> None:
+        scope, name = split_collection(self.collection)
+        ctx.bucket.modify_collection(scope, name, max_ttl=self.max_ttl)
+
 
 @attrs.frozen(kw_only=True)
 class FlushCollection(Step):
@@ -262,6 +518,18 @@ class FlushCollection(Step):
     GROUP = "cluster"
     collection: str
 
+    def plan(self, manifest: Manifest) -> ManifestChange:
+        """The manifest change this step makes (``ModelError`` if it cannot)."""
+        scope, name = split_collection(self.collection)
+        return manifest.plan_flush_collection(scope, name)
+
+    def check(self, sim: Simulation) -> None:
+        sim.change_manifest(self.plan, forgets_documents=True)
+
+    def apply(self, ctx: StepContext) -> None:
+        scope, name = split_collection(self.collection)
+        ctx.bucket.flush_collection(scope, name)
+
 
 @attrs.frozen(kw_only=True)
 class Flush(Step):
@@ -269,6 +537,12 @@ class Flush(Step):
 
     NAME = "flush"
     GROUP = "cluster"
+
+    def check(self, sim: Simulation) -> None:
+        sim.flush()
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.bucket.flush()
 
 
 # -- faults ----------------------------------------------------------------------------
@@ -282,6 +556,9 @@ class Disconnect(Step):
     GROUP = "faults"
     connection: str | None = None
 
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.disconnect("disconnect step", self.connection)
+
 
 @attrs.frozen(kw_only=True)
 class Stall(Step):
@@ -291,6 +568,9 @@ class Stall(Step):
     GROUP = "faults"
     seconds: Duration
     connection: str | None = None
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.stall(self.seconds, self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -302,6 +582,13 @@ class Throttle(Step):
     bytes_per_second: int
     seconds: Duration
     connection: str | None = None
+
+    def check(self, sim: Simulation) -> None:
+        if self.bytes_per_second <= 0:
+            raise ValueError("bytes_per_second must be positive")
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.throttle(self.bytes_per_second, self.seconds, self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -316,6 +603,14 @@ class Delay(Step):
     count: int = 1
     connection: str | None = None
 
+    def check(self, sim: Simulation) -> None:
+        if self.request is not None:
+            opcode_of(self.request)
+
+    def apply(self, ctx: StepContext) -> None:
+        opcodes = None if self.request is None else frozenset({opcode_of(self.request)})
+        ctx.node.delay(self.seconds, opcodes, self.count, self.connection)
+
 
 @attrs.frozen(kw_only=True)
 class Corrupt(Step):
@@ -327,6 +622,11 @@ class Corrupt(Step):
     GROUP = "faults"
     kind: Literal["magic", "opcode", "length", "value"] = "length"
     connection: str | None = None
+
+    def apply(self, ctx: StepContext) -> None:
+        from mockdcp.producer import Corruption
+
+        ctx.node.corrupt(Corruption(self.kind), self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -349,6 +649,12 @@ class EndStream(Step):
     ] = "state_changed"
     connection: str | None = None
 
+    def apply(self, ctx: StepContext) -> None:
+        from mockdcp.protocol import StreamEndReason
+
+        reason = StreamEndReason[self.reason.upper()]
+        ctx.node.end_streams(ctx.vbuckets(self.vbuckets), reason, self.connection)
+
 
 @attrs.frozen(kw_only=True)
 class Reject(Step):
@@ -363,6 +669,19 @@ class Reject(Step):
     count: int = 1
     vbucket: int | None = None
 
+    def check(self, sim: Simulation) -> None:
+        opcode_of(self.request)
+        status_of(self.status)
+        if self.vbucket is not None:
+            resolve_vbuckets(self.vbucket, sim.num_vbuckets)
+
+    def apply(self, ctx: StepContext) -> None:
+        from mockdcp.producer import Rejection
+        from mockdcp.protocol import Status
+
+        status = Status(status_of(self.status))
+        ctx.node.reject(Rejection(opcode_of(self.request), status, self.count, self.vbucket))
+
 
 @attrs.frozen(kw_only=True)
 class RefuseConnections(Step):
@@ -371,6 +690,9 @@ class RefuseConnections(Step):
     NAME = "refuse_connections"
     GROUP = "faults"
     enabled: bool = True
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.refusing = self.enabled
 
 
 # -- control ---------------------------------------------------------------------------
@@ -415,6 +737,28 @@ class Wait(Step):
     consumer: ConsumerProgress | None = None
     timeout: Duration = 60.0
 
+    WAITS = True
+
+    def check(self, sim: Simulation) -> None:
+        c = self.consumer
+        if (self.seconds is None) == (c is None):
+            raise ValueError("wait takes either seconds or consumer")
+        if c is not None:
+            resolve_vbuckets(c.vbucket, sim.num_vbuckets)
+            conditions = (
+                c.seqno is not None,
+                c.connections is not None,
+                c.streams,
+                c.bytes_acked is not None,
+                c.noops_answered is not None,
+                c.noops_missed is not None,
+                c.rollback,
+            )
+            if not any(conditions):
+                raise ValueError("wait: consumer names no condition")
+            if c.acked and c.seqno is None:
+                raise ValueError("wait: acked needs a seqno")
+
 
 @attrs.frozen(kw_only=True)
 class RollbackExpectation:
@@ -456,6 +800,24 @@ class Expect(Step):
     name: str | None = None
     within: Duration = 10.0
 
+    WAITS = True
+
+    def check(self, sim: Simulation) -> None:
+        kinds = [
+            self.rollback is not None,
+            self.resume is not None,
+            self.acked is not None,
+            self.reconnected,
+            self.noops_answered is not None,
+        ]
+        if sum(kinds) != 1:
+            raise ValueError(
+                "expect names exactly one of rollback, resume, acked, reconnected, noops_answered"
+            )
+        for target in (self.rollback, self.resume):
+            if target is not None:
+                resolve_vbuckets(target.vbucket, sim.num_vbuckets)
+
 
 @attrs.frozen(kw_only=True)
 class Label(Step):
@@ -464,6 +826,9 @@ class Label(Step):
     NAME = "label"
     GROUP = "control"
     name: str
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.progress.label = self.name
 
 
 STEP_TYPES: tuple[type[Step], ...] = (

@@ -280,9 +280,7 @@ class ControlApi:
             self._scenario_running = False
 
     async def oracle(self, request: Request) -> Response:
-        from mockdcp.pipeline._oracle import oracle_json
-
-        return JSONResponse(oracle_json(self.server.bucket))
+        return JSONResponse(self.server.bucket.oracle().to_json())
 
     async def expectations(self, request: Request) -> Response:
         results = [e.as_dict() for e in self.server.expectations()]

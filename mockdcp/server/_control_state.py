@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from mockdcp.producer._node import RETIRED_COUNTERS
-from mockdcp.producer._output import DEFAULT_OUTPUT_LIMIT
+from mockdcp.producer import DEFAULT_OUTPUT_LIMIT, RETIRED_COUNTERS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from mockdcp.model._vbucket import VBucket
-    from mockdcp.producer import Node
-    from mockdcp.producer._connection import Connection
+    from mockdcp.model import VBucket
+    from mockdcp.producer import Connection, Node
     from mockdcp.server._serve import MockDcpServer
 
 #: every stream state (mockdcp/producer/_state.py ``StreamState``), so a state with no

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, cast
 
 import trio
 
-from mockdcp._errors import ServerError
+from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
     from hypercorn.typing import Framework

@@ -29,8 +29,8 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mockdcp._pcap import PcapFlow, PcapWriter
     from mockdcp.producer import Connection, Node
+    from mockdcp.server._pcap import PcapFlow, PcapWriter
 
 log = logging.getLogger("mockdcp.server")
 

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from mockdcp._errors import ServerError, raise_unwrapped
 from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket
 from mockdcp.producer import Node
 from mockdcp.server._flusher import run_flusher
@@ -29,25 +28,20 @@ from mockdcp.server._kv import (
     KvService,
     Wakeups,
 )
+from mockdcp.util import ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
-    from mockdcp._pcap import PcapWriter
-    from mockdcp.model import Item
+    from mockdcp.model import Oracle
     from mockdcp.producer import ConnectionStatistics
     from mockdcp.protocol import StreamEndReason
-    from mockdcp.scenario import ConsumerProgress, Scenario, Step
-    from mockdcp.scenario._runner import ExpectationResult, StepRunner
+    from mockdcp.scenario import ConsumerProgress, ExpectationResult, Scenario, Step, StepRunner
+    from mockdcp.server._pcap import PcapWriter
 
 log = logging.getLogger("mockdcp.server")
 
 DEFAULT_USERS: Mapping[str, str] = {"Administrator": "password"}
-
-
-#: The bucket clock of a scenario run (2023-11-14T22:13:20Z): CAS values and delete times
-#: then depend on the steps alone, so every run of a scenario sends the same bytes.
-SCENARIO_EPOCH = 1_700_000_000.0
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -90,9 +84,7 @@ class MockDcpServer:
         if self._runner is None:
             from mockdcp.scenario import StepRunner
 
-            self._runner = StepRunner(
-                self.node, seed=self.seed, set_persistence=self.set_persistence_paused
-            )
+            self._runner = StepRunner(self.node, seed=self.seed)
         return self._runner
 
     @property
@@ -138,8 +130,9 @@ class MockDcpServer:
         else:
             self.bucket.flusher.resume()
 
-    def oracle(self) -> dict[tuple[int, bytes], Item]:
-        """(collection, key) -> the newest live item: what a correct consumer holds."""
+    def oracle(self) -> Oracle:
+        """What a correct consumer holds: (collection, key) -> the newest live item, and
+        ``.rows()``, the rows ``GET /mock/oracle`` and the pipeline use."""
         return self.bucket.oracle()
 
     def expectations(self) -> list[ExpectationResult]:
@@ -228,6 +221,7 @@ async def serve(
     auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
     flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
     collections: Mapping[str, Sequence[str]] | None = None,
+    docs: int = 0,
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
 
@@ -248,21 +242,24 @@ async def serve(
     ``bucket.flusher.pause()`` / ``resume()`` (the ``persistence`` step) hold and release it.
     ``collections``: scope name -> collection names the bucket has from the start (as
     ``Bucket(collections=...)``; a scenario's ``bucket:`` block declares its own).
+    ``docs``: that many seeded Faker documents loaded (and persisted) before the block
+    runs, as ``mockdcp serve --docs`` loads them; clients that connect meanwhile wait.
     """
+    if docs < 0 or (docs and (scenario is not None or bucket_obj is not None)):
+        raise ServerError(
+            "docs is a count >= 0, for the default bucket only: a scenario seeds its own data"
+        )
     if max_connections < 1 or (output_limit is not None and output_limit < 1):
         raise ServerError("max_connections and output_limit must be positive")
     if auth_timeout is not None and not auth_timeout > 0:
         raise ServerError(f"auth_timeout must be positive (or None), not {auth_timeout}")
+    tune_process()  # the producer's allocator and numpy settings, once per process
     plan = _load_scenario(scenario)
     if plan is not None:
         seed = plan.seed
-        model = bucket_obj or Bucket(
-            plan.bucket.name,
-            plan.bucket.vbuckets,
-            seed=seed,
-            clock=lambda: SCENARIO_EPOCH,
-            collections=plan.bucket.collections,
-        )
+        from mockdcp.scenario import scenario_bucket
+
+        model = bucket_obj or scenario_bucket(plan)
     else:
         model = bucket_obj or Bucket(
             bucket, vbuckets, seed=seed, clock=time.time, collections=collections or {}
@@ -270,6 +267,7 @@ async def serve(
     if flush_interval is not None and not flush_interval > 0:
         raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
     model.flusher.interval = flush_interval
+    model.pause_collector = collector_paused
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
         http = HttpService(host, http_port, control_open=control_open)
@@ -277,7 +275,19 @@ async def serve(
         limits = _Limits(max_connections, output_limit, auth_timeout)
         options = _Options(host, port, http_port, users, idle_timeout, seed, plan, limits)
         async with _serve(options, model, capture, http) as server:
+            if docs:
+                await _load_documents(server, docs)
             yield server
+
+
+async def _load_documents(server: MockDcpServer, docs: int) -> None:
+    from mockdcp.data import load_documents
+
+    server.kv.hold()  # connections wait for the data: ready means ready
+    try:
+        await load_documents(server.bucket, docs, server.seed)
+    finally:
+        server.kv.release()
 
 
 def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenario | None:
@@ -312,7 +322,7 @@ class _Limits:
 def _open_capture(
     path: str | os.PathLike[str], host: str, files: contextlib.ExitStack
 ) -> PcapWriter:
-    from mockdcp._pcap import PcapWriter
+    from mockdcp.server._pcap import PcapWriter
 
     try:
         out = files.enter_context(open(path, "wb"))  # noqa: SIM115 - closed by the stack

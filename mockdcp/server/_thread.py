@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from mockdcp._errors import ServerError
+from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from types import TracebackType
 
-    from mockdcp.model import Bucket, Item
+    from mockdcp.model import Bucket, Oracle
     from mockdcp.scenario import ConsumerProgress, ExpectationResult, Step
     from mockdcp.server._serve import MockDcpServer
 
@@ -141,8 +141,9 @@ class Server:
 
         trio.from_thread.run(wait, trio_token=self._token)
 
-    def oracle(self) -> dict[tuple[int, bytes], Item]:
-        result: dict[tuple[int, bytes], Item] = self.call(self.server.oracle)
+    def oracle(self) -> Oracle:
+        """See ``MockDcpServer.oracle``."""
+        result: Oracle = self.call(self.server.oracle)
         return result
 
     def state(self) -> dict[str, object]:

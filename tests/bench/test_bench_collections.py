@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from mockdcp._bench import BENCH_COLLECTIONS, load_bucket, stream_plan
-from mockdcp._bench_consumer import bench_streams
+from mockdcp.cli._bench import BENCH_COLLECTIONS, load_bucket, stream_plan
+from mockdcp.cli._bench_consumer import bench_streams
 from mockdcp.client import StreamFilter
 from tests.bench._run import bench_refusal, bench_report
 

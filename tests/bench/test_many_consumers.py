@@ -19,8 +19,8 @@ import psutil
 import pytest
 import trio
 
-from mockdcp._dataset import faker_documents
 from mockdcp.client import DcpConsumer
+from mockdcp.data._dataset import faker_documents
 from mockdcp.protocol import (
     DcpControl,
     DcpOpen,

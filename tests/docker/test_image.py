@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
-from mockdcp._dataset import faker_documents
+from mockdcp.data._dataset import faker_documents
 from tests.docker._engine import (
     REPO,
     SESSION,

@@ -155,7 +155,7 @@ async def test_vbucket_state_change_ends_streams_with_state_changed(server: Mock
 
 
 def test_faker_data_set_is_the_same_for_the_same_seed() -> None:
-    from mockdcp._dataset import faker_documents
+    from mockdcp.data._dataset import faker_documents
 
     assert list(faker_documents(20, 5)) == list(faker_documents(20, 5))
     assert list(faker_documents(20, 5)) != list(faker_documents(20, 6))

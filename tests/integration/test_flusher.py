@@ -5,9 +5,9 @@ import time
 import pytest
 import trio
 
-from mockdcp._errors import ServerError
 from mockdcp.model import Bucket
 from mockdcp.server import serve
+from mockdcp.util._errors import ServerError
 
 from ._raw import wait_until
 

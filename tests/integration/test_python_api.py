@@ -97,3 +97,31 @@ def test_serve_command_line_takes_scope_dot_collection_paths() -> None:
     assert args.collections == {"inventory": ["hotel", "air"], "travel": ["route"]}
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--collections", "hotel"])
+
+
+async def test_serve_loads_generated_documents_as_serve_docs_does() -> None:
+    async with mockdcp.serve(port=0, http_port=0, vbuckets=8, docs=100) as server:
+        oracle = server.oracle()
+        assert len(oracle) == 100
+        assert {key for _, key in oracle} == {b"user::%06d" % i for i in range(100)}
+        assert all(vb.persisted_seqno == vb.high_seqno for vb in server.bucket.vbuckets)
+
+
+def test_a_server_in_a_thread_takes_docs_and_its_oracle_has_rows() -> None:
+    with mockdcp.Server(port=0, http_port=0, vbuckets=4, docs=10, seed=3) as server:
+        oracle = server.oracle()
+        rows = oracle.rows()
+        assert [row["key"] for row in rows] == sorted(key.decode() for _, key in oracle)
+        assert {(row["scope"], row["collection"]) for row in rows} == {("_default", "_default")}
+        assert oracle.to_json()["rows"][0]["value"] == rows[0]["value"].decode()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"docs": -1}, {"docs": 5, "scenario": "x.yaml"}],
+    ids=["negative", "with-a-scenario"],
+)
+async def test_serve_refuses_docs_it_cannot_load(options: dict[str, object]) -> None:
+    with pytest.raises(mockdcp.ServerError, match="docs is a count"):
+        async with mockdcp.serve(port=0, http_port=0, **options):  # type: ignore[arg-type]
+            pass

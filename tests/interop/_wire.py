@@ -1,6 +1,6 @@
 """What a client sent, read back from the packet capture ``serve(pcap=...)`` writes.
 
-The capture holds bare IPv4 datagrams (``LINKTYPE_IPV4``, the format ``mockdcp._pcap``
+The capture holds bare IPv4 datagrams (``LINKTYPE_IPV4``, the format ``mockdcp.server._pcap``
 documents: 24-byte libpcap header, 16-byte record headers, no link layer), in the order
 the server saw the bytes, so each connection's client-to-server payloads concatenate into
 its request stream, which ``FrameReader`` splits into frames.

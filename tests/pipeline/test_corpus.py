@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mockdcp.data._schema import CORPUS_COLUMNS, MANIFEST, arrow_schema
 from mockdcp.pipeline import CorpusSpec, PipelineError, generate_partition
 from mockdcp.pipeline._corpus import SHAPES, parse_collections
-from mockdcp.pipeline._schema import CORPUS_COLUMNS, MANIFEST, arrow_schema
 
 from .conftest import SPEC
 

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from mockdcp.pipeline._errors import PipelineError, require_pipeline
+from mockdcp.data._errors import PipelineError, require_pipeline
 
 
 def test_without_the_pipeline_extra_the_error_says_how_to_install_it(

@@ -10,6 +10,7 @@ import trio
 import trio.lowlevel
 
 from mockdcp import ModelError
+from mockdcp.data._schema import MANIFEST
 from mockdcp.model import Bucket
 from mockdcp.pipeline import (
     CorpusSpec,
@@ -19,7 +20,6 @@ from mockdcp.pipeline import (
     load_corpus_sync,
     oracle_rows,
 )
-from mockdcp.pipeline._schema import MANIFEST
 
 from .conftest import new_bucket
 

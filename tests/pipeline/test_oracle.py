@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from mockdcp.data._schema import ORACLE_COLUMNS, arrow_schema
 from mockdcp.pipeline import (
     PipelineError,
     load_corpus_sync,
@@ -18,7 +19,6 @@ from mockdcp.pipeline import (
     read_oracle,
     write_oracle,
 )
-from mockdcp.pipeline._schema import ORACLE_COLUMNS, arrow_schema
 
 from .conftest import new_bucket
 

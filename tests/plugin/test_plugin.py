@@ -6,7 +6,7 @@ import pkgutil
 import pytest
 
 import mockdcp
-from mockdcp._numpy import load_numpy
+from mockdcp.util._numpy import load_numpy
 
 pytest_plugins = ["pytester"]
 
@@ -82,6 +82,35 @@ def test_trio_mode_tests_get_the_in_loop_server(pytester: pytest.Pytester) -> No
     pytester.runpytest().assert_outcomes(passed=1)
 
 
+def test_an_async_test_of_the_fixtures_runs_on_trio_without_trio_mode(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import trio
+
+        from mockdcp.server import MockDcpServer
+
+
+        async def test_unmarked(mockdcp):
+            assert isinstance(mockdcp, MockDcpServer)
+            await mockdcp.apply({"set": {"key": "k", "value": {"v": 1}}})
+            await trio.sleep(0)
+            assert len(mockdcp.oracle()) == 1
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_without_pytest_trio_an_async_test_of_the_fixtures_says_what_to_install(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("async def test_unmarked(mockdcp):\n    pass\n")
+    result = pytester.runpytest("-p", "no:trio")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*pip install pytest-trio*"])
+
+
 def test_plugin_loads_from_its_entry_point_in_a_fresh_process(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SYNC_STREAMING)
     result = pytester.runpytest_subprocess("--markers")
@@ -148,7 +177,7 @@ def test_unknown_marker_option_is_reported(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*mockdcp: unknown option(s) *'vbucket'*; known: bucket, *"])
+    result.stdout.fnmatch_lines(["*mockdcp: unknown option(s) *'vbucket'*; known: auth_timeout, bucket, *"])
     result.stdout.no_fnmatch_line("*pytest_plugin.py*")  # the message, not a traceback
 
 

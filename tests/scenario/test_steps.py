@@ -74,7 +74,7 @@ def stream_request(vb: int = 0, opaque: int = 9) -> bytes:
 
 
 def apply(n: Node, *step: steps.Step) -> StepRunner:
-    runner = StepRunner(n, set_persistence=lambda paused: None)
+    runner = StepRunner(n)
     runner.apply_now(list(step))
     return runner
 
@@ -234,15 +234,14 @@ def test_refuse_connections_closes_new_ones_until_released() -> None:
 
 def test_persistence_and_label_steps() -> None:
     n = node()
-    held: list[bool] = []
-    runner = StepRunner(n, set_persistence=held.append)
+    runner = StepRunner(n)
     runner.apply_now([steps.Persistence(paused=True), steps.Label(name="here")])
-    assert held == [True]
+    assert n.bucket.flusher.paused
     assert runner.progress.label == "here"
 
 
 def test_stream_progress_is_reported_once_written_not_when_queued() -> None:
-    from mockdcp.producer._events import StreamWritten
+    from mockdcp.producer.events import StreamWritten
 
     n = node(10)
     conn = opened(n)

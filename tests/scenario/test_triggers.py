@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from mockdcp.model import Bucket
-from mockdcp.producer import _events as ev
+from mockdcp.producer import events as ev
 from mockdcp.scenario import ConsumerProgress, Expect, ResumeExpectation, RollbackExpectation
 from mockdcp.scenario._triggers import ExpectationCheck, ProgressTrigger
 

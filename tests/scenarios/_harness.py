@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from mockdcp._errors import MockDcpError
 from mockdcp.server import serve
+from mockdcp.util._errors import MockDcpError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

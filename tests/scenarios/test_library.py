@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mockdcp._scenario_commands import bundled_scenarios, validate_file
+from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
 from mockdcp.client import DcpConsumer
 from mockdcp.scenario import load_scenario
 from tests.scenarios._harness import LIBRARY, library, run_scenario

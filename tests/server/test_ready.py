@@ -6,7 +6,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from mockdcp._dataset import (
+from mockdcp.data._dataset import (
     BLOCK,
     DocumentGenerator,
     faker_documents,

@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     scenarios = sub.add_parser("scenarios", help="list the bundled scenarios")
     scenarios.add_argument("--json", action="store_true", help="JSON lines")
 
-    from mockdcp.pipeline._cli import add_pipeline_parsers
+    from mockdcp.cli._pipeline_commands import add_pipeline_parsers
 
     add_pipeline_parsers(sub)
 
@@ -262,15 +262,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
     )
     if args.command == "serve":
-        from mockdcp._commands import run_serve
+        from mockdcp.cli._commands import run_serve
 
         return run_serve(args)
     if args.command == "tail":
-        from mockdcp._commands import run_tail
+        from mockdcp.cli._commands import run_tail
 
         return run_tail(args)
     if args.command in ("run", "validate", "scenarios"):
-        from mockdcp import _scenario_commands as commands
+        from mockdcp.cli import _scenario_commands as commands
 
         run = {
             "run": commands.run_run,
@@ -279,11 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         }[args.command]
         return run(args)
     if args.command == "bench":
-        from mockdcp._bench import run_bench
+        from mockdcp.cli._bench import run_bench
 
         return run_bench(args)
     if args.command in ("corpus", "oracle", "verify"):
-        from mockdcp.pipeline._cli import run_pipeline
+        from mockdcp.cli._pipeline_commands import run_pipeline
 
         return run_pipeline(args)
     return 2  # pragma: no cover - argparse rejects unknown commands

@@ -33,6 +33,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from mockdcp.util import collector_paused
+
 if TYPE_CHECKING:
     import argparse
 
@@ -73,6 +75,7 @@ def load_bucket(
         seed=1,
         clock=time.time,
         checkpoint_max_items=10_000,
+        pause_collector=collector_paused,
         collections={"bench": [f"c{k}" for k in range(collections)]} if collections else None,
     )
     pad = _value(0, value_size)
@@ -112,7 +115,7 @@ def measure_documents(count: int) -> dict[str, float]:
     an empty 1024-vbucket bucket."""
     import trio
 
-    from mockdcp._dataset import JSON, LOAD_BATCH, STEP_ROWS, document_chunks, load_documents
+    from mockdcp.data import JSON, LOAD_BATCH, STEP_ROWS, document_chunks, load_documents
     from mockdcp.model import Bucket
 
     t0 = time.process_time()
@@ -121,7 +124,7 @@ def measure_documents(count: int) -> dict[str, float]:
     keys = [key for chunk_keys, _ in chunks for key in chunk_keys]
     values = [value for _, chunk_values in chunks for value in chunk_values]
     del chunks
-    bucket = Bucket("default", 1024, seed=1, clock=time.time)
+    bucket = Bucket("default", 1024, seed=1, clock=time.time, pause_collector=collector_paused)
     t0 = time.process_time()
     for start in range(0, count, LOAD_BATCH):  # the batches load_documents writes
         batch = slice(start, start + LOAD_BATCH)
@@ -135,7 +138,7 @@ def measure_documents(count: int) -> dict[str, float]:
     del bucket, keys, values
     gc.unfreeze()
     gc.collect()
-    bucket = Bucket("default", 1024, seed=1, clock=time.time)
+    bucket = Bucket("default", 1024, seed=1, clock=time.time, pause_collector=collector_paused)
     stall = [0.0]
 
     async def load_and_watch(bucket: Bucket) -> float:
@@ -195,7 +198,7 @@ async def _stream_once(
         cmd = [
             sys.executable,
             "-m",
-            "mockdcp._bench_consumer",
+            "mockdcp.cli._bench_consumer",
             "--port",
             str(server.kv_port),
             "--items",

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from mockdcp._errors import ModelError
-from mockdcp.pipeline._errors import PipelineError
-from mockdcp.pipeline._schema import (
+from mockdcp.data._errors import PipelineError
+from mockdcp.data._schema import (
     CORPUS_COLUMNS,
     CORPUS_FORMAT,
     CORPUS_VERSION,
@@ -31,6 +30,7 @@ from mockdcp.pipeline._schema import (
     WRITE_OPS,
     open_dataset,
 )
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -206,7 +206,7 @@ def load_corpus_sync(
 
 
 def _report(path: str | Path, rows: int, counts: list[int], started: float) -> LoadReport:
-    from mockdcp.pipeline._schema import parquet_files
+    from mockdcp.data._schema import parquet_files
 
     files = len(parquet_files(Path(path)))
     written, deleted, expired = counts

@@ -41,7 +41,7 @@ import itertools
 import struct
 from typing import TYPE_CHECKING, Final
 
-from mockdcp._numpy import load_numpy
+from mockdcp.util import load_numpy
 
 if TYPE_CHECKING:
     from typing import BinaryIO

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mockdcp._errors import MockDcpError
+from mockdcp.util import MockDcpError
 
 
 class PipelineError(MockDcpError, ValueError):

@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mockdcp.pipeline._verify import VerifyReport
+    from mockdcp.pipeline import VerifyReport
 
 
 def _share(text: str) -> float:
@@ -88,7 +88,7 @@ def add_pipeline_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
 def run_pipeline(args: argparse.Namespace) -> int:
     """Run ``corpus``, ``oracle`` or ``verify``; 0 on success, 1 on a difference (verify)
     or an error (printed as one line, never a bare Spark stack trace)."""
-    from mockdcp.pipeline._errors import PipelineError, require_pipeline
+    from mockdcp.data import PipelineError, require_pipeline
 
     try:
         require_pipeline(spark=args.command != "oracle" or bool(args.corpus))
@@ -99,7 +99,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
 
 def _corpus(args: argparse.Namespace) -> int:
-    from mockdcp.pipeline._corpus import CorpusSpec, make_corpus, parse_collections
+    from mockdcp.pipeline import CorpusSpec, make_corpus, parse_collections
 
     spec = CorpusSpec(
         docs=args.docs,
@@ -123,7 +123,7 @@ def _corpus(args: argparse.Namespace) -> int:
 
 
 def _oracle(args: argparse.Namespace) -> int:
-    from mockdcp.pipeline._oracle import (
+    from mockdcp.pipeline import (
         oracle_from_corpus,
         oracle_from_scenario,
         oracle_from_url,
@@ -142,7 +142,7 @@ def _oracle(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from mockdcp.pipeline._verify import Columns, verify
+    from mockdcp.pipeline import Columns, verify
 
     columns = Columns(**{k[4:]: v for k, v in vars(args).items() if k.startswith("col_")})
     report = verify(

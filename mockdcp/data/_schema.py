@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.pipeline._errors import PipelineError
+from mockdcp.data._errors import PipelineError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -6,7 +6,7 @@ command with ``MOCKDCP_*`` variables in its environment (its standard output goe
 ``mockdcp run``'s standard error, so standard output holds the report alone), waits for
 the scenario's end, stops the consumer and reports each expectation; the exit status is 0
 only if every expectation passed, no wait timed out and the consumer did not fail. On a
-terminal the live view (mockdcp/_live.py) is drawn while the scenario runs.
+terminal the live view (mockdcp/cli/_live.py) is drawn while the scenario runs.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from mockdcp._errors import MockDcpError
+from mockdcp.util import MockDcpError
 
 if TYPE_CHECKING:
     import argparse
@@ -72,8 +72,8 @@ async def run_scenario(
     path: str, command: list[str], *, limit: float, host: str = "127.0.0.1", live: bool = False
 ) -> RunReport:
     """Serve ``path``, run ``command`` against it, and report (see the module doc);
-    ``live``: draw the live view (mockdcp/_live.py) meanwhile."""
-    from mockdcp import _live
+    ``live``: draw the live view (mockdcp/cli/_live.py) meanwhile."""
+    from mockdcp.cli import _live
     from mockdcp.server import serve
 
     async with serve(host=host, port=0, http_port=0, scenario=path) as server:
@@ -147,7 +147,7 @@ def print_report(report: RunReport, as_json: bool) -> None:
 
 def run_run(args: argparse.Namespace) -> int:
     command = list(args.consumer)
-    from mockdcp import _live
+    from mockdcp.cli import _live
 
     if args.json:
         _live.use_json_logs()
@@ -168,22 +168,11 @@ def run_run(args: argparse.Namespace) -> int:
 
 def validate_file(path: str) -> list[str]:
     """The problems of one scenario file (empty when it is valid)."""
-    import time
-
-    from mockdcp.model import Bucket
-    from mockdcp.scenario import ScenarioProblems, check_steps, load_scenario
+    from mockdcp.scenario import ScenarioProblems, check_steps, load_scenario, scenario_bucket
 
     try:
         scenario = load_scenario(path)
-        spec = scenario.bucket
-        bucket = Bucket(
-            spec.name,
-            spec.vbuckets,
-            seed=scenario.seed,
-            clock=time.time,
-            collections=spec.collections,
-        )
-        check_steps(scenario.steps, bucket, path)
+        check_steps(scenario.steps, scenario_bucket(scenario), path)
     except ScenarioProblems as exc:
         return [str(p) for p in exc.problems]
     except MockDcpError as exc:
@@ -206,8 +195,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def bundled_scenarios() -> list[tuple[str, str, str]]:
     """(name, first line of the description, path) of every bundled scenario."""
-    from mockdcp._errors import ScenarioError
     from mockdcp.scenario import load_scenario
+    from mockdcp.util import ScenarioError
 
     out = []
     folder = resources.files("mockdcp") / "scenarios"

@@ -17,8 +17,7 @@ import time
 
 import trio
 
-from mockdcp.client import StreamFilter
-from mockdcp.client._consumer import DcpConsumer
+from mockdcp.client import DcpConsumer, StreamFilter
 from mockdcp.protocol import DcpBufferAck, Opcode, Response, SnapshotFlag, Status
 
 # plain ints: hashing an IntEnum member goes through Python code, an int does not

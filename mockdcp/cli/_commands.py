@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from mockdcp._errors import raise_unwrapped
+from mockdcp.util import raise_unwrapped
 
 if TYPE_CHECKING:
     import argparse
@@ -39,7 +39,7 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from mockdcp import _live
+    from mockdcp.cli import _live
     from mockdcp.model import Bucket
     from mockdcp.server import serve
 
@@ -60,12 +60,12 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     corpus = getattr(args, "corpus", None)
     if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
+        from mockdcp.data import require_pipeline
         from mockdcp.pipeline import open_corpus
-        from mockdcp.pipeline._errors import require_pipeline
 
         require_pipeline(spark=False)
         open_corpus(corpus)
-    from mockdcp._dataset import early_worker
+    from mockdcp.data import early_worker
 
     docs = args.docs if bucket is not None and not corpus else 0
     async with (
@@ -111,13 +111,14 @@ async def _serve(args: argparse.Namespace) -> None:
             print(loaded, file=sys.stderr, flush=True)
         print(_ready_line(server, args), flush=True)
         # after "ready", before the first client: the codec and numpy (frame patching)
-        import mockdcp.producer._connection  # noqa: F401
-        from mockdcp._numpy import load_numpy
+        from mockdcp.producer import preload
+        from mockdcp.util import load_numpy
 
+        preload()
         load_numpy()
         async with trio.open_nursery() as nursery:
             if persist_later:
-                from mockdcp._dataset import persist_all
+                from mockdcp.data import persist_all
 
                 nursery.start_soon(persist_all, bucket)
             if _live.wanted(sys.stdout, json_logs=args.json):
@@ -145,7 +146,7 @@ async def _load(bucket: Bucket, docs: int, seed: int, worker: trio.Process | Non
     progress bar on a terminal (stderr). True when they are still to be persisted
     (``persist_all``): a large load is ready once it is in memory, and persists after
     the ready line (about a second for a million)."""
-    from mockdcp._dataset import WORKER_MIN, load_documents
+    from mockdcp.data import WORKER_MIN, load_documents
 
     later = docs >= WORKER_MIN and bucket.flusher.enabled
     if not sys.stderr.isatty():
@@ -168,8 +169,8 @@ async def _load(bucket: Bucket, docs: int, seed: int, worker: trio.Process | Non
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from mockdcp._errors import ModelError, ScenarioError, ServerError
-    from mockdcp.pipeline._errors import PipelineError
+    from mockdcp.data import PipelineError
+    from mockdcp.util import ModelError, ScenarioError, ServerError
 
     try:
         trio.run(_serve, args)

@@ -21,6 +21,8 @@ import sys
 from contextlib import aclosing, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from mockdcp.data._faker import draw_pools
+
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 
@@ -57,19 +59,23 @@ class _Pools:
     """What Faker draws once per seed."""
 
     def __init__(self, seed: int) -> None:
-        from faker import Faker
-
-        fake = Faker()
-        fake.seed_instance(seed)
-        firsts = [fake.first_name() for _ in range(256)]
-        lasts = [fake.last_name() for _ in range(256)]
-        self.first = [_escaped(n) for n in firsts]
-        self.last = [_escaped(n) for n in lasts]
-        self.first_mail = [_local_part(n) for n in firsts]
-        self.last_mail = [_local_part(n) for n in lasts]
-        self.domain = [_escaped(fake.free_email_domain()) for _ in range(16)]
-        self.city = [_escaped(fake.city()) for _ in range(128)]
-        self.country = [_escaped(fake.country()) for _ in range(64)]
+        pools = draw_pools(
+            seed,
+            {
+                "first": (lambda fake: fake.first_name(), 256),
+                "last": (lambda fake: fake.last_name(), 256),
+                "domain": (lambda fake: fake.free_email_domain(), 16),
+                "city": (lambda fake: fake.city(), 128),
+                "country": (lambda fake: fake.country(), 64),
+            },
+        )
+        self.first = [_escaped(n) for n in pools["first"]]
+        self.last = [_escaped(n) for n in pools["last"]]
+        self.first_mail = [_local_part(n) for n in pools["first"]]
+        self.last_mail = [_local_part(n) for n in pools["last"]]
+        self.domain = [_escaped(d) for d in pools["domain"]]
+        self.city = [_escaped(c) for c in pools["city"]]
+        self.country = [_escaped(c) for c in pools["country"]]
 
 
 class DocumentGenerator:
@@ -151,7 +157,7 @@ def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
 
 # -- generation in a worker process ------------------------------------------------------
 #
-# A large load draws its documents in a second process (``python mockdcp/_dataset.py``),
+# A large load draws its documents in a second process (``python mockdcp/data/_dataset.py``),
 # on the machine's other core, while the server's process writes them into the model:
 # drawing costs about 1.5 µs a document, writing about 3.5, one after the other 5. The
 # worker writes chunks of ``CHUNK_BLOCKS`` blocks to its stdout, each a header
@@ -426,7 +432,7 @@ async def _load(
 
 
 def main(argv: list[str]) -> int:
-    """``python mockdcp/_dataset.py COUNT SEED``: the worker (``write_chunks``)."""
+    """``python mockdcp/data/_dataset.py COUNT SEED``: the worker (``write_chunks``)."""
     count, seed = int(argv[0]), int(argv[1])
     # The lowest priority: on a machine with fewer free cores than runnable processes
     # the kernel would otherwise take the server's core from its event loop for a

@@ -15,8 +15,18 @@ if TYPE_CHECKING:
 
 
 def load_numpy() -> ModuleType:
-    """The numpy module (imported once per process)."""
+    """The numpy module (imported once per process), its thread pool kept to one thread."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import numpy
 
     return numpy
+
+
+def tune_process() -> None:
+    """What a serving process sets once, before the producer runs: numpy's BLAS pool kept
+    to one thread (the producer imports numpy itself, on first use) and glibc's
+    allocator keeping the producer's buffer pages (``tune_allocator``)."""
+    from mockdcp.util._malloc import tune_allocator
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    tune_allocator()

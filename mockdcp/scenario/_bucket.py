@@ -1,0 +1,28 @@
+"""The bucket a scenario runs on, made in one place for every command that runs or checks
+one (``mockdcp serve --scenario``, ``run``, ``validate``, ``oracle --scenario``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mockdcp.model import Bucket
+
+if TYPE_CHECKING:
+    from mockdcp.scenario._convert import Scenario
+
+#: The bucket clock of a scenario run (2023-11-14T22:13:20Z): CAS values and delete times
+#: then depend on the steps alone, so every run of a scenario sends the same bytes.
+SCENARIO_EPOCH = 1_700_000_000.0
+
+
+def scenario_bucket(scenario: Scenario) -> Bucket:
+    """A fresh bucket as the scenario's ``bucket:`` block declares it, seeded with its seed,
+    on the fixed scenario clock (``SCENARIO_EPOCH``)."""
+    spec = scenario.bucket
+    return Bucket(
+        spec.name,
+        spec.vbuckets,
+        seed=scenario.seed,
+        clock=lambda: SCENARIO_EPOCH,
+        collections=spec.collections,
+    )
