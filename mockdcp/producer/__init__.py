@@ -1,5 +1,13 @@
 """Per-connection and per-stream producer state machines. Pure: no I/O, no clock.
 
+A module a job: ``_node`` (the node: its connections and every step that acts on
+them), ``_connection`` (the byte pump of one connection), ``_dispatch`` (the one handler
+table) and the handlers (``_session_handlers``, ``_lookup_handlers``, ``_dcp_handlers``,
+``_document_handlers``), ``_replies`` (every answer), ``_scheduler`` (streams drained
+under flow control and holds), ``_stream_request`` (the decision on a stream request),
+``_stream`` (one stream: backfill, memory, end), ``_encoder`` and ``_filter`` (the shared
+frames per connection and filter), ``events`` (what the node reports).
+
 ``Node`` loads at once; the connection and stream machinery (and with it the message
 classes) load on first use, so ``mockdcp serve`` listens before paying for them.
 """

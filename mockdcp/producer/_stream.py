@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
+    from mockdcp.producer._stream_request import StreamRequestDecision
 
     #: frame sizes (int64), one per frame of a run
     Sizes = NDArray[numpy.int64]
@@ -166,26 +167,21 @@ class Stream:
         *,
         vb: VBucket,
         opaque: int,
-        stream_id: int | None,
-        start_seqno: int,
-        end_seqno: int,
-        snap_start_seqno: int,
+        request: StreamRequestDecision,
         encoder: ItemEncoder,
         cursor_name: str,
-        collections: frozenset[int] | None,
-        scope: int | None = None,
-        marker_version: SnapshotMarkerVersion = SnapshotMarkerVersion.V1,
-        disk_only: bool = False,
-        ignore_purged_tombstones: bool = False,
-        client_purge_seqno: int = 0,
-        snap_end_seqno: int = 0,
         oso: str = "",
     ) -> None:
+        """A stream of ``vb`` as the accepted stream request ``request`` (the decision
+        record of ``decide_stream_request``) says: its id, range, snapshot, filter,
+        marker version and backfill options."""
         self.vb = vb
         self.vbucket = vb.vbid
         self.opaque = opaque
-        self.stream_id = stream_id
-        self.end_seqno = end_seqno
+        self.stream_id = request.stream_id
+        self.end_seqno = request.end_seqno
+        start_seqno = request.start_seqno
+        collections = request.collections
         self.state = StreamState.PENDING
         self.chunks: deque[Chunk] = deque()
         self._encoder = encoder
@@ -194,18 +190,18 @@ class Stream:
         aware = encoder.form.collections
         self._filter = StreamFilter(
             None if collections is None else set(collections) if aware else {0},
-            scope=scope,
+            scope=request.scope,
             aware=aware,
         )
         self._oso_mode = oso
         self._start_seqno = start_seqno
-        self._requested_snap_end = snap_end_seqno
-        self._marker_version = marker_version
-        self._disk_only = disk_only
-        self._ignore_purged = ignore_purged_tombstones
-        self._client_purge = client_purge_seqno
+        self._requested_snap_end = request.snap_end_seqno
+        self._marker_version = request.marker_version
+        self._disk_only = request.disk_only
+        self._ignore_purged = request.ignore_purged_tombstones
+        self._client_purge = request.client_purge_seqno
         self._generation = vb.generation
-        self._requested_snap_start = snap_start_seqno
+        self._requested_snap_start = request.snap_start_seqno
         self._first_marker_sent = False
         self._next_marker_checkpoint = True
         self.last_marker_end = 0
@@ -220,6 +216,12 @@ class Stream:
         self.backfills = 0
 
     # -- state -----------------------------------------------------------------------
+
+    @property
+    def generation_changed(self) -> bool:
+        """The vbucket's history was cut or its state changed since the stream opened
+        (failover, restart, state change): it must end (STATE_CHANGED)."""
+        return self.vb.generation != self._generation
 
     def _to(self, event: StreamEvent) -> None:
         self.state = transition_stream(self.state, event)

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from mockdcp.model import Bucket
-from mockdcp.producer import _connection
+from mockdcp.producer import _dispatch
 from mockdcp.protocol import (
     DcpOpen,
     DcpOpenFlag,
@@ -220,7 +220,7 @@ async def test_handler_exception_answers_einternal_with_context_and_connection_g
     def broken(conn: object, frame: Frame, msg: object, now: float) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(_connection._HANDLERS, Version, broken)
+    monkeypatch.setitem(_dispatch.HANDLERS, Version, broken)
     c = await _opened(server)
     opaque = c.next_opaque()
     await c.send(Version(opaque=opaque).encode())

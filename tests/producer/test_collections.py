@@ -300,13 +300,16 @@ def stream(b: Bucket, settings: DcpSettings, collections: frozenset[int] | None)
     return Stream(
         vb=b.vbucket(0),
         opaque=7,
-        stream_id=None,
-        start_seqno=0,
-        end_seqno=MAX,
-        snap_start_seqno=0,
+        request=StreamRequestDecision(
+            status=Status.SUCCESS,
+            stream_id=None,
+            start_seqno=0,
+            end_seqno=MAX,
+            snap_start_seqno=0,
+            collections=collections,
+        ),
         encoder=ItemEncoder(settings),
         cursor_name="t",
-        collections=collections,
     )
 
 

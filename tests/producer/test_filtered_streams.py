@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mockdcp.model import Bucket
+from mockdcp.producer import StreamRequestDecision
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._stream import Stream
@@ -68,15 +69,18 @@ def stream(
     return Stream(
         vb=b.vbucket(vbucket),
         opaque=7,
-        stream_id=None,
-        start_seqno=start,
-        end_seqno=end,
-        snap_start_seqno=snap[0],
-        snap_end_seqno=snap[1],
+        request=StreamRequestDecision(
+            status=Status.SUCCESS,
+            stream_id=None,
+            start_seqno=start,
+            end_seqno=end,
+            snap_start_seqno=snap[0],
+            snap_end_seqno=snap[1],
+            collections=collections,
+            scope=scope,
+        ),
         encoder=ItemEncoder(settings),
         cursor_name="t",
-        collections=collections,
-        scope=scope,
         oso=settings.oso,
     )
 

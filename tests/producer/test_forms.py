@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mockdcp.model import Bucket
+from mockdcp.producer import StreamRequestDecision
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._encoder import Form, ItemEncoder, encode_item
 from mockdcp.producer._stream import Stream
@@ -20,6 +21,7 @@ from mockdcp.protocol import (
     DcpOpenFlag,
     FrameReader,
     Opcode,
+    Status,
     SystemEventType,
     split_xattrs,
 )
@@ -199,14 +201,17 @@ def stream_frames(
     stream = Stream(
         vb=b.vbucket(0),
         opaque=77,
-        stream_id=sid,
-        start_seqno=0,
-        end_seqno=2**64 - 1,
-        snap_start_seqno=0,
+        request=StreamRequestDecision(
+            status=Status.SUCCESS,
+            stream_id=sid,
+            start_seqno=0,
+            end_seqno=2**64 - 1,
+            snap_start_seqno=0,
+            collections=collections,
+            scope=scope,
+        ),
         encoder=ItemEncoder(dcp),
         cursor_name="s",
-        collections=collections,
-        scope=scope,
     )
     reader = FrameReader(max_frame_size=1 << 24)
     reader.feed(stream_bytes(stream))

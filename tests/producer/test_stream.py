@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from mockdcp.model import Bucket
+from mockdcp.producer import StreamRequestDecision
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._stream import PIECE_BYTES, Stream
-from mockdcp.protocol import Mutation, SnapshotMarker, StreamEnd, StreamEndReason
+from mockdcp.protocol import Mutation, SnapshotMarker, Status, StreamEnd, StreamEndReason
 from tests.producer._session import decode_all
 
 BIG = PIECE_BYTES // 4  # a value size: a batch of 20 such items takes about five pieces
@@ -20,13 +21,16 @@ def open_stream(b: Bucket, *, end_seqno: int = 2**64 - 1, opaque: int = 0xABCD) 
     return Stream(
         vb=b.vbucket(0),
         opaque=opaque,
-        stream_id=None,
-        start_seqno=0,
-        end_seqno=end_seqno,
-        snap_start_seqno=0,
+        request=StreamRequestDecision(
+            status=Status.SUCCESS,
+            stream_id=None,
+            start_seqno=0,
+            end_seqno=end_seqno,
+            snap_start_seqno=0,
+            collections=None,
+        ),
         encoder=ItemEncoder(DcpSettings(collections=True)),
         cursor_name="test",
-        collections=None,
     )
 
 

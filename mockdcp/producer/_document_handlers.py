@@ -5,7 +5,7 @@ Responses (kv_engine ``docs/BinaryProtocol.md``): GET/GAT carry extras = u32 fla
 body and its datatype (JSON only toward a connection that has the JSON datatype);
 mutations carry the new CAS and, with HELLO MUTATION_SEQNO, extras = vbucket uuid and
 seqno (the mutation token); GET_META carries the metadata extras and the CAS.
-``Connection`` registers these handlers in its dispatch table.
+``_dispatch`` registers these handlers in its one table; they answer through ``conn.replies``.
 """
 
 from __future__ import annotations
@@ -60,19 +60,19 @@ def _run(
     try:
         cid, key = split_collection(msg.key, conn.settings.collections)
     except RemoteProtocolError as exc:
-        conn._respond(frame, exc.status, context=str(exc))
+        conn.replies.respond(frame, exc.status, context=str(exc))
         return
     try:
         command(_documents(conn), msg.vbucket, cid, key)
     except ModelError as exc:  # a value the model refuses: the request's fault
-        conn._respond(frame, Status.EINVAL, context=str(exc))
+        conn.replies.respond(frame, Status.EINVAL, context=str(exc))
     except KvError as exc:
         if exc.status == Status.NOT_MY_VBUCKET:
-            conn._not_my_vbucket(frame)
+            conn.replies.not_my_vbucket(frame)
         elif exc.status == Status.UNKNOWN_COLLECTION:
-            conn._reply(frame, lookups._unknown(conn.node.bucket, Status.UNKNOWN_COLLECTION))
+            conn.replies.reply(frame, lookups._unknown(conn.node.bucket, Status.UNKNOWN_COLLECTION))
         else:
-            conn._respond(frame, exc.status, value=exc.value, context=exc.context)
+            conn.replies.respond(frame, exc.status, value=exc.value, context=exc.context)
 
 
 def _token(conn: Connection, written: Written) -> bytes:
@@ -82,7 +82,7 @@ def _token(conn: Connection, written: Written) -> bytes:
 
 
 def _body_datatype(conn: Connection, datatype: int) -> int:
-    return datatype if conn._json_enabled else datatype & ~Datatype.JSON
+    return datatype if conn.replies.json_enabled else datatype & ~Datatype.JSON
 
 
 def on_get(conn: Connection, frame: Frame, msg: Get | GetAndTouch, now: float) -> None:
@@ -92,7 +92,7 @@ def on_get(conn: Connection, frame: Frame, msg: Get | GetAndTouch, now: float) -
         if isinstance(msg, GetAndTouch):
             docs.touch(vb, cid, key, msg.expiry)
         item, body, datatype = docs.get(vb, cid, key)
-        conn._respond(
+        conn.replies.respond(
             frame,
             extras=item.flags.to_bytes(4, "big"),
             value=body,
@@ -120,7 +120,7 @@ def on_store(conn: Connection, frame: Frame, msg: Set | Add | Replace, now: floa
             cas=msg.cas,
             preserve_ttl=msg.preserve_ttl,
         )
-        conn._respond(frame, extras=_token(conn, written), cas=written.item.cas)
+        conn.replies.respond(frame, extras=_token(conn, written), cas=written.item.cas)
 
     _run(conn, frame, msg, command)
 
@@ -128,7 +128,7 @@ def on_store(conn: Connection, frame: Frame, msg: Set | Add | Replace, now: floa
 def on_delete(conn: Connection, frame: Frame, msg: Delete, now: float) -> None:
     def command(docs: Documents, vb: int, cid: int, key: bytes) -> None:
         written = docs.delete(vb, cid, key, cas=msg.cas)
-        conn._respond(frame, extras=_token(conn, written), cas=written.item.cas)
+        conn.replies.respond(frame, extras=_token(conn, written), cas=written.item.cas)
 
     _run(conn, frame, msg, command)
 
@@ -136,7 +136,7 @@ def on_delete(conn: Connection, frame: Frame, msg: Delete, now: float) -> None:
 def on_touch(conn: Connection, frame: Frame, msg: Touch, now: float) -> None:
     def command(docs: Documents, vb: int, cid: int, key: bytes) -> None:
         written = docs.touch(vb, cid, key, msg.expiry)
-        conn._respond(frame, cas=written.item.cas)
+        conn.replies.respond(frame, cas=written.item.cas)
 
     _run(conn, frame, msg, command)
 
@@ -151,7 +151,7 @@ def on_get_meta(conn: Connection, frame: Frame, msg: GetMeta, now: float) -> Non
             rev_seqno=item.rev_seqno,
             datatype=item.datatype if msg.version == 2 else None,
         )
-        conn._respond(frame, extras=extras, cas=item.cas)
+        conn.replies.respond(frame, extras=extras, cas=item.cas)
 
     _run(conn, frame, msg, command)
 
@@ -160,7 +160,7 @@ def on_lookup(conn: Connection, frame: Frame, msg: SubdocMultiLookup, now: float
     def command(docs: Documents, vb: int, cid: int, key: bytes) -> None:
         looked = docs.lookup_in(vb, cid, key, msg.specs, msg.doc_flags)
         value = encode_lookup_results(looked.results)
-        conn._respond(frame, looked.status, value=value, cas=looked.item.cas)
+        conn.replies.respond(frame, looked.status, value=value, cas=looked.item.cas)
 
     _run(conn, frame, msg, command)
 
@@ -179,12 +179,12 @@ def on_mutation(conn: Connection, frame: Frame, msg: SubdocMultiMutation, now: f
             preserve_ttl=msg.preserve_ttl,
         )
         value = encode_mutation_results(written.results)
-        conn._respond(frame, extras=_token(conn, written), value=value, cas=written.item.cas)
+        conn.replies.respond(frame, extras=_token(conn, written), value=value, cas=written.item.cas)
 
     _run(conn, frame, msg, command)
 
 
-#: Registered in ``Connection``'s dispatch table.
+#: The document commands' part of the dispatch table (``_dispatch``).
 HANDLERS: dict[type, Callable[[Connection, Frame, Any, float], None]] = {
     Get: on_get,
     GetAndTouch: on_get,

@@ -1,0 +1,58 @@
+"""The lookups consumers make beside their streams: GET_ALL_VB_SEQNOS, OBSERVE_SEQNO and
+the collections manifest, collection id and scope id. The answers are the pure functions
+of ``_lookups``; these handlers send them through ``conn.replies``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mockdcp.producer import _lookups as lookups
+from mockdcp.protocol import (
+    GetAllVbSeqnos,
+    GetCollectionId,
+    GetCollectionsManifest,
+    GetScopeId,
+    ObserveSeqno,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp.producer._connection import Connection
+    from mockdcp.protocol import Frame
+
+
+def on_all_vb_seqnos(conn: Connection, frame: Frame, msg: GetAllVbSeqnos, now: float) -> None:
+    reply = lookups.all_vb_seqnos(conn.node.bucket, msg, collections=conn.settings.collections)
+    conn.replies.reply(frame, reply)
+
+
+def on_observe_seqno(conn: Connection, frame: Frame, msg: ObserveSeqno, now: float) -> None:
+    reply = lookups.observe_seqno(conn.node.bucket, msg)
+    if reply is None:
+        conn.replies.not_my_vbucket(frame)
+    else:
+        conn.replies.reply(frame, reply)
+
+
+def on_manifest(conn: Connection, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
+    conn.replies.reply(frame, lookups.collections_manifest(conn.node.bucket))
+
+
+def on_collection_id(conn: Connection, frame: Frame, msg: GetCollectionId, now: float) -> None:
+    conn.replies.reply(frame, lookups.collection_id(conn.node.bucket, msg))
+
+
+def on_scope_id(conn: Connection, frame: Frame, msg: GetScopeId, now: float) -> None:
+    conn.replies.reply(frame, lookups.scope_id(conn.node.bucket, msg))
+
+
+#: The lookups' part of the dispatch table (``_dispatch``).
+HANDLERS: dict[type, Callable[[Connection, Frame, Any, float], None]] = {
+    GetAllVbSeqnos: on_all_vb_seqnos,
+    ObserveSeqno: on_observe_seqno,
+    GetCollectionsManifest: on_manifest,
+    GetCollectionId: on_collection_id,
+    GetScopeId: on_scope_id,
+}

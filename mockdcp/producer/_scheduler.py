@@ -1,0 +1,182 @@
+"""Which stream sends next, and how much: the scheduling of one connection's streams.
+
+``StreamScheduler.drain`` goes round the ready streams taking their encoded chunks while
+the flow-control window is open (kv_engine ``DcpProducer::BufferLog``: a message may be
+sent while outstanding < buffer size, checked before each message, so the producer
+overshoots by at most one message), never past a held vbucket's seqno (a scenario's
+``wait``), and notes the events the write makes (``StreamWritten``, ``SeqnoWritten``) for
+the connection to release once the bytes are written. ``end_reset_streams`` ends, at once,
+the streams whose vbucket changed generation (failover, restart, state change).
+Sans-IO: bytes in, lists out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mockdcp.producer import events as ev
+from mockdcp.protocol import StreamEndReason, stream_frame_seqno, stream_item_seqno
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from mockdcp.producer._flow import FlowWindow
+    from mockdcp.producer._output import OutputQueue
+    from mockdcp.producer._registry import StreamRegistry
+    from mockdcp.producer._stream import Chunk, Stream
+
+#: bytes one stream may send before the next ready stream gets its turn
+QUANTUM = 256 * 1024
+
+
+class StreamScheduler:
+    """The streams of one connection, drained in turn under flow control and holds."""
+
+    def __init__(
+        self,
+        streams: StreamRegistry,
+        flow: FlowWindow,
+        holds: Callable[[], Mapping[int, int]],
+        event: Callable[..., ev.ProducerEvent],
+    ) -> None:
+        self.streams = streams
+        self.flow = flow
+        #: vbucket -> seqno: streams send nothing past it until released (``Node.holds``)
+        self._holds = holds
+        #: makes an event of this connection (kind, **fields)
+        self._event = event
+        #: (vbucket, seqno) holds already reported as reached
+        self.reached: set[tuple[int, int]] = set()
+
+    def can_send(self) -> bool:
+        """A ready stream has something to send and the window is open."""
+        if not self.flow.open:
+            return False
+        return any(s.chunks or s.alive for s in self.streams.ready.values())
+
+    def drain(
+        self,
+        parts: list[bytes | memoryview],
+        size: int,
+        limit: int,
+        events: list[ev.ProducerEvent],
+    ) -> int:
+        """Append stream data to ``parts`` (``size`` bytes so far) up to about ``limit``;
+        returns the new size. Round robin over ready streams, ``QUANTUM`` bytes a turn,
+        while the window is open. A stream of a held vbucket sends nothing past the
+        hold's seqno. The events of what was taken go to ``events``."""
+        holds = self._holds()
+        ready = self.streams.ready
+        flow = self.flow
+        while size < limit and ready and flow.open:
+            progressed = False
+            for key, stream in list(ready.items()):
+                if not stream.refill():
+                    if stream.finished:
+                        self.streams.forget(stream)
+                    else:
+                        ready.pop(key, None)
+                    if key in ready:
+                        ready.pop(key, None)
+                    continue
+                hold = holds.get(stream.vbucket)
+                stop = None if hold is None else frames_up_to(stream.chunks[0], hold)
+                budget = min(QUANTUM, limit - size)  # a throttle's limit may be small
+                taken = flow.take(stream.chunks, parts, budget, stop=stop)
+                if taken:
+                    self._wrote(stream, events)
+                stream.mark_drained()
+                size += taken
+                progressed |= taken > 0
+                if hold is not None:
+                    self._check_hold(stream, hold, events)
+                if stream.finished:
+                    self.streams.forget(stream)
+                if size >= limit or not flow.open:
+                    break
+            if not progressed:
+                break
+        return size
+
+    def _wrote(self, stream: Stream, events: list[ev.ProducerEvent]) -> None:
+        """Note the last item of ``stream`` in this write (an event once written)."""
+        assert self.flow.last is not None
+        seqno = stream_item_seqno(*self.flow.last)
+        if seqno is None:
+            return
+        events.append(
+            self._event(
+                ev.StreamWritten, vbucket=stream.vbucket, stream_id=stream.stream_id, seqno=seqno
+            )
+        )
+
+    def _check_hold(self, stream: Stream, hold: int, events: list[ev.ProducerEvent]) -> None:
+        """Report a hold as reached once every frame of the stream up to its seqno has
+        been taken: the next queued frame lies past it, or nothing is queued and the
+        stream has read past it."""
+        if (stream.vbucket, hold) in self.reached:
+            return
+        if stream.refill():  # the next piece, if one is pending
+            chunk = stream.chunks[0]
+            start = chunk.ends[chunk.pos - 1] - chunk.base if chunk.pos else 0
+            if stream_frame_seqno(chunk.buf, start) <= hold:
+                return
+        elif stream.last_read_seqno < hold and stream.alive:
+            return
+        self.reached.add((stream.vbucket, hold))
+        flow_bytes = self.flow.acked + self.flow.unacked
+        events.append(
+            self._event(ev.SeqnoWritten, vbucket=stream.vbucket, seqno=hold, flow_bytes=flow_bytes)
+        )
+
+    def holds_released(self) -> None:
+        """The node lifted its holds: every stream may send again."""
+        self.reached.clear()
+        for stream in self.streams:
+            self.streams.mark_ready(stream)
+
+    def end_reset_streams(self, streams: list[Stream], out: OutputQueue) -> bool:
+        """End, now, the streams whose vbucket's history was cut or whose state changed
+        (failover, restart, state change: a new generation; kv_engine
+        ``docs/dcp/documentation/failure-scenarios.md``).
+
+        A node ends them when the vbucket changes, not when the stream next reads: the
+        STREAM_END(STATE_CHANGED) goes into the reply queue ``out`` at once, so it is
+        written before the answer to any later request on this connection (an
+        OBSERVE_SEQNO or GET_FAILOVER_LOG that would show the new branch).
+        Rollback-mitigating clients rely on that order (java-dcp-client would otherwise
+        release lost writes). The end message skips the flow-control wait (one message
+        of overshoot, as flow control allows: kv_engine
+        ``docs/dcp/documentation/flow-control.md``) but is counted as outstanding like
+        every stream message. True if any stream ended.
+        """
+        ended = False
+        for stream in streams:
+            if not stream.alive or not stream.generation_changed:
+                continue
+            stream.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
+            for chunk in stream.chunks:  # just the STREAM_END: the queue was discarded
+                frame = bytes(chunk.buf[chunk.offset : chunk.ends[-1] - chunk.base])
+                out.append(frame)
+                if self.flow.size:
+                    self.flow.unacked += len(frame)
+            stream.chunks.clear()
+            stream.mark_drained()
+            self.streams.forget(stream)
+            ended = True
+        return ended
+
+
+def frames_up_to(chunk: Chunk, seqno: int) -> int:
+    """Index (in ``chunk.ends``) of the first frame from ``chunk.pos`` on that lies past
+    ``seqno``: the frames of a stream chunk are in seqno order, so a bisection over their
+    seqnos, read from the frames themselves, finds it."""
+    lo, hi = chunk.pos, len(chunk.ends)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        start = chunk.ends[mid - 1] - chunk.base if mid else 0
+        if stream_frame_seqno(chunk.buf, start) <= seqno:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

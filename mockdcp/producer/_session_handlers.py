@@ -1,0 +1,145 @@
+"""The session commands a client sends before (and beside) DCP: HELLO, VERSION, NOOP,
+GET_ERROR_MAP, the SASL exchange, SELECT_BUCKET and GET_CLUSTER_CONFIG. Each handler
+takes the connection, the request frame, its decoded message and the time, and answers
+through ``conn.replies``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mockdcp.producer import events as ev
+from mockdcp.producer._state import ConnectionEvent, transition_connection
+from mockdcp.protocol import (
+    Datatype,
+    GetClusterConfig,
+    GetErrorMap,
+    Hello,
+    HelloFeature,
+    Noop,
+    SaslAuth,
+    SaslListMechs,
+    SaslStep,
+    SelectBucket,
+    Status,
+    Version,
+    encode_hello_features,
+    error_map,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mockdcp.producer._connection import Connection
+    from mockdcp.protocol import Frame, SaslResult
+
+#: HELLO features a current node grants (kv_engine ``hello_packet_executor.cc``).
+#: DUPLEX-dependent cluster-map notifications are not granted: mockdcp does not push maps,
+#: so clients keep polling.
+SUPPORTED_FEATURES = frozenset(
+    {
+        HelloFeature.TCP_NODELAY,
+        HelloFeature.MUTATION_SEQNO,
+        HelloFeature.XATTR,
+        HelloFeature.XERROR,
+        HelloFeature.SELECT_BUCKET,
+        HelloFeature.SNAPPY,
+        HelloFeature.JSON,
+        HelloFeature.DUPLEX,
+        HelloFeature.ALT_REQUEST_SUPPORT,
+        HelloFeature.SYNC_REPLICATION,
+        HelloFeature.COLLECTIONS,
+        HelloFeature.SNAPPY_EVERYWHERE,
+        HelloFeature.PRESERVE_TTL,
+        HelloFeature.SUBDOC_CREATE_AS_DELETED,
+        HelloFeature.SUBDOC_REPLACE_BODY_WITH_XATTR,
+        HelloFeature.SUBDOC_REPLICA_READ,
+        HelloFeature.GET_CLUSTER_CONFIG_WITH_KNOWN_VERSION,
+        HelloFeature.DEDUPE_NOT_MY_VBUCKET_CLUSTERMAP,
+        HelloFeature.SUBDOC_ALLOW_REPLICA_READ_ON_DELETED_DOCUMENTS,
+        HelloFeature.SUBDOC_BINARY_XATTR,
+        HelloFeature.DCP_SKIP_DELETES_IN_INITIAL_BACKFILL,
+    }
+)
+
+
+def on_hello(conn: Connection, frame: Frame, msg: Hello, now: float) -> None:
+    asked = list(dict.fromkeys(msg.features))
+    notify = {
+        HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION,
+        HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF,
+    }
+    if notify & set(asked) and HelloFeature.DUPLEX not in asked:
+        conn.replies.respond(frame, Status.EINVAL, context="cluster map notifications need DUPLEX")
+        return
+    granted = sorted({f for f in asked if f in SUPPORTED_FEATURES})
+    conn.features = frozenset(granted)
+    conn.settings.collections = HelloFeature.COLLECTIONS in conn.features
+    snappy = {HelloFeature.SNAPPY, HelloFeature.SNAPPY_EVERYWHERE}
+    conn.settings.snappy = bool(snappy & conn.features)
+    conn.replies.respond(frame, value=encode_hello_features(granted))
+
+
+def on_version(conn: Connection, frame: Frame, msg: Version, now: float) -> None:
+    conn.replies.respond(frame, value=conn.node.version.encode())
+
+
+def on_noop(conn: Connection, frame: Frame, msg: Noop, now: float) -> None:
+    conn.replies.respond(frame)
+
+
+def on_error_map(conn: Connection, frame: Frame, msg: GetErrorMap, now: float) -> None:
+    if msg.version < 1:
+        conn.replies.respond(frame, Status.EINVAL, context="error map version must be >= 1")
+        return
+    conn.replies.respond(frame, value=error_map(min(msg.version, 2)), datatype=Datatype.JSON)
+
+
+def on_sasl_list(conn: Connection, frame: Frame, msg: SaslListMechs, now: float) -> None:
+    conn.replies.respond(frame, value=conn.sasl.mechanisms_string().encode())
+
+
+def on_sasl_auth(conn: Connection, frame: Frame, msg: SaslAuth, now: float) -> None:
+    _sasl_result(conn, frame, conn.sasl.start(msg.mechanism, msg.payload))
+
+
+def on_sasl_step(conn: Connection, frame: Frame, msg: SaslStep, now: float) -> None:
+    _sasl_result(conn, frame, conn.sasl.step(msg.mechanism, msg.payload))
+
+
+def _sasl_result(conn: Connection, frame: Frame, result: SaslResult) -> None:
+    if result.status == Status.SUCCESS:
+        conn.user = result.user
+        conn.state = transition_connection(conn.state, ConnectionEvent.AUTH)
+        conn.emit(ev.Authenticated, user=result.user or "")
+    conn.replies.respond(frame, result.status, value=result.payload)
+
+
+def on_select_bucket(conn: Connection, frame: Frame, msg: SelectBucket, now: float) -> None:
+    if msg.bucket != conn.node.bucket.name:
+        conn.replies.respond(frame, Status.KEY_ENOENT, context=f"no bucket {msg.bucket!r}")
+        return
+    conn.state = transition_connection(conn.state, ConnectionEvent.SELECT_BUCKET)
+    conn.replies.respond(frame)
+
+
+def on_cluster_config(conn: Connection, frame: Frame, msg: GetClusterConfig, now: float) -> None:
+    node = conn.node
+    if (msg.epoch, msg.revision) == (node.config_epoch, node.config_rev):
+        conn.replies.respond(frame)  # the client has this map (BinaryProtocol.md 0xb5)
+        return
+    conn.replies.respond(frame, value=conn.config_bytes(), datatype=Datatype.JSON)
+
+
+#: The session commands' part of the dispatch table (``_dispatch``).
+HANDLERS: dict[type, Callable[[Connection, Frame, Any, float], None]] = {
+    Hello: on_hello,
+    Version: on_version,
+    Noop: on_noop,
+    GetErrorMap: on_error_map,
+    SaslListMechs: on_sasl_list,
+    SaslAuth: on_sasl_auth,
+    SaslStep: on_sasl_step,
+    SelectBucket: on_select_bucket,
+    GetClusterConfig: on_cluster_config,
+}

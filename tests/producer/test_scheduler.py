@@ -1,0 +1,129 @@
+"""The stream scheduler alone (no connection, no socket): round robin over ready streams,
+the flow-control window, holds, and the events of what it took."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mockdcp.model import Bucket
+from mockdcp.producer import DcpSettings, Stream, StreamRequestDecision, events as ev
+from mockdcp.producer._encoder import ItemEncoder
+from mockdcp.producer._flow import FlowWindow
+from mockdcp.producer._output import OutputQueue
+from mockdcp.producer._registry import StreamRegistry
+from mockdcp.producer._scheduler import StreamScheduler
+from mockdcp.protocol import FrameReader, Opcode, Status, VBucketState
+
+MAX = 2**64 - 1
+
+
+def loaded(vbuckets: int = 2, per_vbucket: int = 50) -> Bucket:
+    b = Bucket("default", vbuckets, seed=1, clock=lambda: 1_700_000_000.0)
+    for vb in range(vbuckets):
+        for i in range(per_vbucket):
+            b.set(f"k{vb}-{i}", b'{"v":1}', vbucket=vb)
+    return b
+
+
+def scheduler(
+    b: Bucket, holds: dict[int, int] | None = None, window: int = 0
+) -> tuple[StreamScheduler, StreamRegistry, FlowWindow]:
+    streams, flow = StreamRegistry(), FlowWindow()
+    if window:
+        flow.resize(window)
+    encoder = ItemEncoder(DcpSettings())
+    for vb in range(b.num_vbuckets):
+        request = StreamRequestDecision(status=Status.SUCCESS, start_seqno=0, end_seqno=MAX)
+        streams.add(
+            Stream(
+                vb=b.vbucket(vb), opaque=vb, request=request, encoder=encoder, cursor_name=f"{vb}"
+            )
+        )
+
+    def event(kind: type[ev.ProducerEvent], **fields: Any) -> ev.ProducerEvent:  # noqa: ANN401
+        return kind(time=0.0, conn_id=1, name="t", **fields)
+
+    return StreamScheduler(streams, flow, lambda: holds or {}, event), streams, flow
+
+
+def mutations_by_vbucket(parts: list[bytes | memoryview]) -> list[int]:
+    reader = FrameReader(max_frame_size=1 << 24)
+    reader.feed(b"".join(parts))
+    out = []
+    while (frame := reader.next_frame()) is not None:
+        if frame.opcode == Opcode.DCP_MUTATION:
+            out.append(frame.vbucket)
+    return out
+
+
+def test_drain_sends_every_ready_stream_and_notes_what_was_written() -> None:
+    sched, _, _ = scheduler(loaded())
+    parts: list[bytes | memoryview] = []
+    events: list[ev.ProducerEvent] = []
+    size = sched.drain(parts, 0, 1 << 20, events)
+    assert size == sum(map(len, parts))
+    assert sorted(mutations_by_vbucket(parts)) == [0] * 50 + [1] * 50
+    written = {(e.vbucket, e.seqno) for e in events if isinstance(e, ev.StreamWritten)}
+    assert written == {(0, 50), (1, 50)}
+
+
+def test_drain_takes_turns_between_streams_within_the_limit() -> None:
+    sched, _, _ = scheduler(loaded(per_vbucket=2000))
+    parts: list[bytes | memoryview] = []
+    sched.drain(parts, 0, 600 * 1024, [])
+    vbuckets = mutations_by_vbucket(parts)
+    assert set(vbuckets) == {0, 1}  # neither stream has the whole write
+    assert vbuckets[0] != vbuckets[-1]
+
+
+def test_a_full_flow_control_window_stops_the_drain_after_one_message() -> None:
+    sched, _, flow = scheduler(loaded(vbuckets=1), window=100)
+    parts: list[bytes | memoryview] = []
+    sched.drain(parts, 0, 1 << 20, [])
+    assert not flow.open
+    sent = flow.unacked
+    assert sched.drain(parts, sum(map(len, parts)), 1 << 20, []) == sum(map(len, parts))
+    assert flow.unacked == sent  # nothing more until an ack
+    assert not sched.can_send()
+    flow.ack(sent)
+    assert sched.can_send()
+
+
+def test_a_hold_stops_its_vbucket_at_the_seqno_and_is_reported_once() -> None:
+    sched, _, _ = scheduler(loaded(), holds={0: 10})
+    parts: list[bytes | memoryview] = []
+    events: list[ev.ProducerEvent] = []
+    sched.drain(parts, 0, 1 << 20, events)
+    assert mutations_by_vbucket(parts).count(0) == 10
+    assert mutations_by_vbucket(parts).count(1) == 50
+    reached = [e for e in events if isinstance(e, ev.SeqnoWritten)]
+    assert [(e.vbucket, e.seqno) for e in reached] == [(0, 10)]
+    more: list[ev.ProducerEvent] = []
+    sched.drain(parts, 0, 1 << 20, more)
+    assert not [e for e in more if isinstance(e, ev.SeqnoWritten)]
+
+
+def test_released_holds_let_the_stream_go_on() -> None:
+    holds = {0: 10}
+    sched, _, _ = scheduler(loaded(vbuckets=1), holds=holds)
+    first: list[bytes | memoryview] = []
+    sched.drain(first, 0, 1 << 20, [])
+    holds.clear()
+    sched.holds_released()
+    rest: list[bytes | memoryview] = []
+    sched.drain(rest, 0, 1 << 20, [])
+    assert len(mutations_by_vbucket(first)) + len(mutations_by_vbucket(rest)) == 50
+
+
+def test_a_state_change_ends_the_stream_at_once_into_the_reply_queue() -> None:
+    b = loaded(vbuckets=1)
+    sched, streams, _ = scheduler(b)
+    b.set_vbucket_state(0, VBucketState.REPLICA)
+    out = OutputQueue()
+    assert sched.end_reset_streams(streams.of_vbucket(0), out)
+    reader = FrameReader()
+    reader.feed(b"".join(out.take()))
+    frame = reader.next_frame()
+    assert frame is not None
+    assert frame.opcode == Opcode.DCP_STREAM_END
+    assert not streams.of_vbucket(0)
