@@ -47,7 +47,7 @@ async def _run(
     name: str = "mockdcp-bench",
     streams: tuple[StreamFilter, ...] = (),
 ) -> dict[str, float]:
-    # reaches into the reference consumer for its bootstrap, then walks frames itself
+    # the reference consumer bootstraps and asks for the streams; this walks the frames
     consumer = DcpConsumer(
         "127.0.0.1",
         port,
@@ -59,13 +59,11 @@ async def _run(
         streams=streams,
     )
     stream = await trio.open_tcp_stream("127.0.0.1", port)
-    consumer._stream = stream
-    await consumer._bootstrap()
+    await consumer.start_on(stream)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    for vb in range(vbuckets):
-        await consumer._open_streams(vb)
-    buf = consumer._reader._buf  # whatever the bootstrap read past its last response
+    await consumer.request_streams()
+    buf = consumer.hand_over()  # whatever the bootstrap read past its last response
     count = total = unacked = disk_markers = system_events = advances = 0
     half = buffer_size // 2
     body_at = _BODY.unpack_from

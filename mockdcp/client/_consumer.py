@@ -464,6 +464,26 @@ class DcpConsumer:
             self._stream = None
         return ids
 
+    # -- driving a connection of the caller's -------------------------------------------
+
+    async def start_on(self, stream: trio.abc.Stream) -> None:
+        """Bootstrap DCP on a connection the caller opened (HELLO, SASL, SELECT_BUCKET,
+        DCP_OPEN, the controls), as ``run`` does on each of its own."""
+        self._reader = FrameReader()
+        self._stream = stream
+        await self._bootstrap()
+
+    async def request_streams(self) -> None:
+        """Ask for every stream of every vbucket (from where ``state`` says it is)."""
+        for vb in self.vbuckets:
+            await self._open_streams(vb)
+
+    def hand_over(self) -> bytearray:
+        """Stop reading the connection: the bytes read past the last frame handled, for a
+        caller that reads the stream's frames itself from here on (``mockdcp bench``)."""
+        self._stream = None
+        return self._reader.take_buffered()
+
     # -- streams --------------------------------------------------------------------------
 
     def _spec(self, sid: int | None) -> tuple[int, StreamFilter]:

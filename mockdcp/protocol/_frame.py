@@ -241,6 +241,12 @@ class FrameReader:
         """Bytes held that do not yet form a whole frame (after ``frames()`` ran)."""
         return len(self._buf)
 
+    def take_buffered(self) -> bytearray:
+        """The bytes fed and not yet framed, handed over (the reader is empty after):
+        for a caller that reads the rest of the stream itself."""
+        rest, self._buf = self._buf, bytearray()
+        return rest
+
     def next_frame(self) -> Frame | None:
         """The next whole frame, or ``None`` when more bytes are needed."""
         if self._error is not None:

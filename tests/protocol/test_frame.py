@@ -9,6 +9,7 @@ from mockdcp.protocol import (
     Frame,
     FrameReader,
     Magic,
+    Noop,
     Opcode,
     StreamEnd,
     encode_frame,
@@ -145,3 +146,16 @@ class TestFramingExtras:
         frame = reader.next_frame()
         assert frame is not None
         assert frame.encode() == END_WITH_SID
+
+
+def test_take_buffered_hands_over_the_bytes_not_yet_framed() -> None:
+    whole = Noop(opaque=1).encode()
+    second = Noop(opaque=2).encode()
+    reader = FrameReader()
+    reader.feed(whole + second[:10])
+    frame = reader.next_frame()
+    assert frame is not None
+    assert frame.opaque == 1
+    assert reader.next_frame() is None
+    assert reader.take_buffered() == bytearray(second[:10])
+    assert reader.buffered == 0
