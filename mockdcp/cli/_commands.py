@@ -317,7 +317,7 @@ async def _tail(args: argparse.Namespace) -> None:
         buffer_size=args.buffer_size,
         noop_interval=args.noop_interval,
     )
-    consumer.streams = await _tail_streams(args, consumer) or consumer.streams
+    consumer.core.streams = await _tail_streams(args, consumer) or consumer.streams
 
     async def until_every_stream_ended() -> None:  # e.g. FILTER_EMPTY on each of them
         await consumer.finished.wait()

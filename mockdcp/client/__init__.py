@@ -1,12 +1,23 @@
-"""The reference DCP consumer (powers ``mockdcp tail``, the benchmark and convergence tests)."""
+"""The reference DCP consumer (powers ``mockdcp tail``, the benchmark and convergence tests).
+
+``ConsumerCore`` is its protocol without I/O (requests to send, frames received, the
+actions that follow); ``DcpConsumer`` drives it on trio; ``ConsumerState`` is what it holds.
+"""
 
 from __future__ import annotations
 
-from mockdcp.client._consumer import (
+from mockdcp.client._consumer import DcpConsumer as DcpConsumer, EventCallback as EventCallback
+from mockdcp.client._core import (
+    Action as Action,
+    ConsumerCore as ConsumerCore,
+    Emit as Emit,
+    Reopen as Reopen,
+    Send as Send,
+)
+from mockdcp.client._state import (
     CallbackError as CallbackError,
     ConsumerError as ConsumerError,
     ConsumerState as ConsumerState,
-    DcpConsumer as DcpConsumer,
     StreamRefused as StreamRefused,
     VbPosition as VbPosition,
     Version as Version,
@@ -15,4 +26,5 @@ from mockdcp.client._streams import (
     CollectionInfo as CollectionInfo,
     ManifestView as ManifestView,
     StreamFilter as StreamFilter,
+    StreamKey as StreamKey,
 )

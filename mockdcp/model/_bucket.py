@@ -8,15 +8,13 @@ delete times from the injected ``clock`` (seconds since the epoch).
 
 from __future__ import annotations
 
-import json
 import random
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TypeVar
 
 from mockdcp.model._flusher import Flusher
 from mockdcp.model._item import Item, ItemKind, SystemEventItem, vbucket_of
+from mockdcp.model._loader import BulkLoad
 from mockdcp.model._manifest import (
     CollectionsSpec,
     Manifest,
@@ -26,134 +24,23 @@ from mockdcp.model._manifest import (
     declare,
 )
 from mockdcp.model._oracle import Oracle
+from mockdcp.model._validate import (
+    as_bytes,
+    check_columns,
+    check_datatype,
+    check_u32,
+    check_value,
+    guess_datatype,
+    with_xattrs,
+)
 from mockdcp.model._vbucket import VBucket
-from mockdcp.protocol import Datatype, VBucketState
+from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
 
-_T = TypeVar("_T")
 Clock = Callable[[], float]
 Listener = Callable[[int], None]
-#: a validated row of ``set_many``: key, collection, value, datatype, flags, expiry, CAS
-_Row = tuple[bytes, int, bytes, int, int, int, int]
 
 MAX_VBUCKETS = 1024
-
-
-def _as_bytes(value: bytes | str, what: str) -> bytes:
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    raise ModelError(f"{what} must be bytes or str, not {type(value).__name__}")
-
-
-def _check_u32(**fields: object) -> None:
-    """``ModelError`` unless every field is an int in 0..0xffffffff."""
-    for name, value in fields.items():
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
-            raise ModelError(f"{name} must be an integer in 0..0xffffffff, not {value!r}")
-
-
-def _check_datatype(datatype: object) -> None:
-    _check_u32(datatype=datatype)
-    assert isinstance(datatype, int)
-    if datatype > 0x07:
-        raise ModelError(f"datatype {datatype:#x} has unknown bits")
-
-
-def _check_value(value: bytes, datatype: int) -> None:
-    """``ModelError`` unless ``value`` is what ``datatype`` says: Snappy (raw block
-    format) when SNAPPY, starting with a well-formed xattr section when XATTR
-    (docs/Document.md in kv_engine)."""
-    from mockdcp.protocol import Datatype, RemoteProtocolError, split_xattrs
-
-    body = value
-    if datatype & Datatype.SNAPPY:
-        import cramjam
-
-        try:
-            body = bytes(cramjam.snappy.decompress_raw(value))
-        except cramjam.DecompressionError as exc:
-            raise ModelError(f"datatype has SNAPPY but the value is not snappy: {exc}") from None
-    if datatype & Datatype.XATTR:
-        try:
-            split_xattrs(body)
-        except RemoteProtocolError as exc:
-            raise ModelError(
-                f"datatype has XATTR but the value has no xattr section: {exc}"
-            ) from None
-
-
-def _with_xattrs(
-    value: bytes, datatype: int, xattrs: Mapping[str, str | bytes] | Mapping[bytes, str | bytes]
-) -> tuple[bytes, int]:
-    """``value`` with an xattr section of ``xattrs`` in front (compressed again when the
-    value was), and the datatype with XATTR."""
-    from mockdcp.protocol import Datatype, encode_xattrs
-
-    if datatype & Datatype.XATTR:
-        raise ModelError("xattrs= and a datatype with XATTR: give the xattrs one way")
-    compressed = bool(datatype & Datatype.SNAPPY)
-    if compressed:
-        import cramjam
-
-        value = bytes(cramjam.snappy.decompress_raw(value))
-    try:
-        value = encode_xattrs(list(xattrs.items()), value)
-    except (ValueError, TypeError) as exc:
-        raise ModelError(f"bad xattrs: {exc}") from None
-    if compressed:
-        value = bytes(cramjam.snappy.compress_raw(value))
-    return value, datatype | Datatype.XATTR
-
-
-def _as_bytes_column(column: Sequence[Any], field: str, what: str, offset: int = 0) -> list[bytes]:
-    """``column`` as a list of bytes (``_as_bytes`` a row), or ``ModelError`` naming
-    the first bad row (``offset`` + its index). One pass in C when every row is bytes
-    already."""
-    if set(map(type, column)) <= {bytes}:
-        return column if type(column) is list else list(column)
-    return [
-        v if type(v) is bytes else _row(i, field, _as_bytes, v, what)
-        for i, v in enumerate(column, offset)
-    ]
-
-
-def _column(value: Sequence[Any] | int, count: int, name: str) -> Sequence[Any]:
-    """One value per row: a sequence of ``count``, or one int for every row."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value] * count
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
-        raise ModelError(f"{name} must be an int or a sequence of ints")
-    if len(value) != count:
-        raise ModelError(f"{name} has {len(value)} entries for {count} keys")
-    return value
-
-
-def _guess_datatype(value: bytes) -> int:
-    """JSON when the value parses as a JSON document, else RAW."""
-    try:
-        json.loads(value)
-    except (ValueError, UnicodeDecodeError):
-        return Datatype.RAW
-    return Datatype.JSON
-
-
-def _row(index: int, field: str, check: Callable[..., _T], *args: object) -> _T:
-    """``check(*args)``, its ``ModelError`` naming the row and the field."""
-    try:
-        return check(*args)
-    except ModelError as exc:
-        raise ModelError(f"row {index}: {field}: {exc}") from None
-
-
-def _check_column(name: str, column: Sequence[int], top: int = 0xFFFFFFFF) -> None:
-    """``ModelError`` naming the first row whose ``name`` is not an int in 0..top."""
-    for i, value in enumerate(column):
-        if type(value) is int and name == "datatype" and value > top:
-            raise ModelError(f"row {i}: datatype {value:#x} has unknown bits")
-        if type(value) is not int or not 0 <= value <= top:
-            raise ModelError(f"row {i}: {name} must be an integer in 0..{top:#x}, not {value!r}")
 
 
 class Bucket:
@@ -222,21 +109,27 @@ class Bucket:
         return self.vbuckets[vbid]
 
     def vbucket_of(self, key: bytes | str) -> int:
-        return vbucket_of(_as_bytes(key, "key"), self.num_vbuckets)
+        return vbucket_of(as_bytes(key, "key"), self.num_vbuckets)
 
     def _targets(self, vbucket: int | None) -> list[VBucket]:
         return list(self.vbuckets) if vbucket is None else [self.vbucket(vbucket)]
 
-    def _notify(self, vbids: Iterable[int]) -> None:
+    def notify(self, vbids: Iterable[int]) -> None:
+        """Tell the listeners (the producer's streams) that ``vbids`` changed."""
         for vbid in vbids:
             for listener in list(self.listeners):
                 listener(vbid)
 
     def _next_cas(self) -> int:
-        """Hybrid-logical-clock CAS: nanoseconds with the low 16 bits clear, always up."""
-        cas = max(self._last_cas + 1, int(self.clock() * 1e9) & ~0xFFFF)
-        self._last_cas = cas
-        return cas
+        return self.reserve_cas(1)
+
+    def reserve_cas(self, count: int) -> int:
+        """The first of ``count`` consecutive CAS values, each above every CAS given
+        before (a hybrid logical clock: nanoseconds with the low 16 bits clear)."""
+        first = max(self._last_cas + 1, int(self.clock() * 1e9) & ~0xFFFF)
+        if count:
+            self._last_cas = first + count - 1
+        return first
 
     def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
         """(vbucket, high seqno) for GET_ALL_VB_SEQNOS; ``state`` 0/None = every live one."""
@@ -280,29 +173,18 @@ class Bucket:
     def _locate(
         self, key: bytes | str, vbucket: int | None, collection_id: int = 0
     ) -> tuple[bytes, VBucket]:
-        _check_u32(collection_id=collection_id)
+        check_u32(collection_id=collection_id)
         self.manifest.check_collection(collection_id)
-        k = _as_bytes(key, "key")
+        k = as_bytes(key, "key")
         if not 1 <= len(k) <= 250:
             raise ModelError(f"a key has 1..250 bytes, not {len(k)}")
         vb = self.vbucket(vbucket_of(k, self.num_vbuckets) if vbucket is None else vbucket)
-        if vb.state is not VBucketState.ACTIVE:
-            raise ModelError(f"vbucket {vb.vbid} is {vb.state.name.lower()}: writes need active")
+        vb.check_writable()
         return k, vb
 
     def _write(self, vb: VBucket, item_fields: dict[str, object]) -> Item:
-        key = item_fields["key"]
-        cid = item_fields["collection_id"]
-        old = vb.items.get((cid, key))  # type: ignore[arg-type]
-        item = Item(
-            vbucket=vb.vbid,
-            seqno=vb.high_seqno + 1,
-            rev_seqno=(old.rev_seqno + 1) if old is not None else 1,
-            cas=self._next_cas(),
-            **item_fields,  # type: ignore[arg-type]
-        )
-        vb.write(item)
-        self._notify((vb.vbid,))
+        item = vb.mutate(self._next_cas(), **item_fields)
+        self.notify((vb.vbid,))
         return item
 
     def set(
@@ -326,14 +208,14 @@ class Bucket:
         Raises ``ModelError`` for a bad key, field or value, before writing anything.
         """
         k, vb = self._locate(key, vbucket, collection_id)
-        v = _as_bytes(value, "value")
-        _check_u32(flags=flags, expiry=expiry)
+        v = as_bytes(value, "value")
+        check_u32(flags=flags, expiry=expiry)
         if datatype is not None:
-            _check_datatype(datatype)
-            _check_value(v, datatype)
-        dt = _guess_datatype(v) if datatype is None else datatype
+            check_datatype(datatype)
+            check_value(v, datatype)
+        dt = guess_datatype(v) if datatype is None else datatype
         if xattrs is not None:
-            v, dt = _with_xattrs(v, dt, xattrs)
+            v, dt = with_xattrs(v, dt, xattrs)
         return self._write(
             vb,
             {
@@ -403,161 +285,23 @@ class Bucket:
         costs about 0.5 µs a row, writing 1.5 to 2 (fewer rows a vbucket, more: give
         large batches, tens of thousands of rows, for speed).
         """
-        count = len(keys)
-        if len(values) != count:
-            raise ModelError(f"values has {len(values)} entries for {count} keys")
-        columns = {
-            "collection_id": 0 if collection_ids is None else collection_ids,
-            "flags": flags,
-            "expiry": expiry,
-            "datatype": 0 if datatypes is None else datatypes,
-        }
-        for name, column in columns.items():  # one value for every row: checked once
-            top = 0x07 if name == "datatype" else 0xFFFFFFFF
-            if isinstance(column, int) and not isinstance(column, bool):
-                if name == "datatype" and column > top:
-                    raise ModelError(f"datatype {column:#x} has unknown bits")
-                if not 0 <= column <= top:
-                    raise ModelError(f"{name} must be an integer in 0..{top:#x}, not {column}")
-            elif name == "datatype":  # None in a row: guessed, as ``set`` does
-                _check_column(name, [d for d in _column(column, count, name) if d is not None], top)
-            else:
-                _check_column(name, _column(column, count, name), top)
-        cids = _column(columns["collection_id"], count, "collection_ids")
-        cid_set = frozenset(cids) if collection_ids is not None else frozenset({0})
-        for cid in cid_set:  # each collection checked once, the first row using it named
-            _row(cids.index(cid), "collection_id", self.manifest.check_collection, cid)
-        flag_col = _column(flags, count, "flags")
-        expiry_col = _column(expiry, count, "expiry")
-        dts: Sequence[int | None] | int | None = datatypes
-        if datatypes is not None and not isinstance(datatypes, int):
-            dts = _column(datatypes, count, "datatypes")
-        step = max(1, count if rows_per_step is None else rows_per_step)
-        return self._steps(keys, values, cids, cid_set, flag_col, expiry_col, dts, step)
-
-    def _steps(
-        self,
-        keys: Sequence[bytes],
-        values: Sequence[bytes],
-        cids: Sequence[int],
-        cid_set: frozenset[int],
-        flags: Sequence[int],
-        expiry: Sequence[int],
-        datatypes: Sequence[int | None] | int | None,
-        step: int,
-    ) -> Iterator[int]:
-        """``set_many_steps``' iterator: validate and group ``step`` rows at a time,
-        then write (``_write_steps``)."""
-        count = len(keys)
-        first = max(self._last_cas + 1, int(self.clock() * 1e9) & ~0xFFFF)
-        if count:  # reserved now: a ``set`` between two steps takes the CAS after them
-            self._last_cas = first + count - 1
-        lists: list[list[_Row]] = [[] for _ in self.vbuckets]
-        for a in range(0, count, step):
-            b = min(a + step, count)
-            dts = datatypes if datatypes is None or isinstance(datatypes, int) else datatypes[a:b]
-            ks, vs, dt_col, vbids = self._validate_rows(keys[a:b], values[a:b], dts, a)
-            rows = zip(
-                ks, cids[a:b], vs, dt_col, flags[a:b], expiry[a:b], range(first + a, first + b),
-                strict=True,
-            )  # fmt: skip
-            for vbid, row in zip(vbids, rows, strict=True):
-                lists[vbid].append(row)
-            if b < count:
-                yield 0
-        per_vb = {vbid: rows_of for vbid, rows_of in enumerate(lists) if rows_of}
-        del lists  # each step frees the rows it wrote: no one long free at the end
-        yield from self._write_steps(per_vb, cid_set, step)
-
-    def _validate_rows(
-        self,
-        keys: Sequence[bytes],
-        values: Sequence[bytes],
-        datatypes: Sequence[int | None] | int | None,
-        offset: int = 0,
-    ) -> tuple[list[bytes], list[bytes], Sequence[int], list[int]]:
-        """The keys, values and datatypes as stored and each row's vbucket id, or
-        ``ModelError`` naming the first bad row (``offset`` + its index) and field."""
-        ks = _as_bytes_column(keys, "key", "a key", offset)
-        vs = _as_bytes_column(values, "value", "a value", offset)
-        lengths = set(map(len, ks))
-        if min(lengths, default=1) < 1 or max(lengths, default=1) > 250:
-            for i, k in enumerate(ks, offset):
-                if not 1 <= len(k) <= 250:
-                    raise ModelError(f"row {i}: key: a key has 1..250 bytes, not {len(k)}")
-        dts: Sequence[int]
-        if datatypes is None:
-            dts = [_guess_datatype(v) for v in vs]
-        elif isinstance(datatypes, int):  # checked once by the caller
-            dts = [datatypes] * len(vs)
-            if datatypes & 0x06:
-                for i, v in enumerate(vs, offset):
-                    _row(i, "value", _check_value, v, datatypes)
-        else:
-            dts = [
-                _guess_datatype(v) if d is None else d for v, d in zip(vs, datatypes, strict=True)
-            ]
-            for i, (v, dt) in enumerate(zip(vs, dts, strict=True), offset):
-                if dt & 0x06:
-                    _row(i, "value", _check_value, v, dt)
-        # ``vbucket_of`` inlined: a call a row is a sixth of the validation's time
-        nv, crc = self.num_vbuckets, zlib.crc32
-        vbids = [((crc(k) >> 16) & 0x7FFF) % nv for k in ks]
-        for vbid in set(vbids):
-            vb = self.vbuckets[vbid]
-            if vb.state is not VBucketState.ACTIVE:
-                raise ModelError(
-                    f"row {offset + vbids.index(vbid)}: key: vbucket {vbid} is "
-                    f"{vb.state.name.lower()}: writes need active"
-                )
-        return ks, vs, dts, vbids
-
-    def _write_steps(
-        self, per_vb: dict[int, list[_Row]], cids: frozenset[int], rows_per_step: int
-    ) -> Iterator[int]:
-        """Write the grouped rows, whole vbuckets at a time (``set_many_steps``)."""
-        step: list[int] = []
-        size = 0
-        for vbid in sorted(per_vb):  # ids only: the rows go as they are written
-            step.append(vbid)
-            size += len(per_vb[vbid])
-            if size >= rows_per_step:
-                yield self._write_vbuckets(per_vb, cids, step)
-                step, size = [], 0
-        if step:
-            yield self._write_vbuckets(per_vb, cids, step)
-
-    def _write_vbuckets(
-        self, per_vb: dict[int, list[_Row]], cids: frozenset[int], vbids: list[int]
-    ) -> int:
-        """One step: the rows of ``vbids``, checked again (the model may have changed
-        since the batch was validated: ``cids`` are the batch's collections), then
-        written; returns how many."""
-        for cid in cids:
-            self.manifest.check_collection(cid)
-        for vbid in vbids:
-            vb = self.vbuckets[vbid]
-            if vb.state is not VBucketState.ACTIVE:
-                raise ModelError(f"vbucket {vbid} is {vb.state.name.lower()}: writes need active")
-        # Millions of new objects: the cyclic collector would walk the whole heap again
-        # and again while they are made (about a third of a large load's time).
-        with self.pause_collector():
-            written = 0
-            for vbid in vbids:
-                rows = per_vb.pop(vbid)
-                self.vbuckets[vbid].write_rows(rows)
-                written += len(rows)
-        self._notify(vbids)
-        return written
+        columns = check_columns(
+            keys,
+            values,
+            collection_ids=collection_ids,
+            flags=flags,
+            expiry=expiry,
+            datatypes=datatypes,
+            check_collection=self.manifest.check_collection,
+        )
+        step = len(columns) if rows_per_step is None else rows_per_step
+        return BulkLoad(self, columns, step).steps()
 
     def _live(
         self, key: bytes | str, collection_id: int, vbucket: int | None
     ) -> tuple[Item, VBucket]:
         k, vb = self._locate(key, vbucket, collection_id)
-        old = vb.get(k, collection_id)
-        if old is None or old.deleted:
-            raise ModelError(f"no live document {k!r} in vbucket {vb.vbid}")
-        return old, vb
+        return vb.live(k, collection_id), vb
 
     def delete(
         self, key: bytes | str, *, collection_id: int = 0, vbucket: int | None = None
@@ -596,7 +340,7 @@ class Bucket:
     ) -> Item:
         """Give a live document a new expiry: a mutation with the same value."""
         old, vb = self._live(key, collection_id, vbucket)
-        _check_u32(expiry=expiry)
+        check_u32(expiry=expiry)
         return self._write(
             vb,
             {
@@ -616,20 +360,17 @@ class Bucket:
         targets = self._targets(vbucket)
         for vb in targets:
             vb.close_checkpoint()
-        self._notify(vb.vbid for vb in targets)
+        self.notify(vb.vbid for vb in targets)
 
     def persist(self, vbucket: int | None = None, upto: int | None = None) -> None:
         """Write items up to ``upto`` (default: everything) to disk."""
         targets = self._targets(vbucket)
-        for vb in targets:
-            if upto is not None and not vb.persisted_seqno <= upto <= vb.high_seqno:
-                raise ModelError(
-                    f"vbucket {vb.vbid}: persist upto {upto} is outside "
-                    f"[{vb.persisted_seqno}, {vb.high_seqno}]"
-                )
+        if upto is not None:
+            for vb in targets:
+                vb.check_persist(upto)
         for vb in targets:
             vb.persist(vb.high_seqno if upto is None else upto)
-        self._notify(vb.vbid for vb in targets)
+        self.notify(vb.vbid for vb in targets)
 
     def purge(self, vbucket: int | None = None, upto: int | None = None) -> int:
         """Remove on-disk tombstones at or below ``upto`` (default: the persisted seqno).
@@ -640,14 +381,11 @@ class Bucket:
         many tombstones went.
         """
         targets = self._targets(vbucket)
-        for vb in targets:
-            if upto is not None and not 0 <= upto <= vb.persisted_seqno:
-                raise ModelError(
-                    f"vbucket {vb.vbid}: only persisted tombstones can be purged "
-                    f"(upto {upto} > persisted {vb.persisted_seqno})"
-                )
+        if upto is not None:
+            for vb in targets:
+                vb.check_purge(upto)
         n = sum(vb.purge(vb.persisted_seqno if upto is None else upto) for vb in targets)
-        self._notify(vb.vbid for vb in targets)
+        self.notify(vb.vbid for vb in targets)
         return n
 
     def drop_cursor(
@@ -657,7 +395,7 @@ class Bucket:
         ``ActiveStream::handleSlowStream``)."""
         targets = self._targets(vbucket)
         dropped = [(vb.vbid, n) for vb in targets for n in vb.drop_cursor(name)]
-        self._notify({vbid for vbid, _ in dropped})
+        self.notify({vbid for vbid, _ in dropped})
         return dropped
 
     def restart(self, vbucket: int | None = None) -> None:
@@ -665,11 +403,9 @@ class Bucket:
         adds a failover entry at the persisted seqno (kv_engine ``vbucket_loader.cc``)."""
         targets = self._targets(vbucket)
         for vb in targets:
-            vb.truncate(vb.persisted_seqno)
-            if vb.state is VBucketState.ACTIVE:
-                vb.failover.add_entry(vb.high_seqno)
+            vb.warmup()
             self._catch_up(vb)
-        self._notify(vb.vbid for vb in targets)
+        self.notify(vb.vbid for vb in targets)
 
     def failover(
         self,
@@ -687,22 +423,18 @@ class Bucket:
         items the old active had on disk can be lost too.
         """
         targets = self._targets(vbucket)
-        for vb in targets:
-            if lose_after is not None and not 0 <= lose_after <= vb.high_seqno:
-                raise ModelError(
-                    f"vbucket {vb.vbid}: lose_after {lose_after} beyond high seqno {vb.high_seqno}"
-                )
+        if lose_after is not None:
+            for vb in targets:
+                vb.check_history(lose_after)
         for vb in targets:
             seqno = (
                 lose_after
                 if lose_after is not None
                 else (vb.persisted_seqno if lose_unpersisted else vb.high_seqno)
             )
-            vb.truncate(seqno)
-            vb.state = VBucketState.ACTIVE
-            vb.failover.add_entry(vb.high_seqno)
+            vb.take_over(seqno)
             self._catch_up(vb)
-        self._notify(vb.vbid for vb in targets)
+        self.notify(vb.vbid for vb in targets)
 
     def set_vbucket_state(self, vbucket: int, state: VBucketState | int) -> None:
         """Change a vbucket's state; streams of it end with STATE_CHANGED (kv_engine
@@ -716,26 +448,16 @@ class Bucket:
             new = VBucketState(state)
         except ValueError:
             raise ModelError(f"no vbucket state {state!r}") from None
-        if new is vb.state:
-            return
-        vb.state = new
-        vb.generation += 1
-        if new is VBucketState.ACTIVE:  # promotion from replica, pending or dead
-            vb.failover.add_entry(vb.high_seqno)
-        self._notify((vb.vbid,))
+        if vb.set_state(new):
+            self.notify((vb.vbid,))
 
     def flush(self) -> None:
         """Bucket flush: every vbucket emptied and its seqnos restarted from 0 with a new
         failover table (kv_engine recreates the vbuckets on flush)."""
         for vb in self.vbuckets:
-            vb.generation += 1
-            for cursor in vb.cursors.values():
-                cursor.dropped = True
-            vb._reset(0)
-            vb.failover.entries = []
-            vb.failover.add_entry(0)
+            vb.flush()
             self._catch_up(vb)
-        self._notify(range(self.num_vbuckets))
+        self.notify(range(self.num_vbuckets))
 
     # -- collections steps (the manifest) ------------------------------------------------
 
@@ -761,7 +483,7 @@ class Bucket:
         self.manifest.apply(change)
         for vb in self.vbuckets:
             self._write_events(vb, change.events)
-        self._notify(range(self.num_vbuckets))
+        self.notify(range(self.num_vbuckets))
 
     def _catch_up(self, vb: VBucket) -> None:
         """After history was cut (failover, restart, flush), write the manifest changes

@@ -32,6 +32,7 @@ from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
 from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind, SystemEventItem
 from mockdcp.protocol import MUTATION_FRAME, SystemEventType, VBucketState, collection_prefix
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     import random
@@ -221,7 +222,60 @@ class VBucket:
         items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
         return DiskSnapshot(after_seqno + 1, end, items, end, end, self.purge_seqno)
 
+    def live(self, key: bytes, collection_id: int) -> Item:
+        """The live document ``key`` of the collection, or ``ModelError`` if there is
+        none (never written, deleted, or purged)."""
+        old = self.items.get((collection_id, key))
+        if old is None or old.deleted:
+            raise ModelError(f"no live document {key!r} in vbucket {self.vbid}")
+        return old
+
+    def check_writable(self) -> None:
+        """``ModelError`` unless the vbucket is active (only an active vbucket takes
+        writes; a replica's come by replication)."""
+        if self.state is not VBucketState.ACTIVE:
+            state = self.state.name.lower()
+            raise ModelError(f"vbucket {self.vbid} is {state}: writes need active")
+
+    def check_persist(self, upto: int) -> None:
+        """``ModelError`` unless ``upto`` is between the persisted and the high seqno."""
+        if not self.persisted_seqno <= upto <= self.high_seqno:
+            raise ModelError(
+                f"vbucket {self.vbid}: persist upto {upto} is outside "
+                f"[{self.persisted_seqno}, {self.high_seqno}]"
+            )
+
+    def check_purge(self, upto: int) -> None:
+        """``ModelError`` unless ``upto`` is persisted: only tombstones on disk purge."""
+        if not 0 <= upto <= self.persisted_seqno:
+            raise ModelError(
+                f"vbucket {self.vbid}: only persisted tombstones can be purged "
+                f"(upto {upto} > persisted {self.persisted_seqno})"
+            )
+
+    def check_history(self, seqno: int) -> None:
+        """``ModelError`` unless history can be cut at ``seqno`` (0..high seqno)."""
+        if not 0 <= seqno <= self.high_seqno:
+            raise ModelError(
+                f"vbucket {self.vbid}: lose_after {seqno} beyond high seqno {self.high_seqno}"
+            )
+
     # -- writing (the bucket has validated) ---------------------------------------------
+
+    def mutate(self, cas: int, **fields: object) -> Item:
+        """Write an item of ``fields`` (key, collection_id, value, ... as ``Item`` takes
+        them) at the next seqno, its rev seqno one above the key's last (1 for a new
+        key), with ``cas``; returns it."""
+        old = self.items.get((fields["collection_id"], fields["key"]))  # type: ignore[arg-type]
+        item = Item(
+            vbucket=self.vbid,
+            seqno=self.high_seqno + 1,
+            rev_seqno=(old.rev_seqno + 1) if old is not None else 1,
+            cas=cas,
+            **fields,  # type: ignore[arg-type]
+        )
+        self.write(item)
+        return item
 
     def write(self, item: Item) -> None:
         self.high_seqno = item.seqno
@@ -485,3 +539,43 @@ class VBucket:
                 continue  # flushed
             self.items[item.doc_key] = item
             self._to_disk(item)
+
+    # -- lifecycle (restart, failover, state, flush) ---------------------------------------
+
+    def warmup(self) -> None:
+        """An unclean restart: everything above the persisted seqno is lost, then warmup
+        adds a failover entry at the persisted seqno if active (kv_engine
+        ``vbucket_loader.cc``)."""
+        self.truncate(self.persisted_seqno)
+        if self.state is VBucketState.ACTIVE:
+            self.failover.add_entry(self.high_seqno)
+
+    def take_over(self, seqno: int) -> None:
+        """A copy that had everything up to ``seqno`` becomes the active: history after
+        it is cut and a failover entry opens a new branch there (kv_engine
+        ``failover-table.cc``)."""
+        self.truncate(seqno)
+        self.state = VBucketState.ACTIVE
+        self.failover.add_entry(self.high_seqno)
+
+    def set_state(self, state: VBucketState) -> bool:
+        """Move to ``state``; False if already there. Streams see a new generation
+        (they end STATE_CHANGED); becoming active from another state is a promotion and
+        adds a failover entry (kv_engine ``kv_bucket.cc``)."""
+        if state is self.state:
+            return False
+        self.state = state
+        self.generation += 1
+        if state is VBucketState.ACTIVE:
+            self.failover.add_entry(self.high_seqno)
+        return True
+
+    def flush(self) -> None:
+        """Bucket flush: emptied, seqnos from 0 again, a new failover table with one
+        entry at 0 (kv_engine recreates the vbuckets); cursors dropped."""
+        self.generation += 1
+        for cursor in self.cursors.values():
+            cursor.dropped = True
+        self._reset(0)
+        self.failover.entries = []
+        self.failover.add_entry(0)

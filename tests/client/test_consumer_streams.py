@@ -5,16 +5,18 @@ from typing import Any
 
 import attrs
 import pytest
-import trio
 
 from mockdcp.client import (
     CollectionInfo,
+    ConsumerCore,
     ConsumerError,
     DcpConsumer,
+    Emit,
+    Reopen,
     StreamFilter,
     StreamRefused,
 )
-from mockdcp.client._consumer import OPAQUE_SLOT, STREAM_OPAQUE_BASE
+from mockdcp.client._core import OPAQUE_SLOT, STREAM_OPAQUE_BASE
 from mockdcp.protocol import (
     CollectionEventData,
     DcpStreamRequest,
@@ -35,7 +37,6 @@ from mockdcp.protocol import (
     SystemEvent,
     SystemEventType,
     collection_event,
-    decode_client_message,
     encode_failover_log,
     scope_event,
 )
@@ -48,37 +49,6 @@ from mockdcp.protocol._flatbuffers import (
 OPAQUE = STREAM_OPAQUE_BASE  # vbucket 0, first filter
 
 
-class Recorder(trio.abc.Stream):
-    """Stands in for the socket: keeps what the consumer sends, never receives."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        self.data += data
-
-    async def wait_send_all_might_not_block(self) -> None:
-        return
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        await trio.sleep_forever()
-        raise AssertionError  # pragma: no cover
-
-    async def aclose(self) -> None:
-        return
-
-    def requests(self) -> list[DcpStreamRequest]:
-        reader = FrameReader()
-        reader.feed(bytes(self.data))
-        self.data.clear()
-        out = []
-        while (frame := reader.next_frame()) is not None:
-            msg = decode_client_message(frame)
-            assert isinstance(msg, DcpStreamRequest)
-            out.append(msg)
-        return out
-
-
 def _frame(data: bytes) -> Frame:
     reader = FrameReader()
     reader.feed(data)
@@ -87,41 +57,50 @@ def _frame(data: bytes) -> Frame:
     return frame
 
 
+class Recorder:
+    """The stream requests the core asked to send (``requests`` takes them)."""
+
+    def __init__(self) -> None:
+        self.sent: list[DcpStreamRequest] = []
+
+    def requests(self) -> list[DcpStreamRequest]:
+        out, self.sent = self.sent, []
+        return out
+
+
 class Fed:
-    """A consumer without a socket: stream requests go to a recorder, frames are fed."""
+    """The consumer's sans-IO core: frames are fed to it, the stream requests it makes
+    (first ones, and the re-opens its actions ask for) are recorded, its events kept."""
 
     def __init__(self, **options: Any) -> None:  # noqa: ANN401
         self.events: list[object] = []
         self.sent = Recorder()
         options.setdefault("vbuckets", [0])
-        self.consumer = DcpConsumer(
-            "127.0.0.1",
-            0,
-            buffer_size=0,
-            on_event=lambda vb, ev: self.events.append(ev),
-            **options,
-        )
-        self.consumer._stream = self.sent
-        self.state = self.consumer.state
+        self.core = ConsumerCore(buffer_size=0, **options)
+        self.state = self.core.state
 
-    async def open(self, vb: int = 0) -> list[DcpStreamRequest]:
-        await self.consumer._open_streams(vb)
+    def open(self, vb: int = 0) -> list[DcpStreamRequest]:
+        self.sent.sent += self.core.stream_requests(vb)
         return self.sent.requests()
 
-    async def accept(self, opaque: int = OPAQUE) -> None:
+    def accept(self, opaque: int = OPAQUE) -> None:
         log = encode_failover_log([(0xAB, 0)])
-        await self.feed_bytes(
+        self.feed_bytes(
             Response(
                 opcode=Opcode.DCP_STREAM_REQ, status=Status.SUCCESS, opaque=opaque, value=log
             ).encode()
         )
 
-    async def feed_bytes(self, data: bytes) -> None:
-        await self.consumer._handle_frame(_frame(data))
+    def feed_bytes(self, data: bytes) -> None:
+        for action in self.core.receive(_frame(data)):
+            if isinstance(action, Emit):
+                self.events.append(action.event)
+            elif isinstance(action, Reopen):
+                self.sent.sent.append(self.core.stream_request(*action.key))
 
-    async def feed(self, *messages: Any) -> None:  # noqa: ANN401
+    def feed(self, *messages: Any) -> None:  # noqa: ANN401
         for message in messages:
-            await self.feed_bytes(message.encode())
+            self.feed_bytes(message.encode())
 
 
 def _marker(start: int, end: int, opaque: int = OPAQUE, sid: int | None = None) -> SnapshotMarker:
@@ -199,25 +178,25 @@ class TestConsumerOptions:
 
 
 class TestStreamIds:
-    async def test_each_stream_of_a_vbucket_is_asked_with_its_own_sid_and_opaque(self) -> None:
+    def test_each_stream_of_a_vbucket_is_asked_with_its_own_sid_and_opaque(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8], sid=1), StreamFilter(scope=9, sid=2)])
-        requests = await fed.open()
+        requests = fed.open()
         assert [json.loads(r.value) for r in requests] == [
             {"sid": 1, "collections": ["8"]},
             {"sid": 2, "scope": "9"},
         ]
         assert [r.opaque for r in requests] == [OPAQUE, OPAQUE + OPAQUE_SLOT]
-        assert fed.consumer.stream_ids
+        assert fed.core.stream_ids
 
-    async def test_positions_and_snapshots_are_kept_per_stream(self) -> None:
+    def test_positions_and_snapshots_are_kept_per_stream(self) -> None:
         fed = Fed(
             streams=[StreamFilter(collections=[8], sid=1), StreamFilter(collections=[9], sid=2)]
         )
-        await fed.open()
+        fed.open()
         two = OPAQUE + OPAQUE_SLOT
-        await fed.accept(OPAQUE)
-        await fed.accept(two)
-        await fed.feed(
+        fed.accept(OPAQUE)
+        fed.accept(two)
+        fed.feed(
             _marker(1, 6, OPAQUE, 1),
             _marker(1, 9, two, 2),
             _mutation(3, b"h", 8, OPAQUE, 1),
@@ -232,13 +211,13 @@ class TestStreamIds:
         assert fed.state.violations == []
         assert {v.sid for v in fed.state.documents().values()} == {1, 2}
 
-    async def test_a_rollback_undoes_only_its_streams_versions(self) -> None:
+    def test_a_rollback_undoes_only_its_streams_versions(self) -> None:
         fed = Fed(
             streams=[StreamFilter(collections=[8], sid=1), StreamFilter(collections=[9], sid=2)]
         )
-        await fed.open()
+        fed.open()
         two = OPAQUE + OPAQUE_SLOT
-        await fed.feed(
+        fed.feed(
             _marker(1, 2, OPAQUE, 1),
             _mutation(2, b"h", 8, OPAQUE, 1),
             _marker(1, 3, two, 2),
@@ -250,23 +229,23 @@ class TestStreamIds:
 
 
 class TestSeqnoAdvanced:
-    async def test_at_the_snapshot_end_it_completes_the_snapshot(self) -> None:
+    def test_at_the_snapshot_end_it_completes_the_snapshot(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8])])
-        await fed.open()
-        await fed.feed(_marker(1, 10), _mutation(4, b"k", 8))
-        await fed.feed(SeqnoAdvanced(opaque=OPAQUE, vbucket=0, by_seqno=10))
+        fed.open()
+        fed.feed(_marker(1, 10), _mutation(4, b"k", 8))
+        fed.feed(SeqnoAdvanced(opaque=OPAQUE, vbucket=0, by_seqno=10))
         pos = fed.state.position(0)
         assert (pos.seqno, pos.snap_start, pos.snap_end) == (10, 10, 10)
         assert fed.state.consistent[(0, None)] == [0, 10]
         assert fed.state.seqno_advances == 1
 
-    async def test_inside_a_snapshot_it_moves_the_position_within_the_snapshot(self) -> None:
+    def test_inside_a_snapshot_it_moves_the_position_within_the_snapshot(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8])])
-        await fed.open()
-        await fed.feed(_marker(1, 20), SeqnoAdvanced(opaque=OPAQUE, vbucket=0, by_seqno=7))
+        fed.open()
+        fed.feed(_marker(1, 20), SeqnoAdvanced(opaque=OPAQUE, vbucket=0, by_seqno=7))
         pos = fed.state.position(0)
         assert (pos.seqno, pos.snap_start, pos.snap_end) == (7, 1, 20)
-        await fed.feed(_end(StreamEndReason.STATE_CHANGED))
+        fed.feed(_end(StreamEndReason.STATE_CHANGED))
         (request,) = fed.sent.requests()
         assert (request.start_seqno, request.snap_start_seqno, request.snap_end_seqno) == (
             7,
@@ -276,62 +255,62 @@ class TestSeqnoAdvanced:
 
 
 class TestStreamEnd:
-    async def test_filter_empty_ends_the_stream_without_asking_again(self) -> None:
+    def test_filter_empty_ends_the_stream_without_asking_again(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8])])
-        await fed.open()
-        await fed.feed(_marker(1, 2), _begin(1, 8, b"hotel"), _drop(2, 8))
-        await fed.feed(_end(StreamEndReason.FILTER_EMPTY))
+        fed.open()
+        fed.feed(_marker(1, 2), _begin(1, 8, b"hotel"), _drop(2, 8))
+        fed.feed(_end(StreamEndReason.FILTER_EMPTY))
         assert fed.sent.requests() == []
         pos = fed.state.position(0)
         assert pos.ended
         assert pos.end_reason == StreamEndReason.FILTER_EMPTY
-        assert fed.consumer.finished.is_set()
-        assert await fed.open() == []  # a reconnect does not bring it back
+        assert fed.core.finished
+        assert fed.open() == []  # a reconnect does not bring it back
 
-    async def test_finished_waits_for_every_stream(self) -> None:
+    def test_finished_waits_for_every_stream(self) -> None:
         fed = Fed(
             vbuckets=[0, 1],
             streams=[StreamFilter(collections=[8], sid=1), StreamFilter(collections=[9], sid=2)],
         )
-        await fed.open()
-        await fed.feed(_end(StreamEndReason.FILTER_EMPTY, OPAQUE, 1))
-        assert not fed.consumer.finished.is_set()
+        fed.open()
+        fed.feed(_end(StreamEndReason.FILTER_EMPTY, OPAQUE, 1))
+        assert not fed.core.finished
         assert fed.state.position(0, 1).ended
         assert not fed.state.position(0, 2).ended
 
     @pytest.mark.parametrize("reason", [StreamEndReason.STATE_CHANGED, StreamEndReason.ROLLBACK])
-    async def test_a_reason_worth_retrying_asks_again_from_the_position(
+    def test_a_reason_worth_retrying_asks_again_from_the_position(
         self, reason: StreamEndReason
     ) -> None:
         fed = Fed()
-        await fed.open()
-        await fed.feed(_marker(1, 3), _mutation(3, b"k"), _end(reason))
+        fed.open()
+        fed.feed(_marker(1, 3), _mutation(3, b"k"), _end(reason))
         (request,) = fed.sent.requests()
         assert request.start_seqno == 3
         assert not fed.state.position(0).ended
 
-    async def test_ok_is_the_end(self) -> None:
+    def test_ok_is_the_end(self) -> None:
         fed = Fed()
-        await fed.open()
-        await fed.feed(_end(StreamEndReason.OK))
+        fed.open()
+        fed.feed(_end(StreamEndReason.OK))
         assert fed.sent.requests() == []
         assert fed.state.position(0).ended
 
-    async def test_closed_is_asked_again_only_when_reconnecting(self) -> None:
+    def test_closed_is_asked_again_only_when_reconnecting(self) -> None:
         fed = Fed(reconnect=False)
-        await fed.open()
-        await fed.feed(_end(StreamEndReason.CLOSED))
+        fed.open()
+        fed.feed(_end(StreamEndReason.CLOSED))
         assert fed.sent.requests() == []
         assert not fed.state.position(0).ended
         fed = Fed()
-        await fed.open()
-        await fed.feed(_end(StreamEndReason.CLOSED))
+        fed.open()
+        fed.feed(_end(StreamEndReason.CLOSED))
         assert len(fed.sent.requests()) == 1
 
-    async def test_a_refused_filter_of_dropped_collections_is_over(self) -> None:
+    def test_a_refused_filter_of_dropped_collections_is_over(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8])])
-        await fed.open()
-        await fed.feed_bytes(
+        fed.open()
+        fed.feed_bytes(
             Response(
                 opcode=Opcode.DCP_STREAM_REQ, status=Status.UNKNOWN_COLLECTION, opaque=OPAQUE
             ).encode()
@@ -341,11 +320,11 @@ class TestStreamEnd:
             StreamRefused(vbucket=0, stream_id=None, status=Status.UNKNOWN_COLLECTION)
         ]
 
-    async def test_an_unknown_collection_on_a_pass_through_stream_is_an_error(self) -> None:
+    def test_an_unknown_collection_on_a_pass_through_stream_is_an_error(self) -> None:
         fed = Fed()
-        await fed.open()
+        fed.open()
         with pytest.raises(ConsumerError, match="0x88"):
-            await fed.feed_bytes(
+            fed.feed_bytes(
                 Response(
                     opcode=Opcode.DCP_STREAM_REQ, status=Status.UNKNOWN_COLLECTION, opaque=OPAQUE
                 ).encode()
@@ -353,9 +332,9 @@ class TestStreamEnd:
 
 
 class TestManifestView:
-    async def test_system_events_build_the_streams_manifest(self) -> None:
+    def test_system_events_build_the_streams_manifest(self) -> None:
         fed = Fed(streams=[StreamFilter(scope=8)])
-        await fed.open()
+        fed.open()
         scope = scope_event(
             opaque=OPAQUE,
             vbucket=0,
@@ -363,9 +342,7 @@ class TestManifestView:
             name=b"inventory",
             data=ScopeEventData(manifest_uid=1, scope_id=8),
         )
-        await fed.feed(
-            _marker(1, 3), scope, _begin(2, 8, b"hotel", 8, 2), _begin(3, 9, b"rail", 8, 3)
-        )
+        fed.feed(_marker(1, 3), scope, _begin(2, 8, b"hotel", 8, 2), _begin(3, 9, b"rail", 8, 3))
         view = fed.state.manifest(0)
         assert view.scopes == {8: "inventory"}
         assert {cid: info.name for cid, info in view.collections.items()} == {8: "hotel", 9: "rail"}
@@ -373,15 +350,13 @@ class TestManifestView:
         assert fed.state.system_events == 3
         assert fed.state.position(0).seqno == 3
 
-    async def test_a_drop_forgets_the_documents_and_a_rollback_below_it_restores_them(
+    def test_a_drop_forgets_the_documents_and_a_rollback_below_it_restores_them(
         self,
     ) -> None:
         fed = Fed()
-        await fed.open()
-        await fed.feed(
-            _marker(1, 3), _begin(1, 8, b"hotel"), _mutation(2, b"k", 8), _mutation(3, b"d")
-        )
-        await fed.feed(_marker(4, 4), _drop(4, 8))
+        fed.open()
+        fed.feed(_marker(1, 3), _begin(1, 8, b"hotel"), _mutation(2, b"k", 8), _mutation(3, b"d"))
+        fed.feed(_marker(4, 4), _drop(4, 8))
         assert set(fed.state.documents()) == {(0, b"d")}
         assert 8 not in fed.state.manifest(0).collections
         fed.state.roll_back(0, 3)
@@ -390,29 +365,29 @@ class TestManifestView:
 
 
 class TestOso:
-    async def _start(self, fed: Fed) -> None:
-        await fed.open()
-        await fed.feed(OsoSnapshot(opaque=OPAQUE, vbucket=0, flags=OsoSnapshotFlag.START))
-        await fed.feed(_begin(1, 8, b"hotel"), _mutation(9, b"a", 8), _mutation(4, b"b", 8))
+    def _start(self, fed: Fed) -> None:
+        fed.open()
+        fed.feed(OsoSnapshot(opaque=OPAQUE, vbucket=0, flags=OsoSnapshotFlag.START))
+        fed.feed(_begin(1, 8, b"hotel"), _mutation(9, b"a", 8), _mutation(4, b"b", 8))
 
-    async def test_the_position_waits_for_the_end_then_takes_the_highest_seqno(self) -> None:
+    def test_the_position_waits_for_the_end_then_takes_the_highest_seqno(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8])])
-        await self._start(fed)
+        self._start(fed)
         assert fed.state.position(0).seqno == 0
-        await fed.feed(SeqnoAdvanced(opaque=OPAQUE, vbucket=0, by_seqno=12))
-        await fed.feed(OsoSnapshot(opaque=OPAQUE, vbucket=0, flags=OsoSnapshotFlag.END))
+        fed.feed(SeqnoAdvanced(opaque=OPAQUE, vbucket=0, by_seqno=12))
+        fed.feed(OsoSnapshot(opaque=OPAQUE, vbucket=0, flags=OsoSnapshotFlag.END))
         pos = fed.state.position(0)
         assert (pos.seqno, pos.snap_start, pos.snap_end) == (12, 12, 12)
         assert fed.state.consistent[(0, None)] == [0, 12]
         assert fed.state.violations == []
         assert set(fed.state.documents()) == {(8, b"a"), (8, b"b")}
-        await fed.feed(_marker(13, 13), _mutation(13, b"c", 8))
+        fed.feed(_marker(13, 13), _mutation(13, b"c", 8))
         assert fed.state.violations == []
 
-    async def test_a_stream_cut_inside_an_oso_snapshot_resumes_from_before_it(self) -> None:
+    def test_a_stream_cut_inside_an_oso_snapshot_resumes_from_before_it(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8])])
-        await self._start(fed)
-        await fed.feed(_end(StreamEndReason.STATE_CHANGED))
+        self._start(fed)
+        fed.feed(_end(StreamEndReason.STATE_CHANGED))
         (request,) = fed.sent.requests()
         assert (request.start_seqno, request.snap_start_seqno, request.snap_end_seqno) == (0, 0, 0)
 
@@ -429,13 +404,13 @@ class TestFlatBuffersEvents:
             value=encode_flatbuffers_value(data),
         )
 
-    async def test_version_2_events_and_modify_collection_update_the_view(self) -> None:
+    def test_version_2_events_and_modify_collection_update_the_view(self) -> None:
         fed = Fed()
-        await fed.open()
+        fed.open()
         begin = CollectionEventV2(manifest_uid=4, scope_id=0, collection_id=8, name="hotel")
         modify = attrs.evolve(begin, manifest_uid=5, max_ttl=60)
         dropped = DroppedCollectionV2(manifest_uid=6, scope_id=0, collection_id=8)
-        await fed.feed(
+        fed.feed(
             _marker(1, 3),
             self._event(1, SystemEventType.BEGIN_COLLECTION, begin, b"hotel"),
             self._event(2, SystemEventType.MODIFY_COLLECTION, modify, b"hotel"),
@@ -443,6 +418,6 @@ class TestFlatBuffersEvents:
         view = fed.state.manifest(0)
         assert view.collections[8] == CollectionInfo(0, "hotel", 60)
         assert view.uid == 5
-        await fed.feed(self._event(3, SystemEventType.END_COLLECTION, dropped, b""))
+        fed.feed(self._event(3, SystemEventType.END_COLLECTION, dropped, b""))
         assert 8 not in view.collections
         assert fed.state.cleared[(0, 8)] == 3

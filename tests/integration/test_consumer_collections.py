@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from mockdcp.client import ConsumerState, DcpConsumer, StreamFilter
+from mockdcp.client import ConsumerCore, ConsumerState, DcpConsumer, StreamFilter
 from mockdcp.model import Bucket
-from mockdcp.protocol import StreamEnd, StreamEndReason
+from mockdcp.protocol import DcpStreamRequest, StreamEnd, StreamEndReason
 from mockdcp.server import serve
 
 from ._raw import wait_until
@@ -40,14 +40,23 @@ async def server() -> AsyncIterator[MockDcpServer]:
         yield srv
 
 
-class CountingConsumer(DcpConsumer):
-    """The reference consumer, counting the stream requests it sends."""
+class CountingCore(ConsumerCore):
+    """The reference consumer's core, counting the stream requests it makes."""
 
     requests = 0
 
-    async def _open_stream(self, vb: int, sid: int | None = None) -> None:
+    def stream_request(self, vb: int, sid: int | None = None) -> DcpStreamRequest:
         self.requests += 1
-        await super()._open_stream(vb, sid)
+        return super().stream_request(vb, sid)
+
+
+class CountingConsumer(DcpConsumer):
+    """The reference consumer, counting the stream requests it sends."""
+
+    @property
+    def requests(self) -> int:
+        assert isinstance(self.core, CountingCore)
+        return self.core.requests
 
 
 def _expected(server: MockDcpServer, *cids: int) -> dict[tuple[int, bytes], bytes]:
@@ -64,7 +73,8 @@ async def _until(predicate: Callable[[], bool], seconds: float = 15) -> None:
 
 
 def _consumer(server: MockDcpServer, *streams: StreamFilter) -> CountingConsumer:
-    return CountingConsumer(server.host, server.kv_port, vbuckets=range(VBUCKETS), streams=streams)
+    core = CountingCore(vbuckets=range(VBUCKETS), streams=streams)
+    return CountingConsumer(server.host, server.kv_port, vbuckets=None, core=core)
 
 
 async def test_a_collection_filter_streams_only_that_collection(server: MockDcpServer) -> None:
@@ -197,7 +207,7 @@ async def test_an_oso_backfill_converges_and_resumes_from_its_highest_seqno(
         bucket.persist(vb)
     oso: list[tuple[int, int]] = []
     consumer = _consumer(server, StreamFilter(collections=[HOTEL]))
-    consumer.extra_controls = [("enable_out_of_order_snapshots", mode)]
+    consumer.core.extra_controls = [("enable_out_of_order_snapshots", mode)]
 
     def on_event(vb: int, ev: object) -> None:
         if isinstance(ev, OsoSnapshot):

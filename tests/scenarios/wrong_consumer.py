@@ -8,7 +8,7 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
 * ``never-ack``: opens a flow-control window and never sends a buffer acknowledgement
   (the producer stops once the window is full).
 
-Both are the reference consumer with one behaviour broken.
+Both are the reference consumer's core with one rule broken, driven as it is.
 """
 
 from __future__ import annotations
@@ -19,32 +19,31 @@ import sys
 
 import trio
 
-from mockdcp.client import DcpConsumer
-from mockdcp.protocol import Frame, Status
+from mockdcp.client import Action, ConsumerCore, DcpConsumer, Reopen, StreamKey
+from mockdcp.protocol import DcpBufferAck, Frame, Status
 
 #: the flow-control window the never-ack consumer opens
 NEVER_ACK_BUFFER = 64 * 1024
 
 
-class IgnoresRollbacks(DcpConsumer):
+class IgnoresRollbacks(ConsumerCore):
     """Treats ROLLBACK as "try again": same start seqno, same uuid, nothing undone."""
 
-    async def _handle_frame(self, frame: Frame) -> None:
-        if frame.status == Status.ROLLBACK and frame.opaque in self._opaques:
-            await trio.sleep(0.05)  # do not spin: ask again as a naive retry loop would
-            await self._open_stream(self._opaques[frame.opaque])
-            return
-        await super()._handle_frame(frame)
+    def on_stream_response(self, key: StreamKey, frame: Frame) -> list[Action]:
+        if frame.status == Status.ROLLBACK:
+            # do not spin: ask again as a naive retry loop would
+            return [Reopen(key, 0.05)]
+        return super().on_stream_response(key, frame)
 
 
-class NeverAcks(DcpConsumer):
+class NeverAcks(ConsumerCore):
     """Sets a connection buffer size but never acknowledges a byte."""
 
-    async def _maybe_ack(self) -> None:
-        return
+    def buffer_ack(self) -> DcpBufferAck | None:
+        return None
 
 
-MODES: dict[str, type[DcpConsumer]] = {
+MODES: dict[str, type[ConsumerCore]] = {
     "ignore-rollbacks": IgnoresRollbacks,
     "never-ack": NeverAcks,
 }
@@ -60,15 +59,13 @@ def make_consumer(
     bucket: str = "default",
 ) -> DcpConsumer:
     """The wrong consumer of ``mode`` for the node at ``host:port``."""
-    return MODES[mode](
-        host,
-        port,
-        user=user,
-        password=password,
-        bucket=bucket,
+    core = MODES[mode](
         vbuckets=None,
         name=f"wrong-{mode}",
         buffer_size=NEVER_ACK_BUFFER if mode == "never-ack" else 20 * 1024 * 1024,
+    )
+    return DcpConsumer(
+        host, port, user=user, password=password, bucket=bucket, vbuckets=None, core=core
     )
 
 

@@ -1,0 +1,457 @@
+"""The reference consumer's protocol, without I/O: messages to send, frames received.
+
+``ConsumerCore`` makes the requests a DCP consumer sends (HELLO, DCP_OPEN, the controls,
+the stream requests from where ``ConsumerState`` says each stream is) and takes the frames
+the producer sends, one at a time (``receive``), returning what must happen next:
+``Send`` a message (a NOOP's answer, a buffer acknowledgement), ``Emit`` an event to the
+consumer's callback, ``Reopen`` a stream after a pause. The trio driver
+(``mockdcp.client.DcpConsumer``) does the sending, the pausing and the reading; tests feed
+frames straight to the core.
+
+The rules it follows are in ``mockdcp.client``'s docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING
+
+import attrs
+
+from mockdcp.client._state import ConsumerError, ConsumerState, StreamRefused, Version
+from mockdcp.client._streams import ManifestView, StreamFilter, StreamKey
+from mockdcp.protocol import (
+    DcpBufferAck,
+    DcpControl,
+    DcpNoop,
+    DcpOpen,
+    DcpOpenFlag,
+    DcpStreamRequest,
+    Deletion,
+    Expiration,
+    Frame,
+    Hello,
+    HelloFeature,
+    Magic,
+    Message,
+    Mutation,
+    Opcode,
+    OsoSnapshot,
+    OsoSnapshotFlag,
+    Response,
+    SeqnoAdvanced,
+    SnapshotMarker,
+    Status,
+    StreamEnd,
+    StreamEndReason,
+    SystemEvent,
+    decode_failover_log,
+    decode_server_message,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+log = logging.getLogger("mockdcp.client")
+
+MAX_SEQNO = 0xFFFFFFFFFFFFFFFF
+STREAM_OPAQUE_BASE = 0x1000
+#: A stream's opaque is ``STREAM_OPAQUE_BASE + vbucket + OPAQUE_SLOT * i`` for the i-th
+#: of the consumer's filters (vbuckets are below 1024).
+OPAQUE_SLOT = 0x10000
+#: Pause before re-opening a stream that ended with a reason other than OK.
+REOPEN_DELAY = 0.05
+#: Pause before asking again for a stream refused with a status worth retrying.
+RETRY_DELAY = 0.1
+#: Stream-request statuses that say "not now", not "never".
+RETRY_STATUSES = frozenset({Status.NOT_MY_VBUCKET, Status.ETMPFAIL})
+#: Stream-request statuses that say the filter names nothing that exists any more (the
+#: collections or the scope were dropped while the consumer was away): the stream is
+#: over, as after STREAM_END FILTER_EMPTY.
+GONE_STATUSES = frozenset({Status.UNKNOWN_COLLECTION, Status.UNKNOWN_SCOPE})
+#: a ``ConsumerState.cleared`` seqno above any: every document of the collection is gone
+_AFTER_EVERY_SEQNO = 1 << 64
+#: STREAM_END reasons after which the stream is done: the end seqno was reached, the
+#: filter became empty, or the connection may no longer read the collections (asking
+#: again would only be refused).
+FINAL_REASONS = frozenset(
+    {StreamEndReason.OK, StreamEndReason.FILTER_EMPTY, StreamEndReason.LOST_PRIVILEGES}
+)
+
+
+@attrs.frozen
+class Send:
+    """Send ``message`` to the producer now."""
+
+    message: Message | Response
+
+
+@attrs.frozen
+class Emit:
+    """Tell the consumer's callback: ``event`` happened on ``vbucket``."""
+
+    vbucket: int
+    event: object
+
+
+@attrs.frozen
+class Reopen:
+    """Ask for stream ``key`` again (from where it is) after ``delay`` seconds."""
+
+    key: StreamKey
+    delay: float
+
+
+Action = Send | Emit | Reopen
+
+
+class ConsumerCore:
+    """The protocol state of one consumer across its connections; see the module
+    docstring. ``streams``: one ``StreamFilter`` per stream to open on each vbucket
+    (``ValueError`` for filters without ``collections``, or stream-ids on some only).
+    ``vbuckets`` None: every vbucket of the bucket, counted from the cluster map
+    (``take_cluster_config``)."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "mockdcp-consumer",
+        vbuckets: Iterable[int] | None,
+        collections: bool = True,
+        buffer_size: int = 20 * 1024 * 1024,
+        noop_interval: float = 120.0,
+        end_seqno: int = MAX_SEQNO,
+        state: ConsumerState | None = None,
+        reconnect: bool = True,
+        open_flags: int = 0,
+        stream_flags: int = 0,
+        controls: Iterable[tuple[str, str]] = (),
+        streams: Iterable[StreamFilter] = (),
+    ) -> None:
+        self.name = name
+        #: every vbucket of the bucket, counted in the cluster map at bootstrap
+        self.every_vbucket = vbuckets is None
+        self.vbuckets = [] if vbuckets is None else list(vbuckets)
+        self.collections = collections
+        self.buffer_size = buffer_size
+        self.noop_interval = noop_interval
+        self.end_seqno = end_seqno
+        self.state = state or ConsumerState()
+        self.reconnect = reconnect
+        self.open_flags = open_flags
+        self.stream_flags = stream_flags
+        self.extra_controls = list(controls)
+        self.streams = _check_streams(list(streams) or [StreamFilter()], collections)
+        #: True once every stream has ended for good (OK, FILTER_EMPTY, ...)
+        self.finished = False
+        self._opaque = 1
+        self._unacked = 0
+        #: stream-request opaque -> vbucket, and -> stream id
+        self._opaques: dict[int, int] = {}
+        self._sids: dict[int, int | None] = {}
+        #: streams asked for and not ended
+        self.open: set[StreamKey] = set()
+        self._snap: dict[StreamKey, tuple[int, int]] = {}
+        #: streams inside an OSO snapshot -> the highest seqno received in it
+        self._oso: dict[StreamKey, int] = {}
+
+    @property
+    def stream_ids(self) -> bool:
+        """True when the streams carry stream-ids (``enable_stream_id`` is sent)."""
+        return self.streams[0].sid is not None
+
+    def next_opaque(self) -> int:
+        self._opaque += 1
+        return self._opaque
+
+    def new_connection(self) -> None:
+        """A new connection: nothing unacknowledged, no snapshot under way (an OSO
+        snapshot cut short resumes from before its start)."""
+        self._unacked = 0
+        self._snap.clear()
+        self._oso.clear()
+
+    # -- bootstrap ------------------------------------------------------------------------
+
+    def hello(self) -> Hello:
+        """HELLO with what the consumer needs (COLLECTIONS when collection-aware)."""
+        features = [
+            HelloFeature.XATTR,
+            HelloFeature.XERROR,
+            HelloFeature.SELECT_BUCKET,
+            HelloFeature.JSON,
+        ]
+        if self.collections:
+            features.append(HelloFeature.COLLECTIONS)
+        return Hello(opaque=self.next_opaque(), agent=b"mockdcp-client", features=tuple(features))
+
+    def take_cluster_config(self, config: bytes) -> None:
+        """GET_CLUSTER_CONFIG's answer: with ``vbuckets`` None, every vbucket it maps."""
+        if self.every_vbucket:
+            vbucket_map = json.loads(config)["vBucketServerMap"]["vBucketMap"]
+            self.vbuckets = list(range(len(vbucket_map)))
+
+    def dcp_open(self) -> DcpOpen:
+        flags = DcpOpenFlag.PRODUCER | self.open_flags
+        return DcpOpen(opaque=self.next_opaque(), name=self.name.encode(), flags=int(flags))
+
+    def controls(self) -> list[DcpControl]:
+        """The DCP_CONTROLs after DCP_OPEN, in order."""
+        controls = [
+            ("enable_noop", "true"),
+            ("set_noop_interval", str(self.noop_interval)),
+            ("connection_buffer_size", str(self.buffer_size)),
+            *([("enable_stream_id", "true")] if self.stream_ids else []),
+            *self.extra_controls,
+        ]
+        return [DcpControl(opaque=self.next_opaque(), key=k, value=v) for k, v in controls]
+
+    # -- streams --------------------------------------------------------------------------
+
+    def _spec(self, sid: int | None) -> tuple[int, StreamFilter]:
+        for slot, spec in enumerate(self.streams):
+            if spec.sid == sid:
+                return slot, spec
+        raise KeyError(f"no stream with stream-id {sid}")
+
+    def stream_request(self, vb: int, sid: int | None = None) -> DcpStreamRequest:
+        """The request for stream ``(vb, sid)`` from where it is (the first filter's sid
+        when ``sid`` is None and the filters have stream-ids); the stream is open from
+        now on."""
+        if sid is None:
+            sid = self.streams[0].sid
+        slot, spec = self._spec(sid)
+        pos = self.state.position(vb, sid)
+        self.state.manifests.setdefault((vb, sid), ManifestView.for_filter(spec))
+        opaque = STREAM_OPAQUE_BASE + vb + OPAQUE_SLOT * slot
+        self._opaques[opaque] = vb
+        self._sids[opaque] = sid
+        self.open.add((vb, sid))
+        return DcpStreamRequest(
+            opaque=opaque,
+            vbucket=vb,
+            flags=int(self.stream_flags),
+            start_seqno=pos.seqno,
+            end_seqno=self.end_seqno,
+            vbucket_uuid=pos.uuid,
+            snap_start_seqno=pos.snap_start,
+            snap_end_seqno=pos.snap_end,
+            value=spec.value(),
+        )
+
+    def stream_requests(self, vb: int) -> list[DcpStreamRequest]:
+        """The requests for every stream of ``vb`` that is not done."""
+        return [
+            self.stream_request(vb, spec.sid)
+            for spec in self.streams
+            if not self.state.position(vb, spec.sid).ended
+        ]
+
+    def all_stream_requests(self) -> list[DcpStreamRequest]:
+        """The requests for every stream of every vbucket that is not done."""
+        return [request for vb in self.vbuckets for request in self.stream_requests(vb)]
+
+    def is_stream_response(self, frame: Frame) -> bool:
+        """True for the answer to one of the consumer's stream requests."""
+        return (
+            frame.magic is Magic.RESPONSE
+            and frame.opcode == Opcode.DCP_STREAM_REQ
+            and frame.opaque in self._opaques
+        )
+
+    def stream_of(self, frame: Frame) -> StreamKey:
+        """The stream a frame belongs to: by the opaque of its stream request, as the
+        clients route (the stream-id frame info when the opaque is not one of ours)."""
+        vb = self._opaques.get(frame.opaque)
+        if vb is None:
+            return frame.vbucket, frame.stream_id()
+        return vb, self._sids.get(frame.opaque)
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def receive(self, frame: Frame) -> list[Action]:
+        """Take one frame from the producer; what must happen next, in order.
+
+        Raises ``ConsumerError`` for a stream refused in a way the consumer cannot fix,
+        ``RemoteProtocolError`` for a frame it cannot decode."""
+        if frame.magic is Magic.RESPONSE:
+            if self.is_stream_response(frame):
+                return self.on_stream_response(self.stream_of(frame), frame)
+            return []
+        msg = decode_server_message(frame, collections=self.collections)
+        if isinstance(msg, DcpNoop):
+            reply = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=msg.opaque)
+            return [Send(reply)]
+        key = self.stream_of(frame)
+        self._unacked += frame.size
+        actions: list[Action] = []
+        if isinstance(msg, SnapshotMarker):
+            self._on_marker(key, msg)
+        elif isinstance(msg, Mutation | Deletion | Expiration):
+            self._on_item(key, msg)
+        elif isinstance(msg, SystemEvent):
+            self._on_system_event(key, msg)
+        elif isinstance(msg, SeqnoAdvanced):
+            self.state.seqno_advances += 1
+            self._advance(key, msg.by_seqno)
+        elif isinstance(msg, OsoSnapshot):
+            self._on_oso(key, msg)
+        elif isinstance(msg, StreamEnd):
+            actions += self._on_stream_end(key, msg)
+        actions.append(Emit(key[0], msg))
+        ack = self.buffer_ack()
+        if ack is not None:
+            actions.append(Send(ack))
+        return actions
+
+    def buffer_ack(self) -> DcpBufferAck | None:
+        """The buffer acknowledgement due (at half the window), if one is."""
+        if self.buffer_size and self._unacked >= self.buffer_size // 2:
+            nbytes, self._unacked = self._unacked, 0
+            return DcpBufferAck(opaque=0, nbytes=nbytes)
+        return None
+
+    def on_stream_response(self, key: StreamKey, frame: Frame) -> list[Action]:
+        """The answer to a stream request: accepted (the failover log kept), rolled back
+        and asked again, asked again later, or over (its filter names nothing left)."""
+        vb, sid = key
+        pos = self.state.position(vb, sid)
+        if frame.status == Status.SUCCESS:
+            pos.failover_log = list(decode_failover_log(frame.value))
+            if pos.failover_log:
+                pos.uuid = pos.failover_log[0][0]
+            return []
+        self.open.discard(key)
+        if frame.status == Status.ROLLBACK:
+            seqno = int.from_bytes(frame.value[:8], "big")
+            self.state.roll_back(vb, seqno, sid)
+            return [Emit(vb, ("rollback", seqno)), Reopen(key, 0.0)]
+        if frame.status in RETRY_STATUSES:
+            log.info("stream request for vbucket %d: status %#x; retrying", vb, frame.status)
+            return [Reopen(key, RETRY_DELAY)]
+        spec = self.streams[self._spec(sid)[0]]
+        if frame.status in GONE_STATUSES and not spec.passes_through:
+            log.info("stream %s: its filter names nothing left (%#x); done", key, frame.status)
+            # its drop events may have been purged while the consumer was away: what it
+            # has of the filter's collections in this vbucket is gone
+            gone = set(spec.collections)
+            if spec.scope is not None:
+                view = self.state.manifests.get(key)
+                if view is not None:
+                    gone |= {
+                        c for c, info in view.collections.items() if info.scope_id == spec.scope
+                    }
+            for cid in gone:
+                self.state.cleared[(vb, cid)] = _AFTER_EVERY_SEQNO
+            self._end(key, int(frame.status))
+            return [Emit(vb, StreamRefused(vbucket=vb, stream_id=sid, status=int(frame.status)))]
+        raise ConsumerError(
+            f"stream request for vbucket {vb}{_sid_text(sid)} failed: status {frame.status:#x}"
+        )
+
+    def _end(self, key: StreamKey, reason: int) -> None:
+        """Stream ``key`` is done: it is not asked for again, even after a reconnect."""
+        pos = self.state.position(*key)
+        pos.ended, pos.end_reason = True, reason
+        every = (
+            self.state.position(vb, spec.sid).ended for vb in self.vbuckets for spec in self.streams
+        )
+        if all(every):
+            self.finished = True
+
+    def _on_stream_end(self, key: StreamKey, msg: StreamEnd) -> list[Action]:
+        self.open.discard(key)
+        self._oso.pop(key, None)
+        self.state.stream_ends.append((key[0], int(msg.reason)))
+        self.state.position(*key).end_reason = int(msg.reason)
+        if msg.reason in FINAL_REASONS:
+            self._end(key, int(msg.reason))
+        elif self.reconnect or msg.reason != StreamEndReason.CLOSED:
+            return [Reopen(key, REOPEN_DELAY)]  # as java-dcp-client does (50 ms)
+        return []
+
+    def _on_system_event(self, key: StreamKey, msg: SystemEvent) -> None:
+        self.state.system_events += 1
+        cid = self.state.manifest(*key).apply(msg)
+        if cid is not None:  # a drop, a create or a flush: what came before is gone
+            self.state.cleared[(key[0], cid)] = msg.by_seqno
+        # a system event holds a seqno of the snapshot like an item (and may end it)
+        self._advance(key, msg.by_seqno)
+
+    def _advance(self, key: StreamKey, seqno: int) -> None:
+        """The stream received ``seqno`` without a document (a system event, or a
+        SEQNO_ADVANCED): a position it may resume from; it completes the snapshot when
+        it is the snapshot's end (or lies past it)."""
+        if key in self._oso:
+            self._oso[key] = max(self._oso[key], seqno)
+            return
+        pos = self.state.position(*key)
+        pos.seqno = seqno
+        snap = self._snap.get(key)
+        if snap is None or seqno >= snap[1]:
+            pos.snap_start = pos.snap_end = seqno
+            self.state.mark_consistent(key[0], seqno, key[1])
+        else:
+            pos.snap_start, pos.snap_end = snap
+
+    def _on_oso(self, key: StreamKey, msg: OsoSnapshot) -> None:
+        """OSO start: hold the position until the end; OSO end: the highest seqno
+        received is where the stream resumes, and a consistent point (oso_snapshot.md)."""
+        if msg.flags & OsoSnapshotFlag.START:
+            self._oso[key] = self.state.position(*key).seqno
+        elif msg.flags & OsoSnapshotFlag.END and key in self._oso:
+            high = self._oso.pop(key)
+            pos = self.state.position(*key)
+            pos.seqno = pos.snap_start = pos.snap_end = high
+            self._snap.pop(key, None)
+            self.state.mark_consistent(key[0], high, key[1])
+
+    def _on_marker(self, key: StreamKey, msg: SnapshotMarker) -> None:
+        self.state.markers += 1
+        if key in self._oso:
+            self.state.violations.append(f"stream {key}: snapshot marker inside an OSO snapshot")
+        self._snap[key] = (msg.start_seqno, msg.end_seqno)
+
+    def _on_item(self, key: StreamKey, msg: Mutation | Deletion | Expiration) -> None:
+        vb, sid = key
+        cid = msg.collection_id or 0
+        deleted = not isinstance(msg, Mutation)
+        versions = self.state.versions.setdefault((cid, msg.key), [])
+        versions.append(Version(vb, msg.by_seqno, msg.value, deleted, msg.rev_seqno, msg.cas, sid))
+        self.state.items += 1
+        if key in self._oso:  # key order, no marker: the position waits for the end
+            self._oso[key] = max(self._oso[key], msg.by_seqno)
+            return
+        pos = self.state.position(vb, sid)
+        snap = self._snap.get(key)
+        if snap is None or not snap[0] <= msg.by_seqno <= snap[1]:
+            self.state.violations.append(
+                f"vb {vb}{_sid_text(sid)} seqno {msg.by_seqno} outside marker {snap}"
+            )
+        elif msg.by_seqno <= pos.seqno:
+            self.state.violations.append(
+                f"vb {vb}{_sid_text(sid)} seqno {msg.by_seqno} not above {pos.seqno}"
+            )
+        pos.seqno = msg.by_seqno
+        if snap is not None:
+            pos.snap_start, pos.snap_end = snap
+            if msg.by_seqno == snap[1]:
+                pos.snap_start = pos.snap_end = msg.by_seqno
+                self.state.mark_consistent(vb, msg.by_seqno, sid)
+
+
+def _sid_text(sid: int | None) -> str:
+    return "" if sid is None else f" sid {sid}"
+
+
+def _check_streams(streams: list[StreamFilter], collections: bool) -> list[StreamFilter]:
+    """The consumer's filters, checked: see ``ConsumerCore``."""
+    sids = [spec.sid for spec in streams]
+    if any(sid is None for sid in sids) and any(sid is not None for sid in sids):
+        raise ValueError("with stream-ids every stream needs one (enable_stream_id)")
+    if len(set(sids)) != len(sids):
+        raise ValueError(f"streams of one vbucket need distinct stream-ids: {sids}")
+    if not collections and any(not s.passes_through or s.sid is not None for s in streams):
+        raise ValueError("collection filters and stream-ids need collections=True")
+    return streams
