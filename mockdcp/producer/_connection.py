@@ -208,6 +208,7 @@ class Connection:
         now: float,
         peer_host: str = "",
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        certificate_user: str | None = None,
     ) -> None:
         self.node = node
         self.conn_id = conn_id
@@ -234,7 +235,13 @@ class Connection:
         self._unwritten: list[ev.ProducerEvent] = []
         #: (vbucket, seqno) holds already reported as reached
         self._reached: set[tuple[int, int]] = set()
+        #: False once a TLS client certificate authenticated the connection: it cannot
+        #: change its identity with SASL (kv_engine ``Connection::tryAuthUserFromX509Cert``)
+        self.sasl_enabled = True
         self._emit(ev.ConnectionOpened, peer=self.peer_host)
+        if certificate_user is not None:
+            self._authenticated(certificate_user)
+            self.sasl_enabled = False
 
     # -- the three verbs ---------------------------------------------------------------
 
@@ -683,20 +690,31 @@ class Connection:
         return self._sasl_server
 
     def _on_sasl_list(self, frame: Frame, msg: SaslListMechs, now: float) -> None:
-        self._respond(frame, value=self._sasl.mechanisms_string().encode())
+        # a certificate-authenticated connection lists none (``getSaslMechanisms``)
+        names = self._sasl.mechanisms_string() if self.sasl_enabled else ""
+        self._respond(frame, value=names.encode())
 
     def _on_sasl_auth(self, frame: Frame, msg: SaslAuth, now: float) -> None:
+        if not self.sasl_enabled:  # kv_engine ``SaslStartCommandContext::initial``
+            self._respond(frame, Status.NOT_SUPPORTED)
+            return
         self._sasl_result(frame, self._sasl.start(msg.mechanism, msg.payload))
 
     def _on_sasl_step(self, frame: Frame, msg: SaslStep, now: float) -> None:
+        if not self.sasl_enabled:
+            self._respond(frame, Status.NOT_SUPPORTED)
+            return
         self._sasl_result(frame, self._sasl.step(msg.mechanism, msg.payload))
 
     def _sasl_result(self, frame: Frame, result: SaslResult) -> None:
         if result.status == Status.SUCCESS:
-            self.user = result.user
-            self.state = transition_connection(self.state, ConnectionEvent.AUTH)
-            self._emit(ev.Authenticated, user=result.user or "")
+            self._authenticated(result.user or "")
         self._respond(frame, result.status, value=result.payload)
+
+    def _authenticated(self, user: str) -> None:
+        self.user = user
+        self.state = transition_connection(self.state, ConnectionEvent.AUTH)
+        self._emit(ev.Authenticated, user=user)
 
     def _on_select_bucket(self, frame: Frame, msg: SelectBucket, now: float) -> None:
         if msg.bucket != self.node.bucket.name:
