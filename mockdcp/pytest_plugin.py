@@ -55,6 +55,12 @@ VBUCKETS_INI = "mockdcp_default_vbuckets"
 SERVE_OPTIONS = frozenset(
     {"host", "port", "http_port", "bucket", "vbuckets", "users", "seed", "idle_timeout"}
     | {"pcap", "scenario"}
+    # mockdcp.server._network's TLS_KEYWORDS and EXTERNAL_KEYWORDS (not imported: the
+    # plugin loads nothing of mockdcp until a fixture is used)
+    | {"tls", "tls_port", "https_port", "tls_dir", "tls_cert", "tls_key", "tls_ca", "tls_names"}
+    | {"client_cert_auth", "client_cert_path", "client_cert_prefix", "client_cert_delimiter"}
+    | {"tls_handshake_timeout", "external_host", "external_kv_port", "external_http_port"}
+    | {"external_kv_tls_port", "external_https_port"}
 )
 #: the plugin's own keywords
 PLUGIN_OPTIONS = frozenset({"docs", "check_expectations"})
@@ -116,6 +122,8 @@ def _options(request: pytest.FixtureRequest, given: dict[str, Any]) -> dict[str,
         pytest.fail(message, pytrace=False)
     options: dict[str, Any] = {"port": 0, "http_port": 0, "docs": 0, "check_expectations": True}
     options["vbuckets"] = default_vbuckets(request.config)
+    if given.get("tls"):
+        options.update(tls_port=0, https_port=0)  # free ports, as for the plain ones
     options.update(given)
     if options.get("scenario") is not None:
         if options["docs"]:
