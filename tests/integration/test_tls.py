@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
+pytest_plugins = ["pytester"]
+
 DOCS = 200
 FEATURES = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.SELECT_BUCKET)
 
@@ -543,6 +545,30 @@ async def test_an_unknown_keyword_is_a_type_error() -> None:
 
 def test_the_pytest_marker_takes_every_tls_and_external_keyword() -> None:
     assert TLS_KEYWORDS | EXTERNAL_KEYWORDS <= SERVE_OPTIONS
+
+
+MARKED_TLS = """
+import socket, ssl
+
+import pytest
+
+
+@pytest.mark.mockdcp(vbuckets=4, tls=True, tls_dir=TLS_DIR, client_cert_auth="enable")
+def test_tls(mockdcp):
+    assert mockdcp.tls_port not in (None, 11207)
+    assert mockdcp.https_port not in (None, 18091)
+    context = ssl.create_default_context(cadata=mockdcp.ca_pem.decode())
+    with socket.create_connection(("127.0.0.1", mockdcp.tls_port)) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            assert tls.version()
+"""
+
+
+def test_the_pytest_marker_serves_tls_on_free_ports(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytester.makepyfile(MARKED_TLS.replace("TLS_DIR", repr(str(tmp_path))))
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_server_in_a_thread_reports_its_tls_ports_and_ca(tmp_path: Path) -> None:
