@@ -95,7 +95,9 @@ def _network_options(p: argparse.ArgumentParser) -> None:
         "MOCKDCP_EXTERNAL_KV_PORT, MOCKDCP_EXTERNAL_HTTP_PORT, MOCKDCP_EXTERNAL_KV_TLS_PORT, "
         "MOCKDCP_EXTERNAL_HTTPS_PORT",
     )
-    ext.add_argument("--external-host", default=env("MOCKDCP_EXTERNAL_HOST") or None)
+    ext.add_argument(
+        "--external-host", default=env("MOCKDCP_EXTERNAL_HOST") or None, metavar="HOST"
+    )
     port = _int_in(1, 65535)
     for option, variable in (
         ("--external-kv-port", "MOCKDCP_EXTERNAL_KV_PORT"),
@@ -112,8 +114,20 @@ def _network_options(p: argparse.ArgumentParser) -> None:
         default=_env_flag("MOCKDCP_TLS"),
         help="serve KV over TLS and HTTPS too (MOCKDCP_TLS=1)",
     )
-    tls.add_argument("--tls-port", type=_int_in(0, 65535), default=11207, help="0 = any free")
-    tls.add_argument("--https-port", type=_int_in(0, 65535), default=18091, help="0 = any free")
+    tls.add_argument(
+        "--tls-port",
+        type=_int_in(0, 65535),
+        default=11207,
+        metavar="PORT",
+        help="KV over TLS (default 11207; 0 = any free)",
+    )
+    tls.add_argument(
+        "--https-port",
+        type=_int_in(0, 65535),
+        default=18091,
+        metavar="PORT",
+        help="HTTPS management port (default 18091; 0 = any free)",
+    )
     tls.add_argument(
         "--tls-dir",
         metavar="DIR",
@@ -143,9 +157,14 @@ def _network_options(p: argparse.ArgumentParser) -> None:
         default="subject.cn",
         help="the certificate field that names the user",
     )
-    tls.add_argument("--client-cert-prefix", default="", help="cut from the field's start")
     tls.add_argument(
-        "--client-cert-delimiter", default="", help="the user name ends before any of these"
+        "--client-cert-prefix", default="", metavar="TEXT", help="cut from the field's start"
+    )
+    tls.add_argument(
+        "--client-cert-delimiter",
+        default="",
+        metavar="CHARS",
+        help="the user name ends before any of these",
     )
 
 
