@@ -1,6 +1,8 @@
 """Prove that mockdcp's image serves: ``mockdcp serve --docs 1000`` streamed to the end
 by ``mockdcp tail``, its health and state endpoints, the bundled scenarios listed,
-validated and one of them served.
+validated and one of them served, and ``mockdcp serve --tls``: its HTTPS health endpoint
+and KV TLS port reached trusting the CA it made (in a temporary directory, deleted after:
+no CA is baked into the image).
 
 docker/slim.py runs the checks in the build stage (``run_the_image``). docker/Dockerfile
 runs this file in the finished image (``FROM scratch`` with the tree docker/runtime.py
@@ -16,10 +18,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -75,6 +81,37 @@ def serve_and_stream(env: dict[str, str], *extra: str, docs: int = DOCS) -> None
             server.wait()
 
 
+def serve_over_tls(env: dict[str, str]) -> None:
+    """``mockdcp serve --tls`` with a CA of its own: HTTPS and the KV TLS port answer,
+    with the certificate the CA signed."""
+    mockdcp = str(VENV / "bin" / "mockdcp")
+    private = tempfile.mkdtemp(prefix="mockdcp-imagecheck-")
+    args = [mockdcp, "serve", "--json", "--port", "0", "--http-port", "0", "--docs", "0"]
+    args += ["--tls", "--tls-port", "0", "--https-port", "0", "--tls-dir", private]
+    server = subprocess.Popen(args, stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert server.stdout is not None
+        ready = json.loads(server.stdout.readline())
+        context = ssl.create_default_context(cafile=ready["ca_file"])
+        with urllib.request.urlopen(
+            ready["https"] + "/mock/health", timeout=10, context=context
+        ) as response:
+            response.read()
+        with (
+            socket.create_connection(("127.0.0.1", ready["tls_port"]), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            assert tls.version() is not None
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        shutil.rmtree(private, ignore_errors=True)
+
+
 def run_the_image(env: dict[str, str]) -> None:
     mockdcp = str(VENV / "bin" / "mockdcp")
     serve_and_stream(env, "--docs", str(DOCS))
@@ -82,6 +119,7 @@ def run_the_image(env: dict[str, str]) -> None:
     subprocess.run([mockdcp, "scenarios"], env=env, capture_output=True, check=True)
     subprocess.run([mockdcp, "validate", *bundled], env=env, capture_output=True, check=True)
     serve_and_stream(env, "--scenario", str(bundled[0]), docs=0)
+    serve_over_tls(env)
 
 
 def main() -> None:

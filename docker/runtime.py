@@ -27,8 +27,8 @@ What is taken, from any Debian- or Ubuntu-based Python image (the official
   the loader's default directories (``/usr/local/lib/libpython3.11.so`` in the official
   image) are found;
 * ``/etc/passwd`` and ``/etc/group`` naming root and ``mockdcp`` (10001),
-  ``/etc/nsswitch.conf`` (names from ``/etc/hosts``, then DNS, as Debian's), ``/tmp``
-  and ``/scenarios`` (owned by ``mockdcp``).
+  ``/etc/nsswitch.conf`` (names from ``/etc/hosts``, then DNS, as Debian's), ``/tmp``,
+  ``/scenarios`` and ``/var/lib/mockdcp`` (the TLS CA's directory; owned by ``mockdcp``).
 
 Usage: python runtime.py ROOT
 """
@@ -147,9 +147,12 @@ def write_etc(root: Path) -> None:
     )
     (etc / "group").write_text(f"root:x:0:\n{name}:x:{uid}:\n")
     (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files dns\n")
-    for directory, mode, owner in (("tmp", 0o1777, 0), ("scenarios", 0o755, uid)):
+    # var/lib/mockdcp: where `mockdcp serve --tls` keeps its CA (MOCKDCP_TLS_DIR), the
+    # user's own and private; a volume there keeps the CA across containers
+    dirs = (("tmp", 0o1777, 0), ("scenarios", 0o755, uid), ("var/lib/mockdcp", 0o700, uid))
+    for directory, mode, owner in dirs:
         path = root / directory
-        path.mkdir(exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
         os.chown(path, owner, owner)
         path.chmod(mode)
 

@@ -140,12 +140,17 @@ def default_vbuckets(config: pytest.Config) -> int:
 
 def serve_options() -> frozenset[str]:
     """The keywords of ``mockdcp.serve`` a marker or a factory call may give: all but
-    ``bucket_obj`` (the fixture makes the bucket)."""
+    ``bucket_obj`` (the fixture makes the bucket), the TLS ones included."""
     import inspect
 
-    from mockdcp.server import serve
+    from mockdcp.server import TLS_KEYWORDS, serve
 
-    return frozenset(inspect.signature(serve).parameters) - {"bucket_obj"}
+    named = {
+        name
+        for name, p in inspect.signature(serve).parameters.items()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+    return frozenset(named | TLS_KEYWORDS) - {"bucket_obj"}
 
 
 def _options(request: pytest.FixtureRequest, given: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +163,8 @@ def _options(request: pytest.FixtureRequest, given: dict[str, Any]) -> dict[str,
         pytest.fail(message, pytrace=False)
     options: dict[str, Any] = {"port": 0, "http_port": 0, "check_expectations": True}
     options["vbuckets"] = default_vbuckets(request.config)
+    if given.get("tls"):
+        options.update(tls_port=0, https_port=0)  # free ports, as for the plain ones
     options.update(given)
     if options.get("scenario") is not None:
         if options.get("docs"):

@@ -110,7 +110,12 @@ def _run(command: str, ports: dict[str, int], cwd: Path) -> None:
         # it runs until stopped: it must print its first line (ready, an event) or, if it
         # has nothing to print (``tail --from now``), still be running after a while
         proc = subprocess.Popen(
-            argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            argv,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "XDG_DATA_HOME": str(cwd)},  # the kept CA of ``serve --tls``
         )
         assert proc.stdout is not None
         with selectors.DefaultSelector() as selector:
@@ -123,8 +128,16 @@ def _run(command: str, ports: dict[str, int], cwd: Path) -> None:
         if printed:
             assert running or proc.returncode == 0, f"{command!r} failed: {err[-2000:]}"
         return
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=180)
+    out = None
+    if ">" in argv:  # ``cmd > FILE``: the shell's redirection, the one the README uses
+        argv, out = argv[: argv.index(">")], cwd / argv[argv.index(">") + 1]
+    # the kept CA of ``serve --tls`` and ``mockdcp ca`` goes to the test's directory
+    env = {**os.environ, "XDG_DATA_HOME": str(cwd)}
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, f"{command!r} exited {done.returncode}: {done.stderr[-2000:]}"
+    if out is not None:
+        out.write_text(done.stdout)
+        assert done.stdout, f"{command!r} printed nothing"
 
 
 SHELL = [

@@ -17,7 +17,9 @@ them are counted, and the server's peak resident memory is reported. ``--filter`
 items are spread over ``BENCH_COLLECTIONS`` collections (round robin) and the consumer
 streams one of them with a collection filter. ``--stream-ids N``: N streams per vbucket,
 stream-ids 1..N; with ``--filter`` stream k filters the k-th collection, without it every
-stream is pass-through (and gets every item). Events are the items the consumer receives
+stream is pass-through (and gets every item). ``--tls``: each run also streams a bucket
+loaded the same way over the TLS port (a CA of its own), and its events/s is reported
+with its ratio to the plaintext figure. Events are the items the consumer receives
 (system events and seqno advances are reported apart). Every figure is the median of
 ``runs`` runs.
 """
@@ -31,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mockdcp.util import collector_paused
@@ -181,7 +184,10 @@ async def _stream_once(
     consumers: int = 1,
     collections: list[int] | None = None,
     stream_ids: int = 0,
+    tls: bool = False,
 ) -> dict[str, Any]:
+    import tempfile
+
     import trio
 
     from mockdcp.server import serve
@@ -193,35 +199,75 @@ async def _stream_once(
             peak[0] = max(peak[0], _rss())
             await trio.sleep(0.1)
 
-    # no flusher: the bench measures streaming from memory, or from disk after persist()
-    async with serve(port=0, http_port=0, bucket_obj=bucket, flush_interval=None) as server:
-        cmd = [
-            sys.executable,
-            "-m",
-            "mockdcp.cli._bench_consumer",
-            "--port",
-            str(server.kv_port),
-            "--items",
-            str(items),
-            "--vbuckets",
-            str(vbuckets),
-            *(["--legacy"] if legacy else []),
-            "--connections",
-            str(consumers),
-            "--collections",
-            ",".join(map(str, collections or [])),
-            "--stream-ids",
-            str(stream_ids),
-        ]
-        c0 = time.process_time()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(sample)
-            result = await trio.run_process(cmd, capture_stdout=True, check=True)
-            nursery.cancel_scope.cancel()
-        report = json.loads(result.stdout.decode().strip().splitlines()[-1])
-        report["server_cpu_s"] = time.process_time() - c0
-        report["server_peak_rss"] = max(peak[0], _rss())
-        return dict(report)
+    # with TLS, a CA of its own in a temporary directory: the user's kept CA is not touched
+    with tempfile.TemporaryDirectory(prefix="mockdcp-bench-") as private:
+        ca_file = os.path.join(private, "ca.pem") if tls else None
+        tls_options: dict[str, Any] = {}
+        if tls:
+            tls_options = {"tls": True, "tls_port": 0, "https_port": 0, "tls_dir": private}
+        # no flusher: the bench measures streaming from memory, or from disk after persist()
+        async with serve(
+            port=0, http_port=0, bucket_obj=bucket, flush_interval=None, **tls_options
+        ) as server:
+            port = server.tls_port if tls else server.kv_port
+            cmd = [
+                sys.executable,
+                "-m",
+                "mockdcp.cli._bench_consumer",
+                "--port",
+                str(port),
+                "--items",
+                str(items),
+                "--vbuckets",
+                str(vbuckets),
+                *(["--legacy"] if legacy else []),
+                "--connections",
+                str(consumers),
+                "--collections",
+                ",".join(map(str, collections or [])),
+                "--stream-ids",
+                str(stream_ids),
+                *(["--tls-ca", ca_file] if ca_file else []),
+            ]
+            c0 = time.process_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sample)
+                result = await trio.run_process(cmd, capture_stdout=True, check=True)
+                nursery.cancel_scope.cancel()
+            report = json.loads(result.stdout.decode().strip().splitlines()[-1])
+            report["server_cpu_s"] = time.process_time() - c0
+            report["server_peak_rss"] = max(peak[0], _rss())
+            return dict(report)
+    raise AssertionError("unreachable")  # pragma: no cover - the block returns
+
+
+def _tls_rate(args: argparse.Namespace, streamed: int, cids: list[int] | None) -> float:
+    """Events/s of the run's stream over TLS, from a bucket loaded as the run's was."""
+    import trio
+
+    bucket, _, _ = load_bucket(
+        args.items, args.value_size, args.vbuckets, BENCH_COLLECTIONS if args.filter else 0
+    )
+    if args.from_disk:
+        for vb in range(args.vbuckets):
+            bucket.checkpoint(vb)
+            bucket.persist(vb)
+    result = trio.run(
+        partial(
+            _stream_once,
+            bucket,
+            streamed,
+            args.vbuckets,
+            args.legacy,
+            args.consumers,
+            cids,
+            args.stream_ids,
+            tls=True,
+        )
+    )
+    del bucket
+    gc.collect()
+    return float(result["events"] / result["seconds"])
 
 
 def measure_startup(runs: int, docs: int = 0) -> list[float]:
@@ -273,6 +319,7 @@ def run_bench(args: argparse.Namespace) -> int:
     ready = measure_startup(args.runs, args.items)
     rates, byte_rates, mem, disk, loads, peaks = [], [], [], [], [], []
     walked: list[float] = []  # the bucket's items per second of streaming
+    tls_rates: list[float] = []  # --tls: events/s of the same stream over TLS
     server_cpu, consumer_cpu, complete = [], [], []
     cids, streamed = stream_plan(args.items, args.filter, args.stream_ids)
     for _ in range(args.runs):
@@ -305,6 +352,8 @@ def run_bench(args: argparse.Namespace) -> int:
         complete.append(result["complete"])
         del bucket
         gc.collect()
+        if args.tls:
+            tls_rates.append(_tls_rate(args, streamed, cids))
     documents = [measure_documents(args.items) for _ in range(args.runs)]
 
     def docs(figure: str) -> float:
@@ -347,6 +396,14 @@ def run_bench(args: argparse.Namespace) -> int:
         # shared with other work would reach (the slower of the two bounds the rate)
         "events_per_server_cpu_s": statistics.median(server_cpu),
         "events_per_consumer_cpu_s": statistics.median(consumer_cpu),
+        "tls": args.tls,
+        "tls_events_per_s": statistics.median(tls_rates) if tls_rates else None,
+        # TLS over plaintext, run by run (the target is 0.5)
+        "tls_ratio": (
+            statistics.median(t / r for t, r in zip(tls_rates, rates, strict=True))
+            if tls_rates
+            else None
+        ),
         "all": {
             "events_per_s": rates,
             "startup_s": startup,
@@ -378,6 +435,12 @@ def run_bench(args: argparse.Namespace) -> int:
     table.add_column("target", justify="right")
     who = "one connection" if args.consumers == 1 else f"{args.consumers} connections, in all"
     table.add_row(f"events/s ({who})", f"{report['events_per_s']:,.0f}", ">= 1,000,000")
+    if report["tls_ratio"] is not None:
+        table.add_row(
+            f"events/s over TLS ({who})",
+            f"{report['tls_events_per_s']:,.0f} ({report['tls_ratio']:.0%} of plaintext)",
+            ">= 50% of plaintext",
+        )
     table.add_row(
         "connections that got every item, once",
         f"{report['consumers_complete']} of {args.consumers}",

@@ -6,6 +6,7 @@ last expected item. ``--collections 8,9`` streams with a collection filter;
 ``--stream-ids N`` opens N streams per vbucket with stream-ids 1..N (with
 ``--collections``, stream k filters the k-th collection; without, each is pass-through);
 the system events and seqno advances they bring are counted apart from the items.
+``--tls-ca FILE`` connects to a TLS port, trusting that CA (``mockdcp bench --tls``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ _BODY = struct.Struct(">I")
 _OPAQUE = struct.Struct(">I")
 
 
+async def _connect(port: int, ca_file: str | None) -> trio.abc.Stream:
+    """A TCP connection to the producer, with TLS when ``ca_file`` names its CA."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    if ca_file is None:
+        return stream
+    from mockdcp.server import TlsStream, client_context
+
+    context = client_context(await trio.Path(ca_file).read_bytes())
+    tls = TlsStream(stream, context, server_side=False, server_hostname="127.0.0.1")
+    await tls.do_handshake()
+    return tls
+
+
 async def _run(
     port: int,
     items: int,
@@ -46,6 +60,7 @@ async def _run(
     legacy: bool = False,
     name: str = "mockdcp-bench",
     streams: tuple[StreamFilter, ...] = (),
+    ca_file: str | None = None,
 ) -> dict[str, float]:
     # the reference consumer bootstraps and asks for the streams; this walks the frames
     consumer = DcpConsumer(
@@ -58,7 +73,7 @@ async def _run(
         collections=not legacy,
         streams=streams,
     )
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    stream = await _connect(port, ca_file)
     await consumer.start_on(stream)
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -138,6 +153,7 @@ async def _run_many(
     buffer_size: int,
     legacy: bool,
     streams: tuple[StreamFilter, ...] = (),
+    ca_file: str | None = None,
 ) -> dict[str, float]:
     """``connections`` consumers at once, each streaming every item (DCP_OPEN names
     differ: a node drops a producer whose name another one takes). Events and bytes
@@ -148,7 +164,9 @@ async def _run_many(
 
     async def one(i: int) -> None:
         name = f"mockdcp-bench-{i}"
-        reports.append(await _run(port, items, vbuckets, buffer_size, legacy, name, streams))
+        reports.append(
+            await _run(port, items, vbuckets, buffer_size, legacy, name, streams, ca_file)
+        )
 
     async with trio.open_nursery() as nursery:
         for i in range(connections):
@@ -176,6 +194,7 @@ def main() -> None:
     p.add_argument("--connections", type=int, default=1)
     p.add_argument("--collections", default="", help="collection ids to filter on: 8,9")
     p.add_argument("--stream-ids", type=int, default=0, help="streams per vbucket, sids 1..N")
+    p.add_argument("--tls-ca", default=None, help="connect with TLS, trusting this CA (PEM)")
     a = p.parse_args()
     cids = [int(c) for c in a.collections.split(",") if c]
     streams = bench_streams(cids, a.stream_ids)
@@ -189,10 +208,19 @@ def main() -> None:
             a.buffer_size,
             a.legacy,
             streams,
+            a.tls_ca,
         )
     else:
         report = trio.run(
-            _run, a.port, a.items, a.vbuckets, a.buffer_size, a.legacy, "mockdcp-bench", streams
+            _run,
+            a.port,
+            a.items,
+            a.vbuckets,
+            a.buffer_size,
+            a.legacy,
+            "mockdcp-bench",
+            streams,
+            a.tls_ca,
         )
     print(json.dumps(report), flush=True)
 

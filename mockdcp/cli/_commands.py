@@ -1,4 +1,4 @@
-"""``mockdcp serve`` and ``mockdcp tail``: the trio programs behind the CLI."""
+"""``mockdcp serve``, ``mockdcp tail`` and ``mockdcp ca``: the programs behind the CLI."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from mockdcp.util import raise_unwrapped
 
 if TYPE_CHECKING:
     import argparse
+    from pathlib import Path
 
     from mockdcp.model import Bucket
-    from mockdcp.server import MockDcpServer
+    from mockdcp.server import Identity, MockDcpServer
 
 
 def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
@@ -30,12 +31,51 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
         "connection_string": server.connection_string,
         "http": server.http_url,
     }
+    tls = server.tls
+    if tls is not None:
+        info.update(
+            tls_port=server.tls_port,
+            https_port=server.https_port,
+            tls_connection_string=server.tls_connection_string,
+            https=server.https_url,
+            ca_file=None if tls.ca_file is None else str(tls.ca_file),
+        )
     if args.json:
         return json.dumps({"event": "ready", **info})
-    return (
+    line = (
         f"mockdcp ready: kv {server.host}:{server.kv_port} http {server.host}:{server.http_port} "
         f"bucket {info['bucket']} ({info['vbuckets']} vbuckets) {server.connection_string}"
     )
+    if tls is not None:
+        line += (
+            f" tls {server.host}:{server.tls_port} https {server.host}:{server.https_port} "
+            f"{server.tls_connection_string} ca {tls.ca_file}"
+        )
+    return line
+
+
+def _network(args: argparse.Namespace) -> dict[str, Any]:
+    """serve()'s alternate-address and TLS keywords from the command line (serve says
+    which need ``--tls``)."""
+    return {
+        "external_host": args.external_host,
+        "external_kv_port": args.external_kv_port,
+        "external_http_port": args.external_http_port,
+        "external_kv_tls_port": args.external_kv_tls_port,
+        "external_https_port": args.external_https_port,
+        "tls": args.tls,
+        "tls_port": args.tls_port,
+        "https_port": args.https_port,
+        "tls_dir": args.tls_dir,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "tls_ca": args.tls_ca,
+        "tls_names": args.tls_names,
+        "client_cert_auth": args.client_cert_auth,
+        "client_cert_path": args.client_cert_path,
+        "client_cert_prefix": args.client_cert_prefix,
+        "client_cert_delimiter": args.client_cert_delimiter,
+    }
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -81,6 +121,7 @@ async def _serve(args: argparse.Namespace) -> None:
             flush_interval=args.flush_interval or None,
             scenario=scenario,
             **_limits(args),
+            **_network(args),
         ) as server,
     ):
         bucket = server.bucket
@@ -177,6 +218,47 @@ def run_serve(args: argparse.Namespace) -> int:
     except (ServerError, ModelError, ScenarioError, PipelineError) as exc:
         print(f"mockdcp: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def run_ca(args: argparse.Namespace) -> int:
+    """``mockdcp ca``: print the kept CA (made first if there is none), or with
+    ``--client NAME`` write a client certificate for NAME signed by it."""
+    from pathlib import Path
+
+    from mockdcp.server import default_tls_dir, load_or_create_ca
+    from mockdcp.util import ServerError
+
+    directory = Path(args.tls_dir).expanduser() if args.tls_dir else default_tls_dir()
+    try:
+        ca = load_or_create_ca(directory)
+        if args.client is None:
+            sys.stdout.write(ca.cert_pem.decode())
+            return 0
+        return _write_client(ca, args.client, Path(args.out_dir))
+    except ServerError as exc:
+        print(f"mockdcp ca: {exc}", file=sys.stderr)
+        return 1
+
+
+def _write_client(ca: Identity, name: str, out: Path) -> int:
+    from mockdcp.server import issue_certificate
+
+    if not name or "/" in name or name.startswith("."):
+        print(f"mockdcp ca: {name!r} cannot name a file", file=sys.stderr)
+        return 2
+    client = issue_certificate(ca, name, [])
+    cert, key = out / f"{name}.pem", out / f"{name}-key.pem"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(client.key_pem)
+        cert.write_bytes(client.cert_pem)
+    except OSError as exc:
+        print(f"mockdcp ca: cannot write the client certificate: {exc}", file=sys.stderr)
+        return 1
+    print(f"{cert}\n{key}")
     return 0
 
 

@@ -79,6 +79,95 @@ def _collection_paths(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _network_options(p: argparse.ArgumentParser) -> None:
+    """``serve``'s alternate address and TLS options (README "TLS and mapped ports");
+    the external address and ``--tls`` also read ``MOCKDCP_*`` variables, so the Docker
+    image takes them from ``docker run -e``."""
+    env = os.environ.get
+    ext = p.add_argument_group(
+        "alternate address",
+        "the address clients outside this host reach the node at (mapped ports): put in "
+        "every cluster map as alternateAddresses.external; defaults from MOCKDCP_EXTERNAL_HOST, "
+        "MOCKDCP_EXTERNAL_KV_PORT, MOCKDCP_EXTERNAL_HTTP_PORT, MOCKDCP_EXTERNAL_KV_TLS_PORT, "
+        "MOCKDCP_EXTERNAL_HTTPS_PORT",
+    )
+    ext.add_argument(
+        "--external-host", default=env("MOCKDCP_EXTERNAL_HOST") or None, metavar="HOST"
+    )
+    port = _int_in(1, 65535)
+    for option, variable in (
+        ("--external-kv-port", "MOCKDCP_EXTERNAL_KV_PORT"),
+        ("--external-http-port", "MOCKDCP_EXTERNAL_HTTP_PORT"),
+        ("--external-kv-tls-port", "MOCKDCP_EXTERNAL_KV_TLS_PORT"),
+        ("--external-https-port", "MOCKDCP_EXTERNAL_HTTPS_PORT"),
+    ):
+        # argparse parses a string default as it parses the option's value
+        ext.add_argument(option, type=port, default=env(variable) or None, metavar="PORT")
+    tls = p.add_argument_group("TLS", "KV over TLS and HTTPS beside the plain ports")
+    tls.add_argument(
+        "--tls",
+        action="store_true",
+        default=_env_flag("MOCKDCP_TLS"),
+        help="serve KV over TLS and HTTPS too (MOCKDCP_TLS=1)",
+    )
+    tls.add_argument(
+        "--tls-port",
+        type=_int_in(0, 65535),
+        default=11207,
+        metavar="PORT",
+        help="KV over TLS (default 11207; 0 = any free)",
+    )
+    tls.add_argument(
+        "--https-port",
+        type=_int_in(0, 65535),
+        default=18091,
+        metavar="PORT",
+        help="HTTPS management port (default 18091; 0 = any free)",
+    )
+    tls.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help="where the CA is kept (default $XDG_DATA_HOME/mockdcp or ~/.local/share/mockdcp; "
+        "MOCKDCP_TLS_DIR)",
+    )
+    tls.add_argument("--tls-cert", metavar="FILE", help="serve this certificate (PEM) instead")
+    tls.add_argument("--tls-key", metavar="FILE", help="... with this key (PEM, unencrypted)")
+    tls.add_argument("--tls-ca", metavar="FILE", help="... signed by this CA (PEM)")
+    tls.add_argument(
+        "--tls-name",
+        action="append",
+        default=[],
+        dest="tls_names",
+        metavar="NAME",
+        help="another host name or address the node certificate is for (repeatable)",
+    )
+    tls.add_argument(
+        "--client-cert-auth",
+        choices=("disable", "enable", "mandatory"),
+        default="disable",
+        help="client certificate authentication, as Couchbase's client-cert-auth",
+    )
+    tls.add_argument(
+        "--client-cert-path",
+        choices=("subject.cn", "san.uri", "san.dnsname", "san.email"),
+        default="subject.cn",
+        help="the certificate field that names the user",
+    )
+    tls.add_argument(
+        "--client-cert-prefix", default="", metavar="TEXT", help="cut from the field's start"
+    )
+    tls.add_argument(
+        "--client-cert-delimiter",
+        default="",
+        metavar="CHARS",
+        help="the user name ends before any of these",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mockdcp", description="A mock Couchbase DCP producer for testing DCP consumers."
@@ -142,6 +231,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--corpus",
         metavar="DIR",
         help="load this Parquet corpus (mockdcp corpus) instead of --docs",
+    )
+    _network_options(serve)
+
+    ca = sub.add_parser(
+        "ca",
+        help="print the CA that signs the TLS certificates (made on first use)",
+        description="Prints the CA certificate `mockdcp serve --tls` uses (PEM): trust it once. "
+        "With --client NAME, writes a client certificate for user NAME signed by it instead.",
+    )
+    ca.add_argument("--tls-dir", metavar="DIR", help="where the CA is kept (as serve's)")
+    ca.add_argument("--client", metavar="NAME", help="issue a client certificate (CN=NAME)")
+    ca.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        default=".",
+        help="where --client writes NAME.pem and NAME-key.pem (default .)",
     )
 
     tail = sub.add_parser(
@@ -243,6 +348,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="N streams per vbucket with stream-ids (default 2); with --filter each "
         "streams its own collection, without it each gets every item",
     )
+    bench.add_argument(
+        "--tls",
+        action="store_true",
+        help="stream over TLS (a CA of its own, in a temporary directory)",
+    )
     bench.add_argument("--json", action="store_true")
     return parser
 
@@ -269,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mockdcp.cli._commands import run_tail
 
         return run_tail(args)
+    if args.command == "ca":
+        from mockdcp.cli._commands import run_ca
+
+        return run_ca(args)
     if args.command in ("run", "validate", "scenarios"):
         from mockdcp.cli import _scenario_commands as commands
 

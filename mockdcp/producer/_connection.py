@@ -119,6 +119,7 @@ class Connection:
         now: float,
         peer_host: str = "",
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        certificate_user: str | None = None,
     ) -> None:
         self.node = node
         self.conn_id = conn_id
@@ -145,7 +146,13 @@ class Connection:
         self._encoder: ItemEncoder | None = None
         #: events of the last ``buffers_to_send``, released by ``data_written``
         self._unwritten: list[ev.ProducerEvent] = []
+        #: False once a TLS client certificate authenticated the connection: it cannot
+        #: change its identity with SASL (kv_engine ``Connection::tryAuthUserFromX509Cert``)
+        self.sasl_enabled = True
         self.emit(ev.ConnectionOpened, peer=self.peer_host)
+        if certificate_user is not None:
+            self.authenticated(certificate_user)
+            self.sasl_enabled = False
 
     # -- the three verbs ---------------------------------------------------------------
 
@@ -360,6 +367,12 @@ class Connection:
 
             self._sasl_server = SaslServer(self.node.users)
         return self._sasl_server
+
+    def authenticated(self, user: str) -> None:
+        """The connection is ``user``'s from now on (SASL, or its client certificate)."""
+        self.user = user
+        self.state = transition_connection(self.state, ConnectionEvent.AUTH)
+        self.emit(ev.Authenticated, user=user)
 
     def config_bytes(self) -> bytes:
         """The cluster config as this client should see it (its address for ``$HOST``)."""

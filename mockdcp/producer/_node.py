@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.protocol import SERVER_VERSION, Status, VBucketState, cluster_config, encode_config
+from mockdcp.protocol import (
+    SERVER_VERSION,
+    NodeNetwork,
+    Status,
+    VBucketState,
+    cluster_config,
+    encode_config,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -68,6 +75,8 @@ class Node:
     host: str = "127.0.0.1"
     kv_port: int = 11210
     http_port: int = 8091
+    #: TLS ports and alternate addresses the cluster map advertises
+    network: NodeNetwork = attrs.field(factory=NodeNetwork)
     version: str = SERVER_VERSION
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     config_rev: int = 1
@@ -100,11 +109,20 @@ class Node:
 
     # -- connections ----------------------------------------------------------------
 
-    def open_connection(self, now: float, peer_host: str = "") -> Connection:
-        """A new KV connection, owned by this node (the shell feeds it bytes)."""
+    def open_connection(
+        self, now: float, peer_host: str = "", certificate_user: str | None = None
+    ) -> Connection:
+        """A new KV connection, owned by this node (the shell feeds it bytes);
+        ``certificate_user``: the user its TLS client certificate maps to."""
         from mockdcp.producer._connection import Connection  # loaded after "ready"
 
-        conn = Connection(self, conn_id=self._next_id, now=now, peer_host=peer_host)
+        conn = Connection(
+            self,
+            conn_id=self._next_id,
+            now=now,
+            peer_host=peer_host,
+            certificate_user=certificate_user,
+        )
         self._next_id += 1
         self.connections[conn.conn_id] = conn
         if self.refusing:
@@ -172,6 +190,7 @@ class Node:
             rev=self.config_rev,
             rev_epoch=self.config_epoch,
             manifest_uid=self.bucket.manifest.uid,
+            network=self.network,
         )
 
     def config_bytes(self, host: str | None = None) -> bytes:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.producer import events as ev
 from mockdcp.producer._state import ConnectionEvent, transition_connection
 from mockdcp.protocol import (
     Datatype,
@@ -96,22 +95,28 @@ def on_error_map(conn: Connection, frame: Frame, msg: GetErrorMap, now: float) -
 
 
 def on_sasl_list(conn: Connection, frame: Frame, msg: SaslListMechs, now: float) -> None:
-    conn.replies.respond(frame, value=conn.sasl.mechanisms_string().encode())
+    # a certificate-authenticated connection lists none (kv_engine ``getSaslMechanisms``)
+    names = conn.sasl.mechanisms_string() if conn.sasl_enabled else ""
+    conn.replies.respond(frame, value=names.encode())
 
 
 def on_sasl_auth(conn: Connection, frame: Frame, msg: SaslAuth, now: float) -> None:
+    if not conn.sasl_enabled:  # kv_engine ``SaslStartCommandContext::initial``
+        conn.replies.respond(frame, Status.NOT_SUPPORTED)
+        return
     _sasl_result(conn, frame, conn.sasl.start(msg.mechanism, msg.payload))
 
 
 def on_sasl_step(conn: Connection, frame: Frame, msg: SaslStep, now: float) -> None:
+    if not conn.sasl_enabled:
+        conn.replies.respond(frame, Status.NOT_SUPPORTED)
+        return
     _sasl_result(conn, frame, conn.sasl.step(msg.mechanism, msg.payload))
 
 
 def _sasl_result(conn: Connection, frame: Frame, result: SaslResult) -> None:
     if result.status == Status.SUCCESS:
-        conn.user = result.user
-        conn.state = transition_connection(conn.state, ConnectionEvent.AUTH)
-        conn.emit(ev.Authenticated, user=result.user or "")
+        conn.authenticated(result.user or "")
     conn.replies.respond(frame, result.status, value=result.payload)
 
 

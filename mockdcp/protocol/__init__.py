@@ -44,7 +44,11 @@ from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:
     from mockdcp.protocol._cluster_config import (
+        EXTERNAL_NETWORK as EXTERNAL_NETWORK,
         SERVER_VERSION as SERVER_VERSION,
+        AlternateAddress as AlternateAddress,
+        NodeNetwork as NodeNetwork,
+        ServicePorts as ServicePorts,
         cluster_config as cluster_config,
         encode_config as encode_config,
         manifest_uid_error_body as manifest_uid_error_body,
@@ -184,6 +188,10 @@ _LAZY: dict[str, str] = {
     "encode_mutation_token": "_document_requests",
     "split_collection": "_document_requests",
     "SERVER_VERSION": "_cluster_config",
+    "EXTERNAL_NETWORK": "_cluster_config",
+    "AlternateAddress": "_cluster_config",
+    "NodeNetwork": "_cluster_config",
+    "ServicePorts": "_cluster_config",
     "cluster_config": "_cluster_config",
     "encode_config": "_cluster_config",
     "manifest_uid_error_body": "_cluster_config",

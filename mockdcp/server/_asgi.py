@@ -15,10 +15,11 @@ docs.couchbase.com "Cluster info" and "Bucket info"):
 * ``GET /whoami`` → the user.
 
 Who may call what (``_Guard``): the Couchbase endpoints need the bucket users' Basic
-credentials (401 otherwise), as a real node's do; the control API needs them too unless
-the port is on a loopback address or ``--control-open`` was given; ``/mock/health``
-never does. A trailing slash is ignored. ``$HOST`` in a config stands for the host the
-client addressed (its Host header).
+credentials (401 otherwise), as a real node's do, or, over HTTPS, a client certificate
+that maps to a user; the control API needs them too unless the port is on a loopback
+address or ``--control-open`` was given; ``/mock/health`` and ``/mock/ca.pem`` never do.
+A trailing slash is ignored. ``$HOST`` in a config stands for the host the client
+addressed (its Host header).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
+from mockdcp.protocol import ServicePorts
 from mockdcp.server import _control
 from mockdcp.server._control import JSONResponse
 
@@ -44,12 +46,15 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from mockdcp.producer import Node
+    from mockdcp.server._http import CertificateUsers
     from mockdcp.server._serve import MockDcpServer
 
 #: seconds between checks of the config revision on a streaming config response
 STREAM_POLL = 0.5
 #: the key under which ``_Guard`` leaves the authenticated user in the ASGI scope
 USER_KEY = "mockdcp.user"
+#: what anyone may read: liveness, and the CA to trust
+OPEN_PATHS = frozenset({"/mock/health", "/mock/ca.pem"})
 
 
 def basic_user(headers: Mapping[str, str], users: Mapping[str, str]) -> str | None:
@@ -71,10 +76,17 @@ def _is_control(path: str) -> bool:
 class _Guard:
     """Pure ASGI middleware: drops a trailing slash, checks credentials (module doc)."""
 
-    def __init__(self, app: ASGIApp, node: Node, control_open: bool) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        node: Node,
+        control_open: bool,
+        certificate_users: CertificateUsers | None = None,
+    ) -> None:
         self.app = app
         self.node = node
         self.control_open = control_open
+        self.certificate_users = certificate_users if certificate_users is not None else {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -85,11 +97,11 @@ class _Guard:
             scope = {**scope, "path": path.rstrip("/") or "/"}
             path = scope["path"]
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        user = basic_user(headers, self.node.users)
+        user = self._certificate_user(scope) or basic_user(headers, self.node.users)
         scope = {**scope, USER_KEY: user}
         if (
             user is None
-            and path != "/mock/health"
+            and path not in OPEN_PATHS
             and not (self.control_open and _is_control(path))
         ):
             response = _control.problem(
@@ -101,6 +113,16 @@ class _Guard:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _certificate_user(self, scope: Scope) -> str | None:
+        """The user of the HTTPS connection's client certificate, if it has one."""
+        if not self.certificate_users or scope.get("scheme") != "https":
+            return None
+        client, server = scope.get("client"), scope.get("server")
+        if client is None or server is None:
+            return None
+        key = ((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))
+        return self.certificate_users.get(key)
 
 
 def _host(request: Request, default: str) -> str:
@@ -197,8 +219,10 @@ class CouchbaseEndpoints:
         return ConfigStream(self.node, _host(request, self.node.host))
 
     def _node_entry(self, host: str) -> dict[str, Any]:
+        """A ``/pools/default`` node: with TLS, ``ports.httpsMgmt``; its alternate
+        addresses as in the config (ns_server lists them in both)."""
         node = self.node
-        return {
+        entry: dict[str, Any] = {
             "hostname": f"{host}:{node.http_port}",
             "clusterMembership": "active",
             "status": "healthy",
@@ -207,6 +231,15 @@ class CouchbaseEndpoints:
             "ports": {"direct": node.kv_port},
             "thisNode": True,
         }
+        net = node.network
+        if net.mgmt_ssl is not None:
+            entry["ports"]["httpsMgmt"] = net.mgmt_ssl
+        if net.alternate:
+            own = ServicePorts(
+                kv=node.kv_port, mgmt=node.http_port, kv_ssl=net.kv_ssl, mgmt_ssl=net.mgmt_ssl
+            )
+            entry["alternateAddresses"] = {n: a.as_json(own) for n, a in net.alternate.items()}
+        return entry
 
     def _bucket_info(self, host: str) -> dict[str, Any]:
         name = self.node.bucket.name
@@ -270,12 +303,19 @@ async def _problem(request: Request, exc: Exception) -> Response:
     return exc.response()
 
 
-def build_app(server: MockDcpServer, tasks: trio.Nursery, *, control_open: bool) -> ASGIApp:
+def build_app(
+    server: MockDcpServer,
+    tasks: trio.Nursery,
+    *,
+    control_open: bool,
+    certificate_users: CertificateUsers | None = None,
+) -> ASGIApp:
     """The whole management-port application, behind its guard; ``tasks`` runs what
-    outlives a request (a posted scenario)."""
+    outlives a request (a posted scenario); ``certificate_users``: the users of the
+    HTTPS connections' client certificates."""
     node = server.node
     routes = CouchbaseEndpoints(node).routes() + _control.ControlApi(server, tasks).routes()
     handlers = {HTTPException: _http_error, _control.Problem: _problem}
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.router.redirect_slashes = False
-    return _Guard(app, node, control_open)
+    return _Guard(app, node, control_open, certificate_users)

@@ -192,6 +192,7 @@ class ControlApi:
             Route("/mock/oracle", self.oracle, methods=["GET"]),
             Route("/mock/expectations", self.expectations, methods=["GET"]),
             Route("/mock/openapi.json", self.openapi, methods=["GET"]),
+            Route("/mock/ca.pem", self.ca, methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
 
@@ -203,6 +204,12 @@ class ControlApi:
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
+
+    async def ca(self, request: Request) -> Response:
+        """The CA that signs the TLS ports' certificates (PEM); 404 without TLS."""
+        if self.server.ca_pem is None:
+            raise Problem(404, "Not Found", "this server has no TLS (mockdcp serve --tls)")
+        return Response(self.server.ca_pem, media_type="application/x-pem-file")
 
     async def metrics(self, request: Request) -> Response:
         totals = _control_state.totals(self.node)

@@ -303,6 +303,14 @@ _PATHS: dict[str, Any] = {
             "the expectations",
         ),
     ),
+    "/mock/ca.pem": _get(
+        "The CA that signs the TLS ports' certificates (404 without TLS); always open",
+        {
+            "description": "the CA certificate, PEM",
+            "content": {"application/x-pem-file": {"schema": {"type": "string"}}},
+        },
+        open_=True,
+    ),
     "/metrics": _get(
         "Counters in the Prometheus text format",
         {

@@ -13,6 +13,14 @@ Limits (a bad client costs its own connection, never the server's):
   seconds (hypercorn's idle timer: a partial head does not stop it) is closed, and so
   is one whose read brings nothing for ``READ_TIMEOUT`` seconds;
 * a request body: ``_control.MAX_BODY`` bytes within ``_control.BODY_TIMEOUT`` seconds.
+
+With TLS, the same application is also served over HTTPS on a port of its own (a node's
+18091). Each connection there goes through ``_tls.TlsSetup.accept`` first (client
+certificates verified and mapped as on the KV port; a refused client is closed), then to
+hypercorn's connection handler (``hypercorn.trio.tcp_server.TCPServer``, what its trio
+worker runs per connection). A connection whose client certificate maps to a user is
+that user's for every request on it (``certificate_users``, read by the guard of
+``_asgi.py``), as ns_server authenticates REST calls by certificate.
 """
 
 from __future__ import annotations
@@ -20,16 +28,21 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
 from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
-    from hypercorn.typing import Framework
+    from hypercorn.config import Config
+    from hypercorn.typing import AppWrapper, Framework
 
     from mockdcp.server._serve import MockDcpServer
+    from mockdcp.server._tls import TlsSetup
+
+#: (client address, server address) of an HTTPS connection -> its certificate's user
+CertificateUsers = dict[tuple[tuple[str, int], tuple[str, int]], str]
 
 log = logging.getLogger("mockdcp.http")
 
@@ -88,13 +101,32 @@ class HttpService:
     --control-open``). On a loopback address it never does; ``/mock/health`` never does.
     """
 
-    def __init__(self, host: str, port: int, *, control_open: bool = False) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        control_open: bool = False,
+        tls: TlsSetup | None = None,
+    ) -> None:
         self.sockets = bind_sockets(host, port)
         self.port = int(self.sockets[0].getsockname()[1])
         self.control_open = control_open or is_loopback(host)
+        self.tls = tls
+        #: the HTTPS port's sockets (none without TLS)
+        self.https_sockets: list[socket.socket] = []
+        self.https_port: int | None = None
+        self.certificate_users: CertificateUsers = {}
+        if tls is not None:
+            try:
+                self.https_sockets = bind_sockets(host, tls.options.https_port)
+            except ServerError:
+                self.close()
+                raise
+            self.https_port = int(self.https_sockets[0].getsockname()[1])
 
     def close(self) -> None:
-        for sock in self.sockets:
+        for sock in [*self.sockets, *self.https_sockets]:
             sock.close()
 
     async def run(
@@ -120,10 +152,59 @@ class HttpService:
         # which it calls, also takes sockets already bound (as hypercorn's own workers do)
         sockets = Sockets(secure_sockets=[], insecure_sockets=self.sockets, quic_sockets=[])
         async with trio.open_nursery() as tasks:
-            app = build_app(server, tasks, control_open=self.control_open)
-            task_status.started()
-            await worker_serve(
-                wrap_app(cast("Framework", app), config.wsgi_max_body_size, "asgi"),
-                config,
-                sockets=sockets,
+            app = build_app(
+                server,
+                tasks,
+                control_open=self.control_open,
+                certificate_users=self.certificate_users,
             )
+            wrapped = wrap_app(cast("Framework", app), config.wsgi_max_body_size, "asgi")
+            if self.tls is not None:
+                tasks.start_soon(self._serve_https, wrapped, config, server)
+            task_status.started()
+            await worker_serve(wrapped, config, sockets=sockets)
+
+    async def _serve_https(self, app: AppWrapper, config: Config, server: MockDcpServer) -> None:
+        """Accept HTTPS connections until cancelled (module docstring)."""
+        from hypercorn.trio.tcp_server import TCPServer
+        from hypercorn.trio.worker_context import WorkerContext
+        from hypercorn.typing import ConnectionState
+
+        from mockdcp.server._kv import CLOSE_DRAIN, close_gracefully
+        from mockdcp.server._tls import TlsRefused, log_refusal
+
+        assert self.tls is not None
+        tls, users = self.tls, server.node.users
+        context = WorkerContext(None)
+
+        async def connection(transport: trio.SocketStream) -> None:
+            peer = _address(transport.socket.getpeername())
+            try:
+                accepted = await tls.accept(transport, users, https=True)
+            except TlsRefused as exc:
+                log_refusal(f"{peer[0]}:{peer[1]}", "HTTPS", exc)
+                with trio.move_on_after(CLOSE_DRAIN) as scope:
+                    scope.shield = True
+                    await close_gracefully(exc.stream)
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await transport.aclose()
+                return
+            key = (peer, _address(transport.socket.getsockname()))
+            if accepted.user is not None:
+                self.certificate_users[key] = accepted.user
+            try:
+                stream: Any = accepted.stream  # hypercorn's handler takes it as its SSLStream
+                await TCPServer(app, config, context, ConnectionState({}), stream)
+            finally:
+                self.certificate_users.pop(key, None)
+
+        listeners = [
+            trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in self.https_sockets
+        ]
+        await trio.serve_listeners(connection, listeners)
+
+
+def _address(sockaddr: Any) -> tuple[str, int]:  # noqa: ANN401 - an AF_INET or AF_INET6 address
+    """(host, port) as hypercorn puts it in the ASGI scope's ``client`` and ``server``."""
+    return str(sockaddr[0]), int(sockaddr[1])

@@ -14,7 +14,13 @@ that pipelines requests and never reads costs a bounded amount of memory. A conn
 that closes writes the replies already due first, for at most ``CLOSE_GRACE`` seconds.
 
 With a ``PcapWriter`` (``mockdcp serve --pcap``), each connection's bytes, as received and
-as sent, are also written to the capture as one TCP flow.
+as sent, are also written to the capture as one TCP flow; on the TLS port those are the
+decrypted bytes (the flow is on that port: ``tshark -d tcp.port==TLS_PORT,couchbase``).
+
+The TLS port (``handle_tls``) runs the handshake first (``_tls.TlsSetup.accept``); a
+client refused there (plaintext, a failed or slow handshake, a certificate that maps to
+no user) is closed and logged, and never becomes a connection of the node. A client
+certificate that maps to a user authenticates the connection from its first byte.
 """
 
 from __future__ import annotations
@@ -26,11 +32,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from mockdcp.server._tls_stream import TlsStream
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mockdcp.producer import Connection, Node
     from mockdcp.server._pcap import PcapFlow, PcapWriter
+    from mockdcp.server._tls import TlsSetup
 
 log = logging.getLogger("mockdcp.server")
 
@@ -93,8 +102,11 @@ class KvService:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         auth_timeout: float | None = DEFAULT_AUTH_TIMEOUT,
         output_limit: int | None = None,
+        tls: TlsSetup | None = None,
     ) -> None:
         self.node = node
+        #: the TLS port's contexts (``handle_tls``)
+        self.tls = tls
         self.wakeups = wakeups
         #: ``mockdcp serve --pcap``: every connection's bytes, both ways, as a TCP flow
         self.pcap = pcap
@@ -117,8 +129,9 @@ class KvService:
     def release(self) -> None:
         self.ready.set()
 
-    async def handle(self, stream: trio.abc.Stream) -> None:
-        """Serve one accepted connection until either side closes it.
+    async def handle(self, stream: trio.abc.Stream, certificate_user: str | None = None) -> None:
+        """Serve one accepted connection until either side closes it; with
+        ``certificate_user``, authenticated as that user (its TLS client certificate).
 
         Any trio stream works: tests hand it one end of an in-memory stream pair.
         """
@@ -129,17 +142,39 @@ class KvService:
         self.active += 1
         try:
             await self.ready.wait()
-            await self._serve_connection(stream)
+            await self._serve_connection(stream, certificate_user)
         finally:
             self.active -= 1
             self._trim.connection_left(idle=self.active == 0)
 
-    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+    async def handle_tls(self, transport: trio.SocketStream) -> None:
+        """Serve one connection accepted on the TLS port: the handshake, then ``handle``."""
+        from mockdcp.server._tls import TlsRefused, log_refusal
+
+        assert self.tls is not None
         try:
-            local_host = stream.socket.getsockname()[0]  # type: ignore[attr-defined]
-        except (OSError, AttributeError):
+            accepted = await self.tls.accept(transport, self.node.users)
+        except TlsRefused as exc:
+            log_refusal(_peer(transport), "TLS KV", exc)
+            with trio.move_on_after(CLOSE_DRAIN) as scope:
+                scope.shield = True
+                await close_gracefully(exc.stream)
+            return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("TLS KV connection from %s lost in the handshake: %s", _peer(transport), exc)
+            await transport.aclose()
+            return
+        await self.handle(accepted.stream, accepted.user)
+
+    async def _serve_connection(
+        self, stream: trio.abc.Stream, certificate_user: str | None
+    ) -> None:
+        sock = _socket_of(stream)
+        try:
+            local_host = sock.getsockname()[0] if sock is not None else self.node.host
+        except OSError:
             local_host = self.node.host
-        conn = self.node.open_connection(trio.current_time(), local_host)
+        conn = self.node.open_connection(trio.current_time(), local_host, certificate_user)
         if conn.closed:  # refused
             await stream.aclose()
             return
@@ -171,10 +206,11 @@ class KvService:
                 await close_gracefully(stream)
 
     def _open_flow(self, stream: trio.abc.Stream) -> PcapFlow | None:
-        if self.pcap is None or not isinstance(stream, trio.SocketStream):
+        sock = _socket_of(stream)
+        if self.pcap is None or sock is None:
             return None
         try:
-            peer, local = stream.socket.getpeername(), stream.socket.getsockname()
+            peer, local = sock.getpeername(), sock.getsockname()
         except OSError:
             return None
         return self.pcap.flow(peer, local, time.time())
@@ -217,7 +253,9 @@ class KvService:
         while True:
             parts = conn.buffers_to_send(trio.current_time())
             if parts:
-                if sock is not None and len(parts) > 1:
+                if isinstance(stream, TlsStream):  # encrypted in order, one socket write
+                    await stream.send_parts(parts)
+                elif sock is not None and len(parts) > 1:
                     await _send_gathered(sock, parts)
                 else:
                     await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
@@ -298,6 +336,23 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
+def _socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
+    """The socket under ``stream`` (a TCP stream, or TLS over one), if any."""
+    if isinstance(stream, TlsStream):
+        return stream.socket
+    if isinstance(stream, trio.SocketStream):
+        return stream.socket
+    return None
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        return "a closed socket"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memoryview]) -> None:
     """Write all of ``parts`` with ``sendmsg`` (no joined copy), resuming partial writes."""
     views = [memoryview(p) for p in parts if len(p)]
@@ -320,11 +375,16 @@ async def close_gracefully(stream: trio.abc.Stream) -> None:
     that gets RST discards what it received and its application has not read yet: frames
     already written (which a seqno trigger counts as received) would be lost. A node's
     disconnect loses nothing it wrote; neither does this one. The caller bounds the wait.
+    On TLS, ``close_notify`` goes first, then the same on the socket under it.
     """
     try:
-        if isinstance(stream, trio.SocketStream):
-            await stream.send_eof()
-            while await stream.receive_some(RECEIVE_SIZE):
+        transport = stream
+        if isinstance(stream, TlsStream):
+            await stream.send_close_notify()
+            transport = stream.transport_stream
+        if isinstance(transport, trio.SocketStream):
+            await transport.send_eof()
+            while await transport.receive_some(RECEIVE_SIZE):
                 pass
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass

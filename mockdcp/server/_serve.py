@@ -4,6 +4,11 @@
 trio program, ``async with mockdcp.serve(port=0) as server:`` starts both listeners on
 free ports, and ``server.bucket`` is the model to write to; every open stream sees each
 write as it happens.
+
+With ``tls=True`` the node also listens with TLS (KV on ``tls_port``, HTTPS on
+``https_port``: ``_tls.py``), and with ``external_host`` its cluster map carries the
+alternate address clients outside its network use (``alternateAddresses.external``,
+``_network.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import logging
 import os
 import time
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import attrs
 import trio
@@ -28,6 +33,7 @@ from mockdcp.server._kv import (
     KvService,
     Wakeups,
 )
+from mockdcp.server._network import NetworkOptions, TlsArguments, node_network
 from mockdcp.util import ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
     from mockdcp.protocol import StreamEndReason
     from mockdcp.scenario import ConsumerProgress, ExpectationResult, Scenario, Step, StepRunner
     from mockdcp.server._pcap import PcapWriter
+    from mockdcp.server._tls import TlsSetup
 
 log = logging.getLogger("mockdcp.server")
 
@@ -56,6 +63,11 @@ class MockDcpServer:
     http_port: int
     #: the scenario seed (generated data)
     seed: int = 0
+    #: the TLS ports (None without TLS)
+    tls_port: int | None = None
+    https_port: int | None = None
+    #: the TLS contexts and CA (None without TLS)
+    tls: TlsSetup | None = None
     _runner: StepRunner | None = None
     #: set when the scenario's steps have all run (at once without a scenario)
     scenario_done: trio.Event = attrs.field(factory=trio.Event)
@@ -95,6 +107,22 @@ class MockDcpServer:
     @property
     def http_url(self) -> str:
         return f"http://{self.host}:{self.http_port}"
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The CA that signs the node's TLS certificate (PEM), for clients to trust."""
+        return None if self.tls is None else self.tls.ca_pem
+
+    @property
+    def tls_connection_string(self) -> str | None:
+        """``couchbases://host:tls_port`` (None without TLS)."""
+        if self.tls_port is None:
+            return None
+        return f"couchbases://{self.host}:{self.tls_port}"
+
+    @property
+    def https_url(self) -> str | None:
+        return None if self.https_port is None else f"https://{self.host}:{self.https_port}"
 
     # -- the step API -------------------------------------------------------------------
 
@@ -222,6 +250,12 @@ async def serve(
     flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
     collections: Mapping[str, Sequence[str]] | None = None,
     docs: int = 0,
+    external_host: str | None = None,
+    external_kv_port: int | None = None,
+    external_http_port: int | None = None,
+    external_kv_tls_port: int | None = None,
+    external_https_port: int | None = None,
+    **tls: Unpack[TlsArguments],
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
 
@@ -244,6 +278,20 @@ async def serve(
     ``Bucket(collections=...)``; a scenario's ``bucket:`` block declares its own).
     ``docs``: that many seeded Faker documents loaded (and persisted) before the block
     runs, as ``mockdcp serve --docs`` loads them; clients that connect meanwhile wait.
+
+    ``external_host`` (and the ``external_*_port`` keywords): the address clients
+    outside the node's network reach it at, put in every cluster map as
+    ``alternateAddresses.external`` (a port not given is the node's own).
+
+    TLS (``TlsArguments``): ``tls=True`` serves KV over TLS on ``tls_port`` (11207)
+    and HTTPS on ``https_port`` (18091; 0 = a free port) with a certificate signed by
+    the CA kept in ``tls_dir`` (default ``$XDG_DATA_HOME/mockdcp``), or by
+    ``tls_cert``/``tls_key``/``tls_ca`` files; ``tls_names``: more names the node
+    certificate is for; ``client_cert_auth`` (``disable``, ``enable``, ``mandatory``)
+    with ``client_cert_path``/``client_cert_prefix``/``client_cert_delimiter``: client
+    certificate authentication; ``tls_handshake_timeout``: seconds. Raises
+    ``ServerError`` for certificate files that cannot serve and options that need
+    ``tls=True`` without it.
     """
     if docs < 0 or (docs and (scenario is not None or bucket_obj is not None)):
         raise ServerError(
@@ -268,12 +316,22 @@ async def serve(
         raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
     model.flusher.interval = flush_interval
     model.pause_collector = collector_paused
+    network = NetworkOptions.build(
+        host,
+        external_host=external_host,
+        external_kv_port=external_kv_port,
+        external_http_port=external_http_port,
+        external_kv_tls_port=external_kv_tls_port,
+        external_https_port=external_https_port,
+        **tls,
+    )
     with contextlib.ExitStack() as files:
         capture = _open_capture(pcap, host, files) if pcap is not None else None
-        http = HttpService(host, http_port, control_open=control_open)
+        tls_setup = network.prepare_tls()
+        http = HttpService(host, http_port, control_open=control_open, tls=tls_setup)
         files.callback(http.close)
         limits = _Limits(max_connections, output_limit, auth_timeout)
-        options = _Options(host, port, http_port, users, idle_timeout, seed, plan, limits)
+        options = _Options(host, port, http_port, users, idle_timeout, seed, plan, limits, network)
         async with _serve(options, model, capture, http) as server:
             if docs:
                 await _load_documents(server, docs)
@@ -308,6 +366,7 @@ class _Options:
     seed: int
     scenario: Scenario | None
     limits: _Limits
+    network: NetworkOptions
 
 
 @attrs.frozen
@@ -337,6 +396,9 @@ async def _serve(
 ) -> AsyncIterator[MockDcpServer]:
     host = options.host
     kv_listeners = await _listen(host, options.port)
+    tls = http.tls
+    tls_listeners = [] if tls is None else await _listen(host, tls.options.port)
+    tls_port = _port_of(tls_listeners) if tls_listeners else None
     wakeups = Wakeups()
     node = Node(
         bucket=model,
@@ -344,6 +406,7 @@ async def _serve(
         host=host if host not in ("0.0.0.0", "::") else "127.0.0.1",
         kv_port=_port_of(kv_listeners),
         http_port=http.port,
+        network=node_network(options.network, tls_port, http.https_port),
         wake=wakeups.wake,
     )
     if options.idle_timeout is not None:
@@ -356,6 +419,7 @@ async def _serve(
         max_connections=limits.max_connections,
         auth_timeout=limits.auth_timeout,
         output_limit=limits.output_limit,
+        tls=tls,
     )
     server = MockDcpServer(
         node=node,
@@ -364,6 +428,9 @@ async def _serve(
         kv_port=node.kv_port,
         http_port=node.http_port,
         seed=options.seed,
+        tls_port=tls_port,
+        https_port=http.https_port,
+        tls=tls,
     )
     plan = options.scenario
     later: list[Step] = []
@@ -380,6 +447,8 @@ async def _serve(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
+            if tls_listeners:
+                nursery.start_soon(partial(trio.serve_listeners, kv.handle_tls, tls_listeners))
             nursery.start_soon(partial(http.run, server))
             if plan is not None:
                 nursery.start_soon(server.run_rest, later, plan.source, first_wait)

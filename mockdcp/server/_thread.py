@@ -120,6 +120,25 @@ class Server:
         return self.server.connection_string
 
     @property
+    def tls_port(self) -> int | None:
+        """The KV TLS port (None without ``tls=True``)."""
+        return self.server.tls_port
+
+    @property
+    def https_port(self) -> int | None:
+        """The HTTPS management port (None without ``tls=True``)."""
+        return self.server.https_port
+
+    @property
+    def tls_connection_string(self) -> str | None:
+        return self.server.tls_connection_string
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The CA clients trust to reach the TLS ports (PEM; None without TLS)."""
+        return self.server.ca_pem
+
+    @property
     def bucket(self) -> Bucket:
         """The model (call its methods through ``call`` to stay in the server thread)."""
         return self.server.bucket

@@ -147,12 +147,22 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
     """Start a client by name against a server; returns a ``ClientRun``."""
     runs = itertools.count()  # numbers each run's directory under tmp_path
 
-    async def start(name: str, server: MockDcpServer, *extra: str) -> ClientRun:
+    async def start(
+        name: str,
+        server: MockDcpServer,
+        *extra: str,
+        host: str | None = None,
+        kv_port: int | None = None,
+        http_port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ClientRun:
+        """``host``, ``kv_port``, ``http_port``: the seed, when not the server's own
+        plain address (a TLS port, a forwarded one); ``env``: more environment."""
         common = [
             "--host",
-            server.host,
+            host or server.host,
             "--kv-port",
-            str(server.kv_port),
+            str(kv_port or server.kv_port),
             "--user",
             "Administrator",
             "--password",
@@ -161,7 +171,7 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
             server.bucket.name,
         ]
         if name != "java":  # java-dcp-client bootstraps over KV only (BucketConfigHandler)
-            common += ["--http-port", str(server.http_port)]
+            common += ["--http-port", str(http_port or server.http_port)]
         run_dir = tmp_path / f"{name}-{next(runs)}"
         run_dir.mkdir()
         events, state, stderr = (
@@ -178,7 +188,11 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
             cmd = [str(binary), *common, *files, *extra]
         with stderr.open("wb") as err:
             proc = await trio.lowlevel.open_process(
-                cmd, stdin=subprocess.PIPE, stdout=err, stderr=err, env={**os.environ}
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=err,
+                stderr=err,
+                env={**os.environ, **(env or {})},
             )
         run = ClientRun(name, proc, events, state, stderr)
 

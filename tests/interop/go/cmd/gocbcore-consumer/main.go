@@ -3,6 +3,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,10 @@ type consumer struct {
 
 	stopping atomic.Bool
 
+	// --tls-ca and --client-cert, read once (nil without TLS)
+	roots      *x509.CertPool
+	clientCert *tls.Certificate
+
 	mu        sync.Mutex
 	reopening map[[2]uint16]bool
 }
@@ -82,6 +88,7 @@ func main() {
 	}
 	c := &consumer{opts: opts, ev: ev, stopCh: make(chan struct{}), reopening: map[[2]uint16]bool{},
 		bySID: map[uint16]*stream{}, useSID: len(opts.Streams) > 0}
+	c.loadTLS()
 	if c.useSID {
 		for i := range opts.Streams {
 			s := &stream{sid: uint16(i + 1), st: harness.NewState()}
@@ -154,8 +161,54 @@ func (c *consumer) seedConfig() gocbcore.SeedConfig {
 	return sc
 }
 
+// certAuth authenticates with a TLS client certificate, as gocb's
+// CertificateAuthenticator does: one empty user/password pair, so no SASL is
+// sent on KV connections and no Basic header on HTTP requests.
+type certAuth struct{ cert tls.Certificate }
+
+func (a certAuth) SupportsTLS() bool    { return true }
+func (a certAuth) SupportsNonTLS() bool { return false }
+func (a certAuth) Certificate(gocbcore.AuthCertRequest) (*tls.Certificate, error) {
+	return &a.cert, nil
+}
+func (a certAuth) Credentials(gocbcore.AuthCredsRequest) ([]gocbcore.UserPassPair, error) {
+	return []gocbcore.UserPassPair{{}}, nil
+}
+
+// loadTLS reads --tls-ca (and --client-cert/--client-key) once; a bad file
+// is a usage error.
+func (c *consumer) loadTLS() {
+	if c.opts.TLSCA == "" {
+		return
+	}
+	pem, err := os.ReadFile(c.opts.TLSCA)
+	if err != nil {
+		harness.Usage(prog, "--tls-ca: %v", err)
+	}
+	c.roots = x509.NewCertPool()
+	if !c.roots.AppendCertsFromPEM(pem) {
+		harness.Usage(prog, "--tls-ca %s: no PEM certificate", c.opts.TLSCA)
+	}
+	if c.opts.ClientCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.opts.ClientCert, c.opts.ClientKey)
+		if err != nil {
+			harness.Usage(prog, "--client-cert: %v", err)
+		}
+		c.clientCert = &cert
+	}
+}
+
 func (c *consumer) securityConfig() gocbcore.SecurityConfig {
-	return gocbcore.SecurityConfig{Auth: gocbcore.PasswordAuthProvider{Username: c.opts.User, Password: c.opts.Password}}
+	sc := gocbcore.SecurityConfig{Auth: gocbcore.PasswordAuthProvider{Username: c.opts.User, Password: c.opts.Password}}
+	if c.roots != nil {
+		roots := c.roots
+		sc.UseTLS = true
+		sc.TLSRootCAProvider = func() *x509.CertPool { return roots }
+	}
+	if c.clientCert != nil {
+		sc.Auth = certAuth{cert: *c.clientCert}
+	}
+	return sc
 }
 
 func (c *consumer) run() error {

@@ -141,10 +141,12 @@ func main() {
 func (c *consumer) readmeConfig() *config.Dcp {
 	o := c.opts
 	cfg := &config.Dcp{
-		Hosts:      []string{fmt.Sprintf("http://%s:%d", o.Host, o.HTTPPort)},
-		Username:   o.User,
-		Password:   o.Password,
-		BucketName: o.Bucket,
+		Hosts:            []string{fmt.Sprintf("http://%s:%d", o.Host, o.HTTPPort)},
+		Username:         o.User,
+		Password:         o.Password,
+		BucketName:       o.Bucket,
+		SecureConnection: o.TLSCA != "",
+		RootCAPath:       o.TLSCA,
 		Dcp: config.ExternalDcp{
 			Group: config.DCPGroup{
 				Name: o.Name,
@@ -171,12 +173,17 @@ func (c *consumer) config() (*config.Dcp, error) {
 	if o.ReadmeConfig {
 		return c.readmeConfig(), nil
 	}
+	// --tls-ca: secureConnection and rootCAPath, as go-dcp's README sets them;
+	// the host stays http://HOST:PORT (go-dcp resolves it as a connection string)
+	// with PORT the HTTPS port
 	cfg := &config.Dcp{
-		Hosts:      []string{fmt.Sprintf("http://%s:%d", o.Host, o.HTTPPort)},
-		Username:   o.User,
-		Password:   o.Password,
-		BucketName: o.Bucket,
-		Metadata:   config.Metadata{Type: config.MetadataTypeNoop},
+		Hosts:            []string{fmt.Sprintf("http://%s:%d", o.Host, o.HTTPPort)},
+		Username:         o.User,
+		Password:         o.Password,
+		BucketName:       o.Bucket,
+		SecureConnection: o.TLSCA != "",
+		RootCAPath:       o.TLSCA,
+		Metadata:         config.Metadata{Type: config.MetadataTypeNoop},
 		Dcp: config.ExternalDcp{
 			Group: config.DCPGroup{
 				Name:       o.Name,
@@ -196,6 +203,10 @@ func (c *consumer) config() (*config.Dcp, error) {
 	}
 	if len(o.Streams) > 0 {
 		return nil, fmt.Errorf("--stream: go-dcp has no stream ids")
+	}
+	if o.ClientCert != "" {
+		// couchbase.CreateSecurityConfig always builds a PasswordAuthProvider
+		return nil, fmt.Errorf("--client-cert: go-dcp authenticates with a password only")
 	}
 	if o.Scope != "" && len(o.CollectionFilter) == 0 {
 		return nil, fmt.Errorf("--scope: go-dcp has no scope filter (give its collections with --collection)")

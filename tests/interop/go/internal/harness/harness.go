@@ -61,6 +61,13 @@ type Options struct {
 	APIPort      int
 	// gocbcore only: compression negotiated, values passed on as received.
 	DisableDecompression bool
+	// TLSCA: TLS on, the node's certificate checked against this CA (PEM);
+	// --kv-port and --http-port are then the TLS ports.
+	TLSCA string
+	// gocbcore only: authenticate with this client certificate and key (PEM)
+	// instead of the password (no SASL).
+	ClientCert string
+	ClientKey  string
 }
 
 // ParseFlags parses os.Args. Usage errors exit with status 2.
@@ -92,6 +99,9 @@ func ParseFlags(prog, defaultName string) *Options {
 	fs.BoolVar(&o.ReadmeConfig, "readme-config", false, "go-dcp: its README configuration (membership, metadata, mitigation, health check, API)")
 	fs.IntVar(&o.APIPort, "api-port", 0, "go-dcp: API port with --readme-config (0 = go-dcp's default 8080)")
 	fs.BoolVar(&o.DisableDecompression, "disable-decompression", false, "gocbcore: CompressionConfig{Enabled, DisableDecompression}")
+	fs.StringVar(&o.TLSCA, "tls-ca", "", "TLS: trust this CA (PEM); the ports are the TLS ports")
+	fs.StringVar(&o.ClientCert, "client-cert", "", "gocbcore: client certificate (PEM; needs --tls-ca and --client-key)")
+	fs.StringVar(&o.ClientKey, "client-key", "", "gocbcore: the client certificate's key (PEM)")
 	_ = fs.Parse(os.Args[1:])
 	o.CollectionFilter = colls
 	o.Streams = streams
@@ -103,6 +113,9 @@ func ParseFlags(prog, defaultName string) *Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 20 * time.Second
+	}
+	if (o.ClientCert != "") != (o.ClientKey != "") || (o.ClientCert != "" && o.TLSCA == "") {
+		Usage(prog, "--client-cert and --client-key go together, with --tls-ca")
 	}
 	return o
 }

@@ -1,6 +1,7 @@
 package mockdcp.interop;
 
 import com.couchbase.client.core.deps.io.netty.buffer.ByteBuf;
+import com.couchbase.client.dcp.CertificateAuthenticator;
 import com.couchbase.client.dcp.Client;
 import com.couchbase.client.dcp.StreamFrom;
 import com.couchbase.client.dcp.StreamTo;
@@ -97,6 +98,11 @@ public final class MockdcpConsumer {
       "                                a server refusing it with EINVAL/NOT_SUPPORTED is tolerated)",
       "  --connect-timeout-seconds N   give up connecting after N seconds (default 15)",
       "  --log-level LEVEL             trace|debug|info|warn|error|off (default info)",
+      "  --tls-ca FILE                 TLS (couchbases://): --kv-port is the TLS port; the node's",
+      "                                certificate must chain to this CA (PEM), hostname verified",
+      "  --client-keystore FILE        authenticate with the client certificate in this PKCS#12",
+      "                                key store (CertificateAuthenticator; needs --tls-ca; no SASL)",
+      "  --client-keystore-password P  its password",
       "  --help                        this text",
       "",
       "--delete-times is not offered: dcp-client 0.56.0 has no builder option for",
@@ -107,6 +113,9 @@ public final class MockdcpConsumer {
   // ------------------------------------------------------------------ options
 
   static final class Options {
+    String tlsCa;
+    String clientKeystore;
+    String clientKeystorePassword = "";
     String host;
     int kvPort = -1;
     String user;
@@ -194,6 +203,9 @@ public final class MockdcpConsumer {
         case "--resume-from": o.resumeFrom = v; break;
         case "--connect-timeout-seconds": o.connectTimeoutSeconds = parseInt(a, v, 1, 3600); break;
         case "--log-level": o.logLevel = v.toLowerCase(Locale.ROOT); break;
+        case "--tls-ca": o.tlsCa = v; break;
+        case "--client-keystore": o.clientKeystore = v; break;
+        case "--client-keystore-password": o.clientKeystorePassword = v; break;
         case "--profile":
           if (!List.of("kafka", "elasticsearch").contains(v)) {
             throw new UsageException("--profile wants kafka or elasticsearch, got " + v);
@@ -216,6 +228,9 @@ public final class MockdcpConsumer {
     }
     if (o.kvPort < 0) {
       throw new UsageException("missing required option --kv-port");
+    }
+    if (o.clientKeystore != null && o.tlsCa == null) {
+      throw new UsageException("--client-keystore needs --tls-ca (client certificates need TLS)");
     }
     if (!List.of("trace", "debug", "info", "warn", "error", "off").contains(o.logLevel)) {
       throw new UsageException("bad --log-level " + o.logLevel);
@@ -716,12 +731,21 @@ public final class MockdcpConsumer {
   void run() throws Exception {
     Client.Builder builder = Client.builder()
         .seedNodes(opts.host + ":" + opts.kvPort)
-        .credentials(opts.user, opts.password)
         .bucket(opts.bucket)
         // The library waits bootstrapTimeout plus one config refresh interval (2 s) for the first
         // cluster map; keep the total near --connect-timeout-seconds.
         .bootstrapTimeout(Duration.ofSeconds(Math.max(1, opts.connectTimeoutSeconds - 2)))
         .socketConnectTimeout(Math.min(opts.connectTimeoutSeconds, 10) * 1000L);
+    if (opts.tlsCa != null) {
+      // as a user of couchbases:// does: trust the cluster's CA, keep hostname verification on
+      builder.securityConfig(b -> b.enableTls(true).trustCertificate(Paths.get(opts.tlsCa)));
+    }
+    if (opts.clientKeystore != null) {
+      builder.authenticator(CertificateAuthenticator.fromKeyStore(
+          Paths.get(opts.clientKeystore), opts.clientKeystorePassword, "PKCS12"));
+    } else {
+      builder.credentials(opts.user, opts.password);
+    }
     if (opts.collections) {
       builder.collectionsAware(true);
       if (!opts.collectionNames.isEmpty()) {
