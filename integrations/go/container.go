@@ -37,7 +37,7 @@ func ContainerAvailable(ctx context.Context, image string) error {
 		c, _ := newConfig([]Option{WithMode(Container)})
 		image = c.image
 	}
-	provider, err := testcontainers.NewDockerProvider()
+	provider, err := dockerProvider()
 	if err != nil {
 		return fmt.Errorf("no Docker engine: %w", err)
 	}
@@ -52,6 +52,17 @@ func ContainerAvailable(ctx context.Context, image string) error {
 	return nil
 }
 
+// dockerProvider is testcontainers' Docker provider, or an error: testcontainers-go
+// panics when it finds no Docker host at all.
+func dockerProvider() (provider *testcontainers.DockerProvider, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			provider, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	return testcontainers.NewDockerProvider()
+}
+
 // startContainer runs the image with its ports published on host ports chosen
 // here, and tells the server those ports (MOCKDCP_EXTERNAL_*, the image's `mockdcp
 // serve` reads them): every cluster map then carries them as
@@ -59,7 +70,7 @@ func ContainerAvailable(ctx context.Context, image string) error {
 // keeps using it instead of the container's own. The server reads them when it
 // starts, so they must be known before: Docker's random ports are only known after.
 func startContainer(ctx context.Context, t testing.TB, c *config) (*Server, error) {
-	provider, err := testcontainers.NewDockerProvider()
+	provider, err := dockerProvider()
 	if err != nil {
 		return nil, fmt.Errorf("container mode: no Docker engine: %w", err)
 	}
@@ -84,7 +95,7 @@ func runContainer(ctx context.Context, t testing.TB, c *config, host string) (*S
 	if c.tls {
 		inside = append(inside, containerKVTLS, containerHTTPS)
 	}
-	outside, err := freePorts(len(inside))
+	outside, err := pickPorts(len(inside))
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +180,9 @@ func runContainer(ctx context.Context, t testing.TB, c *config, host string) (*S
 		Bucket:    ready.Bucket, Username: user, Password: password,
 	}, nil
 }
+
+// pickPorts chooses the host ports (a variable: a test makes it choose a taken one).
+var pickPorts = freePorts
 
 // freePorts returns n ports no one listens on now.
 func freePorts(n int) ([]int, error) {
