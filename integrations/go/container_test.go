@@ -150,3 +150,12 @@ func TestContainerScenario(t *testing.T) {
 		t.Errorf("oracle: %d documents, want 7", len(docs))
 	}
 }
+
+// Auto runs a container when no mockdcp command is on PATH.
+func TestAutoRunsAContainerWithoutTheCommand(t *testing.T) {
+	requireContainer(t)
+	t.Setenv("PATH", t.TempDir())
+	if s := mockdcp.Start(t, mockdcp.WithVBuckets(4)); s.Mode != mockdcp.Container {
+		t.Fatalf("mode %v, want container", s.Mode)
+	}
+}

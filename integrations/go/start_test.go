@@ -42,6 +42,13 @@ func TestStartLocal(t *testing.T) {
 	}
 }
 
+// Auto runs the mockdcp command when it is on PATH.
+func TestAutoRunsTheCommand(t *testing.T) {
+	if s := mockdcp.Start(t, mockdcp.WithVBuckets(4)); s.Mode != mockdcp.Local {
+		t.Fatalf("mode %v, want local (mockdcp is on PATH)", s.Mode)
+	}
+}
+
 func TestStartWithTLS(t *testing.T) {
 	s := mockdcp.Start(t, mockdcp.WithMode(mockdcp.Local), mockdcp.WithTLS(), mockdcp.WithVBuckets(4))
 	if s.KVTLSPort == 0 || s.HTTPSPort == 0 {
