@@ -152,9 +152,10 @@ func runContainer(ctx context.Context, t testing.TB, c *config, host string) (*S
 		ContainerRequest: req,
 		Started:          true,
 	})
+	reported := false // the logs are in the error already
 	if ctr != nil {
 		t.Cleanup(func() {
-			if t.Failed() {
+			if t.Failed() && !reported {
 				t.Logf("mockdcp container %s output:\n%s", ctr.GetContainerID(), containerLogs(ctr))
 			}
 			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -166,6 +167,7 @@ func runContainer(ctx context.Context, t testing.TB, c *config, host string) (*S
 	}
 	if err != nil {
 		if ctr != nil && !portTaken(err) {
+			reported = true
 			return nil, fmt.Errorf("container mode: %s: %w\n%s", c.image, err, containerLogs(ctr))
 		}
 		return nil, fmt.Errorf("container mode: %s: %w", c.image, err)

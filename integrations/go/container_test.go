@@ -159,3 +159,12 @@ func TestAutoRunsAContainerWithoutTheCommand(t *testing.T) {
 		t.Fatalf("mode %v, want container", s.Mode)
 	}
 }
+
+// A container that exits before it is ready fails the test with its output.
+func TestContainerFailsWithTheServersMessage(t *testing.T) {
+	requireContainer(t)
+	msg := startFailing(t, mockdcp.WithMode(mockdcp.Container), mockdcp.WithNodes(2))
+	if !strings.Contains(msg, "unrecognized arguments: --nodes 2") {
+		t.Fatalf("failure %q does not carry the server's message", msg)
+	}
+}

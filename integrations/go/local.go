@@ -49,23 +49,35 @@ func (l *logTail) String() string {
 	return strings.TrimSpace(string(l.buf))
 }
 
-// readyWriter takes the server's standard output: its first line is the ready
-// line, sent on ready; every byte also goes to the log.
+// readyWriter takes the server's standard output: the first line that is a ready
+// event is sent on ready; every byte also goes to the log.
 type readyWriter struct {
 	log   *logTail
-	ready chan<- []byte
+	ready chan<- readyLine
 	line  []byte
 	sent  bool
 }
 
 func (w *readyWriter) Write(p []byte) (int, error) {
 	_, _ = w.log.Write(p)
-	if !w.sent {
-		w.line = append(w.line, p...)
-		if i := bytes.IndexByte(w.line, '\n'); i >= 0 {
-			w.ready <- w.line[:i]
-			w.sent, w.line = true, nil
+	if w.sent {
+		return len(p), nil
+	}
+	w.line = append(w.line, p...)
+	for !w.sent {
+		i := bytes.IndexByte(w.line, '\n')
+		if i < 0 {
+			break
 		}
+		var r readyLine
+		if json.Unmarshal(w.line[:i], &r) == nil && r.Event == "ready" {
+			w.ready <- r
+			w.sent = true
+		}
+		w.line = w.line[i+1:]
+	}
+	if w.sent {
+		w.line = nil
 	}
 	return len(p), nil
 }
@@ -83,7 +95,7 @@ func startLocal(ctx context.Context, t testing.TB, c *config) (*Server, error) {
 	args = append(args, c.serveArgs()...)
 
 	log := &logTail{max: 64 << 10}
-	ready := make(chan []byte, 1)
+	ready := make(chan readyLine, 1)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = &readyWriter{log: log, ready: ready}
 	cmd.Stderr = log
@@ -95,7 +107,7 @@ func startLocal(ctx context.Context, t testing.TB, c *config) (*Server, error) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	stopped := false
+	stopped, reported := false, false
 	stop := func() {
 		if stopped {
 			return
@@ -112,19 +124,14 @@ func startLocal(ctx context.Context, t testing.TB, c *config) (*Server, error) {
 		}
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() && !reported {
 			t.Logf("mockdcp serve (pid %d) output:\n%s", cmd.Process.Pid, log)
 		}
 		stop()
 	})
 
 	select {
-	case line := <-ready:
-		var r readyLine
-		if err := json.Unmarshal(line, &r); err != nil || r.Event != "ready" {
-			stop()
-			return nil, fmt.Errorf("mockdcp serve printed %q, not its ready line:\n%s", line, log)
-		}
+	case r := <-ready:
 		user, password := credentials(c.args)
 		return &Server{
 			Host: r.Host, KVPort: r.KVPort, HTTPPort: r.HTTPPort,
@@ -132,11 +139,12 @@ func startLocal(ctx context.Context, t testing.TB, c *config) (*Server, error) {
 			Bucket: r.Bucket, Username: user, Password: password,
 		}, nil
 	case err := <-exited:
-		stopped = true
+		stopped, reported = true, true
 		return nil, fmt.Errorf("%s %s exited before it was ready (%v):\n%s",
 			bin, strings.Join(args, " "), err, log)
 	case <-ctx.Done():
 		stop()
+		reported = true
 		return nil, fmt.Errorf("mockdcp serve was not ready within the start timeout (%w):\n%s",
 			context.Cause(ctx), log)
 	}
