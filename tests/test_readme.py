@@ -183,3 +183,15 @@ def test_every_python_example_runs_as_written(line: int, code: str, tmp_path: Pa
     assert done.returncode == 0, f"README line {line}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
     if "def test_" in code:
         assert f"{code.count('def test_')} passed" in done.stdout
+
+
+#: the README's Go and Java examples are these files, which their own suites run
+TESTED_EXAMPLES = {
+    "go": ROOT / "integrations" / "go" / "example" / "consumer_test.go",
+}
+
+
+@pytest.mark.parametrize("language", sorted(TESTED_EXAMPLES))
+def test_the_go_and_java_examples_are_the_files_their_suites_run(language: str) -> None:
+    ((_, code),) = blocks(language)
+    assert code.strip() == TESTED_EXAMPLES[language].read_text().strip()

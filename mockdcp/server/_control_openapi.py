@@ -248,7 +248,8 @@ _PATHS: dict[str, Any] = {
                     "required": ["applied", "progress"],
                     "properties": {"applied": _INT, "progress": _PROGRESS},
                 },
-                "every step was applied (wait and expect steps were met)",
+                "every step was applied; an expect step that was not met does not stop"
+                " the list: its outcome is in progress.expectations (passed false)",
             ),
         ),
         "409",
@@ -348,6 +349,15 @@ def openapi_document() -> dict[str, Any]:
                         "status": {"type": "integer"},
                         "detail": {"type": "string"},
                         "errors": {"type": "array", "items": {"type": "object"}},
+                        "applied": {
+                            "type": "integer",
+                            "description": "409 of POST /mock/steps: the steps applied"
+                            " before the one that failed",
+                        },
+                        "failed_step": {
+                            "type": "integer",
+                            "description": "409 of POST /mock/steps: the failed step's index",
+                        },
                     },
                 }
             },
