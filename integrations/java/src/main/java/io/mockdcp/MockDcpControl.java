@@ -111,8 +111,11 @@ public final class MockDcpControl {
   }
 
   /**
-   * Waits until the running steps (a scenario the server was started with or that {@link
-   * #scenario} posted) have all run or stopped, then returns the expectations.
+   * Waits until a scenario's steps (the scenario the server was started with, or one {@link
+   * #scenario} posted) have all run, then returns the expectations; at once on a server that
+   * never ran steps. Not for steps posted with {@link #steps}, which have all run when it
+   * returns: the server's progress of those never says finished, so this would wait out
+   * {@code timeout}.
    *
    * @throws MockDcpException if they stopped on a failure or are still running after {@code
    *     timeout}

@@ -43,11 +43,14 @@ public final class MockDcpExtension implements ParameterResolver {
   /** The server of the nearest {@code @MockDcp} around {@code context}, started if need be. */
   static MockDcpServer server(ExtensionContext context) {
     for (ExtensionContext c = context; c != null; c = c.getParent().orElse(null)) {
-      Optional<MockDcp> annotation = c.getElement().flatMap(MockDcpExtension::annotation);
+      Optional<AnnotatedElement> element = c.getElement();
+      Optional<MockDcp> annotation = element.flatMap(MockDcpExtension::annotation);
       if (annotation.isPresent()) {
         MockDcp config = annotation.get();
+        // keyed by the annotated method or class: a store also answers with its parents'
+        // values, and a method's server must not be its class's
         return c.getStore(NAMESPACE)
-            .getOrComputeIfAbsent(MockDcp.class, key -> new Running(start(config)), Running.class)
+            .getOrComputeIfAbsent(element.get(), key -> new Running(start(config)), Running.class)
             .server();
       }
     }
