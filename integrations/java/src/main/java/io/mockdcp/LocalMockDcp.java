@@ -24,6 +24,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A mockdcp server in a process of this machine: {@code mockdcp serve --port 0 --http-port 0
@@ -56,12 +58,12 @@ public final class LocalMockDcp implements MockDcpServer {
 
   private final Process process;
   private final MockDcpOptions options;
-  private final JsonNode ready;
+  private final Map<String, String> ready;
   private final Deque<String> stderr;
   private final Path tempScenario;
   private final MockDcpControl control;
 
-  private LocalMockDcp(Process process, MockDcpOptions options, JsonNode ready,
+  private LocalMockDcp(Process process, MockDcpOptions options, Map<String, String> ready,
       Deque<String> stderr, Path tempScenario) {
     this.process = process;
     this.options = options;
@@ -131,20 +133,16 @@ public final class LocalMockDcp implements MockDcpServer {
         stderr.addLast(line);
       }
     });
-    CompletableFuture<JsonNode> readyLine = new CompletableFuture<>();
+    CompletableFuture<Map<String, String>> readyLine = new CompletableFuture<>();
     drain(process.getInputStream(), "mockdcp-stdout", line -> {
       if (!readyLine.isDone() && line.startsWith("{") && line.contains("\"ready\"")) {
-        try {
-          readyLine.complete(MockDcpControl.JSON.readTree(line));
-        } catch (IOException e) {
-          readyLine.completeExceptionally(e);
-        }
+        readyLine.complete(flatJson(line));
       }
     });
     process.onExit().thenRun(() -> readyLine.completeExceptionally(
         new IllegalStateException("exited with status " + process.exitValue())));
     try {
-      JsonNode ready = readyLine.get(options.startupTimeout().toMillis(), TimeUnit.MILLISECONDS);
+      Map<String, String> ready = readyLine.get(options.startupTimeout().toMillis(), TimeUnit.MILLISECONDS);
       return new LocalMockDcp(process, options, ready, stderr, tempScenario);
     } catch (ExecutionException | TimeoutException | InterruptedException e) {
       if (e instanceof InterruptedException) {
@@ -196,22 +194,22 @@ public final class LocalMockDcp implements MockDcpServer {
 
   @Override
   public String host() {
-    return ready.get("host").asText();
+    return ready.get("host");
   }
 
   @Override
   public int kvPort() {
-    return ready.get("kv_port").asInt();
+    return Integer.parseInt(ready.get("kv_port"));
   }
 
   @Override
   public int httpPort() {
-    return ready.get("http_port").asInt();
+    return Integer.parseInt(ready.get("http_port"));
   }
 
   @Override
   public boolean tls() {
-    return ready.has("tls_port");
+    return ready.containsKey("tls_port");
   }
 
   @Override
@@ -226,7 +224,7 @@ public final class LocalMockDcp implements MockDcpServer {
 
   @Override
   public String bucket() {
-    return ready.get("bucket").asText();
+    return ready.get("bucket");
   }
 
   @Override
@@ -244,8 +242,11 @@ public final class LocalMockDcp implements MockDcpServer {
     return control;
   }
 
-  /** The server's ready line ({@code mockdcp serve --json}), e.g. its {@code ca_file}. */
-  public JsonNode readyLine() {
+  /**
+   * The server's ready line ({@code mockdcp serve --json}): each member as text, e.g. {@code
+   * ca_file} (the CA's file, with TLS).
+   */
+  public Map<String, String> readyLine() {
     return ready;
   }
 
@@ -280,10 +281,10 @@ public final class LocalMockDcp implements MockDcpServer {
   // ---------------------------------------------------------------------------------------
 
   private int requireTls(String field) {
-    if (!ready.has(field)) {
+    if (!ready.containsKey(field)) {
       throw new IllegalStateException("the server has no TLS ports (start it with TLS on)");
     }
-    return ready.get(field).asInt();
+    return Integer.parseInt(ready.get(field));
   }
 
   private static void stop(Process process) {
@@ -314,6 +315,53 @@ public final class LocalMockDcp implements MockDcpServer {
     thread.setDaemon(true);
     thread.start();
     return thread;
+  }
+
+  /** A member of a flat JSON object: a name, then a string or another scalar. */
+  private static final Pattern MEMBER = Pattern.compile(
+      "\"([^\"]+)\"\\s*:\\s*(?:\"((?:[^\"\\\\]|\\\\.)*)\"|([^,}\\s]+))");
+
+  /**
+   * The ready line's members as text. A small reader of flat JSON (Python's json.dumps of
+   * strings, numbers and null) rather than Jackson: in a fresh JVM, loading Jackson takes about
+   * as long as the server takes to start, and a test that only streams never needs it.
+   */
+  static Map<String, String> flatJson(String line) {
+    Map<String, String> out = new java.util.LinkedHashMap<>();
+    Matcher m = MEMBER.matcher(line);
+    while (m.find()) {
+      if (m.group(2) != null) {
+        out.put(m.group(1), unescape(m.group(2)));
+      } else if (!m.group(3).equals("null")) {
+        out.put(m.group(1), m.group(3));
+      }
+    }
+    return java.util.Collections.unmodifiableMap(out);
+  }
+
+  private static String unescape(String s) {
+    StringBuilder out = new StringBuilder(s.length());
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c != '\\' || i + 1 == s.length()) {
+        out.append(c);
+        continue;
+      }
+      char e = s.charAt(++i);
+      switch (e) {
+        case 'n' -> out.append('\n');
+        case 't' -> out.append('\t');
+        case 'r' -> out.append('\r');
+        case 'b' -> out.append('\b');
+        case 'f' -> out.append('\f');
+        case 'u' -> {
+          out.append((char) Integer.parseInt(s.substring(i + 1, i + 5), 16));
+          i += 4;
+        }
+        default -> out.append(e); // \" \\ \/
+      }
+    }
+    return out.toString();
   }
 
   private static String tail(Deque<String> lines) {
@@ -360,7 +408,7 @@ public final class LocalMockDcp implements MockDcpServer {
       try (BufferedReader reader = new BufferedReader(
           new InputStreamReader(list.getInputStream(), StandardCharsets.UTF_8))) {
         for (String line; (line = reader.readLine()) != null; ) {
-          JsonNode row = MockDcpControl.JSON.readTree(line);
+          JsonNode row = Json.MAPPER.readTree(line);
           out.put(row.get("name").asText(), Path.of(row.get("path").asText()));
         }
       }

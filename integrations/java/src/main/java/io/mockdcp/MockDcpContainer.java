@@ -174,7 +174,7 @@ public class MockDcpContainer extends GenericContainer<MockDcpContainer> impleme
       start.put("scenario", source.bundled() != null ? source.bundled() : SCENARIO_FILE);
     }
     try {
-      byte[] json = MockDcpControl.JSON.writeValueAsBytes(start);
+      byte[] json = Json.MAPPER.writeValueAsBytes(start);
       copyFileToContainer(Transferable.of(json, 0100644), START_FILE);
     } catch (IOException e) {
       throw new UncheckedIOException(e);

@@ -1,10 +1,7 @@
 package io.mockdcp;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
-import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.PropertyNamingStrategies;
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.URI;
@@ -31,14 +28,9 @@ import java.util.List;
 public final class MockDcpControl {
 
   private static final Duration READ_TIMEOUT = Duration.ofSeconds(30);
-  /** Responses are snake_case; the records are camelCase. Unknown members are ignored. */
-  static final ObjectMapper JSON = new ObjectMapper()
-      .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
-      .configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
 
   private final URI base;
   private final String authorization;
-  private final HttpClient http;
 
   /**
    * @param base the management port's address, e.g. {@code http://127.0.0.1:8091}
@@ -50,7 +42,15 @@ public final class MockDcpControl {
     String credentials = user + ":" + password;
     this.authorization = "Basic "
         + Base64.getEncoder().encodeToString(credentials.getBytes(StandardCharsets.UTF_8));
-    this.http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  }
+
+  /**
+   * One HTTP client for every server, made on the first request: a test that only streams
+   * never pays for it (a few hundred ms in a fresh JVM).
+   */
+  private static final class Http {
+    static final HttpClient CLIENT =
+        HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
   }
 
   /** The management port's address. */
@@ -69,7 +69,7 @@ public final class MockDcpControl {
   /** {@link #steps(Step...)} with a list. */
   public Applied steps(List<Step> steps) {
     try {
-      return stepsJson(JSON.writeValueAsString(steps));
+      return stepsJson(Json.MAPPER.writeValueAsString(steps));
     } catch (JsonProcessingException e) {
       throw new MockDcpException("steps cannot be written as JSON: " + e.getMessage(), e);
     }
@@ -94,7 +94,7 @@ public final class MockDcpControl {
     return read(get("state"), State.class);
   }
 
-  /** {@code GET /mock/state} whole, as JSON. */
+  /** {@code GET /mock/state} whole, as Json.MAPPER. */
   public JsonNode stateJson() {
     return read(get("state"), JsonNode.class);
   }
@@ -146,7 +146,7 @@ public final class MockDcpControl {
   /** Whether {@code /mock/health} answers. */
   public boolean isHealthy() {
     try {
-      HttpResponse<String> response = http.send(request("health").build(),
+      HttpResponse<String> response = Http.CLIENT.send(request("health").build(),
           HttpResponse.BodyHandlers.ofString());
       return response.statusCode() == Route.named("health").status();
     } catch (IOException e) {
@@ -189,7 +189,7 @@ public final class MockDcpControl {
   private HttpResponse<String> exchange(Route route, HttpRequest request) {
     HttpResponse<String> response;
     try {
-      response = http.send(request, HttpResponse.BodyHandlers.ofString());
+      response = Http.CLIENT.send(request, HttpResponse.BodyHandlers.ofString());
     } catch (ConnectException e) {
       throw new MockDcpException(route.method() + " " + request.uri()
           + ": cannot connect (is the server running?)", e);
@@ -209,7 +209,7 @@ public final class MockDcpControl {
     String what = route.method() + " " + route.path() + " answered " + response.statusCode();
     JsonNode problem = null;
     try {
-      problem = JSON.readTree(response.body());
+      problem = Json.MAPPER.readTree(response.body());
     } catch (JsonProcessingException e) {
       // not a problem document: the body is the message
     }
@@ -221,7 +221,7 @@ public final class MockDcpControl {
 
   private static <T> T read(HttpResponse<String> response, Class<T> type) {
     try {
-      return JSON.readValue(response.body(), type);
+      return Json.MAPPER.readValue(response.body(), type);
     } catch (JsonProcessingException e) {
       throw new MockDcpException(response.request().method() + " " + response.uri()
           + ": unexpected answer: " + e.getOriginalMessage(), e);

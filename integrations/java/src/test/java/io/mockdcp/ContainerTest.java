@@ -96,6 +96,6 @@ class ContainerTest {
     HttpResponse<String> response = HttpClient.newHttpClient()
         .send(request, HttpResponse.BodyHandlers.ofString());
     assertEquals(200, response.statusCode(), response.body());
-    return MockDcpControl.JSON.readTree(response.body());
+    return Json.MAPPER.readTree(response.body());
   }
 }

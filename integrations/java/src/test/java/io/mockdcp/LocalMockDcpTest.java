@@ -61,6 +61,14 @@ class LocalMockDcpTest {
   }
 
   @Test
+  void theReadyLineIsRead() {
+    assertEquals(java.util.Map.of("event", "ready", "kv_port", "123", "ca_file",
+            "/h\u00e9/\"q\"\\x"),
+        LocalMockDcp.flatJson("{\"event\": \"ready\", \"kv_port\": 123, \"none\": null, "
+            + "\"ca_file\": \"/h\\u00e9/\\\"q\\\"\\\\x\"}"));
+  }
+
+  @Test
   void optionsMakeTheCommandLine() {
     MockDcpOptions defaults = MockDcpOptions.defaults();
     assertEquals(List.of("--docs", "0"), defaults.serveArgs());
