@@ -52,8 +52,18 @@ public final class LocalMockDcp implements MockDcpServer {
   private static final Map<Path, Map<String, Path>> BUNDLED = new ConcurrentHashMap<>();
 
   static {
-    Runtime.getRuntime().addShutdownHook(new Thread(
-        () -> RUNNING.forEach(Process::destroyForcibly), "mockdcp-local-shutdown"));
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      RUNNING.forEach(Process::destroy); // SIGTERM all, then wait for them together
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+      for (Process process : RUNNING) {
+        try {
+          process.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+          break;
+        }
+      }
+      RUNNING.forEach(LocalMockDcp::kill);
+    }, "mockdcp-local-shutdown"));
   }
 
   private final Process process;
@@ -291,13 +301,20 @@ public final class LocalMockDcp implements MockDcpServer {
     process.destroy();
     try {
       if (!process.waitFor(5, TimeUnit.SECONDS)) {
-        process.destroyForcibly().waitFor(5, TimeUnit.SECONDS);
+        kill(process);
+        process.waitFor(5, TimeUnit.SECONDS);
       }
     } catch (InterruptedException e) {
-      process.destroyForcibly();
+      kill(process);
       Thread.currentThread().interrupt();
     }
     RUNNING.remove(process);
+  }
+
+  /** SIGKILL to the server and anything it started (a data-loading worker). */
+  private static void kill(Process process) {
+    process.descendants().forEach(ProcessHandle::destroyForcibly);
+    process.destroyForcibly();
   }
 
   private static Thread drain(InputStream stream, String name,
