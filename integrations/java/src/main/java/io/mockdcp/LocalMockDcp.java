@@ -14,16 +14,20 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Deque;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -318,7 +322,7 @@ public final class LocalMockDcp implements MockDcpServer {
   }
 
   private static Thread drain(InputStream stream, String name,
-      java.util.function.Consumer<String> onLine) {
+      Consumer<String> onLine) {
     Thread thread = new Thread(() -> {
       try (BufferedReader reader =
           new BufferedReader(new InputStreamReader(stream, StandardCharsets.UTF_8))) {
@@ -344,7 +348,7 @@ public final class LocalMockDcp implements MockDcpServer {
    * as long as the server takes to start, and a test that only streams never needs it.
    */
   static Map<String, String> flatJson(String line) {
-    Map<String, String> out = new java.util.LinkedHashMap<>();
+    Map<String, String> out = new LinkedHashMap<>();
     Matcher m = MEMBER.matcher(line);
     while (m.find()) {
       if (m.group(2) != null) {
@@ -353,7 +357,7 @@ public final class LocalMockDcp implements MockDcpServer {
         out.put(m.group(1), m.group(3));
       }
     }
-    return java.util.Collections.unmodifiableMap(out);
+    return Collections.unmodifiableMap(out);
   }
 
   private static String unescape(String s) {
@@ -421,7 +425,7 @@ public final class LocalMockDcp implements MockDcpServer {
       Process list = new ProcessBuilder(command.toString(), "scenarios", "--json")
           .redirectError(ProcessBuilder.Redirect.DISCARD)
           .start();
-      Map<String, Path> out = new java.util.TreeMap<>();
+      Map<String, Path> out = new TreeMap<>();
       try (BufferedReader reader = new BufferedReader(
           new InputStreamReader(list.getInputStream(), StandardCharsets.UTF_8))) {
         for (String line; (line = reader.readLine()) != null; ) {
@@ -432,7 +436,7 @@ public final class LocalMockDcp implements MockDcpServer {
       if (list.waitFor() != 0) {
         throw new MockDcpException(command + " scenarios --json exited " + list.exitValue());
       }
-      return java.util.Collections.unmodifiableMap(out);
+      return Collections.unmodifiableMap(out);
     } catch (IOException e) {
       throw new MockDcpException("cannot list mockdcp's scenarios: " + e, e);
     } catch (InterruptedException e) {

@@ -32,10 +32,18 @@ public interface MockDcpServer extends AutoCloseable {
   /** Whether the server also serves KV over TLS and HTTPS. */
   boolean tls();
 
-  /** The KV-over-TLS port. @throws IllegalStateException without TLS */
+  /**
+   * The KV-over-TLS port.
+   *
+   * @throws IllegalStateException without TLS
+   */
   int tlsPort();
 
-  /** The HTTPS management port. @throws IllegalStateException without TLS */
+  /**
+   * The HTTPS management port.
+   *
+   * @throws IllegalStateException without TLS
+   */
   int httpsPort();
 
   /** The bucket's name ({@code default} unless a scenario or an option names another). */
@@ -59,7 +67,11 @@ public interface MockDcpServer extends AutoCloseable {
     return "couchbase://" + host() + ":" + kvPort();
   }
 
-  /** {@code couchbases://host:tlsPort}. @throws IllegalStateException without TLS */
+  /**
+   * {@code couchbases://host:tlsPort}.
+   *
+   * @throws IllegalStateException without TLS
+   */
   default String tlsConnectionString() {
     return "couchbases://" + host() + ":" + tlsPort();
   }
@@ -76,7 +88,9 @@ public interface MockDcpServer extends AutoCloseable {
 
   /**
    * The CA certificate (PEM) that signs the TLS ports' certificate, as {@code GET
-   * /mock/ca.pem} serves it. @throws MockDcpException without TLS (the server answers 404)
+   * /mock/ca.pem} serves it.
+   *
+   * @throws MockDcpException without TLS (the server answers 404)
    */
   default String caPem() {
     return control().caPem();
