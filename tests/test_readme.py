@@ -192,6 +192,13 @@ TESTED_EXAMPLES = {
 
 
 @pytest.mark.parametrize("language", sorted(TESTED_EXAMPLES))
-def test_the_go_and_java_examples_are_the_files_their_suites_run(language: str) -> None:
+def test_the_go_example_is_the_file_its_suite_runs(language: str) -> None:
     ((_, code),) = blocks(language)
     assert code.strip() == TESTED_EXAMPLES[language].read_text().strip()
+
+
+def test_the_java_example_is_the_one_the_modules_readme_test_holds() -> None:
+    # integrations/java's ReadmeTest holds its README-section.md to MyConsumerTest.java
+    section = ROOT / "integrations" / "java" / "README-section.md"
+    ((_, code),) = blocks("java")
+    assert f"```java\n{code.strip()}\n```" in section.read_text()
