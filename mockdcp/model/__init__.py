@@ -1,4 +1,5 @@
-"""The bucket model of a data node: vbuckets, checkpoints, dedup, disk, purge, failover.
+"""The bucket model of a data node: vbuckets, checkpoints, dedup, disk, purge, failover;
+and of a cluster of them: the vbucket map, replica copies, rebalance and failover.
 
 Pure: no I/O and no clock of its own (time comes from the injected clock).
 """
@@ -11,6 +12,7 @@ from mockdcp.model._checkpoint import (
     Cursor as Cursor,
     MemoryBatch as MemoryBatch,
 )
+from mockdcp.model._cluster import Cluster as Cluster, NodeListener as NodeListener
 from mockdcp.model._documents import (
     Documents as Documents,
     KvError as KvError,
@@ -37,4 +39,9 @@ from mockdcp.model._item import (
 )
 from mockdcp.model._manifest import Manifest as Manifest, ManifestChange as ManifestChange
 from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
+from mockdcp.model._vbmap import (
+    MAX_REPLICAS as MAX_REPLICAS,
+    VBucketMap as VBucketMap,
+    VBucketMove as VBucketMove,
+)
 from mockdcp.model._vbucket import DiskSnapshot as DiskSnapshot, VBucket as VBucket

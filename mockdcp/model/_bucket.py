@@ -479,10 +479,12 @@ class Bucket:
             )
 
     def _apply_change(self, change: ManifestChange) -> None:
-        """Make a validated change current; its events go into every vbucket."""
+        """Make a validated change current; its events go into every vbucket, but one
+        whose node is down (``VBucket.online``), which catches up when it is back."""
         self.manifest.apply(change)
         for vb in self.vbuckets:
-            self._write_events(vb, change.events)
+            if vb.online:
+                self._write_events(vb, change.events)
         self.notify(range(self.num_vbuckets))
 
     def _catch_up(self, vb: VBucket) -> None:

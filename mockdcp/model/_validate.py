@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from mockdcp.protocol import Datatype, VBucketState
+from mockdcp.protocol import Datatype
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
@@ -249,10 +249,8 @@ def check_rows(
     nv, crc = len(vbuckets), zlib.crc32
     vbids = [((crc(k) >> 16) & 0x7FFF) % nv for k in ks]
     for vbid in set(vbids):
-        vb = vbuckets[vbid]
-        if vb.state is not VBucketState.ACTIVE:
-            raise ModelError(
-                f"row {offset + vbids.index(vbid)}: key: vbucket {vbid} is "
-                f"{vb.state.name.lower()}: writes need active"
-            )
+        try:
+            vbuckets[vbid].check_writable()
+        except ModelError as exc:
+            raise ModelError(f"row {offset + vbids.index(vbid)}: key: {exc}") from None
     return ks, vs, dts, vbids

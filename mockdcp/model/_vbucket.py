@@ -92,6 +92,9 @@ class VBucket:
         self.checkpoint_max_items = checkpoint_max_items
         self.checkpoint_max_bytes = checkpoint_max_bytes
         self.generation = 0
+        #: False while the node holding this copy is down (``Cluster.node_down``): it
+        #: takes no writes until the node is up again
+        self.online = True
         self._checkpoint_ids = 0
         self._reset(0)
 
@@ -232,10 +235,12 @@ class VBucket:
 
     def check_writable(self) -> None:
         """``ModelError`` unless the vbucket is active (only an active vbucket takes
-        writes; a replica's come by replication)."""
+        writes; a replica's come by replication) and its node is up."""
         if self.state is not VBucketState.ACTIVE:
             state = self.state.name.lower()
             raise ModelError(f"vbucket {self.vbid} is {state}: writes need active")
+        if not self.online:
+            raise ModelError(f"vbucket {self.vbid} is on a node that is down")
 
     def check_persist(self, upto: int) -> None:
         """``ModelError`` unless ``upto`` is between the persisted and the high seqno."""
@@ -558,15 +563,17 @@ class VBucket:
         self.state = VBucketState.ACTIVE
         self.failover.add_entry(self.high_seqno)
 
-    def set_state(self, state: VBucketState) -> bool:
+    def set_state(self, state: VBucketState, *, transfer: bool = False) -> bool:
         """Move to ``state``; False if already there. Streams see a new generation
         (they end STATE_CHANGED); becoming active from another state is a promotion and
-        adds a failover entry (kv_engine ``kv_bucket.cc``)."""
+        adds a failover entry, unless it ends a takeover (``transfer``): the history
+        moves to this copy unchanged, uuid and all (kv_engine ``kv_bucket.cc``,
+        ``KVBucket::continueToActive`` and ``TransferVB``)."""
         if state is self.state:
             return False
         self.state = state
         self.generation += 1
-        if state is VBucketState.ACTIVE:
+        if state is VBucketState.ACTIVE and not transfer:
             self.failover.add_entry(self.high_seqno)
         return True
 
