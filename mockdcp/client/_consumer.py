@@ -25,7 +25,8 @@ It does what a correct consumer must (kv_engine docs/dcp/documentation):
   resume position until its end, then it is the highest seqno received (kv_engine
   docs/dcp/documentation/commands/oso_snapshot.md);
 * a stream request answered NOT_MY_VBUCKET or ETMPFAIL is asked again a little later
-  (the vbucket is moving or warming up; java-dcp-client retries these too);
+  (the vbucket is moving or warming up; java-dcp-client retries these too), waiting
+  twice as long after each refusal in a row (0.1 s, 0.2 s, ... up to 1 s);
 * DCP_NOOP answered, buffer acks sent at half the window;
 * a dropped connection, or a frame it cannot decode (the framing can no longer be
   trusted), is re-established and every stream resumed.

@@ -62,8 +62,11 @@ STREAM_OPAQUE_BASE = 0x1000
 OPAQUE_SLOT = 0x10000
 #: Pause before re-opening a stream that ended with a reason other than OK.
 REOPEN_DELAY = 0.05
-#: Pause before asking again for a stream refused with a status worth retrying.
+#: Pause before asking again for a stream refused with a status worth retrying; it
+#: doubles with each refusal in a row, up to ``MAX_RETRY_DELAY`` (a back-off, as
+#: couchbase-jvm-core ``AbstractEndpoint.reconnectDelay`` does for reconnects).
 RETRY_DELAY = 0.1
+MAX_RETRY_DELAY = 1.0
 #: Stream-request statuses that say "not now", not "never".
 RETRY_STATUSES = frozenset({Status.NOT_MY_VBUCKET, Status.ETMPFAIL})
 #: Stream-request statuses that say the filter names nothing that exists any more (the
@@ -155,6 +158,8 @@ class ConsumerCore:
         self._snap: dict[StreamKey, tuple[int, int]] = {}
         #: streams inside an OSO snapshot -> the highest seqno received in it
         self._oso: dict[StreamKey, int] = {}
+        #: streams refused for now -> refusals in a row (the retry back-off)
+        self._refusals: dict[StreamKey, int] = {}
 
     @property
     def stream_ids(self) -> bool:
@@ -317,6 +322,7 @@ class ConsumerCore:
         and asked again, asked again later, or over (its filter names nothing left)."""
         vb, sid = key
         pos = self.state.position(vb, sid)
+        refusals = self._refusals.pop(key, 0)
         if frame.status == Status.SUCCESS:
             pos.failover_log = list(decode_failover_log(frame.value))
             if pos.failover_log:
@@ -329,7 +335,8 @@ class ConsumerCore:
             return [Emit(vb, ("rollback", seqno)), Reopen(key, 0.0)]
         if frame.status in RETRY_STATUSES:
             log.info("stream request for vbucket %d: status %#x; retrying", vb, frame.status)
-            return [Reopen(key, RETRY_DELAY)]
+            self._refusals[key] = refusals + 1
+            return [Reopen(key, min(RETRY_DELAY * 2**refusals, MAX_RETRY_DELAY))]
         spec = self.streams[self._spec(sid)[0]]
         if frame.status in GONE_STATUSES and not spec.passes_through:
             log.info("stream %s: its filter names nothing left (%#x); done", key, frame.status)

@@ -6,7 +6,8 @@ table) and the handlers (``_session_handlers``, ``_lookup_handlers``, ``_dcp_han
 ``_document_handlers``), ``_replies`` (every answer), ``_scheduler`` (streams drained
 under flow control and holds), ``_stream_request`` (the decision on a stream request),
 ``_stream`` (one stream: backfill, memory, end), ``_encoder`` and ``_filter`` (the shared
-frames per connection and filter), ``events`` (what the node reports).
+frames per connection and filter), ``_checker`` and ``_checker_rules`` (the protocol
+checker on every DCP connection, and its rules), ``events`` (what the node reports).
 
 ``Node`` loads at once; the connection and stream machinery (and with it the message
 classes) load on first use, so ``mockdcp serve`` listens before paying for them.
@@ -24,6 +25,17 @@ from mockdcp.producer._node import (
 from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:
+    from mockdcp.producer._checker import (
+        CheckerRegistry as CheckerRegistry,
+        ConnectionChecker as ConnectionChecker,
+        ProtocolChecker as ProtocolChecker,
+    )
+    from mockdcp.producer._checker_rules import (
+        RULES as RULES,
+        CheckerLimits as CheckerLimits,
+        StreamHistory as StreamHistory,
+        Violation as Violation,
+    )
     from mockdcp.producer._connection import (
         Connection as Connection,
         ConnectionStatistics as ConnectionStatistics,
@@ -52,6 +64,13 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "CheckerRegistry": "_checker",
+    "ConnectionChecker": "_checker",
+    "ProtocolChecker": "_checker",
+    "RULES": "_checker_rules",
+    "CheckerLimits": "_checker_rules",
+    "StreamHistory": "_checker_rules",
+    "Violation": "_checker_rules",
     "DEFAULT_OUTPUT_LIMIT": "_output",
     "Corruption": "_faults",
     "ProducerEvent": "events",

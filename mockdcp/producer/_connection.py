@@ -40,14 +40,16 @@ from mockdcp.producer._state import (
     ConnectionState,
     transition_connection,
 )
-from mockdcp.protocol import FrameReader, RemoteProtocolError, StreamEndReason
+from mockdcp.protocol import DcpNoop, FrameReader, RemoteProtocolError, StreamEnd, StreamEndReason
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Protocol
 
     from mockdcp.model import Bucket
-    from mockdcp.protocol import SaslServer, Status
+    from mockdcp.producer._checker import CheckerRegistry, ConnectionChecker
+    from mockdcp.producer._checker_rules import Violation
+    from mockdcp.protocol import Frame, Response, SaslServer, Status
 
     class NodeServices(Protocol):
         """What a connection needs of the node that owns it (``Node`` provides it;
@@ -64,6 +66,10 @@ if TYPE_CHECKING:
         @property
         def holds(self) -> Mapping[int, int]:
             """vbucket -> seqno: streams send nothing past it until released."""
+
+        @property
+        def checkers(self) -> CheckerRegistry:
+            """The protocol checkers, one per DCP connection name."""
 
         def config_bytes(self, host: str | None = None) -> bytes: ...
         def claim_producer_name(self, name: bytes, conn: Connection) -> None: ...
@@ -139,6 +145,9 @@ class Connection:
         self.bytes_sent = 0
         #: the time of the last verb called (replies delayed by a fault count from it)
         self.now = now
+        self.opened_at = now
+        #: the protocol checker watching this connection, from DCP_OPEN on
+        self.checker: ConnectionChecker | None = None
         self.replies = Replies(self, output_limit)
         self.scheduler = StreamScheduler(self.streams, self.flow, lambda: node.holds, self.event)
         self._reader = FrameReader()
@@ -218,6 +227,8 @@ class Connection:
         self.faults.wrote(now, size)
         self.replies.queue.handed_out(size)
         self.bytes_sent += size
+        if self.checker is not None:
+            self.observe(self.checker.tick, now)
         return parts
 
     def _replies_due(self) -> list[bytes | memoryview]:
@@ -236,6 +247,30 @@ class Connection:
             if isinstance(event, ev.StreamWritten):
                 self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
             self._record(attrs.evolve(event, time=now))
+        if self.checker is not None and events:
+            self.observe(self._written_to_checker, self.checker, events, now)
+
+    @staticmethod
+    def _written_to_checker(
+        checker: ConnectionChecker, events: list[ev.ProducerEvent], now: float
+    ) -> list[Violation]:
+        """Tell the checker what a write carried: each stream's last seqno, STREAM_ENDs
+        and DCP_NOOPs."""
+        found: list[Violation] = []
+        for event in events:
+            if isinstance(event, ev.StreamWritten):
+                checker.written(event.vbucket, event.stream_id, event.seqno)
+            elif isinstance(event, ev.StreamEnded) and event.reason:
+                end = StreamEnd(
+                    opaque=event.opaque,
+                    vbucket=event.vbucket,
+                    reason=StreamEndReason[event.reason],
+                    stream_id=event.stream_id,
+                )
+                found += checker.sent(end, now)
+            elif isinstance(event, ev.NoopSent):
+                found += checker.sent(DcpNoop(opaque=event.opaque), now)
+        return found
 
     @property
     def output_limit(self) -> int:
@@ -270,6 +305,10 @@ class Connection:
             times.append(
                 self.keepalive.deadline(self.settings.noop_interval, self.node.idle_timeout)
             )
+        if self.checker is not None:
+            checked = self.checker.deadline()
+            if checked is not None:
+                times.append(checked)
         return min(times) if times else None
 
     def check_idle(self, now: float) -> None:
@@ -298,6 +337,8 @@ class Connection:
         self.close_reason = reason
         self.state = transition_connection(self.state, ConnectionEvent.CLOSE)
         self.streams.close_all()
+        if self.checker is not None:
+            self.checker.closed_at(self.now)
         self.node.forget(self)
         log.info(
             "connection %d (%s) closed: %s",
@@ -309,7 +350,9 @@ class Connection:
 
     def on_vbucket_change(self, vbid: int) -> bool:
         """The model changed ``vbid``: mark its streams ready. True if any."""
-        ended = self.scheduler.end_reset_streams(self.streams.of_vbucket(vbid), self.replies.queue)
+        ended = self.scheduler.end_reset_streams(
+            self.streams.of_vbucket(vbid), self.replies.queue, self._unwritten
+        )
         return self.streams.mark_vbucket_ready(vbid) or ended
 
     def statistics(self) -> ConnectionStatistics:
@@ -356,6 +399,68 @@ class Connection:
 
     def _record(self, event: ev.ProducerEvent) -> None:
         self.node.record(event)
+
+    # -- the protocol checker ---------------------------------------------------------------
+
+    def watch(self, frame: Frame, now: float) -> None:
+        """DCP_OPEN succeeded (``frame``): the checker of the connection's name watches
+        it from now on (a second DCP_OPEN starts watching afresh)."""
+        if self.checker is not None:
+            self.checker.closed_at(now)
+        name = self.name.decode(errors="replace")
+        try:
+            checker, found = self.node.checkers.checker(name).connect(
+                self.conn_id,
+                now,
+                opened_at=self.opened_at,
+                frame=frame,
+                flow=self.flow,
+                settings=self.settings,
+            )
+        except Exception:
+            log.exception("connection %d: the protocol checker failed", self.conn_id)
+            return
+        self.checker = checker
+        self.replies.observe = self._reply_sent
+        self.report(found)
+
+    def _reply_sent(self, response: Response) -> None:
+        if self.checker is not None:
+            self.observe(self.checker.sent, response, self.now)
+
+    def observe(self, verb: Callable[..., list[Violation]], *args: object) -> None:
+        """Run one of the checker's verbs and ``report`` what it found. The checker
+        only observes: one that fails is a bug of its own, logged, and the producer
+        goes on as if it were not there."""
+        try:
+            self.report(verb(*args))
+        except Exception:
+            log.exception("connection %d: the protocol checker failed", self.conn_id)
+
+    def report(self, violations: list[Violation]) -> None:
+        """Record what the checker found (``ProtocolViolation`` events)."""
+        for v in violations:
+            log.info(
+                "connection %d (%s): %s: %s [%s]",
+                self.conn_id,
+                self.name.decode(errors="replace"),
+                v.rule,
+                v.message,
+                v.summary,
+            )
+            self._record(
+                ev.ProtocolViolation(
+                    time=v.time,
+                    conn_id=self.conn_id,
+                    name=self.name.decode(errors="replace"),
+                    rule=v.rule,
+                    message=v.message,
+                    vbucket=v.vbucket,
+                    stream_id=v.stream_id,
+                    summary=v.summary,
+                    frame=v.frame.hex(),
+                )
+            )
 
     # -- what handlers use ------------------------------------------------------------
 

@@ -85,6 +85,7 @@ def on_dcp_open(conn: Connection, frame: Frame, msg: DcpOpen, now: float) -> Non
 
     conn.replies.respond(frame)
     conn.emit(ev.DcpOpened, flags=int(flags))
+    conn.watch(frame, now)
 
 
 def on_control(conn: Connection, frame: Frame, msg: DcpControl, now: float) -> None:
@@ -172,6 +173,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         encoder=conn.encoder_for_streams(),
         cursor_name=f"{conn.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
         oso=conn.settings.oso,
+        observer=None if conn.checker is None else conn.checker.snapshot,
     )
     conn.streams.add(stream)
     conn.emit(

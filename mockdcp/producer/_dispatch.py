@@ -1,7 +1,8 @@
 """The one dispatch table of a producer connection, and what happens to each frame a
 client sends before its handler runs.
 
-A request is decoded (a bad shape gets EINVAL with the field), admitted or refused for
+A request is decoded (a bad shape gets EINVAL with the field), shown to the connection's
+protocol checker (``_checker``, from DCP_OPEN on: it only observes), admitted or refused for
 the connection's state (``_admission``: the status a real node gives for a command out of
 order), checked against a scenario's ``reject`` step, then handed to the handler its
 message type has here: session commands (``_session_handlers``), lookups
@@ -49,6 +50,8 @@ HANDLERS: dict[type, Callable[[Connection, Frame, Any, float], None]] = {
 def handle_frame(conn: Connection, frame: Frame, now: float) -> None:
     """Answer one frame from the client (see the module docstring)."""
     if frame.magic in (Magic.RESPONSE, Magic.SERVER_RESPONSE, Magic.ALT_RESPONSE):
+        if conn.checker is not None:
+            conn.observe(conn.checker.request, None, frame, now)
         handle_response(conn, frame)
         return
     if frame.magic not in (Magic.REQUEST, Magic.ALT_REQUEST):
@@ -61,6 +64,8 @@ def handle_frame(conn: Connection, frame: Frame, now: float) -> None:
         log.info("connection %d: bad %#04x request: %s", conn.conn_id, frame.opcode, exc)
         replies.respond(frame, exc.status, context=str(exc))
         return
+    if conn.checker is not None:  # the protocol checker sees the request before its answer
+        conn.observe(conn.checker.request, msg, frame, now)
     status = admission_status(conn.state, frame.opcode)
     if status is not None:
         replies.respond(frame, status, context=f"{status.name} for this command now")

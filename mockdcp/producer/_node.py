@@ -7,7 +7,9 @@ triggers) goes through the node, so the shell never walks connections itself.
 
 Everything the connections observe of their consumers arrives here as typed events
 (``record``): kept in a bounded log and handed to subscribers (triggers, expectations,
-the live view).
+the live view). The protocol checkers (``checkers``, one per DCP connection name, kept
+across that name's reconnects) watch every DCP connection and report what they find as
+``ProtocolViolation`` events.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.producer._checker_rules import CheckerLimits
 from mockdcp.protocol import (
     SERVER_VERSION,
     NodeNetwork,
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from mockdcp.model import Bucket
+    from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._connection import Connection
     from mockdcp.producer._faults import Corruption
     from mockdcp.producer.events import ProducerEvent
@@ -97,7 +101,10 @@ class Node:
     counts: Counter[str] = attrs.field(factory=Counter)
     #: the final counters of closed connections (``RETIRED_COUNTERS``; "connections")
     retired: Counter[str] = attrs.field(factory=Counter)
+    #: the times and counts of the protocol checker's rules (names checked from then on)
+    checker_limits: CheckerLimits = attrs.field(factory=CheckerLimits)
     _next_id: int = 1
+    _checkers: CheckerRegistry | None = attrs.field(default=None, init=False)
     #: the manifest uid the current config revision carries
     _config_manifest_uid: int = attrs.field(default=0, init=False)
 
@@ -137,6 +144,16 @@ class Node:
             self.retired["connections"] += 1
         if self.producers.get(conn.name) is conn:
             del self.producers[conn.name]
+
+    @property
+    def checkers(self) -> CheckerRegistry:
+        """The protocol checkers, one per DCP connection name (made on first use)."""
+        if self._checkers is None:
+            from mockdcp.producer._checker import CheckerRegistry
+
+            self._checkers = CheckerRegistry(self.bucket.num_vbuckets, self.checker_limits)
+        self._checkers.limits = self.checker_limits
+        return self._checkers
 
     def claim_producer_name(self, name: bytes, conn: Connection) -> None:
         """A new producer with a live name disconnects the old one (kv_engine

@@ -17,6 +17,7 @@ from mockdcp.producer._state import ConnectionState
 from mockdcp.protocol import Datatype, HelloFeature, Opcode, Response, Status
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Protocol
 
     from mockdcp.producer._faults import Faults
@@ -48,6 +49,8 @@ class Replies:
         self._conn = conn
         #: replies ready to write, counted against the output limit
         self.queue = OutputQueue(limit)
+        #: shown every reply as it is queued (the protocol checker; it only observes)
+        self.observe: Callable[[Response], None] | None = None
 
     def respond(
         self,
@@ -70,7 +73,7 @@ class Replies:
         if context and not value and failed and self.json_enabled:
             value = json.dumps({"error": {"context": context}}).encode()
             datatype = Datatype.JSON
-        data = Response(
+        response = Response(
             opcode=frame.opcode,
             status=status,
             opaque=frame.opaque,
@@ -78,7 +81,10 @@ class Replies:
             value=value,
             datatype=datatype,
             cas=cas,
-        ).encode()
+        )
+        if self.observe is not None:
+            self.observe(response)
+        data = response.encode()
         faults = conn.faults
         delay = faults.reply_delay(frame.opcode)
         if delay or faults.held:

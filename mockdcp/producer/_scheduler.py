@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.producer import events as ev
+from mockdcp.producer._state import StreamState
 from mockdcp.protocol import StreamEndReason, stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ class StreamScheduler:
                 taken = flow.take(stream.chunks, parts, budget, stop=stop)
                 if taken:
                     self._wrote(stream, events)
+                    if stream.state is StreamState.ENDING and not stream.chunks:
+                        events.append(self._ended(stream))
                 stream.mark_drained()
                 size += taken
                 progressed |= taken > 0
@@ -108,6 +111,17 @@ class StreamScheduler:
             self._event(
                 ev.StreamWritten, vbucket=stream.vbucket, stream_id=stream.stream_id, seqno=seqno
             )
+        )
+
+    def _ended(self, stream: Stream) -> ev.ProducerEvent:
+        """The event of a STREAM_END just taken (the last of its stream's chunks)."""
+        reason = stream.end_reason.name if stream.end_reason is not None else ""
+        return self._event(
+            ev.StreamEnded,
+            vbucket=stream.vbucket,
+            stream_id=stream.stream_id,
+            reason=reason,
+            opaque=stream.opaque,
         )
 
     def _check_hold(self, stream: Stream, hold: int, events: list[ev.ProducerEvent]) -> None:
@@ -135,7 +149,12 @@ class StreamScheduler:
         for stream in self.streams:
             self.streams.mark_ready(stream)
 
-    def end_reset_streams(self, streams: list[Stream], out: OutputQueue) -> bool:
+    def end_reset_streams(
+        self,
+        streams: list[Stream],
+        out: OutputQueue,
+        events: list[ev.ProducerEvent] | None = None,
+    ) -> bool:
         """End, now, the streams whose vbucket's history was cut or whose state changed
         (failover, restart, state change: a new generation; kv_engine
         ``docs/dcp/documentation/failure-scenarios.md``).
@@ -148,7 +167,8 @@ class StreamScheduler:
         release lost writes). The end message skips the flow-control wait (one message
         of overshoot, as flow control allows: kv_engine
         ``docs/dcp/documentation/flow-control.md``) but is counted as outstanding like
-        every stream message. True if any stream ended.
+        every stream message. ``events`` gets a ``StreamEnded`` for each (released once
+        the reply queue is written). True if any stream ended.
         """
         ended = False
         for stream in streams:
@@ -163,6 +183,8 @@ class StreamScheduler:
             stream.chunks.clear()
             stream.mark_drained()
             self.streams.forget(stream)
+            if events is not None:
+                events.append(self._ended(stream))
             ended = True
         return ended
 

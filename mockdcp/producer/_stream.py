@@ -71,6 +71,8 @@ if TYPE_CHECKING:
 
     #: frame sizes (int64), one per frame of a run
     Sizes = NDArray[numpy.int64]
+    #: told of each snapshot the stream queues: (vbucket, stream id, start, end, OSO)
+    SnapshotObserver = Callable[[int, int | None, int, int, bool], None]
 
 #: the tag of a stream message made by the stream (SEQNO_ADVANCED, OSO markers): no
 #: collection prefix, no value form (``ItemEncoder``)
@@ -171,10 +173,12 @@ class Stream:
         encoder: ItemEncoder,
         cursor_name: str,
         oso: str = "",
+        observer: SnapshotObserver | None = None,
     ) -> None:
         """A stream of ``vb`` as the accepted stream request ``request`` (the decision
         record of ``decide_stream_request``) says: its id, range, snapshot, filter,
-        marker version and backfill options."""
+        marker version and backfill options. ``observer`` is told of each snapshot
+        marker (and OSO snapshot) queued: the protocol checker's view of the stream."""
         self.vb = vb
         self.vbucket = vb.vbid
         self.opaque = opaque
@@ -214,6 +218,9 @@ class Stream:
         self.items_sent = 0
         self.markers_sent = 0
         self.backfills = 0
+        self.observer = observer
+        #: the reason of the STREAM_END queued, once one is
+        self.end_reason: StreamEndReason | None = None
 
     # -- state -----------------------------------------------------------------------
 
@@ -262,6 +269,7 @@ class Stream:
             self._flush_pending()
         self._release_cursor()
         self._to(StreamEvent.END)
+        self.end_reason = reason
         frame = StreamEnd(
             opaque=self.opaque, vbucket=self.vbucket, reason=reason, stream_id=self.stream_id
         ).encode()
@@ -381,6 +389,8 @@ class Stream:
             frames = self._oso_order(frames, selection, items_at, count, end)
             # the OSO snapshot covers [1, end]: the next marker starts after it
             self._first_marker_sent, self.last_marker_end = True, end
+            if self.observer is not None:
+                self.observer(self.vbucket, self.stream_id, start, end, True)
         else:
             # a legacy disk snapshot ends on the default collection's last item (kv_engine
             # backfill_by_seqno_disk.cc ``markLegacyDiskSnapshot``); the stream has read
@@ -630,6 +640,8 @@ class Stream:
         self.chunks.append(Chunk(bytearray(frame), [len(frame)]))
         self.last_marker_end = end
         self.markers_sent += 1
+        if self.observer is not None:
+            self.observer(self.vbucket, self.stream_id, start, end, False)
 
     def _queue_piece(self) -> None:
         """Queue the next pending frames, about ``PIECE_BYTES`` of them."""

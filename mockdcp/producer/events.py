@@ -107,6 +107,32 @@ class StreamWritten(ProducerEvent):
 
 
 @attrs.frozen(kw_only=True)
+class StreamEnded(ProducerEvent):
+    """A DCP_STREAM_END of this stream is on the socket (as written); ``reason`` is its
+    ``StreamEndReason`` name."""
+
+    vbucket: int
+    stream_id: int | None
+    reason: str
+    #: the stream's opaque (the STREAM_END carries it)
+    opaque: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ProtocolViolation(ProducerEvent):
+    """The consumer broke a DCP rule (the protocol checker, ``_checker_rules``): ``rule``
+    its id, ``message`` one line, the stream it is about (None: the connection), and the
+    frame that shows it (``summary`` in one line, ``frame`` its first bytes in hex)."""
+
+    rule: str
+    message: str
+    vbucket: int | None = None
+    stream_id: int | None = None
+    summary: str = ""
+    frame: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class BytesAcked(ProducerEvent):
     """DCP_BUFFER_ACKNOWLEDGEMENT: ``nbytes`` freed, ``total`` acknowledged so far."""
 
@@ -146,6 +172,8 @@ _KINDS: dict[type, str] = {
     StreamClosed: "stream_closed",
     SeqnoWritten: "seqno_written",
     StreamWritten: "stream_written",
+    StreamEnded: "stream_ended",
+    ProtocolViolation: "protocol_violation",
     BytesAcked: "bytes_acked",
     NoopSent: "noop_sent",
     NoopAnswered: "noop_answered",

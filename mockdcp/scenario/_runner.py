@@ -191,10 +191,11 @@ class StepRunner:
         self._observers.append(check.observe)
         try:
             with trio.move_on_after(step.within):
-                while not check.passed:
+                while not check.settled:
                     await self._changes()
         finally:
             self._observers.remove(check.observe)
+        check.finish()
         detail = check.detail if check.passed else check.failure()
         self.progress.expectations.append(
             ExpectationResult(check.name, check.passed, detail, index + 1)

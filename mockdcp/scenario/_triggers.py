@@ -141,6 +141,8 @@ class ExpectationCheck:
     began: float
     passed: bool = False
     detail: str = ""
+    #: ``conformant``: the first violation the protocol checker reported
+    _violation: ev.ProtocolViolation | None = None
     _rollback_to: int | None = None
     _acked: int = 0
     _answered: int = 0
@@ -161,12 +163,39 @@ class ExpectationCheck:
             return f"{s.acked} bytes acknowledged"
         if s.reconnected:
             return f"reconnected within {s.within:g}s"
+        if s.conformant:
+            return "no protocol violations"
         return f"{s.noops_answered} noops answered"
 
+    @property
+    def settled(self) -> bool:
+        """Nothing later can change the outcome: passed, or (``conformant``) a
+        violation seen. The runner waits for it up to ``within``, then ``finish``es."""
+        return self._violation is not None if self.spec.conformant else self.passed
+
+    def finish(self) -> None:
+        """``within`` is over (or the check settled): a ``conformant`` check passes when
+        no violation came."""
+        if self.spec.conformant:
+            self.passed = self._violation is None
+            self.detail = "" if self.passed else self._violation_text()
+            if self.passed:
+                self.detail = "the protocol checker reported nothing"
+
+    def _violation_text(self) -> str:
+        v = self._violation
+        assert v is not None
+        where = f" (conn {v.conn_id} {v.name!r})"
+        return f"{v.rule}: {v.message}{where} [{v.summary}]"
+
     def observe(self, event: ev.ProducerEvent) -> None:
-        if self.passed:
+        if self.passed or self._violation is not None:
             return
         s = self.spec
+        if s.conformant:
+            if isinstance(event, ev.ProtocolViolation):
+                self._violation = event
+            return
         if isinstance(event, ev.StreamRequested):
             self._requests.append(event)
             if s.rollback is not None:
@@ -254,4 +283,6 @@ class ExpectationCheck:
             return f"{self._acked} bytes acknowledged"
         if self.spec.reconnected:
             return "no DCP connection after the last disconnect"
+        if self.spec.conformant and self._violation is not None:
+            return self._violation_text()
         return f"{self._answered} noops answered"

@@ -784,7 +784,9 @@ class ResumeExpectation:
 @attrs.frozen(kw_only=True)
 class Expect(Step):
     """What the consumer must have done, checked against what the server observed
-    since the scenario started; waits up to ``within`` for it. Exactly one kind."""
+    since the scenario started; waits up to ``within`` for it. Exactly one kind.
+    ``conformant`` is the other way round: it fails as soon as the protocol checker
+    reports a violation, and passes once ``within`` is over without one."""
 
     NAME = "expect"
     GROUP = "control"
@@ -796,6 +798,9 @@ class Expect(Step):
     reconnected: bool = False
     #: at least this many noops answered
     noops_answered: int | None = None
+    #: the protocol checker reported no violation of the consumer since the scenario
+    #: began, nor does it for ``within`` more (``0s``: up to this step only)
+    conformant: bool = False
     #: a free name for reports
     name: str | None = None
     within: Duration = 10.0
@@ -809,10 +814,12 @@ class Expect(Step):
             self.acked is not None,
             self.reconnected,
             self.noops_answered is not None,
+            self.conformant,
         ]
         if sum(kinds) != 1:
             raise ValueError(
-                "expect names exactly one of rollback, resume, acked, reconnected, noops_answered"
+                "expect names exactly one of rollback, resume, acked, reconnected, "
+                "noops_answered, conformant"
             )
         for target in (self.rollback, self.resume):
             if target is not None:

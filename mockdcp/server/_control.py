@@ -149,6 +149,11 @@ def prometheus_text(totals: Mapping[str, int], streams: Mapping[str, int]) -> st
     counter("noops_sent", "DCP noops sent.", "noops_sent")
     counter("noops_answered", "DCP noops answered by consumers.", "noops_answered")
     counter("rollbacks", "Stream requests answered with ROLLBACK.", "rollbacks")
+    counter(
+        "protocol_violations",
+        "DCP rules the consumers broke, as the protocol checker reported them.",
+        "protocol_violations",
+    )
     counter("steps_applied", "Scenario steps applied.", "steps_applied")
     return "\n".join(lines) + "\n"
 

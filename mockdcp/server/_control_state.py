@@ -138,4 +138,5 @@ def totals(node: Node) -> dict[str, int]:
     out["connections_open"] = len(live)
     out["streams_opened"] = node.counts["stream_opened"]
     out["rollbacks"] = node.counts["rollback"]
+    out["protocol_violations"] = node.counts["protocol_violation"]
     return out

@@ -27,32 +27,44 @@ FEATURES = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.XATTR)
 
 
 class Session:
-    """One connection to a ``Node`` over ``bucket``; ``call`` returns what it wrote."""
+    """One connection to a ``Node`` over ``bucket`` (a new node, or ``node``); ``call``
+    returns what it wrote. Its clock is ``now`` (0 unless a test moves it)."""
 
-    def __init__(self, bucket: Bucket, *, features: tuple[int, ...] = FEATURES) -> None:
-        self.node = Node(bucket=bucket, users={"Administrator": "password"})
-        self.conn = self.node.open_connection(0.0)
+    #: the time its verbs are given (a class default: a test may build one bare)
+    now = 0.0
+
+    def __init__(
+        self,
+        bucket: Bucket,
+        *,
+        features: tuple[int, ...] = FEATURES,
+        node: Node | None = None,
+        now: float = 0.0,
+    ) -> None:
+        self.node = node or Node(bucket=bucket, users={"Administrator": "password"})
+        self.now = now
+        self.conn = self.node.open_connection(now)
         self.collections = HelloFeature.COLLECTIONS in features
         self._opaque = 0
         self.call(Hello(opaque=0, agent=b"test", features=features))
         self.call(SaslAuth(opaque=0, mechanism="PLAIN", payload=b"\0Administrator\0password"))
         self.call(SelectBucket(opaque=0, bucket=bucket.name))
 
-    def open_dcp(self, buffer_size: int = 0) -> None:
+    def open_dcp(self, buffer_size: int = 0, name: bytes = b"session") -> None:
         flags = DcpOpenFlag.PRODUCER
-        self.call(DcpOpen(opaque=0, name=b"session", flags=int(flags)))
+        self.call(DcpOpen(opaque=0, name=name, flags=int(flags)))
         if buffer_size:
             self.call(DcpControl(opaque=0, key="connection_buffer_size", value=str(buffer_size)))
 
     def send(self, data: bytes) -> None:
-        self.conn.receive_data(data, 0.0)
+        self.conn.receive_data(data, self.now)
 
     def call(self, msg: Message) -> list[Message | Response]:
         self.send(msg.encode())
         return self.read()
 
     def read(self) -> list[Message | Response]:
-        return decode_all(self.conn.data_to_send(0.0), collections=self.collections)
+        return decode_all(self.conn.data_to_send(self.now), collections=self.collections)
 
 
 def decode_all(data: bytes | memoryview, *, collections: bool = True) -> list[Message | Response]:

@@ -127,3 +127,41 @@ def test_a_refused_request_is_not_a_resume() -> None:
     assert check.failure() == "a request from 9 was answered NOT_MY_VBUCKET"
     check.observe(request(1, 9))
     assert check.passed
+
+
+def violation(rule: str = "rollback.ignored") -> ev.ProtocolViolation:
+    return ev.ProtocolViolation(
+        time=5.0,
+        conn_id=3,
+        name="consumer",
+        rule=rule,
+        message="ROLLBACK to 5 answered, re-requested from 10",
+        vbucket=0,
+        summary="DCP_STREAM_REQ vb 0 start 10",
+    )
+
+
+def test_conformant_settles_on_the_first_violation_and_fails_with_it() -> None:
+    check = ExpectationCheck(Expect(conformant=True, within=0), began=0)
+    check.observe(request(0, 10))
+    assert not check.settled
+    check.observe(violation())
+    check.observe(violation("noop.unanswered"))
+    assert check.settled
+    check.finish()
+    assert not check.passed
+    assert check.name == "no protocol violations"
+    assert check.detail == (
+        "rollback.ignored: ROLLBACK to 5 answered, re-requested from 10 "
+        "(conn 3 'consumer') [DCP_STREAM_REQ vb 0 start 10]"
+    )
+    assert check.failure() == check.detail
+
+
+def test_conformant_passes_once_its_time_is_over_without_a_violation() -> None:
+    check = ExpectationCheck(Expect(conformant=True, within=1), began=0)
+    check.observe(request(0, 10))
+    assert not check.settled  # it waits for ``within``, watching
+    check.finish()
+    assert check.passed
+    assert check.detail == "the protocol checker reported nothing"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from mockdcp.producer.events import ProtocolViolation
 from mockdcp.server import serve
 from mockdcp.util._errors import MockDcpError
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mockdcp.client import DcpConsumer
+    from mockdcp.producer import CheckerLimits
     from mockdcp.scenario import ExpectationResult
     from mockdcp.server import MockDcpServer
 
@@ -42,6 +44,8 @@ class Outcome:
     #: the consumer's live documents are the bucket's (same seqno and value per key)
     converged: bool
     violations: list[str]
+    #: what the server's protocol checker reported of the consumer: "rule: message"
+    protocol_violations: list[str] = attrs.field(factory=list)
 
     @property
     def passed(self) -> bool:
@@ -56,15 +60,23 @@ class Outcome:
         return (
             f"failure={self.failure!r} consumer_error={self.consumer_error!r} "
             f"failed expectations={failed} converged={self.converged} "
-            f"violations={self.violations[:3]}"
+            f"violations={self.violations[:3]} "
+            f"protocol violations={self.protocol_violations[:3]}"
         )
 
 
 async def run_scenario(
-    path: Path, make_consumer: Callable[[str, int], DcpConsumer], limit: float = SCENARIO_LIMIT
+    path: Path,
+    make_consumer: Callable[[str, int], DcpConsumer],
+    limit: float = SCENARIO_LIMIT,
+    *,
+    checker_limits: CheckerLimits | None = None,
 ) -> Outcome:
-    """Serve ``path`` on free ports, run the consumer until the scenario ends."""
+    """Serve ``path`` on free ports, run the consumer until the scenario ends
+    (``checker_limits``: the protocol checker's, instead of the defaults)."""
     async with serve(port=0, http_port=0, scenario=path) as server:
+        if checker_limits is not None:
+            server.node.checker_limits = checker_limits
         consumer = make_consumer(server.host, server.kv_port)
         error: str | None = None
 
@@ -95,7 +107,17 @@ async def run_scenario(
             error,
             converged(consumer, server),
             list(consumer.state.violations),
+            protocol_violations(server),
         )
+
+
+def protocol_violations(server: MockDcpServer) -> list[str]:
+    """What the server's protocol checker reported, one "rule: message [frame]" each."""
+    return [
+        f"{e.rule}: {e.message} [{e.summary}]"
+        for e in server.node.events
+        if isinstance(e, ProtocolViolation)
+    ]
 
 
 def converged(consumer: DcpConsumer, server: MockDcpServer) -> bool:

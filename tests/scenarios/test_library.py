@@ -11,9 +11,10 @@ import pytest
 
 from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
 from mockdcp.client import DcpConsumer
+from mockdcp.producer import CheckerLimits
 from mockdcp.scenario import load_scenario
 from tests.scenarios._harness import LIBRARY, library, run_scenario
-from tests.scenarios.wrong_consumer import make_consumer
+from tests.scenarios.wrong_consumer import MODES, make_consumer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,6 +72,8 @@ async def test_library_scenario_passes_with_the_reference_consumer(path: Path) -
     assert outcome.passed, outcome.explain()
     assert outcome.converged, outcome.explain()
     assert outcome.violations == []
+    # streaming, rolling back, re-opening and reconnecting as the protocol asks
+    assert outcome.protocol_violations == []
 
 
 async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> None:
@@ -83,6 +86,63 @@ async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> No
     assert failed["rollback of vbucket 0 to 5"] == (
         "ROLLBACK to 5 sent, but the consumer re-requested from 10"
     )
+
+
+#: the protocol checker's limits for the wrong consumers: short enough to fire within a
+#: scenario
+QUICK = CheckerLimits(ack_stall=1.0, reopen_within=1.0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "scenario", "rule", "message"),
+    [
+        (
+            "ignore-rollbacks",
+            "rollback-after-failover",
+            "rollback.ignored",
+            "ROLLBACK to 5 answered, re-requested from 10",
+        ),
+        ("never-ack", "slow-consumer-flow-control", "flow.stall", "flow-control window full"),
+        (
+            "complete-snapshot",
+            "resume-mid-snapshot",
+            "resume.complete",
+            "claims a complete snapshot at 14, inside snapshot [11, 20]",
+        ),
+        (
+            "no-reopen",
+            "stream-end-state-changed",
+            "stream_end.not_reopened",
+            "after STREAM_END STATE_CHANGED",
+        ),
+        (
+            "reopen-ended",
+            "stream-end-filter-empty",
+            "stream_end.reopened",
+            "re-opened after STREAM_END FILTER_EMPTY",
+        ),
+        (
+            "ignore-noops",
+            "noops-keep-idle-connection-alive",
+            "noop.unanswered",
+            "DCP_NOOP not answered within the noop interval (0.5s)",
+        ),
+        ("no-backoff", "reconnect-storm", "reconnect.storm", "5 reconnects in a row"),
+    ],
+    ids=lambda value: value if value in MODES else None,
+)
+async def test_the_protocol_checker_reports_what_each_wrong_consumer_gets_wrong(
+    mode: str, scenario: str, rule: str, message: str
+) -> None:
+    outcome = await run_scenario(
+        LIBRARY / f"{scenario}.yaml",
+        lambda host, port: make_consumer(mode, host, port),
+        checker_limits=QUICK,
+    )
+    assert not outcome.passed
+    assert outcome.protocol_violations, outcome.explain()
+    assert {v.split(":")[0] for v in outcome.protocol_violations} == {rule}
+    assert message in outcome.protocol_violations[0]
 
 
 async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
@@ -128,6 +188,7 @@ def test_mockdcp_run_passes_every_library_scenario_with_tail(path: Path) -> None
     [
         ("ignore-rollbacks", "rollback-after-failover"),
         ("never-ack", "slow-consumer-flow-control"),
+        ("reopen-ended", "stream-end-filter-empty"),  # only `conformant` catches it
     ],
 )
 def test_mockdcp_run_fails_the_wrong_consumer(mode: str, scenario: str) -> None:

@@ -6,9 +6,16 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
 * ``ignore-rollbacks``: on ROLLBACK it keeps what it has and asks again from its old
   position (the bug a rollback scenario must catch);
 * ``never-ack``: opens a flow-control window and never sends a buffer acknowledgement
-  (the producer stops once the window is full).
+  (the producer stops once the window is full);
+* ``complete-snapshot``: resumes as if every item ended its snapshot (start = snapshot
+  start = snapshot end), the mistake kv_engine's ``discussion.md`` shows losing a
+  document;
+* ``no-reopen``: takes every STREAM_END as the end of the stream, even STATE_CHANGED;
+* ``reopen-ended``: re-opens every stream that ends, even after FILTER_EMPTY;
+* ``ignore-noops``: enables noops (every 0.5 s) and never answers one;
+* ``no-backoff``: reconnects 10 ms after every dropped connection, however often.
 
-Both are the reference consumer's core with one rule broken, driven as it is.
+Each is the reference consumer's core (or driver) with one rule broken, driven as it is.
 """
 
 from __future__ import annotations
@@ -16,14 +23,35 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 import trio
 
-from mockdcp.client import Action, ConsumerCore, DcpConsumer, Reopen, StreamKey
-from mockdcp.protocol import DcpBufferAck, Frame, Status
+from mockdcp.client import (
+    Action,
+    ConsumerCore,
+    DcpConsumer,
+    Reopen,
+    StreamKey,
+)
+from mockdcp.protocol import (
+    DcpBufferAck,
+    Frame,
+    Magic,
+    Opcode,
+    RemoteProtocolError,
+    Status,
+    StreamEnd,
+    StreamEndReason,
+    decode_server_message,
+)
 
 #: the flow-control window the never-ack consumer opens
 NEVER_ACK_BUFFER = 64 * 1024
+#: the noop interval the ignore-noops consumer asks for
+NOOP_INTERVAL = 0.5
+#: the no-backoff consumer's wait before every reconnect
+NO_BACKOFF_DELAY = 0.01
 
 
 class IgnoresRollbacks(ConsumerCore):
@@ -43,9 +71,77 @@ class NeverAcks(ConsumerCore):
         return None
 
 
+class ClaimsCompleteSnapshots(ConsumerCore):
+    """Keeps only the last seqno of each stream: it resumes from (seqno, seqno, seqno),
+    claiming a complete snapshot in the middle of one."""
+
+    def receive(self, frame: Frame) -> list[Action]:
+        actions = super().receive(frame)
+        for pos in self.state.positions.values():
+            pos.snap_start = pos.snap_end = pos.seqno
+        return actions
+
+
+class NeverReopens(ConsumerCore):
+    """Takes every STREAM_END as final: it never asks for the stream again."""
+
+    def receive(self, frame: Frame) -> list[Action]:
+        actions = super().receive(frame)
+        if frame.magic is Magic.REQUEST and frame.opcode == Opcode.DCP_STREAM_END:
+            return [a for a in actions if not isinstance(a, Reopen)]
+        return actions
+
+
+class ReopensEverything(ConsumerCore):
+    """Asks again for every stream that ends, whatever the reason (as java-dcp-client
+    does after FILTER_EMPTY)."""
+
+    def receive(self, frame: Frame) -> list[Action]:
+        actions = super().receive(frame)
+        if frame.magic is Magic.REQUEST and frame.opcode == Opcode.DCP_STREAM_END:
+            msg = decode_server_message(frame, collections=self.collections)
+            assert isinstance(msg, StreamEnd)
+            if msg.reason != StreamEndReason.CLOSED and not any(
+                isinstance(a, Reopen) for a in actions
+            ):
+                key = self.stream_of(frame)
+                self.state.position(*key).ended = False
+                self.finished = False
+                actions.append(Reopen(key, 0.05))
+        return actions
+
+
+class IgnoresNoops(ConsumerCore):
+    """Enables noops and never answers one."""
+
+    def receive(self, frame: Frame) -> list[Action]:
+        if frame.magic is Magic.REQUEST and frame.opcode == Opcode.DCP_NOOP:
+            return []
+        return super().receive(frame)
+
+
+class NoBackoff(DcpConsumer):
+    """The reference consumer, reconnecting ``NO_BACKOFF_DELAY`` after every dropped
+    connection instead of backing off."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._task_status = task_status
+        while True:
+            try:
+                await self._session()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                    RemoteProtocolError):  # fmt: skip
+                await trio.sleep(NO_BACKOFF_DELAY)
+
+
 MODES: dict[str, type[ConsumerCore]] = {
     "ignore-rollbacks": IgnoresRollbacks,
     "never-ack": NeverAcks,
+    "complete-snapshot": ClaimsCompleteSnapshots,
+    "no-reopen": NeverReopens,
+    "reopen-ended": ReopensEverything,
+    "ignore-noops": IgnoresNoops,
+    "no-backoff": ConsumerCore,
 }
 
 
@@ -59,14 +155,14 @@ def make_consumer(
     bucket: str = "default",
 ) -> DcpConsumer:
     """The wrong consumer of ``mode`` for the node at ``host:port``."""
-    core = MODES[mode](
-        vbuckets=None,
-        name=f"wrong-{mode}",
-        buffer_size=NEVER_ACK_BUFFER if mode == "never-ack" else 20 * 1024 * 1024,
-    )
-    return DcpConsumer(
-        host, port, user=user, password=password, bucket=bucket, vbuckets=None, core=core
-    )
+    options: dict[str, Any] = {"buffer_size": 20 * 1024 * 1024}
+    if mode == "never-ack":
+        options["buffer_size"] = NEVER_ACK_BUFFER
+    if mode == "ignore-noops":
+        options["noop_interval"] = NOOP_INTERVAL
+    core = MODES[mode](vbuckets=None, name=f"wrong-{mode}", **options)
+    driver = NoBackoff if mode == "no-backoff" else DcpConsumer
+    return driver(host, port, user=user, password=password, bucket=bucket, vbuckets=None, core=core)
 
 
 def main(argv: list[str] | None = None) -> int:
