@@ -104,8 +104,8 @@ class CheckerLimits:
     #: DCP names a node keeps the history of (those without a live connection go first)
     max_names: int = 10_000
     #: streams the names without a live connection may keep the history of, in all
-    #: (about half a KiB each)
-    max_idle_streams: int = 16_384
+    #: (about half a KiB each: 2 MiB, which a consumer of 1,024 vbuckets needs four times)
+    max_idle_streams: int = 4_096
 
 
 class StreamHistory:

@@ -152,10 +152,14 @@ async def test_200_consumers_stream_every_vbucket_and_memory_returns(
     # Part of what stays is the node's event log (the last 100,000 events, ~20 MB when
     # full, which two rounds of 200 consumers nearly fill); the rest is heap high water,
     # which varies with the machine's load: 27-42 MiB in runs of this commit and of the
-    # one before collections streaming on a busy 2-core machine. The bound is well under
-    # what the leak kept.
-    assert after - before < 64 * MiB
-    assert again - before < 64 * MiB
+    # one before collections streaming on a busy 2-core machine. The protocol checker
+    # keeps the histories of names gone idle (at most ``max_idle_streams``, 2 MiB) and
+    # the heap it fragments: 56-61 MiB kept where it was 44-55 without it on this
+    # machine. The bound is well under what the leak kept; a second round keeps little
+    # more than the first (the leak grew with every round).
+    assert after - before < 80 * MiB
+    assert again - before < 80 * MiB
+    assert again - after < 24 * MiB
 
 
 # -- a stalled consumer -------------------------------------------------------------------
