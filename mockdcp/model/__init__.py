@@ -12,7 +12,11 @@ from mockdcp.model._checkpoint import (
     Cursor as Cursor,
     MemoryBatch as MemoryBatch,
 )
-from mockdcp.model._cluster import Cluster as Cluster, NodeListener as NodeListener
+from mockdcp.model._cluster import (
+    Cluster as Cluster,
+    NodeListener as NodeListener,
+    NodeView as NodeView,
+)
 from mockdcp.model._documents import (
     Documents as Documents,
     KvError as KvError,

@@ -31,6 +31,7 @@ from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from mockdcp.model._bucket import Bucket
+    from mockdcp.model._manifest import Manifest
     from mockdcp.model._oracle import Oracle
 
 #: told (node, vbucket) when that node's copy of that vbucket changed
@@ -72,6 +73,10 @@ class Cluster:
             for replica_node in self.map.replicas(vb):
                 self._build(replica_node, vb, active, persist_upto=active.persisted_seqno)
         self._generations = [vb.generation for vb in bucket.vbuckets]
+        #: replicate each change of an active at once (the server's replication
+        #: streams); False: only ``replicate`` copies (the model's own tests)
+        self.auto_replicate = False
+        self._views: dict[str, NodeView] = {}
         bucket.listeners.append(self._on_bucket_change)
 
     # -- lookups ---------------------------------------------------------------------
@@ -117,6 +122,14 @@ class Cluster:
             (n is None or n == node) and (v is None or v == vbucket) for n, v in self._paused
         )
 
+    def view(self, node: str) -> NodeView:
+        """The bucket as ``node`` serves it (``NodeView``)."""
+        self._check_node(node)
+        view = self._views.get(node)
+        if view is None:
+            view = self._views[node] = NodeView(self, node)
+        return view
+
     def oracle(self) -> Oracle:
         """What a correct consumer must hold once caught up: the documents of the
         active copies (``Bucket.oracle``). An active on a down node counts with what it
@@ -157,6 +170,32 @@ class Cluster:
         if active.generation != self._generations[vbid]:
             self._generations[vbid] = active.generation
             self._reattach(vbid)
+        if self.auto_replicate and node is not None:
+            self._follow(vbid, active)
+
+    def _follow(self, vb: int, active: VBucket) -> None:
+        """Replication streams at work (``auto_replicate``): each replica of ``vb`` that
+        is not paused, on an up node, takes what its active wrote, and persists as far as
+        the active has (a replica's flusher keeps pace with its active's: a write the
+        active has not persisted is in the replica's memory only)."""
+        if not active.online:
+            return
+        touched = []
+        for n in self.map.replicas(vb):
+            if n is None or n in self._down or self.is_paused(n, vb):
+                continue
+            replica = self._copies[n][vb]
+            changed = attach(replica, active) is not None
+            changed = catch_up(replica, active) > 0 or changed
+            upto = min(replica.high_seqno, active.persisted_seqno)
+            if upto > replica.persisted_seqno:
+                replica.persist(upto)
+                changed = True
+            if changed:
+                touched.append((n, vb))
+        for pair in touched:
+            for listener in list(self.listeners):
+                listener(*pair)
 
     def _reattach(self, vb: int) -> list[tuple[str, int]]:
         """Attach every replica of ``vb`` on an up node to its active, when that is up."""
@@ -342,6 +381,69 @@ class Cluster:
         self._notify(touched, (m.vbucket for m in moves))
         return moves
 
+    # -- a rebalance a move at a time (the server's: configs and waits between moves) ----
+
+    def plan_rebalance(self, vbuckets: Sequence[int] | None = None) -> list[VBucketMove]:
+        """The moves of a rebalance to the balanced map over the nodes not leaving
+        (``rebalance``'s target), in vbucket order; with ``vbuckets``, only theirs, in
+        that order (``ModelError`` for one the balanced map leaves where it is, or
+        named twice). Changes nothing: ``prepare_move``, ``apply_move`` and
+        ``finish_rebalance`` carry the moves out."""
+        if self._down:
+            raise ModelError(
+                f"node(s) {sorted(self._down)} are down: bring them up or fail them over"
+                " before a rebalance"
+            )
+        keep = [n for n in self._copies if n not in self._leaving]
+        moves = self.map.moves_to(self.map.rebalanced(keep))
+        if vbuckets is None:
+            return moves
+        by_vb = {m.vbucket: m for m in moves}
+        if len(set(vbuckets)) != len(vbuckets):
+            raise ModelError(f"rebalance vbuckets {list(vbuckets)} name one twice")
+        for vb in vbuckets:
+            self._check_vbucket(vb)
+            if vb not in by_vb:
+                raise ModelError(
+                    f"vbucket {vb} is already where the balanced map puts it: nothing to move"
+                )
+        return [by_vb[vb] for vb in vbuckets]
+
+    def prepare_move(self, move: VBucketMove) -> None:
+        """The first half of a move: the nodes that get a new copy of the vbucket have
+        it built from the active (a backfill), as replicas; the map and the active are
+        unchanged, so clients still find the vbucket where it was (kv_engine
+        ``docs/dcp/documentation/rebalance.md``, "Moving Data")."""
+        vb = move.vbucket
+        active = self.bucket.vbuckets[vb]
+        for node in move.new_copies:
+            self._check_up(node)
+            if vb not in self._copies[node] and move.source[0] is not None:
+                self._build(node, vb, active)
+
+    def apply_move(self, move: VBucketMove) -> None:
+        """The second half: the vbucket gets its new chain (a takeover when its active
+        moves: no loss, the same vbucket uuid), dropped copies go dead."""
+        for node in move.target:
+            if node is not None:
+                self._check_up(node)
+        self.map = self.map.with_chain(move.vbucket, move.target)
+        self._notify(self._move(move), [move.vbucket])
+
+    def finish_rebalance(self) -> list[str]:
+        """The leaving nodes that hold no copy any more leave the cluster and the map's
+        server list; the nodes removed."""
+        gone = [n for n in self._leaving if not self._copies[n]]
+        for node in gone:
+            del self._copies[node]
+        self._forget(gone)
+        self._leaving.difference_update(gone)
+        if any(n in self.map.nodes for n in gone):
+            kept = [n for n in self.map.nodes if n not in gone]
+            chains = [self.map.chain(vb) for vb in range(self.bucket.num_vbuckets)]
+            self.map = VBucketMap.from_chains(kept, chains, self.map.num_replicas)
+        return gone
+
     def _forget(self, nodes: Iterable[str]) -> None:
         gone = set(nodes)
         self._paused = {(n, v) for n, v in self._paused if n not in gone}
@@ -465,3 +567,80 @@ class Cluster:
         for vb in sorted(self._copies[node]):
             touched += self._reattach(vb)
         self._notify(touched, actives)
+
+
+class NodeView:
+    """The bucket as one node of the cluster serves it: the same name, manifest and
+    vbucket count, but the vbuckets are that node's copies (active or replica) and a
+    vbucket it holds no copy of reads as dead (NOT_MY_VBUCKET), as a data node answers
+    for a vbucket it does not have (kv_engine ``KVBucket::getVBucket`` returning none).
+    What the producer's lookups and stream requests read (``Bucket``'s read side)."""
+
+    def __init__(self, cluster: Cluster, node: str) -> None:
+        self.cluster = cluster
+        self.node = node
+        bucket = cluster.bucket
+        self.name = bucket.name
+        self.num_vbuckets = bucket.num_vbuckets
+        self._absent = [_absent_copy(vb) for vb in range(bucket.num_vbuckets)]
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.cluster.bucket.manifest
+
+    def holds(self, vbid: int) -> VBucket | None:
+        """This node's copy of ``vbid`` (None: it has none, or the node is gone)."""
+        copies = self.cluster._copies.get(self.node)
+        return None if copies is None else copies.get(vbid)
+
+    def is_active(self, vbid: int) -> bool:
+        """Does this node hold ``vbid``'s active copy, up?"""
+        copy = self.holds(vbid)
+        return copy is not None and copy.state is VBucketState.ACTIVE and copy.online
+
+    def vbucket(self, vbid: int) -> VBucket:
+        """This node's copy of ``vbid``: a dead, empty one where it has none (or is
+        down); ``ModelError`` for a vbucket the bucket does not have."""
+        if not isinstance(vbid, int) or not 0 <= vbid < self.num_vbuckets:
+            raise ModelError(f"no vbucket {vbid!r} (the bucket has {self.num_vbuckets})")
+        copy = self.holds(vbid)
+        if copy is None or not copy.online:
+            return self._absent[vbid]
+        return copy
+
+    @property
+    def vbuckets(self) -> list[VBucket]:
+        return [self.vbucket(vb) for vb in range(self.num_vbuckets)]
+
+    def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
+        """GET_ALL_VB_SEQNOS on this node: its copies in ``state`` (0/None: every
+        live one), as ``Bucket.high_seqnos``."""
+        if state not in (None, 0) and state not in set(VBucketState):
+            raise ModelError(f"no vbucket state {state}")
+        return [
+            (vb.vbid, vb.high_seqno)
+            for vb in self.vbuckets
+            if (state in (None, 0) and vb.state is not VBucketState.DEAD) or vb.state == state
+        ]
+
+    def collection_high_seqnos(
+        self, collection_id: int, state: int | None = None
+    ) -> list[tuple[int, int]]:
+        """As ``Bucket.collection_high_seqnos``, over this node's copies."""
+        self.manifest.check_collection(collection_id)
+        return [
+            (vbid, self.vbucket(vbid).collection_high.get(collection_id, 0))
+            for vbid, _ in self.high_seqnos(state)
+        ]
+
+
+def _absent_copy(vbid: int) -> VBucket:
+    copy = VBucket(
+        vbid,
+        random.Random(0),
+        max_failover_entries=1,
+        checkpoint_max_items=1,
+        checkpoint_max_bytes=1,
+    )
+    copy.state = VBucketState.DEAD
+    return copy

@@ -7,7 +7,9 @@ table) and the handlers (``_session_handlers``, ``_lookup_handlers``, ``_dcp_han
 under flow control and holds), ``_stream_request`` (the decision on a stream request),
 ``_stream`` (one stream: backfill, memory, end), ``_encoder`` and ``_filter`` (the shared
 frames per connection and filter), ``_checker`` and ``_checker_rules`` (the protocol
-checker on every DCP connection, and its rules), ``events`` (what the node reports).
+checker on every DCP connection, and its rules), ``_topology`` (the cluster the nodes
+make: the map they serve, its revision, the topology steps), ``events`` (what the node
+reports).
 
 ``Node`` loads at once; the connection and stream machinery (and with it the message
 classes) load on first use, so ``mockdcp serve`` listens before paying for them.
@@ -21,6 +23,11 @@ from mockdcp.producer._node import (
     RETIRED_COUNTERS as RETIRED_COUNTERS,
     Node as Node,
     Rejection as Rejection,
+)
+from mockdcp.producer._topology import (
+    CLOSED_STATUSES as CLOSED_STATUSES,
+    NodeStatus as NodeStatus,
+    Topology as Topology,
 )
 from mockdcp.util import lazy_getattr
 

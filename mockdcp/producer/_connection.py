@@ -40,13 +40,21 @@ from mockdcp.producer._state import (
     ConnectionState,
     transition_connection,
 )
-from mockdcp.protocol import DcpNoop, FrameReader, RemoteProtocolError, StreamEnd, StreamEndReason
+from mockdcp.protocol import (
+    ClusterMapChangeNotification,
+    DcpNoop,
+    FrameReader,
+    HelloFeature,
+    RemoteProtocolError,
+    StreamEnd,
+    StreamEndReason,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Protocol
 
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, NodeView
     from mockdcp.producer._checker import CheckerRegistry, ConnectionChecker
     from mockdcp.producer._checker_rules import Violation
     from mockdcp.protocol import Frame, Response, SaslServer, Status
@@ -60,8 +68,15 @@ if TYPE_CHECKING:
         host: str
         version: str
         idle_timeout: float
-        config_rev: int
-        config_epoch: int
+
+        @property
+        def view(self) -> NodeView:
+            """The bucket as the node holds it: its copies of the vbuckets."""
+
+        @property
+        def config_rev(self) -> int: ...
+        @property
+        def config_epoch(self) -> int: ...
 
         @property
         def holds(self) -> Mapping[int, int]:
@@ -347,6 +362,28 @@ class Connection:
             reason,
         )
         self.emit(ev.ConnectionClosed, reason=reason)
+
+    def push_config(self) -> bool:
+        """Push the new cluster config (a server request, magic 0x82) if the client
+        negotiated HELLO CLUSTERMAP_CHANGE_NOTIFICATION (the config JSON) or its BRIEF
+        form (epoch and revision only), once it selected the bucket (kv_engine
+        ``docs/BinaryProtocol.md``, "0x01 Clustermap Change Notification"). True if
+        something was queued."""
+        brief = HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF in self.features
+        full = HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION in self.features
+        if self.closed or not (brief or full):
+            return False
+        if self.state not in (ConnectionState.BUCKET_SELECTED, ConnectionState.DCP_OPEN):
+            return False
+        notice = ClusterMapChangeNotification(
+            opaque=0,
+            bucket=self.node.bucket.name,
+            epoch=self.node.config_epoch,
+            revision=self.node.config_rev,
+            config=b"" if brief else self.config_bytes(),
+        )
+        self.replies.queue.append(notice.encode())
+        return True
 
     def on_vbucket_change(self, vbid: int) -> bool:
         """The model changed ``vbid``: mark its streams ready. True if any."""

@@ -28,6 +28,7 @@ from mockdcp.protocol import (
     HelloFeature,
     Status,
     StreamEndReason,
+    VBucketState,
     encode_failover_log,
     encode_rollback_value,
 )
@@ -103,11 +104,11 @@ def on_control(conn: Connection, frame: Frame, msg: DcpControl, now: float) -> N
 
 
 def on_failover_log(conn: Connection, frame: Frame, msg: DcpGetFailoverLog, now: float) -> None:
-    bucket = conn.node.bucket
-    if msg.vbucket >= bucket.num_vbuckets:
-        conn.replies.not_my_vbucket(frame)
+    view = conn.node.view
+    vb = view.holds(msg.vbucket) if 0 <= msg.vbucket < view.num_vbuckets else None
+    if vb is None or not vb.online or vb.state is VBucketState.DEAD:
+        conn.replies.not_my_vbucket(frame)  # a node answers for the copies it holds
         return
-    vb = bucket.vbucket(msg.vbucket)
     conn.replies.respond(frame, value=encode_failover_log(vb.failover.entries))
 
 
@@ -118,7 +119,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
 
     decision = decide_stream_request(
         msg,
-        bucket=conn.node.bucket,
+        bucket=conn.node.view,
         settings=conn.settings,
         active_stream_exists=active_stream_exists,
     )
@@ -164,7 +165,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
             context=decision.reason,
         )
         return
-    vb = conn.node.bucket.vbucket(msg.vbucket)
+    vb = conn.node.view.vbucket(msg.vbucket)
     conn.replies.respond(frame, value=encode_failover_log(vb.failover.entries))
     stream = Stream(
         vb=vb,

@@ -62,6 +62,10 @@ def _run(
     except RemoteProtocolError as exc:
         conn.replies.respond(frame, exc.status, context=str(exc))
         return
+    view = conn.node.view
+    if 0 <= msg.vbucket < view.num_vbuckets and not view.is_active(msg.vbucket):
+        conn.replies.not_my_vbucket(frame)  # documents are read and written on actives
+        return
     try:
         command(_documents(conn), msg.vbucket, cid, key)
     except ModelError as exc:  # a value the model refuses: the request's fault

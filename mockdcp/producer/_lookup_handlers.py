@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 
 
 def on_all_vb_seqnos(conn: Connection, frame: Frame, msg: GetAllVbSeqnos, now: float) -> None:
-    reply = lookups.all_vb_seqnos(conn.node.bucket, msg, collections=conn.settings.collections)
+    reply = lookups.all_vb_seqnos(conn.node.view, msg, collections=conn.settings.collections)
     conn.replies.reply(frame, reply)
 
 
 def on_observe_seqno(conn: Connection, frame: Frame, msg: ObserveSeqno, now: float) -> None:
-    reply = lookups.observe_seqno(conn.node.bucket, msg)
+    reply = lookups.observe_seqno(conn.node.view, msg)
     if reply is None:
         conn.replies.not_my_vbucket(frame)
     else:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.protocol import Datatype, Status, manifest_uid_error_body
+from mockdcp.protocol import Datatype, Status, VBucketState, manifest_uid_error_body
 
 if TYPE_CHECKING:
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, NodeView
     from mockdcp.protocol import GetAllVbSeqnos, GetCollectionId, GetScopeId, ObserveSeqno
 
 
@@ -33,13 +33,13 @@ class Reply:
     context: str | None = None
 
 
-def _unknown(bucket: Bucket, status: Status, context: str | None = None) -> Reply:
+def _unknown(bucket: Bucket | NodeView, status: Status, context: str | None = None) -> Reply:
     """UNKNOWN_COLLECTION / UNKNOWN_SCOPE carry the manifest uid as JSON."""
     body = manifest_uid_error_body(bucket.manifest.uid)
     return Reply(status=status, value=body, datatype=Datatype.JSON, context=context)
 
 
-def all_vb_seqnos(bucket: Bucket, msg: GetAllVbSeqnos, *, collections: bool) -> Reply:
+def all_vb_seqnos(bucket: Bucket | NodeView, msg: GetAllVbSeqnos, *, collections: bool) -> Reply:
     """GET_ALL_VB_SEQNOS: (vbucket, high seqno) pairs of the vbuckets in ``msg.state``
     (every live one when 0).
 
@@ -60,15 +60,19 @@ def all_vb_seqnos(bucket: Bucket, msg: GetAllVbSeqnos, *, collections: bool) -> 
     return Reply(value=encode_all_vb_seqnos(bucket.collection_high_seqnos(cid, msg.state or None)))
 
 
-def observe_seqno(bucket: Bucket, msg: ObserveSeqno) -> Reply | None:
-    """OBSERVE_SEQNO: the current uuid, persisted and high seqnos; with an older uuid of
-    the failover table, format 1 adds that branch's uuid and last seqno. An unknown
-    uuid gets KEY_ENOENT. None for a vbucket the bucket does not have (NOT_MY_VBUCKET)."""
+def observe_seqno(node: NodeView, msg: ObserveSeqno) -> Reply | None:
+    """OBSERVE_SEQNO: the current uuid, persisted and high seqnos of the node's copy
+    (active or replica: java-dcp-client's rollback mitigation and go-dcp observe every
+    replica); with an older uuid of the failover table, format 1 adds that branch's uuid
+    and last seqno. An unknown uuid gets KEY_ENOENT. None for a vbucket the node holds no
+    copy of (NOT_MY_VBUCKET)."""
     from mockdcp.protocol import ObserveSeqnoResult
 
-    if not 0 <= msg.vbucket < bucket.num_vbuckets:
+    if not 0 <= msg.vbucket < node.num_vbuckets:
         return None
-    vb = bucket.vbucket(msg.vbucket)
+    vb = node.holds(msg.vbucket)
+    if vb is None or not vb.online or vb.state is VBucketState.DEAD:
+        return None
     entries = vb.failover.entries
     for i, (uuid, _seqno) in enumerate(entries):
         if uuid != msg.vbucket_uuid:

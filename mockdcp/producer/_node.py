@@ -15,7 +15,7 @@ across that name's reconnects) watch every DCP connection and report what they f
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -23,6 +23,7 @@ from mockdcp.producer._checker_rules import CheckerLimits
 from mockdcp.protocol import (
     SERVER_VERSION,
     NodeNetwork,
+    ServicePorts,
     Status,
     VBucketState,
     cluster_config,
@@ -32,10 +33,11 @@ from mockdcp.protocol import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, NodeView
     from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._connection import Connection
     from mockdcp.producer._faults import Corruption
+    from mockdcp.producer._topology import Topology
     from mockdcp.producer.events import ProducerEvent
     from mockdcp.protocol import StreamEndReason
 
@@ -70,12 +72,19 @@ def _no_wake(conn: Connection) -> None:
     """The default ``wake`` of a node without a shell (unit tests poll instead)."""
 
 
-@attrs.define(kw_only=True)
+@attrs.define(kw_only=True, eq=False)
 class Node:
-    """One data node serving one bucket."""
+    """One data node serving one bucket: its connections, and the bucket as it holds it
+    (``view``: its copies of the vbuckets). The nodes of one cluster share a
+    ``Topology`` (the map, its revision) and everything the steps observe or set: the
+    event log and its subscribers, the counters, holds, rejections, the protocol
+    checkers and connection ids (``sibling`` makes a node that shares them). A node made
+    alone is a one-node cluster's."""
 
     bucket: Bucket
     users: Mapping[str, str]
+    #: the node's name in the cluster map's model (``node0``, ``node1``...)
+    name: str = "node0"
     host: str = "127.0.0.1"
     kv_port: int = 11210
     http_port: int = 8091
@@ -83,13 +92,11 @@ class Node:
     network: NodeNetwork = attrs.field(factory=NodeNetwork)
     version: str = SERVER_VERSION
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
-    config_rev: int = 1
-    config_epoch: int = 1
     bucket_uuid: str = ""
     #: called for a connection that must be looked at again from outside its own I/O
     wake: Callable[[Connection], None] = _no_wake
-    #: new connections are closed at once while set (the refuse_connections step)
-    refusing: bool = False
+    #: the cluster this node is part of (made for it when None: a one-node cluster)
+    topology: Topology = attrs.field(default=None)
     producers: dict[bytes, Connection] = attrs.field(factory=dict)
     connections: dict[int, Connection] = attrs.field(factory=dict)
     #: vbucket -> seqno: no stream sends past it until ``release`` (triggers)
@@ -103,16 +110,88 @@ class Node:
     retired: Counter[str] = attrs.field(factory=Counter)
     #: the times and counts of the protocol checker's rules (names checked from then on)
     checker_limits: CheckerLimits = attrs.field(factory=CheckerLimits)
-    _next_id: int = 1
     _checkers: CheckerRegistry | None = attrs.field(default=None, init=False)
-    #: the manifest uid the current config revision carries
-    _config_manifest_uid: int = attrs.field(default=0, init=False)
+    _view: NodeView | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.bucket_uuid:
             self.bucket_uuid = f"{self.bucket.rng.getrandbits(128):032x}"
-        self._config_manifest_uid = self.bucket.manifest.uid
-        self.bucket.listeners.append(self._on_vbucket_change)
+        if self.topology is None:
+            from mockdcp.model import Cluster
+            from mockdcp.producer._topology import Topology
+
+            self.topology = Topology(Cluster(self.bucket, (self.name,)))
+        if self.name not in self.topology.nodes:
+            self.topology.join(self)
+
+    def sibling(
+        self,
+        name: str,
+        *,
+        host: str,
+        kv_port: int,
+        http_port: int,
+        network: NodeNetwork | None = None,
+    ) -> Node:
+        """Another node of this node's cluster: its own name, ports and connections,
+        everything else shared (see the class docstring). Not yet joined: the shell
+        joins it (``Topology.join`` or ``add_node``)."""
+        node = Node(
+            bucket=self.bucket,
+            users=self.users,
+            name=name,
+            host=host,
+            kv_port=kv_port,
+            http_port=http_port,
+            network=network or NodeNetwork(),
+            version=self.version,
+            idle_timeout=self.idle_timeout,
+            bucket_uuid=self.bucket_uuid,
+            wake=self.wake,
+            topology=self.topology,
+            holds=self.holds,
+            rejections=self.rejections,
+            events=self.events,
+            subscribers=self.subscribers,
+            counts=self.counts,
+            retired=self.retired,
+            checker_limits=self.checker_limits,
+        )
+        node._checkers = self.checkers
+        self.topology.nodes.pop(name, None)  # joined by the caller, in its own order
+        return node
+
+    @property
+    def view(self) -> NodeView:
+        """The bucket as this node holds it: its copies (``NodeView``)."""
+        if self._view is None:
+            self._view = self.topology.cluster.view(self.name)
+        return self._view
+
+    @property
+    def config_rev(self) -> int:
+        return self.topology.rev
+
+    @property
+    def config_epoch(self) -> int:
+        return self.topology.epoch
+
+    @property
+    def refusing(self) -> bool:
+        """New connections (to any node) are closed at once while set (the
+        refuse_connections step)."""
+        return self.topology.refusing
+
+    @refusing.setter
+    def refusing(self, value: bool) -> None:
+        self.topology.refusing = value
+
+    def service_ports(self) -> ServicePorts:
+        """This node's ports as ``nodesExt[].services`` lists them."""
+        net = self.network
+        return ServicePorts(
+            kv=self.kv_port, mgmt=self.http_port, kv_ssl=net.kv_ssl, mgmt_ssl=net.mgmt_ssl
+        )
 
     # -- connections ----------------------------------------------------------------
 
@@ -125,12 +204,11 @@ class Node:
 
         conn = Connection(
             self,
-            conn_id=self._next_id,
+            conn_id=self.topology.next_conn_id(),
             now=now,
             peer_host=peer_host,
             certificate_user=certificate_user,
         )
-        self._next_id += 1
         self.connections[conn.conn_id] = conn
         if self.refusing:
             conn.close("connections refused by a scenario step")
@@ -164,23 +242,39 @@ class Node:
             self.wake(old)
         self.producers[name] = conn
 
+    def all_connections(self) -> list[Connection]:
+        """The live connections of every node of the cluster, in the order they
+        connected."""
+        nodes = self.topology.nodes.values()
+        return sorted((c for n in nodes for c in n.connections.values()), key=lambda c: c.conn_id)
+
     def matching(self, name: str | None = None) -> list[Connection]:
-        """Live connections, in the order they connected; with ``name``, only those
-        whose DCP_OPEN name is ``name``."""
-        conns = sorted(self.connections.values(), key=lambda c: c.conn_id)
+        """Live connections to any node of the cluster, in the order they connected;
+        with ``name``, only those whose DCP_OPEN name is ``name`` (the steps act on the
+        cluster's connections, as a consumer has one per node)."""
+        conns = self.all_connections()
         if name is None:
             return conns
         return [c for c in conns if c.name.decode(errors="replace") == name]
 
-    def _on_vbucket_change(self, vbid: int) -> None:
-        if self.bucket.manifest.uid != self._config_manifest_uid:
-            # the bucket config carries collectionsManifestUid: a new manifest is a new
-            # config revision (clients ignore a config whose revision they have seen)
-            self._config_manifest_uid = self.bucket.manifest.uid
-            self.config_rev += 1
+    def vbucket_changed(self, vbid: int) -> None:
+        """This node's copy of ``vbid`` changed: its streams look again."""
         for conn in list(self.connections.values()):
             if conn.on_vbucket_change(vbid):
                 self.wake(conn)
+
+    def push_config(self) -> None:
+        """A new config revision: pushed to this node's connections that negotiated
+        cluster map change notifications."""
+        for conn in list(self.connections.values()):
+            if conn.push_config():
+                self.wake(conn)
+
+    def close_own(self, reason: str) -> None:
+        """Drop this node's connections only (it went down or left the cluster)."""
+        for conn in sorted(self.connections.values(), key=lambda c: c.conn_id):
+            conn.close(reason)
+            self.wake(conn)
 
     # -- events ---------------------------------------------------------------------
 
@@ -196,7 +290,12 @@ class Node:
     # -- the cluster map ------------------------------------------------------------
 
     def config(self, host: str | None = None) -> dict[str, object]:
-        """The current cluster config; ``host`` as the client addressed us."""
+        """The current cluster config as this node serves it; ``host`` as the client
+        addressed us (``Topology.config``)."""
+        return self.topology.config(self, host)
+
+    def solo_config(self, host: str | None, rev: int, epoch: int) -> dict[str, Any]:
+        """The config of a one-node cluster with no replica: every vbucket here."""
         return cluster_config(
             bucket=self.bucket.name,
             bucket_uuid=self.bucket_uuid,
@@ -204,8 +303,8 @@ class Node:
             kv_port=self.kv_port,
             http_port=self.http_port,
             num_vbuckets=self.bucket.num_vbuckets,
-            rev=self.config_rev,
-            rev_epoch=self.config_epoch,
+            rev=rev,
+            rev_epoch=epoch,
             manifest_uid=self.bucket.manifest.uid,
             network=self.network,
         )
@@ -338,7 +437,7 @@ class Node:
         advances, as after a rebalance."""
         for vb in vbuckets:
             self.bucket.set_vbucket_state(vb, VBucketState.DEAD)
-        self.config_rev += 1
+        self.topology.changed()
 
     # -- holds (triggers on consumer progress) --------------------------------------
 
@@ -352,6 +451,6 @@ class Node:
         if not self.holds:
             return
         self.holds.clear()
-        for conn in list(self.connections.values()):
+        for conn in self.all_connections():
             conn.holds_released()
             self.wake(conn)

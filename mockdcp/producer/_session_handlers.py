@@ -32,9 +32,8 @@ if TYPE_CHECKING:
     from mockdcp.producer._connection import Connection
     from mockdcp.protocol import Frame, SaslResult
 
-#: HELLO features a current node grants (kv_engine ``hello_packet_executor.cc``).
-#: DUPLEX-dependent cluster-map notifications are not granted: mockdcp does not push maps,
-#: so clients keep polling.
+#: HELLO features a current node grants (kv_engine ``hello_packet_executor.cc``); the
+#: cluster map notifications need DUPLEX in the same HELLO (``on_hello``).
 SUPPORTED_FEATURES = frozenset(
     {
         HelloFeature.TCP_NODELAY,
@@ -58,6 +57,8 @@ SUPPORTED_FEATURES = frozenset(
         HelloFeature.SUBDOC_ALLOW_REPLICA_READ_ON_DELETED_DOCUMENTS,
         HelloFeature.SUBDOC_BINARY_XATTR,
         HelloFeature.DCP_SKIP_DELETES_IN_INITIAL_BACKFILL,
+        HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION,
+        HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF,
     }
 )
 
@@ -72,6 +73,10 @@ def on_hello(conn: Connection, frame: Frame, msg: Hello, now: float) -> None:
         conn.replies.respond(frame, Status.EINVAL, context="cluster map notifications need DUPLEX")
         return
     granted = sorted({f for f in asked if f in SUPPORTED_FEATURES})
+    if notify <= set(granted):
+        # asked for both, a node grants only the brief form (kv_engine
+        # ``hello_packet_executor.cc``)
+        granted.remove(HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION)
     conn.features = frozenset(granted)
     conn.settings.collections = HelloFeature.COLLECTIONS in conn.features
     snappy = {HelloFeature.SNAPPY, HelloFeature.SNAPPY_EVERYWHERE}

@@ -27,7 +27,7 @@ from mockdcp.protocol import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mockdcp.model import Manifest, VBucket
+    from mockdcp.model import Manifest, NodeView, VBucket
     from mockdcp.producer._controls import DcpSettings
 
 #: Check 0: the stream flags a producer knows (0x08 NO_VALUE was removed in 5.0).
@@ -148,7 +148,7 @@ def _filter_high_seqno(vb: VBucket, collections: frozenset[int], start: int) -> 
 def decide_stream_request(
     req: DcpStreamRequest,
     *,
-    bucket: Bucket,
+    bucket: Bucket | NodeView,
     settings: DcpSettings,
     active_stream_exists: bool | Callable[[int | None], bool],
 ) -> StreamRequestDecision:

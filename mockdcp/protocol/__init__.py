@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         cluster_config as cluster_config,
         encode_config as encode_config,
         manifest_uid_error_body as manifest_uid_error_body,
+        node_ext as node_ext,
     )
     from mockdcp.protocol._document_requests import (
         Add as Add,
@@ -193,6 +194,7 @@ _LAZY: dict[str, str] = {
     "NodeNetwork": "_cluster_config",
     "ServicePorts": "_cluster_config",
     "cluster_config": "_cluster_config",
+    "node_ext": "_cluster_config",
     "encode_config": "_cluster_config",
     "manifest_uid_error_body": "_cluster_config",
     "Abort": "_messages",

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mockdcp.model import Bucket, Manifest, ManifestChange
+    from mockdcp.producer import Topology
+    from mockdcp.scenario._cluster_check import ClusterSim
     from mockdcp.scenario.steps import Vbuckets
 
 
@@ -132,16 +134,31 @@ class Simulation:
     manifest: Manifest
     live: dict[tuple[int, bytes], bool] = attrs.field(factory=dict)
     certain: bool = True
+    #: the nodes and the map as the topology steps will have left them
+    cluster: ClusterSim | None = None
 
     @classmethod
-    def of(cls, bucket: Bucket) -> Simulation:
-        """The simulation of ``bucket`` as it is now."""
+    def of(cls, bucket: Bucket, topology: Topology | None = None) -> Simulation:
+        """The simulation of ``bucket`` (and of the cluster ``topology`` serves it from:
+        without one, a one-node cluster) as it is now."""
+        from mockdcp.scenario._cluster_check import ClusterSim
+
         return cls(
             bucket,
             [vb.high_seqno for vb in bucket.vbuckets],
             [vb.persisted_seqno for vb in bucket.vbuckets],
             copy.deepcopy(bucket.manifest),
+            cluster=(
+                ClusterSim.single(bucket.num_vbuckets)
+                if topology is None
+                else ClusterSim.of(topology)
+            ),
         )
+
+    @property
+    def nodes(self) -> ClusterSim:
+        assert self.cluster is not None
+        return self.cluster
 
     @property
     def num_vbuckets(self) -> int:

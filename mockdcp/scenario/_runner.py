@@ -108,7 +108,7 @@ class StepRunner:
 
     def check(self, steps: Sequence[st.Step], source: str = "<steps>") -> None:
         """``ScenarioProblems`` if any step cannot run on this node's bucket."""
-        check_steps(steps, self.node.bucket, source)
+        check_steps(steps, self.node.bucket, source, self.node.topology)
 
     async def apply(
         self, steps: Sequence[st.Step], source: str = "<steps>", *, first: int = 0
@@ -122,7 +122,9 @@ class StepRunner:
         try:
             for index, step in enumerate(steps, first):
                 self.progress.current = f"{index + 1}/{first + len(steps)} {step.NAME}"
-                if isinstance(step, st.Wait | st.Expect):
+                if isinstance(step, st.Rebalance) and step.interval:
+                    await self._rebalance(step)
+                elif isinstance(step, st.Wait | st.Expect):
                     self.node.release()
                     await (
                         self._wait(step) if isinstance(step, st.Wait) else self._expect(step, index)
@@ -136,6 +138,14 @@ class StepRunner:
         finally:
             self.node.release()
             self.progress.current = None
+
+    async def _rebalance(self, step: st.Rebalance) -> None:
+        """A rebalance spread over time: the moves, with the step's interval between."""
+        try:
+            for seconds in step.moves(self):
+                await trio.sleep(seconds)
+        except (ModelError, ValueError) as exc:
+            raise StepFailed(f"{step.NAME}: {exc}") from exc
 
     def apply_now(self, steps: Sequence[st.Step], source: str = "<steps>") -> None:
         """Check and apply steps that do not wait (``wait``/``expect`` are refused),

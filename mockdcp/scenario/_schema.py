@@ -67,7 +67,7 @@ def _type_schema(tp: object) -> dict[str, object]:
         return {"anyOf": [_type_schema(a) for a in get_args(tp)]}
     if origin is dict:
         return {"type": "object", "additionalProperties": _type_schema(get_args(tp)[1])}
-    if origin is list:
+    if origin is list or (origin is tuple and get_args(tp)[1:] == (Ellipsis,)):
         return {"type": "array", "items": _type_schema(get_args(tp)[0])}
     if isinstance(tp, type) and attrs.has(tp):
         return _class_schema(tp)

@@ -12,13 +12,20 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from mockdcp.model import Bucket
+    from mockdcp.producer import Topology
     from mockdcp.scenario.steps import Step
 
 
-def check_steps(steps: Sequence[Step], bucket: Bucket, source: str = "<steps>") -> None:
+def check_steps(
+    steps: Sequence[Step],
+    bucket: Bucket,
+    source: str = "<steps>",
+    topology: Topology | None = None,
+) -> None:
     """Raise ``ScenarioProblems`` naming every step that cannot run on ``bucket`` (each
-    step's own ``check``, against what the steps before it will have done)."""
-    sim = Simulation.of(bucket)
+    step's own ``check``, against what the steps before it will have done), served by
+    ``topology``'s nodes (None: one node)."""
+    sim = Simulation.of(bucket, topology)
     problems: list[Problem] = []
     for i, step in enumerate(steps):
         try:

@@ -37,6 +37,8 @@ from mockdcp.scenario._check import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from mockdcp.model import Bucket, Manifest, ManifestChange
     from mockdcp.producer import Node
 
@@ -405,6 +407,171 @@ class MoveVbucket(Step):
 
     def apply(self, ctx: StepContext) -> None:
         ctx.node.move_vbuckets(ctx.vbuckets(self.vbuckets))
+
+
+# -- the cluster's nodes ------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class AddNode(Step):
+    """A new data node joins the cluster (listening on the next ports), holding nothing
+    until a ``rebalance``; it is numbered after the others."""
+
+    NAME = "add_node"
+    GROUP = "cluster"
+
+    def check(self, sim: Simulation) -> None:
+        sim.nodes.add_node()
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.topology.add_node()
+
+
+@attrs.frozen(kw_only=True)
+class RemoveNode(Step):
+    """Mark node ``node`` to leave: the next ``rebalance`` moves its vbuckets away and
+    takes it out (its ports then close)."""
+
+    NAME = "remove_node"
+    GROUP = "cluster"
+    node: int
+
+    def check(self, sim: Simulation) -> None:
+        sim.nodes.remove_node(self.node)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.topology.remove_node(self.node)
+
+
+@attrs.frozen(kw_only=True)
+class Rebalance(Step):
+    """Move to the balanced map of the current nodes (ns_server's rebalance), a vbucket
+    at a time: each moved active is handed over by a takeover (the same history and
+    vbucket uuid: no consumer rolls back), the old copy goes dead (its streams end
+    STATE_CHANGED, requests there get NOT_MY_VBUCKET with the new config), and the
+    config revision advances per move (pushed to clients that asked). ``vbuckets``:
+    only these moves, in this order (each must be one the rebalance makes);
+    ``interval``: seconds between moves (half before and half after each takeover, the
+    new copy built in between); ``mid_move``: the last move stops once its new copies
+    are built, before its takeover (the next ``rebalance`` finishes it). Nodes marked by
+    ``remove_node`` leave once they hold nothing; failed-over nodes are dropped."""
+
+    NAME = "rebalance"
+    GROUP = "cluster"
+    vbuckets: tuple[int, ...] | None = None
+    interval: Duration = 0.0
+    mid_move: bool = False
+
+    def check(self, sim: Simulation) -> None:
+        if self.interval < 0:
+            raise ValueError(f"rebalance: interval must be >= 0 seconds, not {self.interval}")
+        sim.nodes.rebalance(self.vbuckets)
+        sim.certain = False
+
+    def apply(self, ctx: StepContext) -> None:
+        for _ in self.moves(ctx):
+            pass
+
+    def moves(self, ctx: StepContext) -> Iterator[float]:
+        """Carry the rebalance out; yields the seconds to wait at each point where time
+        passes (the runner sleeps them; ``apply`` does not)."""
+        topology = ctx.node.topology
+        moves = topology.plan_rebalance(self.vbuckets)
+        topology.rebalancing = (0, len(moves))
+        try:
+            for i, move in enumerate(moves):
+                topology.prepare_move(move)
+                if self.mid_move and i == len(moves) - 1:
+                    return
+                if self.interval:
+                    yield self.interval / 2
+                topology.apply_move(move)
+                topology.rebalancing = (i + 1, len(moves))
+                if self.interval and i < len(moves) - 1:
+                    yield self.interval / 2
+            topology.finish_rebalance()
+        finally:
+            topology.rebalancing = None
+
+
+@attrs.frozen(kw_only=True)
+class FailoverNode(Step):
+    """Fail node ``node`` over. Hard (default): for each vbucket it was active for, a
+    replica is promoted with what it has (a new failover entry at its high seqno; writes
+    it had not received are gone, and consumers past it roll back); its connections drop
+    and its ports close. ``graceful``: its actives are first handed over to replicas
+    (no loss). It stays listed until a ``rebalance`` drops it."""
+
+    NAME = "failover_node"
+    GROUP = "cluster"
+    node: int
+    graceful: bool = False
+
+    def check(self, sim: Simulation) -> None:
+        sim.nodes.failover(self.node, self.graceful)
+        sim.certain = False
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.topology.failover_node(self.node, graceful=self.graceful)
+
+
+@attrs.frozen(kw_only=True)
+class NodeDown(Step):
+    """Node ``node`` stops uncleanly: what it had not persisted is lost, its connections
+    drop and its ports refuse until ``node_up``."""
+
+    NAME = "node_down"
+    GROUP = "cluster"
+    node: int
+
+    def check(self, sim: Simulation) -> None:
+        sim.nodes.node_down(self.node)
+        sim.certain = False
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.topology.node_down(self.node)
+
+
+@attrs.frozen(kw_only=True)
+class NodeUp(Step):
+    """Node ``node`` is back (warmup): its vbuckets hold what it had persisted, each
+    active one with a new failover entry; its ports open again."""
+
+    NAME = "node_up"
+    GROUP = "cluster"
+    node: int
+
+    def check(self, sim: Simulation) -> None:
+        sim.nodes.node_up(self.node)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.topology.node_up(self.node)
+
+
+@attrs.frozen(kw_only=True)
+class Replication(Step):
+    """Hold (``paused: true``) or release replication into the replicas on ``node``, of
+    ``vbucket`` (both: that copy; neither: every replica): held replicas fall behind
+    their actives, so a hard failover can lose what they did not get."""
+
+    NAME = "replication"
+    GROUP = "cluster"
+    paused: bool
+    node: int | None = None
+    vbucket: int | None = None
+
+    def check(self, sim: Simulation) -> None:
+        sim.nodes.check_replication(self.node, self.vbucket)
+
+    def apply(self, ctx: StepContext) -> None:
+        topology = ctx.node.topology
+        name = None if self.node is None else topology.node(self.node).name
+        cluster = topology.cluster
+        if self.paused:
+            cluster.pause_replication(name, self.vbucket)
+        else:
+            cluster.resume_replication(name, self.vbucket)
+            cluster.replicate(name, self.vbucket)
 
 
 @attrs.frozen(kw_only=True)
@@ -854,6 +1021,13 @@ STEP_TYPES: tuple[type[Step], ...] = (
     Failover,
     SetVbucketState,
     MoveVbucket,
+    AddNode,
+    RemoveNode,
+    Rebalance,
+    FailoverNode,
+    NodeDown,
+    NodeUp,
+    Replication,
     CreateScope,
     DropScope,
     CreateCollection,
@@ -880,6 +1054,7 @@ __all__ = [
     "DEFAULT_COLLECTION",
     "STEPS_BY_NAME",
     "STEP_TYPES",
+    "AddNode",
     "Checkpoint",
     "ConsumerProgress",
     "Corrupt",
@@ -896,6 +1071,7 @@ __all__ = [
     "Expect",
     "Expire",
     "Failover",
+    "FailoverNode",
     "Flush",
     "FlushCollection",
     "Generate",
@@ -903,11 +1079,16 @@ __all__ = [
     "Load",
     "ModifyCollection",
     "MoveVbucket",
+    "NodeDown",
+    "NodeUp",
     "Persist",
     "Persistence",
     "Purge",
+    "Rebalance",
     "RefuseConnections",
     "Reject",
+    "RemoveNode",
+    "Replication",
     "Restart",
     "ResumeExpectation",
     "RollbackExpectation",

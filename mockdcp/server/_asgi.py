@@ -35,6 +35,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
+from mockdcp.producer import NodeStatus
 from mockdcp.protocol import ServicePorts
 from mockdcp.server import _control
 from mockdcp.server._control import JSONResponse
@@ -190,9 +191,9 @@ class CouchbaseEndpoints:
         return JSONResponse(
             {
                 "name": "default",
-                "nodes": [self._node_entry(host)],
+                "nodes": self._node_entries(host, members=True),
                 "buckets": {"uri": "/pools/default/buckets"},
-                "rebalanceStatus": "none",
+                "rebalanceStatus": "running" if self.node.topology.rebalancing else "none",
             }
         )
 
@@ -218,19 +219,37 @@ class CouchbaseEndpoints:
             return missing
         return ConfigStream(self.node, _host(request, self.node.host))
 
-    def _node_entry(self, host: str) -> dict[str, Any]:
+    def _node_entries(self, host: str, *, members: bool = False) -> list[dict[str, Any]]:
+        """The nodes of the bucket (the map's server list), or with ``members`` every
+        node of the cluster but those rebalanced out (ns_server's ``/pools/default``
+        lists failed-over and added nodes too, with their ``clusterMembership``)."""
+        topology = self.node.topology
+        if members:
+            nodes = [
+                n for n in topology.nodes.values() if topology.status(n) is not NodeStatus.REMOVED
+            ]
+        else:
+            nodes = topology.serving()
+        return [self._node_entry(n, host if n is self.node else n.host) for n in nodes]
+
+    def _node_entry(self, node: Node, host: str) -> dict[str, Any]:
         """A ``/pools/default`` node: with TLS, ``ports.httpsMgmt``; its alternate
         addresses as in the config (ns_server lists them in both)."""
-        node = self.node
+        status = node.topology.status(node)
+        membership = {
+            NodeStatus.ADDED: "inactiveAdded",
+            NodeStatus.FAILED_OVER: "inactiveFailed",
+        }.get(status, "active")
         entry: dict[str, Any] = {
             "hostname": f"{host}:{node.http_port}",
-            "clusterMembership": "active",
-            "status": "healthy",
+            "clusterMembership": membership,
+            "status": "unhealthy" if status is NodeStatus.DOWN else "healthy",
             "version": node.version,
             "services": ["kv"],
             "ports": {"direct": node.kv_port},
-            "thisNode": True,
         }
+        if node is self.node:
+            entry["thisNode"] = True
         net = node.network
         if net.mgmt_ssl is not None:
             entry["ports"]["httpsMgmt"] = net.mgmt_ssl
@@ -250,7 +269,7 @@ class CouchbaseEndpoints:
                 "storageBackend": "couchstore",
                 "uri": f"/pools/default/buckets/{name}",
                 "streamingUri": f"/pools/default/bucketsStreaming/{name}",
-                "nodes": [self._node_entry(host)],
+                "nodes": self._node_entries(host),
             }
         )
         return info
@@ -309,11 +328,12 @@ def build_app(
     *,
     control_open: bool,
     certificate_users: CertificateUsers | None = None,
+    node: Node | None = None,
 ) -> ASGIApp:
     """The whole management-port application, behind its guard; ``tasks`` runs what
     outlives a request (a posted scenario); ``certificate_users``: the users of the
     HTTPS connections' client certificates."""
-    node = server.node
+    node = node or server.node
     routes = CouchbaseEndpoints(node).routes() + _control.ControlApi(server, tasks).routes()
     handlers = {HTTPException: _http_error, _control.Problem: _problem}
     app = Starlette(routes=routes, exception_handlers=handlers)

@@ -10,8 +10,11 @@ Limits (a bad client costs its own connection, never the server's):
 
 * request head: hypercorn's h11 ``h11_max_incomplete_size`` (16 KiB);
 * a connection that has not sent a whole request head within ``KEEP_ALIVE_TIMEOUT``
-  seconds (hypercorn's idle timer: a partial head does not stop it) is closed, and so
-  is one whose read brings nothing for ``READ_TIMEOUT`` seconds;
+  seconds (hypercorn's idle timer: a partial head does not stop it) is closed. There is
+  no read timeout once a request is in (``READ_TIMEOUT`` is None): the streaming config
+  (``/pools/default/bs/{bucket}``) is a request the client sends nothing after, for as
+  long as it wants configs, and a node keeps it open (a read timeout cut it every 10 s:
+  gocbcore then logged "Config block decode failure (unexpected EOF)" and reconnected);
 * a request body: ``_control.MAX_BODY`` bytes within ``_control.BODY_TIMEOUT`` seconds.
 
 With TLS, the same application is also served over HTTPS on a port of its own (a node's
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from hypercorn.config import Config
     from hypercorn.typing import AppWrapper, Framework
 
+    from mockdcp.producer import Node
     from mockdcp.server._serve import MockDcpServer
     from mockdcp.server._tls import TlsSetup
 
@@ -46,8 +50,10 @@ CertificateUsers = dict[tuple[tuple[str, int], tuple[str, int]], str]
 
 log = logging.getLogger("mockdcp.http")
 
-#: seconds a read may bring nothing before hypercorn drops the connection (slow client)
-READ_TIMEOUT = 10
+#: seconds a read may bring nothing before hypercorn drops the connection: none (the
+#: module docstring); a slow request head is cut by the idle timer, a slow body by
+#: ``_control.BODY_TIMEOUT``
+READ_TIMEOUT: int | None = None
 #: seconds an idle keep-alive connection stays open
 KEEP_ALIVE_TIMEOUT = 5
 #: seconds hypercorn gives open requests (a streaming config) when the server stops
@@ -108,7 +114,9 @@ class HttpService:
         *,
         control_open: bool = False,
         tls: TlsSetup | None = None,
+        https_port: int | None = None,
     ) -> None:
+        """``https_port``: the HTTPS port (default: the TLS options')."""
         self.sockets = bind_sockets(host, port)
         self.port = int(self.sockets[0].getsockname()[1])
         self.control_open = control_open or is_loopback(host)
@@ -119,7 +127,8 @@ class HttpService:
         self.certificate_users: CertificateUsers = {}
         if tls is not None:
             try:
-                self.https_sockets = bind_sockets(host, tls.options.https_port)
+                wanted = tls.options.https_port if https_port is None else https_port
+                self.https_sockets = bind_sockets(host, wanted)
             except ServerError:
                 self.close()
                 raise
@@ -132,10 +141,12 @@ class HttpService:
     async def run(
         self,
         server: MockDcpServer,
+        node: Node | None = None,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve until cancelled (hypercorn's trio worker on the bound sockets)."""
+        """Serve until cancelled (hypercorn's trio worker on the bound sockets), as
+        ``node`` (default: the server's first)."""
         from hypercorn.config import Config, Sockets
         from hypercorn.trio.run import worker_serve
         from hypercorn.utils import wrap_app
@@ -155,6 +166,7 @@ class HttpService:
             app = build_app(
                 server,
                 tasks,
+                node=node,
                 control_open=self.control_open,
                 certificate_users=self.certificate_users,
             )

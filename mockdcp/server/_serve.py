@@ -17,8 +17,7 @@ import contextlib
 import logging
 import os
 import time
-from functools import partial
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import attrs
 import trio
@@ -34,13 +33,14 @@ from mockdcp.server._kv import (
     Wakeups,
 )
 from mockdcp.server._network import NetworkOptions, TlsArguments, node_network
+from mockdcp.server._nodes import NodeShell
 from mockdcp.util import ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
 
     from mockdcp.model import Oracle
-    from mockdcp.producer import ConnectionStatistics
+    from mockdcp.producer import ConnectionStatistics, Topology
     from mockdcp.protocol import StreamEndReason
     from mockdcp.scenario import ConsumerProgress, ExpectationResult, Scenario, Step, StepRunner
     from mockdcp.server._pcap import PcapWriter
@@ -71,6 +71,18 @@ class MockDcpServer:
     _runner: StepRunner | None = None
     #: set when the scenario's steps have all run (at once without a scenario)
     scenario_done: trio.Event = attrs.field(factory=trio.Event)
+    #: every node's listeners, in join order (``nodes``)
+    shells: list[NodeShell] = attrs.field(factory=list)
+
+    @property
+    def topology(self) -> Topology:
+        """The cluster the nodes make: the map, its revision, the topology steps."""
+        return self.node.topology
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        """Every node, numbered from 0 in join order, with its ports and status."""
+        return [NodeInfo.of(i, shell) for i, shell in enumerate(self.shells)]
 
     async def run_rest(self, steps: list[Step], source: str, first: int) -> None:
         """Run a scenario's steps after its initial ones; a failure is recorded in the
@@ -218,15 +230,39 @@ def server_state(server: MockDcpServer) -> dict[str, object]:
     return state(server)
 
 
-async def _listen(host: str, port: int) -> list[trio.SocketListener]:
-    try:
-        return await trio.open_tcp_listeners(port, host=host)
-    except OSError as exc:
-        raise ServerError(f"cannot listen on {host}:{port}: {exc}") from exc
+@attrs.frozen(kw_only=True)
+class NodeInfo:
+    """One node of a running server: its number, name, status and ports."""
 
+    number: int
+    name: str
+    status: str
+    host: str
+    kv_port: int
+    http_port: int
+    tls_port: int | None = None
+    https_port: int | None = None
 
-def _port_of(listeners: list[trio.SocketListener]) -> int:
-    return int(listeners[0].socket.getsockname()[1])
+    @classmethod
+    def of(cls, number: int, shell: NodeShell) -> NodeInfo:
+        node = shell.node
+        return cls(
+            number=number,
+            name=node.name,
+            status=node.topology.status(node).value,
+            host=node.host,
+            kv_port=node.kv_port,
+            http_port=node.http_port,
+            tls_port=node.network.kv_ssl,
+            https_port=node.network.mgmt_ssl,
+        )
+
+    @property
+    def connection_string(self) -> str:
+        return f"couchbase://{self.host}:{self.kv_port}"
+
+    def as_json(self) -> dict[str, object]:
+        return attrs.asdict(self)
 
 
 @contextlib.asynccontextmanager
@@ -255,6 +291,8 @@ async def serve(
     external_http_port: int | None = None,
     external_kv_tls_port: int | None = None,
     external_https_port: int | None = None,
+    nodes: int = 1,
+    replicas: int = 0,
     **tls: Unpack[TlsArguments],
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
@@ -279,6 +317,13 @@ async def serve(
     ``docs``: that many seeded Faker documents loaded (and persisted) before the block
     runs, as ``mockdcp serve --docs`` loads them; clients that connect meanwhile wait.
 
+    ``nodes``: data nodes in this process, each with its own KV and HTTP ports
+    (consecutive from ``port`` and ``http_port``, or each free with 0), serving one
+    cluster map in which each vbucket has an active and ``replicas`` replica copies
+    (0..min(3, nodes - 1)), placed as ns_server balances them; ``server.nodes`` lists
+    them. The topology steps (``add_node``, ``rebalance``, ``failover_node``,
+    ``node_down``...) change it.
+
     ``external_host`` (and the ``external_*_port`` keywords): the address clients
     outside the node's network reach it at, put in every cluster map as
     ``alternateAddresses.external`` (a port not given is the node's own).
@@ -301,6 +346,16 @@ async def serve(
         raise ServerError("max_connections and output_limit must be positive")
     if auth_timeout is not None and not auth_timeout > 0:
         raise ServerError(f"auth_timeout must be positive (or None), not {auth_timeout}")
+    _check_nodes(
+        nodes,
+        replicas,
+        external_ports=(
+            external_kv_port,
+            external_http_port,
+            external_kv_tls_port,
+            external_https_port,
+        ),
+    )
     tune_process()  # the producer's allocator and numpy settings, once per process
     plan = _load_scenario(scenario)
     if plan is not None:
@@ -331,8 +386,10 @@ async def serve(
         http = HttpService(host, http_port, control_open=control_open, tls=tls_setup)
         files.callback(http.close)
         limits = _Limits(max_connections, output_limit, auth_timeout)
-        options = _Options(host, port, http_port, users, idle_timeout, seed, plan, limits, network)
-        async with _serve(options, model, capture, http) as server:
+        options = _Options(
+            host, port, http_port, users, idle_timeout, seed, plan, limits, network, control_open
+        )
+        async with _serve(options, model, capture, http, nodes, replicas) as server:
             if docs:
                 await _load_documents(server, docs)
             yield server
@@ -341,11 +398,13 @@ async def serve(
 async def _load_documents(server: MockDcpServer, docs: int) -> None:
     from mockdcp.data import load_documents
 
-    server.kv.hold()  # connections wait for the data: ready means ready
+    for shell in server.shells:
+        shell.kv.hold()  # connections wait for the data: ready means ready
     try:
         await load_documents(server.bucket, docs, server.seed)
     finally:
-        server.kv.release()
+        for shell in server.shells:
+            shell.kv.release()
 
 
 def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenario | None:
@@ -367,6 +426,7 @@ class _Options:
     scenario: Scenario | None
     limits: _Limits
     network: NetworkOptions
+    control_open: bool
 
 
 @attrs.frozen
@@ -390,47 +450,160 @@ def _open_capture(
         raise ServerError(f"cannot write the packet capture {path}: {exc}") from exc
 
 
+def _check_nodes(nodes: int, replicas: int, *, external_ports: Sequence[int | None]) -> None:
+    """``serve``'s cluster shape: a clear error before anything listens."""
+    from mockdcp.model import MAX_REPLICAS
+
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        raise ServerError(f"nodes is a count >= 1, not {nodes!r}")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        raise ServerError(f"replicas is a count >= 0, not {replicas!r}")
+    if replicas > min(MAX_REPLICAS, nodes - 1):
+        raise ServerError(
+            f"{replicas} replica(s) need {replicas + 1} nodes (and at most {MAX_REPLICAS}):"
+            f" the cluster has {nodes}"
+        )
+    if nodes > 1 and any(p is not None for p in external_ports):
+        raise ServerError(
+            "external ports map one node's ports: with several nodes give only"
+            " external_host (each node advertises its own ports there)"
+        )
+
+
+def _port(base: int, index: int) -> int:
+    """Node ``index``'s port: consecutive from ``base``, or free (0) with 0."""
+    return base + index if base else 0
+
+
+@attrs.define
+class _Cluster:
+    """What ``_serve`` needs to make a node's shell (at start and for ``add_node``)."""
+
+    options: _Options
+    tls: TlsSetup | None
+    wakeups: Wakeups
+    capture: PcapWriter | None
+    advertised: str
+    topology: Topology
+    first: Node | None = None
+
+    def shell(self, index: int, name: str, http: HttpService | None = None) -> NodeShell:
+        """Bind node ``index``'s ports (KV, TLS KV, HTTP, HTTPS) and make its node and
+        shell; ``http``: its management port, already bound (node 0's)."""
+        from mockdcp.server._http import bind_sockets
+
+        options, tls = self.options, self.tls
+        host = options.host
+        tls_base = None if tls is None else tls.options.port
+        bound: list[Any] = []
+        try:
+            kv_sockets = bind_sockets(host, _port(options.port, index))
+            bound += kv_sockets
+            tls_sockets = [] if tls_base is None else bind_sockets(host, _port(tls_base, index))
+            bound += tls_sockets
+            if http is None:
+                http = self._http(index, None)
+        except BaseException:
+            for sock in bound:
+                sock.close()
+            raise
+        kv_port = int(kv_sockets[0].getsockname()[1])
+        tls_port = int(tls_sockets[0].getsockname()[1]) if tls_sockets else None
+        network = node_network(options.network, tls_port, http.https_port)
+        if self.first is None:
+            node = Node(
+                bucket=self.topology.cluster.bucket,
+                users=dict(options.users or DEFAULT_USERS),
+                name=name,
+                host=self.advertised,
+                kv_port=kv_port,
+                http_port=http.port,
+                network=network,
+                wake=self.wakeups.wake,
+                topology=self.topology,
+            )
+            if options.idle_timeout is not None:
+                node.idle_timeout = options.idle_timeout
+            self.first = node
+        else:
+            node = self.first.sibling(
+                name, host=self.advertised, kv_port=kv_port, http_port=http.port, network=network
+            )
+        limits = options.limits
+        kv = KvService(
+            node,
+            self.wakeups,
+            pcap=self.capture,
+            max_connections=limits.max_connections,
+            auth_timeout=limits.auth_timeout,
+            output_limit=limits.output_limit,
+            tls=tls,
+        )
+        own_http = http
+
+        def rebind() -> HttpService:
+            return self._http(index, own_http)
+
+        listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(s)) for s in kv_sockets]
+        tls_listeners = [
+            trio.SocketListener(trio.socket.from_stdlib_socket(s)) for s in tls_sockets
+        ]
+        return NodeShell(node, kv, http, listeners, tls_listeners, rebind)
+
+    def _http(self, index: int, old: HttpService | None) -> HttpService:
+        """Node ``index``'s management port(s): the ports ``old`` had, or the next ones."""
+        options, tls = self.options, self.tls
+        if old is not None:
+            port, https = old.port, old.https_port
+        else:
+            port = _port(options.http_port, index)
+            https = None if tls is None else _port(tls.options.https_port, index)
+        return HttpService(
+            options.host, port, control_open=options.control_open, tls=tls, https_port=https
+        )
+
+
 @contextlib.asynccontextmanager
 async def _serve(
-    options: _Options, model: Bucket, capture: PcapWriter | None, http: HttpService
+    options: _Options,
+    model: Bucket,
+    capture: PcapWriter | None,
+    http: HttpService,
+    num_nodes: int = 1,
+    replicas: int = 0,
 ) -> AsyncIterator[MockDcpServer]:
+    from mockdcp.model import Cluster
+    from mockdcp.producer import Topology
+
     host = options.host
-    kv_listeners = await _listen(host, options.port)
     tls = http.tls
-    tls_listeners = [] if tls is None else await _listen(host, tls.options.port)
-    tls_port = _port_of(tls_listeners) if tls_listeners else None
-    wakeups = Wakeups()
-    node = Node(
-        bucket=model,
-        users=dict(options.users or DEFAULT_USERS),
-        host=host if host not in ("0.0.0.0", "::") else "127.0.0.1",
-        kv_port=_port_of(kv_listeners),
-        http_port=http.port,
-        network=node_network(options.network, tls_port, http.https_port),
-        wake=wakeups.wake,
-    )
-    if options.idle_timeout is not None:
-        node.idle_timeout = options.idle_timeout
-    limits = options.limits
-    kv = KvService(
-        node,
-        wakeups,
-        pcap=capture,
-        max_connections=limits.max_connections,
-        auth_timeout=limits.auth_timeout,
-        output_limit=limits.output_limit,
-        tls=tls,
-    )
+    cluster = Cluster(model, [f"node{i}" for i in range(num_nodes)], replicas, seed=options.seed)
+    cluster.auto_replicate = True
+    advertised = host if host not in ("0.0.0.0", "::") else "127.0.0.1"
+    maker = _Cluster(options, tls, Wakeups(), capture, advertised, Topology(cluster))
+    shells: list[NodeShell] = []
+    try:
+        for i in range(num_nodes):
+            shells.append(maker.shell(i, f"node{i}", http if i == 0 else None))  # noqa: PERF401
+    except BaseException:
+        for shell in shells[1:]:
+            shell.http.close()
+        raise
+    node = shells[0].node
+    topology = node.topology
+    for shell in shells:
+        topology.join(shell.node)
     server = MockDcpServer(
         node=node,
-        kv=kv,
+        kv=shells[0].kv,
         host=node.host,
         kv_port=node.kv_port,
         http_port=node.http_port,
         seed=options.seed,
-        tls_port=tls_port,
+        tls_port=node.network.kv_ssl,
         https_port=http.https_port,
         tls=tls,
+        shells=shells,
     )
     plan = options.scenario
     later: list[Step] = []
@@ -446,10 +619,21 @@ async def _serve(
         later = list(plan.steps[first_wait:])
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(partial(trio.serve_listeners, kv.handle, kv_listeners))
-            if tls_listeners:
-                nursery.start_soon(partial(trio.serve_listeners, kv.handle_tls, tls_listeners))
-            nursery.start_soon(partial(http.run, server))
+
+            def spawn(name: str) -> Node:
+                shell = maker.shell(len(server.shells), name)
+                server.shells.append(shell)
+                nursery.start_soon(shell.supervise, server)
+                return shell.node
+
+            def poke() -> None:
+                for shell in server.shells:
+                    shell.poke()
+
+            topology.spawn = spawn
+            topology.on_change.append(poke)
+            for shell in shells:
+                nursery.start_soon(shell.supervise, server)
             if plan is not None:
                 nursery.start_soon(server.run_rest, later, plan.source, first_wait)
             else:
@@ -460,6 +644,8 @@ async def _serve(
                 yield server
             finally:
                 node.close_all("server shutting down")
+                topology.on_change.remove(poke)
+                topology.spawn = None
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise_unwrapped(group)  # the block's own exception, not a group around it

@@ -112,7 +112,7 @@ async def test_streaming_config_sends_the_config_again_on_a_new_revision(
         while data.count(b"\n\n\n\n") < 2:
             data += await stream.receive_some(65536)
             if data.count(b"\n\n\n\n") == 1 and server.node.config_rev == 1:
-                server.node.config_rev += 1
+                server.topology.changed()
     await stream.aclose()
     head, body = data.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 200")
@@ -139,7 +139,7 @@ async def test_streaming_config_ends_cleanly_when_the_client_leaves_or_the_serve
         leaving = await _first_config(server.http_port)
         await leaving.aclose()
         staying = await _first_config(server.http_port)
-        server.node.config_rev += 1
+        server.topology.changed()
         await trio.sleep(2 * STREAM_POLL)
     await staying.aclose()
     gc.collect()  # anything of the responses left unfinalized would warn now

@@ -3,7 +3,7 @@ registry, the read-only lookups."""
 
 from __future__ import annotations
 
-from mockdcp.model import Bucket
+from mockdcp.model import Bucket, Cluster
 from mockdcp.producer._keepalive import NOOP_OPAQUE_BASE, Keepalive
 from mockdcp.producer._lookups import all_vb_seqnos, collection_id, observe_seqno, scope_id
 from mockdcp.protocol import (
@@ -59,17 +59,18 @@ def test_all_vb_seqnos_and_the_collection_id_rule() -> None:
 
 def test_observe_seqno_reports_the_current_branch_and_an_older_one() -> None:
     b = bucket()
+    node = Cluster(b).view("node0")
     vb = b.vbucket(2)
     old_uuid = vb.failover.entries[0][0]
     b.failover(2, lose_unpersisted=False)
-    reply = observe_seqno(b, ObserveSeqno(opaque=1, vbucket=2, vbucket_uuid=old_uuid))
+    reply = observe_seqno(node, ObserveSeqno(opaque=1, vbucket=2, vbucket_uuid=old_uuid))
     assert reply is not None
     assert reply.status == Status.SUCCESS
     assert len(reply.value) == 43  # format 1: with the old uuid and its last seqno
-    assert observe_seqno(b, ObserveSeqno(opaque=1, vbucket=2, vbucket_uuid=1)).status == (  # type: ignore[union-attr]
+    assert observe_seqno(node, ObserveSeqno(opaque=1, vbucket=2, vbucket_uuid=1)).status == (  # type: ignore[union-attr]
         Status.KEY_ENOENT
     )
-    assert observe_seqno(b, ObserveSeqno(opaque=1, vbucket=9, vbucket_uuid=1)) is None
+    assert observe_seqno(node, ObserveSeqno(opaque=1, vbucket=9, vbucket_uuid=1)) is None
 
 
 def test_a_default_only_bucket_knows_only_the_default_scope_and_collection() -> None:

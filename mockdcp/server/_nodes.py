@@ -1,0 +1,108 @@
+"""The listeners of each node of the cluster one process runs (``serve(nodes=N)``).
+
+A ``NodeShell`` owns one node's sockets: KV (and TLS KV) and the management port (and
+HTTPS). It serves them while the node is up and closes them while it is down, failed over
+or rebalanced out, so a client gets a refused connection, never a hang (a node that is
+down does not answer on its ports); ``node_up`` binds the same ports again. The
+topology tells the shells after each change (``Topology.on_change``); the shell of a node
+the ``add_node`` step makes is built by ``ClusterShell.spawn`` with ports next to the
+others'.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from mockdcp.producer import CLOSED_STATUSES
+from mockdcp.util import ServerError
+
+if TYPE_CHECKING:
+    from mockdcp.producer import Node
+    from mockdcp.server._http import HttpService
+    from mockdcp.server._kv import KvService
+    from mockdcp.server._serve import MockDcpServer
+
+log = logging.getLogger("mockdcp.server")
+
+
+async def listen(host: str, port: int) -> list[trio.SocketListener]:
+    """TCP listeners on ``host``:``port`` (0: a free port); ``ServerError`` if taken."""
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ServerError(f"cannot listen on {host}:{port}: {exc}") from exc
+
+
+def port_of(listeners: list[trio.SocketListener]) -> int:
+    return int(listeners[0].socket.getsockname()[1])
+
+
+@attrs.define(eq=False)
+class NodeShell:
+    """One node's listeners (see the module docstring)."""
+
+    node: Node
+    kv: KvService
+    http: HttpService
+    kv_listeners: list[trio.SocketListener]
+    tls_listeners: list[trio.SocketListener]
+    #: binds the management sockets again (for ``node_up``)
+    rebind_http: Any
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+    #: the node's ports are open (listening)
+    listening: bool = False
+
+    @property
+    def wanted(self) -> bool:
+        return self.node.topology.status(self.node) not in CLOSED_STATUSES
+
+    def poke(self) -> None:
+        """The topology changed: look again at whether to listen."""
+        self._changed.set()
+
+    async def _changes(self) -> None:
+        await self._changed.wait()
+        self._changed = trio.Event()
+
+    async def supervise(self, server: MockDcpServer) -> None:
+        """Serve the node's ports while it is wanted; close them while it is not."""
+        host = self.node.host
+        while True:
+            if not self.wanted:
+                await self._changes()
+                continue
+            if not self.kv_listeners:  # back up: the same ports again
+                self.kv_listeners = await listen(host, self.node.kv_port)
+                if self.node.network.kv_ssl is not None:
+                    self.tls_listeners = await listen(host, self.node.network.kv_ssl)
+                self.http = self.rebind_http()
+            try:
+                async with trio.open_nursery() as nursery:
+                    self.listening = True
+                    nursery.start_soon(
+                        partial(trio.serve_listeners, self.kv.handle, self.kv_listeners)
+                    )
+                    if self.tls_listeners:
+                        nursery.start_soon(
+                            partial(trio.serve_listeners, self.kv.handle_tls, self.tls_listeners)
+                        )
+                    nursery.start_soon(partial(self.http.run, server, self.node))
+                    while self.wanted:
+                        await self._changes()
+                    nursery.cancel_scope.cancel()
+            finally:
+                self.listening = False
+                for listener in [*self.kv_listeners, *self.tls_listeners]:
+                    with trio.CancelScope(shield=True):
+                        await listener.aclose()
+                self.kv_listeners, self.tls_listeners = [], []
+                self.http.close()
+            log.info("node %s: ports closed (%s)", self.node.name, self._status())
+
+    def _status(self) -> str:
+        return self.node.topology.status(self.node).value
