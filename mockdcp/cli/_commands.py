@@ -30,6 +30,8 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
         "vbuckets": server.bucket.num_vbuckets,
         "connection_string": server.connection_string,
         "http": server.http_url,
+        "nodes": [n.as_json() for n in server.nodes],
+        "replicas": server.topology.cluster.map.num_replicas,
     }
     tls = server.tls
     if tls is not None:
@@ -46,6 +48,10 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
         f"mockdcp ready: kv {server.host}:{server.kv_port} http {server.host}:{server.http_port} "
         f"bucket {info['bucket']} ({info['vbuckets']} vbuckets) {server.connection_string}"
     )
+    for n in server.nodes[1:]:
+        line += f" node{n.number} kv {n.host}:{n.kv_port} http {n.host}:{n.http_port}"
+    if len(server.nodes) > 1:
+        line += f" ({info['replicas']} replica(s))"
     if tls is not None:
         line += (
             f" tls {server.host}:{server.tls_port} https {server.host}:{server.https_port} "
@@ -120,6 +126,8 @@ async def _serve(args: argparse.Namespace) -> None:
             control_open=args.control_open,
             flush_interval=args.flush_interval or None,
             scenario=scenario,
+            nodes=args.nodes,
+            replicas=args.replicas,
             **_limits(args),
             **_network(args),
         ) as server,
@@ -129,11 +137,11 @@ async def _serve(args: argparse.Namespace) -> None:
         if corpus and not scenario:
             from mockdcp.pipeline import load_corpus
 
-            server.kv.hold()  # connections wait for the data: ready means ready
+            server.hold()  # connections wait for the data: ready means ready
             try:
                 report = await load_corpus(bucket, corpus)
             finally:
-                server.kv.release()
+                server.release()
             print(
                 f"mockdcp loaded {report.rows} rows ({report.written} writes, {report.deleted} "
                 f"deletes, {report.expired} expiries) from {corpus}",
@@ -141,11 +149,11 @@ async def _serve(args: argparse.Namespace) -> None:
                 flush=True,
             )
         elif args.docs and not scenario:
-            server.kv.hold()  # connections wait for the data: ready means ready
+            server.hold()  # connections wait for the data: ready means ready
             try:
                 persist_later = await _load(bucket, args.docs, args.seed, worker)
             finally:
-                server.kv.release()
+                server.release()
             loaded = f"mockdcp loaded {args.docs} documents"
             if args.json:
                 loaded = json.dumps({"event": "loaded", "docs": args.docs})

@@ -66,6 +66,15 @@ def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", default="Administrator")
     p.add_argument("--password", default="password")
     p.add_argument("--seed", type=int, default=0, help="seed for uuids, CAS and data")
+    p.add_argument(
+        "--nodes",
+        type=_int_in(1, 64),
+        default=1,
+        help="data nodes, each with its own ports (consecutive from --port/--http-port)",
+    )
+    p.add_argument(
+        "--replicas", type=_int_in(0, 3), default=0, help="replica copies of each vbucket"
+    )
 
 
 def _collection_paths(text: str) -> dict[str, list[str]]:

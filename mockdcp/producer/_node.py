@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp.producer._checker_rules import CheckerLimits
+from mockdcp.producer._topology import CLOSED_STATUSES
 from mockdcp.protocol import (
     SERVER_VERSION,
     NodeNetwork,
@@ -212,6 +213,8 @@ class Node:
         self.connections[conn.conn_id] = conn
         if self.refusing:
             conn.close("connections refused by a scenario step")
+        elif self.topology.status(self) in CLOSED_STATUSES:
+            conn.close(f"node {self.name} is {self.topology.status(self).value}")
         return conn
 
     def forget(self, conn: Connection) -> None:

@@ -54,6 +54,8 @@ class NodeShell:
     #: binds the management sockets again (for ``node_up``)
     rebind_http: Any
     _changed: trio.Event = attrs.field(factory=trio.Event)
+    #: set while the listeners are as the node's status wants them (``settled``)
+    _stable: trio.Event = attrs.field(factory=trio.Event)
     #: the node's ports are open (listening)
     listening: bool = False
 
@@ -63,9 +65,18 @@ class NodeShell:
 
     def poke(self) -> None:
         """The topology changed: look again at whether to listen."""
+        if self.listening != self.wanted and self._stable.is_set():
+            self._stable = trio.Event()
         self._changed.set()
 
+    async def settled(self) -> None:
+        """Wait until the ports are open or closed as the node's status wants (a step
+        that takes a node down returns once its ports refuse)."""
+        if self.listening != self.wanted:
+            await self._stable.wait()
+
     async def _changes(self) -> None:
+        self._stable.set()
         await self._changed.wait()
         self._changed = trio.Event()
 

@@ -79,6 +79,16 @@ class MockDcpServer:
         """The cluster the nodes make: the map, its revision, the topology steps."""
         return self.node.topology
 
+    def hold(self) -> None:
+        """Until ``release``, connections accepted on any node wait before bootstrap
+        (the initial data is loading)."""
+        for shell in self.shells:
+            shell.kv.hold()
+
+    def release(self) -> None:
+        for shell in self.shells:
+            shell.kv.release()
+
     @property
     def nodes(self) -> list[NodeInfo]:
         """Every node, numbered from 0 in join order, with its ports and status."""
@@ -145,7 +155,12 @@ class MockDcpServer:
         be applied or a wait times out (the server keeps running)."""
         from mockdcp.scenario import parse_steps
 
-        await self.runner.apply(parse_steps(list(steps), source="<apply>"), "<apply>")
+        try:
+            await self.runner.apply(parse_steps(list(steps), source="<apply>"), "<apply>")
+        finally:
+            for shell in self.shells:  # a node taken down refuses once this returns
+                with trio.fail_after(10):
+                    await shell.settled()
 
     async def wait(self, trigger: ConsumerProgress | float, *, limit: float = 60.0) -> None:
         """Wait for consumer progress (or ``trigger`` seconds); ``StepFailed`` after
@@ -398,13 +413,11 @@ async def serve(
 async def _load_documents(server: MockDcpServer, docs: int) -> None:
     from mockdcp.data import load_documents
 
-    for shell in server.shells:
-        shell.kv.hold()  # connections wait for the data: ready means ready
+    server.hold()  # connections wait for the data: ready means ready
     try:
         await load_documents(server.bucket, docs, server.seed)
     finally:
-        for shell in server.shells:
-            shell.kv.release()
+        server.release()
 
 
 def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenario | None:

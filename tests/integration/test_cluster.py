@@ -1,0 +1,310 @@
+"""Several data nodes on 127.0.0.1 (``serve(nodes=3, replicas=1)``): one map on every
+node, replicas that answer, rebalance by takeover, hard failover and node down/up, as a
+raw client meets them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import trio
+
+import mockdcp
+from mockdcp.protocol import (
+    DcpGetFailoverLog,
+    DcpOpen,
+    DcpOpenFlag,
+    DcpStreamRequest,
+    Frame,
+    GetClusterConfig,
+    Hello,
+    HelloFeature,
+    Magic,
+    ObserveSeqno,
+    SaslAuth,
+    SelectBucket,
+    Status,
+    StreamFlag,
+    decode_failover_log,
+    decode_rollback_value,
+)
+from mockdcp.scenario import ScenarioProblems, StepFailed
+from mockdcp.util import ServerError
+
+from ._raw import RawClient
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from mockdcp.server import MockDcpServer
+
+AUTH = b"\0Administrator\0password"
+FEATURES = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.SELECT_BUCKET)
+NOTIFY = (*FEATURES, HelloFeature.DUPLEX, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION)
+
+
+async def _client(port: int, features: tuple[int, ...] = FEATURES, dcp: bool = True) -> RawClient:
+    c = await RawClient.connect(port)
+    await c.call(Hello(opaque=c.next_opaque(), agent=b"cluster", features=features))
+    await c.call(SaslAuth(opaque=c.next_opaque(), mechanism="PLAIN", payload=AUTH))
+    assert (await c.call(SelectBucket(opaque=c.next_opaque(), bucket="default"))).status == 0
+    if dcp:
+        flags = int(DcpOpenFlag.PRODUCER)
+        r = await c.call(DcpOpen(opaque=c.next_opaque(), name=b"cluster", flags=flags))
+        assert r.status == Status.SUCCESS
+    return c
+
+
+def _request(c: RawClient, vb: int, **kw: int) -> DcpStreamRequest:
+    fields: dict[str, Any] = {
+        "opaque": c.next_opaque(),
+        "vbucket": vb,
+        "flags": 0,
+        "start_seqno": 0,
+        "end_seqno": 0xFFFFFFFFFFFFFFFF,
+        "vbucket_uuid": 0,
+        "snap_start_seqno": 0,
+        "snap_end_seqno": 0,
+    }
+    fields.update(kw)
+    return DcpStreamRequest(**fields)
+
+
+def _port(server: MockDcpServer, node: str | None) -> int:
+    assert node is not None
+    return next(n.kv_port for n in server.nodes if n.name == node)
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[MockDcpServer]:
+    async with mockdcp.serve(
+        port=0, http_port=0, vbuckets=8, nodes=3, replicas=1, flush_interval=None
+    ) as server:
+        for i in range(40):
+            server.bucket.set(f"doc::{i}", f'{{"i":{i}}}')
+        server.bucket.persist()
+        yield server
+
+
+async def test_every_node_serves_one_map_with_its_own_ports_and_a_replica_a_vbucket(
+    cluster: MockDcpServer,
+) -> None:
+    nodes = cluster.nodes
+    assert [n.number for n in nodes] == [0, 1, 2]
+    assert len({p for n in nodes for p in (n.kv_port, n.http_port)}) == 6
+    configs = []
+    async with httpx.AsyncClient(auth=("Administrator", "password")) as http:
+        for n in nodes:
+            r = await http.get(f"http://127.0.0.1:{n.http_port}/pools/default/b/default")
+            configs.append(r.json())
+    maps = [c["vBucketServerMap"] for c in configs]
+    assert all(m == maps[0] for m in maps)
+    assert maps[0]["numReplicas"] == 1
+    assert maps[0]["serverList"] == [f"127.0.0.1:{n.kv_port}" for n in nodes]
+    for chain in maps[0]["vBucketMap"]:
+        assert len(chain) == 2
+        assert chain[0] != chain[1]
+        assert -1 not in chain
+    assert [[e.get("thisNode", False) for e in c["nodesExt"]] for c in configs] == [
+        [True, False, False],
+        [False, True, False],
+        [False, False, True],
+    ]
+    # CCCP answers the same map
+    c = await _client(nodes[2].kv_port, dcp=False)
+    r = await c.call(GetClusterConfig(opaque=c.next_opaque()))
+    assert json.loads(r.value)["vBucketServerMap"] == maps[0]
+
+
+async def test_a_replica_answers_observe_and_streams_without_active_only_but_not_writes(
+    cluster: MockDcpServer,
+) -> None:
+    topo = cluster.topology.cluster
+    vb = 0
+    active = topo.active(vb)
+    replica_node = topo.map.replicas(vb)[0]
+    replica = topo.replicas(vb)[replica_node]
+    assert replica.high_seqno == active.high_seqno > 0
+    c = await _client(_port(cluster, replica_node))
+    uuid = active.failover.newest_uuid
+    r = await c.call(ObserveSeqno(opaque=c.next_opaque(), vbucket=vb, vbucket_uuid=uuid))
+    assert r.status == Status.SUCCESS
+    current = struct.unpack(">Q", r.value[19:27])[0]
+    assert current == active.high_seqno
+    r = await c.call(DcpGetFailoverLog(opaque=c.next_opaque(), vbucket=vb))
+    assert decode_failover_log(r.value)[0][0] == uuid
+    r = await c.call(_request(c, vb, flags=int(StreamFlag.ACTIVE_VB_ONLY)))
+    assert r.status == Status.NOT_MY_VBUCKET
+    assert json.loads(r.value)["vBucketServerMap"]["numReplicas"] == 1
+    r = await c.call(_request(c, vb))
+    assert r.status == Status.SUCCESS
+    # a node without a copy answers NOT_MY_VBUCKET with the config
+    others = [n.name for n in cluster.nodes if n.name not in (replica_node, topo.map.active(vb))]
+    c2 = await _client(_port(cluster, others[0]))
+    r = await c2.call(_request(c2, vb))
+    assert r.status == Status.NOT_MY_VBUCKET
+
+
+async def test_a_rebalance_moves_a_vbucket_by_takeover_without_rollback_and_pushes_the_map(
+    cluster: MockDcpServer,
+) -> None:
+    topo = cluster.topology
+    vb = 0
+    old = topo.cluster.map.active(vb)
+    c = await _client(_port(cluster, old), features=NOTIFY)
+    r = await c.call(_request(c, vb))
+    uuid = decode_failover_log(r.value)[0][0]
+    high = topo.cluster.active(vb).high_seqno
+    await cluster.apply({"add_node": {}})
+    assert [n.status for n in cluster.nodes] == ["active", "active", "active", "added"]
+    rev = cluster.node.config_rev
+    await cluster.apply({"rebalance": {}})
+    assert cluster.node.config_rev > rev + 1  # a revision per move
+    assert [n.status for n in cluster.nodes] == ["active"] * 4
+    frames: list[Frame] = []
+    with trio.move_on_after(2):
+        while True:
+            frames.append(await c.frame())
+    new = topo.cluster.map.active(vb)
+    pushes = [f for f in frames if f.magic is Magic.SERVER_REQUEST]
+    assert pushes
+    assert json.loads(pushes[-1].value)["rev"] == cluster.node.config_rev
+    if new != old:  # the old node's stream ended STATE_CHANGED, the new one resumes
+        ends = [f for f in frames if f.opcode == 0x55]
+        assert ends
+        assert struct.unpack(">I", ends[-1].extras)[0] == 2
+        c2 = await _client(_port(cluster, new))
+        r = await c2.call(
+            _request(
+                c2,
+                vb,
+                start_seqno=high,
+                vbucket_uuid=uuid,
+                snap_start_seqno=high,
+                snap_end_seqno=high,
+            )
+        )
+        assert r.status == Status.SUCCESS  # same uuid, same history: no rollback
+        assert decode_failover_log(r.value)[0][0] == uuid
+
+
+async def test_hard_failover_with_a_replica_behind_rolls_a_consumer_back_to_its_seqno(
+    cluster: MockDcpServer,
+) -> None:
+    topo = cluster.topology
+    vb = 1
+    active_node = topo.cluster.map.active(vb)
+    replica_node = topo.cluster.map.replicas(vb)[0]
+    number = [n.name for n in cluster.nodes].index(replica_node)
+    kept = topo.cluster.active(vb).high_seqno
+    await cluster.apply({"replication": {"paused": True, "node": number}})
+    key = next(f"late::{i}" for i in range(1000) if cluster.bucket.vbucket_of(f"late::{i}") == vb)
+    cluster.bucket.set(key, b'{"late":1}')
+    cluster.bucket.persist()
+    high = topo.cluster.active(vb).high_seqno
+    uuid = topo.cluster.active(vb).failover.newest_uuid
+    assert high == kept + 1
+    dead = [n.name for n in cluster.nodes].index(active_node)
+    await cluster.apply({"failover_node": {"node": dead}})
+    assert cluster.nodes[dead].status == "failed_over"
+    with pytest.raises(OSError, match="connect"):
+        await trio.open_tcp_stream("127.0.0.1", cluster.nodes[dead].kv_port)
+    assert topo.cluster.map.active(vb) == replica_node
+    c = await _client(_port(cluster, replica_node))
+    r = await c.call(
+        _request(
+            c, vb, start_seqno=high, vbucket_uuid=uuid, snap_start_seqno=high, snap_end_seqno=high
+        )
+    )
+    assert r.status == Status.ROLLBACK
+    assert decode_rollback_value(r.value) == kept
+    assert (0, key.encode()) not in cluster.oracle()
+
+
+async def test_a_node_down_refuses_connections_and_comes_back_with_what_it_persisted(
+    cluster: MockDcpServer,
+) -> None:
+    port = cluster.nodes[2].kv_port
+    c = await _client(port)
+    await cluster.apply({"node_down": {"node": 2}})
+    assert await c.closed_by_server()
+    with pytest.raises(OSError, match="connect"):
+        await trio.open_tcp_stream("127.0.0.1", port)
+    await cluster.apply({"node_up": {"node": 2}})
+    with trio.fail_after(5):
+        while True:
+            try:
+                c = await _client(port)
+                break
+            except OSError:
+                await trio.sleep(0.05)
+    vb = cluster.topology.cluster.map.actives_on("node2")[0]
+    r = await c.call(_request(c, vb))
+    assert r.status == Status.SUCCESS
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ([{"node_down": {"node": 7}}], "no node 7"),
+        (
+            [
+                {"remove_node": {"node": 0}},
+                {"remove_node": {"node": 1}},
+                {"remove_node": {"node": 2}},
+            ],
+            "last node",
+        ),
+        ([{"node_down": {"node": 1}}, {"rebalance": {}}], "down"),
+        ([{"rebalance": {"vbuckets": [0]}}], "already where"),
+    ],
+)
+async def test_a_bad_topology_step_is_refused_before_anything_changes(
+    cluster: MockDcpServer, steps: list[dict[str, Any]], message: str
+) -> None:
+    rev = cluster.node.config_rev
+    with pytest.raises(ScenarioProblems, match=message):
+        await cluster.apply(*steps)
+    assert cluster.node.config_rev == rev
+    assert [n.status for n in cluster.nodes] == ["active"] * 3
+
+
+async def test_more_replicas_than_nodes_allow_is_a_clear_error() -> None:
+    with pytest.raises(ServerError, match="need 3 nodes"):
+        async with mockdcp.serve(port=0, http_port=0, vbuckets=4, nodes=2, replicas=2):
+            pass
+
+
+async def test_the_streaming_config_stays_open_and_pushes_each_new_revision(
+    cluster: MockDcpServer,
+) -> None:
+    stream = await trio.open_tcp_stream("127.0.0.1", cluster.nodes[1].http_port)
+    auth = base64.b64encode(b"Administrator:password").decode()
+    head = f"GET /pools/default/bs/default HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}"
+    await stream.send_all(f"{head}\r\n\r\n".encode())
+    data = b""
+
+    async def configs(count: int) -> None:
+        nonlocal data
+        with trio.fail_after(10):
+            while data.count(b"\n\n\n\n") < count:
+                data += await stream.receive_some(65536)
+
+    try:
+        await configs(1)
+        await cluster.apply({"add_node": {}})
+        await configs(2)
+    finally:
+        await stream.aclose()
+    revs = [json.loads(part[part.index(b"{") :])["rev"] for part in data.split(b"\n\n\n\n")[:2]]
+    assert revs[1] > revs[0]
+
+
+async def test_a_step_on_a_failed_over_node_fails_clearly(cluster: MockDcpServer) -> None:
+    await cluster.apply({"failover_node": {"node": 1, "graceful": True}})
+    with pytest.raises((ScenarioProblems, StepFailed), match="failed over"):
+        await cluster.apply({"node_down": {"node": 1}})
