@@ -15,6 +15,7 @@ from mockdcp.util import raise_unwrapped
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from pathlib import Path
 
     from mockdcp.model import Bucket
@@ -393,6 +394,9 @@ async def _tail(args: argparse.Namespace) -> None:
                 done.set()
 
     vbuckets = args.vbuckets  # None: every vbucket the bucket has
+    if args.cluster:
+        await _tail_cluster(args, vbuckets, on_event, done)
+        return
     consumer = DcpConsumer(
         args.host,
         args.port,
@@ -424,9 +428,49 @@ async def _tail(args: argparse.Namespace) -> None:
         raise_unwrapped(group)
 
 
+async def _tail_cluster(
+    args: argparse.Namespace,
+    vbuckets: list[int] | None,
+    on_event: Callable[[int, object], None],
+    done: trio.Event,
+) -> None:
+    """``tail --cluster``: a connection per node, each vbucket followed to its active
+    node as the map changes (``ClusterConsumer``)."""
+    from mockdcp.client import ClusterConsumer
+    from mockdcp.protocol import StreamFlag
+
+    consumer = ClusterConsumer(
+        args.host,
+        args.port,
+        user=args.user,
+        password=args.password,
+        bucket=args.bucket,
+        name="mockdcp-tail",
+        vbuckets=vbuckets,
+        collections=not args.no_collections,
+        on_event=on_event,
+        stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
+        buffer_size=args.buffer_size,
+        noop_interval=args.noop_interval,
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumer.run)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise_unwrapped(group)
+
+
 def run_tail(args: argparse.Namespace) -> int:
     from mockdcp.client import CallbackError, ConsumerError
 
+    if args.cluster and (args.collection or args.scope is not None):
+        print(
+            "mockdcp tail: --cluster streams whole vbuckets (no --collection/--scope)",
+            file=sys.stderr,
+        )
+        return 2
     if (args.collection or args.scope is not None) and args.no_collections:
         print("mockdcp tail: --collection and --scope need collections", file=sys.stderr)
         return 2

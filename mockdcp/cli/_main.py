@@ -277,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--json", action="store_true", help="JSON lines instead of a table")
     tail.add_argument("--no-collections", action="store_true", help="do not negotiate collections")
     tail.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a connection per node, each vbucket followed to its node as the map changes",
+    )
+    tail.add_argument(
         "--collection",
         action="append",
         default=[],

@@ -172,7 +172,14 @@ def validate_file(path: str) -> list[str]:
 
     try:
         scenario = load_scenario(path)
-        check_steps(scenario.steps, scenario_bucket(scenario), path)
+        spec = scenario.bucket
+        check_steps(
+            scenario.steps,
+            scenario_bucket(scenario),
+            path,
+            nodes=spec.nodes,
+            replicas=spec.replicas,
+        )
     except ScenarioProblems as exc:
         return [str(p) for p in exc.problems]
     except MockDcpError as exc:

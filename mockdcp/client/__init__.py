@@ -6,6 +6,7 @@ actions that follow); ``DcpConsumer`` drives it on trio; ``ConsumerState`` is wh
 
 from __future__ import annotations
 
+from mockdcp.client._cluster import ClusterConsumer as ClusterConsumer
 from mockdcp.client._consumer import DcpConsumer as DcpConsumer, EventCallback as EventCallback
 from mockdcp.client._core import (
     Action as Action,

@@ -65,7 +65,9 @@ def oracle_from_scenario(path: str | Path) -> pa.Table:
     try:
         scenario = load_scenario(str(path))
         bucket = scenario_bucket(scenario)
-        runner = StepRunner(Node(bucket=bucket, users={}), seed=scenario.seed)
+        spec = scenario.bucket
+        node = Node.cluster(bucket, {}, nodes=spec.nodes, replicas=spec.replicas)
+        runner = StepRunner(node, seed=scenario.seed)
         runner.apply_now([s for s in scenario.steps if s.GROUP != "control"], scenario.source)
     except (ScenarioProblems, StepFailed) as exc:
         raise PipelineError(f"scenario {path}: {exc}") from None

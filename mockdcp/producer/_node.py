@@ -125,6 +125,24 @@ class Node:
         if self.name not in self.topology.nodes:
             self.topology.join(self)
 
+    @classmethod
+    def cluster(
+        cls, bucket: Bucket, users: Mapping[str, str], *, nodes: int = 1, replicas: int = 0
+    ) -> Node:
+        """The first of ``nodes`` nodes of a new cluster serving ``bucket`` with
+        ``replicas`` (no ports: the pure model a scenario's oracle is computed on);
+        the others are in its ``topology``."""
+        from mockdcp.model import Cluster
+        from mockdcp.producer._topology import Topology
+
+        names = [f"node{i}" for i in range(nodes)]
+        cluster = Cluster(bucket, names, replicas)
+        cluster.auto_replicate = True
+        first = cls(bucket=bucket, users=users, topology=Topology(cluster))
+        for name in names[1:]:
+            first.topology.join(first.sibling(name, host=first.host, kv_port=0, http_port=0))
+        return first
+
     def sibling(
         self,
         name: str,

@@ -138,9 +138,11 @@ class Simulation:
     cluster: ClusterSim | None = None
 
     @classmethod
-    def of(cls, bucket: Bucket, topology: Topology | None = None) -> Simulation:
+    def of(
+        cls, bucket: Bucket, topology: Topology | None = None, *, nodes: int = 1, replicas: int = 0
+    ) -> Simulation:
         """The simulation of ``bucket`` (and of the cluster ``topology`` serves it from:
-        without one, a one-node cluster) as it is now."""
+        without one, a new cluster of ``nodes`` with ``replicas``) as it is now."""
         from mockdcp.scenario._cluster_check import ClusterSim
 
         return cls(
@@ -149,7 +151,7 @@ class Simulation:
             [vb.persisted_seqno for vb in bucket.vbuckets],
             copy.deepcopy(bucket.manifest),
             cluster=(
-                ClusterSim.single(bucket.num_vbuckets)
+                ClusterSim.new(bucket.num_vbuckets, nodes, replicas)
                 if topology is None
                 else ClusterSim.of(topology)
             ),

@@ -41,11 +41,13 @@ class ClusterSim:
         )
 
     @classmethod
-    def single(cls, num_vbuckets: int) -> ClusterSim:
-        """A one-node cluster with no replica (a bucket checked on its own)."""
+    def new(cls, num_vbuckets: int, nodes: int = 1, replicas: int = 0) -> ClusterSim:
+        """A new cluster of ``nodes`` with ``replicas`` (a scenario file checked on its
+        own: as ``serve`` will start it)."""
         from mockdcp.model import VBucketMap
 
-        return cls(["node0"], ["active"], VBucketMap.balanced(num_vbuckets, ["node0"], 0))
+        names = [f"node{i}" for i in range(nodes)]
+        return cls(names, ["active"] * nodes, VBucketMap.balanced(num_vbuckets, names, replicas))
 
     def member(self, number: int, step: str) -> str:
         """The name of node ``number``, which must still be in the cluster."""

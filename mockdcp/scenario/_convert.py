@@ -68,6 +68,22 @@ class BucketSpec:
     vbuckets: int = 16
     #: scope -> collection names (the ``_default`` scope and collection always exist)
     collections: dict[str, list[str]] = attrs.field(factory=dict)
+    #: data nodes serving the bucket, and replica copies of each vbucket
+    nodes: int = 1
+    replicas: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise ValueError(f"bucket: nodes is 1..{MAX_NODES}, not {self.nodes}")
+        if not 0 <= self.replicas <= min(3, self.nodes - 1):
+            raise ValueError(
+                f"bucket: {self.replicas} replica(s) need {self.replicas + 1} nodes (at most 3"
+                f" replicas): the scenario has {self.nodes}"
+            )
+
+
+#: nodes a scenario's cluster may have (``mockdcp serve --nodes`` allows as many)
+MAX_NODES = 64
 
 
 @attrs.frozen(kw_only=True)

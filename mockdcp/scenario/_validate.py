@@ -21,11 +21,14 @@ def check_steps(
     bucket: Bucket,
     source: str = "<steps>",
     topology: Topology | None = None,
+    *,
+    nodes: int = 1,
+    replicas: int = 0,
 ) -> None:
     """Raise ``ScenarioProblems`` naming every step that cannot run on ``bucket`` (each
     step's own ``check``, against what the steps before it will have done), served by
-    ``topology``'s nodes (None: one node)."""
-    sim = Simulation.of(bucket, topology)
+    ``topology``'s nodes (None: a new cluster of ``nodes`` with ``replicas``)."""
+    sim = Simulation.of(bucket, topology, nodes=nodes, replicas=replicas)
     problems: list[Problem] = []
     for i, step in enumerate(steps):
         try:

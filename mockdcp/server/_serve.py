@@ -378,6 +378,7 @@ async def serve(
         from mockdcp.scenario import scenario_bucket
 
         model = bucket_obj or scenario_bucket(plan)
+        nodes, replicas = plan.bucket.nodes, plan.bucket.replicas  # the scenario's cluster
     else:
         model = bucket_obj or Bucket(
             bucket, vbuckets, seed=seed, clock=time.time, collections=collections or {}

@@ -15,7 +15,7 @@ from mockdcp.util._errors import MockDcpError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mockdcp.client import DcpConsumer
+    from mockdcp.client import ClusterConsumer, DcpConsumer
     from mockdcp.producer import CheckerLimits
     from mockdcp.scenario import ExpectationResult
     from mockdcp.server import MockDcpServer
@@ -67,7 +67,7 @@ class Outcome:
 
 async def run_scenario(
     path: Path,
-    make_consumer: Callable[[str, int], DcpConsumer],
+    make_consumer: Callable[[str, int], DcpConsumer | ClusterConsumer],
     limit: float = SCENARIO_LIMIT,
     *,
     checker_limits: CheckerLimits | None = None,
@@ -120,7 +120,7 @@ def protocol_violations(server: MockDcpServer) -> list[str]:
     ]
 
 
-def converged(consumer: DcpConsumer, server: MockDcpServer) -> bool:
+def converged(consumer: DcpConsumer | ClusterConsumer, server: MockDcpServer) -> bool:
     """The consumer holds exactly the bucket's live documents (seqno and value)."""
     held = {k: (v.seqno, bytes(v.value)) for k, v in consumer.state.documents().items()}
     oracle = {k: (i.seqno, bytes(i.value)) for k, i in server.oracle().items()}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
-from mockdcp.client import DcpConsumer
+from mockdcp.client import ClusterConsumer, DcpConsumer
 from mockdcp.producer import CheckerLimits
 from mockdcp.scenario import load_scenario
 from tests.scenarios._harness import LIBRARY, library, run_scenario
@@ -33,8 +33,16 @@ TAIL_FLAGS: dict[str, list[str]] = {
 }
 
 
-def reference_consumer(name: str) -> Callable[[str, int], DcpConsumer]:
+#: the scenarios run on several nodes: the reference consumer follows the map there
+CLUSTER = sorted(p.stem for p in SCENARIOS if load_scenario(str(p)).bucket.nodes > 1)
+for _name in CLUSTER:
+    TAIL_FLAGS.setdefault(_name, []).append("--cluster")
+
+
+def reference_consumer(name: str) -> Callable[[str, int], DcpConsumer | ClusterConsumer]:
     options = CONSUMER_OPTIONS.get(name, {})
+    if name in CLUSTER:
+        return lambda host, port: ClusterConsumer(host, port, **options)
     return lambda host, port: DcpConsumer(host, port, vbuckets=None, **options)
 
 
@@ -74,6 +82,22 @@ async def test_library_scenario_passes_with_the_reference_consumer(path: Path) -
     assert outcome.violations == []
     # streaming, rolling back, re-opening and reconnecting as the protocol asks
     assert outcome.protocol_violations == []
+
+
+def test_the_library_has_cluster_scenarios() -> None:
+    assert len(CLUSTER) >= 8
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+async def test_a_consumer_that_does_not_follow_moved_vbuckets_fails_each_cluster_scenario(
+    name: str,
+) -> None:
+    # one connection to the seed node, never reading the map again: what it asks of
+    # the other nodes' vbuckets is refused, and what moves away is lost
+    outcome = await run_scenario(
+        LIBRARY / f"{name}.yaml", lambda host, port: DcpConsumer(host, port, vbuckets=None)
+    )
+    assert not (outcome.passed and outcome.converged), outcome.explain()
 
 
 async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> None:

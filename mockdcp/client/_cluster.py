@@ -1,0 +1,285 @@
+"""The reference consumer across a cluster: a connection per node, each vbucket streamed
+from its active node, followed when it moves.
+
+``ClusterConsumer`` bootstraps from a seed node's cluster map (GET_CLUSTER_CONFIG), opens
+a DCP connection to each node of ``serverList`` that is active for a vbucket it streams,
+and keeps one ``ConsumerState`` for all of them. It reads the map again (on one
+connection kept for it) every ``poll`` seconds and at once when a node tells it a
+vbucket is not there any more: a stream request answered NOT_MY_VBUCKET, a stream ended
+STATE_CHANGED (kv_engine ``DcpProducer::closeStreamDueToVbStateChange``), a connection
+lost. A vbucket whose active moved is then asked for on its new node, from where the
+state says it is, as java-dcp-client's ``Conductor`` and go-dcp do after a rebalance: a
+takeover keeps the vbucket uuid, so it resumes without a rollback; a failover's new
+branch answers ROLLBACK, which the state takes. Nodes that leave the map are let go.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from mockdcp.client._consumer import DcpConsumer
+from mockdcp.client._core import ConsumerCore
+from mockdcp.client._state import ConsumerState
+from mockdcp.protocol import (
+    FrameReader,
+    GetClusterConfig,
+    RemoteProtocolError,
+    Status,
+    StreamEndReason,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from mockdcp.client._core import Action
+    from mockdcp.client._streams import StreamKey
+    from mockdcp.protocol import Frame, Message, Response, StreamEnd
+
+log = logging.getLogger("mockdcp.client")
+
+#: seconds between two readings of the cluster map, and at least between two
+DEFAULT_POLL = 0.1
+MIN_GAP = 0.01
+_LOST = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, RemoteProtocolError)
+
+
+class _NodeCore(ConsumerCore):
+    """One node's share of the streams: a vbucket that is not this node's any more is
+    handed back (``lost``) instead of being asked for here again."""
+
+    def __init__(self, lost: Callable[[int], None], **options: Any) -> None:  # noqa: ANN401
+        super().__init__(**options)
+        self.lost = lost
+
+    def on_stream_response(self, key: StreamKey, frame: Frame) -> list[Action]:
+        if frame.status == Status.NOT_MY_VBUCKET:
+            self.open.discard(key)
+            self.lost(key[0])
+            return []
+        return super().on_stream_response(key, frame)
+
+    def _on_stream_end(self, key: StreamKey, msg: StreamEnd) -> list[Action]:
+        if msg.reason == StreamEndReason.STATE_CHANGED:
+            self.open.discard(key)
+            self.state.stream_ends.append((key[0], int(msg.reason)))
+            self.lost(key[0])
+            return []
+        return super()._on_stream_end(key, msg)
+
+
+class _Member(DcpConsumer):
+    """The connection to one node (``DcpConsumer`` with a send lock: the router asks for
+    streams on it from another task)."""
+
+    live = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
+        super().__init__(*args, **kwargs)
+        self._lock = trio.Lock()
+
+    async def _send(self, message: Message | Response) -> None:
+        async with self._lock:
+            await super()._send(message)
+
+    async def request_streams(self) -> None:
+        self.live = True  # before the list is taken: a vbucket added later is sent
+        await super().request_streams()
+
+    async def _session(self) -> None:
+        try:
+            await super()._session()
+        finally:
+            self.live = False
+
+    async def add(self, vb: int) -> None:
+        """Stream ``vb`` here too (now if the connection is up, else when it is)."""
+        if vb not in self.core.vbuckets:
+            self.core.vbuckets.append(vb)
+        if self.live:
+            for request in self.core.stream_requests(vb):
+                await self._send(request)
+
+    def drop(self, vb: int) -> None:
+        if vb in self.core.vbuckets:
+            self.core.vbuckets.remove(vb)
+        for key in [k for k in self.core.open if k[0] == vb]:
+            self.core.open.discard(key)
+
+
+class ClusterConsumer:
+    """See the module docstring. Takes ``DcpConsumer``'s options (``vbuckets`` None:
+    every vbucket of the map); ``state`` and ``on_event`` are shared by every node's
+    connection."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        user: str = "Administrator",
+        password: str = "password",
+        bucket: str = "default",
+        name: str = "mockdcp-consumer",
+        vbuckets: Iterable[int] | None = None,
+        mechanism: str = "SCRAM-SHA512",
+        state: ConsumerState | None = None,
+        on_event: Callable[[int, object], None] | None = None,
+        poll: float = DEFAULT_POLL,
+        **core_options: Any,  # noqa: ANN401 - ConsumerCore's
+    ) -> None:
+        self.seeds = [(host, port)]
+        self.user, self.password, self.bucket, self.name = user, password, bucket, name
+        self.mechanism = mechanism
+        self.wanted = None if vbuckets is None else list(vbuckets)
+        self.state = state or ConsumerState()
+        self.on_event = on_event
+        self.poll = poll
+        self.core_options = core_options
+        #: "host:port" -> that node's connection
+        self.members: dict[str, _Member] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
+        #: vbucket -> the node it is streamed from
+        self.owner: dict[int, str] = {}
+        self.rev = 0
+        self._poke = trio.Event()
+        self._config_client: DcpConsumer | None = None
+
+    # -- the map ------------------------------------------------------------------------
+
+    async def _fetch(self) -> dict[str, Any] | None:
+        """The cluster map, from the node kept for it or any other known one."""
+        addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
+        for host, port in addresses:
+            client = self._config_client
+            try:
+                if client is None or (client.host, client.port) != (host, port):
+                    await self._close_config_client()
+                    client = DcpConsumer(
+                        host,
+                        port,
+                        user=self.user,
+                        password=self.password,
+                        bucket=self.bucket,
+                        mechanism=self.mechanism,
+                        vbuckets=[],
+                        collections=False,
+                    )
+                    client._reader = FrameReader()
+                    client._stream = await client._connect()
+                    self._config_client = client
+                    await client._login()
+                frame = await client._expect_ok(
+                    GetClusterConfig(opaque=client.core.next_opaque()), "GET_CLUSTER_CONFIG"
+                )
+                return json.loads(frame.value)  # type: ignore[no-any-return]
+            except (*_LOST, ValueError):
+                await self._close_config_client()
+        return None
+
+    async def _close_config_client(self) -> None:
+        client, self._config_client = self._config_client, None
+        if client is not None and client._stream is not None:
+            with trio.CancelScope(shield=True):
+                await client._stream.aclose()
+
+    def _known(self) -> list[tuple[str, int]]:
+        out = []
+        for address in self.members:
+            host, _, port = address.rpartition(":")
+            out.append((host, int(port)))
+        return out
+
+    def lost(self, vb: int) -> None:
+        """A node said ``vb`` is not there: read the map again now."""
+        self.owner.pop(vb, None)
+        self._poke.set()
+
+    async def _apply(self, config: dict[str, Any], nursery: trio.Nursery) -> None:
+        """Stream each vbucket from its active node as ``config`` maps it."""
+        server_map = config["vBucketServerMap"]
+        servers: list[str] = server_map["serverList"]
+        chains: list[list[int]] = server_map["vBucketMap"]
+        self.rev = int(config.get("rev", 0))
+        wanted = range(len(chains)) if self.wanted is None else self.wanted
+        for vb in wanted:
+            index = chains[vb][0]
+            active = servers[index].replace("$HOST", self.seeds[0][0]) if index >= 0 else None
+            current = self.owner.get(vb)
+            if active == current:
+                continue
+            for member in self.members.values():
+                member.drop(vb)
+            self.owner.pop(vb, None)
+            if active is None:
+                continue  # no copy anywhere: wait for a rebalance to make one
+            member = self._member(active, nursery)
+            self.owner[vb] = active
+            await member.add(vb)
+        for address in list(self.members):
+            if not self.members[address].core.vbuckets:
+                self._scopes.pop(address).cancel()
+                del self.members[address]
+
+    def _member(self, address: str, nursery: trio.Nursery) -> _Member:
+        member = self.members.get(address)
+        if member is None:
+            host, _, port = address.rpartition(":")
+            core = _NodeCore(
+                self.lost, name=self.name, vbuckets=[], state=self.state, **self.core_options
+            )
+            member = _Member(
+                host,
+                int(port),
+                user=self.user,
+                password=self.password,
+                bucket=self.bucket,
+                mechanism=self.mechanism,
+                vbuckets=[],
+                on_event=self.on_event,
+                core=core,
+            )
+            self.members[address] = member
+            scope = trio.CancelScope()
+            self._scopes[address] = scope
+            nursery.start_soon(self._run_member, member, scope)
+        return member
+
+    async def _run_member(self, member: _Member, scope: trio.CancelScope) -> None:
+        """A node's connection: run (reconnecting) until let go; a lost node's vbuckets
+        are routed again from the next map."""
+        with scope:
+            while True:
+                try:
+                    await member.run()
+                except _LOST as exc:  # never reached it: the map will say where to go
+                    log.info("node %s:%d unreachable (%s)", member.host, member.port, exc)
+                for vb in list(member.core.vbuckets):
+                    self.lost(vb)
+                await trio.sleep(self.poll)
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Stream until cancelled, following the map."""
+        try:
+            async with trio.open_nursery() as nursery:
+                started = False
+                while True:
+                    config = await self._fetch()
+                    if config is not None:
+                        await self._apply(config, nursery)
+                        if not started:
+                            started = True
+                            task_status.started()
+                    elif not started:
+                        raise OSError(f"no node of {self.seeds} answered with a cluster map")
+                    with trio.move_on_after(self.poll):
+                        await self._poke.wait()
+                    self._poke = trio.Event()
+                    await trio.sleep(MIN_GAP)  # a map read at most this often
+        finally:
+            await self._close_config_client()
