@@ -109,8 +109,15 @@ async def read_json(request: Request) -> object:
         raise Problem(400, "Bad Request", f"the body is not JSON: {exc}") from None
 
 
-def prometheus_text(totals: Mapping[str, int], streams: Mapping[str, int]) -> str:
-    """``/metrics`` in the Prometheus text exposition format (version 0.0.4)."""
+def prometheus_text(
+    totals: Mapping[str, int],
+    streams: Mapping[str, int],
+    nodes: Mapping[str, int] | None = None,
+    cluster: Mapping[str, int] | None = None,
+) -> str:
+    """``/metrics`` in the Prometheus text exposition format (version 0.0.4); ``nodes``:
+    the cluster's nodes by status, ``cluster``: ``rev``, ``replica_lag`` (items the
+    replicas miss, in all) and ``rebalance_moves_left``."""
     lines: list[str] = []
 
     def metric(name: str, kind: str, text: str, samples: list[tuple[str, int]]) -> None:
@@ -155,6 +162,32 @@ def prometheus_text(totals: Mapping[str, int], streams: Mapping[str, int]) -> st
         "protocol_violations",
     )
     counter("steps_applied", "Scenario steps applied.", "steps_applied")
+    if nodes is not None:
+        metric(
+            "mockdcp_nodes",
+            "gauge",
+            "Data nodes of the cluster, by status.",
+            [(f'{{status="{status}"}}', n) for status, n in sorted(nodes.items())],
+        )
+    if cluster is not None:
+        metric(
+            "mockdcp_config_revision",
+            "gauge",
+            "The cluster map's revision.",
+            [("", cluster["rev"])],
+        )
+        metric(
+            "mockdcp_replica_lag_items",
+            "gauge",
+            "Seqnos the replicas are behind their actives, summed over every replica.",
+            [("", cluster["replica_lag"])],
+        )
+        metric(
+            "mockdcp_rebalance_moves_left",
+            "gauge",
+            "vbucket moves the rebalance under way has still to make (0: none under way).",
+            [("", cluster["rebalance_moves_left"])],
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -221,8 +254,10 @@ class ControlApi:
         runner = self.server._runner  # made on first use
         totals["steps_applied"] = 0 if runner is None else runner.progress.applied
         streams = _control_state.streams_by_state(self.node)
+        nodes, cluster = _control_state.cluster_metrics(self.node)
         return PlainTextResponse(
-            prometheus_text(totals, streams), media_type="text/plain; version=0.0.4"
+            prometheus_text(totals, streams, nodes, cluster),
+            media_type="text/plain; version=0.0.4",
         )
 
     async def post_steps(self, request: Request) -> Response:

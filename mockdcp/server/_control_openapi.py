@@ -86,6 +86,20 @@ _VBUCKET = {
             "type": ["integer", "null"],
             "description": "the highest seqno a live stream of the vbucket has written",
         },
+        "active_node": {"type": ["string", "null"], "description": "the node of its active"},
+        "replicas": {
+            "type": "array",
+            "description": "its replica copies, in chain order",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "node": {"type": "string"},
+                    "high_seqno": _INT,
+                    "persisted_seqno": _INT,
+                    "paused": {"type": "boolean", "description": "replication into it held"},
+                },
+            },
+        },
         "acked_seqno": {
             "type": ["integer", "null"],
             "description": (
@@ -120,6 +134,44 @@ _PROGRESS = {
     },
 }
 
+_CLUSTER_NODE = {
+    "type": "object",
+    "required": ["number", "name", "status", "host", "kv_port", "http_port"],
+    "properties": {
+        "number": {**_INT, "description": "in join order, from 0 (what the steps name)"},
+        "name": {"type": "string"},
+        "status": {"enum": ["active", "added", "down", "failed_over", "removed"]},
+        "host": {"type": "string"},
+        "kv_port": _INT,
+        "http_port": _INT,
+        "tls_port": {"type": ["integer", "null"]},
+        "https_port": {"type": ["integer", "null"]},
+        "active_vbuckets": _INT,
+        "replica_vbuckets": _INT,
+        "connections": _INT,
+    },
+}
+
+_CLUSTER = {
+    "type": "object",
+    "description": "the data nodes, the map's revision and replica count, a rebalance",
+    "properties": {
+        "nodes": {"type": "array", "items": _CLUSTER_NODE},
+        "replicas": _INT,
+        "rev": _INT,
+        "rebalance": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"done": _INT, "moves": _INT},
+                    "description": "the rebalance under way: moves done of all",
+                },
+                {"type": "null"},
+            ]
+        },
+    },
+}
+
 _STATE = {
     "type": "object",
     "required": ["bucket", "connections", "streams", "vbuckets", "totals", "scenario"],
@@ -137,6 +189,7 @@ _STATE = {
             },
         },
         "vbuckets": {"type": "array", "items": _VBUCKET},
+        "cluster": _CLUSTER,
         "totals": {
             "type": "object",
             "description": "counters since the server started (what /metrics reports)",

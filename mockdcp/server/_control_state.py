@@ -97,10 +97,83 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
         "http_port": node.http_port,
         "connections": connections,
         "streams": {"total": sum(per_vb.values()), "by_state": streams_by_state(node)},
-        "vbuckets": [_vbucket_state(vb, sent, acked, per_vb) for vb in bucket.vbuckets],
+        "vbuckets": [
+            {**_vbucket_state(vb, sent, acked, per_vb), **_copies(node, vb.vbid)}
+            for vb in bucket.vbuckets
+        ],
+        "cluster": cluster_state(node),
         "totals": totals(node),
         "scenario": dict(scenario) if scenario is not None else None,
     }
+
+
+def _copies(node: Node, vbid: int) -> dict[str, Any]:
+    """Where a vbucket's copies are: its active node, and each replica's seqnos."""
+    cluster = node.topology.cluster
+    return {
+        "active_node": cluster.map.active(vbid),
+        "replicas": [
+            {
+                "node": name,
+                "high_seqno": copy.high_seqno,
+                "persisted_seqno": copy.persisted_seqno,
+                "paused": cluster.is_paused(name, vbid),
+            }
+            for name, copy in cluster.replicas(vbid).items()
+        ],
+    }
+
+
+def cluster_state(node: Node) -> dict[str, Any]:
+    """The nodes (numbered in join order, with their ports and status), the map's
+    revision and replica count, and the rebalance under way (moves done of all)."""
+    topology = node.topology
+    cluster = topology.cluster
+    counts = cluster.map.counts()
+    nodes = []
+    for number, (name, n) in enumerate(topology.nodes.items()):
+        actives, replicas = counts.get(name, (0, 0))
+        nodes.append(
+            {
+                "number": number,
+                "name": name,
+                "status": topology.status(n).value,
+                "host": n.host,
+                "kv_port": n.kv_port,
+                "http_port": n.http_port,
+                "tls_port": n.network.kv_ssl,
+                "https_port": n.network.mgmt_ssl,
+                "active_vbuckets": actives,
+                "replica_vbuckets": replicas,
+                "connections": len(n.connections),
+            }
+        )
+    moving = topology.rebalancing
+    return {
+        "nodes": nodes,
+        "replicas": cluster.map.num_replicas,
+        "rev": topology.rev,
+        "rebalance": None if moving is None else {"done": moving[0], "moves": moving[1]},
+    }
+
+
+def cluster_metrics(node: Node) -> tuple[dict[str, int], dict[str, int]]:
+    """The nodes by status (every status named), and the map's revision, the replicas'
+    lag (seqnos behind their actives, in all) and the rebalance's moves left."""
+    from mockdcp.producer import NodeStatus
+
+    topology = node.topology
+    cluster = topology.cluster
+    by_status = dict.fromkeys((s.value for s in NodeStatus), 0)
+    for n in topology.nodes.values():
+        by_status[topology.status(n).value] += 1
+    lag = 0
+    for vb in range(node.bucket.num_vbuckets):
+        high = cluster.active(vb).high_seqno
+        lag += sum(max(0, high - c.high_seqno) for c in cluster.replicas(vb).values())
+    moving = topology.rebalancing
+    left = 0 if moving is None else moving[1] - moving[0]
+    return by_status, {"rev": topology.rev, "replica_lag": lag, "rebalance_moves_left": left}
 
 
 def server_state(server: MockDcpServer) -> dict[str, Any]:

@@ -308,3 +308,30 @@ async def test_a_step_on_a_failed_over_node_fails_clearly(cluster: MockDcpServer
     await cluster.apply({"failover_node": {"node": 1, "graceful": True}})
     with pytest.raises((ScenarioProblems, StepFailed), match="failed over"):
         await cluster.apply({"node_down": {"node": 1}})
+
+
+async def test_state_and_metrics_show_the_nodes_the_map_and_the_replicas(
+    cluster: MockDcpServer,
+) -> None:
+    await cluster.apply({"replication": {"paused": True, "node": 1}})
+    vb = next(v for v in range(8) if "node1" in cluster.topology.cluster.map.replicas(v))
+    key = next(f"s::{i}" for i in range(1000) if cluster.bucket.vbucket_of(f"s::{i}") == vb)
+    cluster.bucket.set(key, b"{}")
+    state = cluster.state()
+    nodes = state["cluster"]["nodes"]  # type: ignore[index]
+    assert [(n["number"], n["status"]) for n in nodes] == [
+        (0, "active"),
+        (1, "active"),
+        (2, "active"),
+    ]
+    assert [n["kv_port"] for n in nodes] == [n.kv_port for n in cluster.nodes]
+    assert sum(n["active_vbuckets"] for n in nodes) == 8
+    row = state["vbuckets"][vb]  # type: ignore[index]
+    behind = next(r for r in row["replicas"] if r["node"] == "node1")
+    assert behind["paused"]
+    assert behind["high_seqno"] == row["high_seqno"] - 1
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{cluster.http_url}/metrics")).text
+    assert 'mockdcp_nodes{status="active"} 3' in text
+    assert "mockdcp_replica_lag_items 1" in text
+    assert f"mockdcp_config_revision {cluster.node.config_rev}" in text
