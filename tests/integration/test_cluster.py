@@ -116,8 +116,8 @@ async def test_every_node_serves_one_map_with_its_own_ports_and_a_replica_a_vbuc
     ]
     # CCCP answers the same map
     c = await _client(nodes[2].kv_port, dcp=False)
-    r = await c.call(GetClusterConfig(opaque=c.next_opaque()))
-    assert json.loads(r.value)["vBucketServerMap"] == maps[0]
+    cccp = await c.call(GetClusterConfig(opaque=c.next_opaque()))
+    assert json.loads(cccp.value)["vBucketServerMap"] == maps[0]
 
 
 async def test_a_replica_answers_observe_and_streams_without_active_only_but_not_writes(
@@ -198,6 +198,7 @@ async def test_hard_failover_with_a_replica_behind_rolls_a_consumer_back_to_its_
     topo = cluster.topology
     vb = 1
     active_node = topo.cluster.map.active(vb)
+    assert active_node is not None
     replica_node = topo.cluster.map.replicas(vb)[0]
     number = [n.name for n in cluster.nodes].index(replica_node)
     kept = topo.cluster.active(vb).high_seqno
