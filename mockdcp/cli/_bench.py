@@ -185,6 +185,8 @@ async def _stream_once(
     collections: list[int] | None = None,
     stream_ids: int = 0,
     tls: bool = False,
+    nodes: int = 1,
+    replicas: int = 0,
 ) -> dict[str, Any]:
     import tempfile
 
@@ -206,10 +208,19 @@ async def _stream_once(
         if tls:
             tls_options = {"tls": True, "tls_port": 0, "https_port": 0, "tls_dir": private}
         # no flusher: the bench measures streaming from memory, or from disk after persist()
+        s0 = time.perf_counter()
         async with serve(
-            port=0, http_port=0, bucket_obj=bucket, flush_interval=None, **tls_options
+            port=0,
+            http_port=0,
+            bucket_obj=bucket,
+            flush_interval=None,
+            nodes=nodes,
+            replicas=replicas,
+            **tls_options,
         ) as server:
+            setup_s = time.perf_counter() - s0  # with replicas: building their copies
             port = server.tls_port if tls else server.kv_port
+            plan = [] if nodes == 1 else _cluster_plan(server)
             cmd = [
                 sys.executable,
                 "-m",
@@ -228,6 +239,7 @@ async def _stream_once(
                 "--stream-ids",
                 str(stream_ids),
                 *(["--tls-ca", ca_file] if ca_file else []),
+                *(["--plan", json.dumps(plan)] if plan else []),
             ]
             c0 = time.process_time()
             async with trio.open_nursery() as nursery:
@@ -236,9 +248,22 @@ async def _stream_once(
                 nursery.cancel_scope.cancel()
             report = json.loads(result.stdout.decode().strip().splitlines()[-1])
             report["server_cpu_s"] = time.process_time() - c0
+            report["setup_s"] = setup_s
             report["server_peak_rss"] = max(peak[0], _rss())
             return dict(report)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns
+
+
+def _cluster_plan(server: Any) -> list[dict[str, Any]]:  # noqa: ANN401 - MockDcpServer
+    """Per node: its KV port, the vbuckets active there and the items they hold (each
+    key written once: a vbucket's high seqno)."""
+    cluster = server.topology.cluster
+    plan = []
+    for node in server.nodes:
+        vbs = cluster.map.actives_on(node.name) if node.name in cluster.map.nodes else []
+        items = sum(cluster.active(vb).high_seqno for vb in vbs)
+        plan.append({"port": node.kv_port, "vbuckets": vbs, "items": items})
+    return plan
 
 
 def _tls_rate(args: argparse.Namespace, streamed: int, cids: list[int] | None) -> float:
@@ -313,6 +338,16 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         return 2
 
+    if args.nodes > 1 and (args.filter or args.stream_ids or args.consumers > 1 or args.tls):
+        print(
+            "mockdcp bench: --nodes measures one plain consumer (no --filter, --stream-ids,"
+            " --consumers or --tls)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.replicas > args.nodes - 1:
+        print(f"mockdcp bench: {args.replicas} replica(s) need more nodes", file=sys.stderr)
+        return 2
     # startup first, while this process is small: a 1M-item bucket in the parent slows
     # the spawn of the child being timed
     startup = measure_startup(max(args.runs, 5))
@@ -321,6 +356,9 @@ def run_bench(args: argparse.Namespace) -> int:
     walked: list[float] = []  # the bucket's items per second of streaming
     tls_rates: list[float] = []  # --tls: events/s of the same stream over TLS
     server_cpu, consumer_cpu, complete = [], [], []
+    cluster_rates: list[float] = []  # --nodes: events/s across the nodes
+    replica_builds: list[float] = []  # --replicas: seconds building the replica copies
+    load_seconds: list[float] = []
     cids, streamed = stream_plan(args.items, args.filter, args.stream_ids)
     for _ in range(args.runs):
         bucket, grown, load_s = load_bucket(
@@ -328,6 +366,7 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         mem.append(grown / args.items)
         loads.append(args.items / load_s)
+        load_seconds.append(load_s)
         if args.from_disk:
             for vb in range(args.vbuckets):  # close, flush: the checkpoints are expelled
                 bucket.checkpoint(vb)
@@ -342,6 +381,21 @@ def run_bench(args: argparse.Namespace) -> int:
             cids,
             args.stream_ids,
         )
+        if args.nodes > 1:
+            clustered = trio.run(
+                partial(
+                    _stream_once,
+                    bucket,
+                    streamed,
+                    args.vbuckets,
+                    args.legacy,
+                    nodes=args.nodes,
+                    replicas=args.replicas,
+                )
+            )
+            cluster_rates.append(clustered["events"] / clustered["seconds"])
+            replica_builds.append(clustered["setup_s"] - result["setup_s"])
+            complete.append(clustered["complete"])
         peaks.append(result["server_peak_rss"])
         server_cpu.append(result["events"] / result["server_cpu_s"])
         consumer_cpu.append(result["events"] / result["cpu_s"])
@@ -396,6 +450,24 @@ def run_bench(args: argparse.Namespace) -> int:
         # shared with other work would reach (the slower of the two bounds the rate)
         "events_per_server_cpu_s": statistics.median(server_cpu),
         "events_per_consumer_cpu_s": statistics.median(consumer_cpu),
+        "nodes": args.nodes,
+        "replicas": args.replicas,
+        "cluster_events_per_s": statistics.median(cluster_rates) if cluster_rates else None,
+        # across the nodes over one node, run by run (the target is 0.9)
+        "cluster_ratio": (
+            statistics.median(c / r for c, r in zip(cluster_rates, rates, strict=True))
+            if cluster_rates
+            else None
+        ),
+        "replica_build_s": statistics.median(replica_builds) if replica_builds else None,
+        # loading with the replicas built over loading alone (the target is <= 2)
+        "load_with_replicas_ratio": (
+            statistics.median(
+                (ls + max(b, 0.0)) / ls for ls, b in zip(load_seconds, replica_builds, strict=True)
+            )
+            if replica_builds and args.replicas
+            else None
+        ),
         "tls": args.tls,
         "tls_events_per_s": statistics.median(tls_rates) if tls_rates else None,
         # TLS over plaintext, run by run (the target is 0.5)
@@ -440,6 +512,19 @@ def run_bench(args: argparse.Namespace) -> int:
             f"events/s over TLS ({who})",
             f"{report['tls_events_per_s']:,.0f} ({report['tls_ratio']:.0%} of plaintext)",
             ">= 50% of plaintext",
+        )
+    if report["cluster_ratio"] is not None:
+        table.add_row(
+            f"events/s across {args.nodes} nodes (a connection each)",
+            f"{report['cluster_events_per_s']:,.0f} ({report['cluster_ratio']:.0%} of one node)",
+            ">= 90% of one node",
+        )
+    if report["load_with_replicas_ratio"] is not None:
+        table.add_row(
+            f"load with {args.replicas} replica(s) / without",
+            f"{report['load_with_replicas_ratio']:.2f}x ({report['replica_build_s']:.2f} s"
+            " building replicas)",
+            "<= 2x",
         )
     table.add_row(
         "connections that got every item, once",

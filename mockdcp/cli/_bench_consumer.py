@@ -15,6 +15,7 @@ import argparse
 import json
 import struct
 import time
+from typing import Any
 
 import trio
 
@@ -55,7 +56,7 @@ async def _connect(port: int, ca_file: str | None) -> trio.abc.Stream:
 async def _run(
     port: int,
     items: int,
-    vbuckets: int,
+    vbuckets: int | list[int],
     buffer_size: int,
     legacy: bool = False,
     name: str = "mockdcp-bench",
@@ -66,7 +67,7 @@ async def _run(
     consumer = DcpConsumer(
         "127.0.0.1",
         port,
-        vbuckets=range(vbuckets),
+        vbuckets=range(vbuckets) if isinstance(vbuckets, int) else vbuckets,
         name=name,
         buffer_size=buffer_size,
         reconnect=False,
@@ -184,6 +185,35 @@ async def _run_many(
     }
 
 
+async def _run_plan(plan: list[dict[str, Any]], buffer_size: int, legacy: bool) -> dict[str, float]:
+    """One consumer across a cluster (``mockdcp bench --nodes``): a connection per node,
+    each streaming the vbuckets active there (``plan``: port, vbuckets and the items
+    they hold, per node). Events and bytes are summed; seconds run from the first
+    start to the last item of the slowest node."""
+    reports: list[dict[str, float]] = []
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+
+    async def one(node: dict[str, Any]) -> None:
+        report = await _run(node["port"], node["items"], node["vbuckets"], buffer_size, legacy)
+        reports.append(report)
+
+    async with trio.open_nursery() as nursery:
+        for node in plan:
+            if node["items"]:
+                nursery.start_soon(one, node)
+    return {
+        "events": sum(r["events"] for r in reports),
+        "complete": int(all(r["complete"] for r in reports)),
+        "bytes": sum(r["bytes"] for r in reports),
+        "seconds": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "disk_snapshots": sum(r["disk_snapshots"] for r in reports),
+        "system_events": sum(r["system_events"] for r in reports),
+        "seqno_advances": sum(r["seqno_advances"] for r in reports),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
@@ -195,7 +225,14 @@ def main() -> None:
     p.add_argument("--collections", default="", help="collection ids to filter on: 8,9")
     p.add_argument("--stream-ids", type=int, default=0, help="streams per vbucket, sids 1..N")
     p.add_argument("--tls-ca", default=None, help="connect with TLS, trusting this CA (PEM)")
+    p.add_argument(
+        "--plan", default=None, help="JSON: per node its port, active vbuckets and their items"
+    )
     a = p.parse_args()
+    if a.plan:
+        report = trio.run(_run_plan, json.loads(a.plan), a.buffer_size, a.legacy)
+        print(json.dumps(report), flush=True)
+        return
     cids = [int(c) for c in a.collections.split(",") if c]
     streams = bench_streams(cids, a.stream_ids)
     if a.connections > 1:

@@ -367,6 +367,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stream over TLS (a CA of its own, in a temporary directory)",
     )
+    bench.add_argument(
+        "--nodes",
+        type=_int_in(1, 16),
+        default=1,
+        help="serve from this many nodes: one consumer with a connection per node, each "
+        "streaming the vbuckets active there, against one node in the same run",
+    )
+    bench.add_argument(
+        "--replicas", type=_int_in(0, 3), default=0, help="replicas of each vbucket (--nodes)"
+    )
     bench.add_argument("--json", action="store_true")
     return parser
 
