@@ -328,6 +328,70 @@ def measure_startup(runs: int, docs: int = 0) -> list[float]:
     return times
 
 
+async def _rebalance_once(bucket: Bucket, nodes: int, replicas: int) -> dict[str, float]:
+    """A rebalance from ``nodes`` to ``nodes + 1`` nodes while the reference cluster
+    consumer streams the bucket: seconds the rebalance took, then until the consumer
+    held the oracle."""
+    import trio
+
+    from mockdcp.client import ClusterConsumer
+    from mockdcp.server import serve
+
+    async with serve(
+        port=0, http_port=0, bucket_obj=bucket, flush_interval=None, nodes=nodes, replicas=replicas
+    ) as server:
+        consumer = ClusterConsumer(server.host, server.kv_port, name="mockdcp-bench-rebalance")
+        async with trio.open_nursery() as nursery:
+            await nursery.start(consumer.run)
+            await trio.sleep(0.2)  # streaming under way
+            t0 = time.perf_counter()
+            await server.apply({"add_node": {}}, {"rebalance": {}})
+            rebalance_s = time.perf_counter() - t0
+            oracle = {k: item.seqno for k, item in server.oracle().items()}
+            while True:
+                held = {k: v.seqno for k, v in consumer.state.documents().items()}
+                if held == oracle:
+                    break
+                await trio.sleep(0.5)
+            converged_s = time.perf_counter() - t0
+            nursery.cancel_scope.cancel()
+        moved = server.topology.rev
+    return {"rebalance_s": rebalance_s, "converged_s": converged_s, "config_rev": moved}
+
+
+def run_rebalance_bench(args: argparse.Namespace) -> int:
+    """``mockdcp bench --rebalance``: ``--nodes`` to one more, ``--vbuckets`` and
+    ``--items``, with the reference cluster consumer streaming (medians of ``--runs``)."""
+    import trio
+
+    results = []
+    for _ in range(args.runs):
+        bucket, _, _ = load_bucket(args.items, args.value_size, args.vbuckets)
+        results.append(trio.run(_rebalance_once, bucket, args.nodes, args.replicas))
+        del bucket
+        gc.collect()
+    report = {
+        "items": args.items,
+        "vbuckets": args.vbuckets,
+        "nodes": args.nodes,
+        "replicas": args.replicas,
+        "runs": args.runs,
+        "rebalance_s": statistics.median(r["rebalance_s"] for r in results),
+        "consumer_holds_oracle_after_s": statistics.median(r["converged_s"] for r in results),
+        "all": results,
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(
+        f"mockdcp bench --rebalance: {args.items:,} items, {args.vbuckets} vbuckets, "
+        f"{args.nodes} -> {args.nodes + 1} nodes, {args.replicas} replica(s), median of "
+        f"{args.runs}: rebalance {report['rebalance_s']:.2f} s (target < 10 s), the "
+        f"consumer holds the oracle after {report['consumer_holds_oracle_after_s']:.2f} s"
+    )
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
     import trio
 
@@ -338,6 +402,8 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         return 2
 
+    if args.rebalance:
+        return run_rebalance_bench(args)
     if args.nodes > 1 and (args.filter or args.stream_ids or args.consumers > 1 or args.tls):
         print(
             "mockdcp bench: --nodes measures one plain consumer (no --filter, --stream-ids,"

@@ -377,6 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--replicas", type=_int_in(0, 3), default=0, help="replicas of each vbucket (--nodes)"
     )
+    bench.add_argument(
+        "--rebalance",
+        action="store_true",
+        help="time a rebalance from --nodes to one more while the reference cluster "
+        "consumer streams, and until it holds the oracle",
+    )
     bench.add_argument("--json", action="store_true")
     return parser
 

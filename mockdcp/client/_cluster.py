@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -193,10 +194,13 @@ class ClusterConsumer:
             out.append((host, int(port)))
         return out
 
-    def lost(self, vb: int) -> None:
-        """A node said ``vb`` is not there: read the map again now."""
-        self.owner.pop(vb, None)
-        self._poke.set()
+    def lost(self, vb: int, address: str) -> None:
+        """The node at ``address`` said ``vb`` is not there: read the map again now. An
+        answer to a request sent before the vbucket was routed elsewhere is stale: the
+        stream is already asked for (or open) on its new node."""
+        if self.owner.get(vb) == address:
+            del self.owner[vb]
+            self._poke.set()
 
     async def _apply(self, config: dict[str, Any], nursery: trio.Nursery) -> None:
         """Stream each vbucket from its active node as ``config`` maps it."""
@@ -229,7 +233,11 @@ class ClusterConsumer:
         if member is None:
             host, _, port = address.rpartition(":")
             core = _NodeCore(
-                self.lost, name=self.name, vbuckets=[], state=self.state, **self.core_options
+                partial(self.lost, address=address),
+                name=self.name,
+                vbuckets=[],
+                state=self.state,
+                **self.core_options,
             )
             member = _Member(
                 host,
@@ -257,8 +265,9 @@ class ClusterConsumer:
                     await member.run()
                 except _LOST as exc:  # never reached it: the map will say where to go
                     log.info("node %s:%d unreachable (%s)", member.host, member.port, exc)
+                address = f"{member.host}:{member.port}"
                 for vb in list(member.core.vbuckets):
-                    self.lost(vb)
+                    self.lost(vb, address)
                 await trio.sleep(self.poll)
 
     # -- running --------------------------------------------------------------------------
