@@ -1,0 +1,136 @@
+"""The cluster the nodes make, without sockets: one map on every node, its revision,
+the pushes, and the topology steps' effects on connections."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mockdcp.model import Bucket
+from mockdcp.producer import Connection, Node, NodeStatus
+from mockdcp.protocol import (
+    ClusterMapChangeNotification,
+    FrameReader,
+    Hello,
+    HelloFeature,
+    SaslAuth,
+    SelectBucket,
+)
+from mockdcp.util import ModelError
+
+
+def cluster(nodes: int = 3, replicas: int = 1, vbuckets: int = 8) -> Node:
+    bucket = Bucket("default", vbuckets, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"u": "p"}, nodes=nodes, replicas=replicas)
+    for i, node in enumerate(first.topology.nodes.values()):
+        node.kv_port, node.http_port = 11210 + i, 8091 + i
+    return first
+
+
+def test_every_node_serves_one_map_in_server_list_order_with_itself_marked() -> None:
+    first = cluster()
+    nodes = list(first.topology.nodes.values())
+    configs: list[dict[str, Any]] = [n.config() for n in nodes]
+    maps = [c["vBucketServerMap"] for c in configs]
+    assert all(m == maps[0] for m in maps)
+    assert maps[0]["serverList"] == ["127.0.0.1:11210", "127.0.0.1:11211", "127.0.0.1:11212"]
+    assert maps[0]["numReplicas"] == 1
+    for i, config in enumerate(configs):
+        ext = config["nodesExt"]
+        assert [e["services"]["kv"] for e in ext] == [11210, 11211, 11212]
+        assert [e.get("thisNode", False) for e in ext] == [j == i for j in range(3)]
+    assert [n["ports"]["direct"] for n in configs[0]["nodes"]] == [11210, 11211, 11212]
+
+
+def test_a_one_node_cluster_serves_the_one_node_config_as_before() -> None:
+    node = Node(bucket=Bucket("default", 4, seed=1, clock=lambda: 0.0), users={})
+    config: dict[str, Any] = node.config()
+    assert config["vBucketServerMap"]["serverList"] == [f"$HOST:{node.kv_port}"]
+    assert config["vBucketServerMap"]["vBucketMap"] == [[0]] * 4
+
+
+def test_each_move_of_a_rebalance_is_a_new_revision_and_the_leaving_node_goes() -> None:
+    first = cluster()
+    topology = first.topology
+    topology.remove_node(2)
+    moves = topology.plan_rebalance()
+    rev = topology.rev
+    for move in moves:
+        topology.prepare_move(move)
+        topology.apply_move(move)
+    assert topology.rev == rev + len(moves)
+    topology.finish_rebalance()
+    assert topology.status("node2") is NodeStatus.REMOVED
+    config: dict[str, Any] = first.config()
+    assert config["vBucketServerMap"]["serverList"] == [
+        "127.0.0.1:11210",
+        "127.0.0.1:11211",
+    ]
+
+
+def test_a_takeover_keeps_the_vbucket_uuid_and_a_hard_failover_makes_a_new_one() -> None:
+    first = cluster()
+    cluster_model = first.topology.cluster
+    topology = first.topology
+    topology.add_node()
+    move = next(m for m in topology.plan_rebalance() if m.takeover)
+    uuid = cluster_model.active(move.vbucket).failover.newest_uuid
+    topology.prepare_move(move)
+    topology.apply_move(move)
+    assert cluster_model.active(move.vbucket).failover.newest_uuid == uuid
+    vb = cluster_model.map.actives_on("node0")[0]
+    before = cluster_model.active(vb).failover.newest_uuid
+    topology.failover_node(0)
+    assert cluster_model.active(vb).failover.newest_uuid != before
+    assert topology.status("node0") is NodeStatus.FAILED_OVER
+
+
+def _bootstrap(node: Node, features: tuple[int, ...]) -> tuple[Connection, FrameReader]:
+    conn = node.open_connection(0.0)
+    data = Hello(opaque=1, agent=b"t", features=features).encode()
+    data += SaslAuth(opaque=2, mechanism="PLAIN", payload=b"\0u\0p").encode()
+    data += SelectBucket(opaque=3, bucket="default").encode()
+    conn.receive_data(data, 0.0)
+    reader = FrameReader()
+    reader.feed(bytes(conn.data_to_send(0.0)))
+    while reader.next_frame() is not None:
+        pass
+    return conn, reader
+
+
+@pytest.mark.parametrize("brief", [False, True])
+def test_a_new_revision_is_pushed_to_connections_that_asked(brief: bool) -> None:
+    first = cluster()
+    feature = (
+        HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF
+        if brief
+        else HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION
+    )
+    asked, reader = _bootstrap(first, (HelloFeature.DUPLEX, feature))
+    plain, plain_reader = _bootstrap(first, ())
+    first.topology.add_node()
+    reader.feed(bytes(asked.data_to_send(0.0)))
+    frame = reader.next_frame()
+    assert frame is not None
+    push = ClusterMapChangeNotification.decode(frame)
+    assert push.revision == first.config_rev
+    if brief:
+        assert push.config == b""
+    else:
+        assert json.loads(push.config)["rev"] == first.config_rev
+    plain_reader.feed(bytes(plain.data_to_send(0.0)))
+    assert plain_reader.next_frame() is None
+
+
+def test_bad_topology_steps_change_nothing() -> None:
+    first = cluster(nodes=2)
+    topology = first.topology
+    rev = topology.rev
+    with pytest.raises(ModelError, match="no node 5"):
+        topology.node_down(5)
+    topology.remove_node(1)
+    with pytest.raises(ModelError, match="last node"):
+        topology.remove_node(0)
+    assert topology.rev == rev
