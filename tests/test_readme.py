@@ -88,10 +88,19 @@ def server() -> Iterator[dict[str, int]]:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A directory holding the README's scenario as ``my.yaml``."""
-    ((_, scenario),) = blocks("yaml")
+    """A directory holding the README's scenario (its first YAML block) as ``my.yaml``."""
+    (_, scenario), *_ = blocks("yaml")
     (tmp_path / "my.yaml").write_text(scenario)
     return tmp_path
+
+
+def test_every_yaml_block_of_the_readme_is_a_valid_scenario(tmp_path: Path) -> None:
+    from mockdcp.cli._scenario_commands import validate_file
+
+    for line, text in blocks("yaml"):
+        path = tmp_path / f"line{line}.yaml"
+        path.write_text(text)
+        assert validate_file(str(path)) == [], f"README line {line}"
 
 
 def _argv(command: str, ports: dict[str, int]) -> list[str]:
