@@ -85,7 +85,7 @@ async def test_library_scenario_passes_with_the_reference_consumer(path: Path) -
 
 
 def test_the_library_has_cluster_scenarios() -> None:
-    assert len(CLUSTER) >= 8
+    assert len(CLUSTER) >= 9
 
 
 @pytest.mark.parametrize("name", CLUSTER)
