@@ -208,6 +208,8 @@ async def _stream_once(
         if tls:
             tls_options = {"tls": True, "tls_port": 0, "https_port": 0, "tls_dir": private}
         # no flusher: the bench measures streaming from memory, or from disk after persist()
+        gc.collect()
+        r0 = _rss()
         s0 = time.perf_counter()
         async with serve(
             port=0,
@@ -219,6 +221,8 @@ async def _stream_once(
             **tls_options,
         ) as server:
             setup_s = time.perf_counter() - s0  # with replicas: building their copies
+            gc.collect()
+            setup_rss = _rss() - r0
             port = server.tls_port if tls else server.kv_port
             plan = [] if nodes == 1 else _cluster_plan(server)
             cmd = [
@@ -249,6 +253,7 @@ async def _stream_once(
             report = json.loads(result.stdout.decode().strip().splitlines()[-1])
             report["server_cpu_s"] = time.process_time() - c0
             report["setup_s"] = setup_s
+            report["setup_rss"] = setup_rss
             report["server_peak_rss"] = max(peak[0], _rss())
             return dict(report)
     raise AssertionError("unreachable")  # pragma: no cover - the block returns
@@ -424,6 +429,7 @@ def run_bench(args: argparse.Namespace) -> int:
     server_cpu, consumer_cpu, complete = [], [], []
     cluster_rates: list[float] = []  # --nodes: events/s across the nodes
     replica_builds: list[float] = []  # --replicas: seconds building the replica copies
+    replica_mem: list[float] = []  # --replicas: bytes a replica copy of an item costs
     load_seconds: list[float] = []
     cids, streamed = stream_plan(args.items, args.filter, args.stream_ids)
     for _ in range(args.runs):
@@ -461,6 +467,9 @@ def run_bench(args: argparse.Namespace) -> int:
             )
             cluster_rates.append(clustered["events"] / clustered["seconds"])
             replica_builds.append(clustered["setup_s"] - result["setup_s"])
+            if args.replicas:
+                grown_by = clustered["setup_rss"] - result["setup_rss"]
+                replica_mem.append(grown_by / (args.items * args.replicas))
             complete.append(clustered["complete"])
         peaks.append(result["server_peak_rss"])
         server_cpu.append(result["events"] / result["server_cpu_s"])
@@ -526,6 +535,9 @@ def run_bench(args: argparse.Namespace) -> int:
             else None
         ),
         "replica_build_s": statistics.median(replica_builds) if replica_builds else None,
+        # resident bytes a replica copy of an item adds (the target: <= its active's,
+        # memory_per_item_bytes)
+        "replica_bytes_per_item": statistics.median(replica_mem) if replica_mem else None,
         # loading with the replicas built over loading alone (the target is <= 2)
         "load_with_replicas_ratio": (
             statistics.median(
@@ -584,6 +596,12 @@ def run_bench(args: argparse.Namespace) -> int:
             f"events/s across {args.nodes} nodes (a connection each)",
             f"{report['cluster_events_per_s']:,.0f} ({report['cluster_ratio']:.0%} of one node)",
             ">= 90% of one node",
+        )
+    if report["replica_bytes_per_item"] is not None:
+        table.add_row(
+            "memory per replica copy of an item",
+            f"{report['replica_bytes_per_item']:.0f} B",
+            f"<= the active's ({report['memory_per_item_bytes']:.0f} B)",
         )
     if report["load_with_replicas_ratio"] is not None:
         table.add_row(
