@@ -96,6 +96,9 @@ async def _serve(args: argparse.Namespace) -> None:
             seed=args.seed,
             clock=time.time,
             collections=getattr(args, "collections", None) or {},
+            storage=args.storage,
+            history_retention_bytes=args.history_retention_bytes,
+            history_retention_seconds=args.history_retention_seconds,
         )
     )
     corpus = getattr(args, "corpus", None)
@@ -120,6 +123,7 @@ async def _serve(args: argparse.Namespace) -> None:
             control_open=args.control_open,
             flush_interval=args.flush_interval or None,
             scenario=scenario,
+            server_version=args.server_version,
             **_limits(args),
             **_network(args),
         ) as server,

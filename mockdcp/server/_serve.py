@@ -34,7 +34,7 @@ from mockdcp.server._kv import (
     Wakeups,
 )
 from mockdcp.server._network import NetworkOptions, TlsArguments, node_network
-from mockdcp.util import ServerError, collector_paused, raise_unwrapped, tune_process
+from mockdcp.util import ModelError, ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
@@ -250,6 +250,10 @@ async def serve(
     flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
     collections: Mapping[str, Sequence[str]] | None = None,
     docs: int = 0,
+    storage: str = "couchstore",
+    history_retention_bytes: int | None = None,
+    history_retention_seconds: int | None = None,
+    server_version: str | None = None,
     external_host: str | None = None,
     external_kv_port: int | None = None,
     external_http_port: int | None = None,
@@ -278,6 +282,10 @@ async def serve(
     ``Bucket(collections=...)``; a scenario's ``bucket:`` block declares its own).
     ``docs``: that many seeded Faker documents loaded (and persisted) before the block
     runs, as ``mockdcp serve --docs`` loads them; clients that connect meanwhile wait.
+    ``storage`` (``couchstore`` or ``magma``) with ``history_retention_bytes`` /
+    ``_seconds`` (Magma retains history by default): the bucket's backend, as
+    ``Bucket(storage=...)``; a scenario's ``bucket:`` block declares its own.
+    ``server_version``: what ``/pools`` and VERSION report (default 7.6.2).
 
     ``external_host`` (and the ``external_*_port`` keywords): the address clients
     outside the node's network reach it at, put in every cluster map as
@@ -309,9 +317,19 @@ async def serve(
 
         model = bucket_obj or scenario_bucket(plan)
     else:
-        model = bucket_obj or Bucket(
-            bucket, vbuckets, seed=seed, clock=time.time, collections=collections or {}
-        )
+        try:
+            model = bucket_obj or Bucket(
+                bucket,
+                vbuckets,
+                seed=seed,
+                clock=time.time,
+                collections=collections or {},
+                storage=storage,
+                history_retention_bytes=history_retention_bytes,
+                history_retention_seconds=history_retention_seconds,
+            )
+        except ModelError as exc:
+            raise ServerError(str(exc)) from exc
     if flush_interval is not None and not flush_interval > 0:
         raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
     model.flusher.interval = flush_interval
@@ -331,7 +349,9 @@ async def serve(
         http = HttpService(host, http_port, control_open=control_open, tls=tls_setup)
         files.callback(http.close)
         limits = _Limits(max_connections, output_limit, auth_timeout)
-        options = _Options(host, port, http_port, users, idle_timeout, seed, plan, limits, network)
+        options = _Options(
+            host, port, http_port, users, idle_timeout, seed, plan, limits, network, server_version
+        )
         async with _serve(options, model, capture, http) as server:
             if docs:
                 await _load_documents(server, docs)
@@ -367,6 +387,8 @@ class _Options:
     scenario: Scenario | None
     limits: _Limits
     network: NetworkOptions
+    #: what ``/pools`` and VERSION report (None: the node's default)
+    version: str | None = None
 
 
 @attrs.frozen
@@ -409,6 +431,8 @@ async def _serve(
         network=node_network(options.network, tls_port, http.https_port),
         wake=wakeups.wake,
     )
+    if options.version is not None:
+        node.version = options.version
     if options.idle_timeout is not None:
         node.idle_timeout = options.idle_timeout
     limits = options.limits
