@@ -402,6 +402,7 @@ async def _tail(args: argparse.Namespace) -> None:
         stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
         buffer_size=args.buffer_size,
         noop_interval=args.noop_interval,
+        controls=[("change_streams", "true")] if args.change_streams else (),
     )
     consumer.core.streams = await _tail_streams(args, consumer) or consumer.streams
 

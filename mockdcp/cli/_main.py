@@ -313,6 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--noop-interval", type=float, default=120.0, help="seconds between the producer's noops"
     )
+    tail.add_argument(
+        "--change-streams",
+        action="store_true",
+        help="ask for history snapshots (every revision; a Magma bucket with retention)",
+    )
 
     run = sub.add_parser(
         "run",
