@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from mockdcp.model import Bucket
 from mockdcp.protocol import (
     DcpControl,
@@ -57,8 +59,8 @@ def stream(s: Session, start: int = 0, end: int = MAX) -> list[object]:
     return [m for m in s.call(req) if not isinstance(m, Response)]
 
 
-def summary(msgs: list[object]) -> list[tuple[object, ...]]:
-    out: list[tuple[object, ...]] = []
+def summary(msgs: list[object]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
     for m in msgs:
         if isinstance(m, SnapshotMarker):
             out.append(("marker", m.start_seqno, m.end_seqno, F(m.flags)))
