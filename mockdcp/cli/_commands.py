@@ -103,6 +103,9 @@ async def _serve(args: argparse.Namespace) -> None:
             seed=args.seed,
             clock=time.time,
             collections=getattr(args, "collections", None) or {},
+            storage=args.storage,
+            history_retention_bytes=args.history_retention_bytes,
+            history_retention_seconds=args.history_retention_seconds,
         )
     )
     corpus = getattr(args, "corpus", None)
@@ -129,6 +132,7 @@ async def _serve(args: argparse.Namespace) -> None:
             scenario=scenario,
             nodes=args.nodes,
             replicas=args.replicas,
+            server_version=args.server_version,
             **_limits(args),
             **_network(args),
         ) as server,
@@ -410,6 +414,7 @@ async def _tail(args: argparse.Namespace) -> None:
         stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
         buffer_size=args.buffer_size,
         noop_interval=args.noop_interval,
+        controls=[("change_streams", "true")] if args.change_streams else (),
     )
     consumer.core.streams = await _tail_streams(args, consumer) or consumer.streams
 

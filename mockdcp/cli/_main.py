@@ -198,6 +198,29 @@ def build_parser() -> argparse.ArgumentParser:
         "inventory.hotel,inventory.air); their creation events are the first seqnos",
     )
     serve.add_argument(
+        "--storage",
+        choices=("couchstore", "magma"),
+        default="couchstore",
+        help="the bucket's storage backend; magma retains history (change streams)",
+    )
+    serve.add_argument(
+        "--history-retention-bytes",
+        type=_int_in(0),
+        metavar="BYTES",
+        help="magma: history kept for the whole bucket (default 4 GiB unless seconds given)",
+    )
+    serve.add_argument(
+        "--history-retention-seconds",
+        type=_int_in(0),
+        metavar="S",
+        help="magma: history kept this long on the bucket's clock (0 = no time limit)",
+    )
+    serve.add_argument(
+        "--server-version",
+        metavar="X.Y.Z",
+        help="what /pools and VERSION report (default 7.6.2-3721-enterprise)",
+    )
+    serve.add_argument(
         "--json", action="store_true", help="print the ready line and the log as JSON lines"
     )
     serve.add_argument(
@@ -303,6 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tail.add_argument(
         "--noop-interval", type=float, default=120.0, help="seconds between the producer's noops"
+    )
+    tail.add_argument(
+        "--change-streams",
+        action="store_true",
+        help="ask for history snapshots (every revision; a Magma bucket with retention)",
     )
 
     run = sub.add_parser(

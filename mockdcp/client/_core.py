@@ -41,6 +41,7 @@ from mockdcp.protocol import (
     OsoSnapshotFlag,
     Response,
     SeqnoAdvanced,
+    SnapshotFlag,
     SnapshotMarker,
     Status,
     StreamEnd,
@@ -156,6 +157,9 @@ class ConsumerCore:
         #: streams asked for and not ended
         self.open: set[StreamKey] = set()
         self._snap: dict[StreamKey, tuple[int, int]] = {}
+        #: the keys each stream's current snapshot carried, or None when its marker says
+        #: it may repeat one (MayDuplicateKeys, a change-streams history snapshot)
+        self._snap_keys: dict[StreamKey, set[tuple[int, bytes]] | None] = {}
         #: streams inside an OSO snapshot -> the highest seqno received in it
         self._oso: dict[StreamKey, int] = {}
         #: streams refused for now -> refusals in a row (the retry back-off)
@@ -175,6 +179,7 @@ class ConsumerCore:
         snapshot cut short resumes from before its start)."""
         self._unacked = 0
         self._snap.clear()
+        self._snap_keys.clear()
         self._oso.clear()
 
     # -- bootstrap ------------------------------------------------------------------------
@@ -419,6 +424,11 @@ class ConsumerCore:
         if key in self._oso:
             self.state.violations.append(f"stream {key}: snapshot marker inside an OSO snapshot")
         self._snap[key] = (msg.start_seqno, msg.end_seqno)
+        # kv_engine docs/dcp/documentation/commands/snapshot-marker.md: without
+        # MayDuplicateKeys (0x20) a snapshot's keys are unique; with it (a history
+        # snapshot of a change-streams connection) every revision may come, in order
+        dup = msg.flags & SnapshotFlag.MAY_CONTAIN_DUPLICATE_KEYS
+        self._snap_keys[key] = None if dup else set()
 
     def _on_item(self, key: StreamKey, msg: Mutation | Deletion | Expiration) -> None:
         vb, sid = key
@@ -432,6 +442,14 @@ class ConsumerCore:
             return
         pos = self.state.position(vb, sid)
         snap = self._snap.get(key)
+        seen = self._snap_keys.get(key)
+        if seen is not None:
+            if (cid, msg.key) in seen:
+                self.state.violations.append(
+                    f"vb {vb}{_sid_text(sid)} key {msg.key!r} twice in snapshot {snap} "
+                    "without MayDuplicateKeys"
+                )
+            seen.add((cid, msg.key))
         if snap is None or not snap[0] <= msg.by_seqno <= snap[1]:
             self.state.violations.append(
                 f"vb {vb}{_sid_text(sid)} seqno {msg.by_seqno} outside marker {snap}"

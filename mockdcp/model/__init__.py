@@ -41,7 +41,11 @@ from mockdcp.model._item import (
     any_outside_default as any_outside_default,
     vbucket_of as vbucket_of,
 )
-from mockdcp.model._manifest import Manifest as Manifest, ManifestChange as ManifestChange
+from mockdcp.model._manifest import (
+    KEEP as KEEP,
+    Manifest as Manifest,
+    ManifestChange as ManifestChange,
+)
 from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
 from mockdcp.model._vbmap import (
     MAX_REPLICAS as MAX_REPLICAS,

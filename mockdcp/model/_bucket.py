@@ -16,7 +16,9 @@ from mockdcp.model._flusher import Flusher
 from mockdcp.model._item import Item, ItemKind, SystemEventItem, vbucket_of
 from mockdcp.model._loader import BulkLoad
 from mockdcp.model._manifest import (
+    KEEP,
     CollectionsSpec,
+    Keep,
     Manifest,
     ManifestChange,
     ManifestEvent,
@@ -42,6 +44,14 @@ Listener = Callable[[int], None]
 
 MAX_VBUCKETS = 1024
 
+#: the storage backends of a Couchbase bucket (``storageBackend`` in ns_server's bucket
+#: config)
+STORAGE_BACKENDS = ("couchstore", "magma")
+#: history retained by default on a Magma bucket, in bytes for the whole bucket; an
+#: assumption of the mock (ns_server ships 0, i.e. off, and most 7.6 Magma buckets
+#: are given a retention): change streams work without configuration
+DEFAULT_MAGMA_HISTORY_BYTES = 4 * 1024**3
+
 
 class Bucket:
     """A Couchbase bucket of ``num_vbuckets`` active vbuckets on one node."""
@@ -58,6 +68,9 @@ class Bucket:
         max_failover_entries: int = 25,
         collections: CollectionsSpec | None = None,
         pause_collector: Callable[[], AbstractContextManager[object]] = nullcontext,
+        storage: str = "couchstore",
+        history_retention_bytes: int | None = None,
+        history_retention_seconds: int | None = None,
     ) -> None:
         """``pause_collector`` holds the garbage collector off around a bulk write: the
         model changes no process-wide state itself, so the shell passes
@@ -70,13 +83,23 @@ class Bucket:
         ``[{"name": "hotel", "maxTTL": 60}]``. Their creation events take the first
         seqnos of every vbucket, as on a real bucket whose collections were created
         before any client connected. Without it only ``_default._default`` exists and
-        the vbuckets hold no system event."""
+        the vbuckets hold no system event. A collection's ``history`` (``{"name":
+        "hotel", "history": true}``) defaults to true on a Magma bucket.
+
+        ``storage`` is ``couchstore`` (the default) or ``magma``; only Magma retains
+        history (kv_engine ``configuration.json`` ``history_retention_bytes`` /
+        ``_seconds``, 0 = no limit of that kind; retention is on when either is
+        above 0, ``KVBucket::isHistoryRetentionEnabled``). Magma defaults to
+        ``DEFAULT_MAGMA_HISTORY_BYTES``; a retention on couchstore is a ``ModelError``."""
+        retention = _check_retention(storage, history_retention_bytes, history_retention_seconds)
         if not 1 <= num_vbuckets <= MAX_VBUCKETS:
             raise ModelError(f"a bucket has 1..{MAX_VBUCKETS} vbuckets, not {num_vbuckets}")
         if checkpoint_max_items < 1 or checkpoint_max_bytes < 1:
             raise ModelError("checkpoint limits must be positive")
         self.name = name
         self.num_vbuckets = num_vbuckets
+        self.storage = storage
+        self.history_retention_bytes, self.history_retention_seconds = retention
         self.rng = random.Random(seed)
         self.clock = clock
         self.pause_collector = pause_collector
@@ -89,6 +112,7 @@ class Bucket:
                 max_failover_entries=max_failover_entries,
                 checkpoint_max_items=checkpoint_max_items,
                 checkpoint_max_bytes=checkpoint_max_bytes,
+                retains_history=self.retains_history,
             )
             for i in range(num_vbuckets)
         ]
@@ -97,8 +121,15 @@ class Bucket:
         self.flusher = Flusher(self)
         #: the bucket's collections manifest (``mockdcp.model._manifest``)
         self.manifest = Manifest()
+        self.manifest.history_allowed = self.manifest.history_default = storage == "magma"
         for change in declare(self.manifest, collections or {}):
             self._apply_change(change)
+
+    @property
+    def retains_history(self) -> bool:
+        """Magma with a retention (kv_engine ``KVBucket::isHistoryRetentionEnabled``):
+        ``change_streams`` may be enabled."""
+        return bool(self.history_retention_bytes or self.history_retention_seconds)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -370,6 +401,34 @@ class Bucket:
                 vb.check_persist(upto)
         for vb in targets:
             vb.persist(vb.high_seqno if upto is None else upto)
+            self._retain(vb)
+        self.notify(vb.vbid for vb in targets)
+
+    def _retain(self, vb: VBucket) -> None:
+        """Hold the vbucket's history within the retention (its share of the bytes,
+        kv_engine ``MagmaKVStore::setHistoryRetentionBytes``: bytes / vbuckets)."""
+        if self.retains_history:
+            share = self.history_retention_bytes // self.num_vbuckets
+            if self.history_retention_bytes and not share:
+                share = 1
+            vb.purge_history(vb.retention_cut(self.clock(), share, self.history_retention_seconds))
+
+    def purge_history(self, vbucket: int | None = None, upto: int | None = None) -> None:
+        """Apply the history retention now (magma's compaction), or with ``upto`` purge
+        history up to that persisted seqno whatever the retention: the history start
+        seqno moves above it, and change-streams backfills from below it get a
+        de-duplicated snapshot first. ``ModelError`` on a bucket without history."""
+        if not self.retains_history:
+            raise ModelError(f"bucket {self.name!r} ({self.storage}) retains no history")
+        targets = self._targets(vbucket)
+        if upto is not None:
+            for vb in targets:
+                vb.check_purge(upto)
+        for vb in targets:
+            if upto is None:
+                self._retain(vb)
+            else:
+                vb.purge_history(upto)
         self.notify(vb.vbid for vb in targets)
 
     def purge(self, vbucket: int | None = None, upto: int | None = None) -> int:
@@ -475,6 +534,7 @@ class Bucket:
                     name=ev.name,
                     max_ttl=ev.max_ttl,
                     flush_uid=ev.flush_uid,
+                    history=ev.history,
                 )
             )
 
@@ -482,6 +542,9 @@ class Bucket:
         """Make a validated change current; its events go into every vbucket, but one
         whose node is down (``VBucket.online``), which catches up when it is back."""
         self.manifest.apply(change)
+        history = frozenset(c.cid for c in change.collections if c.history)
+        for vb in self.vbuckets:
+            vb.history_collections = history
         for vb in self.vbuckets:
             if vb.online:
                 self._write_events(vb, change.events)
@@ -517,10 +580,13 @@ class Bucket:
         """Drop a scope and every collection in it (not ``_default``)."""
         self._apply_change(self.manifest.plan_drop_scope(name))
 
-    def create_collection(self, scope: str, name: str, *, max_ttl: int | None = None) -> int:
+    def create_collection(
+        self, scope: str, name: str, *, max_ttl: int | None = None, history: bool | None = None
+    ) -> int:
         """Create a collection in ``scope``; returns its id (8 up). ``max_ttl`` in
-        seconds (None: none of its own)."""
-        change = self.manifest.plan_create_collection(scope, name, max_ttl=max_ttl)
+        seconds (None: none of its own); ``history`` None: the bucket's default (true
+        on Magma); true on couchstore is a ``ModelError``."""
+        change = self.manifest.plan_create_collection(scope, name, max_ttl=max_ttl, history=history)
         self._apply_change(change)
         cid = change.events[-1].collection_id
         assert cid is not None
@@ -536,6 +602,32 @@ class Bucket:
         carrying the flush's manifest uid; its documents leave the oracle."""
         self._apply_change(self.manifest.plan_flush_collection(scope, name))
 
-    def modify_collection(self, scope: str, name: str, *, max_ttl: int | None) -> None:
-        """Give a collection a new max TTL (a MODIFY_COLLECTION event)."""
-        self._apply_change(self.manifest.plan_modify_collection(scope, name, max_ttl=max_ttl))
+    def modify_collection(
+        self,
+        scope: str,
+        name: str,
+        *,
+        max_ttl: int | Keep | None = KEEP,
+        history: bool | Keep = KEEP,
+    ) -> None:
+        """Give a collection a new max TTL and/or history setting (a MODIFY_COLLECTION
+        event); what is not given stays."""
+        change = self.manifest.plan_modify_collection(scope, name, max_ttl=max_ttl, history=history)
+        self._apply_change(change)
+
+
+def _check_retention(storage: str, max_bytes: int | None, seconds: int | None) -> tuple[int, int]:
+    """(bytes, seconds) of history retention for ``storage``; ``ModelError`` for an
+    unknown backend, a negative limit, or a retention on couchstore."""
+    if storage not in STORAGE_BACKENDS:
+        raise ModelError(f"storage is one of {', '.join(STORAGE_BACKENDS)}, not {storage!r}")
+    for what, value in (("bytes", max_bytes), ("seconds", seconds)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise ModelError(f"history retention {what} is a count >= 0, not {value!r}")
+    if storage == "couchstore":
+        if max_bytes or seconds:
+            raise ModelError("history retention needs a magma bucket")
+        return 0, 0
+    if max_bytes is None and seconds is None:
+        return DEFAULT_MAGMA_HISTORY_BYTES, 0
+    return max_bytes or 0, seconds or 0

@@ -44,6 +44,7 @@ class Checkpoint:
         "ends",
         "entries",
         "heads",
+        "historical",
         "id",
         "index",
         "last_hole",
@@ -53,8 +54,11 @@ class Checkpoint:
         "tails",
     )
 
-    def __init__(self, ident: int, start_seqno: int) -> None:
+    def __init__(self, ident: int, start_seqno: int, *, historical: bool = False) -> None:
         self.id = ident
+        #: made while the bucket retains history (kv_engine ``CheckpointHistorical``): a
+        #: change-streams connection's markers of it are flagged History
+        self.historical = historical
         #: snapshot start: the first seqno that belongs to this checkpoint
         self.start_seqno = start_seqno
         #: last seqno written into it (start - 1 while empty)

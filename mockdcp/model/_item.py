@@ -233,6 +233,7 @@ class SystemEventItem(Item):
         "event",
         "event_collection_id",
         "flush_uid",
+        "history",
         "manifest_uid",
         "max_ttl",
         "name",
@@ -252,6 +253,7 @@ class SystemEventItem(Item):
         name: str = "",
         max_ttl: int | None = None,
         flush_uid: int = 0,
+        history: bool = False,
     ) -> None:
         self.key = system_event_key(event, scope_id, collection_id)
         self.collection_id = SYSTEM_COLLECTION_ID
@@ -270,6 +272,8 @@ class SystemEventItem(Item):
         self.max_ttl = max_ttl
         #: the manifest uid of the collection's last flush (0: never flushed)
         self.flush_uid = flush_uid
+        #: the collection keeps every revision (begin and modify events)
+        self.history = history
         if event is SystemEventType.MODIFY_COLLECTION:
             wire = encode_seqno_advanced_frame(vbucket=vbucket, by_seqno=seqno)
         else:
@@ -295,6 +299,7 @@ class SystemEventItem(Item):
             name=self.name,
             max_ttl=self.max_ttl,
             flush_uid=self.flush_uid,
+            history=self.history,
         )
 
     @property
@@ -351,6 +356,7 @@ class SystemEventItem(Item):
             name=self.name,
             max_ttl=self.max_ttl,
             flush_uid=self.flush_uid,
+            history=self.history,
         )
         return encode_flatbuffers_value(data)
 

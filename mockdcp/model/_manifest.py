@@ -23,6 +23,7 @@ change without applying it, ``apply`` makes it current.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -62,6 +63,9 @@ class Collection:
     max_ttl: int | None = None
     #: the manifest uid of its last flush (0: never flushed)
     flush_uid: int = 0
+    #: every revision is kept (7.2+ change history, Magma only): the checkpoints never
+    #: de-duplicate its keys (kv_engine ``collections/manifest.cc``, ``CanDeduplicate``)
+    history: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -81,6 +85,7 @@ class ManifestEvent:
     name: str = ""
     max_ttl: int | None = None
     flush_uid: int = 0
+    history: bool = False
 
 
 def _begin(c: Collection) -> ManifestEvent:
@@ -91,6 +96,7 @@ def _begin(c: Collection) -> ManifestEvent:
         name=c.name,
         max_ttl=c.max_ttl,
         flush_uid=c.flush_uid,
+        history=c.history,
     )
 
 
@@ -139,6 +145,22 @@ def _check_name(name: object, what: str) -> str:
     return name
 
 
+class Keep(enum.Enum):
+    """The type of ``KEEP``."""
+
+    KEEP = "keep"
+
+
+#: a collection setting a modification leaves as it is
+KEEP = Keep.KEEP
+
+
+def _check_history(history: object) -> bool:
+    if not isinstance(history, bool):
+        raise ModelError(f"a collection's history is true or false, not {history!r}")
+    return history
+
+
 def _check_ttl(max_ttl: object) -> int | None:
     if max_ttl is None:
         return None
@@ -160,6 +182,11 @@ class Manifest:
         }
         self.next_scope_id = FIRST_USER_ID
         self.next_collection_id = FIRST_USER_ID
+        #: the storage can keep history (Magma): ``history: true`` is allowed
+        self.history_allowed = False
+        #: a new collection's history when none is given (ns_server's
+        #: ``historyRetentionCollectionDefault``, true on a Magma bucket)
+        self.history_default = False
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -218,6 +245,8 @@ class Manifest:
                 entry: dict[str, Any] = {"name": c.name, "uid": f"{c.cid:x}"}
                 if c.max_ttl is not None:
                     entry["maxTTL"] = c.max_ttl
+                if c.history:  # kv_engine Manifest::toJson writes it only when true
+                    entry["history"] = True
                 cols.append(entry)
             scopes.append({"name": sc.name, "uid": f"{sc.sid:x}", "collections": cols})
         return {"uid": f"{self.uid:x}", "scopes": scopes}
@@ -256,6 +285,14 @@ class Manifest:
             raise ModelError(f"no collection {name!r} in scope {scope!r}")
         return coll
 
+    def _check_history(self, history: object) -> bool:
+        """``history`` if it is a bool the storage allows; ``ModelError`` otherwise
+        (ns_server refuses ``history: true`` on a couchstore bucket)."""
+        value = _check_history(history)
+        if value and not self.history_allowed:
+            raise ModelError("history: true needs a magma bucket (couchstore keeps no history)")
+        return value
+
     def plan_create_scope(self, name: str) -> ManifestChange:
         _check_name(name, "scope")
         if self.scope_named(name) is not None:
@@ -283,8 +320,9 @@ class Manifest:
         )
 
     def plan_create_collection(
-        self, scope: str, name: str, *, max_ttl: int | None = None
+        self, scope: str, name: str, *, max_ttl: int | None = None, history: bool | None = None
     ) -> ManifestChange:
+        """A new collection; ``history`` None takes the bucket's default."""
         sc = self._scope(scope)
         if name == DEFAULT_NAME:
             raise ModelError("the _default collection cannot be created (only dropped)")
@@ -294,7 +332,13 @@ class Manifest:
             raise ModelError(f"collection {scope}.{name} already exists")
         if len(self.collections) >= MAX_COLLECTIONS:
             raise ModelError(f"a bucket has at most {MAX_COLLECTIONS} collections")
-        coll = Collection(self.next_collection_id, name, sc.sid, ttl)
+        coll = Collection(
+            self.next_collection_id,
+            name,
+            sc.sid,
+            ttl,
+            history=self._check_history(self.history_default if history is None else history),
+        )
         return self._change(
             [_begin(coll)],
             self.scopes.values(),
@@ -311,14 +355,23 @@ class Manifest:
         )
 
     def plan_modify_collection(
-        self, scope: str, name: str, *, max_ttl: int | None
+        self,
+        scope: str,
+        name: str,
+        *,
+        max_ttl: int | Keep | None = KEEP,
+        history: bool | Keep = KEEP,
     ) -> ManifestChange:
-        """A new max TTL (``None``: none of its own)."""
+        """A new max TTL (``None``: none of its own) and/or history setting; what is
+        not given (``KEEP``) stays. ``ModelError`` if nothing would change."""
         coll = self._collection(scope, name)
-        ttl = _check_ttl(max_ttl)
-        if ttl == coll.max_ttl:
-            raise ModelError(f"collection {scope}.{name} already has maxTTL {ttl}")
-        new = attrs.evolve(coll, max_ttl=ttl)
+        ttl = coll.max_ttl if isinstance(max_ttl, Keep) else _check_ttl(max_ttl)
+        hist = coll.history if isinstance(history, Keep) else self._check_history(history)
+        if ttl == coll.max_ttl and hist == coll.history:
+            raise ModelError(
+                f"collection {scope}.{name} already has maxTTL {ttl} and history {hist}"
+            )
+        new = attrs.evolve(coll, max_ttl=ttl, history=hist)
         return self._change(
             [_modify(new)],
             self.scopes.values(),
@@ -355,8 +408,8 @@ class Manifest:
 CollectionsSpec = Mapping[str, Any]
 
 
-def _entries(scope: str, spec: object) -> list[tuple[str, int | None]]:
-    """(name, max TTL) of the collections one scope declares."""
+def _entries(scope: str, spec: object) -> list[tuple[str, int | None, bool | None]]:
+    """(name, max TTL, history) of the collections one scope declares."""
     if isinstance(spec, Mapping):
         items: list[object] = [
             {"name": name, **(opts or {})} if isinstance(opts, Mapping | None) else opts
@@ -366,15 +419,15 @@ def _entries(scope: str, spec: object) -> list[tuple[str, int | None]]:
         items = list(spec)
     else:
         raise ModelError(f"scope {scope!r}: collections are a list or a mapping, not {spec!r}")
-    out: list[tuple[str, int | None]] = []
+    out: list[tuple[str, int | None, bool | None]] = []
     for entry in items:
         if isinstance(entry, str):
-            out.append((entry, None))
+            out.append((entry, None, None))
         elif isinstance(entry, Mapping) and "name" in entry:
-            unknown = set(entry) - {"name", "maxTTL"}
+            unknown = set(entry) - {"name", "maxTTL", "history"}
             if unknown:
                 raise ModelError(f"scope {scope!r}: unknown collection keys {sorted(unknown)}")
-            out.append((entry["name"], entry.get("maxTTL")))
+            out.append((entry["name"], entry.get("maxTTL"), entry.get("history")))
         else:
             raise ModelError(f"scope {scope!r}: bad collection entry {entry!r}")
     return out
@@ -391,6 +444,8 @@ def declare(manifest: Manifest, spec: CollectionsSpec) -> list[ManifestChange]:
         dict(manifest.scopes),
         dict(manifest.collections),
     )
+    scratch.history_allowed = manifest.history_allowed
+    scratch.history_default = manifest.history_default
     scratch.next_scope_id, scratch.next_collection_id = (
         manifest.next_scope_id,
         manifest.next_collection_id,
@@ -400,10 +455,15 @@ def declare(manifest: Manifest, spec: CollectionsSpec) -> list[ManifestChange]:
         if scratch.scope_named(scope) is None:
             changes.append(scratch.plan_create_scope(scope))
             scratch.apply(changes[-1])
-        for name, ttl in _entries(scope, cols):
+        for name, ttl, history in _entries(scope, cols):
             if scope == DEFAULT_NAME == name:
+                if history:
+                    changes.append(scratch.plan_modify_collection(scope, name, history=True))
+                    scratch.apply(changes[-1])
                 continue  # always there
-            changes.append(scratch.plan_create_collection(scope, name, max_ttl=ttl))
+            changes.append(
+                scratch.plan_create_collection(scope, name, max_ttl=ttl, history=history)
+            )
             scratch.apply(changes[-1])
     return changes
 
@@ -442,7 +502,7 @@ class VBucketManifest:
                 state.collections.pop(cid, None)
             else:  # begin (create or flush) or modify
                 state.collections[cid] = Collection(
-                    cid, ev.name, ev.scope_id, ev.max_ttl, ev.flush_uid
+                    cid, ev.name, ev.scope_id, ev.max_ttl, ev.flush_uid, ev.history
                 )
         return state
 
@@ -466,6 +526,6 @@ class VBucketManifest:
             known = self.collections.get(c.cid)
             if known is None or known.flush_uid != c.flush_uid:
                 events.append(_begin(c))
-            elif known.max_ttl != c.max_ttl:
+            elif known.max_ttl != c.max_ttl or known.history != c.history:
                 events.append(_modify(c))
         return list(_stamp(events, self.uid, manifest.uid))

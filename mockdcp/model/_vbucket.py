@@ -36,7 +36,7 @@ from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
 
 @attrs.frozen
@@ -64,11 +64,15 @@ class DiskSnapshot:
     cids: Sequence[int] = ()
     #: the items' canonical frame sizes (``Item.size``, an ``array("I")``)
     sizes: Sequence[int] = ()
+    #: a history snapshot's own seqno → item map (older revisions are not in
+    #: ``VBucket.disk_by_seqno``); ``None`` for a de-duplicated snapshot
+    versions: Mapping[int, Item] | None = None
 
-    def items_at(self, by_seqno: dict[int, Item], indices: Sequence[int]) -> list[Item]:
-        """The items of frames ``indices``, looked up in ``VBucket.disk_by_seqno`` (read
-        at once: a later persist may replace them)."""
-        return [by_seqno[self.seqnos[i]] for i in indices]
+    def items_at(self, by_seqno: Mapping[int, Item], indices: Sequence[int]) -> list[Item]:
+        """The items of frames ``indices``, looked up in ``versions`` or else in
+        ``VBucket.disk_by_seqno`` (read at once: a later persist may replace them)."""
+        lookup = by_seqno if self.versions is None else self.versions
+        return [lookup[self.seqnos[i]] for i in indices]
 
 
 _SEQNO = attrgetter("seqno")
@@ -85,8 +89,15 @@ class VBucket:
         max_failover_entries: int,
         checkpoint_max_items: int,
         checkpoint_max_bytes: int,
+        retains_history: bool = False,
     ) -> None:
         self.vbid = vbid
+        #: the bucket retains history (Magma with a retention): checkpoints are
+        #: historical, the disk keeps every revision of ``history_collections`` from
+        #: ``history_start_seqno`` on
+        self.retains_history = retains_history
+        #: the collections with ``history: true`` (the bucket keeps this current)
+        self.history_collections: frozenset[int] = frozenset()
         self.state = VBucketState.ACTIVE
         self.failover = FailoverTable(rng, max_failover_entries)
         self.checkpoint_max_items = checkpoint_max_items
@@ -103,6 +114,11 @@ class VBucket:
         self.high_seqno = seqno
         self.persisted_seqno = seqno
         self.purge_seqno = 0
+        #: the first seqno of the retained history (0: none; kv_engine's
+        #: ``history_start_seqno`` vbucket stat, ``MagmaKVStore::getHistoryStartSeqno``)
+        self.history_start_seqno = seqno + 1 if self.retains_history else 0
+        #: bytes of frames from the history start to the persisted seqno
+        self.history_bytes = 0
         self.items: dict[tuple[int, bytes], Item] = {}
         self.disk: dict[tuple[int, bytes], Item] = {}
         self.disk_seqnos = array("q")
@@ -125,7 +141,7 @@ class VBucket:
 
     def _new_checkpoint(self, start: int) -> Checkpoint:
         self._checkpoint_ids += 1
-        return Checkpoint(self._checkpoint_ids, start)
+        return Checkpoint(self._checkpoint_ids, start, historical=self.retains_history)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -225,6 +241,62 @@ class VBucket:
         items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
         return DiskSnapshot(after_seqno + 1, end, items, end, end, self.purge_seqno)
 
+    def history_snapshot(self, after_seqno: int) -> DiskSnapshot:
+        """The persisted history after ``after_seqno`` (from the history start at the
+        earliest), frames only: every revision of the history collections' keys, the
+        newest version of every other key (kv_engine ``backfill_disk_to_stream.cc``,
+        a scan with ``SnapshotSource::HeadAllVersions``)."""
+        first = max(after_seqno + 1, self.history_start_seqno)
+        end = self.persisted_seqno
+        log, disk, hist = self.log, self.disk_by_seqno, self.history_collections
+        i = bisect.bisect_left(log, first, key=_SEQNO)
+        j = bisect.bisect_right(log, end, key=_SEQNO)
+        chosen = [it for it in log[i:j] if it.collection_id in hist or disk.get(it.seqno) is it]
+        return DiskSnapshot(
+            first,
+            end,
+            (),
+            end,
+            end,
+            self.purge_seqno,
+            array("q", [it.seqno for it in chosen]),
+            [it.head for it in chosen],
+            [it.tail for it in chosen],
+            bytes([it.tag for it in chosen]),
+            array("I", [it.collection_id for it in chosen]),
+            array("I", [it.size for it in chosen]),
+            {it.seqno: it for it in chosen},
+        )
+
+    def purge_history(self, upto: int) -> None:
+        """History at or below ``upto`` is gone (magma's retention compacted it): the
+        history start moves above it and older revisions leave the disk."""
+        start = self.history_start_seqno
+        if upto < start:
+            return
+        log = self.log
+        i = bisect.bisect_left(log, start, key=_SEQNO)
+        j = bisect.bisect_right(log, upto, key=_SEQNO)
+        self.history_bytes -= sum(it.size for it in log[i:j])
+        self.history_start_seqno = upto + 1
+
+    def retention_cut(self, now: float, max_bytes: int, max_seconds: int) -> int:
+        """The seqno history must be purged up to for the retention (bytes of this
+        vbucket's share, seconds on the bucket's clock; 0 = no limit) to hold; the
+        history start - 1 when nothing needs to go. Revisions written before ``now -
+        max_seconds`` (their CAS is their write time) and the oldest revisions while the
+        history holds more than ``max_bytes`` go."""
+        log = self.log
+        i = bisect.bisect_left(log, self.history_start_seqno, key=_SEQNO)
+        j = bisect.bisect_right(log, self.persisted_seqno, key=_SEQNO)
+        held, oldest = self.history_bytes, (now - max_seconds) * 1e9
+        cut = self.history_start_seqno - 1
+        while i < j and ((max_bytes and held > max_bytes) or (max_seconds and log[i].cas < oldest)):
+            held -= log[i].size
+            cut = log[i].seqno
+            i += 1
+        return cut
+
     def live(self, key: bytes, collection_id: int) -> Item:
         """The live document ``key`` of the collection, or ``ModelError`` if there is
         none (never written, deleted, or purged)."""
@@ -282,7 +354,17 @@ class VBucket:
         self.write(item)
         return item
 
+    def keeps_history_of(self, collection_id: int) -> bool:
+        """Items of this collection are never de-duplicated (kv_engine
+        ``CanDeduplicate::No``)."""
+        return self.retains_history and collection_id in self.history_collections
+
     def write(self, item: Item) -> None:
+        if self.keeps_history_of(item.collection_id) and item.doc_key in self.checkpoints[-1].index:
+            # kv_engine ``Checkpoint::queueDirty`` answers FailureDuplicateItem for a
+            # key that may not be de-duplicated: the checkpoint closes and the new
+            # revision opens the next one (``checkpoint.cc``)
+            self.close_checkpoint()
         self.high_seqno = item.seqno
         self.collection_high[item.collection_id] = item.seqno
         self.items[item.doc_key] = item
@@ -301,6 +383,20 @@ class VBucket:
         About 2 µs a row on this project's VM; each dictionary is probed once for a key
         it does not hold (``setdefault`` both looks up and inserts), and the item's
         slots are stored one statement each (a tuple assignment builds a tuple)."""
+        if self.retains_history and not self.history_collections.isdisjoint(r[1] for r in rows):
+            # revisions of a history collection must not be de-duplicated: the general
+            # path, one write a row
+            for key, cid, value, dt, flags, expiry, cas in rows:
+                self.mutate(
+                    cas,
+                    key=key,
+                    collection_id=cid,
+                    value=value,
+                    datatype=dt,
+                    flags=flags,
+                    expiry=expiry,
+                )
+            return
         items, log_append, collection_high = self.items, self.log.append, self.collection_high
         vbid, seqno = self.vbid, self.high_seqno
         max_items, max_bytes = self.checkpoint_max_items, self.checkpoint_max_bytes
@@ -429,6 +525,8 @@ class VBucket:
         if not self._to_disk_new(written):
             for item in written:
                 self._to_disk(item)
+        if self.history_start_seqno:
+            self.history_bytes += sum(it.size for it in written)
         self.persisted_seqno = max(self.persisted_seqno, upto)
         self._expel()
 
@@ -515,7 +613,7 @@ class VBucket:
         """Cut history after ``seqno`` (restart or failover): the vbucket holds what it
         held at ``seqno`` (purged tombstones stay purged), all of it on disk, and memory
         starts again after it. Streams see a new generation; cursors are dropped."""
-        purge = self.purge_seqno
+        purge, history_start = self.purge_seqno, self.history_start_seqno
         cut = bisect.bisect_right(self.log, seqno, key=_SEQNO)
         log = self.log[:cut]
         latest: dict[tuple[int, bytes], Item] = {}
@@ -530,6 +628,9 @@ class VBucket:
         self._reset(seqno)
         self.purge_seqno = purge
         self.log = log
+        if history_start:  # what is kept of the history stays history
+            self.history_start_seqno = min(history_start, seqno + 1)
+            self.history_bytes = sum(it.size for it in log if it.seqno >= history_start)
         for item in log:
             if isinstance(item, SystemEventItem):
                 self.system_events.append(item)

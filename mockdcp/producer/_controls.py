@@ -70,6 +70,11 @@ class DcpSettings:
     backfill_order: str = "round-robin"
     force_compression: bool = False
     include_deleted_user_xattrs: bool = False
+    #: history snapshots on this connection's streams (``change_streams``)
+    change_streams: bool = False
+    #: the bucket can retain history (Magma with a retention): set by the connection
+    #: before a ``change_streams`` control is applied
+    history_capable: bool = False
 
     @property
     def delete_times(self) -> bool:
@@ -176,8 +181,15 @@ def _flatbuffers(s: DcpSettings, v: str) -> Status:
 
 
 def _change_streams(s: DcpSettings, v: str) -> Status:
-    # The mock models a couchstore bucket, which cannot retain history.
-    return Status.NOT_SUPPORTED if v == "true" else Status.EINVAL
+    """kv_engine ``DcpProducer::control``: "true" succeeds only when the bucket's storage
+    can retain history (Magma with a retention), else NOT_SUPPORTED; "false" is invalid
+    (``docs/dcp/documentation/commands/control.md``)."""
+    if v != "true":
+        return Status.EINVAL
+    if not s.history_capable:
+        return Status.NOT_SUPPORTED
+    s.change_streams = True
+    return Status.SUCCESS
 
 
 def _max_marker_version(s: DcpSettings, v: str) -> Status:

@@ -90,6 +90,7 @@ def on_dcp_open(conn: Connection, frame: Frame, msg: DcpOpen, now: float) -> Non
 
 
 def on_control(conn: Connection, frame: Frame, msg: DcpControl, now: float) -> None:
+    conn.settings.history_capable = conn.node.bucket.retains_history
     status = apply_control(conn.settings, msg.key, msg.value)
     if msg.key == "connection_buffer_size" and status == Status.SUCCESS:
         conn.flow.resize(conn.settings.buffer_size)
@@ -174,6 +175,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         encoder=conn.encoder_for_streams(),
         cursor_name=f"{conn.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
         oso=conn.settings.oso,
+        change_streams=conn.settings.change_streams,
         observer=None if conn.checker is None else conn.checker.snapshot,
     )
     conn.streams.add(stream)

@@ -328,6 +328,7 @@ class Node:
             rev_epoch=epoch,
             manifest_uid=self.bucket.manifest.uid,
             network=self.network,
+            history=self.bucket.retains_history,
         )
 
     def config_bytes(self, host: str | None = None) -> bytes:

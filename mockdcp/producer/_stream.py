@@ -30,6 +30,13 @@ connection drains chunks under flow control. Rules, each with its source:
   last item; the filter's last drop ends the stream with FILTER_EMPTY (OK for legacy).
 * OSO (docs/dcp/documentation/commands/oso_snapshot.md): the first backfill from 0 of a
   stream filtered to one collection goes in key order between OSO_SNAPSHOT start and end.
+* Change streams (kv_engine ``docs/dcp/documentation/commands/snapshot-marker.md``,
+  ``active_stream.cc`` ``getMarkerFlags``, ``backfill_disk_to_stream.cc``), only on a
+  connection that enabled ``change_streams``: a memory marker of a historical
+  checkpoint is flagged History; a backfill from at or above the history start seqno
+  is one snapshot of every revision flagged Disk|Checkpoint|History|MayDuplicateKeys;
+  from below it, a de-duplicated snapshot up to the history start - 1 (its marker only
+  when it has data) then the history snapshot, both markers with the same end.
 """
 
 from __future__ import annotations
@@ -173,6 +180,7 @@ class Stream:
         encoder: ItemEncoder,
         cursor_name: str,
         oso: str = "",
+        change_streams: bool = False,
         observer: SnapshotObserver | None = None,
     ) -> None:
         """A stream of ``vb`` as the accepted stream request ``request`` (the decision
@@ -198,6 +206,9 @@ class Stream:
             aware=aware,
         )
         self._oso_mode = oso
+        self._change_streams = change_streams
+        #: a split backfill's history part is next, with the end both markers share
+        self._history_end: int | None = None
         self._start_seqno = start_seqno
         self._requested_snap_end = request.snap_end_seqno
         self._marker_version = request.marker_version
@@ -354,10 +365,21 @@ class Stream:
         if start != 1 and start <= purge and self._client_purge != purge:
             self.end(StreamEndReason.STATE_CHANGED)  # internal Rollback on the wire
             return
-        snap = self.vb.disk_snapshot(self.last_read_seqno, frames=True)
+        history_start = self.vb.history_start_seqno if self._change_streams else 0
+        history = bool(history_start) and start >= history_start
+        if history:
+            snap = self.vb.history_snapshot(self.last_read_seqno)
+        else:
+            snap = self.vb.disk_snapshot(self.last_read_seqno, frames=True)
         end = min(snap.end_seqno, self.end_seqno)
-        count = bisect.bisect_right(snap.seqnos, end)
-        self._backfill_end = end
+        if self._history_end is not None:  # the split's second part: the first's end
+            end, self._history_end = min(end, self._history_end), None
+        split = bool(history_start) and start < history_start <= end
+        limit = history_start - 1 if split else end
+        count = bisect.bisect_right(snap.seqnos, limit)
+        self._backfill_end = limit
+        if split:
+            self._history_end = end
         if not count:
             return
         heads, tails, tags, cids = snap.heads, snap.tails, snap.tags, snap.cids
@@ -372,11 +394,11 @@ class Stream:
         def items_at(at: Sequence[int]) -> list[Item]:
             return snap.items_at(by_seqno, at)
 
-        oso = self._oso_applies(start)
+        oso = self._oso_applies(start) and not history and not split
         selection = self._filter.select(tags, cids, items_at, skip=self._dropped_collections())
         picked = self._pick(heads, tails, tags, selection, items_at, snap.seqnos, sizes)
         if picked is None:  # nothing for this stream
-            if self._filter.aware and not oso:
+            if self._filter.aware and not oso and not split:
                 self._queue_marker(
                     start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
                 )
@@ -397,8 +419,12 @@ class Stream:
             # the rest, which is not for it, and goes on after the whole snapshot
             marker_end = end if self._filter.aware else last
             flags = SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
-            self._queue_marker(start, marker_end, flags, disk=snap)
-            if last < end and self._filter.aware and not selection.ended:
+            if history:
+                flags |= SnapshotFlag.HISTORY | SnapshotFlag.MAY_CONTAIN_DUPLICATE_KEYS
+                # a split's history marker repeats the end of the one before it
+                marker_end = max(marker_end, self.last_marker_end)
+            self._queue_marker(start, marker_end, flags, disk=snap, overlap=history)
+            if last < end and self._filter.aware and not selection.ended and not split:
                 frames = _joined(frames, _extra(self._seqno_advanced(end)))
         reason = self._ending_reason() if selection.ended else None
         if selection.ended:
@@ -523,6 +549,9 @@ class Stream:
         """The backfill's frames are queued: go on from its end (memory, or a new
         backfill if the checkpoints moved on meanwhile), or end."""
         self.last_read_seqno = max(self.last_read_seqno, self._backfill_end)
+        if self._history_end is not None:  # the history part of a split backfill
+            self._open_backfill()
+            return
         if self.last_read_seqno >= self.end_seqno or self._disk_only:
             self.end(StreamEndReason.OK)
             return
@@ -605,16 +634,28 @@ class Stream:
         if batch.starts_checkpoint and batch.checkpoint_start_seqno > self.last_marker_end:
             start = max(batch.checkpoint_start_seqno, self._requested_snap_start)
         flags = SnapshotFlag.MEMORY | (SnapshotFlag.CHECKPOINT if new_checkpoint else 0)
+        if self._change_streams and batch.checkpoint.historical:
+            flags |= SnapshotFlag.HISTORY  # memory snapshots never repeat a key
         self._queue_marker(start, last, flags)
         self._next_marker_checkpoint = False
 
     def _queue_marker(
-        self, start: int, end: int, flags: int, *, disk: object | None = None
+        self,
+        start: int,
+        end: int,
+        flags: int,
+        *,
+        disk: object | None = None,
+        overlap: bool = False,
     ) -> None:
+        """Queue a marker; its start never at or below the last marker's end, but for
+        the history marker of a split backfill (``overlap``), which repeats the end of
+        the de-duplicated one before it (kv_engine ``ActiveStream::markDiskSnapshot``
+        with ``HistoryFollowingNoHistory``)."""
         if not self._first_marker_sent:
             start = min(start, self._requested_snap_start)
             self._first_marker_sent = True
-        elif start <= self.last_marker_end:
+        elif start <= self.last_marker_end and not overlap:
             start = (
                 self.last_marker_end + 1
             )  # markers never overlap (kv_engine asserts it on active vbuckets)

@@ -161,9 +161,11 @@ def cluster_config(
     vbucket_map: list[list[int]] | None = None,
     manifest_uid: int = 0,
     network: NodeNetwork | None = None,
+    history: bool = False,
 ) -> dict[str, Any]:
     """The terse bucket config of a one-node cluster serving every vbucket; ``network``:
-    its TLS ports and alternate addresses (none by default)."""
+    its TLS ports and alternate addresses (none by default); ``history``: the bucket
+    retains history (Magma), advertised as the ``nonDedupedHistory`` capability."""
     network = network or NodeNetwork()
     ports = ServicePorts(
         kv=kv_port, mgmt=http_port, kv_ssl=network.kv_ssl, mgmt_ssl=network.mgmt_ssl
@@ -193,7 +195,7 @@ def cluster_config(
             "vBucketMap": vbmap,
         },
         "bucketCapabilitiesVer": "",
-        "bucketCapabilities": list(BUCKET_CAPABILITIES),
+        "bucketCapabilities": [*BUCKET_CAPABILITIES, *(("nonDedupedHistory",) if history else ())],
         "clusterCapabilitiesVer": [1, 0],
         "clusterCapabilities": {"n1ql": ["enhancedPreparedStatements"]},
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.model import Bucket
+from mockdcp.util import ModelError, ScenarioError
 
 if TYPE_CHECKING:
     from mockdcp.scenario._convert import Scenario
@@ -17,7 +18,15 @@ SCENARIO_EPOCH = 1_700_000_000.0
 
 def scenario_bucket(scenario: Scenario) -> Bucket:
     """A fresh bucket as the scenario's ``bucket:`` block declares it, seeded with its seed,
-    on the fixed scenario clock (``SCENARIO_EPOCH``)."""
+    on the fixed scenario clock (``SCENARIO_EPOCH``); ``ScenarioError`` if the block
+    declares a bucket that cannot be (history on couchstore...)."""
+    try:
+        return _bucket(scenario)
+    except ModelError as exc:
+        raise ScenarioError(f"{scenario.source}: bucket: {exc}") from None
+
+
+def _bucket(scenario: Scenario) -> Bucket:
     spec = scenario.bucket
     return Bucket(
         spec.name,
@@ -25,4 +34,7 @@ def scenario_bucket(scenario: Scenario) -> Bucket:
         seed=scenario.seed,
         clock=lambda: SCENARIO_EPOCH,
         collections=spec.collections,
+        storage=spec.storage,
+        history_retention_bytes=spec.history_retention_bytes,
+        history_retention_seconds=spec.history_retention_seconds,
     )

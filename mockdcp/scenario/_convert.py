@@ -66,8 +66,15 @@ class BucketSpec:
 
     name: str = "default"
     vbuckets: int = 16
-    #: scope -> collection names (the ``_default`` scope and collection always exist)
+    #: scope -> collection names (the ``_default`` scope and collection always exist;
+    #: on magma they keep history unless a step says otherwise)
     collections: dict[str, list[str]] = attrs.field(factory=dict)
+    #: ``couchstore`` or ``magma`` (which retains history: change streams)
+    storage: Literal["couchstore", "magma"] = "couchstore"
+    #: magma's history retention for the whole bucket (default 4 GiB when neither is
+    #: given) and in seconds on the scenario clock
+    history_retention_bytes: int | None = None
+    history_retention_seconds: int | None = None
     #: data nodes serving the bucket, and replica copies of each vbucket
     nodes: int = 1
     replicas: int = 0

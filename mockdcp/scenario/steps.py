@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Union
 
 import attrs
 
+from mockdcp.model import KEEP
 from mockdcp.scenario._check import (
     Simulation,
     check_u32,
@@ -309,6 +310,30 @@ class Purge(Step):
             v = ctx.bucket.vbucket(vb)
             upto = v.persisted_seqno if self.upto is None else min(self.upto, v.persisted_seqno)
             ctx.bucket.purge(vb, upto)
+
+
+@attrs.frozen(kw_only=True)
+class PurgeHistory(Step):
+    """Magma's history retention now (compaction), or with ``upto`` the history up to
+    that persisted seqno purged whatever the retention: the history start seqno moves
+    above it (a bucket that retains history only)."""
+
+    NAME = "purge_history"
+    GROUP = "storage"
+    vbuckets: Vbuckets = "all"
+    upto: int | None = None
+
+    def check(self, sim: Simulation) -> None:
+        if not sim.manifest.history_allowed:
+            raise ValueError("purge_history needs a magma bucket (couchstore keeps no history)")
+        vbs = for_vbuckets(self, sim)
+        check_upto(self.upto, self.vbuckets, {v: sim.persisted[v] for v in vbs}, "persisted seqno")
+
+    def apply(self, ctx: StepContext) -> None:
+        for vb in ctx.vbuckets(self.vbuckets):
+            v = ctx.bucket.vbucket(vb)
+            upto = None if self.upto is None else min(self.upto, v.persisted_seqno)
+            ctx.bucket.purge_history(vb, upto)
 
 
 @attrs.frozen(kw_only=True)
@@ -614,24 +639,28 @@ class DropScope(Step):
 
 @attrs.frozen(kw_only=True)
 class CreateCollection(Step):
-    """Create ``scope.name``, with a max TTL in seconds if given."""
+    """Create ``scope.name``, with a max TTL in seconds if given; ``history``: every
+    revision kept (magma only; default: the bucket's, true on magma)."""
 
     NAME = "create_collection"
     GROUP = "cluster"
     collection: str
     max_ttl: int | None = None
+    history: bool | None = None
 
     def plan(self, manifest: Manifest) -> ManifestChange:
         """The manifest change this step makes (``ModelError`` if it cannot)."""
         scope, name = split_collection(self.collection)
-        return manifest.plan_create_collection(scope, name, max_ttl=self.max_ttl)
+        return manifest.plan_create_collection(
+            scope, name, max_ttl=self.max_ttl, history=self.history
+        )
 
     def check(self, sim: Simulation) -> None:
         sim.change_manifest(self.plan, forgets_documents=False)
 
     def apply(self, ctx: StepContext) -> None:
         scope, name = split_collection(self.collection)
-        ctx.bucket.create_collection(scope, name, max_ttl=self.max_ttl)
+        ctx.bucket.create_collection(scope, name, max_ttl=self.max_ttl, history=self.history)
 
 
 @attrs.frozen(kw_only=True)
@@ -657,24 +686,34 @@ class DropCollection(Step):
 
 @attrs.frozen(kw_only=True)
 class ModifyCollection(Step):
-    """Change the max TTL of ``scope.name`` (``null``: none of its own)."""
+    """Change the max TTL of ``scope.name`` (``null``: none of its own) or, with
+    ``history``, whether it keeps every revision (magma only; a ``null`` max TTL then
+    keeps the TTL it has)."""
 
     NAME = "modify_collection"
     GROUP = "cluster"
     collection: str
     max_ttl: int | None = None
+    history: bool | None = None
 
     def plan(self, manifest: Manifest) -> ManifestChange:
         """The manifest change this step makes (``ModelError`` if it cannot)."""
         scope, name = split_collection(self.collection)
-        return manifest.plan_modify_collection(scope, name, max_ttl=self.max_ttl)
+        if self.history is None:
+            return manifest.plan_modify_collection(scope, name, max_ttl=self.max_ttl)
+        ttl = KEEP if self.max_ttl is None else self.max_ttl
+        return manifest.plan_modify_collection(scope, name, max_ttl=ttl, history=self.history)
 
     def check(self, sim: Simulation) -> None:
         sim.change_manifest(self.plan, forgets_documents=False)
 
     def apply(self, ctx: StepContext) -> None:
         scope, name = split_collection(self.collection)
-        ctx.bucket.modify_collection(scope, name, max_ttl=self.max_ttl)
+        if self.history is None:
+            ctx.bucket.modify_collection(scope, name, max_ttl=self.max_ttl)
+        else:
+            ttl = KEEP if self.max_ttl is None else self.max_ttl
+            ctx.bucket.modify_collection(scope, name, max_ttl=ttl, history=self.history)
 
 
 @attrs.frozen(kw_only=True)
@@ -1016,6 +1055,7 @@ STEP_TYPES: tuple[type[Step], ...] = (
     Persist,
     Persistence,
     Purge,
+    PurgeHistory,
     DropCursor,
     Restart,
     Failover,
@@ -1084,6 +1124,7 @@ __all__ = [
     "Persist",
     "Persistence",
     "Purge",
+    "PurgeHistory",
     "Rebalance",
     "RefuseConnections",
     "Reject",

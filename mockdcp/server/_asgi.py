@@ -7,7 +7,8 @@ docs.couchbase.com "Cluster info" and "Bucket info"):
 * ``GET /pools`` → implementationVersion (go-dcp parses X.Y.Z);
 * ``GET /pools/default`` → the node list;
 * ``GET /pools/default/buckets`` and ``/pools/default/buckets/{bucket}`` → bucket info
-  (bucketType ``membase``, storageBackend ``couchstore``);
+  (bucketType ``membase``, storageBackend ``couchstore`` or ``magma`` with its history
+  retention);
 * ``GET /pools/default/b/{bucket}`` → the terse config;
 * ``GET /pools/default/bs/{bucket}`` and ``/pools/default/bucketsStreaming/{bucket}`` →
   a long-lived response streaming the config, each object followed by four newlines, and
@@ -266,12 +267,17 @@ class CouchbaseEndpoints:
         info.update(
             {
                 "bucketType": "membase",
-                "storageBackend": "couchstore",
+                "storageBackend": self.node.bucket.storage,
                 "uri": f"/pools/default/buckets/{name}",
                 "streamingUri": f"/pools/default/bucketsStreaming/{name}",
                 "nodes": self._node_entries(host),
             }
         )
+        model = self.node.bucket
+        if model.storage == "magma":  # ns_server 7.2+ reports a Magma bucket's retention
+            info["historyRetentionSeconds"] = model.history_retention_seconds
+            info["historyRetentionBytes"] = model.history_retention_bytes
+            info["historyRetentionCollectionDefault"] = model.manifest.history_default
         return info
 
 

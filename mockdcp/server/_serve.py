@@ -34,7 +34,7 @@ from mockdcp.server._kv import (
 )
 from mockdcp.server._network import NetworkOptions, TlsArguments, node_network
 from mockdcp.server._nodes import NodeShell
-from mockdcp.util import ServerError, collector_paused, raise_unwrapped, tune_process
+from mockdcp.util import ModelError, ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping, Sequence
@@ -301,6 +301,10 @@ async def serve(
     flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
     collections: Mapping[str, Sequence[str]] | None = None,
     docs: int = 0,
+    storage: str = "couchstore",
+    history_retention_bytes: int | None = None,
+    history_retention_seconds: int | None = None,
+    server_version: str | None = None,
     external_host: str | None = None,
     external_kv_port: int | None = None,
     external_http_port: int | None = None,
@@ -331,6 +335,10 @@ async def serve(
     ``Bucket(collections=...)``; a scenario's ``bucket:`` block declares its own).
     ``docs``: that many seeded Faker documents loaded (and persisted) before the block
     runs, as ``mockdcp serve --docs`` loads them; clients that connect meanwhile wait.
+    ``storage`` (``couchstore`` or ``magma``) with ``history_retention_bytes`` /
+    ``_seconds`` (Magma retains history by default): the bucket's backend, as
+    ``Bucket(storage=...)``; a scenario's ``bucket:`` block declares its own.
+    ``server_version``: what ``/pools`` and VERSION report (default 7.6.2).
 
     ``nodes``: data nodes in this process, each with its own KV and HTTP ports
     (consecutive from ``port`` and ``http_port``, or each free with 0), serving one
@@ -380,9 +388,19 @@ async def serve(
         model = bucket_obj or scenario_bucket(plan)
         nodes, replicas = plan.bucket.nodes, plan.bucket.replicas  # the scenario's cluster
     else:
-        model = bucket_obj or Bucket(
-            bucket, vbuckets, seed=seed, clock=time.time, collections=collections or {}
-        )
+        try:
+            model = bucket_obj or Bucket(
+                bucket,
+                vbuckets,
+                seed=seed,
+                clock=time.time,
+                collections=collections or {},
+                storage=storage,
+                history_retention_bytes=history_retention_bytes,
+                history_retention_seconds=history_retention_seconds,
+            )
+        except ModelError as exc:
+            raise ServerError(str(exc)) from exc
     if flush_interval is not None and not flush_interval > 0:
         raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
     model.flusher.interval = flush_interval
@@ -403,7 +421,17 @@ async def serve(
         files.callback(http.close)
         limits = _Limits(max_connections, output_limit, auth_timeout)
         options = _Options(
-            host, port, http_port, users, idle_timeout, seed, plan, limits, network, control_open
+            host,
+            port,
+            http_port,
+            users,
+            idle_timeout,
+            seed,
+            plan,
+            limits,
+            network,
+            control_open,
+            server_version,
         )
         async with _serve(options, model, capture, http, nodes, replicas) as server:
             if docs:
@@ -441,6 +469,8 @@ class _Options:
     limits: _Limits
     network: NetworkOptions
     control_open: bool
+    #: what ``/pools`` and VERSION report (None: the node's default)
+    version: str | None = None
 
 
 @attrs.frozen
@@ -538,6 +568,8 @@ class _Cluster:
             )
             if options.idle_timeout is not None:
                 node.idle_timeout = options.idle_timeout
+            if options.version is not None:
+                node.version = options.version
             self.first = node
         else:
             node = self.first.sibling(

@@ -143,3 +143,41 @@ async def test_streaming_config_ends_cleanly_when_the_client_leaves_or_the_serve
         await trio.sleep(2 * STREAM_POLL)
     await staying.aclose()
     gc.collect()  # anything of the responses left unfinalized would warn now
+
+
+async def test_a_magma_bucket_reports_its_backend_history_and_version() -> None:
+    import httpx
+
+    from mockdcp import ServerError
+
+    async with (
+        serve(
+            port=0,
+            http_port=0,
+            vbuckets=8,
+            storage="magma",
+            history_retention_seconds=600,
+            server_version="7.2.4-7070-enterprise",
+            docs=0,
+        ) as srv,
+        httpx.AsyncClient(
+            base_url=srv.http_url, auth=("Administrator", "password"), timeout=10
+        ) as client,
+    ):
+        info = (await client.get("/pools/default/buckets/default")).json()
+        assert info["storageBackend"] == "magma"
+        assert (info["historyRetentionSeconds"], info["historyRetentionBytes"]) == (600, 0)
+        assert info["historyRetentionCollectionDefault"] is True
+        assert (await client.get("/pools")).json()["implementationVersion"].startswith("7.2.4")
+        config = (await client.get("/pools/default/b/default")).json()
+        assert "nonDedupedHistory" in config["bucketCapabilities"]
+    with pytest.raises(ServerError, match="magma"):
+        async with serve(port=0, http_port=0, history_retention_bytes=1 << 30):
+            pass
+
+
+async def test_a_couchstore_bucket_advertises_no_history(http: httpx.AsyncClient) -> None:
+    info = (await http.get("/pools/default/buckets/default")).json()
+    assert "historyRetentionSeconds" not in info
+    config = (await http.get("/pools/default/b/default")).json()
+    assert "nonDedupedHistory" not in config["bucketCapabilities"]

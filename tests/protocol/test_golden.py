@@ -16,6 +16,7 @@ from mockdcp.protocol import (
     DcpGetFailoverLog,
     DcpNoop,
     DcpOpen,
+    DcpSeqnoAcknowledged,
     DcpStreamRequest,
     Deletion,
     Expiration,
@@ -564,6 +565,100 @@ CASES: list[tuple[str, Message | Response, str, str]] = [
         " 00 00 00 00 00 00 00 05 | 00 00 00 00 00 00 00 01 | 00 00 00 00 | 68 65 6c 6c 6f",
         "server",
     ),
+    (
+        # kv_engine docs/dcp/documentation/commands/prepare.md: the diagram draws the opcode
+        # as 0x57 (a DCP_MUTATION); the breakdown says 0x60. Durability 1 is Majority.
+        "prepare-page",
+        Prepare(
+            opaque=0x1210,
+            vbucket=0x0210,
+            by_seqno=4,
+            rev_seqno=1,
+            durability_level=1,
+            key=b"hello",
+            value=b"world",
+        ),
+        "80 60 00 05 1f 00 02 10 | 00 00 00 29 00 00 12 10 | 00 x8"
+        " 00 00 00 00 00 00 00 04 | 00 00 00 00 00 00 00 01 | 00 00 00 00 | 00 00 00 00"
+        " 00 00 00 00 | 00 00 01 | 68 65 6c 6c 6f | 77 6f 72 6c 64",
+        "server",
+    ),
+    (
+        # kv_engine docs/dcp/documentation/commands/commit.md: prepare at 4 committed at 5.
+        "commit-page",
+        Commit(opaque=0x1210, vbucket=0x0210, prepared_seqno=4, commit_seqno=5, key=b"hello"),
+        "80 62 00 05 10 00 02 10 | 00 00 00 15 00 00 12 10 | 00 x8"
+        " 00 00 00 00 00 00 00 04 | 00 00 00 00 00 00 00 05 | 68 65 6c 6c 6f",
+        "server",
+    ),
+    (
+        # kv_engine docs/dcp/documentation/commands/abort.md: prepare at 4 aborted at 5.
+        "abort-page",
+        Abort(opaque=0x1210, vbucket=0x0210, prepared_seqno=4, abort_seqno=5, key=b"hello"),
+        "80 63 00 05 10 00 02 10 | 00 00 00 15 00 00 12 10 | 00 x8"
+        " 00 00 00 00 00 00 00 04 | 00 00 00 00 00 00 00 05 | 68 65 6c 6c 6f",
+        "server",
+    ),
+    (
+        # kv_engine docs/dcp/documentation/commands/seqno-acknowledged.md: prepared seqno 4.
+        "seqno-acknowledged-page",
+        DcpSeqnoAcknowledged(opaque=0x1210, vbucket=0x0210, prepared_seqno=4),
+        "80 61 00 00 08 00 02 10 | 00 00 00 08 00 00 12 10 | 00 x8 | 00 00 00 00 00 00 00 04",
+        "client",
+    ),
+    (
+        # snapshot-marker.md flag table: a history disk snapshot is Disk|Checkpoint|History|
+        # MayDuplicateKeys (0x02|0x04|0x10|0x20 = 0x36), as kv_engine's active_stream.cc
+        # marks the snapshot a history backfill makes.
+        "snapshot-marker-v1-history-disk",
+        SnapshotMarker(opaque=0x10, vbucket=3, start_seqno=4, end_seqno=9, flags=0x36),
+        "80 56 00 00 14 00 00 03 | 00 00 00 14 00 00 00 10 | 00 x8"
+        " 00 00 00 00 00 00 00 04 | 00 00 00 00 00 00 00 09 | 00 00 00 36",
+        "server",
+    ),
+    (
+        # A memory checkpoint of a history-retaining bucket: Memory|Checkpoint|History, V2.0
+        # with a max visible seqno below the end (a prepare at the tail) and, being a
+        # memory snapshot, a high completed seqno of 0.
+        "snapshot-marker-v2.0-history-memory",
+        SnapshotMarker(
+            opaque=0x10,
+            vbucket=3,
+            start_seqno=10,
+            end_seqno=12,
+            flags=0x15,
+            version=SnapshotMarkerVersion.V2_0,
+            max_visible_seqno=11,
+            high_completed_seqno=0,
+        ),
+        "80 56 00 00 01 00 00 03 | 00 00 00 25 00 00 00 10 | 00 x8 | 00"
+        " 00 00 00 00 00 00 00 0a | 00 00 00 00 00 00 00 0c | 00 00 00 15"
+        " 00 00 00 00 00 00 00 0b | 00 x8",
+        "server",
+    ),
+    (
+        # V2.2 (kv_engine include/memcached/protocol_binary.h DcpSnapshotMarkerV2_2Value)
+        # carrying History|MayDuplicateKeys on a disk snapshot: start 1, end 8, mvs 8,
+        # hcs 7, purge 3, hps 7.
+        "snapshot-marker-v2.2-history-disk",
+        SnapshotMarker(
+            opaque=0x10,
+            vbucket=3,
+            start_seqno=1,
+            end_seqno=8,
+            flags=0x36,
+            version=SnapshotMarkerVersion.V2_2,
+            max_visible_seqno=8,
+            high_completed_seqno=7,
+            purge_seqno=3,
+            high_prepared_seqno=7,
+        ),
+        "80 56 00 00 01 00 00 03 | 00 00 00 35 00 00 00 10 | 00 x8 | 02"
+        " 00 00 00 00 00 00 00 01 | 00 00 00 00 00 00 00 08 | 00 00 00 36"
+        " 00 00 00 00 00 00 00 08 | 00 00 00 00 00 00 00 07 | 00 00 00 00 00 00 00 03"
+        " 00 00 00 00 00 00 00 07",
+        "server",
+    ),
 ]
 
 
@@ -746,3 +841,30 @@ def test_prepare_and_abort_round_trip_with_collections() -> None:
     assert decode_as(prepare.encode(), "server+collections") == prepare
     assert decode_as(abort.encode(), "server+collections") == abort
     assert len(prepare.encode()) == 24 + 31 + 5 + 2
+
+
+def test_prepare_page_as_drawn_with_mutation_opcode_is_not_a_prepare() -> None:
+    drawn = unhex(
+        "80 57 00 05 1f 00 02 10 | 00 00 00 29 00 00 12 10 | 00 x8"
+        " 00 00 00 00 00 00 00 04 | 00 00 00 00 00 00 00 01 | 00 00 00 00 | 00 00 00 00"
+        " 00 00 00 00 | 00 00 01 | 68 65 6c 6c 6f | 77 6f 72 6c 64"
+    )
+    # the same 31 extras bytes read as a DCP_MUTATION (nmeta, nru), not as a prepare
+    assert isinstance(decode_as(drawn, "server"), Mutation)
+
+
+@pytest.mark.parametrize("level", [0, 4])
+def test_prepare_with_durability_level_outside_1_to_3_is_rejected(level: int) -> None:
+    good = Prepare(opaque=1, vbucket=0, by_seqno=4, rev_seqno=1, key=b"k").encode()
+    bad = good[:54] + bytes((level,)) + good[55:]
+    with pytest.raises(RemoteProtocolError) as info:
+        decode_as(bad, "server")
+    assert info.value.field == "extras"
+
+
+def test_commit_with_a_value_is_rejected() -> None:
+    good = Commit(opaque=1, vbucket=0, prepared_seqno=4, commit_seqno=5, key=b"k").encode()
+    body = int.from_bytes(good[8:12], "big") + 1
+    bad = good[:8] + body.to_bytes(4, "big") + good[12:] + b"v"
+    with pytest.raises(RemoteProtocolError):
+        decode_as(bad, "server")

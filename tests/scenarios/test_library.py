@@ -25,11 +25,15 @@ SCENARIOS = library()
 CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "slow-consumer-flow-control": {"buffer_size": 64 * 1024},
     "noops-keep-idle-connection-alive": {"noop_interval": 0.5},
+    "history-snapshots-with-duplicates": {"controls": [("change_streams", "true")]},
+    "history-backfill-split": {"controls": [("change_streams", "true")]},
 }
 #: the same as `mockdcp tail` flags
 TAIL_FLAGS: dict[str, list[str]] = {
     "slow-consumer-flow-control": ["--buffer-size", str(64 * 1024)],
     "noops-keep-idle-connection-alive": ["--noop-interval", "0.5"],
+    "history-snapshots-with-duplicates": ["--change-streams"],
+    "history-backfill-split": ["--change-streams"],
 }
 
 
@@ -167,6 +171,28 @@ async def test_the_protocol_checker_reports_what_each_wrong_consumer_gets_wrong(
     assert outcome.protocol_violations, outcome.explain()
     assert {v.split(":")[0] for v in outcome.protocol_violations} == {rule}
     assert message in outcome.protocol_violations[0]
+
+
+@pytest.mark.parametrize(
+    "scenario", ["history-snapshots-with-duplicates", "history-backfill-split"]
+)
+async def test_consumer_assuming_unique_keys_fails_history_scenarios(scenario: str) -> None:
+    outcome = await run_scenario(
+        LIBRARY / f"{scenario}.yaml",
+        lambda host, port: make_consumer("dedup-snapshots", host, port),
+    )
+    assert not outcome.passed, outcome.explain()
+    failed = [e.detail for e in outcome.expectations if not e.passed]
+    assert any("requested with start seqno" in detail for detail in failed)
+
+
+async def test_history_snapshots_reach_the_reference_consumer_with_every_revision() -> None:
+    outcome = await run_scenario(
+        LIBRARY / "history-snapshots-with-duplicates.yaml",
+        reference_consumer("history-snapshots-with-duplicates"),
+    )
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
 
 
 async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:

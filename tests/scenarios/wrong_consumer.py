@@ -14,6 +14,9 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
 * ``reopen-ended``: re-opens every stream that ends, even after FILTER_EMPTY;
 * ``ignore-noops``: enables noops (every 0.5 s) and never answers one;
 * ``no-backoff``: reconnects 10 ms after every dropped connection, however often.
+* ``dedup-snapshots``: asks for change streams but takes a snapshot's keys as unique,
+  as a pre-7.2 consumer does: a key seen already in the snapshot is a retransmission and
+  dropped (it keeps the first revision of a history snapshot, not the newest).
 
 Each is the reference consumer's core (or driver) with one rule broken, driven as it is.
 """
@@ -38,6 +41,7 @@ from mockdcp.protocol import (
     DcpBufferAck,
     Frame,
     Magic,
+    Mutation,
     Opcode,
     RemoteProtocolError,
     Status,
@@ -120,6 +124,30 @@ class IgnoresNoops(ConsumerCore):
         return super().receive(frame)
 
 
+class AssumesUniqueKeys(ConsumerCore):
+    """Drops a key's second revision in one snapshot (history snapshots repeat keys)."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(controls=[("change_streams", "true")], **options)  # type: ignore[arg-type]
+        self._seen: dict[tuple[int, int | None], set[tuple[int | None, bytes]]] = {}
+
+    def receive(self, frame: Frame) -> list[Action]:
+        if frame.magic is Magic.REQUEST and frame.opcode in (
+            Opcode.DCP_SNAPSHOT_MARKER,
+            Opcode.DCP_MUTATION,
+        ):
+            msg = decode_server_message(frame, collections=self.collections)
+            key = self.stream_of(frame)
+            if isinstance(msg, Mutation):
+                seen = self._seen.setdefault(key, set())
+                if (msg.collection_id, msg.key) in seen:
+                    return []
+                seen.add((msg.collection_id, msg.key))
+            else:
+                self._seen[key] = set()
+        return super().receive(frame)
+
+
 class NoBackoff(DcpConsumer):
     """The reference consumer, reconnecting ``NO_BACKOFF_DELAY`` after every dropped
     connection instead of backing off."""
@@ -142,6 +170,7 @@ MODES: dict[str, type[ConsumerCore]] = {
     "reopen-ended": ReopensEverything,
     "ignore-noops": IgnoresNoops,
     "no-backoff": ConsumerCore,
+    "dedup-snapshots": AssumesUniqueKeys,
 }
 
 
