@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.protocol import cluster_config, encode_config, node_ext
+from mockdcp.protocol import encode_config, node_ext
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
@@ -130,18 +130,7 @@ class Topology:
         servers = self.serving()
         if len(servers) == 1 and servers[0] is node and cmap.num_replicas == 0:
             return node.solo_config(host, self.rev, self.epoch)
-        config = cluster_config(
-            bucket=node.bucket.name,
-            bucket_uuid=node.bucket_uuid,
-            host=host or node.host,
-            kv_port=node.kv_port,
-            http_port=node.http_port,
-            num_vbuckets=node.bucket.num_vbuckets,
-            rev=self.rev,
-            rev_epoch=self.epoch,
-            manifest_uid=node.bucket.manifest.uid,
-            network=node.network,
-        )
+        config = node.solo_config(host, self.rev, self.epoch)
         config["nodes"] = [
             {
                 "couchApiBase": f"http://{s.host}:{s.http_port}/{node.bucket.name}",
