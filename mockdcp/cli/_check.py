@@ -295,11 +295,12 @@ async def _until_done(
                 nursery.cancel_scope.cancel()
 
             async def never_connected() -> None:
-                with trio.move_on_after(options.connect_within):
+                with trio.move_on_after(options.connect_within) as scope:
                     await connected.wait()
-                    await trio.sleep_forever()
-                trouble.append(f"the consumer never connected within {options.connect_within:g}s")
-                nursery.cancel_scope.cancel()
+                if scope.cancelled_caught:
+                    within = options.connect_within
+                    trouble.append(f"the consumer never connected within {within:g}s")
+                    nursery.cancel_scope.cancel()
 
             nursery.start_soon(first, server.scenario_done.wait, None)
             nursery.start_soon(first, consumer.exited.wait, "exited")
