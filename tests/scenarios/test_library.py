@@ -25,12 +25,12 @@ SCENARIOS = library()
 #: what a scenario needs of the reference consumer beyond its defaults
 CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "slow-consumer-flow-control": {"buffer_size": 64 * 1024},
-    "noops-keep-idle-connection-alive": {"noop_interval": 0.5},
+    "noops-keep-idle-connection-alive": {"noop_interval": 1.0},
 }
 #: the same as `mockdcp tail` flags
 TAIL_FLAGS: dict[str, list[str]] = {
     "slow-consumer-flow-control": ["--buffer-size", str(64 * 1024)],
-    "noops-keep-idle-connection-alive": ["--noop-interval", "0.5"],
+    "noops-keep-idle-connection-alive": ["--noop-interval", "1"],
 }
 
 
