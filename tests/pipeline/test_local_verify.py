@@ -73,7 +73,8 @@ def test_events_reduce_to_the_last_version_and_deletions_remove(tmp_path: Path) 
 def test_a_dropped_deletion_is_a_phantom(tmp_path: Path) -> None:
     out = lines(
         tmp_path / "out",
-        *({"key": k, "value": v.decode()} for k, v in (("a", b'{"n": 1}'), ("b", b'{"n": 2}'))),
+        {"key": "a", "value": '{"n": 1}'},
+        {"key": "b", "value": '{"n": 2}'},
         {"key": "c", "value": '"x"'},
         {"key": "gone", "value": "{}"},
     )

@@ -209,7 +209,7 @@ def test_reconnected_counts_from_the_last_close() -> None:
 
 def test_a_refused_request_is_not_a_resume() -> None:
     check = ExpectationCheck(Expect(resume=ResumeExpectation(vbucket=1, seqno=9)), began=0)
-    check.observe(request(1, 9, status="NOT_MY_VBUCKET"))  # type: ignore[arg-type]
+    check.observe(request(1, 9, status="NOT_MY_VBUCKET"))
     assert not check.passed
     assert check.failure() == "a request from 9 was answered NOT_MY_VBUCKET"
     check.observe(request(1, 9))
