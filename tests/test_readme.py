@@ -88,16 +88,17 @@ def server() -> Iterator[dict[str, int]]:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A directory holding the README's scenario (its first YAML block) as ``my.yaml``."""
-    (_, scenario), *_ = blocks("yaml")
+    """A directory holding the README's scenario (its first YAML block with steps) as
+    ``my.yaml``."""
+    (_, scenario), *_ = [b for b in blocks("yaml") if "steps:" in b[1]]
     (tmp_path / "my.yaml").write_text(scenario)
     return tmp_path
 
 
-def test_every_yaml_block_of_the_readme_is_a_valid_scenario(tmp_path: Path) -> None:
+def test_every_scenario_block_of_the_readme_is_a_valid_scenario(tmp_path: Path) -> None:
     from mockdcp.cli._scenario_commands import validate_file
 
-    for line, text in blocks("yaml"):
+    for line, text in [b for b in blocks("yaml") if "steps:" in b[1]]:
         path = tmp_path / f"line{line}.yaml"
         path.write_text(text)
         assert validate_file(str(path)) == [], f"README line {line}"
@@ -173,6 +174,15 @@ def test_the_scenario_of_the_readme_is_valid_and_passes_with_the_reference_consu
     run = [*MOCKDCP, "run", "my.yaml", "--", *MOCKDCP, "tail"]
     done = subprocess.run(run, cwd=workdir, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_the_metadata_example_is_valid_in_the_readme_scenario(workdir: Path) -> None:
+    from mockdcp.scenario import Need, parse_scenario
+
+    ((_, metadata),) = [b for b in blocks("yaml") if "steps:" not in b[1]]
+    scenario = parse_scenario((workdir / "my.yaml").read_text() + metadata, "README")
+    assert scenario.needs == (Need.FLOW_CONTROL,)
+    assert scenario.consumer.environment() == {"MOCKDCP_BUFFER_SIZE": "65536"}
 
 
 @pytest.mark.parametrize(

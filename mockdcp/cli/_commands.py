@@ -423,14 +423,50 @@ async def _tail(args: argparse.Namespace) -> None:
         print("mockdcp tail: every stream has ended", file=sys.stderr, flush=True)
         done.set()
 
+    async def until_terminated() -> None:  # `mockdcp run`/`check` stop it with SIGTERM
+        with trio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                done.set()
+                return
+
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consumer.run)
             nursery.start_soon(until_every_stream_ended)
+            nursery.start_soon(until_terminated)
+            if args.output:
+                nursery.start_soon(_keep_output, consumer, args.output)
             await done.wait()
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the consumer's error, unwrapped for run_tail
         raise_unwrapped(group)
+    finally:
+        if args.output:
+            from mockdcp.client import write_documents
+
+            write_documents(consumer.state, args.output)
+
+
+#: how often ``tail --output`` rewrites its file while the documents change (seconds)
+OUTPUT_EVERY = 0.05
+
+
+async def _keep_output(consumer: Any, path: str) -> None:  # noqa: ANN401
+    """Rewrite ``path`` with the consumer's documents whenever they changed (the final
+    write is ``_tail``'s, when it stops); a large state is rewritten less often, so
+    writing takes at most a tenth of the time."""
+    from mockdcp.client import write_documents
+
+    written = None
+    while True:
+        state = consumer.state
+        mark = (state.items, len(state.rollbacks), state.system_events, consumer.connects)
+        took = 0.0
+        if mark != written:
+            started = time.perf_counter()
+            write_documents(state, path)
+            written, took = mark, time.perf_counter() - started
+        await trio.sleep(max(OUTPUT_EVERY, 10 * took))
 
 
 async def _tail_cluster(

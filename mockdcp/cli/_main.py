@@ -321,11 +321,22 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--buffer-size",
         type=_int_in(0),
-        default=20 * 1024 * 1024,
-        help="flow-control buffer in bytes; acks go out at half of it (0 = no flow control)",
+        default=env("MOCKDCP_BUFFER_SIZE", str(20 * 1024 * 1024)),
+        help="flow-control buffer in bytes; acks go out at half of it (0 = no flow control; "
+        "default MOCKDCP_BUFFER_SIZE or 20 MiB)",
     )
     tail.add_argument(
-        "--noop-interval", type=float, default=120.0, help="seconds between the producer's noops"
+        "--noop-interval",
+        type=_seconds,
+        default=env("MOCKDCP_NOOP_INTERVAL", "120"),
+        help="seconds between the producer's noops (default MOCKDCP_NOOP_INTERVAL or 120)",
+    )
+    tail.add_argument(
+        "--output",
+        default=env("MOCKDCP_OUTPUT") or None,
+        metavar="FILE",
+        help="keep the documents it holds in FILE, as JSON lines (default MOCKDCP_OUTPUT, "
+        "as `mockdcp check` sets it)",
     )
     tail.add_argument(
         "--change-streams",
@@ -342,6 +353,48 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="the report as JSON")
     run.add_argument(
         "--timeout", type=float, default=300.0, help="seconds for the whole scenario (300)"
+    )
+
+    check = sub.add_parser(
+        "check",
+        help="grade a consumer command against the scenario library: a report card",
+        usage="mockdcp check [SCENARIO...] [options] -- CONSUMER CMD...",
+        description="Runs each scenario (the library's, or those named: names or files) on "
+        "a fresh server with free ports against the consumer command, which gets the "
+        "MOCKDCP_* variables of `mockdcp run`, MOCKDCP_SCENARIO and MOCKDCP_OUTPUT (where it "
+        "may write the documents or events it holds, as JSON lines or Parquet, verified "
+        "against the scenario's oracle). Exit 0 only if every scenario that applies passes.",
+    )
+    check.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="names or files")
+    check.add_argument("--tag", metavar="TAG,...", help="only scenarios with any of these tags")
+    check.add_argument("--exclude", metavar="NAME_OR_TAG,...", help="leave these out")
+    check.add_argument(
+        "--capabilities",
+        metavar="NEED,...",
+        help="what the consumer supports (collections, flow_control, noops, change_streams, "
+        "sync_writes, several_nodes); scenarios needing anything else do not apply "
+        "(default: everything)",
+    )
+    check.add_argument("-j", "--jobs", type=_int_in(1, 64), default=1, help="scenarios at once")
+    check.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per scenario (60)")
+    check.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=15.0,
+        help="seconds for the consumer to connect (15)",
+    )
+    check.add_argument("--junit", metavar="FILE", help="write JUnit XML (a test per scenario)")
+    check.add_argument("--html", metavar="FILE", help="write an HTML page with each failure")
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="the whole report as JSON on stdout (the card on stderr)",
+    )
+    check.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="keep each scenario's MOCKDCP_OUTPUT here as NAME.out (default: a temporary "
+        "directory)",
     )
 
     validate = sub.add_parser("validate", help="check scenario files (errors with lines)")
@@ -419,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mockdcp`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     consumer: list[str] = []
-    if "--" in argv:  # mockdcp run SCENARIO [options] -- CONSUMER CMD...
+    if "--" in argv:  # mockdcp run/check ... [options] -- CONSUMER CMD...
         cut = argv.index("--")
         argv, consumer = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
@@ -450,6 +503,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "scenarios": commands.run_scenarios,
         }[args.command]
         return run(args)
+    if args.command == "check":
+        from mockdcp.cli._check_report import run_check
+
+        return run_check(args)
     if args.command == "bench":
         from mockdcp.cli._bench import run_bench
 

@@ -26,6 +26,7 @@ from mockdcp.util import MockDcpError
 if TYPE_CHECKING:
     import argparse
 
+    from mockdcp.scenario import Scenario
     from mockdcp.server import MockDcpServer
 
 #: seconds a consumer gets to exit after SIGTERM before it is killed
@@ -83,7 +84,7 @@ async def run_scenario(
                 nursery.start_soon(_live.run_live_view, server.state)
             proc = None
             if command:
-                env = {**os.environ, **consumer_env(server)}
+                env = {**os.environ, **consumer_env(server), **_settings(path)}
                 # the consumer's output goes to stderr: stdout holds the report alone
                 proc = await trio.lowlevel.open_process(
                     command, env=env, stdout=sys.stderr.fileno()
@@ -100,6 +101,15 @@ async def run_scenario(
         report.expectations = [e.as_dict() for e in progress.expectations]
         report.failure = report.failure or progress.failure
         return report
+
+
+def _settings(path: str) -> dict[str, str]:
+    """The scenario's consumer settings as ``MOCKDCP_*`` variables (``serve`` has
+    loaded it already: it is valid)."""
+    from mockdcp.scenario import load_scenario
+
+    scenario = load_scenario(path)
+    return {"MOCKDCP_SCENARIO": scenario.name, **scenario.consumer.environment()}
 
 
 async def _watch(proc: trio.Process, report: RunReport, server: MockDcpServer) -> None:
@@ -202,10 +212,15 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def bundled_scenarios() -> list[tuple[str, str, str]]:
     """(name, first line of the description, path) of every bundled scenario."""
+    return [(name, line, path) for name, line, path, _ in _library()]
+
+
+def _library() -> list[tuple[str, str, str, Scenario | None]]:
+    """(name, first line, path, the scenario or None if it is invalid) of each."""
     from mockdcp.scenario import load_scenario
     from mockdcp.util import ScenarioError
 
-    out = []
+    out: list[tuple[str, str, str, Scenario | None]] = []
     folder = resources.files("mockdcp") / "scenarios"
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".yaml"):
@@ -214,21 +229,41 @@ def bundled_scenarios() -> list[tuple[str, str, str]]:
         try:
             scenario = load_scenario(path)
         except ScenarioError as exc:
-            out.append((entry.name.removesuffix(".yaml"), f"INVALID: {exc}", path))
+            out.append((entry.name.removesuffix(".yaml"), f"INVALID: {exc}", path, None))
             continue
-        out.append((scenario.name, scenario.description.strip().split("\n")[0], path))
+        line = scenario.description.strip().split("\n")[0]
+        out.append((scenario.name, line, path, scenario))
     return out
 
 
+def _metadata(scenario: Scenario | None) -> dict[str, object]:
+    if scenario is None:
+        return {"tags": [], "needs": [], "reproduces": None, "consumer": {}}
+    rep = scenario.reproduces
+    return {
+        "tags": list(scenario.tags),
+        "needs": [str(n) for n in scenario.needs],
+        "reproduces": None if rep is None else {"summary": rep.summary, "source": rep.source},
+        "consumer": scenario.consumer.environment(),
+    }
+
+
 def run_scenarios(args: argparse.Namespace) -> int:
-    rows = bundled_scenarios()
+    rows = _library()
     if args.json:
-        for name, description, path in rows:
-            print(json.dumps({"name": name, "description": description, "path": path}))
+        for name, description, path, scenario in rows:
+            row = {"name": name, "description": description, "path": path}
+            print(json.dumps({**row, **_metadata(scenario)}))
         return 0
-    width = max((len(name) for name, _, _ in rows), default=0)
-    for name, description, _ in rows:
+    width = max((len(name) for name, *_ in rows), default=0)
+    for name, description, _, scenario in rows:
         print(f"{name:<{width}}  {description}")
+        meta = _metadata(scenario)
+        needs = f"  needs: {', '.join(meta['needs'])}" if meta["needs"] else ""  # type: ignore[arg-type]
+        tags = ", ".join(meta["tags"])  # type: ignore[arg-type]
+        print(f"{'':<{width}}  tags: {tags}{needs}")
+        if scenario is not None and scenario.reproduces is not None:
+            print(f"{'':<{width}}  source: {scenario.reproduces.source}")
     return 0
 
 

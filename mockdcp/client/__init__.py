@@ -15,6 +15,10 @@ from mockdcp.client._core import (
     Reopen as Reopen,
     Send as Send,
 )
+from mockdcp.client._output import (
+    document_rows as document_rows,
+    write_documents as write_documents,
+)
 from mockdcp.client._state import (
     CallbackError as CallbackError,
     ConsumerError as ConsumerError,

@@ -67,6 +67,10 @@ if TYPE_CHECKING:
         make_corpus as make_corpus,
         parse_collections as parse_collections,
     )
+    from mockdcp.pipeline._local_verify import (
+        read_output as read_output,
+        verify_rows as verify_rows,
+    )
     from mockdcp.pipeline._oracle import (
         oracle_from_corpus as oracle_from_corpus,
         oracle_from_json as oracle_from_json,
@@ -100,6 +104,8 @@ _NAMES = {
     "Columns": "_verify",
     "VerifyReport": "_verify",
     "verify": "_verify",
+    "read_output": "_local_verify",
+    "verify_rows": "_local_verify",
 }
 
 #: corpus loading lives below, in ``mockdcp.data``; re-exported here for the pipeline's users

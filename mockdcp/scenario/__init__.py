@@ -9,6 +9,9 @@ from mockdcp.scenario._bucket import (
 )
 from mockdcp.scenario._convert import (
     BucketSpec as BucketSpec,
+    ConsumerSettings as ConsumerSettings,
+    FailureMode as FailureMode,
+    Need as Need,
     Problem as Problem,
     Scenario as Scenario,
     ScenarioProblems as ScenarioProblems,
@@ -31,7 +34,10 @@ from mockdcp.scenario.steps import __all__ as _step_names
 __all__ = [
     "SCENARIO_EPOCH",
     "BucketSpec",
+    "ConsumerSettings",
     "ExpectationResult",
+    "FailureMode",
+    "Need",
     "Problem",
     "Progress",
     "Scenario",

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import enum
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,9 +94,56 @@ class BucketSpec:
 MAX_NODES = 64
 
 
+class Need(enum.StrEnum):
+    """What a consumer must support for a scenario to apply to it (``mockdcp check
+    --capabilities`` leaves out the scenarios that need anything else)."""
+
+    #: HELLO collections: collection-aware frames, system events, filters
+    COLLECTIONS = "collections"
+    #: a flow-control buffer (``connection_buffer_size``) and buffer acknowledgements
+    FLOW_CONTROL = "flow_control"
+    #: ``enable_noop``: it answers DCP_NOOPs
+    NOOPS = "noops"
+    #: ``change_streams``: history snapshots of a magma bucket
+    CHANGE_STREAMS = "change_streams"
+    #: ``enable_sync_writes``: prepares, commits and aborts
+    SYNC_WRITES = "sync_writes"
+    #: a cluster of several nodes: the vbucket map, NOT_MY_VBUCKET with a new map
+    SEVERAL_NODES = "several_nodes"
+
+
+@attrs.frozen(kw_only=True)
+class FailureMode:
+    """The failure a scenario reproduces, in one line, and the public page (a kv_engine
+    document, an issue) that describes what a consumer must do."""
+
+    summary: str
+    source: str
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerSettings:
+    """Settings under which a consumer meets the scenario in seconds rather than minutes:
+    a consumer command gets them as ``MOCKDCP_BUFFER_SIZE`` (bytes) and
+    ``MOCKDCP_NOOP_INTERVAL`` (seconds), and ``mockdcp tail`` takes them as defaults."""
+
+    buffer_size: int | None = None
+    noop_interval: float | None = None
+
+    def environment(self) -> dict[str, str]:
+        """The ``MOCKDCP_*`` variables of the settings given."""
+        env = {}
+        if self.buffer_size is not None:
+            env["MOCKDCP_BUFFER_SIZE"] = str(self.buffer_size)
+        if self.noop_interval is not None:
+            env["MOCKDCP_NOOP_INTERVAL"] = f"{self.noop_interval:g}"
+        return env
+
+
 @attrs.frozen(kw_only=True)
 class Scenario:
-    """A scenario file: what it reproduces, its seed, its bucket, its steps."""
+    """A scenario file: what it reproduces, its seed, its bucket, its steps; and for
+    ``mockdcp check`` its tags, what a consumer needs for it, and consumer settings."""
 
     name: str
     description: str = ""
@@ -103,6 +151,10 @@ class Scenario:
     bucket: BucketSpec = BucketSpec()
     steps: tuple[Step, ...] = ()
     source: str = "<scenario>"
+    tags: tuple[str, ...] = ()
+    needs: tuple[Need, ...] = ()
+    reproduces: FailureMode | None = None
+    consumer: ConsumerSettings = ConsumerSettings()
 
 
 # -- the converter -----------------------------------------------------------------------
@@ -179,7 +231,25 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(Vbuckets, _vbuckets)
     conv.register_structure_hook(Value, _value)
     conv.register_structure_hook(SeqnoTarget, _seqno_target)
+    conv.register_structure_hook(Need, _need)
     return conv
+
+
+def _need(value: object, _: object) -> Need:
+    if isinstance(value, str) and value in Need.__members__.values():
+        return Need(value)
+    known = ", ".join(n.value for n in Need)
+    raise ValueError(f"unknown need {value!r} (known: {known})")
+
+
+_TAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def _tags(tags: list[str]) -> tuple[str, ...]:
+    bad = [t for t in tags if not _TAG.match(t)]
+    if bad:
+        raise ValueError(f"a tag is lower-case letters, digits and dashes, not {bad[0]!r}")
+    return tuple(tags)
 
 
 _CONVERTER: cattrs.Converter | None = None
@@ -304,7 +374,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioProblems([Problem("a scenario is a mapping", source=source)])
     lines = _step_lines(node)
-    allowed = {"name", "description", "seed", "bucket", "steps"}
+    allowed = {"name", "description", "seed", "bucket", "steps", *_META_KEYS}
     known = ", ".join(sorted(allowed))
     problems = [
         Problem(f"unknown key {key!r} (known: {known})", source=source)
@@ -323,6 +393,14 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         conv.structure({"name": "", **head}, _Head)
     except Exception as exc:
         problems += [Problem(m, field=f or None, source=source) for f, m in _messages(exc)]
+    meta = _Meta()
+    try:
+        meta = conv.structure({k: data[k] for k in _META_KEYS if k in data}, _Meta)
+        _tags(meta.tags)
+    except ValueError as exc:
+        problems.append(Problem(str(exc), field="tags", source=source))
+    except Exception as exc:
+        problems += [Problem(m, field=f or None, source=source) for f, m in _messages(exc)]
     steps: list[Step] = []
     try:
         raw = data.get("steps")  # absent or empty (``steps:``): none; ``{}`` is an error
@@ -338,6 +416,10 @@ def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
         bucket=bucket,
         steps=tuple(steps),
         source=source,
+        tags=tuple(meta.tags),
+        needs=tuple(meta.needs),
+        reproduces=meta.reproduces,
+        consumer=meta.consumer,
     )
 
 
@@ -346,6 +428,23 @@ class _Head:
     name: str
     description: str = ""
     seed: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class _Meta:
+    """A scenario's metadata for ``mockdcp check`` (the schema's properties too)."""
+
+    #: words to select scenarios by (``mockdcp check --tag rollback``)
+    tags: list[str] = attrs.field(factory=list)
+    #: what a consumer must support for the scenario to apply to it
+    needs: list[Need] = attrs.field(factory=list)
+    #: the failure it reproduces and its public source
+    reproduces: FailureMode | None = None
+    #: settings under which a consumer meets it quickly
+    consumer: ConsumerSettings = ConsumerSettings()
+
+
+_META_KEYS = ("tags", "needs", "reproduces", "consumer")
 
 
 def load_scenario(path: str) -> Scenario:

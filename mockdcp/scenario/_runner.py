@@ -21,7 +21,7 @@ import trio
 
 from mockdcp.scenario import steps as st
 from mockdcp.scenario._check import resolve_vbuckets
-from mockdcp.scenario._triggers import ExpectationCheck, ProgressTrigger
+from mockdcp.scenario._triggers import Branch, ExpectationCheck, ProgressTrigger
 from mockdcp.scenario._validate import check_steps
 from mockdcp.util import ModelError, ScenarioError
 
@@ -40,9 +40,21 @@ class ExpectationResult:
     passed: bool
     detail: str
     step: int
+    #: how the consumer got there, for expectations with more than one way (``Route``)
+    route: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return attrs.asdict(self)
+
+
+def _now() -> float:
+    """trio's clock, which stamps the node's events; outside ``trio.run`` (steps applied
+    by synchronous code, with no consumer to answer) minus infinity: every event is
+    after it."""
+    try:
+        return trio.current_time()
+    except RuntimeError:
+        return float("-inf")
 
 
 class StepFailed(ScenarioError):
@@ -82,6 +94,11 @@ class StepRunner:
         self.history: list[ProducerEvent] = list(node.events)
         self._observers: list[Callable[[ProducerEvent], None]] = []
         self._changed = trio.Event()
+        #: per vbucket, the last cut of its history (a new failover entry) by a step
+        self.branches: dict[int, Branch] = {}
+        #: when the last storage or cluster step was applied (a purge can make a
+        #: consumer's position unreachable without a new branch)
+        self.last_change: float | None = None
         node.subscribers.append(self._on_event)
 
     @property
@@ -159,10 +176,26 @@ class StepRunner:
             self.progress.applied += 1
 
     def _apply_now(self, step: st.Step) -> None:
+        changes = step.GROUP in ("storage", "cluster")
+        heads = self._failover_heads() if changes else []
         try:
             step.apply(self)
         except (ModelError, ValueError) as exc:
             raise StepFailed(f"{step.NAME}: {exc}") from exc
+        if changes:
+            self._note_branches(heads)
+
+    def _failover_heads(self) -> list[tuple[int, int]]:
+        return [vb.failover.entries[0] for vb in self.node.bucket.vbuckets]
+
+    def _note_branches(self, before: list[tuple[int, int]]) -> None:
+        """Record the vbuckets whose newest failover entry the step replaced: a new
+        branch, from its seqno (kv_engine ``failover-table.cc``)."""
+        now = _now()
+        self.last_change = now
+        for vb, (head, was) in enumerate(zip(self._failover_heads(), before, strict=False)):
+            if head != was:
+                self.branches[vb] = Branch(now, head[1])
 
     def vbuckets(self, selection: st.Vbuckets) -> list[int]:
         """The vbuckets a step names, in this node's bucket."""
@@ -194,8 +227,18 @@ class StepRunner:
         if scope.cancelled_caught:
             raise StepFailed(f"wait timed out after {step.timeout:g}s: {trigger.describe()}")
 
+    def _branch_for(self, step: st.Expect) -> Branch | None:
+        """The cut a ``rollback`` expectation is about: its vbucket's last new branch,
+        or (none) the last storage or cluster step, with no branch seqno."""
+        if step.rollback is None:
+            return None
+        branch = self.branches.get(step.rollback.vbucket)
+        if branch is None and self.last_change is not None:
+            branch = Branch(self.last_change)
+        return branch
+
     async def _expect(self, step: st.Expect, index: int) -> None:
-        check = ExpectationCheck(step, began=trio.current_time())
+        check = ExpectationCheck(step, began=trio.current_time(), branch=self._branch_for(step))
         for event in self.history:
             check.observe(event)
         self._observers.append(check.observe)
@@ -207,6 +250,7 @@ class StepRunner:
             self._observers.remove(check.observe)
         check.finish()
         detail = check.detail if check.passed else check.failure()
+        route = None if check.route is None or not check.passed else str(check.route)
         self.progress.expectations.append(
-            ExpectationResult(check.name, check.passed, detail, index + 1)
+            ExpectationResult(check.name, check.passed, detail, index + 1, route)
         )

@@ -7,6 +7,7 @@ a test keeps it current). The HTTP API's OpenAPI document uses ``step_schema()``
 
 from __future__ import annotations
 
+import enum
 import json
 import types
 import typing
@@ -15,7 +16,7 @@ from typing import Literal, Union, get_args, get_origin
 import attrs
 
 from mockdcp.scenario import steps as st
-from mockdcp.scenario._convert import BucketSpec
+from mockdcp.scenario._convert import BucketSpec, _Meta
 
 SCHEMA_ID = "https://mockdcp.invalid/scenario.schema.json"
 
@@ -61,6 +62,8 @@ def _type_schema(tp: object) -> dict[str, object]:
     if tp is type(None):
         return {"type": "null"}
     origin = get_origin(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"enum": [m.value for m in tp]}
     if origin is Literal:
         return {"enum": list(get_args(tp))}
     if origin in (Union, types.UnionType):
@@ -114,6 +117,9 @@ def step_schema() -> dict[str, object]:
 
 def scenario_schema() -> dict[str, object]:
     """The schema of a scenario file."""
+    meta = _class_schema(_Meta)["properties"]
+    assert isinstance(meta, dict)
+    meta["tags"] = {"type": "array", "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"}}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -125,6 +131,7 @@ def scenario_schema() -> dict[str, object]:
             "seed": {"type": "integer"},
             "bucket": _class_schema(BucketSpec),
             "steps": {"type": "array", "items": step_schema()},
+            **meta,
         },
         "required": ["name"],
         "additionalProperties": False,

@@ -968,8 +968,11 @@ class Wait(Step):
 
 @attrs.frozen(kw_only=True)
 class RollbackExpectation:
-    """The server answered ROLLBACK (to ``to``, if given) on ``vbucket`` and the
-    consumer then re-requested it from a seqno at or below that."""
+    """The consumer left the history a branch cut on ``vbucket``: the server answered
+    ROLLBACK (to ``to``, if given) and the consumer re-requested from a seqno at or
+    below it, or, after the branch, its request was accepted from at or below the
+    branch point (``to`` and the new failover entry's seqno) with no ROLLBACK needed
+    (a consumer that never delivered the lost writes). Reports name the route."""
 
     vbucket: int
     to: int | None = None
@@ -978,7 +981,9 @@ class RollbackExpectation:
 @attrs.frozen(kw_only=True)
 class ResumeExpectation:
     """The consumer requested ``vbucket`` from ``seqno`` (with this snapshot range and
-    vbucket uuid, where given): a correct resume."""
+    vbucket uuid, where given): a correct resume. A complete snapshot ending at
+    ``seqno`` may be named by either of its ranges: the one received, or
+    (``seqno``, ``seqno``)."""
 
     vbucket: int
     seqno: int

@@ -118,6 +118,14 @@ _EXPECTATION = {
         "passed": {"type": "boolean"},
         "detail": {"type": "string"},
         "step": {"type": "integer", "description": "the expect step's index"},
+        "route": {
+            "type": ["string", "null"],
+            "description": (
+                "how the consumer reached a right outcome, for expectations with more than "
+                "one (rollback: rolled back, resumed below the branch, mitigated; resume: "
+                "the snapshot received, or the complete snapshot at its end)"
+            ),
+        },
     },
 }
 

@@ -96,3 +96,36 @@ def test_not_yaml_is_an_error_with_a_line() -> None:
 )
 def test_durations_take_seconds_or_units(text: object, seconds: float) -> None:
     assert parse_duration(text) == seconds
+
+
+def test_metadata_parses_with_durations_and_needs() -> None:
+    from mockdcp.scenario import Need
+
+    scenario = parse_scenario(
+        "name: m\ntags: [rollback, flow-control]\nneeds: [flow_control, noops]\n"
+        "reproduces: {summary: it stalls, source: 'https://example.org/x'}\n"
+        "consumer: {buffer_size: 65536, noop_interval: 500ms}\n"
+    )
+    assert scenario.tags == ("rollback", "flow-control")
+    assert scenario.needs == (Need.FLOW_CONTROL, Need.NOOPS)
+    assert scenario.reproduces is not None
+    assert scenario.reproduces.summary == "it stalls"
+    assert scenario.consumer.environment() == {
+        "MOCKDCP_BUFFER_SIZE": "65536",
+        "MOCKDCP_NOOP_INTERVAL": "0.5",
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("needs: [telepathy]", "unknown need 'telepathy' (known: collections, flow_control"),
+        ("tags: [Rollback]", "a tag is lower-case letters, digits and dashes, not 'Rollback'"),
+        ("reproduces: {summary: x}", "required field missing"),
+        ("colour: red", "unknown key 'colour'"),
+    ],
+)
+def test_bad_metadata_is_reported_clearly(text: str, message: str) -> None:
+    with pytest.raises(ScenarioProblems) as info:
+        parse_scenario(f"name: m\n{text}\n", "m.yaml")
+    assert message in str(info.value)

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mockdcp.model import Bucket
 from mockdcp.producer import events as ev
 from mockdcp.scenario import ConsumerProgress, Expect, ResumeExpectation, RollbackExpectation
-from mockdcp.scenario._triggers import ExpectationCheck, ProgressTrigger
+from mockdcp.scenario._triggers import Branch, ExpectationCheck, ProgressTrigger, Route
 
 
 def bucket(items: int = 0) -> Bucket:
@@ -15,7 +17,7 @@ def bucket(items: int = 0) -> Bucket:
     return b
 
 
-def request(vb: int, start: int, rollback: int | None = None, **kw: int) -> ev.StreamRequested:
+def request(vb: int, start: int, rollback: int | None = None, **kw: object) -> ev.StreamRequested:
     fields: dict[str, Any] = {
         "time": 1.0,
         "conn_id": 1,
@@ -101,13 +103,98 @@ def test_a_rollback_to_another_seqno_does_not_pass() -> None:
 
 
 def test_a_resume_must_match_every_field_given() -> None:
-    spec = Expect(resume=ResumeExpectation(vbucket=1, seqno=9, snap_start=5, snap_end=9))
+    spec = Expect(resume=ResumeExpectation(vbucket=1, seqno=7, snap_start=5, snap_end=9))
     check = ExpectationCheck(spec, began=0)
-    check.observe(request(1, 9, snap_start_seqno=9))
+    check.observe(request(1, 7, snap_start_seqno=7, snap_end_seqno=7))
     assert not check.passed
-    assert "snap start 9 (expected 5)" in check.failure()
-    check.observe(request(1, 9, snap_start_seqno=5, snap_end_seqno=9))
+    assert "snap start 7 (expected 5), snap end 7 (expected 9)" in check.failure()
+    check.observe(request(1, 7, snap_start_seqno=5, snap_end_seqno=9))
     assert check.passed
+    assert check.route is Route.SNAPSHOT_RECEIVED
+
+
+@pytest.mark.parametrize(
+    ("expected", "sent", "route"),
+    [
+        ((9, 9), (5, 9), Route.SNAPSHOT_RECEIVED),
+        ((5, 9), (9, 9), Route.COMPLETE_SNAPSHOT),
+    ],
+)
+def test_a_complete_snapshot_resumes_by_either_of_its_ranges(
+    expected: tuple[int, int], sent: tuple[int, int], route: Route
+) -> None:
+    resume = ResumeExpectation(vbucket=1, seqno=9, snap_start=expected[0], snap_end=expected[1])
+    check = ExpectationCheck(Expect(resume=resume), began=0)
+    check.observe(request(1, 9, snap_start_seqno=sent[0], snap_end_seqno=sent[1]))
+    assert check.passed
+    assert check.route is route
+    assert "the same complete snapshot" in check.detail
+
+
+def test_a_resume_at_another_seqno_is_no_complete_snapshot_of_it() -> None:
+    resume = ResumeExpectation(vbucket=1, seqno=9, snap_start=9, snap_end=9)
+    check = ExpectationCheck(Expect(resume=resume), began=0)
+    check.observe(request(1, 8, snap_start_seqno=5, snap_end_seqno=9))
+    assert not check.passed
+
+
+def written(vb: int, seqno: int, time: float) -> ev.SeqnoWritten:
+    return ev.SeqnoWritten(time=time, conn_id=1, vbucket=vb, seqno=seqno)
+
+
+def rollback_check(to: int | None = 40, branch: Branch | None = None) -> ExpectationCheck:
+    spec = Expect(rollback=RollbackExpectation(vbucket=0, to=to))
+    return ExpectationCheck(spec, began=0, branch=branch)
+
+
+def test_a_rollback_taken_is_the_rolled_back_route() -> None:
+    check = rollback_check(branch=Branch(2.0, 40))
+    check.observe(request(0, 50, rollback=40, time=3.0))
+    check.observe(request(0, 38, time=3.0))
+    assert check.passed
+    assert check.route is Route.ROLLED_BACK
+    assert check.detail == "rolled back: re-requested from 38 after ROLLBACK to 40"
+
+
+def test_resuming_at_or_below_the_branch_needs_no_rollback() -> None:
+    check = rollback_check(branch=Branch(2.0, 40))
+    check.observe(written(0, 50, time=1.0))  # sent past the branch point, held back
+    check.observe(request(0, 40, time=3.0))
+    assert check.passed
+    assert check.route is Route.RESUMED_BELOW_BRANCH
+    assert "at or below the branch point 40, sent up to 50" in check.detail
+
+
+def test_a_consumer_never_sent_past_the_branch_point_mitigated() -> None:
+    check = rollback_check(to=None, branch=Branch(2.0, 40))
+    check.observe(written(0, 40, time=1.0))
+    check.observe(request(0, 40, time=3.0))
+    assert check.passed
+    assert check.route is Route.MITIGATED
+
+
+def test_requests_before_the_branch_do_not_count() -> None:
+    check = rollback_check(branch=Branch(2.0, 40))
+    check.observe(request(0, 0, time=1.0))  # the first stream request, from 0
+    assert not check.passed
+    assert check.failure() == (
+        "no ROLLBACK taken, nor an accepted request at or below the branch point 40 "
+        "after the branch"
+    )
+
+
+def test_a_request_accepted_above_the_branch_point_fails() -> None:
+    check = rollback_check(branch=Branch(2.0, 40))
+    check.observe(request(0, 50, time=3.0))
+    assert not check.passed
+    assert check.failure() == "accepted from 50, above the branch point 40, without a ROLLBACK"
+
+
+def test_without_a_branch_only_a_rollback_shows_the_way() -> None:
+    check = rollback_check(to=None)
+    check.observe(request(0, 0, time=3.0))
+    assert not check.passed
+    assert check.failure() == "no ROLLBACK sent"
 
 
 def test_reconnected_counts_from_the_last_close() -> None:
@@ -122,7 +209,7 @@ def test_reconnected_counts_from_the_last_close() -> None:
 
 def test_a_refused_request_is_not_a_resume() -> None:
     check = ExpectationCheck(Expect(resume=ResumeExpectation(vbucket=1, seqno=9)), began=0)
-    check.observe(request(1, 9, status="NOT_MY_VBUCKET"))  # type: ignore[arg-type]
+    check.observe(request(1, 9, status="NOT_MY_VBUCKET"))
     assert not check.passed
     assert check.failure() == "a request from 9 was answered NOT_MY_VBUCKET"
     check.observe(request(1, 9))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
 from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
@@ -24,14 +25,14 @@ SCENARIOS = library()
 #: what a scenario needs of the reference consumer beyond its defaults
 CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "slow-consumer-flow-control": {"buffer_size": 64 * 1024},
-    "noops-keep-idle-connection-alive": {"noop_interval": 0.5},
+    "noops-keep-idle-connection-alive": {"noop_interval": 1.0},
     "history-snapshots-with-duplicates": {"controls": [("change_streams", "true")]},
     "history-backfill-split": {"controls": [("change_streams", "true")]},
 }
 #: the same as `mockdcp tail` flags
 TAIL_FLAGS: dict[str, list[str]] = {
     "slow-consumer-flow-control": ["--buffer-size", str(64 * 1024)],
-    "noops-keep-idle-connection-alive": ["--noop-interval", "0.5"],
+    "noops-keep-idle-connection-alive": ["--noop-interval", "1"],
     "history-snapshots-with-duplicates": ["--change-streams"],
     "history-backfill-split": ["--change-streams"],
 }
@@ -71,6 +72,23 @@ def test_library_scenario_validates_against_its_bucket(path: Path) -> None:
     summary, _, detail = scenario.description.partition("\n")
     assert 0 < len(summary) <= 80  # the line `mockdcp scenarios` shows
     assert len(detail.split()) >= 20  # which failure it reproduces, and how
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+def test_library_scenario_declares_its_tags_and_the_failure_it_reproduces(path: Path) -> None:
+    scenario = load_scenario(str(path))
+    assert scenario.tags
+    assert scenario.reproduces is not None
+    assert scenario.reproduces.source.startswith("https://github.com/couchbase/")
+    assert 0 < len(scenario.reproduces.summary) <= 100
+
+
+@pytest.mark.parametrize("name", CONSUMER_OPTIONS)
+def test_consumer_settings_are_the_scenarios_own(name: str) -> None:
+    # what the tests give the reference consumer is what the scenario asks of any
+    settings = load_scenario(str(LIBRARY / f"{name}.yaml")).consumer
+    given = {k: v for k, v in attrs.asdict(settings).items() if v is not None}
+    assert given == CONSUMER_OPTIONS[name]
 
 
 @pytest.mark.parametrize("name", CONSUMER_OPTIONS)

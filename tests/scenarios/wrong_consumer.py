@@ -13,10 +13,17 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
 * ``no-reopen``: takes every STREAM_END as the end of the stream, even STATE_CHANGED;
 * ``reopen-ended``: re-opens every stream that ends, even after FILTER_EMPTY;
 * ``ignore-noops``: enables noops (every 0.5 s) and never answers one;
-* ``no-backoff``: reconnects 10 ms after every dropped connection, however often.
+* ``no-backoff``: reconnects 10 ms after every dropped connection, however often;
 * ``dedup-snapshots``: asks for change streams but takes a snapshot's keys as unique,
   as a pre-7.2 consumer does: a key seen already in the snapshot is a retransmission and
-  dropped (it keeps the first revision of a history snapshot, not the newest).
+  dropped (it keeps the first revision of a history snapshot, not the newest);
+* ``drop-deletions``: ignores deletions and expirations (it keeps the documents);
+* ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
+  what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
+  other route).
+
+Each keeps the documents it holds in ``$MOCKDCP_OUTPUT`` when set, as ``mockdcp tail``
+does, so ``mockdcp check`` verifies them.
 
 Each is the reference consumer's core (or driver) with one rule broken, driven as it is.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any
 
@@ -36,6 +44,7 @@ from mockdcp.client import (
     DcpConsumer,
     Reopen,
     StreamKey,
+    write_documents,
 )
 from mockdcp.protocol import (
     DcpBufferAck,
@@ -148,6 +157,40 @@ class AssumesUniqueKeys(ConsumerCore):
         return super().receive(frame)
 
 
+class DropsDeletions(ConsumerCore):
+    """Never applies a deletion or an expiration: the documents stay."""
+
+    def receive(self, frame: Frame) -> list[Action]:
+        if frame.magic is Magic.REQUEST and frame.opcode in (
+            Opcode.DCP_DELETION,
+            Opcode.DCP_EXPIRATION,
+        ):
+            return []  # not even its position moves: it resumes before them, and drops them again
+        return super().receive(frame)
+
+
+class RestartsFromZero(ConsumerCore):
+    """After a STREAM_END or a new connection, forgets the stream and asks from 0 with
+    uuid 0: it can never hold a write a branch lost, and needs no ROLLBACK."""
+
+    def _forget(self, vb: int) -> None:
+        self.state.roll_back(vb, 0)
+        self.state.rollbacks.pop()  # not a rollback the producer asked for
+
+    def new_connection(self) -> None:
+        super().new_connection()
+        for vb, sid in list(self.state.positions):
+            if sid is None and not self.state.position(vb).ended:
+                self._forget(vb)
+
+    def receive(self, frame: Frame) -> list[Action]:
+        actions = super().receive(frame)
+        ended = frame.magic is Magic.REQUEST and frame.opcode == Opcode.DCP_STREAM_END
+        if ended and any(isinstance(a, Reopen) for a in actions):
+            self._forget(self.stream_of(frame)[0])
+        return actions
+
+
 class NoBackoff(DcpConsumer):
     """The reference consumer, reconnecting ``NO_BACKOFF_DELAY`` after every dropped
     connection instead of backing off."""
@@ -171,6 +214,8 @@ MODES: dict[str, type[ConsumerCore]] = {
     "ignore-noops": IgnoresNoops,
     "no-backoff": ConsumerCore,
     "dedup-snapshots": AssumesUniqueKeys,
+    "drop-deletions": DropsDeletions,
+    "restart-from-zero": RestartsFromZero,
 }
 
 
@@ -184,7 +229,10 @@ def make_consumer(
     bucket: str = "default",
 ) -> DcpConsumer:
     """The wrong consumer of ``mode`` for the node at ``host:port``."""
-    options: dict[str, Any] = {"buffer_size": 20 * 1024 * 1024}
+    options: dict[str, Any] = {
+        "buffer_size": int(os.environ.get("MOCKDCP_BUFFER_SIZE", 20 * 1024 * 1024)),
+        "noop_interval": float(os.environ.get("MOCKDCP_NOOP_INTERVAL", 120.0)),
+    }
     if mode == "never-ack":
         options["buffer_size"] = NEVER_ACK_BUFFER
     if mode == "ignore-noops":
@@ -207,11 +255,33 @@ def main(argv: list[str] | None = None) -> int:
         password=env.get("MOCKDCP_PASSWORD", "password"),
         bucket=env.get("MOCKDCP_BUCKET", "default"),
     )
+    output = env.get("MOCKDCP_OUTPUT")
     try:
-        trio.run(consumer.run)
+        trio.run(_run, consumer, output)
     except KeyboardInterrupt:
         return 0
+    finally:
+        if output:
+            write_documents(consumer.state, output)
     return 0
+
+
+async def _run(consumer: DcpConsumer, output: str | None) -> None:
+    """Stream until SIGTERM, keeping ``output`` current (``mockdcp tail --output``)."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consumer.run)
+        if output:
+            nursery.start_soon(_keep, consumer, output)
+        with trio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                break
+        nursery.cancel_scope.cancel()
+
+
+async def _keep(consumer: DcpConsumer, output: str) -> None:
+    while True:
+        write_documents(consumer.state, output)
+        await trio.sleep(0.05)
 
 
 if __name__ == "__main__":

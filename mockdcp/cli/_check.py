@@ -1,0 +1,616 @@
+"""``mockdcp check``: grade a consumer command against the scenario library (issue 29).
+
+Each scenario that applies to the consumer (its ``needs`` within ``--capabilities``)
+runs on a fresh server with free ports; the consumer command starts with the
+``MOCKDCP_*`` variables of ``mockdcp run`` plus the scenario's consumer settings,
+``MOCKDCP_SCENARIO`` (its name) and ``MOCKDCP_OUTPUT`` (where it may write what it
+holds). A scenario passes when its steps all ran, every expectation was met, the
+protocol checker reported nothing of the consumer, and the output (if it wrote one)
+holds exactly the oracle's documents. Up to ``jobs`` scenarios run at once; each has a
+time limit. The consumer's standard output and error are kept (their last lines go into
+the report of a scenario it failed).
+
+The report (``CheckReport``) is the same whatever ``jobs`` is, but for the times;
+``_check_report.py`` prints it as a report card and writes JUnit XML, JSON and HTML.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from mockdcp.producer import ProducerEvent
+    from mockdcp.scenario import Scenario
+    from mockdcp.server import MockDcpServer
+
+#: the protocol checker's limits under ``check``: a scenario lasts seconds, so a stall or
+#: a missing re-open must show within them (java-dcp-client and the reference consumer
+#: re-open within 50 ms, go-dcp after 1 s)
+CHECK_ACK_STALL = 2.0
+CHECK_REOPEN_WITHIN = 2.0
+#: seconds the consumer gets after the scenario's last step for its output to match
+SETTLE = 2.0
+#: seconds a consumer gets to exit after SIGTERM before it is killed
+STOP_GRACE = 5.0
+#: lines of the consumer's output kept for the report
+OUTPUT_LINES = 20
+#: an output larger than this (bytes) is verified by the Spark job, not in-process
+SPARK_ABOVE = 256 * 1024 * 1024
+#: evidence lines kept per failed scenario
+EVIDENCE_LINES = 200
+
+
+class Verdict(enum.StrEnum):
+    """A scenario's result."""
+
+    PASSED = "pass"
+    FAILED = "fail"
+    NOT_APPLICABLE = "not applicable"
+
+
+@attrs.define
+class ScenarioResult:
+    """One scenario's verdict, its reason in one line, and what shows it."""
+
+    name: str
+    path: str
+    verdict: Verdict
+    reason: str
+    tags: list[str] = attrs.field(factory=list)
+    needs: list[str] = attrs.field(factory=list)
+    reproduces: dict[str, str] | None = None
+    seconds: float = 0.0
+    expectations: list[dict[str, Any]] = attrs.field(factory=list)
+    #: what the protocol checker reported of the consumer
+    violations: list[dict[str, Any]] = attrs.field(factory=list)
+    #: the output's verification (a ``VerifyReport`` as JSON), if it wrote one
+    verification: dict[str, Any] | None = None
+    #: why the output was not verified, or could not be read
+    output: str = ""
+    consumer_exit: int | None = None
+    #: the consumer's last lines of output (kept for failures)
+    consumer_output: list[str] = attrs.field(factory=list)
+    #: for a failure: the requests the consumer sent and what it was sent, in order
+    evidence: list[str] = attrs.field(factory=list)
+    #: for a failure: the expect steps that failed, as written
+    failed_steps: list[dict[str, Any]] = attrs.field(factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**attrs.asdict(self), "verdict": str(self.verdict)}
+
+    def comparable(self) -> dict[str, Any]:
+        """What must not depend on timing or ``jobs``: the verdict, the reason, which
+        expectations passed and how, the rules broken, the output's counts."""
+        verification = self.verification or {}
+        return {
+            "name": self.name,
+            "verdict": str(self.verdict),
+            "reason": self.reason,
+            "expectations": [(e["name"], e["passed"], e.get("route")) for e in self.expectations],
+            "rules": sorted({v["rule"] for v in self.violations}),
+            "output": {k: verification.get(k) for k in ("missing", "phantom", "stale")},
+        }
+
+
+@attrs.define
+class CheckReport:
+    """Every scenario's result, in library order."""
+
+    command: list[str]
+    results: list[ScenarioResult]
+    seconds: float
+    jobs: int
+    capabilities: list[str] | None
+
+    @property
+    def passed(self) -> bool:
+        """Every scenario that applies passed."""
+        return all(r.verdict is not Verdict.FAILED for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        found = collections.Counter(r.verdict for r in self.results)
+        return {str(v): found.get(v, 0) for v in Verdict}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "counts": self.counts(),
+            "command": self.command,
+            "seconds": self.seconds,
+            "jobs": self.jobs,
+            "capabilities": self.capabilities,
+            "scenarios": [r.as_dict() for r in self.results],
+        }
+
+
+@attrs.frozen(kw_only=True)
+class CheckOptions:
+    """How ``check`` runs each scenario."""
+
+    command: list[str]
+    jobs: int = 1
+    #: seconds per scenario
+    limit: float = 60.0
+    #: seconds for the consumer to connect before the scenario fails
+    connect_within: float = 15.0
+    #: what the consumer supports (None: everything)
+    capabilities: frozenset[str] | None = None
+    #: keep each scenario's output here (``NAME.out``) instead of a temporary directory
+    output_dir: Path | None = None
+    host: str = "127.0.0.1"
+
+
+def applicable(scenario: Scenario, capabilities: frozenset[str] | None) -> str | None:
+    """Why ``scenario`` does not apply to a consumer with ``capabilities`` (None: it does)."""
+    if capabilities is None:
+        return None
+    missing = [str(n) for n in scenario.needs if str(n) not in capabilities]
+    if not missing:
+        return None
+    declared = ", ".join(sorted(capabilities)) or "nothing"
+    return f"needs {', '.join(missing)} (the consumer supports {declared})"
+
+
+def _meta(scenario: Scenario) -> dict[str, Any]:
+    rep = scenario.reproduces
+    return {
+        "tags": list(scenario.tags),
+        "needs": [str(n) for n in scenario.needs],
+        "reproduces": None if rep is None else {"summary": rep.summary, "source": rep.source},
+    }
+
+
+# -- one scenario -------------------------------------------------------------------------
+
+
+@attrs.define
+class _Consumer:
+    """The consumer process of one scenario and what it printed."""
+
+    proc: trio.Process
+    lines: collections.deque[str] = attrs.field(
+        factory=lambda: collections.deque(maxlen=OUTPUT_LINES)
+    )
+    exited: trio.Event = attrs.field(factory=trio.Event)
+
+    async def read(self) -> None:
+        """Keep the last lines of its output (read to the end: it must never block)."""
+        assert self.proc.stdout is not None
+        pending = b""
+        async for chunk in self.proc.stdout:
+            pending += chunk
+            *whole, pending = pending.split(b"\n")
+            self.lines.extend(line.decode("utf-8", "replace").rstrip() for line in whole)
+        if pending:
+            self.lines.append(pending.decode("utf-8", "replace").rstrip())
+
+    async def watch(self) -> None:
+        await self.proc.wait()
+        self.exited.set()
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds."""
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with trio.move_on_after(STOP_GRACE):
+                await self.proc.wait()
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+async def check_scenario(scenario: Scenario, options: CheckOptions) -> ScenarioResult:
+    """Run one scenario against the consumer command (see the module docstring)."""
+    started = time.perf_counter()
+    result = ScenarioResult(scenario.name, scenario.source, Verdict.PASSED, "", **_meta(scenario))
+    why_not = applicable(scenario, options.capabilities)
+    if why_not is not None:
+        result.verdict, result.reason = Verdict.NOT_APPLICABLE, why_not
+        return result
+    with tempfile.TemporaryDirectory(prefix="mockdcp-check-") as scratch:
+        folder = options.output_dir or Path(scratch)
+        output = folder / f"{scenario.name}.out"
+        await _run(scenario, options, output, result)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+async def _run(
+    scenario: Scenario, options: CheckOptions, output: Path, result: ScenarioResult
+) -> None:
+    from mockdcp.cli._scenario_commands import consumer_env
+    from mockdcp.producer import CheckerLimits
+    from mockdcp.server import serve
+
+    _remove(output)
+    async with serve(host=options.host, port=0, http_port=0, scenario=scenario.source) as server:
+        server.node.checker_limits = CheckerLimits(
+            ack_stall=CHECK_ACK_STALL, reopen_within=CHECK_REOPEN_WITHIN
+        )
+        env = {
+            **os.environ,
+            **consumer_env(server),
+            **scenario.consumer.environment(),
+            "MOCKDCP_SCENARIO": scenario.name,
+            "MOCKDCP_OUTPUT": str(output),
+        }
+        try:
+            proc = await trio.lowlevel.open_process(
+                options.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+        except OSError as exc:
+            result.verdict = Verdict.FAILED
+            result.reason = f"the consumer command could not start: {exc}"
+            return
+        consumer = _Consumer(proc)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumer.read)
+            nursery.start_soon(consumer.watch)
+            trouble = await _until_done(server, consumer, options)
+            if trouble is None:
+                await _settle(server, output)
+            await consumer.stop()
+            nursery.cancel_scope.cancel()
+        _judge(server, scenario, consumer, output, trouble, result)
+
+
+async def _until_done(
+    server: MockDcpServer, consumer: _Consumer, options: CheckOptions
+) -> str | None:
+    """Wait for the scenario's end; what went wrong first instead (the consumer exited,
+    never connected, the time limit), if anything."""
+    from mockdcp.producer import events
+
+    connected = trio.Event()
+    if any(isinstance(e, events.ConnectionOpened) for e in server.runner.history):
+        connected.set()
+
+    def on_event(event: ProducerEvent) -> None:
+        if isinstance(event, events.ConnectionOpened):
+            connected.set()
+
+    server.node.subscribers.append(on_event)
+    trouble: list[str] = []
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def first(wait: Callable[[], Any], problem: str | None) -> None:
+                await wait()
+                if problem is not None and not server.scenario_done.is_set():
+                    trouble.append(problem)
+                nursery.cancel_scope.cancel()
+
+            async def never_connected() -> None:
+                with trio.move_on_after(options.connect_within) as scope:
+                    await connected.wait()
+                if scope.cancelled_caught:
+                    within = options.connect_within
+                    trouble.append(f"the consumer never connected within {within:g}s")
+                    nursery.cancel_scope.cancel()
+
+            nursery.start_soon(first, server.scenario_done.wait, None)
+            nursery.start_soon(first, consumer.exited.wait, "exited")
+            nursery.start_soon(first, partial(trio.sleep, options.limit), "limit")
+            nursery.start_soon(never_connected)
+    finally:
+        server.node.subscribers.remove(on_event)
+    if not trouble:
+        return None
+    if trouble[0] == "exited":
+        code = consumer.proc.returncode
+        return f"the consumer exited with {code} before the scenario ended"
+    if trouble[0] == "limit":
+        return f"the scenario did not finish within {options.limit:g}s"
+    return trouble[0]
+
+
+async def _settle(server: MockDcpServer, output: Path) -> None:
+    """ "Written" is not "received": while the consumer keeps an output that does not
+    match yet, give it up to ``SETTLE`` seconds (there is no event to wait on: poll)."""
+    if not _exists(output):
+        return
+    rows = server.oracle().rows()
+    with trio.move_on_after(SETTLE):
+        while not _matches(rows, output):  # noqa: ASYNC110
+            await trio.sleep(0.05)
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+def _matches(rows: list[dict[str, Any]], output: Path) -> bool:
+    from mockdcp.data import PipelineError
+    from mockdcp.pipeline import verify_rows
+
+    try:
+        return verify_rows(rows, output).differences == 0
+    except PipelineError:
+        return False
+
+
+def _remove(path: Path) -> None:
+    """A previous run's output is not this one's."""
+    import shutil
+
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+# -- judging --------------------------------------------------------------------------
+
+
+def _judge(
+    server: MockDcpServer,
+    scenario: Scenario,
+    consumer: _Consumer,
+    output: Path,
+    trouble: str | None,
+    result: ScenarioResult,
+) -> None:
+    """Fill ``result`` from what the server saw, the consumer did and wrote."""
+    from mockdcp.producer import events
+
+    progress = server.runner.progress
+    history = server.runner.history
+    result.expectations = [e.as_dict() for e in progress.expectations]
+    result.violations = [_violation(e) for e in history if isinstance(e, events.ProtocolViolation)]
+    result.consumer_exit = consumer.proc.returncode
+    if trouble is None or not trouble.startswith("the consumer"):
+        _verify_output(server, output, result)
+    else:
+        result.output = "not verified: the consumer did not run the scenario"
+    reasons = _reasons(trouble, progress.failure, result)
+    if reasons:
+        result.verdict = Verdict.FAILED
+        result.reason = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "")
+        result.consumer_output = list(consumer.lines)
+        result.evidence = evidence(history)
+        result.failed_steps = _failed_steps(scenario, result.expectations)
+    else:
+        result.reason = _passed_reason(result)
+
+
+def _reasons(trouble: str | None, failure: str | None, result: ScenarioResult) -> list[str]:
+    """Why the scenario failed, the most telling first: the consumer's own trouble, the
+    rules it broke, the expectations it missed, a wait that timed out, its output."""
+    reasons = [] if trouble is None else [trouble]
+    reasons += [f"{v['rule']}: {v['message']}" for v in result.violations]
+    reasons += [f"{e['name']}: {e['detail']}" for e in result.expectations if not e["passed"]]
+    if failure is not None and trouble is None:
+        reasons.append(failure)
+    ver = result.verification
+    if ver is not None and _differences(ver):
+        reasons.append("output: " + _describe_differences(ver))
+    elif result.output.startswith("unreadable"):
+        reasons.append(f"output {result.output}")
+    return reasons
+
+
+def _differences(ver: dict[str, Any]) -> int:
+    return sum(ver[k] for k in ("missing", "phantom", "stale", "wrong_value", "duplicates"))
+
+
+def _describe_differences(ver: dict[str, Any]) -> str:
+    parts = [
+        f"{ver[k]} {k.replace('_', '-')}"
+        for k in ("missing", "phantom", "stale", "wrong_value", "duplicates")
+        if ver[k]
+    ]
+    shown = next((ver["examples"][k][0] for k in ver["examples"] if ver["examples"][k]), None)
+    example = "" if shown is None else f" (e.g. {shown['key']!r})"
+    return f"{', '.join(parts)} of {ver['expected']} documents{example}"
+
+
+def _passed_reason(result: ScenarioResult) -> str:
+    n = len(result.expectations)
+    routes = sorted({str(e["route"]) for e in result.expectations if e.get("route")})
+    text = f"{n} expectation{'s' * (n != 1)} met" if n else "no expectation to meet"
+    text += f" ({', '.join(routes)})" if routes else ""
+    if result.verification is not None:
+        return f"{text}; output verified ({result.verification['matched']} documents)"
+    return f"{text}; {result.output}"
+
+
+def _verify_output(server: MockDcpServer, output: Path, result: ScenarioResult) -> None:
+    from mockdcp.data import PipelineError
+
+    if not output.exists():
+        result.output = "no output written"
+        return
+    rows = server.oracle().rows()
+    try:
+        if _size(output) > SPARK_ABOVE:
+            report = _spark_verify(rows, output)
+        else:
+            from mockdcp.pipeline import verify_rows
+
+            report = verify_rows(rows, output)
+    except PipelineError as exc:
+        result.output = f"unreadable: {exc}"
+        return
+    result.verification = report.as_json()
+    result.output = "verified"
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _spark_verify(rows: list[dict[str, Any]], output: Path) -> Any:  # noqa: ANN401
+    """A large output: the pipeline's Spark job against the oracle written as Parquet."""
+    import pyarrow as pa
+
+    from mockdcp.data import ORACLE_COLUMNS, arrow_schema
+    from mockdcp.pipeline import verify, write_oracle
+
+    with tempfile.TemporaryDirectory(prefix="mockdcp-oracle-") as folder:
+        oracle = write_oracle(
+            pa.Table.from_pylist(rows, schema=arrow_schema(ORACLE_COLUMNS)), Path(folder) / "o"
+        )
+        return verify(oracle, output)
+
+
+def _violation(e: Any) -> dict[str, Any]:  # noqa: ANN401
+    return {
+        "rule": e.rule,
+        "message": e.message,
+        "connection": e.name,
+        "vbucket": e.vbucket,
+        "summary": e.summary,
+        "frame": e.frame,
+        "time": e.time,
+    }
+
+
+def _failed_steps(scenario: Scenario, expectations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The expect steps that failed, as the scenario spells them (``{expect: {...}}``)."""
+    out = []
+    for e in expectations:
+        if not e["passed"] and 0 < e["step"] <= len(scenario.steps):
+            step = scenario.steps[e["step"] - 1]
+            fields = attrs.asdict(step, filter=lambda a, v: v != a.default)
+            out.append({"step": e["step"], step.NAME: fields})
+    return out
+
+
+# -- evidence ----------------------------------------------------------------------------
+
+
+def evidence(history: Sequence[ProducerEvent]) -> list[str]:
+    """What the consumer sent and what it was sent, one line each, in order (times from
+    the first event): connections, DCP opens, stream requests and their answers, stream
+    ends, noops, acknowledgements (summed between other lines), items written (their
+    last seqno per vbucket, summed likewise), violations."""
+    from mockdcp.producer import events as ev
+
+    if not history:
+        return []
+    t0 = history[0].time
+    lines: list[str] = []
+    written: dict[int, int] = {}
+    acked = 0
+
+    def flush() -> None:
+        nonlocal acked
+        if written:
+            shown = ", ".join(f"vb {vb} to {s}" for vb, s in sorted(written.items())[:8])
+            more = " ..." if len(written) > 8 else ""
+            lines.append(f"{'':>9} -> items written: {shown}{more}")
+            written.clear()
+        if acked:
+            lines.append(f"{'':>9} <- buffer acknowledgements: {acked} bytes")
+            acked = 0
+
+    for e in history:
+        if isinstance(e, ev.SeqnoWritten | ev.StreamWritten):
+            written[e.vbucket] = max(written.get(e.vbucket, 0), e.seqno)
+            continue
+        if isinstance(e, ev.BytesAcked):
+            acked += e.nbytes
+            continue
+        text = _event_line(e)
+        if text is None:
+            continue
+        flush()
+        lines.append(f"{e.time - t0:8.3f}s {text} [conn {e.conn_id}{_named(e)}]")
+    flush()
+    if len(lines) > EVIDENCE_LINES:
+        cut = len(lines) - EVIDENCE_LINES
+        lines = [
+            *lines[: EVIDENCE_LINES // 2],
+            f"... {cut} lines ...",
+            *lines[-EVIDENCE_LINES // 2 :],
+        ]
+    return lines
+
+
+def _named(e: ProducerEvent) -> str:
+    return f" {e.name!r}" if e.name else ""
+
+
+def _event_line(e: ProducerEvent) -> str | None:
+    """``<-`` what the consumer sent, ``->`` what it was sent, ``!!`` the checker."""
+    from mockdcp.producer import events as ev
+
+    if isinstance(e, ev.ConnectionOpened):
+        return f"<- connected from {e.peer}"
+    if isinstance(e, ev.DcpOpened):
+        return f"<- DCP_OPEN (flags {e.flags:#x})"
+    if isinstance(e, ev.StreamRequested):
+        answer = e.status + ("" if e.rollback_seqno is None else f" to {e.rollback_seqno}")
+        return (
+            f"<- stream request vb {e.vbucket} from {e.start_seqno} (snapshot "
+            f"{e.snap_start_seqno}-{e.snap_end_seqno}, uuid {e.vbucket_uuid:#x}) -> {answer}"
+        )
+    if isinstance(e, ev.StreamEnded):
+        return f"-> STREAM_END vb {e.vbucket} {e.reason}"
+    if isinstance(e, ev.NoopSent):
+        return "-> DCP_NOOP"
+    if isinstance(e, ev.NoopAnswered):
+        return "<- DCP_NOOP answered"
+    if isinstance(e, ev.ConnectionClosed):
+        return f"-- connection closed: {e.reason}"
+    if isinstance(e, ev.ProtocolViolation):
+        return f"!! {e.rule}: {e.message} [{e.summary}]"
+    return None
+
+
+# -- the whole run ------------------------------------------------------------------------
+
+
+async def check_all(
+    scenarios: Sequence[Scenario],
+    options: CheckOptions,
+    on_result: Callable[[ScenarioResult], None] | None = None,
+) -> CheckReport:
+    """Every scenario, ``options.jobs`` at once; ``on_result`` as each finishes."""
+    started = time.perf_counter()
+    results: list[ScenarioResult | None] = [None] * len(scenarios)
+    limiter = trio.CapacityLimiter(max(1, options.jobs))
+
+    async def one(index: int, scenario: Scenario) -> None:
+        async with limiter:
+            result = await check_scenario(scenario, options)
+        results[index] = result
+        if on_result is not None:
+            on_result(result)
+
+    async with trio.open_nursery() as nursery:
+        for index, scenario in enumerate(scenarios):
+            nursery.start_soon(one, index, scenario)
+    done = [r for r in results if r is not None]
+    capabilities = None if options.capabilities is None else sorted(options.capabilities)
+    return CheckReport(
+        options.command, done, time.perf_counter() - started, options.jobs, capabilities
+    )
+
+
+__all__ = [
+    "CheckOptions",
+    "CheckReport",
+    "ScenarioResult",
+    "Verdict",
+    "applicable",
+    "check_all",
+    "check_scenario",
+    "evidence",
+]

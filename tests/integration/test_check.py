@@ -1,0 +1,240 @@
+"""``mockdcp check`` as a user runs it: the reference consumer passes the library, each
+wrong consumer fails the scenario made for it with the right rule or verification, the
+reports (JUnit against a schema, JSON, HTML), bad consumer commands and outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xmlschema
+
+from mockdcp.cli._check import ScenarioResult, Verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+WRONG = str(ROOT / "tests" / "scenarios" / "wrong_consumer.py")
+TAIL = [sys.executable, "-m", "mockdcp", "tail", "--json"]
+JUNIT_XSD = Path(__file__).with_name("junit.xsd")
+
+
+def check(*args: str, consumer: list[str], cwd: Path | None = None) -> tuple[int, dict[str, Any]]:
+    """``mockdcp check --json ARGS -- CONSUMER``: exit status and report."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "mockdcp", "check", "--json", *args, "--", *consumer],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or ROOT,
+        timeout=600,
+        check=False,
+    )
+    assert done.stdout, done.stderr[-3000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in report["scenarios"]}
+
+
+def comparable(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        ScenarioResult(**{**s, "verdict": Verdict(s["verdict"])}).comparable()
+        for s in report["scenarios"]
+    ]
+
+
+def test_the_reference_consumer_passes_the_whole_library(tmp_path: Path) -> None:
+    junit, page = tmp_path / "check.xml", tmp_path / "check.html"
+    code, report = check("-j", "2", "--junit", str(junit), "--html", str(page), consumer=TAIL)
+    failed = {s["name"]: s["reason"] for s in report["scenarios"] if s["verdict"] != "pass"}
+    assert failed == {}
+    assert code == 0
+    assert report["counts"] == {"pass": 28, "fail": 0, "not applicable": 0}
+    for s in report["scenarios"]:
+        assert s["output"] == "verified"  # tail keeps MOCKDCP_OUTPUT
+        assert s["violations"] == []
+    routes = by_name(report)["rollback-after-failover"]["expectations"]
+    assert [e["route"] for e in routes[:2]] == ["rolled back", "rolled back"]
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(junit))
+    assert "28 passed, 0 failed" in page.read_text()
+
+
+@pytest.mark.parametrize(
+    ("mode", "scenario", "rule", "reason"),
+    [
+        # a wrong resume tuple: (14, 14, 14) inside the snapshot 11-20
+        ("complete-snapshot", "resume-mid-snapshot", "resume.complete", "resume.complete: "),
+        ("never-ack", "slow-consumer-flow-control", "flow.stall", "flow.stall: "),
+        ("ignore-noops", "noops-keep-idle-connection-alive", "noop.unanswered", "noop.unanswered"),
+        ("no-reopen", "stream-end-state-changed", "stream_end.not_reopened", "stream_end.not_"),
+        ("ignore-rollbacks", "rollback-after-failover", "rollback.ignored", "rollback.ignored"),
+        ("drop-deletions", "expiry-is-a-deletion", None, "output: 2 phantom of 38 documents"),
+    ],
+)
+def test_each_wrong_consumer_fails_with_the_right_reason(
+    mode: str, scenario: str, rule: str | None, reason: str, tmp_path: Path
+) -> None:
+    junit = tmp_path / "check.xml"
+    code, report = check(
+        scenario, "--junit", str(junit), consumer=[sys.executable, WRONG, "--mode", mode]
+    )
+    assert code == 1
+    (result,) = report["scenarios"]
+    assert result["verdict"] == "fail"
+    assert result["reason"].startswith(reason), result["reason"]
+    rules = {v["rule"] for v in result["violations"]}
+    assert rules == ({rule} if rule else set())
+    assert result["evidence"], "a failure shows what was sent and received"
+    assert any("stream request vb 0" in line for line in result["evidence"])
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(junit))
+    suites: Any = xmlschema.XMLSchema(str(JUNIT_XSD)).to_dict(str(junit))
+    assert suites["testsuite"][0]["testcase"][0]["failure"]["@message"] == result["reason"]
+
+
+def test_a_consumer_that_never_delivered_the_lost_writes_passes_by_another_route() -> None:
+    scenarios = ["rollback-after-failover", "restart-with-lost-writes", "flush"]
+    consumer = [sys.executable, WRONG, "--mode", "restart-from-zero"]
+    code, report = check(*scenarios, consumer=consumer)
+    assert code == 0, [s["reason"] for s in report["scenarios"]]
+    for s in report["scenarios"]:
+        rollbacks = [e for e in s["expectations"] if e["name"].startswith("rollback")]
+        assert rollbacks
+        assert {e["route"] for e in rollbacks} == {"resumed below the branch"}
+        assert "met (resumed below the branch); output verified" in s["reason"]
+
+
+def test_two_jobs_give_the_report_one_job_gives(tmp_path: Path) -> None:
+    scenarios = [
+        "resume-mid-snapshot",
+        "dedup-hides-intermediate-versions",
+        "flush",
+        "stream-end-ok",
+    ]
+    consumer = [sys.executable, WRONG, "--mode", "complete-snapshot"]
+    one = check(*scenarios, "-j", "1", consumer=consumer)
+    two = check(*scenarios, "-j", "2", consumer=consumer)
+    assert one[0] == two[0] == 1
+    assert comparable(one[1]) == comparable(two[1])
+    assert [s["verdict"] for s in one[1]["scenarios"]].count("fail") == 1
+
+
+def test_capabilities_tags_and_exclusions_choose_the_scenarios() -> None:
+    code, report = check(
+        "--tag",
+        "flow-control,noops",
+        "--exclude",
+        "stream-end-too-slow",
+        "--capabilities",
+        "collections",
+        consumer=TAIL,
+    )
+    assert code == 0
+    verdicts = {s["name"]: (s["verdict"], s["reason"]) for s in report["scenarios"]}
+    assert verdicts == {
+        "noops-keep-idle-connection-alive": (
+            "not applicable",
+            "needs noops (the consumer supports collections)",
+        ),
+        "slow-consumer-flow-control": (
+            "not applicable",
+            "needs flow_control (the consumer supports collections)",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("consumer", "reason", "last_line"),
+    [
+        (["/nonexistent/consumer"], "the consumer command could not start: ", None),
+        (
+            [sys.executable, "-c", "print('cannot find my config'); raise SystemExit(3)"],
+            "the consumer exited with 3 before the scenario ended",
+            "cannot find my config",
+        ),
+        (
+            [sys.executable, "-c", "import time; print('waiting', flush=True); time.sleep(60)"],
+            "the consumer never connected within 1s",
+            "waiting",
+        ),
+    ],
+    ids=["does-not-start", "exits-at-once", "never-connects"],
+)
+def test_a_bad_consumer_fails_each_scenario_with_the_reason_and_the_run_goes_on(
+    consumer: list[str], reason: str, last_line: str | None
+) -> None:
+    code, report = check(
+        "flush", "stream-end-ok", "-j", "2", "--connect-timeout", "1", consumer=consumer
+    )
+    assert code == 1
+    assert [s["verdict"] for s in report["scenarios"]] == ["fail", "fail"]
+    for s in report["scenarios"]:
+        assert s["reason"].startswith(reason)
+        if last_line is not None:
+            assert s["consumer_output"][-1] == last_line
+
+
+def test_a_malformed_output_is_an_error_naming_the_file_and_line(tmp_path: Path) -> None:
+    writes_garbage = (
+        'printf \'{"key": "a", "value": "1"}\\n{not json\\n\' > "$MOCKDCP_OUTPUT"; '
+        f"exec env -u MOCKDCP_OUTPUT {sys.executable} -m mockdcp tail --json > /dev/null"
+    )
+    code, report = check(
+        "stream-end-ok", "--output-dir", str(tmp_path), consumer=["sh", "-c", writes_garbage]
+    )
+    assert code == 1
+    (result,) = report["scenarios"]
+    path = tmp_path / "stream-end-ok.out"
+    assert result["reason"].startswith(f"output unreadable: {path}:2: not JSON (")
+
+
+def test_an_unwritable_output_dir_is_refused_up_front(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            "check",
+            "--output-dir",
+            str(blocker / "d"),
+            "--",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"--output-dir {blocker / 'd'}: not writable" in done.stderr
+
+
+def test_an_unknown_scenario_or_capability_is_refused() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args, message in (
+        (["no-such-scenario"], "no scenario 'no-such-scenario' in the library"),
+        (["--capabilities", "telepathy"], "unknown capability 'telepathy'"),
+        (["--tag", "no-such-tag"], "no scenario matches"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "mockdcp", "check", *args, "--", "true"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2
+        assert message in done.stderr
