@@ -15,7 +15,6 @@ from mockdcp.util import raise_unwrapped
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
     from pathlib import Path
 
     from mockdcp.model import Bucket
@@ -370,7 +369,7 @@ async def _tail_streams(args: argparse.Namespace, consumer: Any) -> list[Any]:  
 
 
 async def _tail(args: argparse.Namespace) -> None:
-    from mockdcp.client import DcpConsumer
+    from mockdcp.client import ClusterConsumer, DcpConsumer
     from mockdcp.protocol import DcpNoop, StreamFlag
 
     count = 0
@@ -398,27 +397,28 @@ async def _tail(args: argparse.Namespace) -> None:
                 done.set()
 
     vbuckets = args.vbuckets  # None: every vbucket the bucket has
-    if args.cluster:
-        await _tail_cluster(args, vbuckets, on_event, done)
-        return
-    consumer = DcpConsumer(
-        args.host,
-        args.port,
-        user=args.user,
-        password=args.password,
-        bucket=args.bucket,
-        name="mockdcp-tail",
-        vbuckets=vbuckets,
-        collections=not args.no_collections,
-        on_event=on_event,
-        stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
-        buffer_size=args.buffer_size,
-        noop_interval=args.noop_interval,
-        controls=[("change_streams", "true")] if args.change_streams else (),
-    )
-    consumer.core.streams = await _tail_streams(args, consumer) or consumer.streams
+    options: dict[str, Any] = {
+        "user": args.user,
+        "password": args.password,
+        "bucket": args.bucket,
+        "name": "mockdcp-tail",
+        "vbuckets": vbuckets,
+        "collections": not args.no_collections,
+        "on_event": on_event,
+        "stream_flags": StreamFlag.FROM_LATEST if args.start == "now" else 0,
+        "buffer_size": args.buffer_size,
+        "noop_interval": args.noop_interval,
+        "controls": [("change_streams", "true")] if args.change_streams else (),
+    }
+    consumer: DcpConsumer | ClusterConsumer
+    if args.cluster:  # a connection per node, following the map
+        consumer = ClusterConsumer(args.host, args.port, **options)
+    else:
+        consumer = DcpConsumer(args.host, args.port, **options)
+        consumer.core.streams = await _tail_streams(args, consumer) or consumer.streams
 
     async def until_every_stream_ended() -> None:  # e.g. FILTER_EMPTY on each of them
+        assert isinstance(consumer, DcpConsumer)
         await consumer.finished.wait()
         print("mockdcp tail: every stream has ended", file=sys.stderr, flush=True)
         done.set()
@@ -432,7 +432,8 @@ async def _tail(args: argparse.Namespace) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consumer.run)
-            nursery.start_soon(until_every_stream_ended)
+            if isinstance(consumer, DcpConsumer):
+                nursery.start_soon(until_every_stream_ended)
             nursery.start_soon(until_terminated)
             if args.output:
                 nursery.start_soon(_keep_output, consumer, args.output)
@@ -467,40 +468,6 @@ async def _keep_output(consumer: Any, path: str) -> None:  # noqa: ANN401
             write_documents(state, path)
             written, took = mark, time.perf_counter() - started
         await trio.sleep(max(OUTPUT_EVERY, 10 * took))
-
-
-async def _tail_cluster(
-    args: argparse.Namespace,
-    vbuckets: list[int] | None,
-    on_event: Callable[[int, object], None],
-    done: trio.Event,
-) -> None:
-    """``tail --cluster``: a connection per node, each vbucket followed to its active
-    node as the map changes (``ClusterConsumer``)."""
-    from mockdcp.client import ClusterConsumer
-    from mockdcp.protocol import StreamFlag
-
-    consumer = ClusterConsumer(
-        args.host,
-        args.port,
-        user=args.user,
-        password=args.password,
-        bucket=args.bucket,
-        name="mockdcp-tail",
-        vbuckets=vbuckets,
-        collections=not args.no_collections,
-        on_event=on_event,
-        stream_flags=StreamFlag.FROM_LATEST if args.start == "now" else 0,
-        buffer_size=args.buffer_size,
-        noop_interval=args.noop_interval,
-    )
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(consumer.run)
-            await done.wait()
-            nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        raise_unwrapped(group)
 
 
 def run_tail(args: argparse.Namespace) -> int:

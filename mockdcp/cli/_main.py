@@ -302,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--cluster",
         action="store_true",
-        help="a connection per node, each vbucket followed to its node as the map changes",
+        default=int(env("MOCKDCP_NODES", "1")) > 1,
+        help="a connection per node, each vbucket followed to its node as the map changes "
+        "(the default when $MOCKDCP_NODES, set by mockdcp run and check, is above 1)",
     )
     tail.add_argument(
         "--collection",

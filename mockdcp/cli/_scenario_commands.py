@@ -66,6 +66,9 @@ def consumer_env(server: MockDcpServer) -> dict[str, str]:
         "MOCKDCP_USER": user,
         "MOCKDCP_PASSWORD": password,
         "MOCKDCP_CONNECTION_STRING": server.connection_string,
+        # the nodes the cluster starts with: above 1, the consumer must follow the map
+        # (``mockdcp tail`` then streams with a connection per node, as ``--cluster``)
+        "MOCKDCP_NODES": str(len(server.nodes)),
     }
 
 

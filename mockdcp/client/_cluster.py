@@ -149,6 +149,11 @@ class ClusterConsumer:
         self._poke = trio.Event()
         self._config_client: DcpConsumer | None = None
 
+    @property
+    def connects(self) -> int:
+        """Connections made so far, to every node."""
+        return sum(m.connects for m in self.members.values())
+
     # -- the map ------------------------------------------------------------------------
 
     async def _fetch(self) -> dict[str, Any] | None:
