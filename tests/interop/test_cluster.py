@@ -14,6 +14,7 @@ Every case ends with the client holding ``server.oracle()``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+from mockdcp.client import ClusterConsumer, ConsumerState
 from mockdcp.model import Bucket
 from mockdcp.server import serve
 
@@ -223,3 +225,89 @@ async def test_godcp_with_readme_configuration(
         seconds=SHORT if change in ("hard_failover", "node_down_up") else 90,
     )
     await run.stop()
+
+
+#: The Couchbase Python SDK's writes: upserts one after another from a thread, each acked
+#: one recorded (a write that fails, e.g. to a node that is down, is recorded as failed).
+class SdkWriter:
+    def __init__(self, server: MockDcpServer) -> None:
+        self.server = server
+        self.acked: list[str] = []
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self, ready: Callable[[], None]) -> None:
+        from datetime import timedelta
+
+        from couchbase.auth import PasswordAuthenticator
+        from couchbase.cluster import Cluster
+        from couchbase.exceptions import CouchbaseException
+        from couchbase.options import ClusterOptions, ClusterTimeoutOptions
+
+        timeouts = ClusterTimeoutOptions(
+            kv_timeout=timedelta(seconds=2.5), connect_timeout=timedelta(seconds=20)
+        )
+        auth = PasswordAuthenticator("Administrator", "password")
+        sdk = Cluster(self.server.connection_string, ClusterOptions(auth, timeout_options=timeouts))
+        try:
+            sdk.wait_until_ready(timedelta(seconds=20))
+            coll = sdk.bucket(self.server.bucket.name).default_collection()
+            trio.from_thread.run_sync(ready)
+            i = 0
+            while not self.stop.is_set():
+                key = f"sdk::{i:05d}"
+                try:
+                    coll.upsert(key, {"n": i, "by": "python-sdk"})
+                    self.acked.append(key)
+                except CouchbaseException:
+                    self.failed.append(key)
+                i += 1
+                time.sleep(0.005)
+        finally:
+            sdk.close()
+
+
+@pytest.mark.parametrize("change", CHANGES)
+async def test_python_sdk_writes_across_the_change(change: str, cluster: MockDcpServer) -> None:
+    """The SDK keeps writing while the cluster changes (it follows the map: NOT_MY_VBUCKET
+    and the pushed configs); afterwards every write it made lands in the cluster, and a
+    consumer following the cluster (the reference ClusterConsumer) holds the oracle."""
+    load(cluster, 200, "before")
+    state = ConsumerState()
+    consumer = ClusterConsumer(cluster.host, cluster.kv_port, state=state)
+    writer = SdkWriter(cluster)
+    ready, written = trio.Event(), trio.Event()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(consumer.run)
+
+        async def write() -> None:
+            try:
+                await trio.to_thread.run_sync(writer.run, ready.set)
+            finally:
+                written.set()
+
+        nursery.start_soon(write)
+        with trio.fail_after(30):
+            await ready.wait()
+        await trio.sleep(0.5)
+        await change_cluster(cluster, change)
+        done = len(writer.acked) + len(writer.failed)
+        await trio.sleep(1.5)  # writes after the change, routed by the new map
+        writer.stop.set()
+        with trio.fail_after(30):
+            await written.wait()
+        expected = {k: (i.seqno, bytes(i.value)) for k, i in cluster.oracle().items()}
+        with trio.move_on_after(30):
+            while {k: (v.seqno, bytes(v.value)) for k, v in state.documents().items()} != expected:
+                await trio.sleep(0.05)
+                expected = {k: (i.seqno, bytes(i.value)) for k, i in cluster.oracle().items()}
+        nursery.cancel_scope.cancel()
+    held = {k: (v.seqno, bytes(v.value)) for k, v in state.documents().items()}
+    assert held == expected
+    in_cluster = {key.decode() for (_, key) in cluster.oracle()}
+    after = [k for k in writer.acked if int(k.split("::")[1]) >= done]
+    assert after, "the SDK wrote after the change"
+    assert set(after) <= in_cluster
+    if change.startswith("rebalance"):  # a takeover loses nothing, and nothing fails
+        assert set(writer.acked) <= in_cluster
+        assert not writer.failed
