@@ -163,8 +163,8 @@ func TestAutoRunsAContainerWithoutTheCommand(t *testing.T) {
 // A container that exits before it is ready fails the test with its output.
 func TestContainerFailsWithTheServersMessage(t *testing.T) {
 	requireContainer(t)
-	msg := startFailing(t, mockdcp.WithMode(mockdcp.Container), mockdcp.WithNodes(2))
-	if !strings.Contains(msg, "unrecognized arguments: --nodes 2") {
+	msg := startFailing(t, mockdcp.WithMode(mockdcp.Container), mockdcp.WithArgs("--no-such-option"))
+	if !strings.Contains(msg, "unrecognized arguments: --no-such-option") {
 		t.Fatalf("failure %q does not carry the server's message", msg)
 	}
 }

@@ -61,6 +61,7 @@ type config struct {
 	docsSet  bool
 	tls      bool
 	nodes    int
+	replicas int
 	image    string
 	args     []string
 	timeout  time.Duration
@@ -84,10 +85,15 @@ func WithDocs(n int) Option { return func(c *config) { c.docs, c.docsSet = n, tr
 // TLSConnectionString, CAPEM).
 func WithTLS() Option { return func(c *config) { c.tls = true } }
 
-// WithNodes asks for a cluster of n nodes. mockdcp serves one node today and has no
-// --nodes option yet: n other than 1 is passed as `--nodes n`, which the current
-// server refuses (Start then fails with its message).
+// WithNodes asks for a cluster of n data nodes in one mockdcp process (`serve --nodes
+// n`; default 1). The Server's ports are node 0's, the seed a client is given; the
+// others are in the cluster map every node serves. Local mode only: Container mode
+// publishes one node's ports.
 func WithNodes(n int) Option { return func(c *config) { c.nodes = n } }
+
+// WithReplicas gives each vbucket n replica copies on other nodes (`serve --replicas
+// n`; default 0; at most WithNodes - 1 and 3, which the server checks).
+func WithReplicas(n int) Option { return func(c *config) { c.replicas = n } }
 
 // WithImage sets the Docker image of Container mode (default: $MOCKDCP_IMAGE, else
 // DefaultImage).
@@ -120,6 +126,9 @@ func (c *config) serveArgs() []string {
 	if c.nodes != 1 {
 		args = append(args, "--nodes", strconv.Itoa(c.nodes))
 	}
+	if c.replicas != 0 {
+		args = append(args, "--replicas", strconv.Itoa(c.replicas))
+	}
 	return append(args, c.args...)
 }
 
@@ -137,6 +146,10 @@ func newConfig(opts []Option) (*config, error) {
 		return nil, fmt.Errorf("WithVBuckets(%d): 1..1024", c.vbuckets)
 	case c.nodes < 1:
 		return nil, fmt.Errorf("WithNodes(%d): at least 1", c.nodes)
+	case c.replicas < 0:
+		return nil, fmt.Errorf("WithReplicas(%d): at least 0", c.replicas)
+	case c.nodes > 1 && c.mode == Container:
+		return nil, fmt.Errorf("WithNodes(%d): Container mode publishes one node's ports; use Local", c.nodes)
 	}
 	if c.image == "" {
 		c.image = os.Getenv("MOCKDCP_IMAGE")

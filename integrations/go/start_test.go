@@ -2,7 +2,9 @@ package mockdcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -148,17 +150,48 @@ func TestStartFailsWithTheServersMessage(t *testing.T) {
 	t.Logf("Start failed with: %s", msg)
 }
 
-// The server has no --nodes yet: WithNodes(2) passes it, and the test fails with
-// the server's refusal; WithNodes(1) passes nothing.
-func TestWithNodes(t *testing.T) {
-	msg := startFailing(t, mockdcp.WithMode(mockdcp.Local), mockdcp.WithNodes(2))
-	if msg == "" {
-		t.Skip("this mockdcp serves --nodes: nothing to check")
+// WithNodes(3) and WithReplicas(1) run a cluster: the seed's HTTP port serves a map
+// with three nodes and one replica per vbucket; a replica count the nodes cannot hold
+// fails Start with the server's message.
+func TestWithNodesAndReplicas(t *testing.T) {
+	s := mockdcp.Start(t, mockdcp.WithMode(mockdcp.Local), mockdcp.WithNodes(3),
+		mockdcp.WithReplicas(1), mockdcp.WithVBuckets(8))
+	req, _ := http.NewRequest("GET", s.HTTPURL()+"/pools/default/b/"+s.Bucket, nil)
+	req.SetBasicAuth(s.Username, s.Password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(msg, "--nodes") {
-		t.Fatalf("failure %q does not name --nodes", msg)
+	defer resp.Body.Close()
+	var cfg struct {
+		NodesExt []struct {
+			Ports map[string]int `json:"services"`
+		} `json:"nodesExt"`
+		Map struct {
+			NumReplicas int     `json:"numReplicas"`
+			VBucketMap  [][]int `json:"vBucketMap"`
+		} `json:"vBucketServerMap"`
 	}
-	mockdcp.Start(t, mockdcp.WithMode(mockdcp.Local), mockdcp.WithNodes(1), mockdcp.WithVBuckets(4))
+	if err := json.NewDecoder(resp.Body).Decode(&cfg); err != nil {
+		t.Fatalf("the cluster map (%s): %v", resp.Status, err)
+	}
+	if len(cfg.NodesExt) != 3 || cfg.Map.NumReplicas != 1 || len(cfg.Map.VBucketMap) != 8 {
+		t.Fatalf("map: %d nodes, %d replicas, %d vbuckets", len(cfg.NodesExt),
+			cfg.Map.NumReplicas, len(cfg.Map.VBucketMap))
+	}
+	if cfg.NodesExt[0].Ports["kv"] != s.KVPort {
+		t.Errorf("node 0's kv port %d, the seed's %d", cfg.NodesExt[0].Ports["kv"], s.KVPort)
+	}
+	for vb, chain := range cfg.Map.VBucketMap {
+		if len(chain) != 2 || chain[0] == chain[1] || chain[1] < 0 {
+			t.Errorf("vbucket %d: chain %v", vb, chain)
+		}
+	}
+	msg := startFailing(t, mockdcp.WithMode(mockdcp.Local), mockdcp.WithNodes(2),
+		mockdcp.WithReplicas(2))
+	if !strings.Contains(msg, "replica") {
+		t.Fatalf("failure %q does not name the replicas", msg)
+	}
 }
 
 func TestOptionsRefusedBeforeStarting(t *testing.T) {
@@ -166,10 +199,16 @@ func TestOptionsRefusedBeforeStarting(t *testing.T) {
 		"scenario and docs": {mockdcp.WithScenario("x.yaml"), mockdcp.WithDocs(3)},
 		"vbuckets":          {mockdcp.WithVBuckets(2000)},
 		"nodes":             {mockdcp.WithNodes(0)},
+		"replicas":          {mockdcp.WithReplicas(-1)},
 	} {
 		if msg := startFailing(t, append(opts, mockdcp.WithMode(mockdcp.Local))...); msg == "" {
 			t.Errorf("%s: Start did not fail", name)
 		}
+	}
+	// checked before any container starts: Container mode publishes one node's ports
+	msg := startFailing(t, mockdcp.WithNodes(3), mockdcp.WithMode(mockdcp.Container))
+	if !strings.Contains(msg, "Container mode publishes one node") {
+		t.Errorf("WithNodes(3) in Container mode: %q", msg)
 	}
 }
 
