@@ -176,6 +176,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         cursor_name=f"{conn.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
         oso=conn.settings.oso,
         change_streams=conn.settings.change_streams,
+        sync_writes=conn.settings.sync_writes,
         observer=None if conn.checker is None else conn.checker.snapshot,
     )
     conn.streams.add(stream)

@@ -37,6 +37,14 @@ connection drains chunks under flow control. Rules, each with its source:
   is one snapshot of every revision flagged Disk|Checkpoint|History|MayDuplicateKeys;
   from below it, a de-duplicated snapshot up to the history start - 1 (its marker only
   when it has data) then the history snapshot, both markers with the same end.
+* Durable writes (kv_engine ``active_stream.cc`` ``processItemsInner``, ``snapshot``,
+  ``markDiskSnapshot``; docs/dcp/documentation/commands/seqno-advanced.md): a
+  connection without ``enable_sync_writes`` is never sent a prepare or an abort
+  (``StreamFilter``); commits reach it as mutations. A legacy snapshot ends on its last
+  item sent (a disk one at most at the max visible seqno, none when nothing visible);
+  a collection-aware memory snapshot whose tail is a prepare or abort it does not send
+  is extended to that seqno with a SEQNO_ADVANCED, and a batch of nothing else is a
+  marker and a SEQNO_ADVANCED at its last such seqno (MB-48368).
 """
 
 from __future__ import annotations
@@ -181,6 +189,7 @@ class Stream:
         cursor_name: str,
         oso: str = "",
         change_streams: bool = False,
+        sync_writes: bool = False,
         observer: SnapshotObserver | None = None,
     ) -> None:
         """A stream of ``vb`` as the accepted stream request ``request`` (the decision
@@ -204,6 +213,7 @@ class Stream:
             None if collections is None else set(collections) if aware else {0},
             scope=request.scope,
             aware=aware,
+            sync_writes=sync_writes,
         )
         self._oso_mode = oso
         self._change_streams = change_streams
@@ -603,8 +613,17 @@ class Stream:
             reason = self._ending_reason()
         elif snap_end >= self.end_seqno:
             reason = StreamEndReason.OK
+        hidden = selection.hidden >= 0 and self._filter.aware
         if picked is None:
-            if (
+            if hidden:
+                # only prepares or aborts the stream does not send: a marker and a
+                # SEQNO_ADVANCED at the last of them (kv_engine
+                # ``sendSnapshotAndSeqnoAdvanced``, MB-48368)
+                (held,) = batch.items_at([selection.hidden])
+                seqno = min(held.seqno, snap_end)
+                self._queue_memory_marker(batch, seqno, seqno)
+                self._queue_extras([self._seqno_advanced(seqno)], seqno)
+            elif (
                 self._filter.aware
                 and not self._first_marker_sent
                 and (self._requested_snap_end > self._start_seqno)
@@ -617,7 +636,7 @@ class Stream:
                 self.end(reason)
             return
         frames, first, last = picked
-        if self._filter.aware and not self._filter.passthrough:
+        if self._filter.aware and (not self._filter.passthrough or hidden):
             # a filtered snapshot ends where the batch does (SEQNO_ADVANCED to it)
             self._queue_memory_marker(batch, batch.first_seqno, snap_end)
             if last < snap_end:
