@@ -415,6 +415,7 @@ async def _tail(args: argparse.Namespace) -> None:
         buffer_size=args.buffer_size,
         noop_interval=args.noop_interval,
         controls=[("change_streams", "true")] if args.change_streams else (),
+        sync_writes=args.sync_writes,
     )
     consumer.core.streams = await _tail_streams(args, consumer) or consumer.streams
 
