@@ -409,6 +409,7 @@ async def _tail(args: argparse.Namespace) -> None:
         "buffer_size": args.buffer_size,
         "noop_interval": args.noop_interval,
         "controls": [("change_streams", "true")] if args.change_streams else (),
+        "sync_writes": args.sync_writes,
     }
     consumer: DcpConsumer | ClusterConsumer
     if args.cluster:  # a connection per node, following the map

@@ -345,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ask for history snapshots (every revision; a Magma bucket with retention)",
     )
+    tail.add_argument(
+        "--sync-writes",
+        action="store_true",
+        help="enable sync writes: durable writes shown once committed, never when aborted",
+    )
 
     run = sub.add_parser(
         "run",

@@ -105,6 +105,7 @@ class DcpConsumer:
         connect: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
         streams: Iterable[StreamFilter] = (),
         core: ConsumerCore | None = None,
+        sync_writes: bool = False,
     ) -> None:
         self.host, self.port = host, port
         self.user, self.password, self.bucket = user, password, bucket
@@ -122,6 +123,7 @@ class DcpConsumer:
             stream_flags=stream_flags,
             controls=controls,
             streams=streams,
+            sync_writes=sync_writes,
         )
         self.on_event = on_event
         self._connect = connect or self._open_tcp

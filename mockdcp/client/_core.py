@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from mockdcp.client._state import ConsumerError, ConsumerState, StreamRefused, Version
 from mockdcp.client._streams import ManifestView, StreamFilter, StreamKey
 from mockdcp.protocol import (
+    Abort,
+    Commit,
     DcpBufferAck,
     DcpControl,
     DcpNoop,
@@ -39,6 +41,7 @@ from mockdcp.protocol import (
     Opcode,
     OsoSnapshot,
     OsoSnapshotFlag,
+    Prepare,
     Response,
     SeqnoAdvanced,
     SnapshotFlag,
@@ -132,6 +135,7 @@ class ConsumerCore:
         stream_flags: int = 0,
         controls: Iterable[tuple[str, str]] = (),
         streams: Iterable[StreamFilter] = (),
+        sync_writes: bool = False,
     ) -> None:
         self.name = name
         #: every vbucket of the bucket, counted in the cluster map at bootstrap
@@ -146,6 +150,11 @@ class ConsumerCore:
         self.open_flags = open_flags
         self.stream_flags = stream_flags
         self.extra_controls = list(controls)
+        #: ``enable_sync_writes`` (and ``consumer_name``) are sent: prepares are held,
+        #: delivered when committed, dropped when aborted
+        self.sync_writes = sync_writes or any(k == "enable_sync_writes" for k, _ in controls)
+        if self.sync_writes and self.stream_ids_asked(streams):
+            raise ValueError("sync writes and stream-ids exclude each other (MB-32318)")
         self.streams = _check_streams(list(streams) or [StreamFilter()], collections)
         #: True once every stream has ended for good (OK, FILTER_EMPTY, ...)
         self.finished = False
@@ -164,6 +173,10 @@ class ConsumerCore:
         self._oso: dict[StreamKey, int] = {}
         #: streams refused for now -> refusals in a row (the retry back-off)
         self._refusals: dict[StreamKey, int] = {}
+
+    @staticmethod
+    def stream_ids_asked(streams: Iterable[StreamFilter]) -> bool:
+        return any(spec.sid is not None for spec in streams)
 
     @property
     def stream_ids(self) -> bool:
@@ -215,6 +228,10 @@ class ConsumerCore:
             *([("enable_stream_id", "true")] if self.stream_ids else []),
             *self.extra_controls,
         ]
+        if self.sync_writes:
+            # kv_engine sends v2.0 markers (max visible seqno) only with a consumer name
+            sync = [("enable_sync_writes", "true"), ("consumer_name", self.name)]
+            controls += [c for c in sync if c[0] not in dict(self.extra_controls)]
         return [DcpControl(opaque=self.next_opaque(), key=k, value=v) for k, v in controls]
 
     # -- streams --------------------------------------------------------------------------
@@ -296,6 +313,8 @@ class ConsumerCore:
         key = self.stream_of(frame)
         self._unacked += frame.size
         actions: list[Action] = []
+        #: what the callback is told: the message, but for sync writes (below)
+        told: object = msg
         if isinstance(msg, SnapshotMarker):
             self._on_marker(key, msg)
         elif isinstance(msg, Mutation | Deletion | Expiration):
@@ -309,7 +328,12 @@ class ConsumerCore:
             self._on_oso(key, msg)
         elif isinstance(msg, StreamEnd):
             actions += self._on_stream_end(key, msg)
-        actions.append(Emit(key[0], msg))
+        elif isinstance(msg, Prepare | Commit | Abort):
+            # a commit: its document, as a mutation would be; a prepare or an abort:
+            # nothing (an uncommitted value is never delivered)
+            told = self._on_sync_write(key, msg)
+        if told is not None:
+            actions.append(Emit(key[0], told))
         ack = self.buffer_ack()
         if ack is not None:
             actions.append(Send(ack))
@@ -429,6 +453,51 @@ class ConsumerCore:
         # snapshot of a change-streams connection) every revision may come, in order
         dup = msg.flags & SnapshotFlag.MAY_CONTAIN_DUPLICATE_KEYS
         self._snap_keys[key] = None if dup else set()
+
+    def _on_sync_write(
+        self, key: StreamKey, msg: Prepare | Commit | Abort
+    ) -> Mutation | Deletion | None:
+        """A durable write (kv_engine docs/dcp/documentation/commands/prepare.md,
+        commit.md, abort.md): a prepare is held, never delivered; its commit delivers
+        the held document at the commit's seqno (a mutation, or a deletion for a
+        prepared deletion); an abort drops it. Each takes a seqno of the snapshot."""
+        vb, sid = key
+        cid = msg.collection_id or 0
+        held = self.state.prepares
+        if isinstance(msg, Prepare):
+            held[(vb, sid, cid, msg.key)] = msg
+            self._advance(key, msg.by_seqno)
+            return None
+        prepare = held.pop((vb, sid, cid, msg.key), None)
+        if isinstance(msg, Abort):  # from disk its prepare may be gone: nothing to drop
+            self.state.aborts += 1
+            self._advance(key, msg.abort_seqno)
+            return None
+        if prepare is None or prepare.by_seqno != msg.prepared_seqno:
+            self.state.violations.append(
+                f"vb {vb}{_sid_text(sid)} commit at {msg.commit_seqno} of prepare "
+                f"{msg.prepared_seqno} never received"
+            )
+            self._advance(key, msg.commit_seqno)
+            return None
+        fields: dict[str, Any] = {
+            "opaque": msg.opaque,
+            "vbucket": vb,
+            "cas": prepare.cas,
+            "by_seqno": msg.commit_seqno,
+            "rev_seqno": prepare.rev_seqno,
+            "key": prepare.key,
+            "collection_id": prepare.collection_id,
+            "value": prepare.value,
+            "datatype": prepare.datatype,
+        }
+        document: Mutation | Deletion
+        if prepare.deleted:
+            document = Deletion(**fields)
+        else:
+            document = Mutation(flags=prepare.flags, expiration=prepare.expiration, **fields)
+        self._on_item(key, document)
+        return document
 
     def _on_item(self, key: StreamKey, msg: Mutation | Deletion | Expiration) -> None:
         vb, sid = key

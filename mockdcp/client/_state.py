@@ -5,10 +5,15 @@ consistent point at or below the seqno the producer names)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from mockdcp.client._streams import ManifestView, StreamFilter, StreamKey
 from mockdcp.util import MockDcpError
+
+if TYPE_CHECKING:
+    from mockdcp.protocol import Prepare
 
 
 class ConsumerError(MockDcpError):
@@ -96,6 +101,10 @@ class ConsumerState:
     seqno_advances: int = 0
     #: per stream, the manifest as its system events tell it
     manifests: dict[StreamKey, ManifestView] = attrs.field(factory=dict)
+    #: (vbucket, stream id, collection id, key) -> the prepare received and not yet
+    #: committed or aborted (sync writes): never a version until its commit
+    prepares: dict[tuple[int, int | None, int, bytes], Prepare] = attrs.field(factory=dict)
+    aborts: int = 0
 
     def position(self, vb: int, sid: int | None = None) -> VbPosition:
         return self.positions.setdefault((vb, sid), VbPosition())
@@ -152,6 +161,8 @@ class ConsumerState:
         else:
             for at in [k for k, s in self.cleared.items() if k[0] == vb and s > seqno]:
                 del self.cleared[at]
+        for held in [k for k, p in self.prepares.items() if k[:2] == key and p.by_seqno > seqno]:
+            del self.prepares[held]
         pos = self.position(vb, sid)
         pos.seqno = pos.snap_start = pos.snap_end = seqno
         entries = [e for e in pos.failover_log if e[1] <= seqno]

@@ -29,15 +29,20 @@ from mockdcp.model._flusher import (
 )
 from mockdcp.model._item import (
     DEFAULT_PREFIX as DEFAULT_PREFIX,
+    DURABILITY_LEVELS as DURABILITY_LEVELS,
     SYSTEM_COLLECTION_ID as SYSTEM_COLLECTION_ID,
     TAG_COLLECTION as TAG_COLLECTION,
     TAG_DATATYPE as TAG_DATATYPE,
+    TAG_DURABLE as TAG_DURABLE,
     TAG_EMPTY as TAG_EMPTY,
     TAG_SYSTEM as TAG_SYSTEM,
     TAG_TOMBSTONE as TAG_TOMBSTONE,
+    CommittedItem as CommittedItem,
+    DurableItem as DurableItem,
     Item as Item,
     ItemKind as ItemKind,
     SystemEventItem as SystemEventItem,
+    any_durable as any_durable,
     any_outside_default as any_outside_default,
     vbucket_of as vbucket_of,
 )

@@ -213,9 +213,13 @@ class Documents:
         expiry: int = 0,
         cas: int = 0,
         preserve_ttl: bool = False,
+        durability: int = 0,
     ) -> Written:
-        """SET, ADD or REPLACE (``mode``)."""
+        """SET, ADD or REPLACE (``mode``); with a ``durability`` level (the frame info
+        SDKs send) a prepare the node commits at once (a prepare and a commit, each at
+        its own seqno)."""
         old = self._item(vbid, cid, key)
+        self._check_no_prepare(vbid, cid, key)
         if mode == "add":
             if cas:
                 raise KvError(Status.EINVAL, "ADD takes no CAS")
@@ -237,21 +241,55 @@ class Documents:
             xattrs = {k: v for k, v in kept.items() if k.startswith("_")}
         stored, dt = _encode(xattrs, body)
         expiry = old.expiry if preserve_ttl and old is not None else self._absolute(expiry)
-        item = self.bucket.set(
-            key, stored, collection_id=cid, flags=flags, expiry=expiry, datatype=dt, vbucket=vbid
-        )
+        if durability:
+            item: Item = self.bucket.sync_write(
+                key,
+                stored,
+                collection_id=cid,
+                level=durability,
+                flags=flags,
+                expiry=expiry,
+                datatype=dt,
+                vbucket=vbid,
+            )
+        else:
+            item = self.bucket.set(
+                key,
+                stored,
+                collection_id=cid,
+                flags=flags,
+                expiry=expiry,
+                datatype=dt,
+                vbucket=vbid,
+            )
         return Written(item, self.vbucket_uuid(vbid))
 
-    def delete(self, vbid: int, cid: int, key: bytes, *, cas: int = 0) -> Written:
-        """DELETE: a tombstone at the next seqno."""
+    def _check_no_prepare(self, vbid: int, cid: int, key: bytes) -> None:
+        """SYNC_WRITE_IN_PROGRESS while the document's prepare is pending."""
+        if (cid, key) in self._vbucket(vbid).pending:
+            raise KvError(Status.SYNC_WRITE_IN_PROGRESS, "a durable write is in progress")
+
+    def delete(
+        self, vbid: int, cid: int, key: bytes, *, cas: int = 0, durability: int = 0
+    ) -> Written:
+        """DELETE: a tombstone at the next seqno (with ``durability``: a prepared
+        deletion committed at once)."""
         old = self._live(vbid, cid, key)
+        self._check_no_prepare(vbid, cid, key)
         self._check_cas(old, cas)
-        item = self.bucket.delete(key, collection_id=cid, vbucket=vbid)
+        item: Item
+        if durability:
+            item = self.bucket.sync_write(
+                key, collection_id=cid, level=durability, deleted=True, vbucket=vbid
+            )
+        else:
+            item = self.bucket.delete(key, collection_id=cid, vbucket=vbid)
         return Written(item, self.vbucket_uuid(vbid))
 
     def touch(self, vbid: int, cid: int, key: bytes, expiry: int) -> Written:
         """TOUCH / GAT: a new expiry (a mutation with the same value)."""
         self._live(vbid, cid, key)
+        self._check_no_prepare(vbid, cid, key)
         item = self.bucket.touch(key, self._absolute(expiry), collection_id=cid, vbucket=vbid)
         return Written(item, self.vbucket_uuid(vbid))
 

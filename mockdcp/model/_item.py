@@ -51,6 +51,21 @@ TAG_COLLECTION = 0x40
 TAG_SYSTEM = 0x80
 
 
+#: the tag of a prepare or an abort (``DurableItem``): a combination no other item has
+#: (system, outside the default collection, expiration), so a run's tags say in one C
+#: loop whether it holds any (``any_durable``) and legacy streams never take it as a
+#: default-collection document
+TAG_DURABLE = TAG_SYSTEM | TAG_COLLECTION | TAG_EXPIRATION
+
+#: every tag byte but ``TAG_DURABLE`` (``bytes.translate`` deletes them)
+_NOT_DURABLE = bytes(t for t in range(256) if t != TAG_DURABLE)
+
+
+def any_durable(tags: bytes) -> bool:
+    """True if one of ``tags`` is a prepare's or an abort's (one C loop)."""
+    return bool(tags.translate(None, _NOT_DURABLE))
+
+
 #: every tag byte without TAG_COLLECTION (``bytes.translate`` deletes them)
 _DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
 
@@ -79,6 +94,9 @@ class ItemKind(enum.Enum):
     EXPIRATION = "expiration"
     #: a collections manifest change (``SystemEventItem``)
     SYSTEM_EVENT = "system_event"
+    #: a durable write's prepare, and the abort that discards one (``DurableItem``)
+    PREPARE = "prepare"
+    ABORT = "abort"
 
 
 class Item:
@@ -400,6 +418,157 @@ class SystemEventItem(Item):
             f"SystemEventItem({self.event.name} {self.name!r} sid={self.scope_id}{target} "
             f"uid={self.manifest_uid} vb={self.vbucket} seqno={self.seqno})"
         )
+
+
+#: durability levels by name (kv_engine ``include/memcached/durability_spec.h``; the
+#: byte DCP_PREPARE and the durability frame info carry)
+DURABILITY_LEVELS = {"majority": 1, "majority_and_persist_on_master": 2, "persist_to_majority": 3}
+
+
+class DurableItem(Item):
+    """A durable write's prepare (``ItemKind.PREPARE``) or the abort that discarded one
+    (``ItemKind.ABORT``), at its own seqno (kv_engine ``queue_op::pending_sync_write``
+    and ``abort_sync_write``; docs/dcp/documentation/commands/prepare.md, abort.md).
+
+    Prepares and aborts live in a key namespace of their own (``doc_key``: kv_engine's
+    prepared key index and the on-disk prepare namespace), apart from the committed
+    document of the same key: never in the hash table (the oracle), never de-duplicating
+    a committed version nor de-duplicated by one. ``head`` is the DCP_PREPARE or
+    DCP_ABORT frame a collection-aware consumer gets (``frame`` gives both forms);
+    ``tail`` is empty; the tag is ``TAG_DURABLE``, so a consumer without sync writes
+    never gets one on the shared-frame path.
+    """
+
+    __slots__ = ("body", "level", "prepared_deleted", "prepared_seqno")
+
+    def __init__(
+        self,
+        *,
+        kind: ItemKind,
+        key: bytes,
+        collection_id: int,
+        vbucket: int,
+        seqno: int,
+        rev_seqno: int,
+        cas: int,
+        flags: int = 0,
+        expiry: int = 0,
+        datatype: int = 0,
+        value: bytes = b"",
+        level: int = 1,
+        deleted: bool = False,
+        prepared_seqno: int = 0,
+    ) -> None:
+        assert kind in (ItemKind.PREPARE, ItemKind.ABORT)
+        self.key = key
+        self.collection_id = collection_id
+        self.vbucket = vbucket
+        self.seqno = seqno
+        self.rev_seqno = rev_seqno
+        self.cas = cas
+        self.flags = flags
+        self.expiry = expiry
+        self.datatype = datatype
+        self.kind = kind
+        self.delete_time = 0
+        self.forms = None
+        self.body = value
+        #: the durability level (1..3) of the prepare
+        self.level = level
+        #: the prepare is of a deletion
+        self.prepared_deleted = deleted
+        #: an abort's prepare (the seqno it discarded); a prepare's own seqno
+        self.prepared_seqno = prepared_seqno if kind is ItemKind.ABORT else seqno
+        self.head = self.frame(collections=True)
+        self.tail = b""
+        self.tag = TAG_DURABLE
+
+    def frame(self, *, collections: bool, value: bytes | None = None, datatype: int = -1) -> bytes:
+        """The DCP_PREPARE or DCP_ABORT frame (opaque 0): the key with its collection
+        prefix when ``collections``; a prepare's value (and datatype) as given, else
+        the stored one."""
+        from mockdcp.protocol import Abort, Prepare
+
+        cid = self.collection_id if collections else None
+        if self.kind is ItemKind.ABORT:
+            return Abort(
+                opaque=0,
+                vbucket=self.vbucket,
+                prepared_seqno=self.prepared_seqno,
+                abort_seqno=self.seqno,
+                key=self.key,
+                collection_id=cid,
+            ).encode()
+        return Prepare(
+            opaque=0,
+            vbucket=self.vbucket,
+            cas=self.cas,
+            by_seqno=self.seqno,
+            rev_seqno=self.rev_seqno,
+            flags=self.flags,
+            expiration=self.expiry,
+            deleted=self.prepared_deleted,
+            durability_level=self.level,
+            key=self.key,
+            collection_id=cid,
+            value=self.body if value is None else value,
+            datatype=self.datatype if datatype < 0 else datatype,
+        ).encode()
+
+    @property
+    def value(self) -> bytes:
+        return self.body
+
+    @property
+    def size(self) -> int:
+        return len(self.head)
+
+    @property
+    def deleted(self) -> bool:
+        """An abort is a tombstone of the prepare namespace (purged like one); a
+        prepare is not."""
+        return self.kind is ItemKind.ABORT
+
+    @property
+    def system(self) -> bool:
+        return False
+
+    @property
+    def doc_key(self) -> tuple[int, bytes]:
+        """The prepare namespace: ``(-1 - collection, key)``."""
+        return (-1 - self.collection_id, self.key)
+
+    def __repr__(self) -> str:
+        return (
+            f"DurableItem({self.kind.value} {self.collection_id}:{self.key!r} "
+            f"vb={self.vbucket} seqno={self.seqno} prepared={self.prepared_seqno})"
+        )
+
+
+class CommittedItem(Item):
+    """A durable write's commit: the document the prepare at ``prepared_seqno`` held,
+    visible at the commit's own seqno (kv_engine ``queue_op::commit_sync_write``; a
+    consumer without sync writes gets it as a DCP_MUTATION or DCP_DELETION, one with them
+    a DCP_COMMIT from memory: docs/dcp/documentation/commands/commit.md)."""
+
+    __slots__ = ("prepared_seqno",)
+
+    def __init__(self, *, prepared_seqno: int, **fields: object) -> None:
+        super().__init__(**fields)  # type: ignore[arg-type]
+        self.prepared_seqno = prepared_seqno
+
+    def commit_frame(self, *, collections: bool) -> bytes:
+        """The DCP_COMMIT frame (opaque 0)."""
+        from mockdcp.protocol import Commit
+
+        return Commit(
+            opaque=0,
+            vbucket=self.vbucket,
+            prepared_seqno=self.prepared_seqno,
+            commit_seqno=self.seqno,
+            key=self.key,
+            collection_id=self.collection_id if collections else None,
+        ).encode()
 
 
 def vbucket_of(key: bytes, num_vbuckets: int) -> int:

@@ -14,6 +14,18 @@ State:
   ``disk_tails``, ``disk_tags`` and ``disk_cids`` beside it: the same items' seqnos,
   frames (in two pieces, ``Item``), tags and collection ids in seqno order, for backfills;
 * ``high_seqno`` ≥ ``persisted_seqno`` ≥ ``purge_seqno``;
+* durable writes (kv_engine ``durability_monitor``, docs/dcp/documentation/commands/
+  prepare.md, commit.md, abort.md): a prepare (``DurableItem``) takes a seqno and
+  waits in ``pending`` (one per key); its commit (``CommittedItem``) and its abort take
+  their own seqnos. ``max_visible_seqno`` is the highest seqno of a committed (visible)
+  item, ``high_completed_seqno`` the seqno of the last prepare committed or aborted.
+  Prepares and aborts are in their own key namespace (``DurableItem.doc_key``): in the
+  checkpoints (a second one of a key in the open checkpoint opens a new one, kv_engine
+  ``Checkpoint::queueDirty`` answering FailureDuplicateItem) and on disk, where a
+  prepare leaves once its commit is persisted (the disk as compaction leaves it: kv_engine
+  purges completed prepares). Restart and failover keep the prepares their cut keeps,
+  pending unless it keeps their commit or abort too, and lose the others (kv_engine
+  warmup reloads the persisted prepares, a promoted replica keeps those it received);
 * ``generation`` changes whenever the vbucket's history is cut (restart, failover, flush)
   or its state changes; a stream that sees a new generation ends (kv_engine
   ``ActiveStream::setDead``).
@@ -30,7 +42,16 @@ import attrs
 
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
-from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind, SystemEventItem
+from mockdcp.model._item import (
+    TAG_COLLECTION,
+    TAG_DURABLE,
+    TAG_EMPTY,
+    CommittedItem,
+    DurableItem,
+    Item,
+    ItemKind,
+    SystemEventItem,
+)
 from mockdcp.protocol import MUTATION_FRAME, SystemEventType, VBucketState, collection_prefix
 from mockdcp.util import ModelError
 
@@ -137,6 +158,17 @@ class VBucket:
         self.system_events: list[SystemEventItem] = []
         #: collection id -> the highest seqno of an item or event of that collection
         self.collection_high: dict[int, int] = {}
+        #: (collection, key) -> its prepare waiting for a commit or an abort
+        self.pending: dict[tuple[int, bytes], DurableItem] = {}
+        #: prepares and aborts written since the last reset
+        self.durable_writes = 0
+        #: the highest seqno of a visible (committed) item, and of one persisted
+        self.visible_seqno = seqno
+        self.persisted_visible_seqno = seqno
+        #: the seqno of the last prepare completed (committed or aborted), and of the
+        #: last one whose completion is persisted
+        self.high_completed_seqno = 0
+        self.persisted_completed_seqno = 0
         self.checkpoints: list[Checkpoint] = [self._new_checkpoint(seqno + 1)]
 
     def _new_checkpoint(self, start: int) -> Checkpoint:
@@ -147,7 +179,9 @@ class VBucket:
 
     @property
     def max_visible_seqno(self) -> int:
-        return self.high_seqno
+        """The highest seqno of a committed (visible) item: the high seqno unless
+        prepares or aborts came after it."""
+        return self.visible_seqno
 
     @property
     def manifest_uid(self) -> int:
@@ -227,8 +261,8 @@ class VBucket:
                 after_seqno + 1,
                 end,
                 (),
-                end,
-                end,
+                self.persisted_completed_seqno,
+                self.persisted_visible_seqno,
                 self.purge_seqno,
                 seqnos,
                 heads,
@@ -239,7 +273,14 @@ class VBucket:
             )
         by = self.disk_by_seqno
         items = tuple(map(by.__getitem__, self.disk_seqnos[i:]))
-        return DiskSnapshot(after_seqno + 1, end, items, end, end, self.purge_seqno)
+        return DiskSnapshot(
+            after_seqno + 1,
+            end,
+            items,
+            self.persisted_completed_seqno,
+            self.persisted_visible_seqno,
+            self.purge_seqno,
+        )
 
     def history_snapshot(self, after_seqno: int) -> DiskSnapshot:
         """The persisted history after ``after_seqno`` (from the history start at the
@@ -256,8 +297,8 @@ class VBucket:
             first,
             end,
             (),
-            end,
-            end,
+            self.persisted_completed_seqno,
+            self.persisted_visible_seqno,
             self.purge_seqno,
             array("q", [it.seqno for it in chosen]),
             [it.head for it in chosen],
@@ -360,12 +401,20 @@ class VBucket:
         return self.retains_history and collection_id in self.history_collections
 
     def write(self, item: Item) -> None:
+        """Append ``item`` (any kind: a replica copies its active's log through here)."""
+        if item.tag == TAG_DURABLE:
+            assert isinstance(item, DurableItem)
+            self._write_durable(item)
+            self._replay_durability(item)
+            return
+        if type(item) is CommittedItem:
+            self._replay_durability(item)
         if self.keeps_history_of(item.collection_id) and item.doc_key in self.checkpoints[-1].index:
             # kv_engine ``Checkpoint::queueDirty`` answers FailureDuplicateItem for a
             # key that may not be de-duplicated: the checkpoint closes and the new
             # revision opens the next one (``checkpoint.cc``)
             self.close_checkpoint()
-        self.high_seqno = item.seqno
+        self.high_seqno = self.visible_seqno = item.seqno
         self.collection_high[item.collection_id] = item.seqno
         self.items[item.doc_key] = item
         self.log.append(item)
@@ -476,6 +525,7 @@ class VBucket:
             position += 1
             if room_items <= 0 or room_bytes <= 0:  # as ``write`` closes it
                 cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
+                self.visible_seqno = seqno
                 self.close_checkpoint()
                 cp = self.checkpoints[-1]
                 index, entries, heads, tails = cp.index, cp.entries, cp.heads, cp.tails
@@ -486,6 +536,86 @@ class VBucket:
                 total, room_bytes, room_items, position = 0, max_bytes, max_items, 0
         if rows:
             cp.end_seqno, cp.bytes, self.high_seqno = seqno, max_bytes - room_bytes, seqno
+            self.visible_seqno = seqno
+
+    def prepare(
+        self, cas: int, *, level: int, deleted: bool = False, **fields: object
+    ) -> DurableItem:
+        """A durable write's prepare of ``fields`` (key, collection_id, value, flags,
+        expiry, datatype) at the next seqno, pending until committed or aborted; its rev
+        seqno one above the committed document's (the bucket has checked that the key
+        has no prepare pending)."""
+        key, cid = fields["key"], fields["collection_id"]
+        old = self.items.get((cid, key))  # type: ignore[arg-type]
+        item = DurableItem(
+            kind=ItemKind.PREPARE,
+            vbucket=self.vbid,
+            seqno=self.high_seqno + 1,
+            rev_seqno=(old.rev_seqno + 1) if old is not None else 1,
+            cas=cas,
+            level=level,
+            deleted=deleted,
+            **fields,  # type: ignore[arg-type]
+        )
+        self._write_durable(item)
+        self.pending[(item.collection_id, item.key)] = item
+        return item
+
+    def commit(self, key: bytes, collection_id: int) -> CommittedItem:
+        """Commit the key's pending prepare: its document becomes visible at the next
+        seqno (a mutation, or a tombstone for a prepared deletion), with the prepare's
+        CAS and rev seqno (kv_engine ``VBucket::commit``)."""
+        prepare = self.pending.pop((collection_id, key))
+        kind = ItemKind.DELETION if prepare.prepared_deleted else ItemKind.MUTATION
+        item = CommittedItem(
+            prepared_seqno=prepare.seqno,
+            key=key,
+            collection_id=collection_id,
+            vbucket=self.vbid,
+            seqno=self.high_seqno + 1,
+            rev_seqno=prepare.rev_seqno,
+            cas=prepare.cas,
+            flags=prepare.flags,
+            expiry=prepare.expiry,
+            datatype=prepare.datatype,
+            value=prepare.body,
+            kind=kind,
+        )
+        self.write(item)
+        self.high_completed_seqno = prepare.seqno
+        return item
+
+    def abort(self, key: bytes, collection_id: int, cas: int) -> DurableItem:
+        """Abort the key's pending prepare: an abort at the next seqno discards it."""
+        prepare = self.pending.pop((collection_id, key))
+        item = DurableItem(
+            kind=ItemKind.ABORT,
+            key=key,
+            collection_id=collection_id,
+            vbucket=self.vbid,
+            seqno=self.high_seqno + 1,
+            rev_seqno=prepare.rev_seqno,
+            cas=cas,
+            prepared_seqno=prepare.seqno,
+        )
+        self._write_durable(item)
+        self.high_completed_seqno = prepare.seqno
+        return item
+
+    def _write_durable(self, item: DurableItem) -> None:
+        """Append a prepare or an abort: it takes a seqno and counts towards its
+        collection's high seqno, but not the max visible seqno; a prepare or abort of
+        the same key already in the open checkpoint closes it first."""
+        if item.doc_key in self.checkpoints[-1].index:
+            self.close_checkpoint()
+        self.high_seqno = item.seqno
+        self.durable_writes += 1
+        self.collection_high[item.collection_id] = item.seqno
+        self.log.append(item)
+        cp = self.checkpoints[-1]
+        cp.append(item)
+        if cp.item_count >= self.checkpoint_max_items or cp.bytes >= self.checkpoint_max_bytes:
+            self.close_checkpoint()
 
     def write_system_event(self, event: SystemEventItem) -> None:
         """Write a manifest change's event like any item; it counts towards the high
@@ -525,17 +655,45 @@ class VBucket:
         if not self._to_disk_new(written):
             for item in written:
                 self._to_disk(item)
+                if isinstance(item, CommittedItem):
+                    self._drop_completed_prepare(item)
+        for item in reversed(written):
+            if not isinstance(item, DurableItem):
+                self.persisted_visible_seqno = item.seqno
+                break
+        for item in reversed(written if self.durable_writes else ()):
+            if isinstance(item, CommittedItem) or (
+                isinstance(item, DurableItem) and item.kind is ItemKind.ABORT
+            ):
+                self.persisted_completed_seqno = item.prepared_seqno
+                break
         if self.history_start_seqno:
             self.history_bytes += sum(it.size for it in written)
         self.persisted_seqno = max(self.persisted_seqno, upto)
         self._expel()
+
+    def _drop_completed_prepare(self, commit: CommittedItem) -> None:
+        """The committed prepare leaves the disk (as compaction purges it)."""
+        old = self.disk.get((-1 - commit.collection_id, commit.key))
+        if old is not None and old.seqno == commit.prepared_seqno:
+            del self.disk[old.doc_key]
+            del self.disk_by_seqno[old.seqno]
+            j = bisect.bisect_left(self.disk_seqnos, old.seqno)
+            del self.disk_seqnos[j]
+            del self.disk_heads[j]
+            del self.disk_tails[j]
+            del self.disk_tags[j]
+            del self.disk_cids[j]
+            del self.disk_sizes[j]
 
     def _to_disk_new(self, written: list[Item]) -> bool:
         """``_to_disk`` for each of ``written`` in one go, when none of their keys is on
         disk yet or twice among them and they follow the disk's seqnos (a vbucket
         persisting new documents: a bulk load); False, changing nothing, otherwise.
         About a third of the time of one ``_to_disk`` a item."""
-        keys = [(it.collection_id, it.key) for it in written]
+        if self.durable_writes:  # commits drop their prepares: the general path
+            return False
+        keys = [it.doc_key for it in written]
         seqnos = [it.seqno for it in written]
         if not keys or (self.disk_seqnos and seqnos[0] <= self.disk_seqnos[-1]):
             return False
@@ -548,7 +706,7 @@ class VBucket:
         self.disk_heads += [it.head for it in written]
         self.disk_tails += [it.tail for it in written]
         self.disk_tags += bytes([it.tag for it in written])
-        self.disk_cids.extend([cid for cid, _ in keys])
+        self.disk_cids.extend([it.collection_id for it in written])
         self.disk_sizes.extend([it.size for it in written])
         return True
 
@@ -638,13 +796,39 @@ class VBucket:
                     self.collection_high[item.event_collection_id] = item.seqno
             else:
                 self.collection_high[item.collection_id] = item.seqno
+            self._replay_durability(item)
+            self.durable_writes += isinstance(item, DurableItem)
+        self.persisted_visible_seqno = self.visible_seqno
+        self.persisted_completed_seqno = self.high_completed_seqno
         for item in sorted(latest.values(), key=lambda it: it.seqno):
             if item.deleted and item.seqno <= purge:
                 continue
             if item.seqno < begins.get(item.collection_id, 0):
                 continue  # flushed
+            if isinstance(item, DurableItem):
+                if (
+                    item.kind is ItemKind.ABORT
+                    or self.pending.get((item.collection_id, item.key)) is item
+                ):
+                    self._to_disk(item)  # completed prepares are not kept
+                continue
             self.items[item.doc_key] = item
             self._to_disk(item)
+
+    def _replay_durability(self, item: Item) -> None:
+        """What ``item`` of a kept log does to the pending prepares, the max visible and
+        the high completed seqno (``truncate``)."""
+        if isinstance(item, DurableItem):
+            if item.kind is ItemKind.PREPARE:
+                self.pending[(item.collection_id, item.key)] = item
+            else:
+                self.pending.pop((item.collection_id, item.key), None)
+                self.high_completed_seqno = item.prepared_seqno
+            return
+        self.visible_seqno = item.seqno
+        if isinstance(item, CommittedItem):
+            self.pending.pop((item.collection_id, item.key), None)
+            self.high_completed_seqno = item.prepared_seqno
 
     # -- lifecycle (restart, failover, state, flush) ---------------------------------------
 

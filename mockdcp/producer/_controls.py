@@ -77,6 +77,13 @@ class DcpSettings:
     history_capable: bool = False
 
     @property
+    def sync_replication(self) -> bool:
+        """Sync writes with a consumer name: kv_engine's ``SyncReplication`` level (v2.0
+        markers with the max visible and high completed seqnos, seqno acks); sync writes
+        alone (``SyncWrites``) send prepares, commits and aborts with v1 markers."""
+        return self.sync_writes and bool(self.consumer_name)
+
+    @property
     def delete_times(self) -> bool:
         return bool(self.open_flags & DcpOpenFlag.INCLUDE_DELETE_TIMES)
 
@@ -139,6 +146,8 @@ def _enable_stream_id(s: DcpSettings, v: str) -> Status:
 
 
 def _enable_sync_writes(s: DcpSettings, v: str) -> Status:
+    """kv_engine ``DcpProducer::control``: "true" only, NOT_SUPPORTED once stream ids
+    are on (MB-32318); with ``consumer_name`` (before or after) sync replication."""
     if v != "true":
         return Status.EINVAL
     if s.stream_ids:
@@ -148,6 +157,8 @@ def _enable_sync_writes(s: DcpSettings, v: str) -> Status:
 
 
 def _consumer_name(s: DcpSettings, v: str) -> Status:
+    if not v:  # kv_engine takes a non-empty name only
+        return Status.EINVAL
     s.consumer_name = v
     return Status.SUCCESS
 

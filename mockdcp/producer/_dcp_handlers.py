@@ -176,6 +176,8 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         cursor_name=f"{conn.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
         oso=conn.settings.oso,
         change_streams=conn.settings.change_streams,
+        sync_writes=conn.settings.sync_writes,
+        sync_replication=conn.settings.sync_replication,
         observer=None if conn.checker is None else conn.checker.snapshot,
     )
     conn.streams.add(stream)
@@ -226,6 +228,24 @@ def on_add_stream(conn: Connection, frame: Frame, msg: object, now: float) -> No
     conn.close("DCP_ADD_STREAM sent to a producer")
 
 
+def on_seqno_acknowledged(
+    conn: Connection, frame: Frame, msg: DcpSeqnoAcknowledged, now: float
+) -> None:
+    """kv_engine ``DcpProducer::seqno_acknowledged``: EINVAL unless the connection
+    enabled sync writes with a consumer name; else accepted without a reply
+    (docs/dcp/documentation/commands/seqno-acknowledged.md). The mock completes its
+    prepares by steps, so the acknowledgement changes nothing."""
+    if not conn.settings.sync_replication:
+        conn.replies.respond(frame, Status.EINVAL, context="sync replication is not enabled")
+        return
+    log.debug(
+        "connection %d acknowledged prepare %d of vbucket %d",
+        conn.conn_id,
+        msg.prepared_seqno,
+        msg.vbucket,
+    )
+
+
 def on_unsupported(conn: Connection, frame: Frame, msg: object, now: float) -> None:
     conn.replies.respond(frame, Status.NOT_SUPPORTED, context="not supported by a producer")
 
@@ -239,5 +259,5 @@ HANDLERS: dict[type, Callable[[Connection, Frame, Any, float], None]] = {
     DcpCloseStream: on_close_stream,
     DcpBufferAck: on_buffer_ack,
     DcpAddStream: on_add_stream,
-    DcpSeqnoAcknowledged: on_unsupported,
+    DcpSeqnoAcknowledged: on_seqno_acknowledged,
 }

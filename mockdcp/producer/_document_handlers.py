@@ -123,6 +123,7 @@ def on_store(conn: Connection, frame: Frame, msg: Set | Add | Replace, now: floa
             expiry=msg.expiry,
             cas=msg.cas,
             preserve_ttl=msg.preserve_ttl,
+            durability=msg.durability,
         )
         conn.replies.respond(frame, extras=_token(conn, written), cas=written.item.cas)
 
@@ -131,7 +132,7 @@ def on_store(conn: Connection, frame: Frame, msg: Set | Add | Replace, now: floa
 
 def on_delete(conn: Connection, frame: Frame, msg: Delete, now: float) -> None:
     def command(docs: Documents, vb: int, cid: int, key: bytes) -> None:
-        written = docs.delete(vb, cid, key, cas=msg.cas)
+        written = docs.delete(vb, cid, key, cas=msg.cas, durability=msg.durability)
         conn.replies.respond(frame, extras=_token(conn, written), cas=written.item.cas)
 
     _run(conn, frame, msg, command)

@@ -26,6 +26,15 @@ pieces:
   the joined frames: headers patched with numpy, the buffer cut by one ``struct``
   unpack.
 
+A connection with ``enable_sync_writes`` takes another path for the runs of a vbucket
+that has had durable writes (``ItemEncoder.prepare`` with ``sync``): its prepares and
+aborts go as DCP_PREPARE (value in the connection's value form, durability level,
+deleted flag: kv_engine docs/dcp/documentation/commands/prepare.md) and DCP_ABORT
+(abort.md), its commits read from memory as DCP_COMMIT (commit.md; from disk a commit
+is the mutation it made, kv_engine ``ActiveStream::makeResponseFromItem``), each
+encoded item by item and cut into pieces like a variant; every other connection keeps
+the shared-frame path unchanged.
+
 ``encode_item`` is the item-by-item codec (message classes) the fast path must equal;
 the tests check it for every form.
 
@@ -55,6 +64,8 @@ from mockdcp.model import (
     TAG_EMPTY,
     TAG_SYSTEM,
     TAG_TOMBSTONE,
+    CommittedItem,
+    DurableItem,
     Item,
     ItemKind,
     SystemEventItem,
@@ -86,6 +97,11 @@ if TYPE_CHECKING:
     Offsets = NDArray[numpy.int64]
 
     from mockdcp.producer._controls import DcpSettings
+
+#: ``ItemEncoder.prepare``'s ``sync``: a disk read (prepares and aborts) and a memory
+#: read (commits as DCP_COMMIT too) for a connection with sync writes
+SYNC_DISK = 1
+SYNC_MEMORY = 2
 
 _OPAQUE = struct.Struct(">I")
 _OPAQUE_OFFSET = 12
@@ -312,6 +328,32 @@ def item_variant(item: Item, form: Form) -> tuple[bytes, bytes]:
     return pieces
 
 
+def _pieces(frame: bytes, collection_id: int) -> tuple[tuple[bytes, bytes], int]:
+    """A frame with its collection prefix cut into the canonical layout (as
+    ``item_variant``), and the tag that makes ``ItemEncoder.encode`` join it right:
+    ``TAG_SYSTEM`` keeps NO_VALUE's cut away (the value is already in the connection's
+    form), ``TAG_COLLECTION`` says the prefix is in the head (other collections)."""
+    at = _HEADER + frame[4]
+    if collection_id:
+        at += len(collection_prefix(collection_id))
+        return (frame[:at], frame[at:]), TAG_SYSTEM | TAG_COLLECTION
+    return (frame[:at], frame[at + 1 :]), TAG_SYSTEM
+
+
+def sync_write_frame(item: Item, form: Form, *, commits: bool) -> bytes | None:
+    """The DCP_PREPARE, DCP_ABORT or (``commits``: read from memory) DCP_COMMIT frame of
+    ``item`` for a connection with sync writes (collection prefix, opaque 0); None for
+    any other item."""
+    if isinstance(item, DurableItem):
+        if item.kind is ItemKind.ABORT:
+            return item.frame(collections=True)
+        value, datatype = transmitted_value(item.value, item.datatype, form)
+        return item.frame(collections=True, value=value, datatype=datatype)
+    if commits and isinstance(item, CommittedItem):
+        return item.commit_frame(collections=True)
+    return None
+
+
 @attrs.frozen
 class Frames:
     """Frames read for a stream and not yet queued, in pieces (``Item.head``,
@@ -347,11 +389,17 @@ class ItemEncoder:
         ends: Sequence[int],
         base: int,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
+        *,
+        sync: int = 0,
     ) -> Frames:
         """The frames a stream selected (``StreamFilter``), each in this connection's
         value form: frames that need a variant are replaced by it (``items_at`` gives
         their items, called at once). A legacy connection is given only frames of the
-        default collection."""
+        default collection. ``sync`` (a connection with sync writes, a vbucket with
+        durable writes): ``SYNC_DISK`` sends prepares and aborts, ``SYNC_MEMORY``
+        commits as DCP_COMMIT too (``_prepare_sync``)."""
+        if sync and tags:
+            return self._prepare_sync(heads, tails, tags, items_at, commits=sync == SYNC_MEMORY)
         assert self.form.collections or not any_outside_default(tags)
         if self.canonical or not tags:
             return Frames(heads, tails, tags, ends, base)
@@ -364,6 +412,29 @@ class ItemEncoder:
         for i, item in zip(flagged, items, strict=True):
             heads[i], tails[i] = item_variant(item, form)
         return Frames(heads, tails, tags, self.ends_of(heads, tails, tags), 0)
+
+    def _prepare_sync(
+        self,
+        heads: list[bytes],
+        tails: list[bytes],
+        tags: bytes,
+        items_at: Callable[[Sequence[int]], Sequence[Item]],
+        *,
+        commits: bool,
+    ) -> Frames:
+        """``prepare`` item by item for a connection with sync writes: each prepare,
+        abort and (``commits``) commit replaced by its own frame, the rest as
+        ``prepare`` gives them."""
+        items = items_at(range(len(heads)))
+        heads, tails, out = list(heads), list(tails), bytearray(tags)
+        form, table = self.form, self._table
+        for i, item in enumerate(items):
+            frame = sync_write_frame(item, form, commits=commits)
+            if frame is not None:
+                (heads[i], tails[i]), out[i] = _pieces(frame, item.collection_id)
+            elif table[tags[i]]:
+                heads[i], tails[i] = item_variant(item, form)
+        return Frames(heads, tails, bytes(out), self.ends_of(heads, tails, bytes(out)), 0)
 
     @staticmethod
     def ends_of(heads: list[bytes], tails: list[bytes], tags: bytes) -> Sequence[int]:

@@ -17,6 +17,11 @@ kv_engine docs/dcp/documentation/collections.md):
   collection events of the scope and its own scope events; the stream ends with
   FILTER_EMPTY after the scope's drop event.
 
+Durable writes (kv_engine ``Item::shouldReplicate``, ``ActiveStream::processItems``):
+a stream of a connection without ``enable_sync_writes`` never sends a prepare or an
+abort (``TAG_DURABLE``); ``Selection.hidden`` names the last of those it would otherwise
+have sent, whose seqno a collection-aware stream must still reach (SEQNO_ADVANCED).
+
 A disk backfill leaves out every document of a collection dropped by the time it reads
 (kv_engine's scans skip logically deleted collections); memory streams still send what
 was written before the drop, then the drop. Sans-IO: items in, positions out.
@@ -29,7 +34,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.model import SYSTEM_COLLECTION_ID, SystemEventItem, any_outside_default
+from mockdcp.model import (
+    SYSTEM_COLLECTION_ID,
+    TAG_DURABLE,
+    SystemEventItem,
+    any_durable,
+    any_outside_default,
+)
 from mockdcp.producer._numpy import numpy_module
 from mockdcp.protocol import SystemEventType
 
@@ -67,6 +78,9 @@ class Selection:
 
     positions: Sequence[int] | None
     ended: bool = False
+    #: the position of the last prepare or abort the filter let through but a stream
+    #: without sync writes does not send (-1: none)
+    hidden: int = -1
 
 
 ALL = Selection(None)
@@ -84,6 +98,8 @@ class StreamFilter:
     aware: bool = True
     #: the filter has lost its last collection (or its scope): the stream ends
     empty: bool = False
+    #: the connection enabled sync writes: prepares and aborts are sent
+    sync_writes: bool = False
 
     @classmethod
     def legacy(cls) -> StreamFilter:
@@ -135,7 +151,8 @@ class StreamFilter:
         if self.empty:
             return NONE
         cols = self.collections
-        if upto is None and not skip:
+        durable = not self.sync_writes and any_durable(tags)
+        if upto is None and not skip and not durable:
             if cols is None and self.aware:
                 return ALL
             if not any_outside_default(tags):  # default-collection documents
@@ -175,4 +192,11 @@ class StreamFilter:
             chosen = []
         if chosen:
             keep[chosen] = True
-        return Selection(np.flatnonzero(keep).tolist(), ended)
+        hidden = -1
+        if durable:
+            marked = np.frombuffer(tags, np.uint8, count) == TAG_DURABLE
+            held_back = np.flatnonzero(keep & marked)
+            if len(held_back):
+                hidden = int(held_back[-1])
+            keep &= ~marked
+        return Selection(np.flatnonzero(keep).tolist(), ended, hidden)

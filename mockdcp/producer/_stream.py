@@ -37,6 +37,22 @@ connection drains chunks under flow control. Rules, each with its source:
   is one snapshot of every revision flagged Disk|Checkpoint|History|MayDuplicateKeys;
   from below it, a de-duplicated snapshot up to the history start - 1 (its marker only
   when it has data) then the history snapshot, both markers with the same end.
+* Durable writes (kv_engine ``active_stream.cc`` ``processItemsInner``, ``snapshot``,
+  ``markDiskSnapshot``; docs/dcp/documentation/commands/seqno-advanced.md): a
+  connection without ``enable_sync_writes`` is never sent a prepare or an abort
+  (``StreamFilter``); commits reach it as mutations. A legacy snapshot ends on its last
+  item sent (a disk one at most at the max visible seqno, none when nothing visible);
+  a collection-aware memory snapshot whose tail is a prepare or abort it does not send
+  is extended to that seqno with a SEQNO_ADVANCED, and a batch of nothing else is a
+  marker and a SEQNO_ADVANCED at its last such seqno (MB-48368).
+  A connection with ``enable_sync_writes`` gets DCP_PREPARE and DCP_ABORT, and commits
+  as DCP_COMMIT from memory, mutations from disk (``ItemEncoder.prepare``, ``sync``);
+  its snapshots end where they would without durable writes (a legacy disk one too,
+  while the bucket has only the default collection, else BACKFILL_FAILED: kv_engine
+  ``DCPBackfillBySeqnoDisk::markLegacyDiskSnapshot``). With a ``consumer_name`` too
+  (kv_engine ``SyncReplication``) markers are v2.0 (v2.2 on disk if negotiated) with the
+  max visible seqno, disk ones with the high completed seqno (``ActiveStream::snapshot``,
+  ``markDiskSnapshot``; docs/dcp/documentation/commands/snapshot-marker.md).
 """
 
 from __future__ import annotations
@@ -46,12 +62,13 @@ import math
 from array import array
 from collections import deque
 from itertools import accumulate
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.model import TAG_COLLECTION, TAG_EMPTY, TAG_SYSTEM
-from mockdcp.producer._encoder import Frames, ItemEncoder
+from mockdcp.model import TAG_COLLECTION, TAG_DURABLE, TAG_EMPTY, TAG_SYSTEM
+from mockdcp.producer._encoder import SYNC_DISK, SYNC_MEMORY, Frames, ItemEncoder
 from mockdcp.producer._filter import Selection, StreamFilter
 from mockdcp.producer._numpy import numpy_module
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
@@ -80,6 +97,8 @@ if TYPE_CHECKING:
     Sizes = NDArray[numpy.int64]
     #: told of each snapshot the stream queues: (vbucket, stream id, start, end, OSO)
     SnapshotObserver = Callable[[int, int | None, int, int, bool], None]
+
+_SEQNO = attrgetter("seqno")
 
 #: the tag of a stream message made by the stream (SEQNO_ADVANCED, OSO markers): no
 #: collection prefix, no value form (``ItemEncoder``)
@@ -181,6 +200,8 @@ class Stream:
         cursor_name: str,
         oso: str = "",
         change_streams: bool = False,
+        sync_writes: bool = False,
+        sync_replication: bool = False,
         observer: SnapshotObserver | None = None,
     ) -> None:
         """A stream of ``vb`` as the accepted stream request ``request`` (the decision
@@ -204,9 +225,12 @@ class Stream:
             None if collections is None else set(collections) if aware else {0},
             scope=request.scope,
             aware=aware,
+            sync_writes=sync_writes,
         )
         self._oso_mode = oso
         self._change_streams = change_streams
+        self._sync_writes = sync_writes
+        self._sync_replication = sync_replication
         #: a split backfill's history part is next, with the end both markers share
         self._history_end: int | None = None
         self._start_seqno = start_seqno
@@ -396,7 +420,14 @@ class Stream:
 
         oso = self._oso_applies(start) and not history and not split
         selection = self._filter.select(tags, cids, items_at, skip=self._dropped_collections())
-        picked = self._pick(heads, tails, tags, selection, items_at, snap.seqnos, sizes)
+        if self._sync_writes and not self._filter.aware and self.vb.manifest_uid:
+            # kv_engine ``markLegacyDiskSnapshot``: sync writes on a legacy stream only
+            # while the bucket has nothing but the default collection
+            self.end(StreamEndReason.BACKFILL_FAILED)
+            return
+        picked = self._pick(
+            heads, tails, tags, selection, items_at, snap.seqnos, sizes, self._sync(False)
+        )
         if picked is None:  # nothing for this stream
             if self._filter.aware and not oso and not split:
                 self._queue_marker(
@@ -417,7 +448,7 @@ class Stream:
             # a legacy disk snapshot ends on the default collection's last item (kv_engine
             # backfill_by_seqno_disk.cc ``markLegacyDiskSnapshot``); the stream has read
             # the rest, which is not for it, and goes on after the whole snapshot
-            marker_end = end if self._filter.aware else last
+            marker_end = end if self._filter.aware or self._sync_writes else last
             flags = SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
             if history:
                 flags |= SnapshotFlag.HISTORY | SnapshotFlag.MAY_CONTAIN_DUPLICATE_KEYS
@@ -441,13 +472,14 @@ class Stream:
         items_at: Callable[[Sequence[int]], Sequence[Item]],
         seqnos: Sequence[int],
         sizes: Sizes,
+        sync: int = 0,
     ) -> tuple[Frames, int, int] | None:
         """The selected frames of a backfill in this connection's value form, with the
         seqnos of the first and last of them; ``None`` if none is selected."""
         if selection.positions is None:
-            frames = self._encoder.prepare(heads, tails, tags, _ends(sizes), 0, items_at)
+            frames = self._encoder.prepare(heads, tails, tags, _ends(sizes), 0, items_at, sync=sync)
             return frames, seqnos[0], seqnos[len(heads) - 1]
-        return self._chosen(heads, tails, tags, selection, items_at, sizes)
+        return self._chosen(heads, tails, tags, selection, items_at, sizes, sync)
 
     def _chosen(
         self,
@@ -457,6 +489,7 @@ class Stream:
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
         sizes: Sizes,
+        sync: int = 0,
     ) -> tuple[Frames, int, int] | None:
         """The frames at the selection's positions (``None`` if there is none) in this
         connection's value form, with the seqnos of the first and last of them; the
@@ -474,9 +507,27 @@ class Stream:
         def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
             return items_at([positions[i] for i in indices])
 
-        frames = self._encoder.prepare(heads, tails, tags, _ends(sizes[at]), 0, chosen_at)
+        frames = self._encoder.prepare(
+            heads, tails, tags, _ends(sizes[at]), 0, chosen_at, sync=sync
+        )
         first, last = items_at([positions[0], positions[-1]])
         return frames, first.seqno, last.seqno
+
+    def _sync(self, memory: bool) -> int:
+        """``ItemEncoder.prepare``'s ``sync`` for a read of the vbucket now: 0 unless the
+        connection enabled sync writes and the vbucket has had durable writes."""
+        if not self._sync_writes or not self.vb.durable_writes:
+            return 0
+        return SYNC_MEMORY if memory else SYNC_DISK
+
+    def _visible_upto(self, seqno: int) -> int:
+        """The highest seqno at or below ``seqno`` of a visible item (neither a prepare
+        nor an abort) in the vbucket's log; 0 if none."""
+        log = self.vb.log
+        i = bisect.bisect_right(log, seqno, key=_SEQNO)
+        while i and log[i - 1].tag == TAG_DURABLE:
+            i -= 1
+        return log[i - 1].seqno if i else 0
 
     def _dropped_collections(self) -> frozenset[int]:
         """Collections dropped in this vbucket: a disk backfill skips their documents."""
@@ -576,9 +627,16 @@ class Stream:
             return
         upto = self.end_seqno if batch.last_seqno > self.end_seqno else None
         selection = self._filter.select(batch.tags, batch.cids, batch.items_at, upto=upto)
+        sync = self._sync(True)
         if selection.positions is None:  # every frame of the batch, as the checkpoint has it
             frames = self._encoder.prepare(
-                batch.heads, batch.tails, batch.tags, batch.ends, batch.base, batch.items_at
+                batch.heads,
+                batch.tails,
+                batch.tags,
+                batch.ends,
+                batch.base,
+                batch.items_at,
+                sync=sync,
             )
             picked: tuple[Frames, int, int] | None = (
                 frames,
@@ -589,7 +647,7 @@ class Stream:
             np = numpy_module()
             sizes = np.diff(np.asarray(batch.ends, np.int64), prepend=batch.base)
             picked = self._chosen(
-                batch.heads, batch.tails, batch.tags, selection, batch.items_at, sizes
+                batch.heads, batch.tails, batch.tags, selection, batch.items_at, sizes, sync
             )
         # the snapshot this batch is: to the end seqno, or to the event that emptied the
         # filter (the stream ends there)
@@ -603,8 +661,17 @@ class Stream:
             reason = self._ending_reason()
         elif snap_end >= self.end_seqno:
             reason = StreamEndReason.OK
+        hidden = selection.hidden >= 0 and self._filter.aware
         if picked is None:
-            if (
+            if hidden:
+                # only prepares or aborts the stream does not send: a marker and a
+                # SEQNO_ADVANCED at the last of them (kv_engine
+                # ``sendSnapshotAndSeqnoAdvanced``, MB-48368)
+                (held,) = batch.items_at([selection.hidden])
+                seqno = min(held.seqno, snap_end)
+                self._queue_memory_marker(batch, seqno, seqno)
+                self._queue_extras([self._seqno_advanced(seqno)], seqno)
+            elif (
                 self._filter.aware
                 and not self._first_marker_sent
                 and (self._requested_snap_end > self._start_seqno)
@@ -617,7 +684,7 @@ class Stream:
                 self.end(reason)
             return
         frames, first, last = picked
-        if self._filter.aware and not self._filter.passthrough:
+        if self._filter.aware and (not self._filter.passthrough or hidden):
             # a filtered snapshot ends where the batch does (SEQNO_ADVANCED to it)
             self._queue_memory_marker(batch, batch.first_seqno, snap_end)
             if last < snap_end:
@@ -661,7 +728,17 @@ class Stream:
             )  # markers never overlap (kv_engine asserts it on active vbuckets)
         version = SnapshotMarkerVersion.V1
         extra: dict[str, int] = {}
-        if disk is not None and self._marker_version is SnapshotMarkerVersion.V2_2:
+        if self._sync_replication:
+            version = SnapshotMarkerVersion.V2_0
+            visible = self._visible_upto(end)
+            extra = {"max_visible_seqno": visible}
+            if disk is not None:
+                extra["max_visible_seqno"] = min(visible, getattr(disk, "max_visible_seqno", 0))
+                extra["high_completed_seqno"] = getattr(disk, "high_completed_seqno", 0)
+                if self._marker_version is SnapshotMarkerVersion.V2_2:
+                    version = SnapshotMarkerVersion.V2_2
+                    extra["purge_seqno"] = getattr(disk, "purge_seqno", 0)
+        elif disk is not None and self._marker_version is SnapshotMarkerVersion.V2_2:
             version = SnapshotMarkerVersion.V2_2
             extra = {
                 "max_visible_seqno": end,

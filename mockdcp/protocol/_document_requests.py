@@ -8,8 +8,8 @@ GetMeta), ``docs/SubDocument.md`` (multi-path lookup and mutation encodings),
 
 Keys are kept as sent: on a collection-aware connection they start with the LEB128
 collection id (``split_collection``). Flexible framing extras are read into
-``durability`` and ``preserve_ttl``; a node with no replicas satisfies every level at
-once, so durability only needs to be accepted.
+``durability`` and ``preserve_ttl``; a write with a durability level is a prepare
+the mock node commits at once (``mockdcp/model/_documents.py``).
 """
 
 from __future__ import annotations

@@ -141,6 +141,9 @@ class Status(enum.IntEnum):
     UNKNOWN_SCOPE = 0x8C
     #: Stream-id present when not enabled, or absent when enabled.
     DCP_STREAMID_INVALID = 0x8D
+    #: A write of a document whose durable write (prepare) is still pending
+    #: (``status.h`` SyncWriteInProgress).
+    SYNC_WRITE_IN_PROGRESS = 0xA2
     #: Sub-document statuses (kv_engine ``include/mcbp/protocol/status.h``).
     SUBDOC_PATH_ENOENT = 0xC0
     SUBDOC_PATH_MISMATCH = 0xC1

@@ -136,6 +136,8 @@ class Simulation:
     certain: bool = True
     #: the nodes and the map as the topology steps will have left them
     cluster: ClusterSim | None = None
+    #: (collection, key) -> a durable write of it pending (after the steps so far)
+    pending: dict[tuple[int, bytes], bool] = attrs.field(factory=dict)
 
     @classmethod
     def of(
@@ -184,7 +186,38 @@ class Simulation:
         if self.is_live(cid, key) is False:
             raise ValueError(f"no live document {text!r} to {step}")
 
+    def is_pending(self, cid: int, key: bytes) -> bool | None:
+        """A durable write of the document pending (None: cannot tell)."""
+        if (cid, key) in self.pending:
+            return self.pending[(cid, key)]
+        if not self.certain:
+            return None
+        vb = self.bucket.vbucket(vbucket_of(key, self.bucket.num_vbuckets))
+        return (cid, key) in vb.pending
+
+    def durable(self, step: str, cid: int, key: bytes, text: str, outcome: str) -> None:
+        """A step of a durable write (``sync_write`` with ``outcome``, ``commit``,
+        ``abort``): ``ValueError`` if the document has (or, to complete, lacks) a
+        pending prepare; records the seqnos it takes and what it leaves."""
+        pending = self.is_pending(cid, key)
+        if step == "sync_write":
+            if pending:
+                raise ValueError(f"a durable write of {text!r} is pending: commit or abort it")
+            self.high[vbucket_of(key, self.bucket.num_vbuckets)] += 1 + (outcome != "pending")
+            self.pending[(cid, key)] = outcome == "pending"
+            if outcome == "commit":
+                self.live[(cid, key)] = True
+            return
+        if pending is False:
+            raise ValueError(f"no pending durable write of {text!r} to {step}")
+        self.high[vbucket_of(key, self.bucket.num_vbuckets)] += 1
+        self.pending[(cid, key)] = False
+        if step == "commit" and pending:
+            self.live[(cid, key)] = True
+
     def write(self, cid: int, key: bytes, *, live: bool) -> None:
+        if self.is_pending(cid, key):
+            raise ValueError(f"a durable write of {key.decode(errors='replace')!r} is pending")
         self.high[vbucket_of(key, self.bucket.num_vbuckets)] += 1
         self.live[(cid, key)] = live
 
@@ -200,7 +233,7 @@ class Simulation:
             kept = self.persisted[v] if lose_unpersisted else self.high[v]
             self.high[v] = min(self.high[v], kept if lose_after is None else lose_after)
             self.persisted[v] = min(self.persisted[v], self.high[v])
-        self.certain, self.live = False, {}
+        self.certain, self.live, self.pending = False, {}, {}
 
     def change_manifest(
         self, plan: Callable[[Manifest], ManifestChange], *, forgets_documents: bool
@@ -221,7 +254,7 @@ class Simulation:
         """A bucket flush: every vbucket empty, seqnos from 0."""
         self.high = [0] * self.num_vbuckets
         self.persisted = [0] * self.num_vbuckets
-        self.live, self.certain = {}, False
+        self.live, self.certain, self.pending = {}, False, {}
 
 
 __all__ = ["Simulation", "resolve_collection", "resolve_vbuckets"]

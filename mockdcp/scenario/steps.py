@@ -182,6 +182,73 @@ class Touch(Step):
         ctx.bucket.touch(self.key, self.expiry, collection_id=cid)
 
 
+#: durability levels as users spell them (kv_engine ``durability_spec.h``)
+DurabilityLevel = Literal["majority", "majority_and_persist_on_master", "persist_to_majority"]
+
+
+@attrs.frozen(kw_only=True)
+class SyncWrite(Step):
+    """A durable write: a prepare at the next seqno, then its commit (the value becomes
+    visible) or abort (discarded) at the seqno after, or (``pending``) neither until a
+    ``commit`` or ``abort`` step; other writes of the key wait for it."""
+
+    NAME = "sync_write"
+    GROUP = "data"
+    key: str
+    value: Value
+    collection: str = DEFAULT_COLLECTION
+    level: DurabilityLevel = "majority"
+    outcome: Literal["commit", "abort", "pending"] = "commit"
+
+    def check(self, sim: Simulation) -> None:
+        cid, key = sim.collection(self.collection), key_bytes(self.key)
+        sim.durable(self.NAME, cid, key, self.key, self.outcome)
+
+    def apply(self, ctx: StepContext) -> None:
+        value = self.value if isinstance(self.value, str) else compact_json(self.value)
+        ctx.bucket.sync_write(
+            self.key,
+            value,
+            collection_id=resolve_collection(ctx.bucket, self.collection),
+            level=self.level,
+            outcome=self.outcome,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Commit(Step):
+    """Commit a pending durable write: its value becomes visible at the next seqno."""
+
+    NAME = "commit"
+    GROUP = "data"
+    key: str
+    collection: str = DEFAULT_COLLECTION
+
+    def check(self, sim: Simulation) -> None:
+        cid, key = sim.collection(self.collection), key_bytes(self.key)
+        sim.durable(self.NAME, cid, key, self.key, "commit")
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.bucket.commit(self.key, collection_id=resolve_collection(ctx.bucket, self.collection))
+
+
+@attrs.frozen(kw_only=True)
+class Abort(Step):
+    """Abort a pending durable write: an abort at the next seqno discards its value."""
+
+    NAME = "abort"
+    GROUP = "data"
+    key: str
+    collection: str = DEFAULT_COLLECTION
+
+    def check(self, sim: Simulation) -> None:
+        cid, key = sim.collection(self.collection), key_bytes(self.key)
+        sim.durable(self.NAME, cid, key, self.key, "abort")
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.bucket.abort(self.key, collection_id=resolve_collection(ctx.bucket, self.collection))
+
+
 @attrs.frozen(kw_only=True)
 class Generate(Step):
     """``docs`` seeded Faker documents, keys ``{prefix}::{n:06d}`` from ``start`` on
@@ -1054,6 +1121,9 @@ STEP_TYPES: tuple[type[Step], ...] = (
     Delete,
     Expire,
     Touch,
+    SyncWrite,
+    Commit,
+    Abort,
     Generate,
     Load,
     Checkpoint,
@@ -1099,8 +1169,10 @@ __all__ = [
     "DEFAULT_COLLECTION",
     "STEPS_BY_NAME",
     "STEP_TYPES",
+    "Abort",
     "AddNode",
     "Checkpoint",
+    "Commit",
     "ConsumerProgress",
     "Corrupt",
     "CreateCollection",
@@ -1143,6 +1215,7 @@ __all__ = [
     "SetVbucketState",
     "Stall",
     "Step",
+    "SyncWrite",
     "Throttle",
     "Touch",
     "Value",

@@ -80,6 +80,26 @@ def test_stream_ids_and_sync_writes_exclude_each_other() -> None:
     s = DcpSettings()
     assert apply_control(s, "enable_sync_writes", "true") == Status.SUCCESS
     assert apply_control(s, "enable_stream_id", "true") == Status.NOT_SUPPORTED
+    other = DcpSettings()
+    assert apply_control(other, "enable_stream_id", "true") == Status.SUCCESS
+    assert apply_control(other, "enable_sync_writes", "true") == Status.NOT_SUPPORTED
+    assert not other.sync_writes
+
+
+def test_sync_replication_needs_a_consumer_name_in_either_order() -> None:
+    s = DcpSettings()
+    assert apply_control(s, "enable_sync_writes", "true") == Status.SUCCESS
+    assert s.sync_writes
+    assert not s.sync_replication
+    assert apply_control(s, "consumer_name", "") == Status.EINVAL
+    assert apply_control(s, "consumer_name", "replica") == Status.SUCCESS
+    assert s.sync_replication
+    first = DcpSettings()
+    apply_control(first, "consumer_name", "replica")
+    assert not first.sync_replication
+    apply_control(first, "enable_sync_writes", "true")
+    assert first.sync_replication
+    assert apply_control(DcpSettings(), "enable_sync_writes", "false") == Status.EINVAL
 
 
 def test_max_marker_version_needs_collections() -> None:

@@ -241,6 +241,16 @@ def test_set_with_durability_and_preserve_ttl_framing_extras() -> None:
     item = s.node.bucket.vbucket(0).get(b"k")
     assert item is not None
     assert (item.value, item.expiry) == (b"2", expiry)
+    # the durable write is a prepare (seqno 2) and its commit (seqno 3)
+    assert (item.seqno, s.node.bucket.vbucket(0).high_completed_seqno) == (3, 2)
+
+
+def test_a_write_of_a_key_with_a_pending_durable_write_is_sync_write_in_progress() -> None:
+    s = session()
+    s.node.bucket.sync_write("k", "1", vbucket=0, outcome="pending")
+    assert reply(s, Set(opaque=3, key=b"k", vbucket=0, value=b"2")).status == (
+        Status.SYNC_WRITE_IN_PROGRESS
+    )
 
 
 def test_a_bad_durability_level_is_einval() -> None:
