@@ -63,6 +63,14 @@ class NodeShell:
     def wanted(self) -> bool:
         return self.node.topology.status(self.node) not in CLOSED_STATUSES
 
+    def close(self) -> None:
+        """Close the sockets this shell holds (what ``supervise`` did not get to serve:
+        a node added just before the server stopped)."""
+        for listener in [*self.kv_listeners, *self.tls_listeners]:
+            listener.socket.close()
+        self.kv_listeners, self.tls_listeners = [], []
+        self.http.close()
+
     def poke(self) -> None:
         """The topology changed: look again at whether to listen."""
         if self.listening != self.wanted and self._stable.is_set():

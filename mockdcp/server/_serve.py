@@ -695,3 +695,6 @@ async def _serve(
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise_unwrapped(group)  # the block's own exception, not a group around it
+    finally:
+        for shell in server.shells:  # a shell whose task never ran still holds sockets
+            shell.close()
