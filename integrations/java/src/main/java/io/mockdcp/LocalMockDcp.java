@@ -28,13 +28,12 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Consumer;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * A mockdcp server in a process of this machine: {@code mockdcp serve --port 0 --http-port 0
  * --json ...} (free ports, loopback), ready when it prints its ready line, stopped by {@link
- * #close()} (and when the JVM exits).
+ * #close()} (and when the JVM exits). With {@link MockDcpOptions#nodes()} above 1 the process
+ * runs that many data nodes, each on free ports of its own ({@link #nodes()}).
  *
  * <pre>{@code
  * try (LocalMockDcp server = LocalMockDcp.start(MockDcpOptions.defaults().withDocs(100))) {
@@ -95,10 +94,13 @@ public final class LocalMockDcp implements MockDcpServer {
   /**
    * Starts a server and returns once it is ready (its documents loaded, both ports listening).
    *
+   * @throws IllegalArgumentException if the options' nodes cannot hold their replicas (before
+   *     anything starts)
    * @throws MockDcpException if the command is missing, or the server exits or is not ready
    *     within the options' startup timeout (the message has what it wrote on stderr)
    */
   public static LocalMockDcp start(MockDcpOptions options) {
+    options.checkCluster();
     Path command = findCommand().orElseThrow(() -> new MockDcpException(
         "mockdcp is not on PATH (pip install mockdcp, or set -D" + COMMAND_PROPERTY + ")"));
     Path tempScenario = null;
@@ -257,8 +259,43 @@ public final class LocalMockDcp implements MockDcpServer {
   }
 
   /**
+   * The cluster's nodes as the ready line lists them (node 0, the seed, first); the server's
+   * own ports as one node if it does not list them.
+   */
+  @Override
+  public List<MockDcpNode> nodes() {
+    String nodes = ready.get("nodes");
+    if (nodes == null) {
+      return MockDcpServer.super.nodes();
+    }
+    try {
+      List<MockDcpNode> out = new ArrayList<>();
+      for (JsonNode node : Json.MAPPER.readTree(nodes)) {
+        out.add(new MockDcpNode(node.path("number").asInt(out.size()),
+            node.path("host").asText(host()), node.path("kv_port").asInt(),
+            node.path("http_port").asInt(), port(node, "tls_port"), port(node, "https_port")));
+      }
+      return List.copyOf(out);
+    } catch (IOException e) {
+      throw new MockDcpException("the ready line's nodes are not JSON: " + nodes, e);
+    }
+  }
+
+  private static Integer port(JsonNode node, String field) {
+    JsonNode port = node.path(field);
+    return port.isInt() ? port.asInt() : null;
+  }
+
+  /** Replica copies of each vbucket, as the ready line says (0 if it does not). */
+  @Override
+  public int replicas() {
+    return Integer.parseInt(ready.getOrDefault("replicas", "0"));
+  }
+
+  /**
    * The server's ready line ({@code mockdcp serve --json}): each member as text, e.g. {@code
-   * ca_file} (the CA's file, with TLS).
+   * ca_file} (the CA's file, with TLS); {@code nodes} as its JSON text ({@link #nodes()} reads
+   * it).
    */
   public Map<String, String> readyLine() {
     return ready;
@@ -338,26 +375,91 @@ public final class LocalMockDcp implements MockDcpServer {
     return thread;
   }
 
-  /** A member of a flat JSON object: a name, then a string or another scalar. */
-  private static final Pattern MEMBER = Pattern.compile(
-      "\"([^\"]+)\"\\s*:\\s*(?:\"((?:[^\"\\\\]|\\\\.)*)\"|([^,}\\s]+))");
-
   /**
-   * The ready line's members as text. A small reader of flat JSON (Python's json.dumps of
-   * strings, numbers and null) rather than Jackson: in a fresh JVM, loading Jackson takes about
-   * as long as the server takes to start, and a test that only streams never needs it.
+   * The ready line's members as text: a string unescaped, another scalar as written, an array
+   * or object (the {@code nodes} list) as its JSON text; null members left out. A small reader
+   * of Python's json.dumps output rather than Jackson: in a fresh JVM, loading Jackson takes
+   * about as long as the server takes to start, and a test that only streams never needs it.
+   * Nested members are kept whole, so that a node's {@code kv_port} is never taken for the
+   * server's.
    */
   static Map<String, String> flatJson(String line) {
     Map<String, String> out = new LinkedHashMap<>();
-    Matcher m = MEMBER.matcher(line);
-    while (m.find()) {
-      if (m.group(2) != null) {
-        out.put(m.group(1), unescape(m.group(2)));
-      } else if (!m.group(3).equals("null")) {
-        out.put(m.group(1), m.group(3));
+    int n = line.length();
+    int i = skipSpace(line, line.indexOf('{') + 1);
+    try {
+      while (i < n && line.charAt(i) != '}') {
+        int nameEnd = endOfString(line, i);
+        String name = unescape(line.substring(i + 1, nameEnd - 1));
+        i = skipSpace(line, nameEnd);
+        if (line.charAt(i) != ':') {
+          throw new IllegalArgumentException("no ':' at " + i);
+        }
+        i = skipSpace(line, i + 1);
+        char c = line.charAt(i);
+        int end;
+        if (c == '"') {
+          end = endOfString(line, i);
+          out.put(name, unescape(line.substring(i + 1, end - 1)));
+        } else if (c == '[' || c == '{') {
+          end = endOfNested(line, i);
+          out.put(name, line.substring(i, end));
+        } else {
+          end = i;
+          while (end < n && ",}] \t".indexOf(line.charAt(end)) < 0) {
+            end++;
+          }
+          String value = line.substring(i, end);
+          if (!value.equals("null")) {
+            out.put(name, value);
+          }
+        }
+        i = skipSpace(line, end);
+        if (i < n && line.charAt(i) == ',') {
+          i = skipSpace(line, i + 1);
+        }
       }
+    } catch (IndexOutOfBoundsException e) {
+      throw new IllegalArgumentException("not a JSON object: " + line, e);
     }
     return Collections.unmodifiableMap(out);
+  }
+
+  private static int skipSpace(String s, int i) {
+    while (i < s.length() && Character.isWhitespace(s.charAt(i))) {
+      i++;
+    }
+    return i;
+  }
+
+  /** The index after the string that starts at {@code i} (its opening quote). */
+  private static int endOfString(String s, int i) {
+    if (s.charAt(i) != '"') {
+      throw new IllegalArgumentException("no string at " + i + ": " + s);
+    }
+    for (int j = i + 1; ; j++) {
+      char c = s.charAt(j);
+      if (c == '\\') {
+        j++;
+      } else if (c == '"') {
+        return j + 1;
+      }
+    }
+  }
+
+  /** The index after the array or object that starts at {@code i}. */
+  private static int endOfNested(String s, int i) {
+    int depth = 0;
+    for (int j = i; ; j++) {
+      char c = s.charAt(j);
+      if (c == '"') {
+        j = endOfString(s, j) - 1;
+      } else if (c == '[' || c == '{') {
+        depth++;
+      } else if ((c == ']' || c == '}') && --depth == 0) {
+        return j + 1;
+      }
+    }
   }
 
   private static String unescape(String s) {

@@ -99,9 +99,19 @@ public class MockDcpContainer extends GenericContainer<MockDcpContainer> impleme
     return image == null || image.isBlank() ? DEFAULT_IMAGE : image;
   }
 
-  /** All the options at once (replacing those set before). */
+  /**
+   * All the options at once (replacing those set before).
+   *
+   * @throws IllegalArgumentException for more than one node (the container publishes one
+   *     node's ports: run a cluster with {@link LocalMockDcp}) or replicas, which need more
+   */
   public MockDcpContainer withOptions(MockDcpOptions options) {
-    this.options = options;
+    if (options.nodes() != 1) {
+      throw new IllegalArgumentException("nodes = " + options.nodes() + ": MockDcpContainer "
+          + "publishes one node's ports, so it runs one node; run a cluster with LocalMockDcp "
+          + "(@MockDcp(mode = LOCAL))");
+    }
+    this.options = options.checkCluster();
     return self();
   }
 
@@ -123,9 +133,20 @@ public class MockDcpContainer extends GenericContainer<MockDcpContainer> impleme
     return withOptions(options.withTls(tls));
   }
 
-  /** Cluster nodes: see {@link MockDcpOptions#nodes()} (mockdcp serves one today). */
+  /**
+   * Cluster nodes: 1, the only number a container runs ({@link #withOptions} refuses more
+   * before anything starts; {@link LocalMockDcp} runs a cluster).
+   */
   public MockDcpContainer withNodes(int nodes) {
     return withOptions(options.withNodes(nodes));
+  }
+
+  /**
+   * Replica copies of each vbucket: only 0 in a container, which runs one node ({@link
+   * #withOptions} refuses more before anything starts).
+   */
+  public MockDcpContainer withReplicas(int replicas) {
+    return withOptions(options.withReplicas(replicas));
   }
 
   /** More {@code mockdcp serve} arguments. */

@@ -6,10 +6,11 @@ import java.nio.charset.StandardCharsets;
 import java.security.cert.CertificateException;
 import java.security.cert.CertificateFactory;
 import java.security.cert.X509Certificate;
+import java.util.List;
 
 /**
  * A running mockdcp server, as a DCP consumer under test reaches it: a Couchbase data node
- * with one bucket.
+ * with one bucket (or a cluster of them, {@link MockDcpOptions#nodes()}, seeded on node 0).
  *
  * <p>Implemented by {@link LocalMockDcp} (a {@code mockdcp serve} process on this machine) and
  * {@link MockDcpContainer} (the Docker image, through Testcontainers). Every address here is
@@ -61,6 +62,20 @@ public interface MockDcpServer extends AutoCloseable {
   /** Stops the server (idempotent). */
   @Override
   void close();
+
+  /**
+   * The cluster's data nodes, node 0 first (the one {@link #kvPort()} and {@link #httpPort()}
+   * reach). One unless the server was started with more ({@link MockDcpOptions#nodes()}).
+   */
+  default List<MockDcpNode> nodes() {
+    return List.of(new MockDcpNode(0, host(), kvPort(), httpPort(),
+        tls() ? tlsPort() : null, tls() ? httpsPort() : null));
+  }
+
+  /** Replica copies of each vbucket ({@link MockDcpOptions#replicas()}). */
+  default int replicas() {
+    return 0;
+  }
 
   /** {@code couchbase://host:kvPort}: the seed of an SDK or a DCP client. */
   default String connectionString() {

@@ -53,10 +53,18 @@ public @interface MockDcp {
   boolean tls() default false;
 
   /**
-   * Cluster nodes. mockdcp serves one node today; any other number is passed as {@code --nodes
-   * N}, which only a server with that option accepts.
+   * Data nodes of the cluster, each with its own ports ({@code mockdcp serve --nodes N}); the
+   * injected server's ports are node 0's, {@link io.mockdcp.MockDcpServer#nodes()} lists them
+   * all. More than one needs {@link Mode#LOCAL} (a container publishes one node's ports and is
+   * refused before it starts).
    */
   int nodes() default 1;
+
+  /**
+   * Replica copies of each vbucket, each on another node ({@code --replicas N}): 0..3 and
+   * fewer than {@link #nodes()}.
+   */
+  int replicas() default 0;
 
   /** More {@code mockdcp serve} arguments, e.g. {@code {"--collections", "inventory.hotel"}}. */
   String[] args() default {};

@@ -88,6 +88,7 @@ public final class MockDcpExtension implements ParameterResolver {
         .withDocs(config.docs())
         .withTls(config.tls())
         .withNodes(config.nodes())
+        .withReplicas(config.replicas())
         .withArgs(config.args());
   }
 

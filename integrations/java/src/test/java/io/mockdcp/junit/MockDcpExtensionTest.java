@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.mockdcp.LocalMockDcp;
 import io.mockdcp.MockDcpServer;
@@ -33,6 +34,24 @@ class MockDcpExtensionTest {
   void aMethodGetsItsOwn(MockDcpServer server) {
     assertNotEquals(classServer.kvPort(), server.kvPort());
     assertEquals(3, server.control().state().numVbuckets());
+  }
+
+  @Test
+  @MockDcp(vbuckets = 4, nodes = 3, replicas = 1, mode = MockDcp.Mode.LOCAL)
+  void nodesAndReplicasRunACluster(MockDcpServer server) {
+    assertEquals(3, server.nodes().size(), server.nodes().toString());
+    assertEquals(1, server.replicas());
+    assertEquals(server.kvPort(), server.nodes().get(0).kvPort());
+  }
+
+  @Test
+  void aClusterInAContainerIsRefusedBeforeStarting() {
+    @MockDcp(nodes = 2, mode = MockDcp.Mode.CONTAINER)
+    class Annotated {}
+    MockDcp config = Annotated.class.getAnnotation(MockDcp.class);
+    IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+        () -> MockDcpExtension.start(config));
+    assertTrue(refused.getMessage().contains("publishes one node's ports"), refused.getMessage());
   }
 
   @Nested
