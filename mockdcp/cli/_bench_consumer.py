@@ -172,16 +172,23 @@ async def _run_many(
     async with trio.open_nursery() as nursery:
         for i in range(connections):
             nursery.start_soon(one, i)
+    # connections that got exactly every item (no more: none sent twice)
+    complete = sum(r["events"] == items for r in reports)
+    return _summed(reports, complete, t0, c0)
+
+
+def _summed(
+    reports: list[dict[str, float]], complete: int, t0: float, c0: float
+) -> dict[str, float]:
+    """Several connections' reports as one: events, bytes and counts summed, seconds
+    and CPU seconds since ``t0``/``c0`` (the first start, to the last item of the
+    slowest)."""
+    summed = ("events", "bytes", "disk_snapshots", "system_events", "seqno_advances")
     return {
-        "events": sum(r["events"] for r in reports),
-        # connections that got exactly every item (no more: none sent twice)
-        "complete": sum(r["events"] == items for r in reports),
-        "bytes": sum(r["bytes"] for r in reports),
+        **{key: sum(r[key] for r in reports) for key in summed},
+        "complete": complete,
         "seconds": time.perf_counter() - t0,
         "cpu_s": time.process_time() - c0,
-        "disk_snapshots": sum(r["disk_snapshots"] for r in reports),
-        "system_events": sum(r["system_events"] for r in reports),
-        "seqno_advances": sum(r["seqno_advances"] for r in reports),
     }
 
 
@@ -202,16 +209,7 @@ async def _run_plan(plan: list[dict[str, Any]], buffer_size: int, legacy: bool) 
         for node in plan:
             if node["items"]:
                 nursery.start_soon(one, node)
-    return {
-        "events": sum(r["events"] for r in reports),
-        "complete": int(all(r["complete"] for r in reports)),
-        "bytes": sum(r["bytes"] for r in reports),
-        "seconds": time.perf_counter() - t0,
-        "cpu_s": time.process_time() - c0,
-        "disk_snapshots": sum(r["disk_snapshots"] for r in reports),
-        "system_events": sum(r["system_events"] for r in reports),
-        "seqno_advances": sum(r["seqno_advances"] for r in reports),
-    }
+    return _summed(reports, int(all(r["complete"] for r in reports)), t0, c0)
 
 
 def main() -> None:

@@ -43,7 +43,7 @@ from mockdcp.model._validate import (
     guess_datatype,
     with_xattrs,
 )
-from mockdcp.model._vbucket import VBucket
+from mockdcp.model._vbucket import VBucket, collection_high_seqnos, high_seqnos
 from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
 
@@ -172,13 +172,7 @@ class Bucket:
 
     def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
         """(vbucket, high seqno) for GET_ALL_VB_SEQNOS; ``state`` 0/None = every live one."""
-        if state not in (None, 0) and state not in set(VBucketState):
-            raise ModelError(f"no vbucket state {state}")
-        return [
-            (vb.vbid, vb.high_seqno)
-            for vb in self.vbuckets
-            if (state in (None, 0) and vb.state is not VBucketState.DEAD) or vb.state == state
-        ]
+        return high_seqnos(self.vbuckets, state)
 
     def collection_high_seqnos(
         self, collection_id: int, state: int | None = None
@@ -187,10 +181,7 @@ class Bucket:
         id: the seqno of its newest item or system event (0 if none in that vbucket);
         ``ModelError`` if the collection is not in the manifest."""
         self.manifest.check_collection(collection_id)
-        return [
-            (vbid, self.vbuckets[vbid].collection_high.get(collection_id, 0))
-            for vbid, _ in self.high_seqnos(state)
-        ]
+        return collection_high_seqnos(self.vbuckets, collection_id, state)
 
     def oracle(self) -> Oracle:
         """(collection, key) → newest live item: what a correct consumer must hold, with

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from mockdcp.model._replication import as_replica, attach, catch_up, new_replica
 from mockdcp.model._transitions import crash, promote, retire, take_over, warm_up
 from mockdcp.model._vbmap import VBucketMap, VBucketMove
-from mockdcp.model._vbucket import VBucket
+from mockdcp.model._vbucket import VBucket, collection_high_seqnos, high_seqnos
 from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
 
@@ -182,20 +182,25 @@ class Cluster:
             return
         touched = []
         for n in self.map.replicas(vb):
-            if n is None or n in self._down or self.is_paused(n, vb):
+            if n in self._down or self.is_paused(n, vb):
                 continue
+            copied, rolled = self._stream(n, vb, active)
             replica = self._copies[n][vb]
-            changed = attach(replica, active) is not None
-            changed = catch_up(replica, active) > 0 or changed
             upto = min(replica.high_seqno, active.persisted_seqno)
             if upto > replica.persisted_seqno:
                 replica.persist(upto)
-                changed = True
-            if changed:
-                touched.append((n, vb))
-        for pair in touched:
-            for listener in list(self.listeners):
-                listener(*pair)
+            elif not (copied or rolled):
+                continue
+            touched.append((n, vb))
+        self._notify(touched)
+
+    def _stream(self, node: str, vb: int, active: VBucket) -> tuple[int, bool]:
+        """The replication stream into ``node``'s copy of ``vb``: it attaches (rolling
+        back where the histories parted) and takes what it lacks. (Items taken, whether
+        it rolled back.)"""
+        replica = self._copies[node][vb]
+        rolled = attach(replica, active) is not None
+        return catch_up(replica, active), rolled
 
     def _reattach(self, vb: int) -> list[tuple[str, int]]:
         """Attach every replica of ``vb`` on an up node to its active, when that is up."""
@@ -229,9 +234,7 @@ class Cluster:
             active = self.bucket.vbuckets[vb]
             if n in self._down or not active.online or self.is_paused(n, vb):
                 continue
-            replica = self._copies[n][vb]
-            rolled = attach(replica, active) is not None
-            copied = catch_up(replica, active)
+            copied, rolled = self._stream(n, vb, active)
             total += copied
             if copied or rolled:
                 touched.append((n, vb))
@@ -615,23 +618,14 @@ class NodeView:
     def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
         """GET_ALL_VB_SEQNOS on this node: its copies in ``state`` (0/None: every
         live one), as ``Bucket.high_seqnos``."""
-        if state not in (None, 0) and state not in set(VBucketState):
-            raise ModelError(f"no vbucket state {state}")
-        return [
-            (vb.vbid, vb.high_seqno)
-            for vb in self.vbuckets
-            if (state in (None, 0) and vb.state is not VBucketState.DEAD) or vb.state == state
-        ]
+        return high_seqnos(self.vbuckets, state)
 
     def collection_high_seqnos(
         self, collection_id: int, state: int | None = None
     ) -> list[tuple[int, int]]:
         """As ``Bucket.collection_high_seqnos``, over this node's copies."""
         self.manifest.check_collection(collection_id)
-        return [
-            (vbid, self.vbucket(vbid).collection_high.get(collection_id, 0))
-            for vbid, _ in self.high_seqnos(state)
-        ]
+        return collection_high_seqnos(self.vbuckets, collection_id, state)
 
 
 def _absent_copy(vbid: int) -> VBucket:

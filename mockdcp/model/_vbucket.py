@@ -871,3 +871,27 @@ class VBucket:
         self._reset(0)
         self.failover.entries = []
         self.failover.add_entry(0)
+
+
+def high_seqnos(vbuckets: Sequence[VBucket], state: int | None = None) -> list[tuple[int, int]]:
+    """(vbucket, high seqno) of ``vbuckets`` for GET_ALL_VB_SEQNOS: those in ``state``,
+    every live one for 0/None (kv_engine ``getAllVBucketSequenceNumbers``);
+    ``ModelError`` for a state that is none."""
+    if state not in (None, 0) and state not in set(VBucketState):
+        raise ModelError(f"no vbucket state {state}")
+    return [
+        (vb.vbid, vb.high_seqno)
+        for vb in vbuckets
+        if (state in (None, 0) and vb.state is not VBucketState.DEAD) or vb.state == state
+    ]
+
+
+def collection_high_seqnos(
+    vbuckets: Sequence[VBucket], collection_id: int, state: int | None = None
+) -> list[tuple[int, int]]:
+    """(vbucket, high seqno of the collection) of ``vbuckets`` in ``state`` (as
+    ``high_seqnos``): the seqno of its newest item or system event, 0 if none."""
+    return [
+        (vbid, vbuckets[vbid].collection_high.get(collection_id, 0))
+        for vbid, _ in high_seqnos(vbuckets, state)
+    ]

@@ -5,11 +5,11 @@ Also ``wait_until``, the one place tests poll for a condition.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from mockdcp.protocol import Frame, FrameReader, Magic
+from mockdcp.protocol import DcpStreamRequest, Frame, FrameReader, Magic
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,6 +44,22 @@ class RawClient:
     def next_opaque(self) -> int:
         self.opaque += 1
         return self.opaque
+
+    def stream_request(self, vb: int = 0, **fields: int) -> DcpStreamRequest:
+        """A DCP_STREAM_REQ of ``vb`` from 0 to the end, with a new opaque; ``fields``
+        replace the request's own (``start_seqno``, ``vbucket_uuid``, ``flags``...)."""
+        request: dict[str, Any] = {
+            "opaque": self.next_opaque(),
+            "vbucket": vb,
+            "flags": 0,
+            "start_seqno": 0,
+            "end_seqno": 0xFFFFFFFFFFFFFFFF,
+            "vbucket_uuid": 0,
+            "snap_start_seqno": 0,
+            "snap_end_seqno": 0,
+        }
+        request.update(fields)
+        return DcpStreamRequest(**request)
 
     async def send(self, data: bytes | bytearray | Message | Response) -> None:
         await self.stream.send_all(data if isinstance(data, bytes | bytearray) else data.encode())

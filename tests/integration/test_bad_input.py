@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -11,7 +11,6 @@ from mockdcp.protocol import (
     DcpControl,
     DcpOpen,
     DcpOpenFlag,
-    DcpStreamRequest,
     Hello,
     HelloFeature,
     Magic,
@@ -50,21 +49,6 @@ async def _opened(server: MockDcpServer) -> RawClient:
     return c
 
 
-def _stream_req(c: RawClient, vb: int = 0, **kw: int) -> DcpStreamRequest:
-    fields: dict[str, Any] = {
-        "opaque": c.next_opaque(),
-        "vbucket": vb,
-        "flags": 0,
-        "start_seqno": 0,
-        "end_seqno": 0xFFFFFFFFFFFFFFFF,
-        "vbucket_uuid": 0,
-        "snap_start_seqno": 0,
-        "snap_end_seqno": 0,
-    }
-    fields.update(kw)
-    return DcpStreamRequest(**fields)
-
-
 async def test_unknown_opcode_gets_unknown_command_and_connection_stays(
     server: MockDcpServer,
 ) -> None:
@@ -98,7 +82,7 @@ async def test_dcp_open_before_select_bucket_gets_no_bucket(server: MockDcpServe
 async def test_stream_request_before_dcp_open_gets_einval(server: MockDcpServer) -> None:
     c = await _authenticated(server)
     await c.call(SelectBucket(opaque=c.next_opaque(), bucket="default"))
-    r = await c.call(_stream_req(c))
+    r = await c.call(c.stream_request())
     assert r.status == Status.EINVAL
 
 
@@ -130,7 +114,7 @@ async def test_stream_request_for_unknown_vbucket_gets_not_my_vbucket_with_confi
     server: MockDcpServer,
 ) -> None:
     c = await _opened(server)
-    r = await c.call(_stream_req(c, vb=999))
+    r = await c.call(c.stream_request(vb=999))
     assert r.status == Status.NOT_MY_VBUCKET
     assert json.loads(r.value)["nodeLocator"] == "vbucket"
 
@@ -138,15 +122,15 @@ async def test_stream_request_for_unknown_vbucket_gets_not_my_vbucket_with_confi
 async def test_stream_request_with_start_above_end_gets_erange(server: MockDcpServer) -> None:
     c = await _opened(server)
     r = await c.call(
-        _stream_req(c, start_seqno=5, end_seqno=2, snap_start_seqno=5, snap_end_seqno=5)
+        c.stream_request(start_seqno=5, end_seqno=2, snap_start_seqno=5, snap_end_seqno=5)
     )
     assert r.status == Status.ERANGE
 
 
 async def test_duplicate_stream_gets_key_eexists(server: MockDcpServer) -> None:
     c = await _opened(server)
-    assert (await c.call(_stream_req(c))).status == Status.SUCCESS
-    assert (await c.call(_stream_req(c))).status == Status.KEY_EEXISTS
+    assert (await c.call(c.stream_request())).status == Status.SUCCESS
+    assert (await c.call(c.stream_request())).status == Status.KEY_EEXISTS
 
 
 async def test_malformed_frame_closes_only_its_connection(server: MockDcpServer) -> None:

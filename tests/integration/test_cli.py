@@ -10,7 +10,7 @@ import trio
 
 from mockdcp.protocol import GetAllVbSeqnos, StreamEndReason, decode_all_vb_seqnos
 
-from .test_bad_input import _opened, _stream_req
+from .test_bad_input import _opened
 
 if TYPE_CHECKING:
     from mockdcp.server import MockDcpServer
@@ -132,7 +132,7 @@ async def test_vbucket_state_change_ends_streams_with_state_changed(server: Mock
 
     server.bucket.set("x", "{}", vbucket=2)
     c = await _opened(server)
-    req = _stream_req(c, vb=2)
+    req = c.stream_request(vb=2)
     assert (await c.call(req)).status == Status.SUCCESS
     server.bucket.set_vbucket_state(2, VBucketState.REPLICA)
     frames = list(c.skipped)
@@ -146,10 +146,10 @@ async def test_vbucket_state_change_ends_streams_with_state_changed(server: Mock
     assert end.opaque == req.opaque
     assert int.from_bytes(end.extras, "big") == StreamEndReason.STATE_CHANGED
     # a replica still streams without ACTIVE_VB_ONLY, and refuses with it
-    assert (await c.call(_stream_req(c, vb=2))).status == Status.SUCCESS
-    assert (await c.call(_stream_req(c, vb=3, flags=0x10))).status == Status.SUCCESS
+    assert (await c.call(c.stream_request(vb=2))).status == Status.SUCCESS
+    assert (await c.call(c.stream_request(vb=3, flags=0x10))).status == Status.SUCCESS
     server.bucket.set_vbucket_state(3, VBucketState.DEAD)
-    assert (await c.call(_stream_req(c, vb=3))).status == Status.NOT_MY_VBUCKET
+    assert (await c.call(c.stream_request(vb=3))).status == Status.NOT_MY_VBUCKET
     markers = [f for f in frames if f.opcode == Opcode.DCP_SNAPSHOT_MARKER]
     assert markers
 

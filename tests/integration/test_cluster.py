@@ -18,7 +18,6 @@ from mockdcp.protocol import (
     DcpGetFailoverLog,
     DcpOpen,
     DcpOpenFlag,
-    DcpStreamRequest,
     Frame,
     GetClusterConfig,
     Hello,
@@ -57,21 +56,6 @@ async def _client(port: int, features: tuple[int, ...] = FEATURES, dcp: bool = T
         r = await c.call(DcpOpen(opaque=c.next_opaque(), name=b"cluster", flags=flags))
         assert r.status == Status.SUCCESS
     return c
-
-
-def _request(c: RawClient, vb: int, **kw: int) -> DcpStreamRequest:
-    fields: dict[str, Any] = {
-        "opaque": c.next_opaque(),
-        "vbucket": vb,
-        "flags": 0,
-        "start_seqno": 0,
-        "end_seqno": 0xFFFFFFFFFFFFFFFF,
-        "vbucket_uuid": 0,
-        "snap_start_seqno": 0,
-        "snap_end_seqno": 0,
-    }
-    fields.update(kw)
-    return DcpStreamRequest(**fields)
 
 
 def _port(server: MockDcpServer, node: str | None) -> int:
@@ -137,15 +121,15 @@ async def test_a_replica_answers_observe_and_streams_without_active_only_but_not
     assert current == active.high_seqno
     r = await c.call(DcpGetFailoverLog(opaque=c.next_opaque(), vbucket=vb))
     assert decode_failover_log(r.value)[0][0] == uuid
-    r = await c.call(_request(c, vb, flags=int(StreamFlag.ACTIVE_VB_ONLY)))
+    r = await c.call(c.stream_request(vb, flags=int(StreamFlag.ACTIVE_VB_ONLY)))
     assert r.status == Status.NOT_MY_VBUCKET
     assert json.loads(r.value)["vBucketServerMap"]["numReplicas"] == 1
-    r = await c.call(_request(c, vb))
+    r = await c.call(c.stream_request(vb))
     assert r.status == Status.SUCCESS
     # a node without a copy answers NOT_MY_VBUCKET with the config
     others = [n.name for n in cluster.nodes if n.name not in (replica_node, topo.map.active(vb))]
     c2 = await _client(_port(cluster, others[0]))
-    r = await c2.call(_request(c2, vb))
+    r = await c2.call(c2.stream_request(vb))
     assert r.status == Status.NOT_MY_VBUCKET
 
 
@@ -156,7 +140,7 @@ async def test_a_rebalance_moves_a_vbucket_by_takeover_without_rollback_and_push
     vb = 0
     old = topo.cluster.map.active(vb)
     c = await _client(_port(cluster, old), features=NOTIFY)
-    r = await c.call(_request(c, vb))
+    r = await c.call(c.stream_request(vb))
     uuid = decode_failover_log(r.value)[0][0]
     high = topo.cluster.active(vb).high_seqno
     await cluster.apply({"add_node": {}})
@@ -179,8 +163,7 @@ async def test_a_rebalance_moves_a_vbucket_by_takeover_without_rollback_and_push
         assert struct.unpack(">I", ends[-1].extras)[0] == 2
         c2 = await _client(_port(cluster, new))
         r = await c2.call(
-            _request(
-                c2,
+            c2.stream_request(
                 vb,
                 start_seqno=high,
                 vbucket_uuid=uuid,
@@ -217,8 +200,8 @@ async def test_hard_failover_with_a_replica_behind_rolls_a_consumer_back_to_its_
     assert topo.cluster.map.active(vb) == replica_node
     c = await _client(_port(cluster, replica_node))
     r = await c.call(
-        _request(
-            c, vb, start_seqno=high, vbucket_uuid=uuid, snap_start_seqno=high, snap_end_seqno=high
+        c.stream_request(
+            vb, start_seqno=high, vbucket_uuid=uuid, snap_start_seqno=high, snap_end_seqno=high
         )
     )
     assert r.status == Status.ROLLBACK
@@ -244,7 +227,7 @@ async def test_a_node_down_refuses_connections_and_comes_back_with_what_it_persi
             except OSError:
                 await trio.sleep(0.05)
     vb = cluster.topology.cluster.map.actives_on("node2")[0]
-    r = await c.call(_request(c, vb))
+    r = await c.call(c.stream_request(vb))
     assert r.status == Status.SUCCESS
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import mockdcp
 from mockdcp.protocol import Magic, Opcode, Status
 
-from .test_bad_input import _opened, _stream_req
+from .test_bad_input import _opened
 
 if TYPE_CHECKING:
     import pathlib
@@ -35,7 +35,7 @@ async def _received(path: pathlib.Path) -> bytes:
         c = await _opened(server)
         for vb in range(server.bucket.num_vbuckets):
             high = server.bucket.vbucket(vb).high_seqno
-            reply = await c.call(_stream_req(c, vb, end_seqno=high))
+            reply = await c.call(c.stream_request(vb, end_seqno=high))
             assert reply.status == Status.SUCCESS
             out += reply.encode()
             while True:

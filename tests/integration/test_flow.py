@@ -20,7 +20,7 @@ from mockdcp.protocol import (
 from mockdcp.server import serve
 
 from ._raw import wait_until
-from .test_bad_input import _opened, _stream_req
+from .test_bad_input import _opened
 
 if TYPE_CHECKING:
     from mockdcp.protocol import Frame
@@ -45,7 +45,7 @@ async def test_flow_control_stops_at_the_window_and_resumes_on_ack(server: MockD
         await c.call(DcpControl(opaque=c.next_opaque(), key="connection_buffer_size", value="4096"))
     ).status == 0
     for v in range(64):
-        assert (await c.call(_stream_req(c, vb=v))).status == Status.SUCCESS
+        assert (await c.call(c.stream_request(vb=v))).status == Status.SUCCESS
     frames = c.skipped + await _drain(c, 0.5)
     sent = sum(f.size for f in frames if f.magic is Magic.REQUEST)
     # a message may start while outstanding < window: overshoot by at most one message
@@ -65,7 +65,7 @@ async def test_consumer_that_stops_acking_stalls_only_its_own_connection(
         DcpControl(opaque=stalled.next_opaque(), key="connection_buffer_size", value="1000")
     )
     for v in range(64):
-        await stalled.call(_stream_req(stalled, vb=v))
+        await stalled.call(stalled.stream_request(vb=v))
     healthy = DcpConsumer(server.host, server.kv_port, vbuckets=range(64), buffer_size=2000)
     async with trio.open_nursery() as nursery:
         await nursery.start(healthy.run)
@@ -116,7 +116,7 @@ async def test_close_stream_with_stream_end_control_sends_closed(server: MockDcp
             opaque=c.next_opaque(), key="send_stream_end_on_client_close_stream", value="true"
         )
     )
-    req = _stream_req(c, vb=5)
+    req = c.stream_request(vb=5)
     assert (await c.call(req)).status == Status.SUCCESS
     r = await c.call(DcpCloseStream(opaque=c.next_opaque(), vbucket=5))
     assert r.status == Status.SUCCESS
@@ -129,12 +129,12 @@ async def test_close_stream_with_stream_end_control_sends_closed(server: MockDcp
     assert (
         await c.call(DcpCloseStream(opaque=c.next_opaque(), vbucket=5))
     ).status == Status.KEY_ENOENT
-    assert (await c.call(_stream_req(c, vb=5))).status == Status.SUCCESS
+    assert (await c.call(c.stream_request(vb=5))).status == Status.SUCCESS
 
 
 async def test_close_stream_without_control_sends_no_stream_end(server: MockDcpServer) -> None:
     c = await _opened(server)
-    await c.call(_stream_req(c, vb=6))
+    await c.call(c.stream_request(vb=6))
     assert (
         await c.call(DcpCloseStream(opaque=c.next_opaque(), vbucket=6))
     ).status == Status.SUCCESS
@@ -147,7 +147,7 @@ async def test_stream_to_end_seqno_ends_ok(server: MockDcpServer) -> None:
     vb = server.bucket.vbucket(0)
     end_seqno = vb.high_seqno
     c = await _opened(server)
-    req = _stream_req(c, vb=0, end_seqno=end_seqno)
+    req = c.stream_request(vb=0, end_seqno=end_seqno)
     assert (await c.call(req)).status == Status.SUCCESS
     frames = await _drain(c, 0.5)
     ends = [f for f in frames if f.opcode == Opcode.DCP_STREAM_END]

@@ -15,7 +15,7 @@ from mockdcp.protocol import Magic, Opcode, Status, stream_frame_seqno
 from mockdcp.scenario import ConsumerProgress, Disconnect, Set, Wait
 
 from ._raw import wait_until
-from .test_bad_input import _opened, _stream_req
+from .test_bad_input import _opened
 
 if TYPE_CHECKING:
     from mockdcp.server import MockDcpServer
@@ -27,7 +27,7 @@ WAIT_FOR = 500
 async def _stream_until_closed(server: MockDcpServer) -> list[int]:
     """Stream vbucket 0 from zero with a raw client; the seqnos of the items received."""
     c = await _opened(server)
-    r = await c.call(_stream_req(c))
+    r = await c.call(c.stream_request())
     assert r.status == Status.SUCCESS
     seqnos: list[int] = []
     try:
