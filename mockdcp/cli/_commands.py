@@ -410,6 +410,7 @@ async def _tail(args: argparse.Namespace) -> None:
         "noop_interval": args.noop_interval,
         "controls": [("change_streams", "true")] if args.change_streams else (),
         "sync_writes": args.sync_writes,
+        "clustermap_notification": args.clustermap_notification,
     }
     consumer: DcpConsumer | ClusterConsumer
     if args.cluster:  # a connection per node, following the map

@@ -350,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="enable sync writes: durable writes shown once committed, never when aborted",
     )
+    tail.add_argument(
+        "--clustermap-notification",
+        action="store_true",
+        default=env("MOCKDCP_CLUSTERMAP_NOTIFICATION", "0") == "1",
+        help="ask HELLO for cluster config pushes (and follow them; default "
+        "MOCKDCP_CLUSTERMAP_NOTIFICATION=1, as a scenario may ask)",
+    )
 
     run = sub.add_parser(
         "run",
@@ -379,8 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--capabilities",
         metavar="NEED,...",
         help="what the consumer supports (collections, flow_control, noops, change_streams, "
-        "sync_writes, several_nodes); scenarios needing anything else do not apply "
-        "(default: everything)",
+        "sync_writes, several_nodes, clustermap_notification); scenarios needing anything "
+        "else do not apply (default: everything)",
     )
     check.add_argument("-j", "--jobs", type=_int_in(1, 64), default=1, help="scenarios at once")
     check.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per scenario (60)")

@@ -4,7 +4,9 @@ from its active node, followed when it moves.
 ``ClusterConsumer`` bootstraps from a seed node's cluster map (GET_CLUSTER_CONFIG), opens
 a DCP connection to each node of ``serverList`` that is active for a vbucket it streams,
 and keeps one ``ConsumerState`` for all of them. It reads the map again (on one
-connection kept for it) every ``poll`` seconds and at once when a node tells it a
+connection kept for it) every ``poll`` seconds, at once when a node pushes a newer
+config (with ``clustermap_notification``: HELLO asks for pushes on every connection,
+and the map is polled only every 2.5 s), and at once when a node tells it a
 vbucket is not there any more: a stream request answered NOT_MY_VBUCKET, a stream ended
 STATE_CHANGED (kv_engine ``DcpProducer::closeStreamDueToVbStateChange``), a connection
 lost. A vbucket whose active moved is then asked for on its new node, from where the
@@ -26,6 +28,7 @@ from mockdcp.client._consumer import DcpConsumer
 from mockdcp.client._core import ConsumerCore
 from mockdcp.client._state import ConsumerState
 from mockdcp.protocol import (
+    ClusterMapChangeNotification,
     FrameReader,
     GetClusterConfig,
     RemoteProtocolError,
@@ -44,6 +47,8 @@ log = logging.getLogger("mockdcp.client")
 
 #: seconds between two readings of the cluster map, and at least between two
 DEFAULT_POLL = 0.1
+#: seconds between two readings of the map when nodes push it (clustermap notification)
+PUSHED_POLL = 2.5
 MIN_GAP = 0.01
 _LOST = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, RemoteProtocolError)
 
@@ -52,9 +57,18 @@ class _NodeCore(ConsumerCore):
     """One node's share of the streams: a vbucket that is not this node's any more is
     handed back (``lost``) instead of being asked for here again."""
 
-    def __init__(self, lost: Callable[[int], None], **options: Any) -> None:  # noqa: ANN401
+    def __init__(
+        self,
+        lost: Callable[[int], None],
+        pushed: Callable[[int], None],
+        **options: Any,  # noqa: ANN401
+    ) -> None:
         super().__init__(**options)
         self.lost = lost
+        self.pushed = pushed
+
+    def on_config_push(self, notice: ClusterMapChangeNotification) -> None:
+        self.pushed(notice.revision)
 
     def on_stream_response(self, key: StreamKey, frame: Frame) -> list[Action]:
         if frame.status == Status.NOT_MY_VBUCKET:
@@ -129,7 +143,7 @@ class ClusterConsumer:
         mechanism: str = "SCRAM-SHA512",
         state: ConsumerState | None = None,
         on_event: Callable[[int, object], None] | None = None,
-        poll: float = DEFAULT_POLL,
+        poll: float | None = None,
         **core_options: Any,  # noqa: ANN401 - ConsumerCore's
     ) -> None:
         self.seeds = [(host, port)]
@@ -138,7 +152,10 @@ class ClusterConsumer:
         self.wanted = None if vbuckets is None else list(vbuckets)
         self.state = state or ConsumerState()
         self.on_event = on_event
-        self.poll = poll
+        #: with pushes (``clustermap_notification``) the map is read when one comes, and
+        #: otherwise only every PUSHED_POLL seconds, as an SDK's config poller does
+        pushes = bool(core_options.get("clustermap_notification"))
+        self.poll = poll if poll is not None else PUSHED_POLL if pushes else DEFAULT_POLL
         self.core_options = core_options
         #: "host:port" -> that node's connection
         self.members: dict[str, _Member] = {}
@@ -199,6 +216,11 @@ class ClusterConsumer:
             out.append((host, int(port)))
         return out
 
+    def pushed(self, revision: int) -> None:
+        """A node pushed config ``revision``: read the map now if it is newer."""
+        if revision > self.rev:
+            self._poke.set()
+
     def lost(self, vb: int, address: str) -> None:
         """The node at ``address`` said ``vb`` is not there: read the map again now. An
         answer to a request sent before the vbucket was routed elsewhere is stale: the
@@ -239,6 +261,7 @@ class ClusterConsumer:
             host, _, port = address.rpartition(":")
             core = _NodeCore(
                 partial(self.lost, address=address),
+                self.pushed,
                 name=self.name,
                 vbuckets=[],
                 state=self.state,

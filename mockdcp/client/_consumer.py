@@ -106,6 +106,7 @@ class DcpConsumer:
         streams: Iterable[StreamFilter] = (),
         core: ConsumerCore | None = None,
         sync_writes: bool = False,
+        clustermap_notification: bool = False,
     ) -> None:
         self.host, self.port = host, port
         self.user, self.password, self.bucket = user, password, bucket
@@ -124,6 +125,7 @@ class DcpConsumer:
             controls=controls,
             streams=streams,
             sync_writes=sync_writes,
+            clustermap_notification=clustermap_notification,
         )
         self.on_event = on_event
         self._connect = connect or self._open_tcp

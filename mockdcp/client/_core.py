@@ -23,6 +23,7 @@ from mockdcp.client._state import ConsumerError, ConsumerState, StreamRefused, V
 from mockdcp.client._streams import ManifestView, StreamFilter, StreamKey
 from mockdcp.protocol import (
     Abort,
+    ClusterMapChangeNotification,
     Commit,
     DcpBufferAck,
     DcpControl,
@@ -136,8 +137,12 @@ class ConsumerCore:
         controls: Iterable[tuple[str, str]] = (),
         streams: Iterable[StreamFilter] = (),
         sync_writes: bool = False,
+        clustermap_notification: bool = False,
     ) -> None:
         self.name = name
+        #: HELLO asks for cluster config pushes (DUPLEX, CLUSTERMAP_CHANGE_NOTIFICATION
+        #: and its BRIEF form); ``on_config_push`` takes them
+        self.clustermap_notification = clustermap_notification
         #: every vbucket of the bucket, counted in the cluster map at bootstrap
         self.every_vbucket = vbuckets is None
         self.vbuckets = [] if vbuckets is None else list(vbuckets)
@@ -207,6 +212,12 @@ class ConsumerCore:
         ]
         if self.collections:
             features.append(HelloFeature.COLLECTIONS)
+        if self.clustermap_notification:
+            features += [
+                HelloFeature.DUPLEX,
+                HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION,
+                HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF,
+            ]
         return Hello(opaque=self.next_opaque(), agent=b"mockdcp-client", features=tuple(features))
 
     def take_cluster_config(self, config: bytes) -> None:
@@ -307,6 +318,12 @@ class ConsumerCore:
                 return self.on_stream_response(self.stream_of(frame), frame)
             return []
         msg = decode_server_message(frame, collections=self.collections)
+        if isinstance(msg, ClusterMapChangeNotification):
+            # a server request outside the DCP streams: no flow-control bytes, no reply
+            # (kv_engine docs/BinaryProtocol.md, "0x01 Clustermap Change Notification")
+            self.state.config_pushes += 1
+            self.on_config_push(msg)
+            return []
         if isinstance(msg, DcpNoop):
             reply = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=msg.opaque)
             return [Send(reply)]
@@ -338,6 +355,11 @@ class ConsumerCore:
         if ack is not None:
             actions.append(Send(ack))
         return actions
+
+    def on_config_push(self, notice: ClusterMapChangeNotification) -> None:
+        """A new cluster config was pushed (its revision; the config itself unless
+        brief). One connection has nothing to do with it; ``ClusterConsumer`` reads
+        the map again."""
 
     def buffer_ack(self) -> DcpBufferAck | None:
         """The buffer acknowledgement due (at half the window), if one is."""

@@ -99,6 +99,8 @@ class ConsumerState:
     cleared: dict[tuple[int, int], int] = attrs.field(factory=dict)
     system_events: int = 0
     seqno_advances: int = 0
+    #: cluster configs pushed to it (HELLO clustermap change notification)
+    config_pushes: int = 0
     #: per stream, the manifest as its system events tell it
     manifests: dict[StreamKey, ManifestView] = attrs.field(factory=dict)
     #: (vbucket, stream id, collection id, key) -> the prepare received and not yet

@@ -383,6 +383,7 @@ class Connection:
             config=b"" if brief else self.config_bytes(),
         )
         self.replies.queue.append(notice.encode())
+        self.emit(ev.ConfigPushed, revision=notice.revision, brief=brief)
         return True
 
     def on_vbucket_change(self, vbid: int) -> bool:

@@ -155,6 +155,15 @@ class NoopAnswered(ProducerEvent):
 
 
 @attrs.frozen(kw_only=True)
+class ConfigPushed(ProducerEvent):
+    """A new cluster config was pushed to the consumer (HELLO clustermap change
+    notification: the whole config, or with ``brief`` its epoch and revision only)."""
+
+    revision: int
+    brief: bool
+
+
+@attrs.frozen(kw_only=True)
 class ConnectionClosed(ProducerEvent):
     """The connection ended; ``reason`` says why (peer closed, idle, a step, ...)."""
 
@@ -177,6 +186,7 @@ _KINDS: dict[type, str] = {
     BytesAcked: "bytes_acked",
     NoopSent: "noop_sent",
     NoopAnswered: "noop_answered",
+    ConfigPushed: "config_pushed",
     ConnectionClosed: "connection_closed",
 }
 

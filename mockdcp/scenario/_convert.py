@@ -110,6 +110,9 @@ class Need(enum.StrEnum):
     SYNC_WRITES = "sync_writes"
     #: a cluster of several nodes: the vbucket map, NOT_MY_VBUCKET with a new map
     SEVERAL_NODES = "several_nodes"
+    #: HELLO clustermap change notification (and DUPLEX): configs pushed to it, also
+    #: between the frames of its DCP streams
+    CLUSTERMAP_NOTIFICATION = "clustermap_notification"
 
 
 @attrs.frozen(kw_only=True)
@@ -125,10 +128,12 @@ class FailureMode:
 class ConsumerSettings:
     """Settings under which a consumer meets the scenario in seconds rather than minutes:
     a consumer command gets them as ``MOCKDCP_BUFFER_SIZE`` (bytes) and
-    ``MOCKDCP_NOOP_INTERVAL`` (seconds), and ``mockdcp tail`` takes them as defaults."""
+    ``MOCKDCP_NOOP_INTERVAL`` (seconds) and ``MOCKDCP_CLUSTERMAP_NOTIFICATION`` (1: ask
+    HELLO for config pushes), and ``mockdcp tail`` takes them as defaults."""
 
     buffer_size: int | None = None
     noop_interval: float | None = None
+    clustermap_notification: bool | None = None
 
     def environment(self) -> dict[str, str]:
         """The ``MOCKDCP_*`` variables of the settings given."""
@@ -137,6 +142,8 @@ class ConsumerSettings:
             env["MOCKDCP_BUFFER_SIZE"] = str(self.buffer_size)
         if self.noop_interval is not None:
             env["MOCKDCP_NOOP_INTERVAL"] = f"{self.noop_interval:g}"
+        if self.clustermap_notification is not None:
+            env["MOCKDCP_CLUSTERMAP_NOTIFICATION"] = str(int(self.clustermap_notification))
         return env
 
 

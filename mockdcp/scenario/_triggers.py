@@ -189,7 +189,7 @@ class ExpectationCheck:
     _violation: ev.ProtocolViolation | None = None
     _rollback_to: int | None = None
     _acked: int = 0
-    _answered: int = 0
+    _counted: int = 0
     _closed_at: float | None = None
     _requests: list[ev.StreamRequested] = attrs.field(factory=list)
     #: the highest seqno of the rollback's vbucket written before the branch
@@ -211,6 +211,8 @@ class ExpectationCheck:
             return f"reconnected within {s.within:g}s"
         if s.conformant:
             return "no protocol violations"
+        if s.configs_pushed is not None:
+            return f"{s.configs_pushed} cluster configs pushed"
         return f"{s.noops_answered} noops answered"
 
     @property
@@ -254,8 +256,11 @@ class ExpectationCheck:
             self._acked += event.nbytes
             self.passed = self._acked >= s.acked
         elif isinstance(event, ev.NoopAnswered) and s.noops_answered is not None:
-            self._answered += 1
-            self.passed = self._answered >= s.noops_answered
+            self._counted += 1
+            self.passed = self._counted >= s.noops_answered
+        elif isinstance(event, ev.ConfigPushed) and s.configs_pushed is not None:
+            self._counted += 1
+            self.passed = self._counted >= s.configs_pushed
         elif s.reconnected:
             self._on_connection(event)
 
@@ -425,4 +430,9 @@ class ExpectationCheck:
             return "no DCP connection after the last disconnect"
         if self.spec.conformant and self._violation is not None:
             return self._violation_text()
-        return f"{self._answered} noops answered"
+        if self.spec.configs_pushed is not None:
+            return (
+                f"{self._counted} cluster configs pushed (pushes go to connections whose "
+                "HELLO asked for clustermap change notification)"
+            )
+        return f"{self._counted} noops answered"

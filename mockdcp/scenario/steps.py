@@ -1076,6 +1076,9 @@ class Expect(Step):
     reconnected: bool = False
     #: at least this many noops answered
     noops_answered: int | None = None
+    #: at least this many cluster configs pushed to the consumer (it negotiated HELLO
+    #: clustermap change notification, and kept the connections they came on)
+    configs_pushed: int | None = None
     #: the protocol checker reported no violation of the consumer since the scenario
     #: began, nor does it for ``within`` more (``0s``: up to this step only)
     conformant: bool = False
@@ -1092,12 +1095,13 @@ class Expect(Step):
             self.acked is not None,
             self.reconnected,
             self.noops_answered is not None,
+            self.configs_pushed is not None,
             self.conformant,
         ]
         if sum(kinds) != 1:
             raise ValueError(
                 "expect names exactly one of rollback, resume, acked, reconnected, "
-                "noops_answered, conformant"
+                "noops_answered, configs_pushed, conformant"
             )
         for target in (self.rollback, self.resume):
             if target is not None:

@@ -28,6 +28,7 @@ CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "noops-keep-idle-connection-alive": {"noop_interval": 1.0},
     "history-snapshots-with-duplicates": {"controls": [("change_streams", "true")]},
     "history-backfill-split": {"controls": [("change_streams", "true")]},
+    "config-pushed-during-rebalance": {"clustermap_notification": True, "buffer_size": 65536},
 }
 #: the same as `mockdcp tail` flags
 TAIL_FLAGS: dict[str, list[str]] = {
@@ -215,6 +216,36 @@ async def test_history_snapshots_reach_the_reference_consumer_with_every_revisio
     )
     assert outcome.passed, outcome.explain()
     assert outcome.converged, outcome.explain()
+
+
+async def test_a_consumer_that_never_asks_for_config_pushes_fails_the_push_scenario() -> None:
+    # the reference consumer across the cluster, following the map, without the HELLO
+    # feature: it ends right, but nothing was pushed to it
+    outcome = await run_scenario(
+        LIBRARY / "config-pushed-during-rebalance.yaml",
+        lambda host, port: ClusterConsumer(host, port, buffer_size=65536),
+    )
+    assert outcome.converged, outcome.explain()
+    failed = {e.name: e.detail for e in outcome.expectations if not e.passed}
+    assert failed == {
+        "2 cluster configs pushed": "0 cluster configs pushed (pushes go to connections "
+        "whose HELLO asked for clustermap change notification)"
+    }
+
+
+async def test_pushes_reach_every_connection_of_the_reference_consumer_that_asked() -> None:
+    seen: list[ClusterConsumer] = []
+
+    def consumer(host: str, port: int) -> ClusterConsumer:
+        made = ClusterConsumer(host, port, clustermap_notification=True, buffer_size=65536)
+        seen.append(made)
+        return made
+
+    outcome = await run_scenario(LIBRARY / "config-pushed-during-rebalance.yaml", consumer)
+    assert outcome.passed, outcome.explain()
+    # every move is a revision, pushed to each node's connection (brief: the consumer
+    # reads the map on the push, not on its 2.5 s poll)
+    assert seen[0].state.config_pushes >= 2
 
 
 async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
