@@ -191,6 +191,7 @@ async def _stream_once(
     nodes: int = 1,
     replicas: int = 0,
     passes: int = 1,
+    consumer_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Serve ``bucket`` and stream it with the bench consumer ``passes`` times (the
     report of the median pass)."""
@@ -250,6 +251,7 @@ async def _stream_once(
                 str(stream_ids),
                 *(["--tls-ca", ca_file] if ca_file else []),
                 *(["--plan", json.dumps(plan)] if plan else []),
+                *consumer_args,
             ]
             reports = []
             async with trio.open_nursery() as nursery:
@@ -420,6 +422,16 @@ def run_bench(args: argparse.Namespace) -> int:
 
     if args.rebalance:
         return run_rebalance_bench(args)
+    if args.history or args.durable:
+        if (args.history and args.durable) or not 0 <= args.durable <= 1:
+            print(
+                "mockdcp bench: --history or --durable (a fraction 0..1), not both",
+                file=sys.stderr,
+            )
+            return 2
+        from mockdcp.cli._bench_7x import run_7x_bench
+
+        return run_7x_bench(args)
     if args.nodes > 1 and (args.filter or args.stream_ids or args.consumers > 1 or args.tls):
         print(
             "mockdcp bench: --nodes measures one plain consumer (no --filter, --stream-ids,"

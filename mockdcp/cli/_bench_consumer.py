@@ -15,6 +15,7 @@ import argparse
 import json
 import struct
 import time
+from functools import partial
 from typing import Any
 
 import trio
@@ -63,6 +64,7 @@ async def _run(
     streams: tuple[StreamFilter, ...] = (),
     ca_file: str | None = None,
     start: _Start | None = None,
+    controls: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, float]:
     # the reference consumer bootstraps and asks for the streams; this walks the frames
     consumer = DcpConsumer(
@@ -74,6 +76,7 @@ async def _run(
         reconnect=False,
         collections=not legacy,
         streams=streams,
+        controls=controls,
     )
     stream = await _connect(port, ca_file)
     await consumer.start_on(stream)
@@ -246,6 +249,9 @@ def main() -> None:
     p.add_argument("--stream-ids", type=int, default=0, help="streams per vbucket, sids 1..N")
     p.add_argument("--tls-ca", default=None, help="connect with TLS, trusting this CA (PEM)")
     p.add_argument(
+        "--change-streams", action="store_true", help="DCP_CONTROL change_streams (history)"
+    )
+    p.add_argument(
         "--plan", default=None, help="JSON: per node its port, active vbuckets and their items"
     )
     a = p.parse_args()
@@ -268,16 +274,20 @@ def main() -> None:
             a.tls_ca,
         )
     else:
+        controls = (("change_streams", "true"),) if a.change_streams else ()
         report = trio.run(
-            _run,
-            a.port,
-            a.items,
-            a.vbuckets,
-            a.buffer_size,
-            a.legacy,
-            "mockdcp-bench",
-            streams,
-            a.tls_ca,
+            partial(
+                _run,
+                a.port,
+                a.items,
+                a.vbuckets,
+                a.buffer_size,
+                a.legacy,
+                "mockdcp-bench",
+                streams,
+                a.tls_ca,
+                controls=controls,
+            )
         )
     print(json.dumps(report), flush=True)
 

@@ -478,6 +478,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="time a rebalance from --nodes to one more while the reference cluster "
         "consumer streams, and until it holds the oracle",
     )
+    bench.add_argument(
+        "--history",
+        type=_int_in(1, 1000),
+        default=0,
+        metavar="N",
+        help="a Magma bucket keeping history: each key written N times, every revision "
+        "streamed to a change-streams consumer (from memory, or --from-disk)",
+    )
+    bench.add_argument(
+        "--durable",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="a fraction F (0..1) of the writes durable (prepare + commit), streamed to a "
+        "consumer without sync writes, against as many plain writes",
+    )
     bench.add_argument("--json", action="store_true")
     return parser
 
