@@ -44,6 +44,7 @@ from mockdcp.model._item import (
     SystemEventItem as SystemEventItem,
     any_durable as any_durable,
     any_outside_default as any_outside_default,
+    any_system as any_system,
     vbucket_of as vbucket_of,
 )
 from mockdcp.model._manifest import (

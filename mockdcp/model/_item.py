@@ -66,6 +66,16 @@ def any_durable(tags: bytes) -> bool:
     return bool(tags.translate(None, _NOT_DURABLE))
 
 
+#: every tag byte without TAG_SYSTEM (``bytes.translate`` deletes them)
+_NOT_SYSTEM = bytes(t for t in range(256) if not t & TAG_SYSTEM)
+
+
+def any_system(tags: bytes) -> bool:
+    """True if one of ``tags`` is a system event's (or a prepare's or an abort's): one C
+    loop."""
+    return bool(tags.translate(None, _NOT_SYSTEM))
+
+
 #: every tag byte without TAG_COLLECTION (``bytes.translate`` deletes them)
 _DEFAULT_TAGS = bytes(range(TAG_COLLECTION))
 

@@ -263,9 +263,9 @@ class _DocumentFields(TypedDict):
 def encode_item(item: Item, form: Form, opaque: int = 0, sid: int | None = None) -> bytes:
     """One item's frame for a stream of ``form`` through the message classes: the
     answer every faster path must give. A system event goes to collection-aware forms
-    only (a modification without FlatBuffers as DCP_SEQNO_ADVANCED, the message for a
-    seqno the consumer is not shown: kv_engine docs/dcp/documentation/commands/
-    seqno-advanced.md)."""
+    only; a modification without FlatBuffers encodes as DCP_SEQNO_ADVANCED at its seqno,
+    though streams never send it (they skip it and reach its seqno at their snapshot's
+    end, ``mockdcp.producer._filter``; kv_engine ``ActiveStream::shouldProcessItem``)."""
     if isinstance(item, SystemEventItem):
         assert form.collections, "legacy streams are never sent system events"
         fields = item.event_fields(flatbuffers=form.flatbuffers)

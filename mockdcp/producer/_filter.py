@@ -19,8 +19,13 @@ kv_engine docs/dcp/documentation/collections.md):
 
 Durable writes (kv_engine ``Item::shouldReplicate``, ``ActiveStream::processItems``):
 a stream of a connection without ``enable_sync_writes`` never sends a prepare or an
-abort (``TAG_DURABLE``); ``Selection.hidden`` names the last of those it would otherwise
-have sent, whose seqno a collection-aware stream must still reach (SEQNO_ADVANCED).
+abort (``TAG_DURABLE``). Nor does a connection without ``flatbuffers_system_events`` get
+a collection's modification event (kv_engine ``ActiveStream::shouldProcessItem``: "Modify
+cannot be transmitted unless opted-in"): it is skipped where it stands, like a prepare
+(MB-54516 "Replace ModifyCollection with SeqnoAdvance" makes it a non-visible seqno of
+the snapshot, not a message of its own). ``Selection.hidden`` names the last of those
+the stream would otherwise have sent, whose seqno a collection-aware stream must still
+reach (SEQNO_ADVANCED at the end of its snapshot).
 
 A disk backfill leaves out every document of a collection dropped by the time it reads
 (kv_engine's scans skip logically deleted collections); memory streams still send what
@@ -40,6 +45,7 @@ from mockdcp.model import (
     SystemEventItem,
     any_durable,
     any_outside_default,
+    any_system,
 )
 from mockdcp.producer._numpy import numpy_module
 from mockdcp.protocol import SystemEventType
@@ -79,7 +85,8 @@ class Selection:
     positions: Sequence[int] | None
     ended: bool = False
     #: the position of the last prepare or abort the filter let through but a stream
-    #: without sync writes does not send (-1: none)
+    #: without sync writes does not send, or of a modification event a stream without
+    #: FlatBuffers does not send (-1: none)
     hidden: int = -1
 
 
@@ -100,6 +107,8 @@ class StreamFilter:
     empty: bool = False
     #: the connection enabled sync writes: prepares and aborts are sent
     sync_writes: bool = False
+    #: the connection enabled FlatBuffers system events: modifications are sent
+    modifications: bool = True
 
     @classmethod
     def legacy(cls) -> StreamFilter:
@@ -153,7 +162,7 @@ class StreamFilter:
         cols = self.collections
         durable = not self.sync_writes and any_durable(tags)
         if upto is None and not skip and not durable:
-            if cols is None and self.aware:
+            if cols is None and self.aware and (self.modifications or not any_system(tags)):
                 return ALL
             if not any_outside_default(tags):  # default-collection documents
                 return ALL if cols is None or 0 in cols else NONE
@@ -167,6 +176,7 @@ class StreamFilter:
             count = int(np.searchsorted(seqnos, upto, side="right"))
             events = [i for i in events if i < count]
         chosen: list[int] = []
+        skipped = -1  # the last modification the stream would send but for FlatBuffers
         ended = False
         # every collection the filter holds during the run: a creation comes before its
         # documents, a drop after them
@@ -174,7 +184,10 @@ class StreamFilter:
         for i, event in zip(events, items_at(events), strict=True):
             assert isinstance(event, SystemEventItem)
             if self.wants_event(event):
-                chosen.append(i)
+                if self.modifications or event.event is not SystemEventType.MODIFY_COLLECTION:
+                    chosen.append(i)
+                else:
+                    skipped = i
             if cols is not None:
                 held |= cols
             if self.empty:
@@ -192,11 +205,11 @@ class StreamFilter:
             chosen = []
         if chosen:
             keep[chosen] = True
-        hidden = -1
+        hidden = skipped if self.aware else -1
         if durable:
             marked = np.frombuffer(tags, np.uint8, count) == TAG_DURABLE
             held_back = np.flatnonzero(keep & marked)
             if len(held_back):
-                hidden = int(held_back[-1])
+                hidden = max(hidden, int(held_back[-1]))
             keep &= ~marked
         return Selection(np.flatnonzero(keep).tolist(), ended, hidden)

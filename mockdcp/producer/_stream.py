@@ -28,6 +28,10 @@ connection drains chunks under flow control. Rules, each with its source:
   a batch with nothing for the filter sends nothing, unless the consumer resumes inside
   a snapshot it must complete; a legacy disk snapshot ends on the default collection's
   last item; the filter's last drop ends the stream with FILTER_EMPTY (OK for legacy).
+  A collection's modification event reaches only connections with FlatBuffers system
+  events; others skip it as they skip a prepare (kv_engine
+  ``ActiveStream::shouldProcessItem``): a memory snapshot it ends is extended to it
+  with a SEQNO_ADVANCED, and none is sent for it in the middle of a snapshot.
 * OSO (docs/dcp/documentation/commands/oso_snapshot.md): the first backfill from 0 of a
   stream filtered to one collection goes in key order between OSO_SNAPSHOT start and end.
 * Change streams (kv_engine ``docs/dcp/documentation/commands/snapshot-marker.md``,
@@ -226,6 +230,7 @@ class Stream:
             scope=request.scope,
             aware=aware,
             sync_writes=sync_writes,
+            modifications=encoder.form.flatbuffers,
         )
         self._oso_mode = oso
         self._change_streams = change_streams

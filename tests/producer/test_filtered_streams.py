@@ -320,6 +320,39 @@ def test_modify_goes_as_a_version_2_event_with_flatbuffers_and_as_seqno_advanced
     assert without[-2:] == [("event", 2, "BEGIN_COLLECTION"), ("advanced", 4)]
 
 
+@pytest.mark.parametrize("from_disk", [False, True], ids=["memory", "disk"])
+@pytest.mark.parametrize("collections", [None, frozenset({HOTEL})], ids=["all", "hotel"])
+def test_a_modification_inside_a_snapshot_is_skipped_without_flatbuffers(
+    from_disk: bool, collections: frozenset[int] | None
+) -> None:
+    """kv_engine ``ActiveStream::shouldProcessItem`` skips a modification for a
+    connection without FlatBuffers, as it skips a prepare: no message at its seqno in
+    the middle of a snapshot (go-dcp panics on an item after a SEQNO_ADVANCED inside
+    its marker: it takes the SEQNO_ADVANCED as a snapshot of its own,
+    couchbase/observer.go ``SeqNoAdvanced``, ``IsInSnapshotMarker``); at the snapshot's
+    end it is reached with a SEQNO_ADVANCED."""
+    b = bucket()
+    b.set("h1", "{}", collection_id=HOTEL)  # 4
+    b.modify_collection("inventory", "hotel", max_ttl=60)  # 5
+    b.set("h2", "{}", collection_id=HOTEL)  # 6
+    if from_disk:
+        on_disk(b)
+    mid = summary(drain(stream(b, AWARE, collections)))
+    assert ("advanced", 5) not in mid
+    assert mid[-2:] == [("mutation", 4, HOTEL), ("mutation", 6, HOTEL)]
+    fb = DcpSettings(collections=True, noop_enabled=True, flatbuffers_events=True)
+    assert ("event", 5, "MODIFY_COLLECTION") in summary(drain(stream(b, fb, collections)))
+    # at the tail of a snapshot: reached with a SEQNO_ADVANCED
+    b2 = bucket()
+    b2.set("h1", "{}", collection_id=HOTEL)  # 4
+    b2.modify_collection("inventory", "hotel", max_ttl=60)  # 5
+    if from_disk:
+        on_disk(b2)
+    tail = summary(drain(stream(b2, AWARE, collections)))
+    assert tail[-2:] == [("mutation", 4, HOTEL), ("advanced", 5)]
+    assert tail[0] == ("marker", 0, 5)
+
+
 # -- TO_LATEST, end seqnos --------------------------------------------------------------------
 
 

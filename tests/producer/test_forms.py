@@ -395,8 +395,9 @@ def test_filtered_streams_send_what_the_codec_encodes_item_by_item(
     from_disk: bool,
 ) -> None:
     """Every stream kind, from memory or disk, sends exactly the selected items as the
-    codec encodes them one by one (modifications without FlatBuffers go as
-    SEQNO_ADVANCED, left out of the comparison like the snapshot ends')."""
+    codec encodes them one by one (modifications without FlatBuffers are skipped, and
+    the codec's SEQNO_ADVANCED for them left out of the comparison like the snapshot
+    ends')."""
     for flatbuffers in (False, True):
         settings_ = attrs.evolve(dcp, flatbuffers_events=flatbuffers)
         b = Bucket(
