@@ -1,9 +1,11 @@
-"""What a client sent, read back from the packet capture ``serve(pcap=...)`` writes.
+"""What a client sent, and what the mock sent it, read back from the packet capture
+``serve(pcap=...)`` writes.
 
 The capture holds bare IPv4 datagrams (``LINKTYPE_IPV4``, the format ``mockdcp.server._pcap``
 documents: 24-byte libpcap header, 16-byte record headers, no link layer), in the order
 the server saw the bytes, so each connection's client-to-server payloads concatenate into
-its request stream, which ``FrameReader`` splits into frames.
+its request stream, and its server-to-client payloads into what the mock sent it, which
+``FrameReader`` splits into frames.
 """
 
 from __future__ import annotations
@@ -14,17 +16,43 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from mockdcp.protocol import FrameReader, Magic, Opcode, iter_frame_infos
+from mockdcp.protocol import (
+    FrameReader,
+    HelloFeature,
+    Magic,
+    Opcode,
+    decode_server_message,
+    iter_frame_infos,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from mockdcp.protocol import Message
     from mockdcp.protocol._frame import Frame
 
 #: a client's requests: classic, and with flexible framing extras
 _REQUESTS = (Magic.REQUEST, Magic.ALT_REQUEST)
+#: a server's responses, classic and with flexible framing extras
+_RESPONSES = (Magic.RESPONSE, Magic.ALT_RESPONSE)
 #: flexible framing extras id of a request's DCP stream id (kv_engine docs/BinaryProtocol.md)
 _FRAME_INFO_STREAM_ID = 2
+#: the stream messages of a DCP producer (kv_engine docs/dcp/documentation/commands/)
+STREAM_OPCODES = frozenset(
+    {
+        Opcode.DCP_SNAPSHOT_MARKER,
+        Opcode.DCP_MUTATION,
+        Opcode.DCP_DELETION,
+        Opcode.DCP_EXPIRATION,
+        Opcode.DCP_STREAM_END,
+        Opcode.DCP_SYSTEM_EVENT,
+        Opcode.DCP_SEQNO_ADVANCED,
+        Opcode.DCP_OSO_SNAPSHOT,
+        Opcode.DCP_PREPARE,
+        Opcode.DCP_COMMIT,
+        Opcode.DCP_ABORT,
+    }
+)
 
 
 @attrs.define
@@ -33,6 +61,8 @@ class ClientConnection:
 
     port: int
     frames: list[Frame] = attrs.Factory(list)
+    #: what the server sent on the connection, in order
+    received: list[Frame] = attrs.Factory(list)
 
     def requests(self, opcode: Opcode) -> list[Frame]:
         return [f for f in self.frames if f.magic in _REQUESTS and f.opcode == opcode]
@@ -45,6 +75,36 @@ class ClientConnection:
             return []
         value = hellos[0].value
         return list(struct.unpack(f">{len(value) // 2}H", value))
+
+    @property
+    def granted_features(self) -> list[int]:
+        """The features the server's HELLO response granted (empty without HELLO)."""
+        for f in self.received:
+            if f.magic in _RESPONSES and f.opcode == Opcode.HELLO:
+                return list(struct.unpack(f">{len(f.value) // 2}H", f.value))
+        return []
+
+    def control_statuses(self) -> dict[str, int]:
+        """Each DCP_CONTROL's key and the status the server answered it with (a node
+        answers a connection's requests in order; java-dcp-client sends opaque 0 for
+        all of them)."""
+        keys = [f.key.decode() for f in self.requests(Opcode.DCP_CONTROL)]
+        answers = [
+            f.status
+            for f in self.received
+            if f.magic in _RESPONSES and f.opcode == Opcode.DCP_CONTROL
+        ]
+        return dict(zip(keys, answers, strict=False))
+
+    def stream_messages(self) -> list[Message]:
+        """The DCP stream messages the server sent (markers, items, ends, ...), decoded
+        as the connection's HELLO made them (collection prefixes)."""
+        collections = HelloFeature.COLLECTIONS in self.granted_features
+        return [
+            decode_server_message(f, collections=collections)  # type: ignore[misc]
+            for f in self.received
+            if f.magic in _REQUESTS and f.opcode in STREAM_OPCODES
+        ]
 
     @property
     def dcp_name(self) -> str | None:
@@ -85,7 +145,7 @@ def read_capture(path: Path, kv_port: int) -> list[ClientConnection]:
     magic, _, _, _, _, _, linktype = struct.unpack_from("<IHHiIII", data, 0)
     assert magic == 0xA1B2C3D4, "a libpcap file"
     assert linktype == 228, "bare IPv4 packets, as mockdcp writes them"
-    readers: dict[int, FrameReader] = {}
+    readers: dict[tuple[int, bool], FrameReader] = {}
     conns: dict[int, ClientConnection] = {}
     pos = 24
     while pos + 16 <= len(data):
@@ -96,13 +156,16 @@ def read_capture(path: Path, kv_port: int) -> list[ClientConnection]:
         src, dst = struct.unpack_from(">HH", packet, ihl)
         tcp_len = (packet[ihl + 12] >> 4) * 4
         payload = packet[ihl + tcp_len :]
-        if dst != kv_port or not payload:
+        if kv_port not in (src, dst) or not payload:
             continue
-        conn = conns.setdefault(src, ClientConnection(src))
-        reader = readers.setdefault(src, FrameReader())
+        client = src if dst == kv_port else dst
+        conn = conns.setdefault(client, ClientConnection(client))
+        # a reader per direction: requests from the client, what the server sent back
+        reader = readers.setdefault((client, dst == kv_port), FrameReader())
         reader.feed(payload)
+        into = conn.frames if dst == kv_port else conn.received
         while (frame := reader.next_frame()) is not None:
-            conn.frames.append(frame)
+            into.append(frame)
     return list(conns.values())
 
 

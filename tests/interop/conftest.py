@@ -143,9 +143,16 @@ async def mock() -> AsyncIterator[MockDcpServer]:
 
 
 @pytest.fixture
-def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Any]:
-    """Start a client by name against a server; returns a ``ClientRun``."""
+async def start_client(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[..., Any]]:
+    """Start a client by name against a server; returns a ``ClientRun``. On teardown
+    (inside the test's Trio run, so closing a pipe can wake its waiters) every process
+    still running is killed, and every stdin pipe a test left open is closed: a test
+    that failed before ``stop``, or whose client exited by itself (else its
+    ResourceWarning fails whichever later test collects it)."""
     runs = itertools.count()  # numbers each run's directory under tmp_path
+    started: list[trio.Process] = []
 
     async def start(
         name: str,
@@ -194,17 +201,13 @@ def start_client(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[...
                 stderr=err,
                 env={**os.environ, **(env or {})},
             )
-        run = ClientRun(name, proc, events, state, stderr)
+        started.append(proc)
+        return ClientRun(name, proc, events, state, stderr)
 
-        def cleanup() -> None:
-            if proc.returncode is None:
-                proc.kill()
-            # a test that failed before ``stop`` leaves the pipe open: close it here, or
-            # its ResourceWarning fails whichever later test collects it
-            if isinstance(proc.stdin, trio.lowlevel.FdStream):
-                proc.stdin.close()
-
-        request.addfinalizer(cleanup)
-        return run
-
-    return start
+    yield start
+    for proc in started:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if proc.stdin is not None:
+            await proc.stdin.aclose()

@@ -228,6 +228,8 @@ func (c *consumer) run() error {
 			BufferSize:      c.opts.FlowControl,
 			UseExpiryOpcode: c.opts.ExpiryOpcode,
 			UseStreamID:     c.useSID,
+			// --change-streams: history snapshots (a refusal fails the connection's setup)
+			UseChangeStreams: c.opts.ChangeStreams,
 		},
 		DefaultRetryStrategy: gocbcore.NewBestEffortRetryStrategy(nil),
 	}

@@ -41,6 +41,9 @@ func main() {
 		harness.Usage(prog, "--resume-from is not supported by godcp-consumer")
 	}
 	harness.SetGocbcoreLogger(prog, opts.Verbose)
+	if opts.ChangeStreams {
+		harness.Usage(prog, "--change-streams: go-dcp decides itself (on when GET /pools reports >= 7.2.0 and the bucket is Magma)")
+	}
 	if opts.ExpiryOpcode {
 		harness.Logf(prog, "note: --expiry-opcode ignored; go-dcp enables it itself for server versions >= 6.5.0 (GET /pools)")
 	}

@@ -61,6 +61,9 @@ type Options struct {
 	APIPort      int
 	// gocbcore only: compression negotiated, values passed on as received.
 	DisableDecompression bool
+	// gocbcore only: DCPConfig.UseChangeStreams (DCP_CONTROL change_streams=true,
+	// history snapshots on a Magma bucket; the connection fails if refused).
+	ChangeStreams bool
 	// TLSCA: TLS on, the node's certificate checked against this CA (PEM);
 	// --kv-port and --http-port are then the TLS ports.
 	TLSCA string
@@ -99,6 +102,7 @@ func ParseFlags(prog, defaultName string) *Options {
 	fs.BoolVar(&o.ReadmeConfig, "readme-config", false, "go-dcp: its README configuration (membership, metadata, mitigation, health check, API)")
 	fs.IntVar(&o.APIPort, "api-port", 0, "go-dcp: API port with --readme-config (0 = go-dcp's default 8080)")
 	fs.BoolVar(&o.DisableDecompression, "disable-decompression", false, "gocbcore: CompressionConfig{Enabled, DisableDecompression}")
+	fs.BoolVar(&o.ChangeStreams, "change-streams", false, "gocbcore: DCPConfig.UseChangeStreams (DCP_CONTROL change_streams=true)")
 	fs.StringVar(&o.TLSCA, "tls-ca", "", "TLS: trust this CA (PEM); the ports are the TLS ports")
 	fs.StringVar(&o.ClientCert, "client-cert", "", "gocbcore: client certificate (PEM; needs --tls-ca and --client-key)")
 	fs.StringVar(&o.ClientKey, "client-key", "", "gocbcore: the client certificate's key (PEM)")
