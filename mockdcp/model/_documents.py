@@ -218,8 +218,8 @@ class Documents:
         """SET, ADD or REPLACE (``mode``); with a ``durability`` level (the frame info
         SDKs send) a prepare the node commits at once (a prepare and a commit, each at
         its own seqno)."""
-        old = self._item(vbid, cid, key)
         self._check_no_prepare(vbid, cid, key)
+        old = self._item(vbid, cid, key)
         if mode == "add":
             if cas:
                 raise KvError(Status.EINVAL, "ADD takes no CAS")
@@ -265,7 +265,9 @@ class Documents:
         return Written(item, self.vbucket_uuid(vbid))
 
     def _check_no_prepare(self, vbid: int, cid: int, key: bytes) -> None:
-        """SYNC_WRITE_IN_PROGRESS while the document's prepare is pending."""
+        """SYNC_WRITE_IN_PROGRESS while the document's prepare is pending, checked before
+        the document itself (kv_engine ``VBucket::deleteItem``, ``fetchValueForWrite``:
+        a key with only a pending prepare is in progress, not missing)."""
         if (cid, key) in self._vbucket(vbid).pending:
             raise KvError(Status.SYNC_WRITE_IN_PROGRESS, "a durable write is in progress")
 
@@ -274,8 +276,8 @@ class Documents:
     ) -> Written:
         """DELETE: a tombstone at the next seqno (with ``durability``: a prepared
         deletion committed at once)."""
-        old = self._live(vbid, cid, key)
         self._check_no_prepare(vbid, cid, key)
+        old = self._live(vbid, cid, key)
         self._check_cas(old, cas)
         item: Item
         if durability:
@@ -288,8 +290,8 @@ class Documents:
 
     def touch(self, vbid: int, cid: int, key: bytes, expiry: int) -> Written:
         """TOUCH / GAT: a new expiry (a mutation with the same value)."""
-        self._live(vbid, cid, key)
         self._check_no_prepare(vbid, cid, key)
+        self._live(vbid, cid, key)
         item = self.bucket.touch(key, self._absolute(expiry), collection_id=cid, vbucket=vbid)
         return Written(item, self.vbucket_uuid(vbid))
 
@@ -394,6 +396,7 @@ class Documents:
         if flags & (DocFlag.CREATE_AS_DELETED | DocFlag.REVIVE_DOCUMENT):
             raise KvError(Status.NOT_SUPPORTED, "create-as-deleted and revive are not modelled")
         _check_xattr_order(specs)
+        self._check_no_prepare(vbid, cid, key)
         old = self._item(vbid, cid, key)
         if old is None and not flags & (DocFlag.MKDOC | DocFlag.ADD):
             raise KvError(Status.KEY_ENOENT, "no such document")

@@ -56,7 +56,11 @@ connection drains chunks under flow control. Rules, each with its source:
   ``DCPBackfillBySeqnoDisk::markLegacyDiskSnapshot``). With a ``consumer_name`` too
   (kv_engine ``SyncReplication``) markers are v2.0 (v2.2 on disk if negotiated) with the
   max visible seqno, disk ones with the high completed seqno (``ActiveStream::snapshot``,
-  ``markDiskSnapshot``; docs/dcp/documentation/commands/snapshot-marker.md).
+  ``markDiskSnapshot``; docs/dcp/documentation/commands/snapshot-marker.md); a filtered
+  memory snapshot's max visible seqno is that of the last visible item it sends
+  (``processItemsInner``). A scope filter, or a legacy client's default collection,
+  streams sync writes; a collection filter does not (NOT_SUPPORTED, as kv_engine's
+  ``DcpProducer::streamRequest`` refuses ``FilterType::Collection`` with sync writes).
 """
 
 from __future__ import annotations
@@ -689,18 +693,37 @@ class Stream:
                 self.end(reason)
             return
         frames, first, last = picked
+        visible = self._visible_chosen(batch, selection)
         if self._filter.aware and (not self._filter.passthrough or hidden):
             # a filtered snapshot ends where the batch does (SEQNO_ADVANCED to it)
-            self._queue_memory_marker(batch, batch.first_seqno, snap_end)
+            self._queue_memory_marker(batch, batch.first_seqno, snap_end, visible)
             if last < snap_end:
                 frames = _joined(frames, _extra(self._seqno_advanced(snap_end)))
         else:
-            self._queue_memory_marker(batch, first, last)
+            self._queue_memory_marker(batch, first, last, visible)
         self._pending = PendingFrames(frames, last, then_end=reason)
         self._pending_pos = 0
         self._queue_piece()
 
-    def _queue_memory_marker(self, batch: MemoryBatch, first: int, last: int) -> None:
+    def _visible_chosen(self, batch: MemoryBatch, selection: Selection) -> int | None:
+        """The max visible seqno of a filtered memory snapshot: the seqno of the last
+        visible item (neither a prepare nor an abort) the filter lets through, as
+        kv_engine's ``ActiveStream::processItemsInner`` counts only what the stream
+        sends; None for a batch sent whole, or with no visible item chosen (the
+        vbucket's max visible seqno then, ``_visible_upto``). Only v2.0 markers carry it."""
+        positions = selection.positions
+        if positions is None or not self._sync_replication:
+            return None
+        tags = batch.tags
+        for i in range(len(positions) - 1, -1, -1):
+            if tags[positions[i]] != TAG_DURABLE:
+                (item,) = batch.items_at([positions[i]])
+                return int(item.seqno)
+        return None
+
+    def _queue_memory_marker(
+        self, batch: MemoryBatch, first: int, last: int, visible: int | None = None
+    ) -> None:
         new_checkpoint = batch.starts_checkpoint or self._next_marker_checkpoint
         start = first
         if batch.starts_checkpoint and batch.checkpoint_start_seqno > self.last_marker_end:
@@ -708,7 +731,7 @@ class Stream:
         flags = SnapshotFlag.MEMORY | (SnapshotFlag.CHECKPOINT if new_checkpoint else 0)
         if self._change_streams and batch.checkpoint.historical:
             flags |= SnapshotFlag.HISTORY  # memory snapshots never repeat a key
-        self._queue_marker(start, last, flags)
+        self._queue_marker(start, last, flags, visible=visible)
         self._next_marker_checkpoint = False
 
     def _queue_marker(
@@ -719,11 +742,13 @@ class Stream:
         *,
         disk: object | None = None,
         overlap: bool = False,
+        visible: int | None = None,
     ) -> None:
         """Queue a marker; its start never at or below the last marker's end, but for
         the history marker of a split backfill (``overlap``), which repeats the end of
         the de-duplicated one before it (kv_engine ``ActiveStream::markDiskSnapshot``
-        with ``HistoryFollowingNoHistory``)."""
+        with ``HistoryFollowingNoHistory``). ``visible``: a v2.0 marker's max visible
+        seqno when not the vbucket's up to ``end`` (a filtered memory snapshot's)."""
         if not self._first_marker_sent:
             start = min(start, self._requested_snap_start)
             self._first_marker_sent = True
@@ -735,7 +760,8 @@ class Stream:
         extra: dict[str, int] = {}
         if self._sync_replication:
             version = SnapshotMarkerVersion.V2_0
-            visible = self._visible_upto(end)
+            if visible is None:
+                visible = self._visible_upto(end)
             extra = {"max_visible_seqno": visible}
             if disk is not None:
                 extra["max_visible_seqno"] = min(visible, getattr(disk, "max_visible_seqno", 0))

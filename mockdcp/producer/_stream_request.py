@@ -202,8 +202,9 @@ def decide_stream_request(
     sid = req.stream_id if req.stream_id is not None else value.sid
     if (sid is not None) != settings.stream_ids:
         return _fail(Status.DCP_STREAMID_INVALID, "stream-id and enable_stream_id disagree")
-    # 9: a filter with sync writes
-    if collections is not None and settings.collections and settings.sync_writes:
+    # 9: a collection filter with sync writes (kv_engine refuses FilterType::Collection
+    # only: a scope filter, or a legacy client's default collection, streams them)
+    if value.collections is not None and settings.sync_writes:
         return _fail(Status.NOT_SUPPORTED, "collection filters cannot stream sync writes")
     # 10: one active stream per (vbucket, sid)
     exists = active_stream_exists(sid) if callable(active_stream_exists) else active_stream_exists

@@ -201,7 +201,7 @@ def encode_seqno_advanced_frame(*, vbucket: int, by_seqno: int) -> bytes:
 _U64 = struct.Struct(">Q")
 #: opcodes whose extras start with the by-seqno (kv_engine
 #: ``include/mcbp/protocol/dcp_*`` payload layouts): mutation, deletion, expiration,
-#: system event and seqno-advanced.
+#: system event, seqno-advanced and prepare.
 _SEQNO_FIRST = frozenset(
     {
         Opcode.DCP_MUTATION,
@@ -209,25 +209,35 @@ _SEQNO_FIRST = frozenset(
         Opcode.DCP_EXPIRATION,
         Opcode.DCP_SYSTEM_EVENT,
         Opcode.DCP_SEQNO_ADVANCED,
+        Opcode.DCP_PREPARE,
     }
 )
+#: opcodes whose extras are the prepared seqno, then their own (commit, abort)
+_SEQNO_SECOND = frozenset({Opcode.DCP_COMMIT, Opcode.DCP_ABORT})
 #: what ``stream_frame_seqno`` gives a frame that belongs after every seqno (STREAM_END)
 AFTER_ALL_SEQNOS = 1 << 64
 
 
 def stream_item_seqno(buf: bytes | bytearray | memoryview, offset: int) -> int | None:
     """The by-seqno of an item frame (mutation, deletion, expiration, system event,
-    seqno-advanced) at ``offset``; None for any other frame."""
-    if buf[offset + 1] not in _SEQNO_FIRST:
+    seqno-advanced, prepare; a commit's or an abort's own seqno) at ``offset``; None for
+    any other frame."""
+    opcode = buf[offset + 1]
+    if opcode in _SEQNO_FIRST:
+        at = 0
+    elif opcode in _SEQNO_SECOND:
+        at = 8
+    else:
         return None
     framing = buf[offset + 2] if buf[offset] == Magic.ALT_REQUEST else 0
-    return int(_U64.unpack_from(buf, offset + 24 + framing)[0])
+    return int(_U64.unpack_from(buf, offset + 24 + framing + at)[0])
 
 
 def stream_frame_seqno(buf: bytes | bytearray | memoryview, offset: int) -> int:
     """The seqno a producer's stream frame at ``offset`` of ``buf`` stands at: an item's
-    by-seqno, a snapshot marker's start seqno (V1 extras, or the V2.x value), and
-    ``AFTER_ALL_SEQNOS`` for STREAM_END and anything else. Frames with the stream-id
+    by-seqno (a commit's or an abort's own, not its prepare's), a snapshot marker's
+    start seqno (V1 extras, or the V2.x value), and ``AFTER_ALL_SEQNOS`` for STREAM_END
+    and anything else. Frames with the stream-id
     frame info (magic 0x08) have their framing extras skipped."""
     magic, opcode = buf[offset], buf[offset + 1]
     if magic == Magic.ALT_REQUEST:
@@ -237,6 +247,8 @@ def stream_frame_seqno(buf: bytes | bytearray | memoryview, offset: int) -> int:
     extras_at = offset + 24 + framing
     if opcode in _SEQNO_FIRST:
         return int(_U64.unpack_from(buf, extras_at)[0])
+    if opcode in _SEQNO_SECOND:
+        return int(_U64.unpack_from(buf, extras_at + 8)[0])
     if opcode == Opcode.DCP_SNAPSHOT_MARKER:
         extras_len = buf[offset + 4]
         at = extras_at if extras_len == 20 else extras_at + extras_len + key_len

@@ -37,6 +37,8 @@ class ProgressTrigger:
     targets: dict[int, int]
     vbuckets: list[int]
     written: dict[int, tuple[int, int]] = attrs.field(factory=dict)
+    #: vbucket -> the highest seqno seen written (for a timeout's message)
+    reached: dict[int, int] = attrs.field(factory=dict)
     acked_total: dict[int, int] = attrs.field(factory=dict)
     opened: set[int] = attrs.field(factory=set)
     open_conns: set[int] = attrs.field(factory=set)
@@ -62,6 +64,8 @@ class ProgressTrigger:
     def seen(self, conn_id: int, vbucket: int, seqno: int, flow_bytes: int) -> None:
         """Frames of ``vbucket`` up to ``seqno`` are written on ``conn_id`` (counted by
         flow control up to ``flow_bytes``): the target is met if it is at or below."""
+        if seqno > self.reached.get(vbucket, 0):
+            self.reached[vbucket] = seqno
         target = self.targets.get(vbucket)
         if target is not None and seqno >= target and vbucket not in self.written:
             self.written[vbucket] = (conn_id, flow_bytes)
@@ -118,16 +122,20 @@ class ProgressTrigger:
         return self.acked_total.get(conn, 0) >= flow_bytes
 
     def describe(self) -> str:
-        """What is still missing, for a timeout message."""
+        """What is still missing, for a timeout message (the counts are of what
+        happened since the wait began)."""
         missing = sorted(set(self.targets) - set(self.written))
         parts = []
         if missing:
-            shown = ", ".join(f"vb {vb} seqno {self.targets[vb]}" for vb in missing[:5])
+            shown = ", ".join(
+                f"vb {vb} seqno {self.targets[vb]} (written up to {self.reached.get(vb, 0)})"
+                for vb in missing[:5]
+            )
             parts.append(f"not yet written: {shown}{' ...' if len(missing) > 5 else ''}")
         parts.append(
-            f"connections {len(self.open_conns)}, streams opened {len(self.opened)}, "
-            f"bytes acked {self.bytes_acked}, noops answered {self.noops_answered}, "
-            f"rollbacks taken {sorted(self.rolled_back)}"
+            f"connections {len(self.open_conns)}; since the wait began: streams opened "
+            f"{len(self.opened)}, bytes acked {self.bytes_acked}, noops answered "
+            f"{self.noops_answered}, rollbacks taken {sorted(self.rolled_back)}"
         )
         return "; ".join(parts)
 

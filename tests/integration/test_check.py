@@ -80,6 +80,20 @@ def test_the_reference_consumer_passes_the_whole_library(tmp_path: Path) -> None
         ("no-reopen", "stream-end-state-changed", "stream_end.not_reopened", "stream_end.not_"),
         ("ignore-rollbacks", "rollback-after-failover", "rollback.ignored", "rollback.ignored"),
         ("drop-deletions", "expiry-is-a-deletion", None, "output: 2 phantom of 38 documents"),
+        # durable writes: seqnos without items end snapshots; aborted values stay unseen
+        (
+            "contiguous-seqnos",
+            "prepare-only-seqno-advanced",
+            None,
+            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+        ),
+        (
+            "last-item-is-snapshot-end",
+            "failover-drops-prepares",
+            "resume.snapshot",
+            "resume.snapshot: snapshot [0, 2] was never sent on this stream",
+        ),
+        ("apply-prepares", "durable-write-aborted", None, "output: 1 wrong-value of 2 documents"),
     ],
 )
 def test_each_wrong_consumer_fails_with_the_right_reason(

@@ -189,8 +189,10 @@ def test_stream_request_sid_in_use_is_key_eexists() -> None:
     assert decide({"sid": 7}, stream_ids=True, exists=True).status == Status.KEY_EEXISTS
 
 
-def test_stream_request_filter_with_sync_writes_is_not_supported() -> None:
-    assert decide({"scope": "8"}, sync_writes=True).status == Status.NOT_SUPPORTED
+def test_stream_request_collection_filter_with_sync_writes_is_not_supported() -> None:
+    # kv_engine ``DcpProducer::streamRequest`` refuses FilterType::Collection only
+    assert decide({"collections": ["8"]}, sync_writes=True).status == Status.NOT_SUPPORTED
+    assert decide({"scope": "8"}, sync_writes=True).status == Status.SUCCESS
 
 
 def test_stream_request_scope_filter_succeeds_with_the_scopes_collections() -> None:

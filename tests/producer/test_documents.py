@@ -245,12 +245,30 @@ def test_set_with_durability_and_preserve_ttl_framing_extras() -> None:
     assert (item.seqno, s.node.bucket.vbucket(0).high_completed_seqno) == (3, 2)
 
 
-def test_a_write_of_a_key_with_a_pending_durable_write_is_sync_write_in_progress() -> None:
+def test_a_write_of_a_key_with_only_a_pending_durable_write_is_sync_write_in_progress() -> None:
+    # kv_engine checks the pending prepare before the document: not KEY_ENOENT
     s = session()
     s.node.bucket.sync_write("k", "1", vbucket=0, outcome="pending")
+    vb = s.node.bucket.vbucket(0)
+    before = (vb.high_seqno, vb.max_visible_seqno, vb.high_completed_seqno)
     assert reply(s, Set(opaque=3, key=b"k", vbucket=0, value=b"2")).status == (
         Status.SYNC_WRITE_IN_PROGRESS
     )
+    # a second durable write of it (a second prepare) and a delete: the same, and
+    # nothing changes
+    second = Set(opaque=4, key=b"k", vbucket=0, value=b"3", durability=1)
+    assert reply(s, second).status == Status.SYNC_WRITE_IN_PROGRESS
+    assert reply(s, Delete(opaque=5, key=b"k", vbucket=0)).status == (Status.SYNC_WRITE_IN_PROGRESS)
+    assert reply(s, Touch(opaque=6, key=b"k", vbucket=0, expiry=60)).status == (
+        Status.SYNC_WRITE_IN_PROGRESS
+    )
+    spec = SubdocSpec(Op.DICT_UPSERT, 0, b"a", b"1")
+    mutate = SubdocMultiMutation(
+        opaque=7, key=b"k", vbucket=0, specs=(spec,), doc_flags=DocFlag.MKDOC
+    )
+    assert reply(s, mutate).status == Status.SYNC_WRITE_IN_PROGRESS
+    assert (vb.high_seqno, vb.max_visible_seqno, vb.high_completed_seqno) == before
+    assert vb.get(b"k") is None
 
 
 def test_a_bad_durability_level_is_einval() -> None:

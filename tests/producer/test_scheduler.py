@@ -12,7 +12,7 @@ from mockdcp.producer._flow import FlowWindow
 from mockdcp.producer._output import OutputQueue
 from mockdcp.producer._registry import StreamRegistry
 from mockdcp.producer._scheduler import StreamScheduler
-from mockdcp.protocol import FrameReader, Opcode, Status, VBucketState
+from mockdcp.protocol import FrameReader, Opcode, Status, VBucketState, stream_item_seqno
 
 MAX = 2**64 - 1
 
@@ -26,17 +26,27 @@ def loaded(vbuckets: int = 2, per_vbucket: int = 50) -> Bucket:
 
 
 def scheduler(
-    b: Bucket, holds: dict[int, int] | None = None, window: int = 0
+    b: Bucket,
+    holds: dict[int, int] | None = None,
+    window: int = 0,
+    settings: DcpSettings | None = None,
 ) -> tuple[StreamScheduler, StreamRegistry, FlowWindow]:
+    settings = settings or DcpSettings()
     streams, flow = StreamRegistry(), FlowWindow()
     if window:
         flow.resize(window)
-    encoder = ItemEncoder(DcpSettings())
+    encoder = ItemEncoder(settings)
     for vb in range(b.num_vbuckets):
         request = StreamRequestDecision(status=Status.SUCCESS, start_seqno=0, end_seqno=MAX)
         streams.add(
             Stream(
-                vb=b.vbucket(vb), opaque=vb, request=request, encoder=encoder, cursor_name=f"{vb}"
+                vb=b.vbucket(vb),
+                opaque=vb,
+                request=request,
+                encoder=encoder,
+                cursor_name=f"{vb}",
+                sync_writes=settings.sync_writes,
+                sync_replication=settings.sync_replication,
             )
         )
 
@@ -101,6 +111,44 @@ def test_a_hold_stops_its_vbucket_at_the_seqno_and_is_reported_once() -> None:
     more: list[ev.ProducerEvent] = []
     sched.drain(parts, 0, 1 << 20, more)
     assert not [e for e in more if isinstance(e, ev.SeqnoWritten)]
+
+
+def frames(parts: list[bytes | memoryview]) -> list[tuple[int, int]]:
+    """(opcode, the seqno it stands at) of each item frame in ``parts``."""
+    reader = FrameReader(max_frame_size=1 << 24)
+    reader.feed(b"".join(parts))
+    out = []
+    while (frame := reader.next_frame()) is not None:
+        seqno = stream_item_seqno(frame.encode(), 0)
+        if seqno is not None:
+            out.append((frame.opcode, seqno))
+    return out
+
+
+def test_a_hold_lets_prepares_commits_and_aborts_up_to_its_seqno_through() -> None:
+    # a sync-writes stream: DCP_PREPARE, DCP_COMMIT and DCP_ABORT stand at their own
+    # seqnos (a commit's and an abort's second extras field), not after every seqno
+    b = Bucket("default", 1, seed=1, clock=lambda: 1_700_000_000.0)
+    b.set("a", b"1", vbucket=0)  # 1
+    b.sync_write("b", b"2", vbucket=0, outcome="abort")  # 2, 3
+    b.sync_write("c", b"3", vbucket=0)  # 4, 5
+    b.set("d", b"4", vbucket=0)  # 6
+    settings = DcpSettings(sync_writes=True, consumer_name="replica")
+    holds = {0: 5}
+    sched, _, _ = scheduler(b, holds=holds, settings=settings)
+    parts: list[bytes | memoryview] = []
+    events: list[ev.ProducerEvent] = []
+    sched.drain(parts, 0, 1 << 20, events)
+    assert frames(parts) == [
+        (Opcode.DCP_MUTATION, 1),
+        (Opcode.DCP_PREPARE, 2),
+        (Opcode.DCP_ABORT, 3),
+        (Opcode.DCP_PREPARE, 4),
+        (Opcode.DCP_COMMIT, 5),
+    ]
+    assert [(e.vbucket, e.seqno) for e in events if isinstance(e, ev.SeqnoWritten)] == [(0, 5)]
+    written = [e.seqno for e in events if isinstance(e, ev.StreamWritten)]
+    assert written[-1] == 5
 
 
 def test_released_holds_let_the_stream_go_on() -> None:

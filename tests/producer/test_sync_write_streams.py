@@ -238,3 +238,68 @@ def test_deletion_commit_from_disk_is_a_deletion() -> None:
     got = stream(session(b, collections=False))
     assert any(isinstance(m, Deletion) and m.by_seqno == 3 for m in got)
     assert not any(isinstance(m, Commit | Prepare) for m in got)
+
+
+def filtered(s: Session, value: bytes) -> list[Any]:
+    req = DcpStreamRequest(
+        opaque=1,
+        vbucket=0,
+        flags=0,
+        start_seqno=0,
+        end_seqno=MAX,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+        value=value,
+    )
+    return s.call(req)
+
+
+def test_a_collection_filter_cannot_stream_sync_writes_a_scope_filter_can() -> None:
+    # kv_engine ``DcpProducer::streamRequest`` refuses FilterType::Collection only
+    b = bucket()
+    sid = b.create_scope("s")
+    cid = b.create_collection("s", "hotel")
+    (reply,) = filtered(session(b, collections=True), f'{{"collections": ["{cid:x}"]}}'.encode())
+    assert isinstance(reply, Response)
+    assert reply.status == Status.NOT_SUPPORTED
+    got = filtered(session(b, collections=True), f'{{"scope": "{sid:x}"}}'.encode())
+    assert isinstance(got[0], Response)
+    assert got[0].status == Status.SUCCESS
+
+
+def scoped_writes() -> tuple[Bucket, int, int]:
+    """A scope's collection with a visible item (3), a default-collection one above it
+    (4), then a prepare in the scope (5): vbucket 0, one checkpoint."""
+    b = bucket()
+    sid = b.create_scope("s")  # 1
+    cid = b.create_collection("s", "hotel")  # 2
+    b.set("h", "1", collection_id=cid, vbucket=0)  # 3
+    b.set("a", "2", vbucket=0)  # 4: not the scope's
+    b.sync_write("p", "3", collection_id=cid, vbucket=0, outcome="pending")  # 5
+    return b, sid, cid
+
+
+def test_a_filtered_memory_marker_has_the_max_visible_seqno_of_what_the_stream_sends() -> None:
+    # kv_engine ``ActiveStream::processItemsInner``: the visible seqno is that of the
+    # last visible item the filter lets through, not the vbucket's
+    b, sid, _ = scoped_writes()
+    msgs = filtered(session(b, collections=True), f'{{"scope": "{sid:x}"}}'.encode())
+    got = summary([m for m in msgs if not isinstance(m, Response)])
+    assert got[0] == ("marker", 0, 5, 3)
+    assert ("mutation", b"a", b"2", 4) not in got
+    assert got[-1] == ("prepare", b"p", b"3", 5)
+    # the whole vbucket's stream: the default collection's item at 4
+    assert summary(stream(session(b, collections=True)))[0] == ("marker", 0, 5, 4)
+
+
+def test_a_legacy_memory_marker_has_the_max_visible_seqno_of_the_default_collection() -> None:
+    b, _, cid = scoped_writes()
+    b.set("z", "4", collection_id=cid, vbucket=0)  # 6: not the default collection's
+    b.sync_write("q", "5", vbucket=0, outcome="pending")  # 7
+    got = summary(stream(session(b, collections=False)))
+    assert got == [
+        ("marker", 0, 7, 4),
+        ("mutation", b"a", b"2", 4),
+        ("prepare", b"q", b"5", 7),
+    ]

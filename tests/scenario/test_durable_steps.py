@@ -31,6 +31,11 @@ def test_a_pending_write_then_its_commit_checks() -> None:
     ("steps", "message"),
     [
         ([Commit(key="k")], "no pending durable write"),
+        ([Abort(key="k")], "no pending durable write"),
+        (
+            [SyncWrite(key="k", value="1", outcome="pending"), Commit(key="k"), Commit(key="k")],
+            "no pending durable write",
+        ),
         ([SyncWrite(key="k", value="1"), Abort(key="k")], "no pending durable write"),
         (
             [SyncWrite(key="k", value="1", outcome="pending"), SyncWrite(key="k", value="2")],

@@ -29,6 +29,9 @@ CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "history-snapshots-with-duplicates": {"controls": [("change_streams", "true")]},
     "history-backfill-split": {"controls": [("change_streams", "true")]},
     "config-pushed-during-rebalance": {"clustermap_notification": True, "buffer_size": 65536},
+    # with sync writes here; `mockdcp check` runs them with plain `tail` too
+    "durable-write-aborted": {"sync_writes": True},
+    "failover-drops-prepares": {"sync_writes": True},
 }
 #: the same as `mockdcp tail` flags
 TAIL_FLAGS: dict[str, list[str]] = {
@@ -36,6 +39,8 @@ TAIL_FLAGS: dict[str, list[str]] = {
     "noops-keep-idle-connection-alive": ["--noop-interval", "1"],
     "history-snapshots-with-duplicates": ["--change-streams"],
     "history-backfill-split": ["--change-streams"],
+    "durable-write-aborted": ["--sync-writes"],
+    "failover-drops-prepares": ["--sync-writes"],
 }
 
 
@@ -179,6 +184,12 @@ QUICK = CheckerLimits(ack_stall=1.0, reopen_within=1.0)
             "DCP_NOOP not answered within the noop interval (0.5s)",
         ),
         ("no-backoff", "reconnect-storm", "reconnect.storm", "5 reconnects in a row"),
+        (
+            "last-item-is-snapshot-end",
+            "durable-write-aborted",
+            "resume.snapshot",
+            "snapshot [0, 2] was never sent on this stream",
+        ),
     ],
     ids=lambda value: value if value in MODES else None,
 )
@@ -287,15 +298,54 @@ def test_mockdcp_run_passes_every_library_scenario_with_tail(path: Path) -> None
 
 
 @pytest.mark.parametrize(
-    ("mode", "scenario"),
+    ("mode", "scenario", "reason"),
     [
-        ("ignore-rollbacks", "rollback-after-failover"),
-        ("never-ack", "slow-consumer-flow-control"),
-        ("reopen-ended", "stream-end-filter-empty"),  # only `conformant` catches it
+        ("ignore-rollbacks", "rollback-after-failover", "re-requested from 10"),
+        ("never-ack", "slow-consumer-flow-control", "bytes acked 0"),
+        # only `conformant` catches it
+        ("reopen-ended", "stream-end-filter-empty", "stream_end.reopened"),
+        # a prepare and its abort end snapshots with seqnos it never gets an item for
+        (
+            "last-item-is-snapshot-end",
+            "durable-write-aborted",
+            "resume.snapshot: snapshot [0, 2] was never sent",
+        ),
+        (
+            "contiguous-seqnos",
+            "durable-write-aborted",
+            "resume of vbucket 0 from 4: requested with start seqno 2 (expected 4)",
+        ),
+        (
+            "contiguous-seqnos",
+            "prepare-only-seqno-advanced",
+            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+        ),
+        (
+            "last-item-is-snapshot-end",
+            "prepare-only-seqno-advanced",
+            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+        ),
+        (
+            "contiguous-seqnos",
+            "failover-drops-prepares",
+            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+        ),
+        (
+            "last-item-is-snapshot-end",
+            "failover-drops-prepares",
+            "resume.snapshot: snapshot [0, 2] was never sent",
+        ),
+        (
+            "contiguous-seqnos",
+            "pending-prepare-at-snapshot-tail",
+            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+        ),
     ],
 )
-def test_mockdcp_run_fails_the_wrong_consumer(mode: str, scenario: str) -> None:
+def test_mockdcp_run_fails_the_wrong_consumer(mode: str, scenario: str, reason: str) -> None:
     wrong = str(Path(__file__).with_name("wrong_consumer.py"))
     code, report = mockdcp_run(scenario, sys.executable, wrong, "--mode", mode)
     assert not report["passed"], report
     assert code == 1
+    failed = [f"{e['name']}: {e['detail']}" for e in report["expectations"] if not e["passed"]]
+    assert any(reason in line for line in [*failed, report["failure"] or ""]), report

@@ -18,6 +18,15 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
   as a pre-7.2 consumer does: a key seen already in the snapshot is a retransmission and
   dropped (it keeps the first revision of a history snapshot, not the newest);
 * ``drop-deletions``: ignores deletions and expirations (it keeps the documents);
+* ``contiguous-seqnos``: takes seqnos as contiguous: a snapshot is complete once the
+  item at its end arrives, and SEQNO_ADVANCED (a seqno with no item: a prepare, an
+  abort, a filtered-out write) is nothing to it; it stays at its last item, inside a
+  snapshot it waits to complete, and resumes from there;
+* ``last-item-is-snapshot-end``: ignores SEQNO_ADVANCED too, and records the last
+  item's seqno as the end of its snapshot: it resumes with a snapshot range no marker
+  had when the snapshot ended with a seqno it never got an item for;
+* ``apply-prepares``: enables sync writes and applies each DCP_PREPARE as it comes, as
+  if it were committed: an aborted write, or one a failover dropped, stays;
 * ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
   what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
   other route).
@@ -47,11 +56,16 @@ from mockdcp.client import (
     write_documents,
 )
 from mockdcp.protocol import (
+    Abort,
+    Commit,
     DcpBufferAck,
+    Deletion,
+    Expiration,
     Frame,
     Magic,
     Mutation,
     Opcode,
+    Prepare,
     RemoteProtocolError,
     Status,
     StreamEnd,
@@ -169,6 +183,64 @@ class DropsDeletions(ConsumerCore):
         return super().receive(frame)
 
 
+class ExpectsContiguousSeqnos(ConsumerCore):
+    """Moves only on items (and system events): SEQNO_ADVANCED does not complete a
+    snapshot whose end is a prepare or an abort it never gets."""
+
+    _advancing = False
+
+    def receive(self, frame: Frame) -> list[Action]:
+        self._advancing = frame.magic is Magic.REQUEST and frame.opcode == Opcode.DCP_SEQNO_ADVANCED
+        return super().receive(frame)
+
+    def _advance(self, key: StreamKey, seqno: int) -> None:
+        if not self._advancing:
+            super()._advance(key, seqno)
+
+
+class TakesLastItemAsSnapshotEnd(ExpectsContiguousSeqnos):
+    """Keeps (last item's seqno, marker start, last item's seqno) as its position: the
+    snapshot it resumes with ends where its items did."""
+
+    def _on_item(self, key: StreamKey, msg: Mutation | Deletion | Expiration) -> None:
+        super()._on_item(key, msg)
+        pos = self.state.position(*key)
+        pos.snap_end = pos.seqno
+
+
+class AppliesPrepares(ConsumerCore):
+    """Enables sync writes and takes a prepare for its document at once (its commit
+    only repeats it; its abort undoes nothing)."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(sync_writes=True, **options)  # type: ignore[arg-type]
+
+    def _on_sync_write(
+        self, key: StreamKey, msg: Prepare | Commit | Abort
+    ) -> Mutation | Deletion | None:
+        if not isinstance(msg, Prepare):
+            return super()._on_sync_write(key, msg)
+        fields: dict[str, Any] = {
+            "opaque": msg.opaque,
+            "vbucket": msg.vbucket,
+            "cas": msg.cas,
+            "by_seqno": msg.by_seqno,
+            "rev_seqno": msg.rev_seqno,
+            "key": msg.key,
+            "collection_id": msg.collection_id,
+            "value": msg.value,
+            "datatype": msg.datatype,
+        }
+        document: Mutation | Deletion
+        if msg.deleted:
+            document = Deletion(**fields)
+        else:
+            document = Mutation(flags=msg.flags, expiration=msg.expiration, **fields)
+        self._on_item(key, document)
+        self.state.prepares[(key[0], key[1], msg.collection_id or 0, msg.key)] = msg
+        return document
+
+
 class RestartsFromZero(ConsumerCore):
     """After a STREAM_END or a new connection, forgets the stream and asks from 0 with
     uuid 0: it can never hold a write a branch lost, and needs no ROLLBACK."""
@@ -216,6 +288,9 @@ MODES: dict[str, type[ConsumerCore]] = {
     "dedup-snapshots": AssumesUniqueKeys,
     "drop-deletions": DropsDeletions,
     "restart-from-zero": RestartsFromZero,
+    "contiguous-seqnos": ExpectsContiguousSeqnos,
+    "last-item-is-snapshot-end": TakesLastItemAsSnapshotEnd,
+    "apply-prepares": AppliesPrepares,
 }
 
 
