@@ -451,6 +451,8 @@ def run_bench(args: argparse.Namespace) -> int:
     tls_rates: list[float] = []  # --tls: events/s of the same stream over TLS
     server_cpu, consumer_cpu, complete = [], [], []
     cluster_rates: list[float] = []  # --nodes: events/s across the nodes
+    # --nodes: events per CPU second of the server (all nodes) and of the consumer
+    cluster_cpu: list[tuple[float, float]] = []
     replica_builds: list[float] = []  # --replicas: seconds building the replica copies
     replica_mem: list[float] = []  # --replicas: bytes a replica copy of an item costs
     load_seconds: list[float] = []
@@ -496,6 +498,12 @@ def run_bench(args: argparse.Namespace) -> int:
                 )
             )
             cluster_rates.append(clustered["events"] / clustered["seconds"])
+            cluster_cpu.append(
+                (
+                    clustered["events"] / clustered["server_cpu_s"],
+                    clustered["events"] / clustered["cpu_s"],
+                )
+            )
             replica_builds.append(clustered["setup_s"] - result["setup_s"])
             if args.replicas:
                 grown_by = clustered["setup_rss"] - result["setup_rss"]
@@ -558,6 +566,14 @@ def run_bench(args: argparse.Namespace) -> int:
         "nodes": args.nodes,
         "replicas": args.replicas,
         "cluster_events_per_s": statistics.median(cluster_rates) if cluster_rates else None,
+        # where a cluster's events cost more: the server's nodes, or the consumer walking
+        # a connection per node (compare events_per_server_cpu_s, _consumer_cpu_s)
+        "cluster_events_per_server_cpu_s": (
+            statistics.median(c[0] for c in cluster_cpu) if cluster_cpu else None
+        ),
+        "cluster_events_per_consumer_cpu_s": (
+            statistics.median(c[1] for c in cluster_cpu) if cluster_cpu else None
+        ),
         # across the nodes over one node, run by run (the target is 0.9)
         "cluster_ratio": (
             statistics.median(c / r for c, r in zip(cluster_rates, rates, strict=True))
