@@ -422,6 +422,13 @@ def run_bench(args: argparse.Namespace) -> int:
 
     if args.rebalance:
         return run_rebalance_bench(args)
+    if args.storage is not None and (args.storage == "magma") != bool(args.history):
+        print(
+            "mockdcp bench: --storage magma measures --history (a couchstore bucket keeps "
+            "no history)",
+            file=sys.stderr,
+        )
+        return 2
     if args.history or args.durable:
         if (args.history and args.durable) or not 0 <= args.durable <= 1:
             print(

@@ -481,10 +481,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--history",
         type=_int_in(1, 1000),
+        nargs="?",
+        const=4,
         default=0,
         metavar="N",
-        help="a Magma bucket keeping history: each key written N times, every revision "
-        "streamed to a change-streams consumer (from memory, or --from-disk)",
+        help="a Magma bucket keeping history: each key written N times (default 4), every "
+        "revision streamed to a change-streams consumer (from memory, or --from-disk)",
+    )
+    bench.add_argument(
+        "--storage",
+        choices=("couchstore", "magma"),
+        default=None,
+        help="the bucket's backend: magma goes with --history (only Magma keeps history)",
     )
     bench.add_argument(
         "--durable",

@@ -33,3 +33,10 @@ def test_durable_bench_compares_a_bucket_with_durable_writes_to_one_without() ->
 def test_bench_refuses_history_with_durable_writes_and_fractions_beyond_one() -> None:
     assert b"not both" in bench_refusal("--history", "2", "--durable", "0.1")
     assert b"not both" in bench_refusal("--durable", "1.5")
+
+
+def test_bench_takes_history_on_magma_only() -> None:
+    report = bench_report("--storage", "magma", "--history", "--items", "2000", "--vbuckets", "2")
+    assert report["revisions_per_key"] == 4  # --history alone: four writes a key
+    assert b"keeps no history" in bench_refusal("--storage", "couchstore", "--history", "2")
+    assert b"keeps no history" in bench_refusal("--storage", "magma")
