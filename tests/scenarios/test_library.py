@@ -25,7 +25,7 @@ SCENARIOS = library()
 #: what a scenario needs of the reference consumer beyond its defaults
 CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "slow-consumer-flow-control": {"buffer_size": 64 * 1024},
-    "noops-keep-idle-connection-alive": {"noop_interval": 1.0},
+    "noops-keep-idle-connection-alive": {"noop_interval": 2.0},
     "history-snapshots-with-duplicates": {"controls": [("change_streams", "true")]},
     "history-backfill-split": {"controls": [("change_streams", "true")]},
     "config-pushed-during-rebalance": {"clustermap_notification": True, "buffer_size": 65536},
@@ -36,7 +36,7 @@ CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
 #: the same as `mockdcp tail` flags
 TAIL_FLAGS: dict[str, list[str]] = {
     "slow-consumer-flow-control": ["--buffer-size", str(64 * 1024)],
-    "noops-keep-idle-connection-alive": ["--noop-interval", "1"],
+    "noops-keep-idle-connection-alive": ["--noop-interval", "2"],
     "history-snapshots-with-duplicates": ["--change-streams"],
     "history-backfill-split": ["--change-streams"],
     "durable-write-aborted": ["--sync-writes"],
