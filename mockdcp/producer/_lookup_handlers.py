@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.producer import _lookups as lookups
-from mockdcp.producer import events as ev
+from mockdcp.producer import _lookups as lookups, events as ev
 from mockdcp.protocol import (
     GetAllVbSeqnos,
     GetCollectionId,

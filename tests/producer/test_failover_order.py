@@ -116,6 +116,4 @@ def test_the_first_observe_seqno_of_a_connection_is_reported_once() -> None:
     for opaque in (98, 99):
         s.call(ObserveSeqno(opaque=opaque, vbucket=0, vbucket_uuid=uuid))
     observed = [e for e in s.node.events if isinstance(e, ev.SeqnoObserved)]
-    assert [(e.vbucket, e.persisted_seqno, e.kind) for e in observed] == [
-        (0, 5, "seqno_observed")
-    ]
+    assert [(e.vbucket, e.persisted_seqno, e.kind) for e in observed] == [(0, 5, "seqno_observed")]
