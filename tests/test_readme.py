@@ -221,3 +221,12 @@ def test_the_java_example_is_the_one_the_modules_readme_test_holds() -> None:
     section = ROOT / "integrations" / "java" / "README-section.md"
     ((_, code),) = blocks("java")
     assert f"```java\n{code.strip()}\n```" in section.read_text()
+
+
+def test_the_matrix_of_the_readme_is_the_checked_in_one() -> None:
+    """The README's table of real clients against the library is rendered from
+    ``tests/interop/matrix.json``, which ``tests/interop/test_matrix.py`` checks."""
+    from tests.interop import matrix
+
+    shown = matrix.readme_block(README.read_text(encoding="utf-8"))
+    assert shown == matrix.table(matrix.load()), "run `python -m tests.interop.matrix --readme`"

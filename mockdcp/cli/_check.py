@@ -262,6 +262,7 @@ async def _run(
             nursery.start_soon(consumer.watch)
             trouble = await _until_done(server, consumer, options)
             if trouble is None:
+                _persist_after(server)
                 await _settle(server, output)
             await consumer.stop()
             nursery.cancel_scope.cancel()
@@ -316,6 +317,16 @@ async def _until_done(
     if trouble[0] == "limit":
         return f"the scenario did not finish within {options.limit:g}s"
     return trouble[0]
+
+
+def _persist_after(server: MockDcpServer) -> None:
+    """The scenario is over: a flusher it held (``persistence: {paused: true}``) is
+    released, as a node's never stays held (kv_engine ``flusher.cc`` persists within
+    milliseconds). A consumer that mitigates rollbacks (java-dcp-client
+    ``mitigateRollbacks``, go-dcp's rollback mitigation) delivers a write only once it
+    is persisted: without this, the writes made after the last pause would be missing
+    from its output although it behaved as it should."""
+    server.set_persistence_paused(False)
 
 
 async def _settle(server: MockDcpServer, output: Path) -> None:

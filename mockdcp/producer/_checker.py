@@ -176,10 +176,22 @@ class ProtocolChecker:
     across its connections (see the module docstring). ``connect`` starts watching a
     connection of the name."""
 
-    def __init__(self, name: str, *, limits: CheckerLimits, num_vbuckets: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        limits: CheckerLimits,
+        num_vbuckets: int,
+        others: dict[int, tuple[int, ...]] | None = None,
+    ) -> None:
         self.name = name
         self.limits = limits
         self.num_vbuckets = num_vbuckets
+        #: vbucket -> the uuids of every failover log any name was given (the
+        #: registry's, shared): a consumer that reconnects under a new name resumes with
+        #: what its last connection was given (java-dcp-client puts a channel id in each
+        #: connection's name: ``DcpChannel``'s DCP_OPEN)
+        self.others: dict[int, tuple[int, ...]] = {} if others is None else others
         #: (vbucket, stream id) -> what that stream was given
         self.streams: dict[StreamKey, StreamHistory] = {}
         #: vbucket -> the vbucket uuids of every failover log the name was given (a
@@ -198,6 +210,15 @@ class ProtocolChecker:
         self.found: dict[str, int] = {}
         #: called when the name's last live connection closes (the registry's budget)
         self.on_idle: Callable[[ProtocolChecker], None] | None = None
+
+    def given(self, vbucket: int) -> tuple[int, ...] | None:
+        """The uuids of ``vbucket`` this name may resume with: None when it was never
+        given a failover log of it (not judged), else those it was given and those any
+        other name was (see ``others``)."""
+        own = self.uuids.get(vbucket)
+        if own is None:
+            return None
+        return own + self.others.get(vbucket, ())
 
     def history(self, key: StreamKey) -> StreamHistory:
         history = self.streams.get(key)
@@ -449,7 +470,7 @@ class ConnectionChecker:
             ("rollback.ignored", rollback_taken(msg, history)),
             ("stream_end.reopened", reopen_allowed(msg, history)),
             ("resume.range", resume_within_snapshot(msg)),
-            ("resume.uuid", resume_uuid_given(msg, parent.uuids.get(msg.vbucket))),
+            ("resume.uuid", resume_uuid_given(msg, parent.given(msg.vbucket))),
             ("resume.above_sent", resume_not_above_sent(msg, history)),
             ("resume.snapshot", resume_snapshot_sent(msg, history)),
             ("resume.complete", resume_complete_snapshot(msg, history)),
@@ -537,11 +558,11 @@ class ConnectionChecker:
             entries = decode_failover_log(value)
         except Exception:  # a malformed log gives nothing
             return
-        uuids = self.parent.uuids
-        known = uuids.get(vbucket, ())
-        new = tuple(uuid for uuid, _ in entries if uuid not in known)
-        if new:
-            uuids[vbucket] = known + new
+        for uuids in (self.parent.uuids, self.parent.others):
+            known = uuids.get(vbucket, ())
+            new = tuple(uuid for uuid, _ in entries if uuid not in known)
+            if new:
+                uuids[vbucket] = known + new
 
     def _control_answered(
         self, msg: DcpControl, frame: Frame, status: Status | int, now: float
@@ -624,12 +645,16 @@ class CheckerRegistry:
         self.limits = limits or CheckerLimits()
         #: name -> checker, least recently used first
         self.checkers: dict[str, ProtocolChecker] = {}
+        #: vbucket -> the uuids of every failover log a name was given (``others``)
+        self.given: dict[int, tuple[int, ...]] = {}
 
     def checker(self, name: str) -> ProtocolChecker:
         """The checker of ``name`` (made on first use, with the current limits)."""
         checker = self.checkers.pop(name, None)
         if checker is None:
-            checker = ProtocolChecker(name, limits=self.limits, num_vbuckets=self.num_vbuckets)
+            checker = ProtocolChecker(
+                name, limits=self.limits, num_vbuckets=self.num_vbuckets, others=self.given
+            )
             checker.on_idle = self._idle
             self._make_room(1)
         self.checkers[name] = checker

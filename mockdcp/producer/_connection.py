@@ -163,6 +163,8 @@ class Connection:
         self.opened_at = now
         #: the protocol checker watching this connection, from DCP_OPEN on
         self.checker: ConnectionChecker | None = None
+        #: an OBSERVE_SEQNO was answered (``SeqnoObserved`` reported once)
+        self.observing = False
         self.replies = Replies(self, output_limit)
         self.scheduler = StreamScheduler(self.streams, self.flow, lambda: node.holds, self.event)
         self._reader = FrameReader()

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.producer import _lookups as lookups
+from mockdcp.producer import _lookups as lookups, events as ev
 from mockdcp.protocol import (
     GetAllVbSeqnos,
     GetCollectionId,
     GetCollectionsManifest,
     GetScopeId,
     ObserveSeqno,
+    ObserveSeqnoResult,
+    Status,
 )
 
 if TYPE_CHECKING:
@@ -32,8 +34,12 @@ def on_observe_seqno(conn: Connection, frame: Frame, msg: ObserveSeqno, now: flo
     reply = lookups.observe_seqno(conn.node.view, msg)
     if reply is None:
         conn.replies.not_my_vbucket(frame)
-    else:
-        conn.replies.reply(frame, reply)
+        return
+    if reply.status == Status.SUCCESS and not conn.observing:
+        conn.observing = True
+        persisted = ObserveSeqnoResult.decode(reply.value).persisted_seqno
+        conn.emit(ev.SeqnoObserved, vbucket=msg.vbucket, persisted_seqno=persisted)
+    conn.replies.reply(frame, reply)
 
 
 def on_manifest(conn: Connection, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:

@@ -164,6 +164,17 @@ class ConfigPushed(ProducerEvent):
 
 
 @attrs.frozen(kw_only=True)
+class SeqnoObserved(ProducerEvent):
+    """The connection's first OBSERVE_SEQNO was answered (the later ones are not
+    reported): its consumer mitigates rollbacks, delivering a write only once told it is
+    persisted (java-dcp-client ``PersistencePollingHandler``, go-dcp's rollback
+    mitigation)."""
+
+    vbucket: int
+    persisted_seqno: int
+
+
+@attrs.frozen(kw_only=True)
 class ConnectionClosed(ProducerEvent):
     """The connection ended; ``reason`` says why (peer closed, idle, a step, ...)."""
 
@@ -187,6 +198,7 @@ _KINDS: dict[type, str] = {
     NoopSent: "noop_sent",
     NoopAnswered: "noop_answered",
     ConfigPushed: "config_pushed",
+    SeqnoObserved: "seqno_observed",
     ConnectionClosed: "connection_closed",
 }
 

@@ -160,6 +160,11 @@ class Route(enum.StrEnum):
     #: point (kv_engine ``docs/dcp/documentation/rollback.md``: a consumer that holds a
     #: whole snapshot may resume with either range)
     COMPLETE_SNAPSHOT = "the complete snapshot at its end"
+    #: a resume below the expected point by a consumer that mitigates rollbacks (it asks
+    #: OBSERVE_SEQNO and delivers a write only once told it is persisted: java-dcp-client
+    #: ``PersistencePollingHandler``, whose ``StreamEventBuffer`` drops what it held back
+    #: when the stream ends): it resumes from what it delivered, and is sent the rest again
+    HELD_BACK = "held back unpersisted writes"
 
 
 @attrs.frozen
@@ -181,8 +186,10 @@ class ExpectationCheck:
     passes when the consumer takes the ROLLBACK, or when, after the branch, it asks
     again from at or below the branch point without needing one (``route`` says
     which); a ``resume`` with a snapshot range also passes with the other range that
-    names the same complete snapshot. Whether the consumer ended up holding writes the
-    branch lost is its final state's question (``mockdcp check`` verifies that).
+    names the same complete snapshot, and from below the expected point when the
+    consumer mitigates rollbacks (it had not delivered what it was sent). Whether the
+    consumer ended up holding writes the branch lost, or all the writes, is its final
+    state's question (``mockdcp check`` verifies that).
     """
 
     spec: st.Expect
@@ -202,6 +209,11 @@ class ExpectationCheck:
     _requests: list[ev.StreamRequested] = attrs.field(factory=list)
     #: the highest seqno of the rollback's vbucket written before the branch
     _sent_before: int = 0
+    #: OBSERVE_SEQNO was answered (``SeqnoObserved``): the consumer mitigates rollbacks
+    _observing: bool = False
+    #: ``resume``: an accepted request from below the expected point, which passes once
+    #: the consumer shows it mitigates rollbacks (it may poll only after requesting)
+    _below: ev.StreamRequested | None = None
 
     @property
     def name(self) -> str:
@@ -252,7 +264,11 @@ class ExpectationCheck:
             if isinstance(event, ev.ProtocolViolation):
                 self._violation = event
             return
-        if isinstance(event, ev.StreamRequested):
+        if isinstance(event, ev.SeqnoObserved):
+            self._observing = True
+            if self._below is not None:
+                self._pass_held_back(self._below)
+        elif isinstance(event, ev.StreamRequested):
             self._requests.append(event)
             if s.rollback is not None:
                 self._on_rollback_request(event)
@@ -389,6 +405,32 @@ class ExpectationCheck:
             )
         else:
             self.detail = "requested with " + ", ".join(wrong)
+            if self._below_point(event):
+                self._below = event
+                if self._observing:
+                    self._pass_held_back(event)
+
+    def _below_point(self, event: ev.StreamRequested) -> bool:
+        """A request from below the expected point, within the snapshot it names
+        (whether the consumer could hold that snapshot is the protocol checker's
+        question): right for a consumer that mitigates rollbacks."""
+        r = self.spec.resume
+        assert r is not None
+        return (
+            event.start_seqno < r.seqno
+            and event.snap_start_seqno <= event.start_seqno <= event.snap_end_seqno
+            and (r.uuid is None or event.vbucket_uuid in (r.uuid, 0))
+        )
+
+    def _pass_held_back(self, event: ev.StreamRequested) -> None:
+        r = self.spec.resume
+        assert r is not None
+        snapshot = f"snapshot {event.snap_start_seqno}-{event.snap_end_seqno}"
+        self._pass(
+            Route.HELD_BACK,
+            f"requested from {event.start_seqno} with the {snapshot}, below {r.seqno}: "
+            "it polls OBSERVE_SEQNO and delivers only persisted writes",
+        )
 
     def _same_complete_snapshot(self, event: ev.StreamRequested) -> bool:
         """The request names the complete snapshot ending at ``seqno`` as the expectation

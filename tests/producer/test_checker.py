@@ -233,6 +233,24 @@ def test_a_uuid_from_get_failover_log_counts_as_given() -> None:
     assert r.found == []
 
 
+def test_a_uuid_given_under_the_last_connection_name_counts_as_given_under_a_new_one() -> None:
+    """java-dcp-client names each connection with its channel id: after a flush it asks
+    the new connection's failover log, then resumes from 0 with the uuid it kept."""
+    r = streamed(Recording())
+    r.close(1.0)
+    r.connect(2.0, name="consumer/2")
+    opaque = r.opaque()
+    r.client(DcpGetFailoverLog(opaque=opaque, vbucket=0), 2.0)
+    log = encode_failover_log([(0x77, 0)])
+    r.server(Response(opcode=Opcode.DCP_GET_FAILOVER_LOG, status=0, opaque=opaque, value=log))
+    r.stream(0, 0, uuid=UUID, log=[(0x77, 0)], now=2.1)
+    assert r.found == []
+    r.stream(1, 0, uuid=0x1234, log=[(0x77, 0)], now=2.2)
+    assert r.rules() == []  # nothing given for vbucket 1 under this name: not judged
+    r.stream(0, 0, uuid=0x1234, log=[(0x77, 0)], now=2.3)
+    assert [v.message for v in r.found] == ["vbucket uuid 0x1234 was never given for vbucket 0"]
+
+
 def test_a_start_above_what_was_sent_is_reported() -> None:
     tested("resume.above_sent")
     r = streamed(Recording())

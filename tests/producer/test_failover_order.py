@@ -104,3 +104,16 @@ def test_node_failover_with_disconnect_closes_every_connection() -> None:
     assert s.conn.closed
     s.send(ObserveSeqno(opaque=99, vbucket=0, vbucket_uuid=0).encode())
     assert not [m for m in s.read() if isinstance(m, Response)]  # nothing is answered
+
+
+def test_the_first_observe_seqno_of_a_connection_is_reported_once() -> None:
+    """A consumer that polls OBSERVE_SEQNO mitigates rollbacks: the scenario's resume
+    expectations read it from the event (the later polls are not reported)."""
+    from mockdcp.producer import events as ev
+
+    b = bucket()
+    s, uuid = streaming_session(b)
+    for opaque in (98, 99):
+        s.call(ObserveSeqno(opaque=opaque, vbucket=0, vbucket_uuid=uuid))
+    observed = [e for e in s.node.events if isinstance(e, ev.SeqnoObserved)]
+    assert [(e.vbucket, e.persisted_seqno, e.kind) for e in observed] == [(0, 5, "seqno_observed")]

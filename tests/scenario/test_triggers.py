@@ -138,6 +138,46 @@ def test_a_resume_at_another_seqno_is_no_complete_snapshot_of_it() -> None:
     assert not check.passed
 
 
+def observed(time: float = 1.0) -> ev.SeqnoObserved:
+    return ev.SeqnoObserved(time=time, conn_id=1, vbucket=0, persisted_seqno=0)
+
+
+@pytest.mark.parametrize("observe_first", [True, False])
+def test_a_consumer_polling_observe_seqno_may_resume_below_the_point_it_was_sent(
+    observe_first: bool,
+) -> None:
+    """java-dcp-client's rollback mitigation delivers only persisted writes and drops what
+    it held back when the stream ends: it resumes from what it delivered (it may poll
+    OBSERVE_SEQNO only after its first request on a new connection)."""
+    resume = ResumeExpectation(vbucket=1, seqno=10, snap_start=10, snap_end=10)
+    check = ExpectationCheck(Expect(resume=resume), began=0)
+    if observe_first:
+        check.observe(observed())
+    check.observe(request(1, 4, snap_start_seqno=1, snap_end_seqno=10))
+    if not observe_first:
+        assert not check.passed
+        check.observe(observed(2.0))
+    assert check.passed
+    assert check.route is Route.HELD_BACK
+    assert check.detail.startswith("held back unpersisted writes: requested from 4")
+
+
+def test_a_resume_below_the_point_without_observe_seqno_fails() -> None:
+    resume = ResumeExpectation(vbucket=1, seqno=10, snap_start=10, snap_end=10)
+    check = ExpectationCheck(Expect(resume=resume), began=0)
+    check.observe(request(1, 0))
+    assert not check.passed
+    assert check.failure().startswith("requested with start seqno 0 (expected 10)")
+
+
+def test_observe_seqno_does_not_excuse_a_resume_outside_its_snapshot() -> None:
+    resume = ResumeExpectation(vbucket=1, seqno=10)
+    check = ExpectationCheck(Expect(resume=resume), began=0)
+    check.observe(observed())
+    check.observe(request(1, 4, snap_start_seqno=5, snap_end_seqno=10))
+    assert not check.passed
+
+
 def written(vb: int, seqno: int, time: float) -> ev.SeqnoWritten:
     return ev.SeqnoWritten(time=time, conn_id=1, vbucket=vb, seqno=seqno)
 

@@ -99,6 +99,12 @@ func main() {
 		c.streams = []*stream{{st: st}}
 		c.bySID[0] = c.streams[0]
 	}
+	if opts.NoopInterval != "" {
+		harness.Logf(prog, "note: MOCKDCP_NOOP_INTERVAL=%s not applied: gocbcore sets set_noop_interval 180 (memdbootstrap_dcp_client.go ExecEnableDcpNoop)", opts.NoopInterval)
+	}
+	if opts.Output != "" {
+		go c.streams[0].st.KeepDocuments(opts.Output, c.stopCh)
+	}
 	stop := harness.StopChannel(opts.NoStdin)
 	go func() {
 		why := <-stop
@@ -130,7 +136,13 @@ func (c *consumer) shutdown(code int) {
 	shutdownOnce.Do(func() {
 		c.stopping.Store(true)
 		close(c.stopCh)
-		// with several streams the state file is the first one's (events carry "sid")
+		// with several streams the output and state file are the first one's
+		if c.opts.Output != "" {
+			if err := c.streams[0].st.WriteDocuments(c.opts.Output); err != nil {
+				harness.Logf(prog, "write --output: %v", err)
+				code = 1
+			}
+		}
 		if err := c.streams[0].st.Save(c.opts.State); err != nil {
 			harness.Logf(prog, "write state: %v", err)
 			code = 1
@@ -676,7 +688,8 @@ func (c *consumer) Mutation(m gocbcore.DcpMutation) {
 	kv = append(kv, harness.Value(m.Value)...)
 	kv = append(kv, "flags", m.Flags, "expiry", m.Expiry, "datatype", m.Datatype)
 	c.emit(s.sid, "mutation", kv...)
-	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Value: string(m.Value)})
+	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Value: string(m.Value),
+		Rev: m.RevNo, Cas: m.Cas})
 	s.advance(m.VbID, m.SeqNo)
 }
 
@@ -693,7 +706,8 @@ func (c *consumer) Deletion(m gocbcore.DcpDeletion) {
 	kv = append(kv, harness.Value(m.Value)...)
 	kv = append(kv, "flags", 0, "expiry", 0, "datatype", m.Datatype, "delete_time", m.DeleteTime)
 	c.emit(s.sid, "deletion", kv...)
-	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true})
+	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true,
+		Rev: m.RevNo, Cas: m.Cas})
 	s.advance(m.VbID, m.SeqNo)
 }
 
@@ -707,7 +721,8 @@ func (c *consumer) Expiration(m gocbcore.DcpExpiration) {
 	}
 	c.emit(s.sid, "expiration", "vb", m.VbID, "seqno", m.SeqNo, "rev", m.RevNo, "cas", m.Cas, "key", string(m.Key),
 		"collection", m.CollectionID, "value", "", "flags", 0, "expiry", 0, "delete_time", m.DeleteTime)
-	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true})
+	s.st.AddVersion(m.CollectionID, string(m.Key), harness.Version{Seqno: m.SeqNo, VB: m.VbID, Deleted: true,
+		Rev: m.RevNo, Cas: m.Cas})
 	s.advance(m.VbID, m.SeqNo)
 }
 
@@ -754,22 +769,34 @@ func (c *consumer) system(sid, vb uint16, seqno uint64, kv ...any) {
 }
 
 func (c *consumer) CreateCollection(e gocbcore.DcpCollectionCreation) {
+	if s := c.bySID[e.StreamID]; s != nil {
+		s.st.NameCollection(e.CollectionID, e.ScopeID, string(e.Key))
+	}
 	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "create_collection",
 		"manifest_uid", e.ManifestUID, "scope", e.ScopeID, "collection", e.CollectionID,
 		"name", string(e.Key), "ttl", e.Ttl, "version", e.Version)
 }
 
 func (c *consumer) DeleteCollection(e gocbcore.DcpCollectionDeletion) {
+	if s := c.bySID[e.StreamID]; s != nil {
+		s.st.ForgetCollection(e.VbID, e.CollectionID, e.SeqNo)
+	}
 	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "delete_collection",
 		"manifest_uid", e.ManifestUID, "scope", e.ScopeID, "collection", e.CollectionID, "version", e.Version)
 }
 
 func (c *consumer) FlushCollection(e gocbcore.DcpCollectionFlush) {
+	if s := c.bySID[e.StreamID]; s != nil {
+		s.st.ForgetCollection(e.VbID, e.CollectionID, e.SeqNo)
+	}
 	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "flush_collection",
 		"manifest_uid", e.ManifestUID, "collection", e.CollectionID, "version", e.Version)
 }
 
 func (c *consumer) CreateScope(e gocbcore.DcpScopeCreation) {
+	if s := c.bySID[e.StreamID]; s != nil {
+		s.st.NameScope(e.ScopeID, string(e.Key))
+	}
 	c.system(e.StreamID, e.VbID, e.SeqNo, "type", "create_scope",
 		"manifest_uid", e.ManifestUID, "scope", e.ScopeID, "name", string(e.Key), "version", e.Version)
 }

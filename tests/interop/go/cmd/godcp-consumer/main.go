@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -30,6 +31,10 @@ type consumer struct {
 	st       *harness.State
 	vbFilter map[uint16]bool // nil = all
 	stopping atomic.Bool
+	// closed on stop: the --output writer ends (finish writes it last)
+	outputDone chan struct{}
+	// files removed on exit
+	cleanup []string
 }
 
 func main() {
@@ -39,6 +44,10 @@ func main() {
 	}
 	if opts.ResumeFrom != "" {
 		harness.Usage(prog, "--resume-from is not supported by godcp-consumer")
+	}
+	if opts.ReadmeConfig && opts.APIPort == 0 && opts.Env {
+		// go-dcp's API listens on 8080 by default: mockdcp check runs scenarios at once
+		opts.APIPort = freePort()
 	}
 	harness.SetGocbcoreLogger(prog, opts.Verbose)
 	if opts.ChangeStreams {
@@ -56,7 +65,7 @@ func main() {
 		harness.Logf(prog, "fatal: open --out: %v", err)
 		os.Exit(1)
 	}
-	c := &consumer{opts: opts, ev: ev, st: harness.NewState()}
+	c := &consumer{opts: opts, ev: ev, st: harness.NewState(), outputDone: make(chan struct{})}
 	if opts.VBuckets != "" && opts.VBuckets != "all" {
 		vbs, err := opts.VBucketList(0)
 		if err != nil {
@@ -75,6 +84,12 @@ func main() {
 	}
 	logger.Log = &logger.Loggers{Logrus: c.logrus()}
 
+	if opts.NoopInterval != "" {
+		harness.Logf(prog, "note: MOCKDCP_NOOP_INTERVAL=%s not applied: go-dcp has no noop setting (gocbcore sends set_noop_interval 180)", opts.NoopInterval)
+	}
+	if opts.Output != "" {
+		go c.st.KeepDocuments(opts.Output, c.outputDone)
+	}
 	stop := harness.StopChannel(opts.NoStdin)
 
 	// NewDcp bootstraps synchronously (HTTP config, KV agent, ping, GET
@@ -168,6 +183,16 @@ func (c *consumer) readmeConfig() *config.Dcp {
 	if o.APIPort > 0 {
 		cfg.API.Port = o.APIPort
 	}
+	if o.FlowControl > 0 { // a scenario's buffer size (MOCKDCP_BUFFER_SIZE)
+		cfg.Dcp.BufferSize = o.FlowControl
+	}
+	if o.OutsideBucket {
+		// the README's static-membership example, and checkpoints in a file: go-dcp
+		// writes nothing into the bucket it streams (a scenario's seqnos stay its own)
+		cfg.Dcp.Group.Membership = config.DCPGroupMembership{Type: "static", MemberNumber: 1, TotalMembers: 1}
+		cfg.Metadata = config.Metadata{Type: config.MetadataTypeFile,
+			Config: map[string]string{config.FileMetadataFileNameConfig: c.metadataFile()}}
+	}
 	return cfg
 }
 
@@ -246,6 +271,13 @@ var finishOnce sync.Once
 func (c *consumer) finish(connector dcp.Dcp, startDone chan struct{}, code int) {
 	finishOnce.Do(func() {
 		c.stopping.Store(true)
+		close(c.outputDone)
+		if c.opts.Output != "" { // first: mockdcp check kills a consumer 5 s after SIGTERM
+			if err := c.st.WriteDocuments(c.opts.Output); err != nil {
+				harness.Logf(prog, "write --output: %v", err)
+				code = 1
+			}
+		}
 		if connector != nil {
 			go connector.Close()
 			select {
@@ -259,6 +291,9 @@ func (c *consumer) finish(connector dcp.Dcp, startDone chan struct{}, code int) 
 			code = 1
 		}
 		c.ev.Close()
+		for _, f := range c.cleanup {
+			_ = os.Remove(f)
+		}
 		os.Exit(code)
 	})
 	select {}
@@ -293,7 +328,9 @@ func (c *consumer) ConsumeEvent(ctx *models.ListenerContext) {
 		kv = append(kv, "flags", e.Flags, "expiry", e.Expiry, "datatype", e.Datatype, "collection_name", e.CollectionName)
 		kv = append(kv, snapFields(e.Offset)...)
 		c.ev.Emit("mutation", kv...)
-		c.st.AddVersion(e.CollectionID, string(e.Key), harness.Version{Seqno: e.SeqNo, VB: e.VbID, Value: string(e.Value)})
+		c.name(e.CollectionID, e.CollectionName)
+		c.st.AddVersion(e.CollectionID, string(e.Key), harness.Version{Seqno: e.SeqNo, VB: e.VbID, Value: string(e.Value),
+			Rev: e.RevNo, Cas: e.Cas})
 	case models.DcpDeletion:
 		if !c.wanted(e.VbID) {
 			return
@@ -304,7 +341,9 @@ func (c *consumer) ConsumeEvent(ctx *models.ListenerContext) {
 		kv = append(kv, "flags", 0, "expiry", 0, "datatype", e.Datatype, "collection_name", e.CollectionName)
 		kv = append(kv, snapFields(e.Offset)...)
 		c.ev.Emit("deletion", kv...)
-		c.st.AddVersion(e.CollectionID, string(e.Key), harness.Version{Seqno: e.SeqNo, VB: e.VbID, Deleted: true})
+		c.name(e.CollectionID, e.CollectionName)
+		c.st.AddVersion(e.CollectionID, string(e.Key), harness.Version{Seqno: e.SeqNo, VB: e.VbID, Deleted: true,
+			Rev: e.RevNo, Cas: e.Cas})
 	case models.DcpExpiration:
 		if !c.wanted(e.VbID) {
 			return
@@ -313,10 +352,25 @@ func (c *consumer) ConsumeEvent(ctx *models.ListenerContext) {
 			"collection", e.CollectionID, "value", "", "flags", 0, "expiry", 0, "collection_name", e.CollectionName}
 		kv = append(kv, snapFields(e.Offset)...)
 		c.ev.Emit("expiration", kv...)
-		c.st.AddVersion(e.CollectionID, string(e.Key), harness.Version{Seqno: e.SeqNo, VB: e.VbID, Deleted: true})
+		c.name(e.CollectionID, e.CollectionName)
+		c.st.AddVersion(e.CollectionID, string(e.Key), harness.Version{Seqno: e.SeqNo, VB: e.VbID, Deleted: true,
+			Rev: e.RevNo, Cas: e.Cas})
 	default:
 		harness.Logf(prog, "listener: unexpected event %T", e)
 	}
+}
+
+// name records the collection of an event by its name (go-dcp streams one
+// scope: its scopeName, _default unless configured).
+func (c *consumer) name(id uint32, collection string) {
+	if id == 0 || collection == "" {
+		return
+	}
+	scope := c.opts.Scope
+	if scope == "" {
+		scope = "_default"
+	}
+	c.st.NameCollectionIn(id, scope, collection)
 }
 
 // TrackOffset is called by go-dcp whenever it moves a vbucket's checkpoint
@@ -396,6 +450,29 @@ func (c *consumer) logrus() *logrus.Logger {
 	}
 	l.AddHook(&logHook{c: c, printAt: printAt})
 	return l
+}
+
+// metadataFile is a new file for go-dcp's checkpoints (--outside-bucket),
+// removed when the program stops.
+func (c *consumer) metadataFile() string {
+	f, err := os.CreateTemp("", "godcp-metadata-*.json")
+	if err != nil {
+		harness.Usage(prog, "--outside-bucket: %v", err)
+	}
+	_ = f.Close()
+	_ = os.Remove(f.Name()) // go-dcp starts from "earliest" without one
+	c.cleanup = append(c.cleanup, f.Name())
+	return f.Name()
+}
+
+// freePort is a TCP port nothing listens on now (the kernel's pick).
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		harness.Usage(prog, "no free port for go-dcp's API: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func atou16(s string) uint16 { n, _ := strconv.ParseUint(s, 10, 16); return uint16(n) }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +72,19 @@ type Options struct {
 	// instead of the password (no SASL).
 	ClientCert string
 	ClientKey  string
+	// Output: the live documents as JSON lines in the columns mockdcp's pipeline
+	// verify reads (mockdcp check's MOCKDCP_OUTPUT), rewritten as they change.
+	Output string
+	// Env: what the command line does not give comes from the MOCKDCP_*
+	// variables mockdcp check and mockdcp run set (stdin is then ignored).
+	Env bool
+	// NoopInterval (seconds) from MOCKDCP_NOOP_INTERVAL: neither gocbcore nor
+	// go-dcp can set it (gocbcore sends set_noop_interval 180), so it is only
+	// reported.
+	NoopInterval string
+	// go-dcp only, with ReadmeConfig: static membership (1 of 1) and the
+	// checkpoints in a file of its own, so go-dcp writes nothing into the bucket.
+	OutsideBucket bool
 }
 
 // ParseFlags parses os.Args. Usage errors exit with status 2.
@@ -106,14 +120,22 @@ func ParseFlags(prog, defaultName string) *Options {
 	fs.StringVar(&o.TLSCA, "tls-ca", "", "TLS: trust this CA (PEM); the ports are the TLS ports")
 	fs.StringVar(&o.ClientCert, "client-cert", "", "gocbcore: client certificate (PEM; needs --tls-ca and --client-key)")
 	fs.StringVar(&o.ClientKey, "client-key", "", "gocbcore: the client certificate's key (PEM)")
+	fs.StringVar(&o.Output, "output", "", "keep the live documents in FILE as JSON lines (mockdcp check's MOCKDCP_OUTPUT)")
+	fs.BoolVar(&o.Env, "env", false, "take what is not given from MOCKDCP_* (mockdcp check/run); implies --no-stdin")
+	fs.BoolVar(&o.OutsideBucket, "outside-bucket", false, "go-dcp with --readme-config: static membership and file metadata (nothing written into the bucket)")
 	_ = fs.Parse(os.Args[1:])
+	if o.Env {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		fromEnvironment(prog, o, set)
+	}
 	o.CollectionFilter = colls
 	o.Streams = streams
 	if fs.NArg() > 0 {
 		Usage(prog, "unexpected arguments: %v", fs.Args())
 	}
-	if o.Out == "" {
-		Usage(prog, "--out is required")
+	if o.Out == "" && o.Output == "" {
+		Usage(prog, "--out or --output is required")
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 20 * time.Second
@@ -122,6 +144,37 @@ func ParseFlags(prog, defaultName string) *Options {
 		Usage(prog, "--client-cert and --client-key go together, with --tls-ca")
 	}
 	return o
+}
+
+// fromEnvironment fills what the command line did not set from the variables
+// mockdcp check and mockdcp run give a consumer command
+// (mockdcp/cli/_scenario_commands.py consumer_env, and the scenario's
+// consumer settings MOCKDCP_BUFFER_SIZE and MOCKDCP_NOOP_INTERVAL).
+func fromEnvironment(prog string, o *Options, set map[string]bool) {
+	str := func(flagName, env string, dst *string) {
+		if v, ok := os.LookupEnv(env); ok && !set[flagName] {
+			*dst = v
+		}
+	}
+	num := func(flagName, env string, dst *int) {
+		if v, ok := os.LookupEnv(env); ok && !set[flagName] {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				Usage(prog, "%s=%q: not a number", env, v)
+			}
+			*dst = n
+		}
+	}
+	str("host", "MOCKDCP_HOST", &o.Host)
+	num("kv-port", "MOCKDCP_KV_PORT", &o.KVPort)
+	num("http-port", "MOCKDCP_HTTP_PORT", &o.HTTPPort)
+	str("user", "MOCKDCP_USER", &o.User)
+	str("password", "MOCKDCP_PASSWORD", &o.Password)
+	str("bucket", "MOCKDCP_BUCKET", &o.Bucket)
+	str("output", "MOCKDCP_OUTPUT", &o.Output)
+	num("flow-control", "MOCKDCP_BUFFER_SIZE", &o.FlowControl)
+	o.NoopInterval = os.Getenv("MOCKDCP_NOOP_INTERVAL")
+	o.NoStdin = true // mockdcp check and run stop their consumer with SIGTERM
 }
 
 // Usage reports a command-line error and exits 2.
@@ -170,7 +223,11 @@ type Events struct {
 	f  *os.File
 }
 
+// OpenEvents opens the events file; "" keeps no events.
 func OpenEvents(path string) (*Events, error) {
+	if path == "" {
+		return &Events{}, nil
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
@@ -236,6 +293,15 @@ type Version struct {
 	VB      uint16
 	Value   string
 	Deleted bool
+	Rev     uint64
+	Cas     uint64
+}
+
+type collectionName struct {
+	scope uint32
+	// scopeName: the scope by name, when the events give no scope id (go-dcp)
+	scopeName string
+	name      string
 }
 
 type VBState struct {
@@ -250,10 +316,63 @@ type State struct {
 	mu   sync.Mutex
 	docs map[string][]Version
 	vbs  map[uint16]*VBState
+	// names from the system events (or the events' collection names)
+	collections map[uint32]collectionName
+	scopes      map[uint32]string
+	// changes counts what moved the documents (--output rewrites when it did)
+	changes uint64
 }
 
 func NewState() *State {
-	return &State{docs: map[string][]Version{}, vbs: map[uint16]*VBState{}}
+	return &State{docs: map[string][]Version{}, vbs: map[uint16]*VBState{},
+		collections: map[uint32]collectionName{}, scopes: map[uint32]string{0: "_default"}}
+}
+
+// NameCollection records a collection's scope and name (a creation event).
+func (s *State) NameCollection(id, scope uint32, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.collections[id] = collectionName{scope: scope, name: name}
+}
+
+// NameCollectionIn records a collection's name and its scope's, as go-dcp's
+// events give them (no system events reach its listener).
+func (s *State) NameCollectionIn(id uint32, scope, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.collections[id] = collectionName{scopeName: scope, name: name}
+}
+
+// NameScope records a scope's name (a creation event).
+func (s *State) NameScope(id uint32, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scopes[id] = name
+}
+
+// ForgetCollection: collection cid was dropped or flushed at seqno in vbucket
+// vb; its versions below are gone.
+func (s *State) ForgetCollection(vb uint16, cid uint32, seqno uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prefix := strconv.FormatUint(uint64(cid), 10) + ":"
+	for k, vs := range s.docs {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		kept := vs[:0]
+		for _, v := range vs {
+			if v.VB != vb || v.Seqno >= seqno {
+				kept = append(kept, v)
+			}
+		}
+		if len(kept) == 0 {
+			delete(s.docs, k)
+		} else {
+			s.docs[k] = kept
+		}
+	}
+	s.changes++
 }
 
 func DocKey(collection uint32, key string) string {
@@ -266,6 +385,7 @@ func (s *State) AddVersion(collection uint32, key string, v Version) {
 	defer s.mu.Unlock()
 	k := DocKey(collection, key)
 	s.docs[k] = append(s.docs[k], v)
+	s.changes++
 }
 
 // Rollback drops every version of vbucket vb with seqno > to and moves the
@@ -292,6 +412,7 @@ func (s *State) Rollback(vb uint16, to uint64) {
 		st.Seqno = to
 	}
 	st.SnapStart, st.SnapEnd = to, to
+	s.changes++
 }
 
 func (s *State) vbLocked(vb uint16) *VBState {
@@ -368,6 +489,102 @@ func (s *State) Save(path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// documentRow is one live document as mockdcp's pipeline verify reads it
+// (mockdcp/client/_output.py: scope, collection, key, value, seqno, rev, cas,
+// vbucket).
+type documentRow struct {
+	Scope      string `json:"scope"`
+	Collection string `json:"collection"`
+	Key        string `json:"key"`
+	Value      string `json:"value"`
+	Seqno      uint64 `json:"seqno"`
+	Rev        uint64 `json:"rev"`
+	Cas        uint64 `json:"cas"`
+	VBucket    uint16 `json:"vbucket"`
+}
+
+// documentRows: the live documents, sorted by key; a collection no event
+// named is given in hex under the scope "_unknown", as the reference
+// consumer does.
+func (s *State) documentRows() ([]documentRow, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.docs))
+	for k := range s.docs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	rows := make([]documentRow, 0, len(keys))
+	for _, k := range keys {
+		vs := s.docs[k]
+		if len(vs) == 0 || vs[len(vs)-1].Deleted {
+			continue
+		}
+		last := vs[len(vs)-1]
+		cidText, key, _ := strings.Cut(k, ":")
+		cid, _ := strconv.ParseUint(cidText, 10, 32)
+		row := documentRow{Key: key, Value: last.Value, Seqno: last.Seqno, Rev: last.Rev, Cas: last.Cas, VBucket: last.VB}
+		if named, ok := s.collections[uint32(cid)]; ok {
+			row.Scope, row.Collection = s.scopes[named.scope], named.name
+			if named.scopeName != "" {
+				row.Scope = named.scopeName
+			} else if row.Scope == "" {
+				row.Scope = fmt.Sprintf("0x%x", named.scope)
+			}
+		} else if cid == 0 {
+			row.Scope, row.Collection = "_default", "_default"
+		} else {
+			row.Scope, row.Collection = "_unknown", fmt.Sprintf("0x%x", cid)
+		}
+		rows = append(rows, row)
+	}
+	return rows, s.changes
+}
+
+// WriteDocuments replaces path with the live documents as JSON lines
+// (written beside it, then renamed: a reader never sees half of it).
+func (s *State) WriteDocuments(path string) error {
+	rows, _ := s.documentRows()
+	var b bytes.Buffer
+	for _, row := range rows {
+		data, err := json.Marshal(row)
+		if err != nil {
+			return err
+		}
+		b.Write(data)
+		b.WriteByte('\n')
+	}
+	dir, name := filepath.Split(path)
+	tmp := filepath.Join(dir, "."+name+".writing")
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// KeepDocuments rewrites path every 100 ms while the documents change, until
+// stop is closed (the final write is the caller's, when it stops).
+func (s *State) KeepDocuments(path string, stop <-chan struct{}) {
+	var written uint64
+	first := true
+	for {
+		s.mu.Lock()
+		changes := s.changes
+		s.mu.Unlock()
+		if first || changes != written {
+			if err := s.WriteDocuments(path); err != nil {
+				fmt.Fprintf(os.Stderr, "write --output: %v\n", err)
+			}
+			written, first = changes, false
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // LoadState reads a state file written by Save: its documents become one

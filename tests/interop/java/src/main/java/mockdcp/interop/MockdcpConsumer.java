@@ -103,6 +103,14 @@ public final class MockdcpConsumer {
       "  --client-keystore FILE        authenticate with the client certificate in this PKCS#12",
       "                                key store (CertificateAuthenticator; needs --tls-ca; no SASL)",
       "  --client-keystore-password P  its password",
+      "  --noop-interval SECONDS       DCP_CONTROL set_noop_interval (the library enables noops, 120 s)",
+      "  --output FILE                 keep the live documents in FILE as JSON lines (scope, collection,",
+      "                                key, value, seqno, rev, cas, vbucket: what `mockdcp check` verifies);",
+      "                                rewritten when they change and on stop; --out/--state then optional",
+      "  --env                         take what is not given from `mockdcp check`/`run`'s variables:",
+      "                                MOCKDCP_HOST, _KV_PORT, _USER, _PASSWORD, _BUCKET, _OUTPUT,",
+      "                                _BUFFER_SIZE (--flow-control), _NOOP_INTERVAL (--noop-interval);",
+      "                                stdin is then ignored (stop with SIGTERM, as check and run do)",
       "  --help                        this text",
       "",
       "--delete-times is not offered: dcp-client 0.56.0 has no builder option for",
@@ -136,6 +144,11 @@ public final class MockdcpConsumer {
     String logLevel = "info";
     /** null, or the connector whose java-dcp-client settings to use (kafka, elasticsearch). */
     String profile;
+    /** null, or where the live documents go as JSON lines (mockdcp check's MOCKDCP_OUTPUT). */
+    String output;
+    /** 0, or the noop interval to set (seconds). */
+    int noopInterval;
+    boolean env;
   }
 
   static final class UsageException extends Exception {
@@ -166,6 +179,9 @@ public final class MockdcpConsumer {
           continue;
         case "--expiry-opcode":
           o.expiryOpcode = true;
+          continue;
+        case "--env":
+          o.env = true;
           continue;
         default:
           break;
@@ -206,6 +222,8 @@ public final class MockdcpConsumer {
         case "--tls-ca": o.tlsCa = v; break;
         case "--client-keystore": o.clientKeystore = v; break;
         case "--client-keystore-password": o.clientKeystorePassword = v; break;
+        case "--output": o.output = v; break;
+        case "--noop-interval": o.noopInterval = parseInt(a, v, 1, 3600); break;
         case "--profile":
           if (!List.of("kafka", "elasticsearch").contains(v)) {
             throw new UsageException("--profile wants kafka or elasticsearch, got " + v);
@@ -217,8 +235,15 @@ public final class MockdcpConsumer {
           throw new UsageException("unknown option " + a);
       }
     }
-    for (String[] req : new String[][]{{"--host", o.host}, {"--user", o.user},
-        {"--password", o.password}, {"--bucket", o.bucket}, {"--out", o.out}, {"--state", o.state}}) {
+    if (o.env) {
+      fromEnvironment(o);
+    }
+    String[][] required = o.output != null
+        ? new String[][]{{"--host", o.host}, {"--user", o.user}, {"--password", o.password},
+            {"--bucket", o.bucket}}
+        : new String[][]{{"--host", o.host}, {"--user", o.user}, {"--password", o.password},
+            {"--bucket", o.bucket}, {"--out", o.out}, {"--state", o.state}};
+    for (String[] req : required) {
       if (req[1] == null) {
         throw new UsageException("missing required option " + req[0]);
       }
@@ -236,6 +261,31 @@ public final class MockdcpConsumer {
       throw new UsageException("bad --log-level " + o.logLevel);
     }
     return o;
+  }
+
+  /**
+   * --env: what the command line does not give, from the variables `mockdcp check` and
+   * `mockdcp run` set for a consumer command (mockdcp/cli/_scenario_commands.py consumer_env,
+   * and the scenario's consumer settings MOCKDCP_BUFFER_SIZE and MOCKDCP_NOOP_INTERVAL).
+   */
+  static void fromEnvironment(Options o) throws UsageException {
+    Map<String, String> env = System.getenv();
+    if (o.host == null) o.host = env.get("MOCKDCP_HOST");
+    if (o.kvPort < 0 && env.containsKey("MOCKDCP_KV_PORT")) {
+      o.kvPort = parseInt("MOCKDCP_KV_PORT", env.get("MOCKDCP_KV_PORT"), 1, 65535);
+    }
+    if (o.user == null) o.user = env.get("MOCKDCP_USER");
+    if (o.password == null) o.password = env.get("MOCKDCP_PASSWORD");
+    if (o.bucket == null) o.bucket = env.get("MOCKDCP_BUCKET");
+    if (o.output == null) o.output = env.get("MOCKDCP_OUTPUT");
+    if (o.flowControl == 0 && env.containsKey("MOCKDCP_BUFFER_SIZE")) {
+      o.flowControl = parseInt("MOCKDCP_BUFFER_SIZE", env.get("MOCKDCP_BUFFER_SIZE"), 0, Integer.MAX_VALUE);
+    }
+    if (o.noopInterval == 0 && env.containsKey("MOCKDCP_NOOP_INTERVAL")) {
+      // whole seconds: DCP_CONTROL set_noop_interval takes an integer
+      double seconds = Double.parseDouble(env.get("MOCKDCP_NOOP_INTERVAL"));
+      o.noopInterval = (int) Math.max(1, Math.round(seconds));
+    }
   }
 
   private static int parseInt(String opt, String v, int min, int max) throws UsageException {
@@ -296,15 +346,16 @@ public final class MockdcpConsumer {
   // -------------------------------------------------------------- event output
 
   static final class EventWriter implements AutoCloseable {
+    /** null: events are not kept (--output without --out). */
     private final BufferedWriter w;
     private boolean closed;
 
     EventWriter(Path path) throws IOException {
-      this.w = Files.newBufferedWriter(path, StandardCharsets.UTF_8);
+      this.w = path == null ? null : Files.newBufferedWriter(path, StandardCharsets.UTF_8);
     }
 
     synchronized void emit(ObjectNode event) {
-      if (closed) {
+      if (closed || w == null) {
         return;
       }
       try {
@@ -320,7 +371,9 @@ public final class MockdcpConsumer {
     public synchronized void close() throws IOException {
       if (!closed) {
         closed = true;
-        w.close();
+        if (w != null) {
+          w.close();
+        }
       }
     }
   }
@@ -338,12 +391,20 @@ public final class MockdcpConsumer {
     final int vb;
     final String value;
     final boolean deleted;
+    final long rev;
+    final long cas;
 
     Version(long seqno, int vb, String value, boolean deleted) {
+      this(seqno, vb, value, deleted, 0, 0);
+    }
+
+    Version(long seqno, int vb, String value, boolean deleted, long rev, long cas) {
       this.seqno = seqno;
       this.vb = vb;
       this.value = value;
       this.deleted = deleted;
+      this.rev = rev;
+      this.cas = cas;
     }
   }
 
@@ -364,6 +425,11 @@ public final class MockdcpConsumer {
   static final class ConsumerState {
     final Map<String, List<Version>> docs = new LinkedHashMap<>();
     final Map<Integer, VbState> vbs = new TreeMap<>();
+    /** Names from the system events: collection id to {scope id, name}, scope id to name. */
+    final Map<Long, Object[]> collections = new TreeMap<>();
+    final Map<Long, String> scopes = new TreeMap<>(Map.of(0L, "_default"));
+    /** Counts the changes to the documents (the --output writer rewrites when it moved). */
+    long changes;
 
     static String docKey(long collection, String key) {
       return Long.toUnsignedString(collection) + ":" + key;
@@ -375,6 +441,62 @@ public final class MockdcpConsumer {
 
     void addVersion(long collection, String key, Version v) {
       docs.computeIfAbsent(docKey(collection, key), k -> new ArrayList<>()).add(v);
+      changes++;
+    }
+
+    /** A collection dropped or flushed at seqno in vbucket vbid: its versions below are gone. */
+    void forgetCollection(int vbid, long collection, long seqno) {
+      String prefix = Long.toUnsignedString(collection) + ":";
+      Iterator<Map.Entry<String, List<Version>>> it = docs.entrySet().iterator();
+      while (it.hasNext()) {
+        Map.Entry<String, List<Version>> e = it.next();
+        if (e.getKey().startsWith(prefix)) {
+          e.getValue().removeIf(v -> v.vb == vbid && Long.compareUnsigned(v.seqno, seqno) < 0);
+          if (e.getValue().isEmpty()) {
+            it.remove();
+          }
+        }
+      }
+      changes++;
+    }
+
+    /**
+     * The live documents as the rows mockdcp's pipeline verify reads (mockdcp/client/_output.py:
+     * scope, collection, key, value, seqno, rev, cas, vbucket); an id no system event named is
+     * given in hex under the scope "_unknown", as the reference consumer does.
+     */
+    List<ObjectNode> documentRows() {
+      List<ObjectNode> rows = new ArrayList<>();
+      for (Map.Entry<String, List<Version>> e : new TreeMap<>(docs).entrySet()) {
+        List<Version> versions = e.getValue();
+        if (versions.isEmpty() || versions.get(versions.size() - 1).deleted) {
+          continue;
+        }
+        Version last = versions.get(versions.size() - 1);
+        int colon = e.getKey().indexOf(':');
+        long cid = Long.parseUnsignedLong(e.getKey().substring(0, colon));
+        ObjectNode row = JSON.createObjectNode();
+        if (cid == 0) {
+          row.put("scope", "_default");
+          row.put("collection", "_default");
+        } else if (collections.containsKey(cid)) {
+          Object[] c = collections.get(cid);
+          long sid = (Long) c[0];
+          row.put("scope", scopes.getOrDefault(sid, "0x" + Long.toHexString(sid)));
+          row.put("collection", (String) c[1]);
+        } else {
+          row.put("scope", "_unknown");
+          row.put("collection", "0x" + Long.toHexString(cid));
+        }
+        row.put("key", e.getKey().substring(colon + 1));
+        row.put("value", last.value);
+        putU64(row, "seqno", last.seqno);
+        putU64(row, "rev", last.rev);
+        row.put("cas", last.cas);
+        row.put("vbucket", last.vb);
+        rows.add(row);
+      }
+      return rows;
     }
 
     /** Applies the item's seqno; a pending snapshot marker becomes current. */
@@ -403,6 +525,7 @@ public final class MockdcpConsumer {
       s.snapStart = seqno;
       s.snapEnd = seqno;
       s.pending = null;
+      changes++;
     }
 
     ObjectNode toJson() {
@@ -479,7 +602,7 @@ public final class MockdcpConsumer {
   private Client client;
   /** Set once connect() succeeded; a failed connect() already disconnected the client. */
   private volatile boolean connected;
-  private boolean finished;
+  private volatile boolean finished;
 
   MockdcpConsumer(Options opts, Logger log, EventWriter events, ConsumerState state) {
     this.opts = opts;
@@ -549,7 +672,7 @@ public final class MockdcpConsumer {
       synchronized (lock) {
         state.advance(vb, seqno);
         VbState s = state.vb(vb);
-        state.addVersion(ck.collectionId(), ck.key(), new Version(seqno, vb, value, !mutation));
+        state.addVersion(ck.collectionId(), ck.key(), new Version(seqno, vb, value, !mutation, rev, cas));
 
         ObjectNode e = event(type);
         e.put("vb", vb);
@@ -673,6 +796,18 @@ public final class MockdcpConsumer {
         }
         synchronized (lock) {
           state.advance(vb, seqno);
+          if (se instanceof CollectionCreated) {
+            CollectionCreated c = (CollectionCreated) se;
+            state.collections.put(c.getCollectionId() & 0xffffffffL,
+                new Object[]{c.getScopeId() & 0xffffffffL, c.getCollectionName()});
+          } else if (se instanceof ScopeCreated) {
+            ScopeCreated c = (ScopeCreated) se;
+            state.scopes.put(c.getScopeId() & 0xffffffffL, c.getScopeName());
+          } else if (se instanceof CollectionDropped) {
+            state.forgetCollection(vb, ((CollectionDropped) se).getCollectionId() & 0xffffffffL, seqno);
+          } else if (se instanceof CollectionFlushed) {
+            state.forgetCollection(vb, ((CollectionFlushed) se).getCollectionId() & 0xffffffffL, seqno);
+          }
           events.emit(e);
         }
       } else {
@@ -770,7 +905,13 @@ public final class MockdcpConsumer {
     if (opts.expiryOpcode) {
       builder.optionalControlParam(DcpControl.Names.ENABLE_EXPIRY_OPCODE.value(), true);
     }
+    if (opts.noopInterval > 0) {
+      builder.controlParam(DcpControl.Names.SET_NOOP_INTERVAL, opts.noopInterval);
+    }
     client = builder.build();
+    if (opts.output != null) {
+      startOutputWriter();
+    }
     client.controlEventHandler(this::onControlEvent);
     client.dataEventHandler(this::onDataEvent);
     client.systemEventHandler(this::onSystemEvent);
@@ -829,6 +970,50 @@ public final class MockdcpConsumer {
     log.info("streaming {} vbuckets", vbs.size());
   }
 
+  /** --output: how often the documents are rewritten while they change (milliseconds). */
+  private static final long OUTPUT_EVERY_MS = 100;
+  /** The change count of the documents last written to --output (-1: none yet). */
+  private long outputWritten = -1;
+
+  /** Rewrites --output whenever the documents changed, every OUTPUT_EVERY_MS. */
+  private void startOutputWriter() {
+    Thread t = new Thread(() -> {
+      while (!finished) {
+        try {
+          writeOutput(false);
+          Thread.sleep(OUTPUT_EVERY_MS);
+        } catch (InterruptedException e) {
+          return;
+        } catch (IOException e) {
+          log.error("writing --output failed", e);
+        }
+      }
+    }, "output-writer");
+    t.setDaemon(true);
+    t.start();
+  }
+
+  /** Replaces --output with the live documents (written beside it, then renamed). */
+  private synchronized void writeOutput(boolean always) throws IOException {
+    List<ObjectNode> rows;
+    synchronized (lock) {
+      if (!always && state.changes == outputWritten) {
+        return;
+      }
+      outputWritten = state.changes;
+      rows = state.documentRows();
+    }
+    Path path = Paths.get(opts.output);
+    Path tmp = path.resolveSibling("." + path.getFileName() + ".writing");
+    try (BufferedWriter w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
+      for (ObjectNode row : rows) {
+        w.write(JSON.writeValueAsString(row));
+        w.write('\n');
+      }
+    }
+    Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+  }
+
   /** Stop requested (stdin EOF, SIGTERM/SIGINT): write state, disconnect, exit 0. */
   void stop(String why) {
     log.info("stopping: {}", why);
@@ -842,7 +1027,15 @@ public final class MockdcpConsumer {
       return;
     }
     finished = true;
-    if (writeState) {
+    if (writeState && opts.output != null) {
+      try {
+        writeOutput(true);
+        log.info("wrote the documents to {}", opts.output);
+      } catch (Exception e) {
+        log.error("writing --output failed", e);
+      }
+    }
+    if (writeState && opts.state != null) {
       try {
         ObjectNode json;
         synchronized (lock) {
@@ -926,7 +1119,7 @@ public final class MockdcpConsumer {
     EventWriter events;
     try {
       state = opts.resumeFrom != null ? ConsumerState.load(Paths.get(opts.resumeFrom)) : new ConsumerState();
-      events = new EventWriter(Paths.get(opts.out));
+      events = new EventWriter(opts.out == null ? null : Paths.get(opts.out));
     } catch (IOException e) {
       System.err.println("mockdcp-interop-java: fatal: " + e);
       System.exit(1);
@@ -950,7 +1143,9 @@ public final class MockdcpConsumer {
       consumer.stop("stdin reached EOF");
     }, "stdin-watcher");
     stdinWatcher.setDaemon(true);
-    stdinWatcher.start();
+    if (!opts.env) { // `mockdcp check` and `run` stop their consumer with SIGTERM
+      stdinWatcher.start();
+    }
     for (String sig : new String[]{"TERM", "INT"}) {
       try {
         sun.misc.Signal.handle(new sun.misc.Signal(sig), s -> consumer.stop("SIG" + sig));

@@ -1,0 +1,38 @@
+"""The published matrix: ``mockdcp check -j 2`` over the library against each real client
+as its users configure it gives the table checked in as ``tests/interop/matrix.json``
+(the README carries it: ``tests/test_readme.py`` compares them). A scenario added to the
+library, or a verdict that changed, fails here with how to regenerate the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from . import matrix
+
+pytestmark = pytest.mark.interop
+
+REGENERATE = (
+    f"regenerate with `{matrix.REGENERATE} [CLIENT]` (then explain each new failure in "
+    "tests/interop/matrix.json: whose fault, the source line) and commit matrix.json and "
+    "README.md"
+)
+
+
+def test_the_table_covers_the_library_and_explains_every_failure() -> None:
+    expected = matrix.load()
+    table, library = list(expected["scenarios"]), matrix.library()
+    assert sorted(table) == sorted(library), (
+        f"new in the library: {sorted(set(library) - set(table))}; gone from it: "
+        f"{sorted(set(table) - set(library))}; {REGENERATE}"
+    )
+    assert matrix.validate(expected) == []
+    assert set(expected["clients"]) == set(matrix.BY_NAME)
+
+
+@pytest.mark.parametrize("client", [c.name for c in matrix.CLIENTS])
+def test_check_over_the_library_gives_the_published_matrix(client: str) -> None:
+    runner = matrix.BY_NAME[client]
+    matrix.build([runner])
+    report = matrix.check(runner)
+    found = matrix.differences(client, matrix.verdicts(report), matrix.load())
+    assert found == [], f"{client}: " + "; ".join(found) + f"; {REGENERATE}"
