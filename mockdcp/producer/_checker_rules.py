@@ -15,8 +15,11 @@ The STREAM_END reasons, and what a consumer does after each (kv_engine
   streamed): the stream is done; asking for the same range again is a re-open the
   reason forbids.
 * FILTER_EMPTY: "all filtered collections have been removed so no more data can be
-  sent"; LOST_PRIVILEGES: the connection lost the privileges the stream was created
-  with: both forbid a re-open (it could only be refused, or serve another filter).
+  sent": it forbids a re-open (it could only be refused, or serve another filter).
+* LOST_PRIVILEGES: the connection lost the privileges the stream was created with. A
+  consumer may ask again (the request succeeds once the privileges are back and is
+  refused with EACCESS until then) or stop: neither is a violation. java-dcp-client,
+  gocbcore and go-dcp all ask again.
 * STATE_CHANGED ("the stream closed early because the vbucket state changed"; on the
   wire it is also the internal Rollback, "the vbucket is rolling back and downstream
   needs to reopen the stream and rollback too"), TOO_SLOW ("when the client is ready to
@@ -42,9 +45,7 @@ if TYPE_CHECKING:
     from mockdcp.protocol import DcpStreamRequest
 
 #: STREAM_END reasons after which the stream must not be asked for again.
-FINAL_REASONS = frozenset(
-    {StreamEndReason.OK, StreamEndReason.FILTER_EMPTY, StreamEndReason.LOST_PRIVILEGES}
-)
+FINAL_REASONS = frozenset({StreamEndReason.OK, StreamEndReason.FILTER_EMPTY})
 #: STREAM_END reasons after which the stream must be asked for again.
 REOPEN_REASONS = frozenset(
     {StreamEndReason.STATE_CHANGED, StreamEndReason.TOO_SLOW, StreamEndReason.BACKFILL_FAILED}
@@ -395,7 +396,7 @@ def reopen_allowed(req: DcpStreamRequest, history: StreamHistory | None) -> str 
 
     kv_engine ``docs/dcp/documentation/commands/stream-end.md`` (OK: "the stream has
     finished without error") and ``include/mcbp/protocol/dcp_stream_end_status.h``
-    (FilterEmpty: "no more data can be sent"; LostPrivileges). After OK a request for
+    (FilterEmpty: "no more data can be sent"). After OK a request for
     more (a higher end seqno) is a new stream, not a re-open."""
     if history is None or history.ended is None:
         return None

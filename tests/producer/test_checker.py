@@ -382,7 +382,20 @@ def test_a_rollback_is_taken_on_the_next_connection_too() -> None:
 # -- stream ends -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reason", [StreamEndReason.FILTER_EMPTY, StreamEndReason.LOST_PRIVILEGES])
+def test_after_lost_privileges_asking_again_or_not_is_conformant() -> None:
+    r = Recording()
+    r.connect()
+    r.stream(0)
+    r.stream(1)
+    r.snapshot(0, 1, 10, range(1, 11))
+    r.end(0, StreamEndReason.LOST_PRIVILEGES)
+    r.end(1, StreamEndReason.LOST_PRIVILEGES)
+    r.stream(0, 10, uuid=UUID)  # asks again; vbucket 1 is let go
+    r.tick(60.0)
+    assert r.found == []
+
+
+@pytest.mark.parametrize("reason", [StreamEndReason.FILTER_EMPTY])
 def test_re_opening_after_an_end_for_good_is_reported(reason: StreamEndReason) -> None:
     tested("stream_end.reopened")
     r = Recording()
