@@ -113,9 +113,13 @@ def build(clients: list[Client]) -> None:
             raise RuntimeError(f"{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 
-def check(client: Client, *, timeout: float = 900) -> dict[str, Any]:
-    """``mockdcp check --json -j JOBS`` over the library against ``client``: the report."""
+def check(
+    client: Client, scenarios: list[str] | None = None, *, timeout: float = 900
+) -> dict[str, Any]:
+    """``mockdcp check --json -j JOBS`` over the library (or ``scenarios``) against
+    ``client``: the report."""
     args = [sys.executable, "-m", "mockdcp", "check", "--json", "-j", str(JOBS)]
+    args += scenarios or []  # library names
     if client.capabilities is not None:
         args += ["--capabilities", ",".join(client.capabilities)]
     env = {

@@ -33,6 +33,14 @@ def test_the_table_covers_the_library_and_explains_every_failure() -> None:
 def test_check_over_the_library_gives_the_published_matrix(client: str) -> None:
     runner = matrix.BY_NAME[client]
     matrix.build([runner])
-    report = matrix.check(runner)
-    found = matrix.differences(client, matrix.verdicts(report), matrix.load())
+    expected = matrix.load()
+    got = matrix.verdicts(matrix.check(runner))
+    found = matrix.differences(client, got, expected)
+    if found:
+        # a cell that departs is run once more on its own: a race the table does not
+        # know yet (each was found from a few runs) must not turn CI red, but one that
+        # departs twice is a change in mockdcp or the client
+        again = [name for name in got if any(line.startswith(f"{name}: ") for line in found)]
+        retried = matrix.verdicts(matrix.check(runner, again))
+        found = matrix.differences(client, {**got, **retried}, expected)
     assert found == [], f"{client}: " + "; ".join(found) + f"; {REGENERATE}"
