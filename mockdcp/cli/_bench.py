@@ -36,7 +36,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.util import collector_paused
+from mockdcp.util import collector_paused, release_freed_memory
 
 if TYPE_CHECKING:
     import argparse
@@ -90,6 +90,68 @@ def load_bucket(
     seconds = time.process_time() - t0
     gc.collect()
     return bucket, _rss() - before, seconds
+
+
+#: documents per ``ColdLoad.add`` batch while loading the cold tier
+COLD_BATCH = 200_000
+
+
+def load_cold_bucket(items: int, value_size: int, vbuckets: int) -> tuple[Any, int, float, float]:
+    """A bucket holding ``items`` documents in the cold tier (``Bucket.cold_load``), the
+    bytes of memory it grew by, and the wall and CPU seconds the load took (batches of
+    ``COLD_BATCH`` keys and values made, framed, then installed)."""
+    from mockdcp.model import Bucket
+
+    gc.collect()
+    before = _rss()
+    bucket = Bucket("default", vbuckets, seed=1, clock=time.time, pause_collector=collector_paused)
+    pad = _value(0, value_size)
+    t0, c0 = time.perf_counter(), time.process_time()
+    load = bucket.cold_load()
+    with collector_paused():
+        for start in range(0, items, COLD_BATCH):
+            keys = [b"key::%09d" % i for i in range(start, min(start + COLD_BATCH, items))]
+            load.add(keys, [pad] * len(keys), datatypes=1)
+            del keys
+        load.finish()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    gc.collect()
+    release_freed_memory()  # as serve does after a load: the batches' holes go back
+    return bucket, _rss() - before, wall, cpu
+
+
+def run_cold_bench(args: argparse.Namespace) -> int:
+    """``mockdcp bench --cold``: the cold tier's resident bytes per item beyond key and
+    value, load rate, and events/s of one connection backfilling it all from disk
+    (medians of ``--runs``)."""
+    import trio
+
+    key_value = len(b"key::%09d" % 0) + len(_value(0, args.value_size))
+    mem, loads, cpus, rates, complete = [], [], [], [], []
+    for _ in range(args.runs):
+        bucket, grown, wall, cpu = load_cold_bucket(args.items, args.value_size, args.vbuckets)
+        mem.append(grown / args.items - key_value)
+        loads.append(args.items / wall)
+        cpus.append(cpu)
+        result = trio.run(_stream_once, bucket, args.items, args.vbuckets, args.legacy)
+        rates.append(result["events"] / result["seconds"])
+        complete.append(result["complete"])
+        del bucket
+        gc.collect()
+    report = {
+        "items": args.items,
+        "value_size": args.value_size,
+        "vbuckets": args.vbuckets,
+        "runs": args.runs,
+        "bytes_per_item_beyond_key_value": statistics.median(mem),
+        "load_items_per_s": statistics.median(loads),
+        "load_cpu_s": statistics.median(cpus),
+        "disk_events_per_s": statistics.median(rates),
+        "complete": all(complete),
+        "samples": {"bytes_beyond": mem, "load_items_per_s": loads, "events_per_s": rates},
+    }
+    print(json.dumps(report))
+    return 0 if report["complete"] else 1
 
 
 def _collection_ids(start: int, count: int, collections: int) -> list[int] | None:
@@ -409,6 +471,8 @@ def run_bench(args: argparse.Namespace) -> int:
 
     if args.rebalance:
         return run_rebalance_bench(args)
+    if args.cold:
+        return run_cold_bench(args)
     if args.nodes > 1 and (args.filter or args.stream_ids or args.consumers > 1 or args.tls):
         print(
             "mockdcp bench: --nodes measures one plain consumer (no --filter, --stream-ids,"

@@ -314,10 +314,11 @@ class ColdView:
         return heads, tails, tags.tobytes(), cids, sizes
 
 
-def build_tags(datatypes: NDArray[np.uint8], cids: NDArray[np.uint32], vlens: NDArray[np.int64]) -> NDArray[np.uint8]:
+def build_tags(
+    datatypes: NDArray[np.uint8], cids: NDArray[np.uint32], vlens: NDArray[np.int64]
+) -> NDArray[np.uint8]:
     """``Item.tag`` of mutations with these datatypes, collections and value lengths."""
     tags = (datatypes & 7).astype(np.uint8)
     tags |= np.where(cids != 0, TAG_COLLECTION, 0).astype(np.uint8)
     tags |= np.where(vlens == 0, TAG_EMPTY, 0).astype(np.uint8)
     return tags
-

@@ -106,8 +106,7 @@ class ColdLoad:
             vb.check_writable()
             if vb.holds_documents():
                 raise ModelError(
-                    f"vbucket {vb.vbid} already holds documents: a cold load fills an "
-                    "empty bucket"
+                    f"vbucket {vb.vbid} already holds documents: a cold load fills an empty bucket"
                 )
         self.bucket = bucket
         self.count = 0
@@ -190,15 +189,14 @@ class ColdLoad:
         else:
             parts[1::4] = list(map(prefixes.__getitem__, cids.tolist()))
         parts[2::4], parts[3::4] = ks, vs
-        frames = b"".join(parts)
-        del parts, blob
+        del blob
         sizes = HEAD + klens + vlens
-        offsets = np.concatenate(([0], np.cumsum(sizes))).tolist()
         tags = build_tags(dt, cids, vlens)
         hashes = key_hashes(ks, cids)
         for vbid, at, count in zip(found.tolist(), group_at.tolist(), counts.tolist(), strict=True):
             end = at + count
-            self._frames[vbid].append(frames[offsets[at] : offsets[end]])
+            # one join a vbucket: its frames are copied once
+            self._frames[vbid].append(b"".join(parts[4 * at : 4 * end]))
             self._sizes[vbid].append(sizes[at:end])
             self._cids[vbid].append(cids[at:end])
             self._tags[vbid].append(tags[at:end])

@@ -102,7 +102,11 @@ def catch_up(replica: VBucket, active: VBucket, upto: int | None = None) -> int:
     starts = {cp.start_seqno for cp in active.checkpoints}
     cold = active.cold
     copied = 0
-    if cold is None or replica.high_seqno >= cold.upto or (upto is not None and upto < cold.segment.first_seqno):
+    if (
+        cold is None
+        or replica.high_seqno >= cold.upto
+        or (upto is not None and upto < cold.segment.first_seqno)
+    ):
         cold = None
     for item in log[first:last]:
         if cold is not None and item.seqno > cold.upto:
@@ -136,7 +140,9 @@ def is_prefix(replica: VBucket, active: VBucket) -> bool:
     same order (the same branch), nothing beyond the active's high seqno?"""
     theirs, ours = active.log, replica.log
     mine, its = replica.cold, active.cold
-    if mine is not None and (its is None or mine.segment is not its.segment or mine.upto > its.upto):
+    if mine is not None and (
+        its is None or mine.segment is not its.segment or mine.upto > its.upto
+    ):
         return False
     if mine is None and its is not None and replica.high_seqno >= its.segment.first_seqno:
         return False

@@ -43,10 +43,10 @@ import attrs
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
 from mockdcp.model._item import (
+    SYSTEM_COLLECTION_ID,
     TAG_COLLECTION,
     TAG_DURABLE,
     TAG_EMPTY,
-    SYSTEM_COLLECTION_ID,
     CommittedItem,
     DurableItem,
     Item,
