@@ -30,8 +30,11 @@ back when a truncate cuts that newer version away.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import struct
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -39,8 +42,6 @@ from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind
 from mockdcp.protocol import collection_prefix
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
-
     from numpy.typing import NDArray
 
 #: the header and DCP_MUTATION extras of a frame (``MUTATION_FRAME``)
@@ -289,29 +290,147 @@ class ColdView:
 
     def frames(
         self, slots: NDArray[np.intp]
-    ) -> tuple[list[bytes], list[bytes], bytes, NDArray[np.uint32], NDArray[np.uint32]]:
-        """The frames of ``slots`` in two pieces (``Item.head``, ``Item.tail``), their
-        tags, collection ids and canonical sizes: a backfill's read, without an item
-        object."""
+    ) -> tuple[ColdPieces, ColdPieces, bytes, NDArray[np.uint32], NDArray[np.uint32]]:
+        """The frames of ``slots`` in two pieces (``Item.head``, ``Item.tail``: lazy,
+        ``ColdPieces``), their tags, collection ids and canonical sizes: a backfill's
+        read, without an item object and without a copy of a frame."""
         seg = self.segment
-        buf = seg.buf
         starts = seg.starts[slots]
         ends = seg.starts[slots + 1]
         cids = seg.cids[slots]
         tags = seg.tags[slots]
         if not (tags & TAG_COLLECTION).any():  # all in _default: head, prefix, tail
-            a, b = starts.tolist(), ends.tolist()
-            heads = [buf[s : s + HEAD] for s in a]
-            tails = [buf[s + HEAD + 1 : e] for s, e in zip(a, b, strict=True)]
+            cut = starts + HEAD
+            resume = cut + 1
         else:
             plens = np.array([len(collection_prefix(int(c))) for c in cids.tolist()], np.int64)
-            own = np.where(cids != 0, plens, 0)
-            cut = (starts + HEAD + own).tolist()
-            a, b, t = starts.tolist(), ends.tolist(), (starts + HEAD + plens).tolist()
-            heads = [buf[s:c] for s, c in zip(a, cut, strict=True)]
-            tails = [buf[s:e] for s, e in zip(t, b, strict=True)]
+            cut = starts + HEAD + np.where(cids != 0, plens, 0)
+            resume = starts + HEAD + plens
         sizes = (ends - starts).astype(np.uint32)
+        heads = ColdPieces(seg.buf, starts, cut, ends)
+        tails = ColdPieces(seg.buf, resume, ends, ends)
         return heads, tails, tags.tobytes(), cids, sizes
+
+
+class ColdPieces(Sequence[bytes]):
+    """The heads (or tails) of cold frames, read from the segment's buffer only when
+    iterated or indexed: a backfill of a million cold items keeps no copy of them, and
+    an encoder copies a chunk of them at a time (``frames``). ``starts``/``stops``
+    bound each piece in ``buf``; ``frame_ends`` is where each whole canonical frame ends
+    (the frame of head ``i`` is ``buf[heads.starts[i]:heads.frame_ends[i]]``)."""
+
+    __slots__ = ("buf", "frame_ends", "starts", "stops")
+
+    def __init__(
+        self,
+        buf: bytes,
+        starts: NDArray[np.int64],
+        stops: NDArray[np.int64],
+        frame_ends: NDArray[np.int64],
+    ) -> None:
+        self.buf = buf
+        self.starts = starts
+        self.stops = stops
+        self.frame_ends = frame_ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ColdPieces: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | ColdPieces:
+        if isinstance(index, slice):
+            return ColdPieces(
+                self.buf, self.starts[index], self.stops[index], self.frame_ends[index]
+            )
+        return self.buf[int(self.starts[index]) : int(self.stops[index])]
+
+    def take(self, positions: Sequence[int]) -> ColdPieces:
+        """The pieces at ``positions``, still lazy."""
+        at = np.asarray(positions, np.int64)
+        return ColdPieces(self.buf, self.starts[at], self.stops[at], self.frame_ends[at])
+
+    def joined_frames(self) -> bytearray:
+        """The whole canonical frames these heads begin, one after the other: one copy
+        of each run of frames that lie one after the other in the buffer."""
+        starts, ends = self.starts, self.frame_ends
+        count = len(starts)
+        if not count:
+            return bytearray()
+        breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+        lows = np.empty(len(breaks) + 1, np.int64)
+        lows[0], lows[1:] = starts[0], starts[breaks]
+        highs = np.empty(len(breaks) + 1, np.int64)
+        highs[:-1], highs[-1] = ends[breaks - 1], ends[-1]
+        view = memoryview(self.buf)
+        return bytearray().join(
+            [view[a:b] for a, b in zip(lows.tolist(), highs.tolist(), strict=True)]
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = self.buf
+        pieces = [buf[a:b] for a, b in zip(self.starts.tolist(), self.stops.tolist(), strict=True)]
+        return iter(pieces)
+
+
+class ChainedPieces(Sequence[bytes]):
+    """Pieces of a disk snapshot in parts (the hot disk's lists below and above the
+    cold tier's ``ColdPieces``), read as one sequence; a slice within one part is that
+    part's slice (still lazy for the cold part)."""
+
+    __slots__ = ("bounds", "parts")
+
+    def __init__(self, parts: Sequence[Sequence[bytes]]) -> None:
+        self.parts = [p for p in parts if len(p)]
+        bounds = [0]
+        for part in self.parts:
+            bounds.append(bounds[-1] + len(part))
+        self.bounds = bounds
+
+    def __len__(self) -> int:
+        return self.bounds[-1]
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        bounds = self.bounds
+        if not isinstance(index, slice):
+            if index < 0:
+                index += bounds[-1]
+            k = bisect.bisect_right(bounds, index) - 1
+            return self.parts[k][index - bounds[k]]
+        start, stop, step = index.indices(bounds[-1])
+        assert step == 1
+        cut: list[Sequence[bytes]] = []
+        for k, part in enumerate(self.parts):
+            lo, hi = max(start, bounds[k]), min(stop, bounds[k + 1])
+            if lo < hi:
+                cut.append(part[lo - bounds[k] : hi - bounds[k]])
+        return cut[0] if len(cut) == 1 else ChainedPieces(cut)
+
+    def take(self, positions: Sequence[int]) -> list[bytes]:
+        return list(map(self.__getitem__, positions))
+
+    def __iter__(self) -> Iterator[bytes]:
+        return itertools.chain.from_iterable(self.parts)
+
+
+def joined_pieces(
+    below: Sequence[bytes], cold: ColdPieces, above: Sequence[bytes]
+) -> Sequence[bytes]:
+    """``below``, ``cold`` and ``above`` as one sequence (the cold pieces themselves
+    when the others are empty)."""
+    if not below and not above:
+        return cold
+    return ChainedPieces((below, cold, above))
 
 
 def build_tags(

@@ -87,8 +87,9 @@ class DiskSnapshot:
     purge_seqno: int
     seqnos: Sequence[int] = ()
     #: the items' ``Item.head``, ``Item.tail`` and ``Item.tag`` beside ``seqnos``
-    heads: list[bytes] = attrs.field(factory=list)
-    tails: list[bytes] = attrs.field(factory=list)
+    #: (lists, or lazy pieces of the cold tier: ``_cold.ColdPieces``)
+    heads: Sequence[bytes] = attrs.field(factory=list)
+    tails: Sequence[bytes] = attrs.field(factory=list)
     tags: bytes = b""
     #: the items' collection ids (an ``array("I")``), beside ``tags``
     cids: Sequence[int] = ()
@@ -349,6 +350,8 @@ class VBucket:
         """``disk_snapshot`` when cold slots are among the items: the hot disk's items
         below the cold tier's seqnos, the cold tier's alive slots (their frames read
         from its buffer, no item object), the hot disk's items above."""
+        from mockdcp.model._cold import joined_pieces
+
         cold = self.cold
         assert cold is not None
         seg = cold.segment
@@ -384,8 +387,8 @@ class VBucket:
             self.persisted_visible_seqno,
             self.purge_seqno,
             seqnos,
-            self.disk_heads[i:j] + heads + self.disk_heads[j:],
-            self.disk_tails[i:j] + tails + self.disk_tails[j:],
+            joined_pieces(self.disk_heads[i:j], heads, self.disk_heads[j:]),
+            joined_pieces(self.disk_tails[i:j], tails, self.disk_tails[j:]),
             bytes(self.disk_tags[i:j]) + tags + bytes(self.disk_tags[j:]),
             all_cids,
             all_sizes,

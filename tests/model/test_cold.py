@@ -74,13 +74,13 @@ def vbucket_state(vb: VBucket) -> tuple[Any, ...]:
         [item_state(it) for it in items.items],
         (items.start_seqno, items.end_seqno, items.max_visible_seqno, items.purge_seqno),
         list(frames.seqnos),
-        frames.heads,
-        frames.tails,
+        list(frames.heads),
+        list(frames.tails),
         frames.tags,
         list(frames.cids),
         list(frames.sizes),
         [item_state(it) for it in frames.items_at(vb.disk_by_seqno, range(len(frames.seqnos)))],
-        (list(half.seqnos), half.heads, half.tails),
+        (list(half.seqnos), list(half.heads), list(half.tails)),
         [vb.visible_upto(s) for s in range(vb.high_seqno + 1)],
     )
 
