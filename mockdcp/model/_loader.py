@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from mockdcp.model._bucket import Bucket
     from mockdcp.model._cold import ColdSegment
+    from mockdcp.model._vbucket import VBucket
 
 
 class BulkLoad:
@@ -208,21 +209,26 @@ class ColdLoad:
         """Install every vbucket's segment (``ModelError`` if one was written since the
         load began, or stopped being active: nothing installed); returns how many
         documents were loaded."""
+        for _ in self.finish_steps():
+            pass
+        return self.count
+
+    def finish_steps(self) -> Iterator[int]:
+        """``finish`` in steps, for a caller that yields to its event loop between them:
+        each step builds one vbucket's segment (yielding its vbucket id); the last
+        installs them all at once, nothing visible before."""
         import numpy as np
 
         from mockdcp.model._cold import ColdSegment
 
         bucket = self.bucket
-        for vb, high in zip(bucket.vbuckets, self._highs, strict=True):
-            vb.check_writable()
-            if vb.high_seqno != high or vb.holds_documents():
-                raise ModelError(f"vbucket {vb.vbid} was written during the cold load")
-        touched = []
-        with bucket.pause_collector():
-            for vb in bucket.vbuckets:
-                chunks = self._frames[vb.vbid]
-                if not chunks:
-                    continue
+        self._check_unwritten()
+        built: list[tuple[VBucket, ColdSegment]] = []
+        for vb in bucket.vbuckets:
+            chunks = self._frames[vb.vbid]
+            if not chunks:
+                continue
+            with bucket.pause_collector():
                 buf = b"".join(chunks)
                 chunks.clear()
                 sizes = np.concatenate(self._sizes[vb.vbid])
@@ -230,7 +236,7 @@ class ColdLoad:
                 np.cumsum(sizes, out=starts[1:])
                 segment = ColdSegment(
                     vb.vbid,
-                    vb.high_seqno + 1,
+                    self._highs[vb.vbid] + 1,
                     buf,
                     starts,
                     np.concatenate(self._cids[vb.vbid]),
@@ -241,10 +247,19 @@ class ColdLoad:
                 self._tags[vb.vbid] = self._hashes[vb.vbid] = []
                 if len(segment.later):
                     segment = _with_revs(segment)
+            built.append((vb, segment))
+            yield vb.vbid
+        self._check_unwritten()
+        with bucket.pause_collector():
+            for vb, segment in built:
                 vb.load_cold(segment)
-                touched.append(vb.vbid)
-        bucket.notify(touched)
-        return self.count
+        bucket.notify([vb.vbid for vb, _ in built])
+
+    def _check_unwritten(self) -> None:
+        for vb, high in zip(self.bucket.vbuckets, self._highs, strict=True):
+            vb.check_writable()
+            if vb.high_seqno != high or vb.holds_documents():
+                raise ModelError(f"vbucket {vb.vbid} was written during the cold load")
 
 
 def _with_revs(segment: ColdSegment) -> ColdSegment:
