@@ -6,8 +6,8 @@ order: every key's rows are in one file, in order (``mockdcp corpus`` writes a l
 partition per file). Runs of inserts and updates go to ``set_many``; deletes and expiries
 to ``Bucket.delete`` and ``Bucket.expire``. Into an empty bucket, the writes before the
 first delete or expiry go to the cold tier instead (``Bucket.cold_load``: persisted, in
-columns, as a warmed-up data node holds a bulk-loaded corpus). Keys hash to vbuckets inside the model, with
-CRC32 as Couchbase clients do (libcouchbase ``vbucket_map``).
+columns, as a warmed-up data node holds a bulk-loaded corpus). Keys hash to vbuckets
+inside the model, with CRC32 as Couchbase clients do (libcouchbase ``vbucket_map``).
 
 ``load_corpus`` (trio) yields to the event loop after every ``batch_rows`` rows, so a large
 load never holds the server's loop for more than a few milliseconds; ``load_corpus_sync``
