@@ -155,6 +155,97 @@ def run_cold_bench(args: argparse.Namespace) -> int:
     return 0 if report["complete"] else 1
 
 
+def _key_value_bytes(bucket: Bucket) -> int:
+    """The bytes of every document's key and value the bucket holds (the cold tier's:
+    its frames less their headers and collection prefixes)."""
+    from mockdcp.model._cold import HEAD
+    from mockdcp.protocol import collection_prefix
+
+    total = 0
+    for vb in bucket.vbuckets:
+        if vb.cold is not None:
+            seg = vb.cold.segment
+            prefixes = sum(len(collection_prefix(int(c))) for c in seg.cids.tolist())
+            total += int(seg.starts[-1]) - seg.count * HEAD - prefixes
+        total += sum(len(it.key) + len(it.value) for it in vb.items.values())
+    return total
+
+
+def run_docs_bench(args: argparse.Namespace) -> int:
+    """``mockdcp bench --docs N``: ``N`` generated documents loaded as ``serve --docs``
+    loads them (``load_documents``: the cold tier, drawn in a worker), and for each of
+    ``--runs``: resident bytes per document beyond key and value, documents loaded per
+    second (and the event loop's longest stall meanwhile), events/s of one
+    collection-aware and one legacy connection streaming them all (from disk: a loaded
+    corpus is persisted, in no checkpoint); and the seconds from spawning ``mockdcp
+    serve --docs N`` to its ready line. Medians, with the samples (JSON)."""
+    import trio
+
+    from mockdcp.data import load_documents
+    from mockdcp.model import Bucket
+
+    docs = args.docs
+    # imports, Faker's pools and the loader's first allocations before the baseline
+    trio.run(
+        partial(load_documents, Bucket("warm-up", 1, seed=1, clock=time.time), 100, worker=False)
+    )
+    mem, loads, stalls, complete = [], [], [], []
+    aware: list[float] = []
+    legacy: list[float] = []
+    for _ in range(args.runs):
+        gc.collect()
+        release_freed_memory()
+        before = _rss()
+        bucket = Bucket(
+            "default", args.vbuckets, seed=1, clock=time.time, pause_collector=collector_paused
+        )
+        stall = [0.0]
+
+        async def load_and_watch(bucket: Bucket, stall: list[float]) -> float:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_loop, stall)
+                t0 = time.perf_counter()
+                await load_documents(bucket, docs)
+                seconds = time.perf_counter() - t0
+                nursery.cancel_scope.cancel()
+            return seconds
+
+        seconds = trio.run(load_and_watch, bucket, stall)
+        gc.collect()
+        release_freed_memory()
+        mem.append((_rss() - before - _key_value_bytes(bucket)) / docs)
+        loads.append(docs / seconds)
+        stalls.append(stall[0] * 1000)
+        for legacy_consumer, rates in ((False, aware), (True, legacy)):
+            result = trio.run(_stream_once, bucket, docs, args.vbuckets, legacy_consumer)
+            rates.append(result["events"] / result["seconds"])
+            complete.append(result["complete"])
+        del bucket
+        gc.collect()
+    ready = measure_ready(docs, args.runs)
+    report = {
+        "docs": docs,
+        "vbuckets": args.vbuckets,
+        "runs": args.runs,
+        "bytes_per_doc_beyond_key_value": statistics.median(mem),
+        "load_docs_per_s": statistics.median(loads),
+        "load_max_stall_ms": statistics.median(stalls),
+        "ready_s": statistics.median(ready),
+        "disk_events_per_s": statistics.median(aware),
+        "legacy_disk_events_per_s": statistics.median(legacy),
+        "complete": all(complete),
+        "samples": {
+            "bytes_beyond": mem,
+            "load_docs_per_s": loads,
+            "ready_s": ready,
+            "events_per_s": aware,
+            "legacy_events_per_s": legacy,
+        },
+    }
+    print(json.dumps(report))
+    return 0 if report["complete"] else 1
+
+
 def _collection_ids(start: int, count: int, collections: int) -> list[int] | None:
     """Round robin over the bench collections (None: all in ``_default``)."""
     if not collections:
@@ -474,6 +565,8 @@ def run_bench(args: argparse.Namespace) -> int:
         return run_rebalance_bench(args)
     if args.cold:
         return run_cold_bench(args)
+    if args.docs:
+        return run_docs_bench(args)
     if args.nodes > 1 and (args.filter or args.stream_ids or args.consumers > 1 or args.tls):
         print(
             "mockdcp bench: --nodes measures one plain consumer (no --filter, --stream-ids,"

@@ -426,6 +426,15 @@ def build_parser() -> argparse.ArgumentParser:
         "item beyond key and value, load rate and events/s backfilling it from disk (JSON)",
     )
     bench.add_argument(
+        "--docs",
+        type=_int_in(1),
+        default=0,
+        metavar="N",
+        help="load N generated documents as serve --docs does (the cold tier) and report "
+        "resident bytes per document beyond key and value, load rate, time to ready and "
+        "events/s streaming them, collection-aware and legacy (JSON)",
+    )
+    bench.add_argument(
         "--from-disk",
         action="store_true",
         help="persist the bucket before streaming, so the stream backfills from disk",
