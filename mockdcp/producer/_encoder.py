@@ -489,11 +489,15 @@ class ItemEncoder:
                     list(map(_PREFIXES.__getitem__, default.tobytes())) if default.any() else None
                 )
         joined = getattr(heads, "joined_frames", None)  # the cold tier's frames
-        if joined is not None and self.form.collections and not lead:
+        if joined is not None and not lead and hasattr(tails, "joined_frames"):
             # the canonical frames as they lie in its buffer, a copy a run; a legacy
-            # stream joins their pieces (cutting the prefixes out of the joined frames
-            # by a ``struct`` unpack, as ``_splice``, measured slower)
-            buf: bytearray = joined()
+            # stream's without their prefixes, a slice a frame (``ColdPieces``; cutting
+            # the prefixes out of the joined frames by a ``struct`` unpack, as
+            # ``_splice`` does, measured slower)
+            if self.form.collections:
+                buf: bytearray = joined()
+            else:
+                buf = heads.joined_with(tails)  # type: ignore[attr-defined]
         else:
             width = lead + 2 + (prefixes is not None)
             parts = [prefixes if isinstance(prefixes, bytes) else b""] * (width * count)
