@@ -129,6 +129,7 @@ def run_cold_bench(args: argparse.Namespace) -> int:
 
     key_value = len(b"key::%09d" % 0) + len(_value(0, args.value_size))
     mem, loads, cpus, rates, complete = [], [], [], [], []
+    cpu_rates: list[float] = []
     for _ in range(args.runs):
         bucket, grown, wall, cpu = load_cold_bucket(args.items, args.value_size, args.vbuckets)
         mem.append(grown / args.items - key_value)
@@ -136,6 +137,7 @@ def run_cold_bench(args: argparse.Namespace) -> int:
         cpus.append(cpu)
         result = trio.run(_stream_once, bucket, args.items, args.vbuckets, args.legacy)
         rates.append(result["events"] / result["seconds"])
+        cpu_rates.append(result["events"] / result["server_cpu_s"])
         complete.append(result["complete"])
         del bucket
         gc.collect()
@@ -148,6 +150,7 @@ def run_cold_bench(args: argparse.Namespace) -> int:
         "load_items_per_s": statistics.median(loads),
         "load_cpu_s": statistics.median(cpus),
         "disk_events_per_s": statistics.median(rates),
+        "disk_events_per_server_cpu_s": statistics.median(cpu_rates),
         "complete": all(complete),
         "samples": {"bytes_beyond": mem, "load_items_per_s": loads, "events_per_s": rates},
     }
@@ -192,6 +195,8 @@ def run_docs_bench(args: argparse.Namespace) -> int:
     mem, loads, stalls, complete = [], [], [], []
     aware: list[float] = []
     legacy: list[float] = []
+    aware_cpu: list[float] = []
+    legacy_cpu: list[float] = []
     for _ in range(args.runs):
         gc.collect()
         release_freed_memory()
@@ -216,9 +221,13 @@ def run_docs_bench(args: argparse.Namespace) -> int:
         mem.append((_rss() - before - _key_value_bytes(bucket)) / docs)
         loads.append(docs / seconds)
         stalls.append(stall[0] * 1000)
-        for legacy_consumer, rates in ((False, aware), (True, legacy)):
+        for legacy_consumer, rates, per_cpu in (
+            (False, aware, aware_cpu),
+            (True, legacy, legacy_cpu),
+        ):
             result = trio.run(_stream_once, bucket, docs, args.vbuckets, legacy_consumer)
             rates.append(result["events"] / result["seconds"])
+            per_cpu.append(result["events"] / result["server_cpu_s"])
             complete.append(result["complete"])
         del bucket
         gc.collect()
@@ -233,6 +242,8 @@ def run_docs_bench(args: argparse.Namespace) -> int:
         "ready_s": statistics.median(ready),
         "disk_events_per_s": statistics.median(aware),
         "legacy_disk_events_per_s": statistics.median(legacy),
+        "disk_events_per_server_cpu_s": statistics.median(aware_cpu),
+        "legacy_disk_events_per_server_cpu_s": statistics.median(legacy_cpu),
         "complete": all(complete),
         "samples": {
             "bytes_beyond": mem,
