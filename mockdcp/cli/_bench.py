@@ -161,15 +161,10 @@ def run_cold_bench(args: argparse.Namespace) -> int:
 def _key_value_bytes(bucket: Bucket) -> int:
     """The bytes of every document's key and value the bucket holds (the cold tier's:
     its frames less their headers and collection prefixes)."""
-    from mockdcp.model._cold import HEAD
-    from mockdcp.protocol import collection_prefix
-
     total = 0
     for vb in bucket.vbuckets:
         if vb.cold is not None:
-            seg = vb.cold.segment
-            prefixes = sum(len(collection_prefix(int(c))) for c in seg.cids.tolist())
-            total += int(seg.starts[-1]) - seg.count * HEAD - prefixes
+            total += vb.cold.segment.key_value_bytes()
         total += sum(len(it.key) + len(it.value) for it in vb.items.values())
     return total
 

@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from trio import MemorySendChannel, Process
     from trio.abc import ReceiveStream
 
-    from mockdcp.model import Bucket
-    from mockdcp.model._loader import ColdLoad
+    from mockdcp.model import Bucket, ColdLoad
 
 #: documents drawn, formatted and written in one go (about 3-4 ms on this project's VM)
 BLOCK = 1024

@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from mockdcp.model import Bucket
-    from mockdcp.model._loader import ColdLoad
+    from mockdcp.model import Bucket, ColdLoad
 
 #: Rows applied between two yields to the event loop.
 BATCH_ROWS = 1000

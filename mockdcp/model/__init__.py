@@ -46,6 +46,7 @@ from mockdcp.model._item import (
     any_outside_default as any_outside_default,
     vbucket_of as vbucket_of,
 )
+from mockdcp.model._loader import ColdLoad as ColdLoad
 from mockdcp.model._manifest import (
     KEEP as KEEP,
     Manifest as Manifest,

@@ -144,6 +144,12 @@ class ColdSegment:
         arrays = (self.starts, self.cids, self.tags, self.hashes, self.order, self.later)
         return len(self.buf) + sum(a.nbytes for a in arrays) + self.later_seqnos.nbytes
 
+    def key_value_bytes(self) -> int:
+        """The bytes of the segment's keys and values (its frames less their headers
+        and collection prefixes)."""
+        prefixes = sum(len(collection_prefix(int(c))) for c in self.cids.tolist())
+        return int(self.starts[-1]) - self.count * HEAD - prefixes
+
     def _replaced(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The slots whose key a later slot loaded again (equal hashes are neighbours in
         the index; their keys are compared), with the seqno of the next version."""
