@@ -187,19 +187,19 @@ def _steps(bucket: Bucket, path: str | Path, batch_rows: int) -> Iterator[tuple[
                     piece = batch.slice(start, batch_rows)
                     done, applied = _apply(bucket, piece, ids, cold)
                     if applied < piece.num_rows:  # a delete or expiry: memory from here
-                        assert cold is not None
-                        for _ in cold.finish_steps():
+                        finishing, cold = cold, None  # (an error in it: not again)
+                        assert finishing is not None
+                        for _ in finishing.finish_steps():
                             yield rows + applied, counts
-                        cold = None
                         more, _ = _apply(bucket, piece.slice(applied), ids)
                         done = [a + b for a, b in zip(done, more, strict=True)]
                     counts = [a + b for a, b in zip(counts, done, strict=True)]
                     rows += piece.num_rows
                     yield rows, counts
         if cold is not None:
-            for _ in cold.finish_steps():
+            finishing, cold = cold, None
+            for _ in finishing.finish_steps():
                 yield rows, counts
-            cold = None
     finally:
         if cold is not None:  # a bad row: the rows before it stay loaded
             cold.finish()
