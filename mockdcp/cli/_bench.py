@@ -36,7 +36,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.util import collector_paused
+from mockdcp.util import collector_paused, release_freed_memory
 
 if TYPE_CHECKING:
     import argparse
@@ -93,6 +93,166 @@ def load_bucket(
     seconds = time.process_time() - t0
     gc.collect()
     return bucket, _rss() - before, seconds
+
+
+#: documents per ``ColdLoad.add`` batch while loading the cold tier
+COLD_BATCH = 200_000
+
+
+def load_cold_bucket(items: int, value_size: int, vbuckets: int) -> tuple[Any, int, float, float]:
+    """A bucket holding ``items`` documents in the cold tier (``Bucket.cold_load``), the
+    bytes of memory it grew by, and the wall and CPU seconds the load took (batches of
+    ``COLD_BATCH`` keys and values made, framed, then installed)."""
+    from mockdcp.model import Bucket
+
+    gc.collect()
+    release_freed_memory()  # a freed earlier bucket is not counted as before
+    before = _rss()
+    bucket = Bucket("default", vbuckets, seed=1, clock=time.time, pause_collector=collector_paused)
+    pad = _value(0, value_size)
+    t0, c0 = time.perf_counter(), time.process_time()
+    load = bucket.cold_load()
+    with collector_paused():
+        for start in range(0, items, COLD_BATCH):
+            keys = [b"key::%09d" % i for i in range(start, min(start + COLD_BATCH, items))]
+            load.add(keys, [pad] * len(keys), datatypes=1)
+            del keys
+        load.finish()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    gc.collect()
+    release_freed_memory()  # as serve does after a load: the batches' holes go back
+    return bucket, _rss() - before, wall, cpu
+
+
+def run_cold_bench(args: argparse.Namespace) -> int:
+    """``mockdcp bench --cold``: the cold tier's resident bytes per item beyond key and
+    value, load rate, and events/s of one connection backfilling it all from disk
+    (medians of ``--runs``)."""
+    import trio
+
+    key_value = len(b"key::%09d" % 0) + len(_value(0, args.value_size))
+    mem, loads, cpus, rates, complete = [], [], [], [], []
+    cpu_rates: list[float] = []
+    for _ in range(args.runs):
+        bucket, grown, wall, cpu = load_cold_bucket(args.items, args.value_size, args.vbuckets)
+        mem.append(grown / args.items - key_value)
+        loads.append(args.items / wall)
+        cpus.append(cpu)
+        result = trio.run(_stream_once, bucket, args.items, args.vbuckets, args.legacy)
+        rates.append(result["events"] / result["seconds"])
+        cpu_rates.append(result["events"] / result["server_cpu_s"])
+        complete.append(result["complete"])
+        del bucket
+        gc.collect()
+    report = {
+        "items": args.items,
+        "value_size": args.value_size,
+        "vbuckets": args.vbuckets,
+        "runs": args.runs,
+        "bytes_per_item_beyond_key_value": statistics.median(mem),
+        "load_items_per_s": statistics.median(loads),
+        "load_cpu_s": statistics.median(cpus),
+        "disk_events_per_s": statistics.median(rates),
+        "disk_events_per_server_cpu_s": statistics.median(cpu_rates),
+        "complete": all(complete),
+        "samples": {"bytes_beyond": mem, "load_items_per_s": loads, "events_per_s": rates},
+    }
+    print(json.dumps(report))
+    return 0 if report["complete"] else 1
+
+
+def _key_value_bytes(bucket: Bucket) -> int:
+    """The bytes of every document's key and value the bucket holds (the cold tier's:
+    its frames less their headers and collection prefixes)."""
+    total = 0
+    for vb in bucket.vbuckets:
+        if vb.cold is not None:
+            total += vb.cold.segment.key_value_bytes()
+        total += sum(len(it.key) + len(it.value) for it in vb.items.values())
+    return total
+
+
+def run_docs_bench(args: argparse.Namespace) -> int:
+    """``mockdcp bench --docs N``: ``N`` generated documents loaded as ``serve --docs``
+    loads them (``load_documents``: the cold tier, drawn in a worker), and for each of
+    ``--runs``: resident bytes per document beyond key and value, documents loaded per
+    second (and the event loop's longest stall meanwhile), events/s of one
+    collection-aware and one legacy connection streaming them all (from disk: a loaded
+    corpus is persisted, in no checkpoint); and the seconds from spawning ``mockdcp
+    serve --docs N`` to its ready line. Medians, with the samples (JSON)."""
+    import trio
+
+    from mockdcp.data import load_documents
+    from mockdcp.model import Bucket
+
+    docs = args.docs
+    # imports, Faker's pools and the loader's first allocations before the baseline
+    trio.run(
+        partial(load_documents, Bucket("warm-up", 1, seed=1, clock=time.time), 100, worker=False)
+    )
+    mem, loads, stalls, complete = [], [], [], []
+    aware: list[float] = []
+    legacy: list[float] = []
+    aware_cpu: list[float] = []
+    legacy_cpu: list[float] = []
+    for _ in range(args.runs):
+        gc.collect()
+        release_freed_memory()
+        before = _rss()
+        bucket = Bucket(
+            "default", args.vbuckets, seed=1, clock=time.time, pause_collector=collector_paused
+        )
+        stall = [0.0]
+
+        async def load_and_watch(bucket: Bucket, stall: list[float]) -> float:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_loop, stall)
+                t0 = time.perf_counter()
+                await load_documents(bucket, docs)
+                seconds = time.perf_counter() - t0
+                nursery.cancel_scope.cancel()
+            return seconds
+
+        seconds = trio.run(load_and_watch, bucket, stall)
+        gc.collect()
+        release_freed_memory()
+        mem.append((_rss() - before - _key_value_bytes(bucket)) / docs)
+        loads.append(docs / seconds)
+        stalls.append(stall[0] * 1000)
+        for legacy_consumer, rates, per_cpu in (
+            (False, aware, aware_cpu),
+            (True, legacy, legacy_cpu),
+        ):
+            result = trio.run(_stream_once, bucket, docs, args.vbuckets, legacy_consumer)
+            rates.append(result["events"] / result["seconds"])
+            per_cpu.append(result["events"] / result["server_cpu_s"])
+            complete.append(result["complete"])
+        del bucket
+        gc.collect()
+    ready = measure_ready(docs, args.runs)
+    report = {
+        "docs": docs,
+        "vbuckets": args.vbuckets,
+        "runs": args.runs,
+        "bytes_per_doc_beyond_key_value": statistics.median(mem),
+        "load_docs_per_s": statistics.median(loads),
+        "load_max_stall_ms": statistics.median(stalls),
+        "ready_s": statistics.median(ready),
+        "disk_events_per_s": statistics.median(aware),
+        "legacy_disk_events_per_s": statistics.median(legacy),
+        "disk_events_per_server_cpu_s": statistics.median(aware_cpu),
+        "legacy_disk_events_per_server_cpu_s": statistics.median(legacy_cpu),
+        "complete": all(complete),
+        "samples": {
+            "bytes_beyond": mem,
+            "load_docs_per_s": loads,
+            "ready_s": ready,
+            "events_per_s": aware,
+            "legacy_events_per_s": legacy,
+        },
+    }
+    print(json.dumps(report))
+    return 0 if report["complete"] else 1
 
 
 def _collection_ids(start: int, count: int, collections: int) -> list[int] | None:
@@ -439,6 +599,10 @@ def run_bench(args: argparse.Namespace) -> int:
         from mockdcp.cli._bench_7x import run_7x_bench
 
         return run_7x_bench(args)
+    if args.cold:
+        return run_cold_bench(args)
+    if args.docs:
+        return run_docs_bench(args)
     if args.nodes > 1 and (args.filter or args.stream_ids or args.consumers > 1 or args.tls):
         print(
             "mockdcp bench: --nodes measures one plain consumer (no --filter, --stream-ids,"

@@ -427,6 +427,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--vbuckets", type=_int_in(1, 1024), default=64)
     bench.add_argument("--runs", type=_int_in(1), default=3)
     bench.add_argument(
+        "--cold",
+        action="store_true",
+        help="load the items into the cold tier (Bucket.cold_load) and report its bytes per "
+        "item beyond key and value, load rate and events/s backfilling it from disk (JSON)",
+    )
+    bench.add_argument(
+        "--docs",
+        type=_int_in(1),
+        default=0,
+        metavar="N",
+        help="load N generated documents as serve --docs does (the cold tier) and report "
+        "resident bytes per document beyond key and value, load rate, time to ready and "
+        "events/s streaming them, collection-aware and legacy (JSON)",
+    )
+    bench.add_argument(
         "--from-disk",
         action="store_true",
         help="persist the bucket before streaming, so the stream backfills from disk",

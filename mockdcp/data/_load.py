@@ -4,8 +4,10 @@ and each batch goes through the bucket's batch-loading path (``Bucket.set_many``
 The rows are applied in file order (file names sorted, rows in order), which is history
 order: every key's rows are in one file, in order (``mockdcp corpus`` writes a logical
 partition per file). Runs of inserts and updates go to ``set_many``; deletes and expiries
-to ``Bucket.delete`` and ``Bucket.expire``. Keys hash to vbuckets inside the model, with
-CRC32 as Couchbase clients do (libcouchbase ``vbucket_map``).
+to ``Bucket.delete`` and ``Bucket.expire``. Into an empty bucket, the writes before the
+first delete or expiry go to the cold tier instead (``Bucket.cold_load``: persisted, in
+columns, as a warmed-up data node holds a bulk-loaded corpus). Keys hash to vbuckets
+inside the model, with CRC32 as Couchbase clients do (libcouchbase ``vbucket_map``).
 
 ``load_corpus`` (trio) yields to the event loop after every ``batch_rows`` rows, so a large
 load never holds the server's loop for more than a few milliseconds; ``load_corpus_sync``
@@ -30,7 +32,7 @@ from mockdcp.data._schema import (
     WRITE_OPS,
     open_dataset,
 )
-from mockdcp.util import ModelError
+from mockdcp.util import ModelError, release_freed_memory
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, ColdLoad
 
 #: Rows applied between two yields to the event loop.
 BATCH_ROWS = 1000
@@ -85,8 +87,16 @@ def open_corpus(path: str | Path) -> ds.Dataset:
     return open_dataset(Path(path), CORPUS_COLUMNS, CORPUS_FORMAT, CORPUS_VERSION)
 
 
-def _apply(bucket: Bucket, batch: pa.RecordBatch, ids: dict[tuple[str, str], int]) -> list[int]:
-    """Apply one slice of rows in order; returns [written, deleted, expired]."""
+def _apply(
+    bucket: Bucket,
+    batch: pa.RecordBatch,
+    ids: dict[tuple[str, str], int],
+    cold: ColdLoad | None = None,
+) -> tuple[list[int], int]:
+    """Apply one slice of rows in order; returns [written, deleted, expired] and how
+    many rows were applied: with ``cold``, writes are staged in it and the slice stops
+    at its first delete or expiry (the caller installs the cold load, then applies the
+    rest to memory)."""
     cols = {name: batch.column(name).to_pylist() for name, _, _ in CORPUS_COLUMNS}
     n = batch.num_rows
     counts = [0, 0, 0]
@@ -97,9 +107,11 @@ def _apply(bucket: Bucket, batch: pa.RecordBatch, ids: dict[tuple[str, str], int
             j = i
             while j < n and cols["op"][j] in WRITE_OPS:
                 j += 1
-            counts[0] += _write_run(bucket, cols, i, j, ids)
+            counts[0] += _write_run(bucket, cols, i, j, ids, cold)
             i = j
             continue
+        if cold is not None:
+            return counts, i
         key = cols["key"][i].encode()
         cid = _cid(bucket, ids, cols["scope"][i], cols["collection"][i])
         try:
@@ -114,7 +126,7 @@ def _apply(bucket: Bucket, batch: pa.RecordBatch, ids: dict[tuple[str, str], int
         except ModelError as exc:
             raise PipelineError(f"row {cols['key'][i]!r} ({op}): {exc}") from None
         i += 1
-    return counts
+    return counts, n
 
 
 def _cid(bucket: Bucket, ids: dict[tuple[str, str], int], scope: str, coll: str) -> int:
@@ -125,14 +137,20 @@ def _cid(bucket: Bucket, ids: dict[tuple[str, str], int], scope: str, coll: str)
 
 
 def _write_run(
-    bucket: Bucket, cols: dict[str, list[Any]], i: int, j: int, ids: dict[tuple[str, str], int]
+    bucket: Bucket,
+    cols: dict[str, list[Any]],
+    i: int,
+    j: int,
+    ids: dict[tuple[str, str], int],
+    cold: ColdLoad | None = None,
 ) -> int:
     values = cols["value"][i:j]
     if None in values:
         bad = cols["key"][i + values.index(None)]
         raise PipelineError(f"row {bad!r}: an insert or update without a value")
     try:
-        return bucket.set_many(
+        write = bucket.set_many if cold is None else cold.add
+        return write(
             [k.encode() for k in cols["key"][i:j]],
             [v if isinstance(v, bytes) else v.encode() for v in values],
             collection_ids=[
@@ -148,20 +166,53 @@ def _write_run(
 
 
 def _steps(bucket: Bucket, path: str | Path, batch_rows: int) -> Iterator[tuple[int, list[int]]]:
-    """Apply the corpus ``batch_rows`` rows at a time; yields (rows so far, counts)."""
+    """Apply the corpus ``batch_rows`` rows at a time; yields (rows so far, counts).
+
+    Into an empty bucket, the writes go to its cold tier (``Bucket.cold_load``: the
+    corpus is the bucket's persisted disk, as a warmed-up node holds it) until the
+    first delete or expiry; the cold load is installed there (in steps, each a yield),
+    or at the end, or before a bad row's error, and the rest goes to memory, row after
+    row as before."""
     if batch_rows < 1:
         raise PipelineError(f"batch_rows must be positive, not {batch_rows}")
     dataset = open_corpus(path)
     names = [name for name, _, _ in CORPUS_COLUMNS]
     ids: dict[tuple[str, str], int] = {}
     rows, counts = 0, [0, 0, 0]
-    for fragment in dataset.get_fragments():
-        for batch in fragment.to_batches(columns=names, batch_size=READ_ROWS):
-            for start in range(0, batch.num_rows, batch_rows):
-                piece = batch.slice(start, batch_rows)
-                counts = [a + b for a, b in zip(counts, _apply(bucket, piece, ids), strict=True)]
-                rows += piece.num_rows
+    cold = _cold_load(bucket)
+    try:
+        for fragment in dataset.get_fragments():
+            for batch in fragment.to_batches(columns=names, batch_size=READ_ROWS):
+                for start in range(0, batch.num_rows, batch_rows):
+                    piece = batch.slice(start, batch_rows)
+                    done, applied = _apply(bucket, piece, ids, cold)
+                    if applied < piece.num_rows:  # a delete or expiry: memory from here
+                        finishing, cold = cold, None  # (an error in it: not again)
+                        assert finishing is not None
+                        for _ in finishing.finish_steps():
+                            yield rows + applied, counts
+                        more, _ = _apply(bucket, piece.slice(applied), ids)
+                        done = [a + b for a, b in zip(done, more, strict=True)]
+                    counts = [a + b for a, b in zip(counts, done, strict=True)]
+                    rows += piece.num_rows
+                    yield rows, counts
+        if cold is not None:
+            finishing, cold = cold, None
+            for _ in finishing.finish_steps():
                 yield rows, counts
+    finally:
+        if cold is not None:  # a bad row: the rows before it stay loaded
+            cold.finish()
+    if counts[0]:
+        release_freed_memory()
+
+
+def _cold_load(bucket: Bucket) -> ColdLoad | None:
+    """A cold load into ``bucket`` if it holds no document yet, else ``None``."""
+    try:
+        return bucket.cold_load()
+    except ModelError:
+        return None
 
 
 async def load_corpus(

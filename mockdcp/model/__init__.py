@@ -47,6 +47,7 @@ from mockdcp.model._item import (
     any_system as any_system,
     vbucket_of as vbucket_of,
 )
+from mockdcp.model._loader import ColdLoad as ColdLoad
 from mockdcp.model._manifest import (
     KEEP as KEEP,
     Manifest as Manifest,

@@ -22,7 +22,7 @@ from mockdcp.model._item import (
     SystemEventItem,
     vbucket_of,
 )
-from mockdcp.model._loader import BulkLoad
+from mockdcp.model._loader import BulkLoad, ColdLoad
 from mockdcp.model._manifest import (
     KEEP,
     CollectionsSpec,
@@ -193,7 +193,7 @@ class Bucket:
         out: dict[tuple[int, bytes], Item] = {}
         for vb in self.vbuckets:
             out.update(
-                {key: item for key, item in vb.items.items() if not item.deleted and key[0] in live}
+                {key: item for key, item in vb.hash_table() if not item.deleted and key[0] in live}
             )
         names = {cid: self.manifest.name_of(cid) for cid in {cid for cid, _ in out}}
         return Oracle(out, names)
@@ -327,6 +327,42 @@ class Bucket:
         )
         step = len(columns) if rows_per_step is None else rows_per_step
         return BulkLoad(self, columns, step).steps()
+
+    def cold_load(self) -> ColdLoad:
+        """A bulk load into the cold tier (``mockdcp.model._cold``): batches given to
+        ``ColdLoad.add`` (validated as ``set_many`` validates, framed, nothing visible
+        yet), then ``ColdLoad.finish`` makes them every vbucket's persisted documents at
+        once, as a node leaves a bulk load after warm-up: on disk, no checkpoint holding
+        them, about 80 bytes of memory an item beside its key and value and no Python
+        object per item. The documents get the seqnos, rev seqnos (a key loaded twice:
+        one more the second time; the first version is replaced), CAS and frames
+        ``set_many`` gives them; streams read them from disk.
+
+        ``ModelError`` if a vbucket already holds a document (the cold tier is a bulk
+        load into an empty bucket), and, at ``finish``, if one was written meanwhile."""
+        return ColdLoad(self)
+
+    def load_cold(
+        self,
+        keys: Sequence[bytes],
+        values: Sequence[bytes],
+        *,
+        collection_ids: Sequence[int] | None = None,
+        flags: Sequence[int] | int = 0,
+        expiry: Sequence[int] | int = 0,
+        datatypes: Sequence[int | None] | int | None = None,
+    ) -> int:
+        """One batch through ``cold_load``; returns how many documents."""
+        load = self.cold_load()
+        load.add(
+            keys,
+            values,
+            collection_ids=collection_ids,
+            flags=flags,
+            expiry=expiry,
+            datatypes=datatypes,
+        )
+        return load.finish()
 
     def _live(
         self, key: bytes | str, collection_id: int, vbucket: int | None

@@ -9,14 +9,18 @@ large bucket loads.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mockdcp.model._validate import Columns, Row, check_rows
+from mockdcp.model._validate import Columns, Row, check_columns, check_rows
+from mockdcp.protocol import collection_prefix
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from mockdcp.model._bucket import Bucket
+    from mockdcp.model._cold import ColdSegment
+    from mockdcp.model._vbucket import VBucket
 
 
 class BulkLoad:
@@ -90,3 +94,197 @@ class BulkLoad:
                 written += len(rows)
         bucket.notify(vbids)
         return written
+
+
+class ColdLoad:
+    """A bulk load into the cold tier (``Bucket.cold_load``): ``add`` validates a batch
+    and frames it, vbucket by vbucket, with numpy (headers as one structured array, the
+    frames joined in one ``bytes.join``); ``finish`` joins each vbucket's pieces into
+    its ``ColdSegment`` and installs them all."""
+
+    def __init__(self, bucket: Bucket) -> None:
+        for vb in bucket.vbuckets:
+            vb.check_writable()
+            if vb.holds_documents():
+                raise ModelError(
+                    f"vbucket {vb.vbid} already holds documents: a cold load fills an empty bucket"
+                )
+        self.bucket = bucket
+        self.count = 0
+        #: each vbucket's high seqno when the load began (nothing may be written since)
+        self._highs = [vb.high_seqno for vb in bucket.vbuckets]
+        self._next = [high + 1 for high in self._highs]
+        n = len(bucket.vbuckets)
+        self._frames: list[list[bytes]] = [[] for _ in range(n)]
+        self._sizes: list[list[Any]] = [[] for _ in range(n)]
+        self._cids: list[list[Any]] = [[] for _ in range(n)]
+        self._tags: list[list[Any]] = [[] for _ in range(n)]
+        self._hashes: list[list[Any]] = [[] for _ in range(n)]
+
+    def add(
+        self,
+        keys: Sequence[bytes],
+        values: Sequence[bytes],
+        *,
+        collection_ids: Sequence[int] | None = None,
+        flags: Sequence[int] | int = 0,
+        expiry: Sequence[int] | int = 0,
+        datatypes: Sequence[int | None] | int | None = None,
+    ) -> int:
+        """Validate and frame a batch (``ModelError`` naming the row and field, nothing
+        staged); returns its size."""
+        import numpy as np
+
+        from mockdcp.model._cold import HEAD, HEAD_DTYPE, build_tags, key_hashes
+
+        bucket = self.bucket
+        c = check_columns(
+            keys,
+            values,
+            collection_ids=collection_ids,
+            flags=flags,
+            expiry=expiry,
+            datatypes=datatypes,
+            check_collection=bucket.manifest.check_collection,
+        )
+        ks, vs, dts, vbids = check_rows(c.keys, c.values, c.datatypes, bucket.vbuckets, self.count)
+        n = len(ks)
+        if not n:
+            return 0
+        first_cas = bucket.reserve_cas(n)
+        vb_of = np.asarray(vbids, np.int64)
+        order = np.argsort(vb_of, kind="stable")
+        sorted_vb = vb_of[order]
+        found, group_at, counts = np.unique(sorted_vb, return_index=True, return_counts=True)
+        rank = np.arange(n, dtype=np.int64) - np.repeat(group_at, counts)
+        nexts = np.asarray(self._next, np.int64)
+        seqnos = nexts[sorted_vb] + rank
+        for vbid, count in zip(found.tolist(), counts.tolist(), strict=True):
+            self._next[vbid] += count
+        pick = order.tolist()
+        ks = [ks[i] for i in pick]
+        vs = [vs[i] for i in pick]
+        cids = np.asarray(c.collection_ids, np.uint32)[order]
+        prefixes = {cid: collection_prefix(cid) for cid in c.collections}
+        plens = np.zeros(n, np.int64)
+        for cid, prefix in prefixes.items():
+            if len(prefix) != 1:
+                plens[cids == cid] = len(prefix)
+        plens[plens == 0] = 1
+        klens = np.fromiter(map(len, ks), np.int64, n) + plens
+        vlens = np.fromiter(map(len, vs), np.int64, n)
+        dt = np.asarray(dts, np.uint8)[order]
+        head = np.zeros(n, HEAD_DTYPE)
+        head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, 31
+        head["keylen"], head["datatype"], head["vbucket"] = klens, dt, sorted_vb
+        head["bodylen"] = 31 + klens + vlens
+        head["cas"] = first_cas + order
+        head["seqno"], head["rev"] = seqnos, 1
+        head["flags"] = np.asarray(c.flags, np.uint32)[order]
+        head["expiry"] = np.asarray(c.expiry, np.uint32)[order]
+        blob = head.tobytes()
+        parts: list[bytes] = [b""] * (4 * n)
+        parts[0::4] = [blob[i : i + HEAD] for i in range(0, n * HEAD, HEAD)]
+        if len(prefixes) == 1:
+            parts[1::4] = [next(iter(prefixes.values()))] * n
+        else:
+            parts[1::4] = list(map(prefixes.__getitem__, cids.tolist()))
+        parts[2::4], parts[3::4] = ks, vs
+        del blob
+        sizes = HEAD + klens + vlens
+        tags = build_tags(dt, cids, vlens)
+        hashes = key_hashes(ks, cids)
+        for vbid, at, count in zip(found.tolist(), group_at.tolist(), counts.tolist(), strict=True):
+            end = at + count
+            # one join a vbucket: its frames are copied once
+            self._frames[vbid].append(b"".join(parts[4 * at : 4 * end]))
+            self._sizes[vbid].append(sizes[at:end])
+            self._cids[vbid].append(cids[at:end])
+            self._tags[vbid].append(tags[at:end])
+            self._hashes[vbid].append(hashes[at:end])
+        self.count += n
+        return n
+
+    def finish(self) -> int:
+        """Install every vbucket's segment (``ModelError`` if one was written since the
+        load began, or stopped being active: nothing installed); returns how many
+        documents were loaded."""
+        for _ in self.finish_steps():
+            pass
+        return self.count
+
+    def finish_steps(self) -> Iterator[int]:
+        """``finish`` in steps, for a caller that yields to its event loop between them:
+        each step builds one vbucket's segment (yielding its vbucket id); the last
+        installs them all at once, nothing visible before."""
+        import numpy as np
+
+        from mockdcp.model._cold import ColdSegment
+
+        bucket = self.bucket
+        self._check_unwritten()
+        built: list[tuple[VBucket, ColdSegment]] = []
+        for vb in bucket.vbuckets:
+            chunks = self._frames[vb.vbid]
+            if not chunks:
+                continue
+            with bucket.pause_collector():
+                buf = b"".join(chunks)
+                chunks.clear()
+                sizes = np.concatenate(self._sizes[vb.vbid])
+                starts = np.zeros(len(sizes) + 1, np.int64)
+                np.cumsum(sizes, out=starts[1:])
+                segment = ColdSegment(
+                    vb.vbid,
+                    self._highs[vb.vbid] + 1,
+                    buf,
+                    starts,
+                    np.concatenate(self._cids[vb.vbid]),
+                    np.concatenate(self._tags[vb.vbid]),
+                    np.concatenate(self._hashes[vb.vbid]),
+                )
+                self._sizes[vb.vbid] = self._cids[vb.vbid] = []
+                self._tags[vb.vbid] = self._hashes[vb.vbid] = []
+                if len(segment.later):
+                    segment = _with_revs(segment)
+            built.append((vb, segment))
+            yield vb.vbid
+        self._check_unwritten()
+        with bucket.pause_collector():
+            for vb, segment in built:
+                vb.load_cold(segment)
+        bucket.notify([vb.vbid for vb, _ in built])
+
+    def _check_unwritten(self) -> None:
+        for vb, high in zip(self.bucket.vbuckets, self._highs, strict=True):
+            vb.check_writable()
+            if vb.high_seqno != high or vb.holds_documents():
+                raise ModelError(f"vbucket {vb.vbid} was written during the cold load")
+
+
+def _with_revs(segment: ColdSegment) -> ColdSegment:
+    """The segment with the rev seqno of each key loaded again one above its previous
+    version's (``set`` gives it so), patched into the frames."""
+    import numpy as np
+
+    from mockdcp.model._cold import REV_AT, ColdSegment
+
+    revs: dict[int, int] = {}
+    first = segment.first_seqno
+    for slot, seqno in zip(segment.later.tolist(), segment.later_seqnos.tolist(), strict=True):
+        revs[seqno - first] = revs.get(slot, 1) + 1
+    buf = bytearray(segment.buf)
+    for slot, rev in revs.items():
+        at = int(segment.starts[slot]) + REV_AT
+        buf[at : at + 8] = rev.to_bytes(8, "big")
+    hashes = np.empty_like(segment.hashes)
+    hashes[segment.order] = segment.hashes
+    return ColdSegment(
+        segment.vbid,
+        first,
+        bytes(buf),
+        segment.starts,
+        segment.cids,
+        segment.tags,
+        hashes,
+    )

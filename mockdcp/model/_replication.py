@@ -38,6 +38,8 @@ from mockdcp.protocol import VBucketState
 if TYPE_CHECKING:
     import random
 
+    from mockdcp.model._cold import ColdView
+
 #: A replica's checkpoint limits: it closes checkpoints where its active did, never by size.
 UNBOUNDED = sys.maxsize
 
@@ -98,22 +100,52 @@ def catch_up(replica: VBucket, active: VBucket, upto: int | None = None) -> int:
     first = bisect.bisect_right(log, replica.high_seqno, key=_SEQNO)
     last = len(log) if upto is None else bisect.bisect_right(log, upto, key=_SEQNO)
     starts = {cp.start_seqno for cp in active.checkpoints}
+    cold = active.cold
+    copied = 0
+    if (
+        cold is None
+        or replica.high_seqno >= cold.upto
+        or (upto is not None and upto < cold.segment.first_seqno)
+    ):
+        cold = None
     for item in log[first:last]:
+        if cold is not None and item.seqno > cold.upto:
+            copied += _take_cold(replica, cold, upto)
+            cold = None
         if item.seqno in starts and replica.checkpoints[-1].entries:
             replica.close_checkpoint()
         if isinstance(item, SystemEventItem):
             replica.write_system_event(item)
         else:
             replica.write(item)
+    if cold is not None:
+        copied += _take_cold(replica, cold, upto)
     if replica.checkpoints[-1].entries and replica.high_seqno + 1 in starts:
         replica.close_checkpoint()  # the active closed its checkpoint here: so does it
-    return max(0, last - first)
+    return max(0, last - first) + copied
+
+
+def _take_cold(replica: VBucket, cold: ColdView, upto: int | None) -> int:
+    """The replica takes the active's cold tier (the same segment, its own liveness)
+    as far as the active holds it (up to ``upto``): persisted, as the active's. How
+    many slots it gained."""
+    end = cold.upto if upto is None else min(upto, cold.upto)
+    before = replica.high_seqno
+    replica.load_cold(cold.segment, end)
+    return end - before
 
 
 def is_prefix(replica: VBucket, active: VBucket) -> bool:
     """Is ``replica``'s history the start of ``active``'s: the same item objects in the
     same order (the same branch), nothing beyond the active's high seqno?"""
     theirs, ours = active.log, replica.log
+    mine, its = replica.cold, active.cold
+    if mine is not None and (
+        its is None or mine.segment is not its.segment or mine.upto > its.upto
+    ):
+        return False
+    if mine is None and its is not None and replica.high_seqno >= its.segment.first_seqno:
+        return False
     return (
         replica.high_seqno <= active.high_seqno
         and len(ours) <= len(theirs)

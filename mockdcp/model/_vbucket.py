@@ -36,13 +36,14 @@ from __future__ import annotations
 import bisect
 from array import array
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from mockdcp.model._checkpoint import Checkpoint, Cursor
 from mockdcp.model._failover import FailoverTable
 from mockdcp.model._item import (
+    SYSTEM_COLLECTION_ID,
     TAG_COLLECTION,
     TAG_DURABLE,
     TAG_EMPTY,
@@ -57,7 +58,15 @@ from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Sequence
+
+    from mockdcp.model._cold import ColdSegment, ColdView
+
+
+class SeqnoLookup(Protocol):
+    """seqno → item (a mapping, or ``_DiskLookup``)."""
+
+    def __getitem__(self, seqno: int, /) -> Item: ...
 
 
 @attrs.frozen
@@ -78,18 +87,20 @@ class DiskSnapshot:
     purge_seqno: int
     seqnos: Sequence[int] = ()
     #: the items' ``Item.head``, ``Item.tail`` and ``Item.tag`` beside ``seqnos``
-    heads: list[bytes] = attrs.field(factory=list)
-    tails: list[bytes] = attrs.field(factory=list)
+    #: (lists, or lazy pieces of the cold tier: ``_cold.ColdPieces``)
+    heads: Sequence[bytes] = attrs.field(factory=list)
+    tails: Sequence[bytes] = attrs.field(factory=list)
     tags: bytes = b""
     #: the items' collection ids (an ``array("I")``), beside ``tags``
     cids: Sequence[int] = ()
     #: the items' canonical frame sizes (``Item.size``, an ``array("I")``)
     sizes: Sequence[int] = ()
-    #: a history snapshot's own seqno → item map (older revisions are not in
-    #: ``VBucket.disk_by_seqno``); ``None`` for a de-duplicated snapshot
-    versions: Mapping[int, Item] | None = None
+    #: the snapshot's own seqno → item lookup: a history snapshot's (older revisions
+    #: are not in ``VBucket.disk_by_seqno``), or one with cold slots (``_DiskLookup``);
+    #: ``None``: ``VBucket.disk_by_seqno`` has them all
+    versions: SeqnoLookup | None = None
 
-    def items_at(self, by_seqno: Mapping[int, Item], indices: Sequence[int]) -> list[Item]:
+    def items_at(self, by_seqno: SeqnoLookup, indices: Sequence[int]) -> list[Item]:
         """The items of frames ``indices``, looked up in ``versions`` or else in
         ``VBucket.disk_by_seqno`` (read at once: a later persist may replace them)."""
         lookup = by_seqno if self.versions is None else self.versions
@@ -97,6 +108,19 @@ class DiskSnapshot:
 
 
 _SEQNO = attrgetter("seqno")
+
+
+class _DiskLookup:
+    """seqno → on-disk item of a vbucket, cold slots included (``VBucket.disk_item``):
+    the ``versions`` of a snapshot with cold items, read at once."""
+
+    __slots__ = ("_vb",)
+
+    def __init__(self, vb: VBucket) -> None:
+        self._vb = vb
+
+    def __getitem__(self, seqno: int) -> Item:
+        return self._vb.disk_item(seqno)
 
 
 class VBucket:
@@ -170,6 +194,8 @@ class VBucket:
         self.high_completed_seqno = 0
         self.persisted_completed_seqno = 0
         self.checkpoints: list[Checkpoint] = [self._new_checkpoint(seqno + 1)]
+        #: the bulk-loaded documents kept in columns (``_cold``; None: none)
+        self.cold: ColdView | None = None
 
     def _new_checkpoint(self, start: int) -> Checkpoint:
         self._checkpoint_ids += 1
@@ -189,11 +215,47 @@ class VBucket:
         return self.system_events[-1].manifest_uid if self.system_events else 0
 
     def get(self, key: bytes, collection_id: int = 0) -> Item | None:
-        return self.items.get((collection_id, key))
+        """The key's newest version (tombstones included): the hash table's, else the
+        cold tier's (an item made from its slot)."""
+        item = self.items.get((collection_id, key))
+        if item is None and self.cold is not None:
+            return self.cold.get(collection_id, key)
+        return item
 
     def all_items(self) -> Iterator[Item]:
         """Newest version of every key (tombstones included), in seqno order."""
-        return iter(sorted(self.items.values(), key=lambda it: it.seqno))
+        return iter(sorted((it for _, it in self.hash_table()), key=_SEQNO))
+
+    def hash_table(self) -> Iterator[tuple[tuple[int, bytes], Item]]:
+        """(collection, key) → newest version of every key: the hash table, then the
+        cold tier's slots no hot version shadows (their items made one by one)."""
+        yield from self.items.items()
+        if self.cold is not None:
+            items = self.items
+            for item in self.cold.items():
+                key = (item.collection_id, item.key)
+                if key not in items:
+                    yield key, item
+
+    def visible_upto(self, seqno: int) -> int:
+        """The highest seqno at or below ``seqno`` of a visible item (neither a prepare
+        nor an abort); 0 if none."""
+        log = self.log
+        i = bisect.bisect_right(log, seqno, key=_SEQNO)
+        while i and log[i - 1].tag == TAG_DURABLE:
+            i -= 1
+        found = log[i - 1].seqno if i else 0
+        cold = self.cold
+        if cold is not None and found < cold.segment.first_seqno <= seqno:
+            return min(seqno, cold.upto)
+        return found
+
+    def disk_item(self, seqno: int) -> Item:
+        """The on-disk item at ``seqno`` (hot, or a cold slot's)."""
+        cold = self.cold
+        if cold is not None and cold.segment.first_seqno <= seqno <= cold.upto:
+            return cold.segment.item(seqno - cold.segment.first_seqno)
+        return self.disk_by_seqno[seqno]
 
     def register_cursor(self, name: str, after_seqno: int) -> Cursor | None:
         """A cursor reading every seqno after ``after_seqno``, or ``None`` when the
@@ -253,6 +315,8 @@ class VBucket:
         items, or with ``frames`` their seqnos and frames only."""
         i = bisect.bisect_right(self.disk_seqnos, after_seqno)
         end = self.persisted_seqno
+        if self.cold is not None and self.cold.upto > after_seqno:
+            return self._cold_snapshot(after_seqno, i, frames=frames)
         if frames:
             seqnos, heads, tails = self.disk_seqnos[i:], self.disk_heads[i:], self.disk_tails[i:]
             tags = bytes(self.disk_tags[i:])
@@ -280,6 +344,55 @@ class VBucket:
             self.persisted_completed_seqno,
             self.persisted_visible_seqno,
             self.purge_seqno,
+        )
+
+    def _cold_snapshot(self, after_seqno: int, i: int, *, frames: bool) -> DiskSnapshot:
+        """``disk_snapshot`` when cold slots are among the items: the hot disk's items
+        below the cold tier's seqnos, the cold tier's alive slots (their frames read
+        from its buffer, no item object), the hot disk's items above."""
+        from mockdcp.model._cold import joined_pieces
+
+        cold = self.cold
+        assert cold is not None
+        seg = cold.segment
+        hot = self.disk_seqnos
+        j = bisect.bisect_left(hot, seg.first_seqno, lo=i)
+        slots = cold.live_slots(after_seqno)
+        heads, tails, tags, cids, sizes = cold.frames(slots)
+        seqnos = array("q", hot[i:j])
+        seqnos.frombytes((slots + seg.first_seqno).astype("int64").tobytes())
+        seqnos.extend(hot[j:])
+        lookup = _DiskLookup(self)
+        if not frames:
+            items = tuple(map(lookup.__getitem__, seqnos))
+            return DiskSnapshot(
+                after_seqno + 1,
+                self.persisted_seqno,
+                items,
+                self.persisted_completed_seqno,
+                self.persisted_visible_seqno,
+                self.purge_seqno,
+            )
+        all_cids = array("I", self.disk_cids[i:j])
+        all_cids.frombytes(cids.astype("uint32").tobytes())
+        all_cids.extend(self.disk_cids[j:])
+        all_sizes = array("I", self.disk_sizes[i:j])
+        all_sizes.frombytes(sizes.astype("uint32").tobytes())
+        all_sizes.extend(self.disk_sizes[j:])
+        return DiskSnapshot(
+            after_seqno + 1,
+            self.persisted_seqno,
+            (),
+            self.persisted_completed_seqno,
+            self.persisted_visible_seqno,
+            self.purge_seqno,
+            seqnos,
+            joined_pieces(self.disk_heads[i:j], heads, self.disk_heads[j:]),
+            joined_pieces(self.disk_tails[i:j], tails, self.disk_tails[j:]),
+            bytes(self.disk_tags[i:j]) + tags + bytes(self.disk_tags[j:]),
+            all_cids,
+            all_sizes,
+            lookup,
         )
 
     def history_snapshot(self, after_seqno: int) -> DiskSnapshot:
@@ -341,7 +454,7 @@ class VBucket:
     def live(self, key: bytes, collection_id: int) -> Item:
         """The live document ``key`` of the collection, or ``ModelError`` if there is
         none (never written, deleted, or purged)."""
-        old = self.items.get((collection_id, key))
+        old = self.get(key, collection_id)
         if old is None or old.deleted:
             raise ModelError(f"no live document {key!r} in vbucket {self.vbid}")
         return old
@@ -384,7 +497,7 @@ class VBucket:
         """Write an item of ``fields`` (key, collection_id, value, ... as ``Item`` takes
         them) at the next seqno, its rev seqno one above the key's last (1 for a new
         key), with ``cas``; returns it."""
-        old = self.items.get((fields["collection_id"], fields["key"]))  # type: ignore[arg-type]
+        old = self.get(fields["key"], fields["collection_id"])  # type: ignore[arg-type]
         item = Item(
             vbucket=self.vbid,
             seqno=self.high_seqno + 1,
@@ -432,9 +545,12 @@ class VBucket:
         About 2 µs a row on this project's VM; each dictionary is probed once for a key
         it does not hold (``setdefault`` both looks up and inserts), and the item's
         slots are stored one statement each (a tuple assignment builds a tuple)."""
-        if self.retains_history and not self.history_collections.isdisjoint(r[1] for r in rows):
-            # revisions of a history collection must not be de-duplicated: the general
-            # path, one write a row
+        if self.cold is not None or (
+            self.retains_history and not self.history_collections.isdisjoint(r[1] for r in rows)
+        ):
+            # revisions of a history collection must not be de-duplicated, and a key
+            # may have its last version in the cold tier: the general path, one write
+            # a row
             for key, cid, value, dt, flags, expiry, cas in rows:
                 self.mutate(
                     cas,
@@ -546,7 +662,7 @@ class VBucket:
         seqno one above the committed document's (the bucket has checked that the key
         has no prepare pending)."""
         key, cid = fields["key"], fields["collection_id"]
-        old = self.items.get((cid, key))  # type: ignore[arg-type]
+        old = self.get(key, cid)  # type: ignore[arg-type]
         item = DurableItem(
             kind=ItemKind.PREPARE,
             vbucket=self.vbid,
@@ -631,6 +747,62 @@ class VBucket:
             # compaction, as kv_engine's logically deleted items)
             for key in [k for k in self.items if k[0] == cid]:
                 del self.items[key]
+            if self.cold is not None and cid is not None:
+                self.cold.flushed.add(cid)
+
+    def holds_documents(self) -> bool:
+        """Has the vbucket a document (or a tombstone, a prepare, a cold tier)?"""
+        return (
+            self.cold is not None
+            or bool(self.pending)
+            or any(cid != SYSTEM_COLLECTION_ID for cid, _ in self.items)
+            or any(cid != SYSTEM_COLLECTION_ID for cid, _ in self.disk)
+        )
+
+    def load_cold(self, segment: ColdSegment, upto: int | None = None) -> None:
+        """Take ``segment`` (up to seqno ``upto``, default all of it) as the vbucket's
+        persisted documents, as a warm-up after a bulk load leaves a node: everything
+        before is persisted, the segment's seqnos follow the high seqno, the checkpoints
+        hold nothing of it and start after it; stream cursors are dropped (their streams
+        backfill, kv_engine ``ActiveStream::handleSlowStream``). The bucket (or the
+        replication stream) has checked that the vbucket holds no document and that the
+        segment starts after its high seqno (or that it holds the segment up to its high
+        seqno, and takes more of it)."""
+        from mockdcp.model._cold import ColdView
+
+        held = self.cold
+        # a copy a rollback cut inside the segment takes the rest of it
+        assert segment.first_seqno == self.high_seqno + 1 or (
+            held is not None and held.segment is segment and held.upto == self.high_seqno
+        )
+        self.persist(self.high_seqno)
+        for cursor in self.cursors.values():
+            cursor.dropped = True
+        self.cursors = {}
+        self.cold = view = ColdView(segment, segment.last_seqno if upto is None else upto)
+        self.high_seqno = self.persisted_seqno = view.upto
+        self._cold_counts()
+        self.persisted_visible_seqno = self.visible_seqno
+        self.checkpoints = [self._new_checkpoint(view.upto + 1)]
+        if self.history_start_seqno:
+            self.history_start_seqno = view.upto + 1
+
+    def _cold_counts(self) -> None:
+        """The cold tier's part of the visible seqno and the collections' high seqnos."""
+        import numpy as np
+
+        cold = self.cold
+        assert cold is not None
+        seg = cold.segment
+        held = cold.upto - seg.first_seqno + 1
+        self.visible_seqno = max(self.visible_seqno, cold.upto)
+        cids = seg.cids[:held]
+        # the last slot of each collection: unique over the reversed column
+        found, last = np.unique(cids[::-1], return_index=True)
+        high = self.collection_high
+        for cid, back in zip(found.tolist(), last.tolist(), strict=True):
+            seqno = seg.first_seqno + held - 1 - back
+            high[cid] = max(high.get(cid, 0), seqno)
 
     def close_checkpoint(self) -> None:
         """Close the open checkpoint (if it holds anything) and open a new one."""
@@ -700,6 +872,8 @@ class VBucket:
         unique = set(keys)
         if len(unique) != len(keys) or not self.disk.keys().isdisjoint(unique):
             return False
+        if self.cold is not None:  # a new version of a cold key replaces its slot
+            self._kill_cold(written)
         self.disk.update(zip(keys, written, strict=True))
         self.disk_by_seqno.update(zip(seqnos, written, strict=True))
         self.disk_seqnos.extend(seqnos)
@@ -710,7 +884,18 @@ class VBucket:
         self.disk_sizes.extend([it.size for it in written])
         return True
 
+    def _kill_cold(self, written: Sequence[Item]) -> None:
+        """The cold slots of keys ``written`` (persisted now) has a newer version of
+        leave the disk."""
+        cold = self.cold
+        assert cold is not None
+        for item in written:
+            if item.seqno > cold.upto and item.tag != TAG_DURABLE and not item.system:
+                cold.kill(item.collection_id, item.key)
+
     def _to_disk(self, item: Item) -> None:
+        if self.cold is not None:
+            self._kill_cold((item,))
         old = self.disk.get(item.doc_key)
         if old is not None:
             del self.disk_by_seqno[old.seqno]
@@ -771,7 +956,7 @@ class VBucket:
         """Cut history after ``seqno`` (restart or failover): the vbucket holds what it
         held at ``seqno`` (purged tombstones stay purged), all of it on disk, and memory
         starts again after it. Streams see a new generation; cursors are dropped."""
-        purge, history_start = self.purge_seqno, self.history_start_seqno
+        purge, history_start, cold = self.purge_seqno, self.history_start_seqno, self.cold
         cut = bisect.bisect_right(self.log, seqno, key=_SEQNO)
         log = self.log[:cut]
         latest: dict[tuple[int, bytes], Item] = {}
@@ -786,7 +971,17 @@ class VBucket:
         self._reset(seqno)
         self.purge_seqno = purge
         self.log = log
-        if history_start:  # what is kept of the history stays history
+        if cold is not None and seqno >= cold.segment.first_seqno:
+            # the cold tier as far as the cut keeps it, its slots alive again unless a
+            # kept newer version replaced them or a kept flush emptied their collection
+            from mockdcp.model._cold import ColdView
+
+            self.cold = view = ColdView(cold.segment, min(seqno, cold.upto))
+            self._kill_cold(list(latest.values()))
+            for cid, begin in begins.items():
+                if begin > view.upto:
+                    view.kill_collection(cid)
+        if history_start:  # what is kept of the history stays history (none of it cold)
             self.history_start_seqno = min(history_start, seqno + 1)
             self.history_bytes = sum(it.size for it in log if it.seqno >= history_start)
         for item in log:
@@ -798,6 +993,8 @@ class VBucket:
                 self.collection_high[item.collection_id] = item.seqno
             self._replay_durability(item)
             self.durable_writes += isinstance(item, DurableItem)
+        if self.cold is not None:
+            self._cold_counts()
         self.persisted_visible_seqno = self.visible_seqno
         self.persisted_completed_seqno = self.high_completed_seqno
         for item in sorted(latest.values(), key=lambda it: it.seqno):

@@ -360,8 +360,8 @@ class Frames:
     ``Item.tail``) with their tags: ``ends`` are each canonical frame's end offset in
     their concatenation plus ``base``."""
 
-    heads: list[bytes]
-    tails: list[bytes]
+    heads: Sequence[bytes]
+    tails: Sequence[bytes]
     tags: bytes
     ends: Sequence[int]
     base: int
@@ -383,8 +383,8 @@ class ItemEncoder:
 
     def prepare(
         self,
-        heads: list[bytes],
-        tails: list[bytes],
+        heads: Sequence[bytes],
+        tails: Sequence[bytes],
         tags: bytes,
         ends: Sequence[int],
         base: int,
@@ -415,8 +415,8 @@ class ItemEncoder:
 
     def _prepare_sync(
         self,
-        heads: list[bytes],
-        tails: list[bytes],
+        heads: Sequence[bytes],
+        tails: Sequence[bytes],
         tags: bytes,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
         *,
@@ -437,7 +437,7 @@ class ItemEncoder:
         return Frames(heads, tails, bytes(out), self.ends_of(heads, tails, bytes(out)), 0)
 
     @staticmethod
-    def ends_of(heads: list[bytes], tails: list[bytes], tags: bytes) -> Sequence[int]:
+    def ends_of(heads: Sequence[bytes], tails: Sequence[bytes], tags: bytes) -> Sequence[int]:
         """Each canonical frame's end offset: head, the default prefix, tail."""
         np = numpy_module()
         count = len(heads)
@@ -488,14 +488,25 @@ class ItemEncoder:
                 prefixes = (
                     list(map(_PREFIXES.__getitem__, default.tobytes())) if default.any() else None
                 )
-        width = lead + 2 + (prefixes is not None)
-        parts = [prefixes if isinstance(prefixes, bytes) else b""] * (width * count)
-        if sid is not None and lead:
-            parts[0::width] = [stream_id_frame_info(sid)] * count
-        parts[lead::width], parts[width - 1 :: width] = heads, tails
-        if isinstance(prefixes, list):
-            parts[lead + 1 :: width] = prefixes
-        buf = bytearray().join(parts)
+        joined = getattr(heads, "joined_frames", None)  # the cold tier's frames
+        if joined is not None and not lead and hasattr(tails, "joined_frames"):
+            # the canonical frames as they lie in its buffer, a copy a run; a legacy
+            # stream's without their prefixes, a slice a frame (``ColdPieces``; cutting
+            # the prefixes out of the joined frames by a ``struct`` unpack, as
+            # ``_splice`` does, measured slower)
+            if self.form.collections:
+                buf: bytearray = joined()
+            else:
+                buf = heads.joined_with(tails)  # type: ignore[attr-defined]
+        else:
+            width = lead + 2 + (prefixes is not None)
+            parts = [prefixes if isinstance(prefixes, bytes) else b""] * (width * count)
+            if sid is not None and lead:
+                parts[0::width] = [stream_id_frame_info(sid)] * count
+            parts[lead::width], parts[width - 1 :: width] = heads, tails
+            if isinstance(prefixes, list):
+                parts[lead + 1 :: width] = prefixes
+            buf = bytearray().join(parts)
         # bytes every frame grew by: a legacy one is one byte shorter than the canonical
         grow = 3 * lead - (not self.form.collections)
         if grow:  # the frames moved: where their headers and ends are now

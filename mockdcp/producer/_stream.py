@@ -120,6 +120,15 @@ def _extra(*frames: bytes) -> Frames:
     return Frames(heads, [b""] * len(heads), bytes([_EXTRA_TAG]) * len(heads), ends, 0)
 
 
+def _take(pieces: Sequence[bytes], positions: Sequence[int]) -> Sequence[bytes]:
+    """The pieces at ``positions``: lazy pieces of the cold tier (``take``) stay lazy."""
+    take = getattr(pieces, "take", None)
+    if take is not None:
+        out: Sequence[bytes] = take(positions)
+        return out
+    return list(map(pieces.__getitem__, positions))  # C loops, no Python per frame
+
+
 def _ends(sizes: Sizes) -> Sequence[int]:
     """End offsets (an ``array("q")``) of frames of these sizes, one after the other."""
     np = numpy_module()
@@ -474,8 +483,8 @@ class Stream:
 
     def _pick(
         self,
-        heads: list[bytes],
-        tails: list[bytes],
+        heads: Sequence[bytes],
+        tails: Sequence[bytes],
         tags: bytes,
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
@@ -492,8 +501,8 @@ class Stream:
 
     def _chosen(
         self,
-        heads: list[bytes],
-        tails: list[bytes],
+        heads: Sequence[bytes],
+        tails: Sequence[bytes],
         tags: bytes,
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
@@ -509,8 +518,7 @@ class Stream:
             return None
         np = numpy_module()
         at = np.asarray(positions, np.int64)
-        heads = list(map(heads.__getitem__, positions))  # C loops, no Python per frame
-        tails = list(map(tails.__getitem__, positions))
+        heads, tails = _take(heads, positions), _take(tails, positions)
         tags = np.frombuffer(tags, np.uint8)[at].tobytes()
 
         def chosen_at(indices: Sequence[int]) -> Sequence[Item]:

@@ -18,7 +18,10 @@ from mockdcp.util._errors import (
     ServerError as ServerError,
     raise_unwrapped as raise_unwrapped,
 )
-from mockdcp.util._gc import collector_paused as collector_paused
+from mockdcp.util._gc import (
+    collector_paused as collector_paused,
+    release_freed_memory as release_freed_memory,
+)
 from mockdcp.util._lazy import lazy_getattr as lazy_getattr
 from mockdcp.util._malloc import tune_allocator as tune_allocator
 from mockdcp.util._numpy import load_numpy as load_numpy, tune_process as tune_process

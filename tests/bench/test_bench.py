@@ -45,6 +45,24 @@ def test_bench_streams_to_several_consumers_at_once() -> None:
     assert report["server_peak_rss_bytes"] > 0
 
 
+def test_bench_docs_reports_the_cold_tier_figures_for_a_small_run() -> None:
+    report = bench_report("--docs", "3000", "--vbuckets", "8")
+    assert report["docs"] == 3000
+    assert report["complete"] is True
+    assert report["load_docs_per_s"] > 0
+    assert 0 < report["ready_s"] < 60
+    assert report["disk_events_per_s"] > 0
+    assert report["legacy_disk_events_per_s"] > 0
+    assert "bytes_per_doc_beyond_key_value" in report
+
+
+def test_bench_cold_reports_the_cold_tier_figures_for_a_small_run() -> None:
+    report = bench_report("--cold", "--items", "5000", "--vbuckets", "4")
+    assert report["complete"] is True
+    assert report["load_items_per_s"] > 0
+    assert report["disk_events_per_s"] > 0
+
+
 def test_bench_refuses_sizes_it_cannot_measure() -> None:
     for args, message in (
         (["--items", "0"], b"--items: 0 is not at least 1"),

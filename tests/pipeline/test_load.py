@@ -81,6 +81,49 @@ async def test_load_yields_to_the_event_loop_between_batches(tmp_path: Path) -> 
     assert seen == sorted(seen)
 
 
+def _state(bucket: Bucket) -> list[list[tuple[object, ...]]]:
+    """Every vbucket's documents as streams and rules see them, and its seqnos."""
+    return [
+        [
+            (vb.high_seqno, vb.persisted_seqno),
+            *sorted(
+                (it.key, it.seqno, it.rev_seqno, it.cas, it.value, it.kind) for it in vb.all_items()
+            ),
+        ]
+        for vb in bucket.vbuckets
+    ]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [SPEC, CorpusSpec(docs=500, seed=3, partitions=2, delete_share=0, expire_share=0)],
+    ids=["deletes", "writes-only"],
+)
+def test_a_corpus_loads_into_the_cold_tier_as_it_loads_into_memory(
+    tmp_path: Path, spec: CorpusSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into an empty bucket, the writes before the first delete or expiry are the
+    bucket's persisted disk (the cold tier), the rest goes to memory: the documents,
+    seqnos, revs and CAS are those of a load all to memory, persisted."""
+    corpus = _write(tmp_path / "c", spec)
+
+    def new_bucket() -> Bucket:  # one clock: the same CAS
+        return Bucket("default", 64, seed=5, clock=lambda: 1_700_000_000.0)
+
+    cold = new_bucket()
+    load_corpus_sync(cold, corpus, batch_rows=97)
+    assert any(vb.cold is not None for vb in cold.vbuckets)
+    if not spec.delete_share:
+        assert all(not vb.items for vb in cold.vbuckets)  # all of it on disk
+    monkeypatch.setattr("mockdcp.data._load._cold_load", lambda bucket: None)
+    memory = new_bucket()
+    load_corpus_sync(memory, corpus, batch_rows=97)
+    assert all(vb.cold is None for vb in memory.vbuckets)
+    cold.persist()
+    memory.persist()
+    assert _state(cold) == _state(memory)
+
+
 def test_missing_and_mistyped_columns_are_named(tmp_path: Path) -> None:
     table = generate_partition(SPEC, 0).drop_columns(["rev"])
     table = table.set_column(

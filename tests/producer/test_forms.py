@@ -435,3 +435,45 @@ def test_filtered_streams_send_what_the_codec_encodes_item_by_item(
         ]
         got = stream_frames(b, settings_, sid, collections, scope)
         assert got == want
+
+
+#: values a cold load takes (value, datatype): every value form differs for some
+COLD_VALUES = [
+    (BODY, 1),
+    (b"", 0),
+    (b"\x00raw\xff", 0),
+    (bytes(cramjam.snappy.compress_raw(BODY)), 3),
+    (b"tiny", 0),
+]
+
+
+@settings(deadline=None, max_examples=15)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.sampled_from(COLD_VALUES)), min_size=1, max_size=20),
+    st.lists(st.tuples(st.integers(0, 12), docs), max_size=6),
+    st.booleans(),
+)
+@pytest.mark.parametrize("sid", [None, 3])
+@pytest.mark.parametrize("dcp", FORMS[::5], ids=lambda s: repr(Form.of(s)))
+def test_streams_of_a_cold_loaded_bucket_send_what_the_codec_encodes(
+    dcp: DcpSettings,
+    sid: int | None,
+    loaded: list[tuple[int, tuple[bytes, int]]],
+    ops: list[tuple[int, tuple[str, dict[str, Any]]]],
+    compacted: bool,
+) -> None:
+    """The cold tier's frames are read from its buffer a run at a time (collection-
+    aware) or piece by piece; with persisted writes over it (slots die, the hot disk
+    follows the cold tier), and with the checkpoints holding them or not."""
+    b = Bucket("default", 1, seed=4, clock=lambda: 1_700_000_000.0)
+    b.load_cold(
+        [b"doc%d" % k for k, _ in loaded],
+        [v for _, (v, _) in loaded],
+        datatypes=[dt for _, (_, dt) in loaded],
+    )
+    write(b, ops)
+    b.persist()  # (unpersisted, a key would go from disk and again from memory)
+    if compacted:
+        b.vbucket(0).close_checkpoint()
+    items = sorted(b.vbucket(0).all_items(), key=lambda it: it.seqno)
+    assert stream_items(b, dcp, sid) == expected(items, Form.of(dcp), 77, sid)

@@ -1,0 +1,471 @@
+"""The cold tier: a bulk-loaded corpus kept in columns, as a data node keeps it on disk.
+
+A real node after a bulk load has flushed its checkpoints to disk and expelled them, and
+keeps about 56 bytes of metadata per item in memory beside key and value (kv_engine
+``docs/Durability.md`` and ``StoredValue``: the hash table's stored values). mockdcp
+kept a Python object per item (a slotted ``Item``, two bytes objects for its frame, a
+hash-table entry, checkpoint and on-disk entries): about 520 bytes beyond key and value.
+A ``ColdSegment`` holds a vbucket's bulk-loaded documents without any object per item:
+
+* ``buf``: one bytes object, each item's canonical frame (``Item.wire``: the
+  DCP_MUTATION header and extras, the LEB128 collection prefix, key, value) one after
+  the other in seqno order; ``starts`` (int64, one more than the items) their offsets.
+  The items' seqnos are consecutive (``first_seqno`` + slot); CAS, rev seqno, flags,
+  expiry and datatype are read from the frame when an item is needed;
+* ``cids`` (uint32) and ``tags`` (uint8, ``Item.tag``) beside them, for stream filters
+  and value forms;
+* a key index: ``hashes`` (a 64-bit hash of (collection, key), sorted) and ``order``
+  (the slot of each), searched with ``numpy.searchsorted`` and checked against the key
+  bytes in ``buf`` (two keys with one hash are told apart there);
+* ``later``: the slots an item later in the segment replaced (the same key loaded twice)
+  and the seqno of the replacing item, so a cut below that seqno brings them back.
+
+The segment never changes once loaded; each copy of the vbucket (the active, a replica,
+a moved copy) holds a ``ColdView`` of it: how far it holds the segment (``upto``: a
+truncate cuts it) and which slots are still its newest persisted version of their key
+(``alive``, one byte a slot). A slot dies when a newer version of its key is persisted
+(the hot tier's item replaces it on disk) or when a truncate cuts below it; it comes
+back when a truncate cuts that newer version away.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import struct
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
+
+import numpy as np
+
+from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind
+from mockdcp.protocol import collection_prefix
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+#: the header and DCP_MUTATION extras of a frame (``MUTATION_FRAME``)
+HEAD = 55
+#: the frame's header fields, big-endian, as numpy lays them out (``MUTATION_FRAME``)
+HEAD_DTYPE = np.dtype(
+    [
+        ("magic", "u1"),
+        ("opcode", "u1"),
+        ("keylen", ">u2"),
+        ("extlen", "u1"),
+        ("datatype", "u1"),
+        ("vbucket", ">u2"),
+        ("bodylen", ">u4"),
+        ("opaque", ">u4"),
+        ("cas", ">u8"),
+        ("seqno", ">u8"),
+        ("rev", ">u8"),
+        ("flags", ">u4"),
+        ("expiry", ">u4"),
+        ("lock", ">u4"),
+        ("nmeta", ">u2"),
+        ("nru", "u1"),
+    ]
+)
+assert HEAD_DTYPE.itemsize == HEAD
+#: the fields of a frame's head an item needs (``MUTATION_FRAME`` without magic and the
+#: lengths that follow from the slot)
+_FIELDS = struct.Struct(">2xHxBHIIQQQII")
+#: the byte offset of the rev seqno in a frame
+REV_AT = 32
+#: a multiplier spreading collection ids over the hash (the 64-bit golden ratio)
+_SPREAD = np.uint64(0x9E3779B97F4A7C15)
+_SIGNED = 1 << 63
+
+
+def key_hash(collection_id: int, key: bytes) -> int:
+    """The index's hash of (collection, key): ``hash(key)`` mixed with the collection,
+    as a signed 64-bit integer (``key_hashes`` in bulk; the process's hash seed, so an
+    index lives in one process)."""
+    mixed = (hash(key) ^ (collection_id * 0x9E3779B97F4A7C15)) & 0xFFFFFFFFFFFFFFFF
+    return mixed - (1 << 64) if mixed >= _SIGNED else mixed
+
+
+def key_hashes(keys: Sequence[bytes], cids: NDArray[np.uint32]) -> NDArray[np.int64]:
+    """``key_hash`` of every (collection, key), with numpy for the mixing."""
+    hashed = np.fromiter(map(hash, keys), np.int64, len(keys)).view(np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = hashed ^ (cids.astype(np.uint64) * _SPREAD)
+    out: NDArray[np.int64] = mixed.view(np.int64)
+    return out
+
+
+class ColdSegment:
+    """One vbucket's bulk-loaded documents (see the module docstring); immutable."""
+
+    __slots__ = (
+        "buf",
+        "cids",
+        "count",
+        "first_seqno",
+        "hashes",
+        "later",
+        "later_seqnos",
+        "order",
+        "starts",
+        "tags",
+        "vbid",
+    )
+
+    def __init__(
+        self,
+        vbid: int,
+        first_seqno: int,
+        buf: bytes,
+        starts: NDArray[np.int64],
+        cids: NDArray[np.uint32],
+        tags: NDArray[np.uint8],
+        hashes: NDArray[np.int64],
+    ) -> None:
+        self.vbid = vbid
+        self.first_seqno = first_seqno
+        self.count = len(cids)
+        self.buf = buf
+        self.starts = starts
+        self.cids = cids
+        self.tags = tags
+        order = np.argsort(hashes, kind="stable").astype(np.int32)
+        self.order = order
+        self.hashes = hashes[order]
+        #: slots a later slot of the same key replaced, and the replacing seqnos
+        self.later, self.later_seqnos = self._replaced()
+
+    @property
+    def last_seqno(self) -> int:
+        return self.first_seqno + self.count - 1
+
+    def nbytes(self) -> int:
+        """The segment's bytes: frames, offsets, columns, index."""
+        arrays = (self.starts, self.cids, self.tags, self.hashes, self.order, self.later)
+        return len(self.buf) + sum(a.nbytes for a in arrays) + self.later_seqnos.nbytes
+
+    def key_value_bytes(self) -> int:
+        """The bytes of the segment's keys and values (its frames less their headers
+        and collection prefixes)."""
+        prefixes = sum(len(collection_prefix(int(c))) for c in self.cids.tolist())
+        return int(self.starts[-1]) - self.count * HEAD - prefixes
+
+    def _replaced(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The slots whose key a later slot loaded again (equal hashes are neighbours in
+        the index; their keys are compared), with the seqno of the next version."""
+        h = self.hashes
+        same = np.flatnonzero(h[1:] == h[:-1])
+        if not len(same):
+            empty = np.zeros(0, np.int64)
+            return empty, empty.copy()
+        later: dict[int, int] = {}
+        for group in _runs(same):
+            slots = sorted(int(s) for s in self.order[group[0] : group[-1] + 2])
+            by_key: dict[tuple[int, bytes], int] = {}
+            for slot in slots:
+                doc = (int(self.cids[slot]), self.key_at(slot))
+                previous = by_key.get(doc)
+                if previous is not None:
+                    later[previous] = self.first_seqno + slot
+                by_key[doc] = slot
+        keys = np.array(sorted(later), np.int64)
+        seqnos = np.array([later[int(s)] for s in keys], np.int64)
+        return keys, seqnos
+
+    # -- one slot -------------------------------------------------------------------------
+
+    def key_at(self, slot: int) -> bytes:
+        start = int(self.starts[slot])
+        klen = self.buf[start + 2] << 8 | self.buf[start + 3]
+        plen = len(collection_prefix(int(self.cids[slot])))
+        return self.buf[start + HEAD + plen : start + HEAD + klen]
+
+    def slots_of(self, collection_id: int, key: bytes) -> Iterator[int]:
+        """The slots holding ``key`` of the collection, oldest first."""
+        h = key_hash(collection_id, key)
+        i = int(np.searchsorted(self.hashes, h))
+        found = []
+        while i < self.count and int(self.hashes[i]) == h:
+            slot = int(self.order[i])
+            if int(self.cids[slot]) == collection_id and self.key_at(slot) == key:
+                found.append(slot)
+            i += 1
+        return iter(sorted(found))
+
+    def item(self, slot: int) -> Item:
+        """The slot as an ``Item`` (a new object: made only when a rule needs one)."""
+        buf, start, end = self.buf, int(self.starts[slot]), int(self.starts[slot + 1])
+        klen, dt, vbid, _body, _opaque, cas, seqno, rev, flags, expiry = _FIELDS.unpack_from(
+            buf, start
+        )
+        cid = int(self.cids[slot])
+        plen = len(collection_prefix(cid))
+        item = Item.__new__(Item)
+        item.key = buf[start + HEAD + plen : start + HEAD + klen]
+        item.collection_id = cid
+        item.vbucket = vbid
+        item.seqno = seqno
+        item.rev_seqno = rev
+        item.cas = cas
+        item.flags = flags
+        item.expiry = expiry
+        item.datatype = dt
+        item.kind = ItemKind.MUTATION
+        item.delete_time = 0
+        item.forms = None
+        item.tag = int(self.tags[slot])
+        item.head = buf[start : start + HEAD + (plen if cid else 0)]
+        item.tail = buf[start + HEAD + plen : end]
+        return item
+
+    # -- views ------------------------------------------------------------------------------
+
+    def alive_upto(self, upto: int) -> NDArray[np.bool_]:
+        """Each slot's liveness for a copy holding the segment up to seqno ``upto``: at or
+        below it, and not replaced by a later slot at or below it."""
+        alive = np.zeros(self.count, np.bool_)
+        alive[: max(0, min(self.count, upto - self.first_seqno + 1))] = True
+        if len(self.later):
+            alive[self.later[self.later_seqnos <= upto]] = False
+        return alive
+
+
+def _runs(positions: NDArray[np.intp]) -> list[list[int]]:
+    """``positions`` (sorted) in runs of consecutive values."""
+    runs: list[list[int]] = []
+    for p in positions.tolist():
+        if runs and runs[-1][-1] == p - 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
+
+
+class ColdView:
+    """One copy's hold on a ``ColdSegment``: the slots it holds (``upto``), which are
+    its newest persisted version of their key (``alive``), and the collections flushed
+    since (their slots stay on disk, out of the hash table, as kv_engine's logically
+    deleted items until compaction)."""
+
+    __slots__ = ("alive", "flushed", "segment", "upto")
+
+    def __init__(self, segment: ColdSegment, upto: int) -> None:
+        self.segment = segment
+        self.upto = min(upto, segment.last_seqno)
+        self.alive = segment.alive_upto(self.upto)
+        self.flushed: set[int] = set()
+
+    def find(self, collection_id: int, key: bytes) -> int:
+        """The slot of the key's live version in this copy, or -1."""
+        for slot in self.segment.slots_of(collection_id, key):
+            if self.alive[slot]:
+                return slot
+        return -1
+
+    def get(self, collection_id: int, key: bytes) -> Item | None:
+        """The key's version in the hash table's view: alive, its collection not
+        flushed since."""
+        if collection_id in self.flushed:
+            return None
+        slot = self.find(collection_id, key)
+        return None if slot < 0 else self.segment.item(slot)
+
+    def kill(self, collection_id: int, key: bytes) -> None:
+        """A newer version of the key is persisted: its slot leaves the disk."""
+        slot = self.find(collection_id, key)
+        if slot >= 0:
+            self.alive[slot] = False
+
+    def kill_collection(self, collection_id: int) -> None:
+        self.alive[self.segment.cids == collection_id] = False
+
+    def live_slots(self, after_seqno: int = 0) -> NDArray[np.intp]:
+        """The alive slots above seqno ``after_seqno``, in seqno order."""
+        first = max(0, after_seqno - self.segment.first_seqno + 1)
+        out: NDArray[np.intp] = np.flatnonzero(self.alive[first:]) + first
+        return out
+
+    def items(self) -> Iterator[Item]:
+        """The hash table's view of the alive slots (not flushed), in seqno order."""
+        seg = self.segment
+        slots = self.live_slots()
+        if self.flushed:
+            keep = ~np.isin(seg.cids[slots], np.array(sorted(self.flushed), np.uint32))
+            slots = slots[keep]
+        return (seg.item(s) for s in slots.tolist())
+
+    def frames(
+        self, slots: NDArray[np.intp]
+    ) -> tuple[ColdPieces, ColdPieces, bytes, NDArray[np.uint32], NDArray[np.uint32]]:
+        """The frames of ``slots`` in two pieces (``Item.head``, ``Item.tail``: lazy,
+        ``ColdPieces``), their tags, collection ids and canonical sizes: a backfill's
+        read, without an item object and without a copy of a frame."""
+        seg = self.segment
+        starts = seg.starts[slots]
+        ends = seg.starts[slots + 1]
+        cids = seg.cids[slots]
+        tags = seg.tags[slots]
+        if not (tags & TAG_COLLECTION).any():  # all in _default: head, prefix, tail
+            cut = starts + HEAD
+            resume = cut + 1
+        else:
+            plens = np.array([len(collection_prefix(int(c))) for c in cids.tolist()], np.int64)
+            cut = starts + HEAD + np.where(cids != 0, plens, 0)
+            resume = starts + HEAD + plens
+        sizes = (ends - starts).astype(np.uint32)
+        heads = ColdPieces(seg.buf, starts, cut, ends)
+        tails = ColdPieces(seg.buf, resume, ends, ends)
+        return heads, tails, tags.tobytes(), cids, sizes
+
+
+class ColdPieces(Sequence[bytes]):
+    """The heads (or tails) of cold frames, read from the segment's buffer only when
+    iterated or indexed: a backfill of a million cold items keeps no copy of them, and
+    an encoder copies a chunk of them at a time (``frames``). ``starts``/``stops``
+    bound each piece in ``buf``; ``frame_ends`` is where each whole canonical frame ends
+    (the frame of head ``i`` is ``buf[heads.starts[i]:heads.frame_ends[i]]``)."""
+
+    __slots__ = ("buf", "frame_ends", "starts", "stops")
+
+    def __init__(
+        self,
+        buf: bytes,
+        starts: NDArray[np.int64],
+        stops: NDArray[np.int64],
+        frame_ends: NDArray[np.int64],
+    ) -> None:
+        self.buf = buf
+        self.starts = starts
+        self.stops = stops
+        self.frame_ends = frame_ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> ColdPieces: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | ColdPieces:
+        if isinstance(index, slice):
+            return ColdPieces(
+                self.buf, self.starts[index], self.stops[index], self.frame_ends[index]
+            )
+        return self.buf[int(self.starts[index]) : int(self.stops[index])]
+
+    def take(self, positions: Sequence[int]) -> ColdPieces:
+        """The pieces at ``positions``, still lazy."""
+        at = np.asarray(positions, np.int64)
+        return ColdPieces(self.buf, self.starts[at], self.stops[at], self.frame_ends[at])
+
+    def joined_frames(self) -> bytearray:
+        """The whole canonical frames these heads begin, one after the other: one copy
+        of each run of frames that lie one after the other in the buffer."""
+        starts, ends = self.starts, self.frame_ends
+        count = len(starts)
+        if not count:
+            return bytearray()
+        breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+        lows = np.empty(len(breaks) + 1, np.int64)
+        lows[0], lows[1:] = starts[0], starts[breaks]
+        highs = np.empty(len(breaks) + 1, np.int64)
+        highs[:-1], highs[-1] = ends[breaks - 1], ends[-1]
+        view = memoryview(self.buf)
+        return bytearray().join(
+            [view[a:b] for a, b in zip(lows.tolist(), highs.tolist(), strict=True)]
+        )
+
+    def joined_with(self, tails: ColdPieces) -> bytearray:
+        """These heads and ``tails`` one after the other (head, tail, head, ...): a
+        legacy stream's frames, the collection prefix between them left out. A tail and
+        the next head that lie one after the other in the buffer are one slice, so a
+        frame costs one slice (half of slicing heads and tails apart)."""
+        count = len(self.starts)
+        if not count:
+            return bytearray()
+        lows = np.empty(2 * count, np.int64)
+        lows[0::2], lows[1::2] = self.starts, tails.starts
+        highs = np.empty(2 * count, np.int64)
+        highs[0::2], highs[1::2] = self.stops, tails.stops
+        breaks = np.flatnonzero(highs[:-1] != lows[1:]) + 1
+        firsts = np.empty(len(breaks) + 1, np.int64)
+        firsts[0], firsts[1:] = lows[0], lows[breaks]
+        lasts = np.empty(len(breaks) + 1, np.int64)
+        lasts[:-1], lasts[-1] = highs[breaks - 1], highs[-1]
+        buf = self.buf
+        return bytearray().join(
+            [buf[a:b] for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True)]
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = self.buf
+        pieces = [buf[a:b] for a, b in zip(self.starts.tolist(), self.stops.tolist(), strict=True)]
+        return iter(pieces)
+
+
+class ChainedPieces(Sequence[bytes]):
+    """Pieces of a disk snapshot in parts (the hot disk's lists below and above the
+    cold tier's ``ColdPieces``), read as one sequence; a slice within one part is that
+    part's slice (still lazy for the cold part)."""
+
+    __slots__ = ("bounds", "parts")
+
+    def __init__(self, parts: Sequence[Sequence[bytes]]) -> None:
+        self.parts = [p for p in parts if len(p)]
+        bounds = [0]
+        for part in self.parts:
+            bounds.append(bounds[-1] + len(part))
+        self.bounds = bounds
+
+    def __len__(self) -> int:
+        return self.bounds[-1]
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        bounds = self.bounds
+        if not isinstance(index, slice):
+            if index < 0:
+                index += bounds[-1]
+            k = bisect.bisect_right(bounds, index) - 1
+            return self.parts[k][index - bounds[k]]
+        start, stop, step = index.indices(bounds[-1])
+        assert step == 1
+        cut: list[Sequence[bytes]] = []
+        for k, part in enumerate(self.parts):
+            lo, hi = max(start, bounds[k]), min(stop, bounds[k + 1])
+            if lo < hi:
+                cut.append(part[lo - bounds[k] : hi - bounds[k]])
+        return cut[0] if len(cut) == 1 else ChainedPieces(cut)
+
+    def take(self, positions: Sequence[int]) -> list[bytes]:
+        return list(map(self.__getitem__, positions))
+
+    def __iter__(self) -> Iterator[bytes]:
+        return itertools.chain.from_iterable(self.parts)
+
+
+def joined_pieces(
+    below: Sequence[bytes], cold: ColdPieces, above: Sequence[bytes]
+) -> Sequence[bytes]:
+    """``below``, ``cold`` and ``above`` as one sequence (the cold pieces themselves
+    when the others are empty)."""
+    if not below and not above:
+        return cold
+    return ChainedPieces((below, cold, above))
+
+
+def build_tags(
+    datatypes: NDArray[np.uint8], cids: NDArray[np.uint32], vlens: NDArray[np.int64]
+) -> NDArray[np.uint8]:
+    """``Item.tag`` of mutations with these datatypes, collections and value lengths."""
+    tags = (datatypes & 7).astype(np.uint8)
+    tags |= np.where(cids != 0, TAG_COLLECTION, 0).astype(np.uint8)
+    tags |= np.where(vlens == 0, TAG_EMPTY, 0).astype(np.uint8)
+    return tags

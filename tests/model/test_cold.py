@@ -1,0 +1,297 @@
+"""The cold tier (``mockdcp.model._cold``) against the object path: a bucket whose
+documents were bulk-loaded cold and one whose documents were written by ``set_many``
+and persisted (checkpoints expelled, as a warm-up leaves them) must answer every rule
+the same, through any sequence of later steps."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from mockdcp import ModelError
+from mockdcp.model import Bucket, Item
+from mockdcp.model._replication import attach, catch_up, is_prefix, new_replica
+
+if TYPE_CHECKING:
+    from mockdcp.model._vbucket import VBucket
+
+CLOCK = 1_700_000_000.0
+VBUCKETS = 4
+KEYS = [b"a", b"b", b"c", b"user::1", b"user::2", b"k" * 250, b"z"]
+CIDS = [0, 8, 9]
+
+
+def bucket(storage: str = "couchstore") -> Bucket:
+    return Bucket(
+        "default",
+        VBUCKETS,
+        seed=9,
+        clock=lambda: CLOCK,
+        collections={"inventory": ["hotel", "air"]},  # ids 8 and 9
+        storage=storage,
+    )
+
+
+def item_state(item: Item) -> tuple[Any, ...]:
+    return (
+        type(item).__name__,
+        item.key,
+        item.collection_id,
+        item.vbucket,
+        item.seqno,
+        item.rev_seqno,
+        item.cas,
+        item.flags,
+        item.expiry,
+        item.datatype,
+        item.kind,
+        item.delete_time,
+        item.tag,
+        item.head,
+        item.tail,
+        item.value,
+    )
+
+
+def vbucket_state(vb: VBucket) -> tuple[Any, ...]:
+    frames = vb.disk_snapshot(0, frames=True)
+    items = vb.disk_snapshot(0)
+    half = vb.disk_snapshot(vb.persisted_seqno // 2, frames=True)
+    return (
+        vb.high_seqno,
+        vb.persisted_seqno,
+        vb.purge_seqno,
+        vb.max_visible_seqno,
+        vb.persisted_visible_seqno,
+        sorted(vb.collection_high.items()),
+        vb.failover.entries,
+        vb.generation,
+        [item_state(it) for it in vb.all_items()],
+        [(k, cid, _state(vb.get(k, cid))) for k in KEYS for cid in CIDS],
+        [item_state(it) for it in items.items],
+        (items.start_seqno, items.end_seqno, items.max_visible_seqno, items.purge_seqno),
+        list(frames.seqnos),
+        list(frames.heads),
+        list(frames.tails),
+        frames.tags,
+        list(frames.cids),
+        list(frames.sizes),
+        [item_state(it) for it in frames.items_at(vb.disk_by_seqno, range(len(frames.seqnos)))],
+        (list(half.seqnos), list(half.heads), list(half.tails)),
+        [vb.visible_upto(s) for s in range(vb.high_seqno + 1)],
+    )
+
+
+def _state(item: Item | None) -> tuple[Any, ...] | None:
+    return None if item is None else item_state(item)
+
+
+def state(b: Bucket) -> list[Any]:
+    return [vbucket_state(vb) for vb in b.vbuckets] + [b.oracle().rows()]
+
+
+rows = st.lists(
+    st.tuples(
+        st.sampled_from(KEYS),
+        st.sampled_from([b"", b'{"a":1}', b"raw bytes", b"x" * 300]),
+        st.sampled_from(CIDS),
+        st.integers(0, 0xFFFFFFFF),
+        st.integers(0, 0xFFFFFFFF),
+        st.sampled_from([0, 1]),
+    ),
+    max_size=40,
+)
+
+keys = st.sampled_from(KEYS)
+cids = st.sampled_from(CIDS)
+vbs = st.one_of(st.none(), st.integers(0, VBUCKETS - 1))
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), keys, cids, st.integers(0, 9)),
+        st.tuples(st.just("set"), keys, cids, st.integers(0, 9)),
+        st.tuples(st.just("delete"), keys, cids),
+        st.tuples(st.just("expire"), keys, cids),
+        st.tuples(st.just("touch"), keys, cids),
+        st.tuples(st.just("sync"), keys, cids, st.sampled_from(["commit", "abort", "pending"])),
+        st.tuples(st.just("commit"), keys, cids),
+        st.tuples(st.just("checkpoint"), vbs),
+        st.tuples(st.just("persist"), vbs),
+        st.tuples(st.just("persist_upto"), st.integers(0, VBUCKETS - 1), st.integers(0, 60)),
+        st.tuples(st.just("purge"), vbs),
+        st.tuples(st.just("restart"), vbs),
+        st.tuples(st.just("failover"), st.integers(0, VBUCKETS - 1), st.integers(0, 60)),
+        st.tuples(st.just("flush_collection"), st.sampled_from(["hotel", "air"])),
+        st.tuples(st.just("drop_collection"), st.sampled_from(["hotel", "air"])),
+        st.tuples(st.just("set_many"), rows),
+    ),
+    max_size=25,
+)
+
+
+def apply(b: Bucket, op: tuple[Any, ...]) -> None:
+    kind = op[0]
+    try:
+        if kind == "set":
+            b.set(op[1], b"v%d" % op[3], collection_id=op[2])
+        elif kind in ("delete", "expire", "touch"):
+            kw: dict[str, Any] = {"collection_id": op[2]}
+            if kind == "touch":
+                b.touch(op[1], 77, **kw)
+            else:
+                getattr(b, kind)(op[1], **kw)
+        elif kind == "sync":
+            b.sync_write(op[1], b"d", collection_id=op[2], outcome=op[3])
+        elif kind == "commit":
+            b.commit(op[1], collection_id=op[2])
+        elif kind in ("checkpoint", "persist", "purge", "restart"):
+            getattr(b, kind)(op[1])
+        elif kind == "persist_upto":
+            b.persist(op[1], upto=min(op[2], b.vbucket(op[1]).high_seqno))
+        elif kind == "failover":
+            b.failover(op[1], lose_after=min(op[2], b.vbucket(op[1]).high_seqno))
+        elif kind in ("flush_collection", "drop_collection"):
+            getattr(b, kind)("inventory", op[1])
+        elif kind == "set_many":
+            batch = op[1]
+            b.set_many(
+                [r[0] for r in batch],
+                [r[1] for r in batch],
+                collection_ids=[r[2] for r in batch],
+                flags=[r[3] for r in batch],
+                expiry=[r[4] for r in batch],
+                datatypes=[r[5] for r in batch],
+            )
+    except ModelError as exc:
+        raise _Refused(str(exc)) from None
+
+
+class _Refused(Exception):
+    pass
+
+
+def loaded(batch: list[tuple[bytes, bytes, int, int, int, int]], *, cold: bool) -> Bucket:
+    """A bucket holding ``batch``: loaded cold, or by ``set_many`` then persisted with
+    its checkpoints expelled (what the cold tier stands for)."""
+    b = bucket()
+    columns: dict[str, Any] = {
+        "collection_ids": [r[2] for r in batch],
+        "flags": [r[3] for r in batch],
+        "expiry": [r[4] for r in batch],
+        "datatypes": [r[5] for r in batch],
+    }
+    ks, vs = [r[0] for r in batch], [r[1] for r in batch]
+    if cold:
+        b.load_cold(ks, vs, **columns)
+    else:
+        b.set_many(ks, vs, **columns)
+        b.checkpoint()
+    b.persist()
+    return b
+
+
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(rows, ops)
+def test_a_cold_loaded_bucket_answers_every_rule_as_one_loaded_item_by_item(
+    batch: list[tuple[bytes, bytes, int, int, int, int]], steps: list[tuple[Any, ...]]
+) -> None:
+    hot, cold = loaded(batch, cold=False), loaded(batch, cold=True)
+    assert state(cold) == state(hot)
+    for op in steps:
+        refused: list[str | None] = []
+        for b in (hot, cold):
+            try:
+                apply(b, op)
+                refused.append(None)
+            except _Refused as exc:
+                refused.append(str(exc))
+        assert refused[0] == refused[1], op
+        assert state(cold) == state(hot), op
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(rows, ops, st.integers(0, 60))
+def test_a_replica_of_a_cold_vbucket_holds_what_a_replica_of_a_hot_one_holds(
+    batch: list[tuple[bytes, bytes, int, int, int, int]],
+    steps: list[tuple[Any, ...]],
+    upto: int,
+) -> None:
+    hot, cold = loaded(batch, cold=False), loaded(batch, cold=True)
+    for op in steps:
+        for b in (hot, cold):
+            with contextlib.suppress(_Refused):
+                apply(b, op)
+    for vbid in range(VBUCKETS):
+        copies = []
+        for b in (hot, cold):
+            active = b.vbucket(vbid)
+            replica = new_replica(active, b.rng)
+            attach(replica, active)
+            catch_up(replica, active, upto=min(upto, active.high_seqno))
+            assert is_prefix(replica, active)
+            replica.persist(replica.high_seqno)
+            first = vbucket_state(replica)
+            catch_up(replica, active)
+            replica.persist(replica.high_seqno)
+            copies.append((first, vbucket_state(replica), is_prefix(replica, active)))
+        assert copies[0] == copies[1]
+
+
+def test_a_cold_load_into_a_bucket_holding_documents_is_refused() -> None:
+    b = bucket()
+    b.set("a", "1")
+    with pytest.raises(ModelError, match="already holds documents"):
+        b.load_cold([b"x"], [b"y"])
+
+
+def test_a_cold_load_written_over_before_it_finishes_installs_nothing() -> None:
+    b = bucket()
+    load = b.cold_load()
+    load.add([b"x"], [b"y"])
+    b.set("a", "1")
+    with pytest.raises(ModelError, match="written during the cold load"):
+        load.finish()
+    assert all(vb.cold is None for vb in b.vbuckets)
+
+
+def test_a_cold_batch_with_a_bad_row_names_it_and_stages_nothing() -> None:
+    b = bucket()
+    load = b.cold_load()
+    with pytest.raises(ModelError, match="row 1: key"):
+        load.add([b"x", b""], [b"y", b"z"])
+    assert load.count == 0
+    assert load.finish() == 0
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_a_purged_tombstone_of_a_cold_key_keeps_it_gone_after_a_restart(cold: bool) -> None:
+    b = loaded([(b"a", b"1", 0, 0, 0, 0), (b"b", b"2", 0, 0, 0, 0)], cold=cold)
+    vb = b.vbucket(b.vbucket_of("a"))
+    b.delete("a")
+    b.persist()
+    assert b.purge() == 1
+    b.restart()
+    assert vb.get(b"a") is None
+    assert [it.key for it in vb.disk_snapshot(0).items if not it.system].count(b"a") == 0
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_a_failover_below_a_write_over_a_cold_key_brings_the_cold_version_back(
+    cold: bool,
+) -> None:
+    b = loaded([(b"a", b"1", 0, 0, 0, 0), (b"a", b"2", 0, 0, 0, 0)], cold=cold)
+    vb = b.vbucket(b.vbucket_of("a"))
+    loaded_at = vb.high_seqno
+    b.set("a", "3")
+    b.persist()
+    b.failover(vb.vbid, lose_after=loaded_at)
+    item = vb.get(b"a")
+    assert item is not None
+    assert (item.value, item.rev_seqno, item.seqno) == (b"2", 2, loaded_at)
+    b.failover(vb.vbid, lose_after=loaded_at - 1)
+    item = vb.get(b"a")
+    assert item is not None
+    assert (item.value, item.rev_seqno) == (b"1", 1)
+    assert [it.seqno for it in vb.disk_snapshot(0).items if not it.system] == [loaded_at - 1]
