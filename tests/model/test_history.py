@@ -189,3 +189,62 @@ class TestDiskHistory:
         vb = b.vbucket(0)
         assert vb.history_start_seqno == 1
         assert len(seqnos_of(b, hotel, b"h")) == 1
+
+
+class TestHistoryColumns:
+    """A history backfill of history collections alone slices the persisted log's
+    columns (``VBucket.history_columns``); it must equal the item-by-item read."""
+
+    @staticmethod
+    def _by_items(b: Bucket, after: int) -> tuple[object, ...]:
+        from mockdcp.model._vbucket import HistoryColumns
+
+        vb = b.vbucket(0)
+        kept, vb.history_columns = vb.history_columns, HistoryColumns()  # not the log
+        try:
+            return TestHistoryColumns._fields(vb.history_snapshot(after))
+        finally:
+            vb.history_columns = kept
+
+    @staticmethod
+    def _fields(snap: object) -> tuple[object, ...]:
+        names = ("start_seqno", "end_seqno", "seqnos", "heads", "tails", "tags", "cids", "sizes")
+        versions = getattr(snap, "versions", None)
+        assert versions is not None
+        seqnos = list(getattr(snap, "seqnos"))  # noqa: B009 - snap is any DiskSnapshot
+        return (*(list(getattr(snap, n)) if n not in ("start_seqno", "end_seqno", "tags")
+                  else getattr(snap, n) for n in names),
+                [versions[s] for s in seqnos])  # fmt: skip
+
+    def test_a_backfill_from_the_columns_equals_one_from_the_items(self) -> None:
+        b = magma()
+        hotel = b.resolve_collection("inventory.hotel")
+        for round_ in range(3):
+            for i in range(20):
+                value = f'{{"round": {round_}, "i": {i}}}'
+                b.set(f"k{i % 7}", value, collection_id=hotel, vbucket=0)
+            b.persist(0, upto=b.vbucket(0).high_seqno - 5)  # a tail left in memory
+        b.restart()  # the cut keeps what was persisted: the columns are rebuilt
+        b.set("after", '{"restart": true}', collection_id=hotel, vbucket=0)
+        b.persist(0)
+        vb = b.vbucket(0)
+        for after in (0, 3, vb.history_start_seqno, vb.persisted_seqno - 2):
+            fast = self._fields(vb.history_snapshot(after))
+            assert fast == self._by_items(b, after)
+        assert len(vb.history_columns.seqnos) == len(vb.log)
+        assert vb.history_bytes == sum(vb.history_columns.sizes)
+
+    def test_a_backfill_with_a_collection_without_history_reads_the_items(self) -> None:
+        b = magma()
+        hotel = b.resolve_collection("inventory.hotel")
+        log = b.resolve_collection("inventory.log")
+        for i in range(10):
+            b.set("same", f'{{"i": {i}}}', collection_id=log, vbucket=0)  # de-duplicated on disk
+            b.set("rev", f'{{"i": {i}}}', collection_id=hotel, vbucket=0)  # every revision
+        b.persist(0)
+        snap = self._fields(b.vbucket(0).history_snapshot(0))
+        assert snap == self._by_items(b, 0)
+        cids = snap[6]
+        assert isinstance(cids, list)
+        assert cids.count(log) == 1
+        assert cids.count(hotel) == 10
