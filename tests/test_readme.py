@@ -144,7 +144,9 @@ def _run(command: str, ports: dict[str, int], cwd: Path) -> None:
     # the kept CA of ``serve --tls`` and ``mockdcp ca`` goes to the test's directory
     env = {**os.environ, "XDG_DATA_HOME": str(cwd)}
     done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
-    assert done.returncode == 0, f"{command!r} exited {done.returncode}: {done.stderr[-2000:]}"
+    assert done.returncode == 0, (
+        f"{command!r} exited {done.returncode}: {done.stdout[-3000:]}{done.stderr[-2000:]}"
+    )
     if out is not None:
         out.write_text(done.stdout)
         assert done.stdout, f"{command!r} printed nothing"
