@@ -482,29 +482,12 @@ class VBucket:
                     heads, tails = list(compress(heads, keep)), list(compress(tails, keep))
                     tags, sizes = bytearray(compress(tags, keep)), array("I", compress(sizes, keep))
                     items = list(compress(items, keep))
-            return DiskSnapshot(
-                first,
-                end,
-                (),
-                self.persisted_completed_seqno,
-                self.persisted_visible_seqno,
-                self.purge_seqno,
-                seqnos,
-                heads,
-                tails,
-                bytes(tags),
-                cids,
-                sizes,
-                _SeqnoIndex(seqnos, items),
-            )
-        chosen = [it for it in log[i:j] if it.collection_id in hist or disk.get(it.seqno) is it]
-        # every column read with C loops (``map``): no Python call per item (``Item.size``,
-        # a property, cost about 0.6 µs an item of a million-revision backfill)
-        seqnos = array("q", map(_SEQNO, chosen))
-        heads, tails = list(map(_HEAD, chosen)), list(map(_TAIL, chosen))
-        cids = array("I", map(_CID, chosen))
-        # ``Item.size``: head, tail, and the default collection's prefix byte
-        sizes = array("I", map(add, map(len, heads), map(add, map(len, tails), map(not_, cids))))
+        else:  # columns not kept as far (not expected): read the items
+            chosen = [it for it in log[i:j] if it.collection_id in hist or disk.get(it.seqno) is it]
+            read = HistoryColumns()
+            read.extend(chosen)
+            seqnos, heads, tails, tags = read.seqnos, read.heads, read.tails, read.tags
+            cids, sizes, items = read.cids, read.sizes, chosen
         return DiskSnapshot(
             first,
             end,
@@ -515,10 +498,10 @@ class VBucket:
             seqnos,
             heads,
             tails,
-            bytes(map(_TAG, chosen)),
+            bytes(tags),
             cids,
             sizes,
-            dict(zip(seqnos, chosen, strict=True)),
+            _SeqnoIndex(seqnos, items),
         )
 
     def purge_history(self, upto: int) -> None:
