@@ -255,6 +255,14 @@ def run_docs_bench(args: argparse.Namespace) -> int:
     return 0 if report["complete"] else 1
 
 
+def expel_to_disk(bucket: Bucket) -> None:
+    """Close and flush every vbucket's checkpoints, so that they are expelled and a
+    stream backfills from disk (``--from-disk``)."""
+    for vb in range(bucket.num_vbuckets):
+        bucket.checkpoint(vb)
+        bucket.persist(vb)
+
+
 def _collection_ids(start: int, count: int, collections: int) -> list[int] | None:
     """Round robin over the bench collections (None: all in ``_default``)."""
     if not collections:
@@ -452,9 +460,7 @@ def _tls_rate(args: argparse.Namespace, streamed: int, cids: list[int] | None) -
         args.items, args.value_size, args.vbuckets, BENCH_COLLECTIONS if args.filter else 0
     )
     if args.from_disk:
-        for vb in range(args.vbuckets):
-            bucket.checkpoint(vb)
-            bucket.persist(vb)
+        expel_to_disk(bucket)
     result = trio.run(
         partial(
             _stream_once,
@@ -636,9 +642,7 @@ def run_bench(args: argparse.Namespace) -> int:
         loads.append(args.items / load_s)
         load_seconds.append(load_s)
         if args.from_disk:
-            for vb in range(args.vbuckets):  # close, flush: the checkpoints are expelled
-                bucket.checkpoint(vb)
-                bucket.persist(vb)
+            expel_to_disk(bucket)
         # --nodes: one node and the cluster each streamed CLUSTER_PASSES times a run (the
         # median pass of each): a single pass is a fraction of a second, within noise
         passes = CLUSTER_PASSES if args.nodes > 1 else 1

@@ -23,7 +23,13 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.cli._bench import FIRST_COLLECTION_ID, LOAD_BATCH, _stream_once, _value
+from mockdcp.cli._bench import (
+    FIRST_COLLECTION_ID,
+    LOAD_BATCH,
+    _stream_once,
+    _value,
+    expel_to_disk,
+)
 from mockdcp.util import collector_paused
 
 if TYPE_CHECKING:
@@ -79,12 +85,6 @@ def durable_bucket(items: int, fraction: float, value_size: int, vbuckets: int) 
     return bucket
 
 
-def _persist(bucket: Bucket) -> None:
-    for vb in range(bucket.num_vbuckets):  # close, flush: the checkpoints are expelled
-        bucket.checkpoint(vb)
-        bucket.persist(vb)
-
-
 def _rate(report: dict[str, Any]) -> float:
     return float(report["events"] / report["seconds"])
 
@@ -94,7 +94,7 @@ def _history_run(args: argparse.Namespace) -> dict[str, Any]:
 
     bucket = history_bucket(args.items, args.history, args.value_size, args.vbuckets)
     if args.from_disk:
-        _persist(bucket)
+        expel_to_disk(bucket)
     report = trio.run(
         partial(
             _stream_once,
@@ -122,7 +122,7 @@ def _durable_run(args: argparse.Namespace) -> dict[str, Any]:
     for label, fraction in (("plain", 0.0), ("durable", args.durable)):
         bucket = durable_bucket(args.items, fraction, args.value_size, args.vbuckets)
         if args.from_disk:
-            _persist(bucket)
+            expel_to_disk(bucket)
         report = trio.run(
             partial(_stream_once, bucket, args.items, args.vbuckets, args.legacy, passes=3)
         )
