@@ -34,8 +34,9 @@ was written before the drop, then the drop. Sans-IO: items in, positions out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import attrs
 
@@ -51,7 +52,7 @@ from mockdcp.producer._numpy import numpy_module
 from mockdcp.protocol import SystemEventType
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence, Set as AbstractSet
+    from collections.abc import Callable, Iterator, Set as AbstractSet
     from types import ModuleType
 
     import numpy
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from mockdcp.model import Item
 
 _SCOPE_EVENTS = frozenset({SystemEventType.CREATE_SCOPE, SystemEventType.DROP_SCOPE})
+#: ``TAG_DURABLE`` alone, for ``bytes.translate`` to delete
+_DURABLE = bytes([TAG_DURABLE])
 _SEQNO = attrgetter("seqno")
 
 
@@ -88,6 +91,10 @@ class Selection:
     #: without sync writes does not send, or of a modification event a stream without
     #: FlatBuffers does not send (-1: none)
     hidden: int = -1
+    #: ``positions`` as a byte a frame (1: sent), when the selection is a whole run less
+    #: its prepares and aborts (``without_durable``): a stream takes its frames with
+    #: ``itertools.compress``, not one by one
+    mask: bytes | None = None
 
 
 ALL = Selection(None)
@@ -161,11 +168,19 @@ class StreamFilter:
             return NONE
         cols = self.collections
         durable = not self.sync_writes and any_durable(tags)
-        if upto is None and not skip and not durable:
-            if cols is None and self.aware and (self.modifications or not any_system(tags)):
-                return ALL
-            if not any_outside_default(tags):  # default-collection documents
-                return ALL if cols is None or 0 in cols else NONE
+        if upto is None and not skip:
+            rest = tags.translate(None, _DURABLE) if durable else tags
+            whole = None
+            if cols is None and self.aware and (self.modifications or not any_system(rest)):
+                whole = ALL
+            elif not any_outside_default(rest):  # default-collection documents
+                whole = ALL if cols is None or 0 in cols else NONE
+            if whole is ALL and durable and (cols is None or not self.aware):
+                # (a collection-aware filter reads the prepares' collections below: one
+                # outside it is not its news)
+                return without_durable(tags, None if cols is None else cids)
+            if whole is not None and not durable:
+                return whole
         np = numpy_module()
         count = len(tags)
         ids = np.frombuffer(cids, np.uint32, count).astype(np.int64)
@@ -213,3 +228,62 @@ class StreamFilter:
                 hidden = max(hidden, int(held_back[-1]))
             keep &= ~marked
         return Selection(np.flatnonzero(keep).tolist(), ended, hidden)
+
+
+def without_durable(tags: bytes, default_only: Sequence[int] | None = None) -> Selection:
+    """Every frame of a run but its prepares and aborts (``TAG_DURABLE``): the selection
+    of a stream that would send the whole run, on a connection without sync writes.
+    The positions come as a mask (``Selection.mask``, ``MaskPositions``: one
+    ``bytes.translate``, no Python per frame), and ``hidden`` is the last prepare or
+    abort, whose seqno a collection-aware stream still reaches (kv_engine
+    ``ActiveStream::processItems``: a prepare is not replicated to such a stream, but
+    its seqno ends the snapshot). With ``default_only`` (the run's collection ids: a
+    legacy stream), ``hidden`` is the last prepare or abort of the default collection."""
+    mask = tags.translate(_KEEP_NOT_DURABLE)
+    hidden = tags.rfind(_DURABLE)
+    if default_only is not None:
+        while hidden >= 0 and default_only[hidden] != 0:
+            hidden = tags.rfind(_DURABLE, 0, hidden)
+    return Selection(MaskPositions(mask), hidden=hidden, mask=mask)
+
+
+#: ``bytes.translate`` table: 0 for ``TAG_DURABLE``, 1 for every other tag
+_KEEP_NOT_DURABLE = bytes(int(t != TAG_DURABLE) for t in range(256))
+
+
+class MaskPositions(Sequence[int]):
+    """The positions where ``mask`` (a byte a frame) is 1, as a sequence: its length,
+    first and last come from ``bytes`` methods; any other position from an index built
+    on first use (a stream reads the first and last, and a few more at most)."""
+
+    __slots__ = ("_at", "_len", "mask")
+
+    def __init__(self, mask: bytes) -> None:
+        self.mask = mask
+        self._len = mask.count(1)
+        self._at: list[int] | None = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _positions(self) -> list[int]:
+        if self._at is None:
+            np = numpy_module()
+            self._at = np.flatnonzero(np.frombuffer(self.mask, np.uint8)).tolist()
+        return self._at
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return self._positions()[index]
+        if self._len and index in (0, -1, self._len - 1):
+            return self.mask.find(1) if index == 0 else self.mask.rfind(1)
+        return self._positions()[index]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._positions())

@@ -69,7 +69,7 @@ import bisect
 import math
 from array import array
 from collections import deque
-from itertools import accumulate
+from itertools import accumulate, compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -107,6 +107,8 @@ if TYPE_CHECKING:
     SnapshotObserver = Callable[[int, int | None, int, int, bool], None]
 
 _SEQNO = attrgetter("seqno")
+#: ``TAG_DURABLE`` alone, for ``bytes.translate`` to delete
+_DURABLE = bytes([TAG_DURABLE])
 
 #: the tag of a stream message made by the stream (SEQNO_ADVANCED, OSO markers): no
 #: collection prefix, no value form (``ItemEncoder``)
@@ -517,16 +519,22 @@ class Stream:
         if not positions:
             return None
         np = numpy_module()
-        at = np.asarray(positions, np.int64)
-        heads, tails = _take(heads, positions), _take(tails, positions)
-        tags = np.frombuffer(tags, np.uint8)[at].tobytes()
+        mask = selection.mask
+        if mask is not None and isinstance(heads, list) and isinstance(tails, list):
+            # every frame but the prepares and aborts: C loops, no take per frame
+            heads, tails = list(compress(heads, mask)), list(compress(tails, mask))
+            tags = tags.translate(None, _DURABLE)
+            ends = _ends(sizes[np.frombuffer(mask, np.bool_)])
+        else:
+            at = np.asarray(positions, np.int64)
+            heads, tails = _take(heads, positions), _take(tails, positions)
+            tags = np.frombuffer(tags, np.uint8)[at].tobytes()
+            ends = _ends(sizes[at])
 
         def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
             return items_at([positions[i] for i in indices])
 
-        frames = self._encoder.prepare(
-            heads, tails, tags, _ends(sizes[at]), 0, chosen_at, sync=sync
-        )
+        frames = self._encoder.prepare(heads, tails, tags, ends, 0, chosen_at, sync=sync)
         first, last = items_at([positions[0], positions[-1]])
         return frames, first.seqno, last.seqno
 

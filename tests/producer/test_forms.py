@@ -11,7 +11,7 @@ import cramjam
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mockdcp.model import Bucket
+from mockdcp.model import TAG_DURABLE, Bucket
 from mockdcp.producer import StreamRequestDecision
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._encoder import Form, ItemEncoder, encode_item
@@ -259,6 +259,63 @@ def test_a_legacy_connection_never_gets_another_collections_items() -> None:
     got = stream_items(b, dcp, None)
     items = [b.vbucket(0).get(b"a"), b.vbucket(0).get(b"c")]
     assert got == expected([it for it in items if it is not None], Form.of(dcp), 77, None)
+
+
+#: durable writes beside the documents: (outcome, key) of a sync write
+sync_writes = st.lists(
+    st.tuples(st.sampled_from(["commit", "abort", "pending"]), st.integers(0, 3)),
+    min_size=1,
+    max_size=12,
+)
+
+
+def durable_bucket(
+    ops: list[tuple[int, tuple[str, dict[str, Any]]]], durable: list[tuple[str, int]]
+) -> Bucket:
+    """``one_bucket``'s documents with sync writes of other keys between them (a key
+    with a prepare pending is not written again)."""
+    b = one_bucket([])
+    pending: set[int] = set()
+    for i, op in enumerate(ops):
+        write(b, [op])
+        if i < len(durable):
+            outcome, key = durable[i]
+            if key not in pending:
+                b.sync_write(f"sw{key}", BODY, datatype=1, outcome=outcome)
+                if outcome == "pending":
+                    pending.add(key)
+    return b
+
+
+@settings(deadline=None, max_examples=25)
+@given(operations, sync_writes, st.sampled_from([None, 5]))
+@pytest.mark.parametrize("dcp", FORMS[::5], ids=lambda s: repr(Form.of(s)))
+def test_streams_without_sync_writes_send_the_codec_frames_of_visible_items_only(
+    dcp: DcpSettings,
+    ops: list[tuple[int, tuple[str, dict[str, Any]]]],
+    durable: list[tuple[str, int]],
+    sid: int | None,
+) -> None:
+    """Prepares and aborts left out of a run (a mask over the shared frames), commits
+    sent as mutations, every other frame in its negotiated form: from memory, then
+    from disk (kv_engine ``ActiveStream::processItems``; commit.md)."""
+    b = durable_bucket(ops, durable)
+    vb = b.vbucket(0)
+    cursor = vb.register_cursor("probe", 0)
+    assert cursor is not None
+    visible = []
+    while (batch := cursor.next_batch()) is not None:
+        visible += [it for it in batch.items if it.tag != TAG_DURABLE]
+    vb.remove_cursor("probe")
+    assert stream_items(b, dcp, sid) == expected(visible, Form.of(dcp), 77, sid)
+    b.persist()
+    b.checkpoint()
+    b.vbucket(0).close_checkpoint()
+    on_disk = sorted(
+        (it for it in vb.disk_by_seqno.values() if it.tag != TAG_DURABLE),
+        key=lambda it: it.seqno,
+    )
+    assert stream_items(b, dcp, sid) == expected(on_disk, Form.of(dcp), 77, sid)
 
 
 @pytest.mark.parametrize(
