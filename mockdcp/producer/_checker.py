@@ -92,6 +92,11 @@ StreamKey = tuple[int, int | None]
 #: a producer message kept as the evidence of a violation found later
 Evidence = Frame | Response | DcpNoop | StreamEnd | None
 
+#: seconds a tick may come after its deadline and still judge: later, the event loop was
+#: held (a busy process, a starved machine), and an answer the consumer sent on time may
+#: be unread in the socket, so the rules on time (a noop unanswered, a stream not
+#: re-opened, a window not acknowledged) wait this long again, for the reader, once
+LATE_TICK = 0.25
 #: reconnect gaps and refusal gaps kept per name (twice what a storm needs)
 _GAPS_KEPT = 16
 #: stream request statuses that say "not now": the consumer retries, and must back off
@@ -304,6 +309,9 @@ class ConnectionChecker:
         #: (rule, vbucket, stream id) reported on this connection (each once)
         self._reported: set[tuple[str, int | None, int | None]] = set()
         self._deadline: float | None = None
+        #: the deadline a tick came late for, and when it is judged (``LATE_TICK``)
+        self._late: float | None = None
+        self._grace = 0.0
 
     # -- the three verbs -------------------------------------------------------------------
 
@@ -390,6 +398,14 @@ class ConnectionChecker:
         deadline = self.deadline()
         if deadline is None or now < deadline:
             return []
+        if now - deadline > LATE_TICK:
+            # the loop ran late (the process was busy): what the consumer sent meanwhile
+            # may wait unread in the socket; judge once the reader has had its turn
+            if self._late != deadline:
+                self._late, self._grace = deadline, now + LATE_TICK
+            if now < self._grace:
+                self._deadline = self._grace
+                return []
         found: list[Violation] = []
         message = ack_not_stalled(self._full_since, now, self.limits.ack_stall)
         if message is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mockdcp.producer import RULES, CheckerLimits, CheckerRegistry, StreamHistory, Violation
+from mockdcp.producer._checker import LATE_TICK
 from mockdcp.protocol import (
     DcpBufferAck,
     DcpControl,
@@ -655,6 +656,41 @@ def test_a_noop_answered_in_time_is_conformant() -> None:
     r.tick(10.0)
     assert r.found == []
     assert r.conn.deadline() is None
+
+
+def test_a_tick_long_after_its_deadline_waits_for_an_answer_unread_meanwhile() -> None:
+    """A tick later than ``LATE_TICK`` behind its deadline is the event loop's delay: the
+    answer may sit unread in the socket, so the rule waits ``LATE_TICK`` for the reader."""
+    r = Recording()
+    noops_on(r)
+    r.server(DcpNoop(opaque=10_000_001), now=2.0)
+    r.tick(5.0)  # the loop was held for two seconds past the deadline
+    assert r.found == []
+    assert r.conn.deadline() == 5.0 + LATE_TICK
+    answer = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=10_000_001)
+    r.client(answer, now=5.01)
+    r.tick(6.0)
+    assert r.found == []
+
+
+def test_a_noop_still_unanswered_after_the_late_tick_s_grace_is_reported() -> None:
+    r = Recording()
+    noops_on(r)
+    r.server(DcpNoop(opaque=10_000_001), now=2.0)
+    r.tick(5.0)
+    r.control("connection_buffer_size", "1000")  # other traffic: the grace is not renewed
+    r.tick(5.0 + LATE_TICK / 2)
+    assert r.found == []
+    r.tick(5.0 + LATE_TICK)
+    assert [v.rule for v in r.found] == ["noop.unanswered"]
+
+
+def test_a_tick_on_time_judges_at_once() -> None:
+    r = Recording()
+    noops_on(r)
+    r.server(DcpNoop(opaque=10_000_001), now=2.0)
+    r.tick(3.0 + LATE_TICK / 2)
+    assert [v.rule for v in r.found] == ["noop.unanswered"]
 
 
 def test_setting_a_switch_back_contradicts_it_and_tuning_a_size_does_not() -> None:
