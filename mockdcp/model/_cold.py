@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import mmap
 import struct
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, overload
@@ -68,6 +69,21 @@ HEAD_DTYPE = np.dtype(
     ]
 )
 assert HEAD_DTYPE.itemsize == HEAD
+
+
+def head_dtype(with_prefix: bool) -> np.dtype[np.void]:
+    """``HEAD_DTYPE``, with a one-byte collection prefix (``prefix``) after it when
+    ``with_prefix``: a bulk load frames a batch whose collection ids are all below 128
+    with one piece fewer a frame."""
+    return _HEAD_WITH_PREFIX if with_prefix else HEAD_DTYPE
+
+
+_HEAD_WITH_PREFIX = np.dtype([*HEAD_DTYPE.descr, ("prefix", "u1")])
+
+
+#: what holds a segment's frames: bytes, or the memory map a bulk load wrote them to
+#: (slicing either gives bytes)
+FrameBuffer = bytes | mmap.mmap
 #: the fields of a frame's head an item needs (``MUTATION_FRAME`` without magic and the
 #: lengths that follow from the slot)
 _FIELDS = struct.Struct(">2xHxBHIIQQQII")
@@ -116,7 +132,7 @@ class ColdSegment:
         self,
         vbid: int,
         first_seqno: int,
-        buf: bytes,
+        buf: FrameBuffer,
         starts: NDArray[np.int64],
         cids: NDArray[np.uint32],
         tags: NDArray[np.uint8],
@@ -329,7 +345,7 @@ class ColdPieces(Sequence[bytes]):
 
     def __init__(
         self,
-        buf: bytes,
+        buf: FrameBuffer,
         starts: NDArray[np.int64],
         stops: NDArray[np.int64],
         frame_ends: NDArray[np.int64],
