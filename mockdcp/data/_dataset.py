@@ -69,22 +69,25 @@ _ID_LOW = _suffixed(
 _MAIL_NUMBER = _suffixed((b"%d" % i for i in range(1001)), _LITERALS[6])
 _SCORE = _suffixed((b"%d" % i for i in range(1001)), _LITERALS[11])
 _ACTIVE = _suffixed((b"false", b"true"), _LITERALS[12] + b"\n")
+_LAST_ACTIVE = _suffixed((b"false", b"true"), _LITERALS[12])  # a block's last document
 #: a key's low three digits, with the newline between two keys
 _KEY_LOW = [b"%03d\n" % i for i in range(1000)]
-_TABLES: list[tuple[list[bytes], list[bytes]]] = []
+_TABLES: list[tuple[list[bytes], list[bytes], list[bytes]]] = []
 
 
-def _times() -> tuple[list[bytes], list[bytes]]:
-    """The days of the span (``YYYY-MM-DD`` and the ``T``) and the times of a day
-    (``HH:MM:SS`` and the text after the date): a date is one of each, as
-    ``numpy.datetime_as_string`` writes it. Made once per process."""
+def _times() -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """The days of the span (``YYYY-MM-DD`` and the ``T``), the hours (``HH:``) and the
+    seconds of an hour (``MM:SS`` and the text after the date): a date is one of each,
+    as ``numpy.datetime_as_string`` writes it (small tables: a table of the 86,400
+    times of a day, 5 MB of objects, was read out of cache). Made once per process."""
     if not _TABLES:
         import numpy as np
 
         days = np.datetime64(_START[:10]) + np.arange(_DAYS).astype("timedelta64[D]")
         day_text = np.datetime_as_string(days).astype("S").tolist()
-        times = [b"%02d:%02d:%02d" % (s // 3600, s // 60 % 60, s % 60) for s in range(_DAY_S)]
-        _TABLES.append((_suffixed(day_text, b"T"), _suffixed(times, _LITERALS[10])))
+        hours = [b"%02d:" % h for h in range(24)]
+        minutes = [b"%02d:%02d" % divmod(s, 60) for s in range(3600)]
+        _TABLES.append((_suffixed(day_text, b"T"), hours, _suffixed(minutes, _LITERALS[10])))
     return _TABLES[0]
 
 
@@ -147,7 +150,7 @@ class DocumentGenerator:
         import numpy as np
 
         p = self._pools
-        days, times = _times()
+        days, hours, minutes = _times()
         rng = np.random.default_rng([self.seed, number])
         # the draws in this order: the same seed gives the same documents
         first_i = rng.integers(0, len(p.first), BLOCK).tolist()
@@ -185,7 +188,8 @@ class DocumentGenerator:
             itemgetter(*city_i)(p.city),
             itemgetter(*country_i)(p.country),
             itemgetter(*(seconds // _DAY_S).tolist())(days),
-            itemgetter(*(seconds % _DAY_S).tolist())(times),
+            itemgetter(*(seconds % _DAY_S // 3600).tolist())(hours),
+            itemgetter(*(seconds % 3600).tolist())(minutes),
             itemgetter(*score)(_SCORE),
             itemgetter(*active)(_ACTIVE),
         )
@@ -193,11 +197,13 @@ class DocumentGenerator:
         pieces: list[bytes] = [b""] * (width * BLOCK)
         for at, column in enumerate(columns):
             pieces[at::width] = column
-        values = b"".join(pieces)[:-1]  # the last document's newline
+        pieces[-1] = _LAST_ACTIVE[active[-1]]  # no newline after the last one
+        values = b"".join(pieces)
         key_pieces: list[bytes] = [b""] * (2 * BLOCK)
         key_pieces[0::2] = high_of(key_high)
         key_pieces[1::2] = itemgetter(*low.tolist())(_KEY_LOW)
-        keys = b"".join(key_pieces)[:-1]
+        key_pieces[-1] = key_pieces[-1][:-1]
+        keys = b"".join(key_pieces)
         return keys, values
 
     def documents(self, count: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
