@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
-from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind
+from mockdcp.model._item import (
+    TAG_COLLECTION,
+    TAG_EMPTY,
+    TAG_EXPIRATION,
+    TAG_TOMBSTONE,
+    Item,
+    ItemKind,
+)
 from mockdcp.protocol import collection_prefix
 
 if TYPE_CHECKING:
@@ -47,6 +54,9 @@ if TYPE_CHECKING:
 
 #: the header and DCP_MUTATION extras of a frame (``MUTATION_FRAME``)
 HEAD = 55
+#: the header and extras of a tombstone's frame (a V1 DCP_DELETION: by seqno, rev seqno,
+#: no meta; kv_engine docs/dcp/documentation/commands/deletion.md), whatever its kind
+DELETION_HEAD = 42
 #: the frame's header fields, big-endian, as numpy lays them out (``MUTATION_FRAME``)
 HEAD_DTYPE = np.dtype(
     [
@@ -71,14 +81,25 @@ HEAD_DTYPE = np.dtype(
 assert HEAD_DTYPE.itemsize == HEAD
 
 
-def head_dtype(with_prefix: bool) -> np.dtype[np.void]:
-    """``HEAD_DTYPE``, with a one-byte collection prefix (``prefix``) after it when
-    ``with_prefix``: a bulk load frames a batch whose collection ids are all below 128
-    with one piece fewer a frame."""
-    return _HEAD_WITH_PREFIX if with_prefix else HEAD_DTYPE
+#: a tombstone's header and extras (a V1 DCP_DELETION), as numpy lays them out
+DELETION_DTYPE = np.dtype([*HEAD_DTYPE.descr[:11], ("nmeta", ">u2")])
+assert DELETION_DTYPE.itemsize == 42
 
 
-_HEAD_WITH_PREFIX = np.dtype([*HEAD_DTYPE.descr, ("prefix", "u1")])
+def head_dtype(with_prefix: bool, deletion: bool = False) -> np.dtype[np.void]:
+    """``HEAD_DTYPE`` (``DELETION_DTYPE`` for tombstones), with a one-byte collection
+    prefix (``prefix``) after it when ``with_prefix``: a bulk load frames a batch whose
+    collection ids are all below 128 with one piece fewer a frame."""
+    return _HEADS[with_prefix, deletion]
+
+
+_HEADS = {
+    (prefix, deletion): np.dtype(
+        [*(DELETION_DTYPE if deletion else HEAD_DTYPE).descr, *([("prefix", "u1")] * prefix)]
+    )
+    for prefix in (False, True)
+    for deletion in (False, True)
+}
 
 
 #: what holds a segment's frames: bytes, or the memory map a bulk load wrote them to
@@ -87,8 +108,21 @@ FrameBuffer = bytes | mmap.mmap
 #: the fields of a frame's head an item needs (``MUTATION_FRAME`` without magic and the
 #: lengths that follow from the slot)
 _FIELDS = struct.Struct(">2xHxBHIIQQQII")
-#: the byte offset of the rev seqno in a frame
+#: a tombstone's (no flags, no expiry: the deletion's extras end with the rev seqno)
+_DELETION_FIELDS = struct.Struct(">2xHxBHIIQQQ")
+#: the byte offset of the rev seqno in a frame (a mutation's or a tombstone's)
 REV_AT = 32
+#: the byte offset of the CAS in a frame
+CAS_AT = 16
+
+
+def head_lengths(tags: NDArray[np.uint8]) -> NDArray[np.int64]:
+    """The length of each frame's header and extras, from its tag: a tombstone's is a
+    deletion's."""
+    out: NDArray[np.int64] = np.where(tags & TAG_TOMBSTONE, DELETION_HEAD, HEAD).astype(np.int64)
+    return out
+
+
 #: a multiplier spreading collection ids over the hash (the 64-bit golden ratio)
 _SPREAD = np.uint64(0x9E3779B97F4A7C15)
 _SIGNED = 1 << 63
@@ -118,6 +152,7 @@ class ColdSegment:
         "buf",
         "cids",
         "count",
+        "delete_times",
         "first_seqno",
         "hashes",
         "later",
@@ -137,6 +172,7 @@ class ColdSegment:
         cids: NDArray[np.uint32],
         tags: NDArray[np.uint8],
         hashes: NDArray[np.int64],
+        delete_times: NDArray[np.uint32] | None = None,
     ) -> None:
         self.vbid = vbid
         self.first_seqno = first_seqno
@@ -145,6 +181,8 @@ class ColdSegment:
         self.starts = starts
         self.cids = cids
         self.tags = tags
+        #: each slot's delete time (its tombstone's; None: the segment holds none)
+        self.delete_times = delete_times
         order = np.argsort(hashes, kind="stable").astype(np.int32)
         self.order = order
         self.hashes = hashes[order]
@@ -158,13 +196,14 @@ class ColdSegment:
     def nbytes(self) -> int:
         """The segment's bytes: frames, offsets, columns, index."""
         arrays = (self.starts, self.cids, self.tags, self.hashes, self.order, self.later)
-        return len(self.buf) + sum(a.nbytes for a in arrays) + self.later_seqnos.nbytes
+        times = 0 if self.delete_times is None else self.delete_times.nbytes
+        return len(self.buf) + sum(a.nbytes for a in arrays) + self.later_seqnos.nbytes + times
 
     def key_value_bytes(self) -> int:
         """The bytes of the segment's keys and values (its frames less their headers
         and collection prefixes)."""
         prefixes = sum(len(collection_prefix(int(c))) for c in self.cids.tolist())
-        return int(self.starts[-1]) - self.count * HEAD - prefixes
+        return int(self.starts[-1]) - int(head_lengths(self.tags).sum()) - prefixes
 
     def _replaced(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The slots whose key a later slot loaded again (equal hashes are neighbours in
@@ -190,11 +229,16 @@ class ColdSegment:
 
     # -- one slot -------------------------------------------------------------------------
 
+    def head_at(self, slot: int) -> int:
+        """The length of the slot's header and extras."""
+        return DELETION_HEAD if int(self.tags[slot]) & TAG_TOMBSTONE else HEAD
+
     def key_at(self, slot: int) -> bytes:
         start = int(self.starts[slot])
         klen = self.buf[start + 2] << 8 | self.buf[start + 3]
         plen = len(collection_prefix(int(self.cids[slot])))
-        return self.buf[start + HEAD + plen : start + HEAD + klen]
+        start += self.head_at(slot)
+        return self.buf[start + plen : start + klen]
 
     def slots_of(self, collection_id: int, key: bytes) -> Iterator[int]:
         """The slots holding ``key`` of the collection, oldest first."""
@@ -211,13 +255,26 @@ class ColdSegment:
     def item(self, slot: int) -> Item:
         """The slot as an ``Item`` (a new object: made only when a rule needs one)."""
         buf, start, end = self.buf, int(self.starts[slot]), int(self.starts[slot + 1])
-        klen, dt, vbid, _body, _opaque, cas, seqno, rev, flags, expiry = _FIELDS.unpack_from(
-            buf, start
-        )
+        tag = int(self.tags[slot])
+        head = HEAD
+        kind, delete_time = ItemKind.MUTATION, 0
+        if tag & TAG_TOMBSTONE:
+            head = DELETION_HEAD
+            kind = ItemKind.EXPIRATION if tag & TAG_EXPIRATION else ItemKind.DELETION
+            assert self.delete_times is not None
+            delete_time = int(self.delete_times[slot])
+            klen, dt, vbid, _body, _opaque, cas, seqno, rev = _DELETION_FIELDS.unpack_from(
+                buf, start
+            )
+            flags = expiry = 0
+        else:
+            klen, dt, vbid, _body, _opaque, cas, seqno, rev, flags, expiry = _FIELDS.unpack_from(
+                buf, start
+            )
         cid = int(self.cids[slot])
         plen = len(collection_prefix(cid))
         item = Item.__new__(Item)
-        item.key = buf[start + HEAD + plen : start + HEAD + klen]
+        item.key = buf[start + head + plen : start + head + klen]
         item.collection_id = cid
         item.vbucket = vbid
         item.seqno = seqno
@@ -226,12 +283,12 @@ class ColdSegment:
         item.flags = flags
         item.expiry = expiry
         item.datatype = dt
-        item.kind = ItemKind.MUTATION
-        item.delete_time = 0
+        item.kind = kind
+        item.delete_time = delete_time
         item.forms = None
-        item.tag = int(self.tags[slot])
-        item.head = buf[start : start + HEAD + (plen if cid else 0)]
-        item.tail = buf[start + HEAD + plen : end]
+        item.tag = tag
+        item.head = buf[start : start + head + (plen if cid else 0)]
+        item.tail = buf[start + head + plen : end]
         return item
 
     # -- views ------------------------------------------------------------------------------
@@ -265,11 +322,25 @@ class ColdView:
 
     __slots__ = ("alive", "flushed", "segment", "upto")
 
-    def __init__(self, segment: ColdSegment, upto: int) -> None:
+    def __init__(self, segment: ColdSegment, upto: int, purged: int = 0) -> None:
         self.segment = segment
         self.upto = min(upto, segment.last_seqno)
         self.alive = segment.alive_upto(self.upto)
         self.flushed: set[int] = set()
+        if purged:  # a copy cut back (truncate) keeps purged tombstones purged
+            self.purge(purged)
+
+    def purge(self, upto: int) -> tuple[int, int]:
+        """The alive tombstones at or below seqno ``upto`` leave (compaction purged
+        them, as ``VBucket.purge`` does the hot disk's); returns how many, and the
+        highest seqno purged (0 if none)."""
+        seg = self.segment
+        held = max(0, min(self.upto, upto) - seg.first_seqno + 1)
+        tombs = np.flatnonzero(self.alive[:held] & ((seg.tags[:held] & TAG_TOMBSTONE) != 0))
+        if not len(tombs):
+            return 0, 0
+        self.alive[tombs] = False
+        return len(tombs), seg.first_seqno + int(tombs[-1])
 
     def find(self, collection_id: int, key: bytes) -> int:
         """The slot of the key's live version in this copy, or -1."""
@@ -321,17 +392,22 @@ class ColdView:
         ends = seg.starts[slots + 1]
         cids = seg.cids[slots]
         tags = seg.tags[slots]
+        heads = starts + (head_lengths(tags) if (tags & TAG_TOMBSTONE).any() else HEAD)
         if not (tags & TAG_COLLECTION).any():  # all in _default: head, prefix, tail
-            cut = starts + HEAD
+            cut = heads
             resume = cut + 1
         else:
             plens = np.array([len(collection_prefix(int(c))) for c in cids.tolist()], np.int64)
-            cut = starts + HEAD + np.where(cids != 0, plens, 0)
-            resume = starts + HEAD + plens
+            cut = heads + np.where(cids != 0, plens, 0)
+            resume = heads + plens
         sizes = (ends - starts).astype(np.uint32)
-        heads = ColdPieces(seg.buf, starts, cut, ends)
-        tails = ColdPieces(seg.buf, resume, ends, ends)
-        return heads, tails, tags.tobytes(), cids, sizes
+        return (
+            ColdPieces(seg.buf, starts, cut, ends),
+            ColdPieces(seg.buf, resume, ends, ends),
+            tags.tobytes(),
+            cids,
+            sizes,
+        )
 
 
 class ColdPieces(Sequence[bytes]):
