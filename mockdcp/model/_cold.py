@@ -7,13 +7,17 @@ kept a Python object per item (a slotted ``Item``, two bytes objects for its fra
 hash-table entry, checkpoint and on-disk entries): about 520 bytes beyond key and value.
 A ``ColdSegment`` holds a vbucket's bulk-loaded documents without any object per item:
 
-* ``buf``: one bytes object, each item's canonical frame (``Item.wire``: the
-  DCP_MUTATION header and extras, the LEB128 collection prefix, key, value) one after
-  the other in seqno order; ``starts`` (int64, one more than the items) their offsets.
-  The items' seqnos are consecutive (``first_seqno`` + slot); CAS, rev seqno, flags,
-  expiry and datatype are read from the frame when an item is needed;
-* ``cids`` (uint32) and ``tags`` (uint8, ``Item.tag``) beside them, for stream filters
-  and value forms;
+* ``buf``: one buffer (bytes, or the anonymous memory map a bulk load wrote: slicing
+  either gives bytes), each item's canonical frame (``Item.wire``: the DCP_MUTATION
+  header and extras, or a tombstone's V1 DCP_DELETION ones, the LEB128 collection
+  prefix, key, value) one after the other in seqno order; ``starts`` (int64, one more
+  than the items) their offsets. The items' seqnos are consecutive (``first_seqno`` +
+  slot); CAS, rev seqno, flags, expiry and datatype are read from the frame when an
+  item is needed;
+* ``cids`` (uint32) and ``tags`` (uint8, ``Item.tag``: which slots are tombstones,
+  deletions or expiries) beside them, for stream filters and value forms, and
+  ``delete_times`` (uint32) when the segment holds tombstones (a V1 deletion carries
+  none; V2 deletions and expirations do);
 * a key index: ``hashes`` (a 64-bit hash of (collection, key), sorted) and ``order``
   (the slot of each), searched with ``numpy.searchsorted`` and checked against the key
   bytes in ``buf`` (two keys with one hash are told apart there);
@@ -24,8 +28,9 @@ The segment never changes once loaded; each copy of the vbucket (the active, a r
 a moved copy) holds a ``ColdView`` of it: how far it holds the segment (``upto``: a
 truncate cuts it) and which slots are still its newest persisted version of their key
 (``alive``, one byte a slot). A slot dies when a newer version of its key is persisted
-(the hot tier's item replaces it on disk) or when a truncate cuts below it; it comes
-back when a truncate cuts that newer version away.
+(the hot tier's item replaces it on disk), when a truncate cuts below it, or, for a
+tombstone, when a purge reaches it; it comes back when a truncate cuts that newer
+version away (a purged tombstone stays purged).
 """
 
 from __future__ import annotations

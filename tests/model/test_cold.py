@@ -287,13 +287,14 @@ def test_a_corpus_with_deletes_loaded_cold_answers_every_rule_as_one_loaded_row_
 
 
 @settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
-@given(rows, ops, st.integers(0, 60))
+@given(corpus, ops, st.integers(0, 60))
 def test_a_replica_of_a_cold_vbucket_holds_what_a_replica_of_a_hot_one_holds(
-    batch: list[tuple[bytes, bytes, int, int, int, int]],
+    runs: list[tuple[Any, ...]],
     steps: list[tuple[Any, ...]],
     upto: int,
 ) -> None:
-    hot, cold = loaded(batch, cold=False), loaded(batch, cold=True)
+    """(A corpus with tombstones: a replica takes the cold tier's, and purges its own.)"""
+    (hot, _), (cold, _) = loaded_corpus(runs, cold=False), loaded_corpus(runs, cold=True)
     for op in steps:
         for b in (hot, cold):
             with contextlib.suppress(_Refused):
