@@ -104,13 +104,13 @@ class BulkLoad:
 
 class ColdLoad:
     """A bulk load into the cold tier (``Bucket.cold_load``): ``add`` validates a batch
-    and frames it with numpy (headers as one structured array, read out as one bytes
-    object each by ``tolist``; the frames joined in one ``bytes.join`` a batch, grouped
-    by vbucket), and copies each vbucket's run of frames into that vbucket's buffer, an
-    anonymous memory map grown in place (``mremap``: no copy): the frames are written to
-    fresh memory once, where they stay. ``finish`` cuts each buffer to its size and
-    makes it the vbucket's ``ColdSegment``, with the columns gathered from the batches,
-    and installs them all.
+    of writes (``remove``: of deletions or expiries) and frames it with numpy (headers
+    as one structured array, read out as one bytes object each by ``tolist``; a
+    ``bytes.join`` a vbucket), and copies each vbucket's run of frames into that
+    vbucket's buffer, an anonymous memory map grown in place (``mremap``: no copy): the
+    frames are written to fresh memory once, where they stay. ``finish`` cuts each
+    buffer to its size and makes it the vbucket's ``ColdSegment``, with the columns
+    gathered from the batches, and installs them all.
 
     Fresh memory is what a load pays for (a page fault a page: on this project's VM a
     copy into fresh memory ran at a fifth of the speed of one into memory used before),
