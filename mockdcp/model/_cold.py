@@ -117,8 +117,6 @@ _FIELDS = struct.Struct(">2xHxBHIIQQQII")
 _DELETION_FIELDS = struct.Struct(">2xHxBHIIQQQ")
 #: the byte offset of the rev seqno in a frame (a mutation's or a tombstone's)
 REV_AT = 32
-#: the byte offset of the CAS in a frame
-CAS_AT = 16
 
 
 def head_lengths(tags: NDArray[np.uint8]) -> NDArray[np.int64]:
