@@ -178,8 +178,10 @@ def run_docs_bench(args: argparse.Namespace) -> int:
     ``--runs``: resident bytes per document beyond key and value, documents loaded per
     second (and the event loop's longest stall meanwhile), events/s of one
     collection-aware and one legacy connection streaming them all (from disk: a loaded
-    corpus is persisted, in no checkpoint); and the seconds from spawning ``mockdcp
-    serve --docs N`` to its ready line. Medians, with the samples (JSON)."""
+    corpus is persisted, in no checkpoint), and the process's whole resident size after
+    the load; and the seconds from spawning ``mockdcp serve --docs N`` to its ready
+    line, with that server's resident size then and its peak until then. Medians, with
+    the samples (JSON)."""
     import trio
 
     from mockdcp.data import load_documents
@@ -191,6 +193,7 @@ def run_docs_bench(args: argparse.Namespace) -> int:
         partial(load_documents, Bucket("warm-up", 1, seed=1, clock=time.time), 100, worker=False)
     )
     mem, loads, stalls, complete = [], [], [], []
+    resident: list[int] = []
     aware: list[float] = []
     legacy: list[float] = []
     aware_cpu: list[float] = []
@@ -216,7 +219,8 @@ def run_docs_bench(args: argparse.Namespace) -> int:
         seconds = trio.run(load_and_watch, bucket, stall)
         gc.collect()
         release_freed_memory()
-        mem.append((_rss() - before - _key_value_bytes(bucket)) / docs)
+        resident.append(_rss())
+        mem.append((resident[-1] - before - _key_value_bytes(bucket)) / docs)
         loads.append(docs / seconds)
         stalls.append(stall[0] * 1000)
         for legacy_consumer, rates, per_cpu in (
@@ -229,12 +233,16 @@ def run_docs_bench(args: argparse.Namespace) -> int:
             complete.append(result["complete"])
         del bucket
         gc.collect()
-    ready = measure_ready(docs, args.runs)
+    ready_resident: list[tuple[int, int]] = []
+    ready = measure_startup(args.runs, docs, ready_resident)
     report = {
         "docs": docs,
         "vbuckets": args.vbuckets,
         "runs": args.runs,
         "bytes_per_doc_beyond_key_value": statistics.median(mem),
+        "resident_bytes": statistics.median(resident),
+        "ready_resident_bytes": statistics.median(rss for rss, _ in ready_resident),
+        "ready_peak_resident_bytes": statistics.median(peak for _, peak in ready_resident),
         "load_docs_per_s": statistics.median(loads),
         "load_max_stall_ms": statistics.median(stalls),
         "ready_s": statistics.median(ready),
@@ -247,6 +255,8 @@ def run_docs_bench(args: argparse.Namespace) -> int:
             "bytes_beyond": mem,
             "load_docs_per_s": loads,
             "ready_s": ready,
+            "resident_bytes": resident,
+            "ready_resident_bytes": ready_resident,
             "events_per_s": aware,
             "legacy_events_per_s": legacy,
         },
@@ -342,9 +352,20 @@ async def _watch_loop(stall: list[float]) -> None:
         stall[0] = max(stall[0], time.perf_counter() - t0 - 0.001)
 
 
-def measure_ready(docs: int, runs: int) -> list[float]:
-    """Seconds from spawning ``mockdcp serve --docs DOCS`` to its ready line."""
-    return measure_startup(runs, docs)
+def _resident_of(pid: int) -> tuple[int, int]:
+    """A process's resident bytes and its peak resident bytes so far (Linux's
+    ``VmHWM``; the resident bytes where there is none)."""
+    import psutil
+
+    rss = int(psutil.Process(pid).memory_info().rss)
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return rss, int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, rss
 
 
 async def _stream_once(
@@ -479,8 +500,12 @@ def _tls_rate(args: argparse.Namespace, streamed: int, cids: list[int] | None) -
     return float(result["events"] / result["seconds"])
 
 
-def measure_startup(runs: int, docs: int = 0) -> list[float]:
-    """Seconds from spawning ``mockdcp serve --docs DOCS`` to its ready line."""
+def measure_startup(
+    runs: int, docs: int = 0, resident: list[tuple[int, int]] | None = None
+) -> list[float]:
+    """Seconds from spawning ``mockdcp serve --docs DOCS`` to its ready line; with
+    ``resident``, the server's resident bytes at its ready line and its peak resident
+    bytes until then are added to it, a pair a run."""
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -505,6 +530,8 @@ def measure_startup(runs: int, docs: int = 0) -> list[float]:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         times.append(time.perf_counter() - t0)
+        if resident is not None:
+            resident.append(_resident_of(proc.pid))
         proc.terminate()
         proc.wait(10)
         if b"ready" not in line:

@@ -16,18 +16,21 @@ large one is drawn in a worker process meanwhile (``write_chunks``).
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
+import re
 import struct
 import sys
 from contextlib import aclosing, asynccontextmanager, suppress
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from mockdcp.data._faker import draw_pools
 from mockdcp.util import ModelError, release_freed_memory
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 
     from trio import MemorySendChannel, Process
     from trio.abc import ReceiveStream
@@ -46,6 +49,46 @@ _TEMPLATE = (
     b'"country":"%s","joined":"%s","score":%d,"active":%s}'
 )
 JSON = 0x01
+#: a document's pieces (``DocumentGenerator.joined_block``) come from tables, each entry
+#: with the template's text up to the next field: ``_TEMPLATE`` cut at its fields
+_LITERALS = re.split(rb"%[ds]", _TEMPLATE)
+_DAY_S = 24 * 3600
+_DAYS = -(-_SPAN_S // _DAY_S)
+
+
+def _suffixed(entries: Iterable[bytes], suffix: bytes) -> list[bytes]:
+    return [entry + suffix for entry in entries]
+
+
+#: 0..999 (then 000..999, the low digits of an id of 1000 or more) with the text after
+#: an id; 0..1000 with the text after a mail's number and after the score; the
+#: booleans with the document's end and the newline between two documents
+_ID_LOW = _suffixed(
+    [b"%d" % i for i in range(1000)] + [b"%03d" % i for i in range(1000)], _LITERALS[1]
+)
+_MAIL_NUMBER = _suffixed((b"%d" % i for i in range(1001)), _LITERALS[6])
+_SCORE = _suffixed((b"%d" % i for i in range(1001)), _LITERALS[11])
+_ACTIVE = _suffixed((b"false", b"true"), _LITERALS[12] + b"\n")
+_LAST_ACTIVE = _suffixed((b"false", b"true"), _LITERALS[12])  # a block's last document
+#: a key's low three digits, with the newline between two keys
+_KEY_LOW = [b"%03d\n" % i for i in range(1000)]
+_TABLES: list[tuple[list[bytes], list[bytes], list[bytes]]] = []
+
+
+def _times() -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """The days of the span (``YYYY-MM-DD`` and the ``T``), the hours (``HH:``) and the
+    seconds of an hour (``MM:SS`` and the text after the date): a date is one of each,
+    as ``numpy.datetime_as_string`` writes it (small tables: a table of the 86,400
+    times of a day, 5 MB of objects, was read out of cache). Made once per process."""
+    if not _TABLES:
+        import numpy as np
+
+        days = np.datetime64(_START[:10]) + np.arange(_DAYS).astype("timedelta64[D]")
+        day_text = np.datetime_as_string(days).astype("S").tolist()
+        hours = [b"%02d:" % h for h in range(24)]
+        minutes = [b"%02d:%02d" % divmod(s, 60) for s in range(3600)]
+        _TABLES.append((_suffixed(day_text, b"T"), hours, _suffixed(minutes, _LITERALS[10])))
+    return _TABLES[0]
 
 
 def _escaped(text: str) -> bytes:
@@ -72,13 +115,17 @@ class _Pools:
                 "country": (lambda fake: fake.country(), 64),
             },
         )
-        self.first = [_escaped(n) for n in pools["first"]]
-        self.last = [_escaped(n) for n in pools["last"]]
-        self.first_mail = [_local_part(n) for n in pools["first"]]
-        self.last_mail = [_local_part(n) for n in pools["last"]]
-        self.domain = [_escaped(d) for d in pools["domain"]]
-        self.city = [_escaped(c) for c in pools["city"]]
-        self.country = [_escaped(c) for c in pools["country"]]
+        first = [_escaped(n) for n in pools["first"]]
+        last = [_escaped(n) for n in pools["last"]]
+        # each with the template's text up to the next field (``_LITERALS``)
+        self.first = _suffixed(first, _LITERALS[2])
+        self.last = _suffixed(last, _LITERALS[3])
+        self.first_mail = _suffixed((_local_part(n) for n in pools["first"]), _LITERALS[4])
+        self.last_mail = [_local_part(n) for n in pools["last"]]  # the number follows
+        assert not _LITERALS[5]
+        self.domain = _suffixed((_escaped(d) for d in pools["domain"]), _LITERALS[7])
+        self.city = _suffixed((_escaped(c) for c in pools["city"]), _LITERALS[8])
+        self.country = _suffixed((_escaped(c) for c in pools["country"]), _LITERALS[9])
 
 
 class DocumentGenerator:
@@ -90,10 +137,22 @@ class DocumentGenerator:
 
     def block(self, number: int) -> tuple[list[bytes], list[bytes]]:
         """The keys and JSON bodies of documents ``number * BLOCK`` up to the next block."""
+        keys, values = self.joined_block(number)
+        return keys.split(b"\n"), values.split(b"\n")
+
+    def joined_block(self, number: int) -> tuple[bytes, bytes]:
+        """``block(number)``'s keys and bodies, each joined by a newline (neither holds
+        one: JSON escapes it in strings). Each field is drawn for the whole block with
+        numpy and gathered from a table (``itemgetter``, in C) whose entries carry the
+        template's text up to the next field; one ``bytes.join`` of the pieces makes
+        the bodies: no Python-level step a document (``_TEMPLATE %`` a document, the
+        same bytes, cost two to three times as much)."""
         import numpy as np
 
         p = self._pools
+        days, hours, minutes = _times()
         rng = np.random.default_rng([self.seed, number])
+        # the draws in this order: the same seed gives the same documents
         first_i = rng.integers(0, len(p.first), BLOCK).tolist()
         last_i = rng.integers(0, len(p.last), BLOCK).tolist()
         domain_i = rng.integers(0, len(p.domain), BLOCK).tolist()
@@ -101,44 +160,50 @@ class DocumentGenerator:
         country_i = rng.integers(0, len(p.country), BLOCK).tolist()
         mail_n = rng.integers(1, 100, BLOCK).tolist()
         score = rng.integers(0, 1001, BLOCK).tolist()
-        active = np.where(rng.random(BLOCK) < 0.8, "true", "false").tolist()
-        seconds = rng.integers(0, _SPAN_S, BLOCK).astype("timedelta64[s]")
-        joined = np.datetime_as_string(np.datetime64(_START) + seconds).tolist()
+        active = (rng.random(BLOCK) < 0.8).tolist()
+        seconds = rng.integers(0, _SPAN_S, BLOCK)
+        # an id is its thousands (none below 1000) and its low three digits (padded
+        # from 1000 on); a key is "user::" and both, padded to six digits
         first_id = number * BLOCK
-        keys = [b"user::%06d" % i for i in range(first_id, first_id + BLOCK)]
-        first, last, fmail, lmail = p.first, p.last, p.first_mail, p.last_mail
-        domain, city, country = p.domain, p.city, p.country
-        values = [
-            _TEMPLATE
-            % (
-                first_id + j,
-                first[f],
-                last[la],
-                fmail[f],
-                lmail[la],
-                n,
-                domain[d],
-                city[c],
-                country[co],
-                when.encode(),
-                sc,
-                act.encode(),
-            )
-            for j, (f, la, d, c, co, n, sc, act, when) in enumerate(
-                zip(
-                    first_i,
-                    last_i,
-                    domain_i,
-                    city_i,
-                    country_i,
-                    mail_n,
-                    score,
-                    active,
-                    joined,
-                    strict=True,
-                )
-            )
-        ]
+        ids = np.arange(first_id, first_id + BLOCK)
+        high, low = np.divmod(ids, 1000)
+        low_i = (low + np.where(high > 0, 1000, 0)).tolist()
+        top = int(high[0])
+        high_i = (high - top).tolist()
+        highs = range(top, top + 3)
+        id_high = [_LITERALS[0] + (b"%d" % h if h else b"") for h in highs]
+        key_high = [b"user::%03d" % h for h in highs]
+        first = itemgetter(*first_i)
+        last = itemgetter(*last_i)
+        high_of = itemgetter(*high_i)
+        columns = (
+            high_of(id_high),
+            itemgetter(*low_i)(_ID_LOW),
+            first(p.first),
+            last(p.last),
+            first(p.first_mail),
+            last(p.last_mail),
+            itemgetter(*mail_n)(_MAIL_NUMBER),
+            itemgetter(*domain_i)(p.domain),
+            itemgetter(*city_i)(p.city),
+            itemgetter(*country_i)(p.country),
+            itemgetter(*(seconds // _DAY_S).tolist())(days),
+            itemgetter(*(seconds % _DAY_S // 3600).tolist())(hours),
+            itemgetter(*(seconds % 3600).tolist())(minutes),
+            itemgetter(*score)(_SCORE),
+            itemgetter(*active)(_ACTIVE),
+        )
+        width = len(columns)
+        pieces: list[bytes] = [b""] * (width * BLOCK)
+        for at, column in enumerate(columns):
+            pieces[at::width] = column
+        pieces[-1] = _LAST_ACTIVE[active[-1]]  # no newline after the last one
+        values = b"".join(pieces)
+        key_pieces: list[bytes] = [b""] * (2 * BLOCK)
+        key_pieces[0::2] = high_of(key_high)
+        key_pieces[1::2] = itemgetter(*low.tolist())(_KEY_LOW)
+        key_pieces[-1] = key_pieces[-1][:-1]
+        keys = b"".join(key_pieces)
         return keys, values
 
     def documents(self, count: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
@@ -149,6 +214,17 @@ class DocumentGenerator:
             if left < BLOCK:
                 keys, values = keys[:left], values[:left]
             yield keys, values
+
+    def joined_documents(self, count: int) -> Iterator[tuple[int, bytes, bytes]]:
+        """``count`` documents a block at a time, as ``joined_block`` gives them: how
+        many, their keys and their bodies, each joined by a newline."""
+        for number in range(-(-count // BLOCK)):
+            keys, values = self.joined_block(number)
+            left = count - number * BLOCK
+            if left < BLOCK:
+                keys = b"\n".join(keys.split(b"\n")[:left])
+                values = b"\n".join(values.split(b"\n")[:left])
+            yield min(left, BLOCK), keys, values
 
 
 def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
@@ -203,9 +279,11 @@ _Chunk = tuple[list[bytes], list[bytes]]
 
 def write_chunks(count: int, seed: int, out: BinaryIO) -> None:
     """The worker's side: ``count`` documents, chunk by chunk, to ``out``."""
-    for keys, values in document_chunks(count, seed):
-        keys_data, values_data = b"\n".join(keys), b"\n".join(values)
-        out.write(_CHUNK.pack(len(keys), len(keys_data), len(values_data)))
+    blocks = DocumentGenerator(seed).joined_documents(count)
+    while chunk := list(itertools.islice(blocks, CHUNK_BLOCKS)):
+        keys_data = b"\n".join(keys for _, keys, _ in chunk)
+        values_data = b"\n".join(values for _, _, values in chunk)
+        out.write(_CHUNK.pack(sum(n for n, _, _ in chunk), len(keys_data), len(values_data)))
         out.write(keys_data)
         out.write(values_data)
     out.flush()

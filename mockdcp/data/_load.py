@@ -4,10 +4,12 @@ and each batch goes through the bucket's batch-loading path (``Bucket.set_many``
 The rows are applied in file order (file names sorted, rows in order), which is history
 order: every key's rows are in one file, in order (``mockdcp corpus`` writes a logical
 partition per file). Runs of inserts and updates go to ``set_many``; deletes and expiries
-to ``Bucket.delete`` and ``Bucket.expire``. Into an empty bucket, the writes before the
-first delete or expiry go to the cold tier instead (``Bucket.cold_load``: persisted, in
-columns, as a warmed-up data node holds a bulk-loaded corpus). Keys hash to vbuckets
-inside the model, with CRC32 as Couchbase clients do (libcouchbase ``vbucket_map``).
+to ``Bucket.delete`` and ``Bucket.expire``. Into an empty bucket, the whole corpus goes
+to the cold tier instead (``Bucket.cold_load``: persisted, in columns, tombstones
+included, as a warmed-up data node holds a bulk-loaded corpus): runs of writes to
+``ColdLoad.add``, runs of deletes or expiries to ``ColdLoad.remove``. Keys hash to
+vbuckets inside the model, with CRC32 as Couchbase clients do (libcouchbase
+``vbucket_map``).
 
 ``load_corpus`` (trio) yields to the event loop after every ``batch_rows`` rows, so a large
 load never holds the server's loop for more than a few milliseconds; ``load_corpus_sync``
@@ -92,11 +94,12 @@ def _apply(
     batch: pa.RecordBatch,
     ids: dict[tuple[str, str], int],
     cold: ColdLoad | None = None,
-) -> tuple[list[int], int]:
-    """Apply one slice of rows in order; returns [written, deleted, expired] and how
-    many rows were applied: with ``cold``, writes are staged in it and the slice stops
-    at its first delete or expiry (the caller installs the cold load, then applies the
-    rest to memory)."""
+    removals: dict[int, tuple[str, str]] | None = None,
+) -> list[int]:
+    """Apply one slice of rows in order; returns [written, deleted, expired]. With
+    ``cold``, every row is staged in it (a run of deletes or expiries through
+    ``ColdLoad.remove``, each noted in ``removals`` by its row in the load, to name the
+    one ``ColdLoad.finish`` may refuse)."""
     cols = {name: batch.column(name).to_pylist() for name, _, _ in CORPUS_COLUMNS}
     n = batch.num_rows
     counts = [0, 0, 0]
@@ -110,8 +113,15 @@ def _apply(
             counts[0] += _write_run(bucket, cols, i, j, ids, cold)
             i = j
             continue
-        if cold is not None:
-            return counts, i
+        if cold is not None and op in (OP_DELETE, OP_EXPIRE):
+            j = i
+            while j < n and cols["op"][j] == op:
+                j += 1
+            counts[1 if op == OP_DELETE else 2] += _remove_run(
+                bucket, cols, i, j, ids, cold, removals
+            )
+            i = j
+            continue
         key = cols["key"][i].encode()
         cid = _cid(bucket, ids, cols["scope"][i], cols["collection"][i])
         try:
@@ -126,7 +136,46 @@ def _apply(
         except ModelError as exc:
             raise PipelineError(f"row {cols['key'][i]!r} ({op}): {exc}") from None
         i += 1
-    return counts, n
+    return counts
+
+
+def _remove_run(
+    bucket: Bucket,
+    cols: dict[str, list[Any]],
+    i: int,
+    j: int,
+    ids: dict[tuple[str, str], int],
+    cold: ColdLoad,
+    removals: dict[int, tuple[str, str]] | None,
+) -> int:
+    """Rows ``i..j`` (all deletes, or all expiries) staged in the cold load."""
+    op, keys = cols["op"][i], cols["key"][i:j]
+    if removals is not None:
+        noted = [(key, op) for key in keys]
+        removals.update(zip(range(cold.count, cold.count + j - i), noted, strict=True))
+    try:
+        return cold.remove(
+            [k.encode() for k in keys],
+            collection_ids=[
+                _cid(bucket, ids, s, c)
+                for s, c in zip(cols["scope"][i:j], cols["collection"][i:j], strict=True)
+            ],
+            expiration=op == OP_EXPIRE,
+        )
+    except ModelError as exc:
+        raise PipelineError(f"rows {keys[0]!r}..{keys[-1]!r}: {exc}") from None
+
+
+def _finish(cold: ColdLoad, removals: dict[int, tuple[str, str]]) -> Iterator[int]:
+    """``cold.finish_steps()``; a removal it refuses (a key not live there) as the
+    ``PipelineError`` applying that row to memory raises, the rows before it loaded."""
+    try:
+        yield from cold.finish_steps()
+    except ModelError as exc:
+        if cold.refused is None:
+            raise
+        key, op = removals[cold.refused[0]]
+        raise PipelineError(f"row {key!r} ({op}): {cold.refused[1]}") from exc
 
 
 def _cid(bucket: Bucket, ids: dict[tuple[str, str], int], scope: str, coll: str) -> int:
@@ -168,11 +217,10 @@ def _write_run(
 def _steps(bucket: Bucket, path: str | Path, batch_rows: int) -> Iterator[tuple[int, list[int]]]:
     """Apply the corpus ``batch_rows`` rows at a time; yields (rows so far, counts).
 
-    Into an empty bucket, the writes go to its cold tier (``Bucket.cold_load``: the
-    corpus is the bucket's persisted disk, as a warmed-up node holds it) until the
-    first delete or expiry; the cold load is installed there (in steps, each a yield),
-    or at the end, or before a bad row's error, and the rest goes to memory, row after
-    row as before."""
+    Into an empty bucket, the rows go to its cold tier (``Bucket.cold_load``: the
+    corpus is the bucket's persisted disk, tombstones included, as a warmed-up node
+    holds it); the cold load is installed at the end (in steps, each a yield), or
+    before a bad row's error (the rows before it loaded, as into memory)."""
     if batch_rows < 1:
         raise PipelineError(f"batch_rows must be positive, not {batch_rows}")
     dataset = open_corpus(path)
@@ -180,29 +228,24 @@ def _steps(bucket: Bucket, path: str | Path, batch_rows: int) -> Iterator[tuple[
     ids: dict[tuple[str, str], int] = {}
     rows, counts = 0, [0, 0, 0]
     cold = _cold_load(bucket)
+    removals: dict[int, tuple[str, str]] = {}
     try:
         for fragment in dataset.get_fragments():
             for batch in fragment.to_batches(columns=names, batch_size=READ_ROWS):
                 for start in range(0, batch.num_rows, batch_rows):
                     piece = batch.slice(start, batch_rows)
-                    done, applied = _apply(bucket, piece, ids, cold)
-                    if applied < piece.num_rows:  # a delete or expiry: memory from here
-                        finishing, cold = cold, None  # (an error in it: not again)
-                        assert finishing is not None
-                        for _ in finishing.finish_steps():
-                            yield rows + applied, counts
-                        more, _ = _apply(bucket, piece.slice(applied), ids)
-                        done = [a + b for a, b in zip(done, more, strict=True)]
+                    done = _apply(bucket, piece, ids, cold, removals)
                     counts = [a + b for a, b in zip(counts, done, strict=True)]
                     rows += piece.num_rows
                     yield rows, counts
         if cold is not None:
-            finishing, cold = cold, None
-            for _ in finishing.finish_steps():
+            finishing, cold = cold, None  # (an error in it: not again)
+            for _ in _finish(finishing, removals):
                 yield rows, counts
     finally:
-        if cold is not None:  # a bad row: the rows before it stay loaded
-            cold.finish()
+        if cold is not None:  # a bad row: the rows before it (or before an earlier
+            for _ in _finish(cold, removals):  # refused removal) stay loaded
+                pass
     if counts[0]:
         release_freed_memory()
 

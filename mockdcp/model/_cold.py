@@ -7,13 +7,17 @@ kept a Python object per item (a slotted ``Item``, two bytes objects for its fra
 hash-table entry, checkpoint and on-disk entries): about 520 bytes beyond key and value.
 A ``ColdSegment`` holds a vbucket's bulk-loaded documents without any object per item:
 
-* ``buf``: one bytes object, each item's canonical frame (``Item.wire``: the
-  DCP_MUTATION header and extras, the LEB128 collection prefix, key, value) one after
-  the other in seqno order; ``starts`` (int64, one more than the items) their offsets.
-  The items' seqnos are consecutive (``first_seqno`` + slot); CAS, rev seqno, flags,
-  expiry and datatype are read from the frame when an item is needed;
-* ``cids`` (uint32) and ``tags`` (uint8, ``Item.tag``) beside them, for stream filters
-  and value forms;
+* ``buf``: one buffer (bytes, or the anonymous memory map a bulk load wrote: slicing
+  either gives bytes), each item's canonical frame (``Item.wire``: the DCP_MUTATION
+  header and extras, or a tombstone's V1 DCP_DELETION ones, the LEB128 collection
+  prefix, key, value) one after the other in seqno order; ``starts`` (int64, one more
+  than the items) their offsets. The items' seqnos are consecutive (``first_seqno`` +
+  slot); CAS, rev seqno, flags, expiry and datatype are read from the frame when an
+  item is needed;
+* ``cids`` (uint32) and ``tags`` (uint8, ``Item.tag``: which slots are tombstones,
+  deletions or expiries) beside them, for stream filters and value forms, and
+  ``delete_times`` (uint32) when the segment holds tombstones (a V1 deletion carries
+  none; V2 deletions and expirations do);
 * a key index: ``hashes`` (a 64-bit hash of (collection, key), sorted) and ``order``
   (the slot of each), searched with ``numpy.searchsorted`` and checked against the key
   bytes in ``buf`` (two keys with one hash are told apart there);
@@ -24,21 +28,30 @@ The segment never changes once loaded; each copy of the vbucket (the active, a r
 a moved copy) holds a ``ColdView`` of it: how far it holds the segment (``upto``: a
 truncate cuts it) and which slots are still its newest persisted version of their key
 (``alive``, one byte a slot). A slot dies when a newer version of its key is persisted
-(the hot tier's item replaces it on disk) or when a truncate cuts below it; it comes
-back when a truncate cuts that newer version away.
+(the hot tier's item replaces it on disk), when a truncate cuts below it, or, for a
+tombstone, when a purge reaches it; it comes back when a truncate cuts that newer
+version away (a purged tombstone stays purged).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import mmap
 import struct
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
-from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind
+from mockdcp.model._item import (
+    TAG_COLLECTION,
+    TAG_EMPTY,
+    TAG_EXPIRATION,
+    TAG_TOMBSTONE,
+    Item,
+    ItemKind,
+)
 from mockdcp.protocol import collection_prefix
 
 if TYPE_CHECKING:
@@ -46,6 +59,9 @@ if TYPE_CHECKING:
 
 #: the header and DCP_MUTATION extras of a frame (``MUTATION_FRAME``)
 HEAD = 55
+#: the header and extras of a tombstone's frame (a V1 DCP_DELETION: by seqno, rev seqno,
+#: no meta; kv_engine docs/dcp/documentation/commands/deletion.md), whatever its kind
+DELETION_HEAD = 42
 #: the frame's header fields, big-endian, as numpy lays them out (``MUTATION_FRAME``)
 HEAD_DTYPE = np.dtype(
     [
@@ -68,11 +84,48 @@ HEAD_DTYPE = np.dtype(
     ]
 )
 assert HEAD_DTYPE.itemsize == HEAD
+
+
+#: a tombstone's header and extras (a V1 DCP_DELETION), as numpy lays them out
+DELETION_DTYPE = np.dtype([*HEAD_DTYPE.descr[:11], ("nmeta", ">u2")])
+assert DELETION_DTYPE.itemsize == 42
+
+
+def head_dtype(with_prefix: bool, deletion: bool = False) -> np.dtype[np.void]:
+    """``HEAD_DTYPE`` (``DELETION_DTYPE`` for tombstones), with a one-byte collection
+    prefix (``prefix``) after it when ``with_prefix``: a bulk load frames a batch whose
+    collection ids are all below 128 with one piece fewer a frame."""
+    return _HEADS[with_prefix, deletion]
+
+
+_HEADS = {
+    (prefix, deletion): np.dtype(
+        [*(DELETION_DTYPE if deletion else HEAD_DTYPE).descr, *([("prefix", "u1")] * prefix)]
+    )
+    for prefix in (False, True)
+    for deletion in (False, True)
+}
+
+
+#: what holds a segment's frames: bytes, or the memory map a bulk load wrote them to
+#: (slicing either gives bytes)
+FrameBuffer = bytes | mmap.mmap
 #: the fields of a frame's head an item needs (``MUTATION_FRAME`` without magic and the
 #: lengths that follow from the slot)
 _FIELDS = struct.Struct(">2xHxBHIIQQQII")
-#: the byte offset of the rev seqno in a frame
+#: a tombstone's (no flags, no expiry: the deletion's extras end with the rev seqno)
+_DELETION_FIELDS = struct.Struct(">2xHxBHIIQQQ")
+#: the byte offset of the rev seqno in a frame (a mutation's or a tombstone's)
 REV_AT = 32
+
+
+def head_lengths(tags: NDArray[np.uint8]) -> NDArray[np.int64]:
+    """The length of each frame's header and extras, from its tag: a tombstone's is a
+    deletion's."""
+    out: NDArray[np.int64] = np.where(tags & TAG_TOMBSTONE, DELETION_HEAD, HEAD).astype(np.int64)
+    return out
+
+
 #: a multiplier spreading collection ids over the hash (the 64-bit golden ratio)
 _SPREAD = np.uint64(0x9E3779B97F4A7C15)
 _SIGNED = 1 << 63
@@ -102,6 +155,7 @@ class ColdSegment:
         "buf",
         "cids",
         "count",
+        "delete_times",
         "first_seqno",
         "hashes",
         "later",
@@ -116,11 +170,12 @@ class ColdSegment:
         self,
         vbid: int,
         first_seqno: int,
-        buf: bytes,
+        buf: FrameBuffer,
         starts: NDArray[np.int64],
         cids: NDArray[np.uint32],
         tags: NDArray[np.uint8],
         hashes: NDArray[np.int64],
+        delete_times: NDArray[np.uint32] | None = None,
     ) -> None:
         self.vbid = vbid
         self.first_seqno = first_seqno
@@ -129,6 +184,8 @@ class ColdSegment:
         self.starts = starts
         self.cids = cids
         self.tags = tags
+        #: each slot's delete time (its tombstone's; None: the segment holds none)
+        self.delete_times = delete_times
         order = np.argsort(hashes, kind="stable").astype(np.int32)
         self.order = order
         self.hashes = hashes[order]
@@ -142,13 +199,14 @@ class ColdSegment:
     def nbytes(self) -> int:
         """The segment's bytes: frames, offsets, columns, index."""
         arrays = (self.starts, self.cids, self.tags, self.hashes, self.order, self.later)
-        return len(self.buf) + sum(a.nbytes for a in arrays) + self.later_seqnos.nbytes
+        times = 0 if self.delete_times is None else self.delete_times.nbytes
+        return len(self.buf) + sum(a.nbytes for a in arrays) + self.later_seqnos.nbytes + times
 
     def key_value_bytes(self) -> int:
         """The bytes of the segment's keys and values (its frames less their headers
         and collection prefixes)."""
         prefixes = sum(len(collection_prefix(int(c))) for c in self.cids.tolist())
-        return int(self.starts[-1]) - self.count * HEAD - prefixes
+        return int(self.starts[-1]) - int(head_lengths(self.tags).sum()) - prefixes
 
     def _replaced(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The slots whose key a later slot loaded again (equal hashes are neighbours in
@@ -174,11 +232,16 @@ class ColdSegment:
 
     # -- one slot -------------------------------------------------------------------------
 
+    def head_at(self, slot: int) -> int:
+        """The length of the slot's header and extras."""
+        return DELETION_HEAD if int(self.tags[slot]) & TAG_TOMBSTONE else HEAD
+
     def key_at(self, slot: int) -> bytes:
         start = int(self.starts[slot])
         klen = self.buf[start + 2] << 8 | self.buf[start + 3]
         plen = len(collection_prefix(int(self.cids[slot])))
-        return self.buf[start + HEAD + plen : start + HEAD + klen]
+        start += self.head_at(slot)
+        return self.buf[start + plen : start + klen]
 
     def slots_of(self, collection_id: int, key: bytes) -> Iterator[int]:
         """The slots holding ``key`` of the collection, oldest first."""
@@ -195,13 +258,26 @@ class ColdSegment:
     def item(self, slot: int) -> Item:
         """The slot as an ``Item`` (a new object: made only when a rule needs one)."""
         buf, start, end = self.buf, int(self.starts[slot]), int(self.starts[slot + 1])
-        klen, dt, vbid, _body, _opaque, cas, seqno, rev, flags, expiry = _FIELDS.unpack_from(
-            buf, start
-        )
+        tag = int(self.tags[slot])
+        head = HEAD
+        kind, delete_time = ItemKind.MUTATION, 0
+        if tag & TAG_TOMBSTONE:
+            head = DELETION_HEAD
+            kind = ItemKind.EXPIRATION if tag & TAG_EXPIRATION else ItemKind.DELETION
+            assert self.delete_times is not None
+            delete_time = int(self.delete_times[slot])
+            klen, dt, vbid, _body, _opaque, cas, seqno, rev = _DELETION_FIELDS.unpack_from(
+                buf, start
+            )
+            flags = expiry = 0
+        else:
+            klen, dt, vbid, _body, _opaque, cas, seqno, rev, flags, expiry = _FIELDS.unpack_from(
+                buf, start
+            )
         cid = int(self.cids[slot])
         plen = len(collection_prefix(cid))
         item = Item.__new__(Item)
-        item.key = buf[start + HEAD + plen : start + HEAD + klen]
+        item.key = buf[start + head + plen : start + head + klen]
         item.collection_id = cid
         item.vbucket = vbid
         item.seqno = seqno
@@ -210,12 +286,12 @@ class ColdSegment:
         item.flags = flags
         item.expiry = expiry
         item.datatype = dt
-        item.kind = ItemKind.MUTATION
-        item.delete_time = 0
+        item.kind = kind
+        item.delete_time = delete_time
         item.forms = None
-        item.tag = int(self.tags[slot])
-        item.head = buf[start : start + HEAD + (plen if cid else 0)]
-        item.tail = buf[start + HEAD + plen : end]
+        item.tag = tag
+        item.head = buf[start : start + head + (plen if cid else 0)]
+        item.tail = buf[start + head + plen : end]
         return item
 
     # -- views ------------------------------------------------------------------------------
@@ -249,11 +325,25 @@ class ColdView:
 
     __slots__ = ("alive", "flushed", "segment", "upto")
 
-    def __init__(self, segment: ColdSegment, upto: int) -> None:
+    def __init__(self, segment: ColdSegment, upto: int, purged: int = 0) -> None:
         self.segment = segment
         self.upto = min(upto, segment.last_seqno)
         self.alive = segment.alive_upto(self.upto)
         self.flushed: set[int] = set()
+        if purged:  # a copy cut back (truncate) keeps purged tombstones purged
+            self.purge(purged)
+
+    def purge(self, upto: int) -> tuple[int, int]:
+        """The alive tombstones at or below seqno ``upto`` leave (compaction purged
+        them, as ``VBucket.purge`` does the hot disk's); returns how many, and the
+        highest seqno purged (0 if none)."""
+        seg = self.segment
+        held = max(0, min(self.upto, upto) - seg.first_seqno + 1)
+        tombs = np.flatnonzero(self.alive[:held] & ((seg.tags[:held] & TAG_TOMBSTONE) != 0))
+        if not len(tombs):
+            return 0, 0
+        self.alive[tombs] = False
+        return len(tombs), seg.first_seqno + int(tombs[-1])
 
     def find(self, collection_id: int, key: bytes) -> int:
         """The slot of the key's live version in this copy, or -1."""
@@ -305,17 +395,22 @@ class ColdView:
         ends = seg.starts[slots + 1]
         cids = seg.cids[slots]
         tags = seg.tags[slots]
+        heads = starts + (head_lengths(tags) if (tags & TAG_TOMBSTONE).any() else HEAD)
         if not (tags & TAG_COLLECTION).any():  # all in _default: head, prefix, tail
-            cut = starts + HEAD
+            cut = heads
             resume = cut + 1
         else:
             plens = np.array([len(collection_prefix(int(c))) for c in cids.tolist()], np.int64)
-            cut = starts + HEAD + np.where(cids != 0, plens, 0)
-            resume = starts + HEAD + plens
+            cut = heads + np.where(cids != 0, plens, 0)
+            resume = heads + plens
         sizes = (ends - starts).astype(np.uint32)
-        heads = ColdPieces(seg.buf, starts, cut, ends)
-        tails = ColdPieces(seg.buf, resume, ends, ends)
-        return heads, tails, tags.tobytes(), cids, sizes
+        return (
+            ColdPieces(seg.buf, starts, cut, ends),
+            ColdPieces(seg.buf, resume, ends, ends),
+            tags.tobytes(),
+            cids,
+            sizes,
+        )
 
 
 class ColdPieces(Sequence[bytes]):
@@ -329,7 +424,7 @@ class ColdPieces(Sequence[bytes]):
 
     def __init__(
         self,
-        buf: bytes,
+        buf: FrameBuffer,
         starts: NDArray[np.int64],
         stops: NDArray[np.int64],
         frame_ends: NDArray[np.int64],

@@ -9,14 +9,20 @@ large bucket loads.
 
 from __future__ import annotations
 
+import mmap
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from mockdcp.model._item import TAG_EXPIRATION, TAG_TOMBSTONE
 from mockdcp.model._validate import Columns, Row, check_columns, check_rows
 from mockdcp.protocol import collection_prefix
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+
+    import numpy as np
+    from numpy.typing import NDArray
 
     from mockdcp.model._bucket import Bucket
     from mockdcp.model._cold import ColdSegment
@@ -98,9 +104,21 @@ class BulkLoad:
 
 class ColdLoad:
     """A bulk load into the cold tier (``Bucket.cold_load``): ``add`` validates a batch
-    and frames it, vbucket by vbucket, with numpy (headers as one structured array, the
-    frames joined in one ``bytes.join``); ``finish`` joins each vbucket's pieces into
-    its ``ColdSegment`` and installs them all."""
+    of writes (``remove``: of deletions or expiries) and frames it with numpy (headers
+    as one structured array, read out as one bytes object each by ``tolist``; a
+    ``bytes.join`` a vbucket), and copies each vbucket's run of frames into that
+    vbucket's buffer, an anonymous memory map grown in place (``mremap``: no copy): the
+    frames are written to fresh memory once, where they stay. ``finish`` cuts each
+    buffer to its size and makes it the vbucket's ``ColdSegment``, with the columns
+    gathered from the batches, and installs them all.
+
+    Fresh memory is what a load pays for (a page fault a page: on this project's VM a
+    copy into fresh memory ran at a fifth of the speed of one into memory used before),
+    and a step a vbucket a batch (1024 vbuckets, 8 rows each) cost more than the rows.
+    """
+
+    #: the first size of a vbucket's buffer (virtual: only what is written is resident)
+    FIRST_CAPACITY = 1 << 20
 
     def __init__(self, bucket: Bucket) -> None:
         for vb in bucket.vbuckets:
@@ -115,11 +133,25 @@ class ColdLoad:
         self._highs = [vb.high_seqno for vb in bucket.vbuckets]
         self._next = [high + 1 for high in self._highs]
         n = len(bucket.vbuckets)
-        self._frames: list[list[bytes]] = [[] for _ in range(n)]
-        self._sizes: list[list[Any]] = [[] for _ in range(n)]
-        self._cids: list[list[Any]] = [[] for _ in range(n)]
-        self._tags: list[list[Any]] = [[] for _ in range(n)]
-        self._hashes: list[list[Any]] = [[] for _ in range(n)]
+        #: each vbucket's frames (``None`` until it has some) and how many bytes of it
+        self._bufs: list[mmap.mmap | None] = [None] * n
+        self._used = [0] * n
+        #: each batch's columns, grouped by vbucket, and where each vbucket's rows begin
+        #: in it (``n + 1`` entries)
+        self._sizes: list[Any] = []
+        self._cids: list[Any] = []
+        self._tags: list[Any] = []
+        self._hashes: list[Any] = []
+        self._rows: list[Any] = []
+        self._bounds: list[Any] = []
+        #: (first row, its CAS) of each batch; how many tombstones, and (first row, the
+        #: clock then) of each batch of them
+        self._reserved: list[tuple[int, int]] = []
+        self._removed = 0
+        self._now: list[tuple[int, int]] = []
+        #: the row ``finish`` refused (a removal of a key not live then) and why
+        self.refused: tuple[int, str] | None = None
+        self._cas_before = bucket._last_cas
 
     def add(
         self,
@@ -133,11 +165,6 @@ class ColdLoad:
     ) -> int:
         """Validate and frame a batch (``ModelError`` naming the row and field, nothing
         staged); returns its size."""
-        import numpy as np
-
-        from mockdcp.model._cold import HEAD, HEAD_DTYPE, build_tags, key_hashes
-
-        bucket = self.bucket
         c = check_columns(
             keys,
             values,
@@ -145,14 +172,70 @@ class ColdLoad:
             flags=flags,
             expiry=expiry,
             datatypes=datatypes,
-            check_collection=bucket.manifest.check_collection,
+            check_collection=self.bucket.manifest.check_collection,
         )
-        ks, vs, dts, vbids = check_rows(c.keys, c.values, c.datatypes, bucket.vbuckets, self.count)
+        ks, vs, dts, vbids = check_rows(
+            c.keys, c.values, c.datatypes, self.bucket.vbuckets, self.count
+        )
+        # a column given as one int is one for every row (no list of it read again)
+        dt_column = datatypes if isinstance(datatypes, int) else dts
+        cid_column = None if collection_ids is None else c.collection_ids
+        return self._stage(ks, vs, vbids, cid_column, c.collections, dt_column, flags, expiry, 0)
+
+    def remove(
+        self,
+        keys: Sequence[bytes],
+        *,
+        collection_ids: Sequence[int] | None = None,
+        expiration: bool = False,
+    ) -> int:
+        """Stage the deletion (``expiration``: the expiry) of each key, as
+        ``Bucket.delete`` (``Bucket.expire``) would write it after the rows staged so
+        far: a tombstone at the next seqno, its rev seqno one above the key's last, its
+        delete time now (an expiry's: the document's expiry, if it had one). The keys
+        and collections are checked now (``ModelError`` naming the row, nothing
+        staged); that each key is live then is checked by ``finish``, which installs
+        the rows before the first that is not and refuses that one. Returns how many."""
+        count = len(keys)
+        c = check_columns(
+            keys,
+            [b""] * count,
+            collection_ids=collection_ids,
+            flags=0,
+            expiry=0,
+            datatypes=0,
+            check_collection=self.bucket.manifest.check_collection,
+        )
+        ks, vs, _, vbids = check_rows(c.keys, c.values, 0, self.bucket.vbuckets, self.count)
+        cid_column = None if collection_ids is None else c.collection_ids
+        kind = TAG_TOMBSTONE | (TAG_EXPIRATION if expiration else 0)
+        return self._stage(ks, vs, vbids, cid_column, c.collections, 0, 0, 0, kind)
+
+    def _stage(
+        self,
+        ks: list[bytes],
+        vs: list[bytes],
+        vbids: list[int],
+        collection_ids: Sequence[int] | None,
+        collections: frozenset[int],
+        datatypes: Sequence[int] | int,
+        flags: Sequence[int] | int,
+        expiry: Sequence[int] | int,
+        tombstone: int,
+    ) -> int:
+        """Frame validated rows (mutations, or tombstones of the ``tombstone`` tag
+        bits) into their vbuckets' buffers, with their columns."""
+        import numpy as np
+
+        from mockdcp.model._cold import DELETION_HEAD, HEAD, build_tags, head_dtype, key_hashes
+
+        bucket = self.bucket
         n = len(ks)
         if not n:
             return 0
         first_cas = bucket.reserve_cas(n)
-        vb_of = np.asarray(vbids, np.int64)
+        self._reserved.append((self.count, first_cas))
+        vb_of = np.asarray(vbids, np.int16)  # 16 bits: a radix sort
         order = np.argsort(vb_of, kind="stable")
         sorted_vb = vb_of[order]
         found, group_at, counts = np.unique(sorted_vb, return_index=True, return_counts=True)
@@ -162,10 +245,15 @@ class ColdLoad:
         for vbid, count in zip(found.tolist(), counts.tolist(), strict=True):
             self._next[vbid] += count
         pick = order.tolist()
-        ks = [ks[i] for i in pick]
-        vs = [vs[i] for i in pick]
-        cids = np.asarray(c.collection_ids, np.uint32)[order]
-        prefixes = {cid: collection_prefix(cid) for cid in c.collections}
+        if n > 1:  # in C: a tuple of the rows in vbucket order
+            ks, vs = list(itemgetter(*pick)(ks)), list(itemgetter(*pick)(vs))
+        cids = (
+            np.zeros(n, np.uint32)
+            if collection_ids is None
+            else np.asarray(collection_ids, np.uint32)[order]
+        )
+        hashes = key_hashes(ks, cids)
+        prefixes = {cid: collection_prefix(cid) for cid in collections}
         plens = np.zeros(n, np.int64)
         for cid, prefix in prefixes.items():
             if len(prefix) != 1:
@@ -173,37 +261,69 @@ class ColdLoad:
         plens[plens == 0] = 1
         klens = np.fromiter(map(len, ks), np.int64, n) + plens
         vlens = np.fromiter(map(len, vs), np.int64, n)
-        dt = np.asarray(dts, np.uint8)[order]
-        head = np.zeros(n, HEAD_DTYPE)
-        head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, 31
+        dt = (
+            np.full(n, datatypes, np.uint8)
+            if isinstance(datatypes, int)
+            else np.asarray(datatypes, np.uint8)[order]
+        )
+        # a one-byte collection prefix (ids below 128) goes in the head's last byte
+        short = all(len(prefix) == 1 for prefix in prefixes.values())
+        size = DELETION_HEAD if tombstone else HEAD
+        head = np.zeros(n, head_dtype(short, deletion=bool(tombstone)))
+        head["magic"], head["opcode"], head["extlen"] = 0x80, 0x58 if tombstone else 0x57, size - 24
         head["keylen"], head["datatype"], head["vbucket"] = klens, dt, sorted_vb
-        head["bodylen"] = 31 + klens + vlens
+        head["bodylen"] = size - 24 + klens + vlens
         head["cas"] = first_cas + order
         head["seqno"], head["rev"] = seqnos, 1
-        head["flags"] = np.asarray(c.flags, np.uint32)[order]
-        head["expiry"] = np.asarray(c.expiry, np.uint32)[order]
-        blob = head.tobytes()
-        parts: list[bytes] = [b""] * (4 * n)
-        parts[0::4] = [blob[i : i + HEAD] for i in range(0, n * HEAD, HEAD)]
-        if len(prefixes) == 1:
-            parts[1::4] = [next(iter(prefixes.values()))] * n
+        if not tombstone:
+            head["flags"] = flags if isinstance(flags, int) else np.asarray(flags, np.uint32)[order]
+            head["expiry"] = (
+                expiry if isinstance(expiry, int) else np.asarray(expiry, np.uint32)[order]
+            )
+        width = 3 if short else 4
+        parts: list[bytes] = [b""] * (width * n)
+        if short:
+            head["prefix"] = cids
+            parts[0::3] = head.view(f"V{size + 1}").tolist()  # bytes of 56, each
         else:
+            parts[0::4] = head.view(f"V{size}").tolist()
             parts[1::4] = list(map(prefixes.__getitem__, cids.tolist()))
-        parts[2::4], parts[3::4] = ks, vs
-        del blob
-        sizes = HEAD + klens + vlens
-        tags = build_tags(dt, cids, vlens)
-        hashes = key_hashes(ks, cids)
+        del head
+        parts[width - 2 :: width], parts[width - 1 :: width] = ks, vs
+        del ks, vs
+        sizes = size + klens + vlens
+        # a join a vbucket, copied to its buffer: small, in memory used again and again
+        # (one join of the whole batch, 2 MB at 1024 vbuckets, was fresh memory each time)
+        write = self._write
         for vbid, at, count in zip(found.tolist(), group_at.tolist(), counts.tolist(), strict=True):
-            end = at + count
-            # one join a vbucket: its frames are copied once
-            self._frames[vbid].append(b"".join(parts[4 * at : 4 * end]))
-            self._sizes[vbid].append(sizes[at:end])
-            self._cids[vbid].append(cids[at:end])
-            self._tags[vbid].append(tags[at:end])
-            self._hashes[vbid].append(hashes[at:end])
+            write(vbid, b"".join(parts[width * at : width * (at + count)]))
+        del parts
+        bounds = np.zeros(len(bucket.vbuckets) + 1, np.int64)
+        bounds[found + 1] = counts
+        np.cumsum(bounds, out=bounds)
+        self._sizes.append(sizes.astype(np.uint32))
+        self._cids.append(cids)
+        self._tags.append(build_tags(dt, cids, vlens) | np.uint8(tombstone))
+        self._hashes.append(hashes)
+        self._rows.append(self.count + order)
+        self._bounds.append(bounds)
+        if tombstone:
+            self._removed += n
+            self._now.append((self.count, int(bucket.clock())))
         self.count += n
         return n
+
+    def _write(self, vbid: int, frames: bytes) -> None:
+        """Append ``frames`` to the vbucket's buffer, grown (doubled, in place) as
+        needed."""
+        buf, used = self._bufs[vbid], self._used[vbid]
+        end = used + len(frames)
+        if buf is None:
+            buf = self._bufs[vbid] = _anonymous(max(self.FIRST_CAPACITY, end))
+        elif end > len(buf):
+            buf.resize(max(2 * len(buf), end))
+        buf[used:end] = frames
+        self._used[vbid] = end
 
     def finish(self) -> int:
         """Install every vbucket's segment (``ModelError`` if one was written since the
@@ -215,51 +335,166 @@ class ColdLoad:
 
     def finish_steps(self) -> Iterator[int]:
         """``finish`` in steps, for a caller that yields to its event loop between them:
-        each step builds one vbucket's segment (yielding its vbucket id); the last
-        installs them all at once, nothing visible before."""
+        each step builds one vbucket's segment (yielding its vbucket id; the first step
+        joins the batches' columns); the last installs them all at once, nothing
+        visible before. A removal of a key that is not live at its row (``remove``):
+        the rows before the first such row are installed, then ``ModelError`` names it
+        (``refused``)."""
         import numpy as np
 
         from mockdcp.model._cold import ColdSegment
 
         bucket = self.bucket
         self._check_unwritten()
-        built: list[tuple[VBucket, ColdSegment]] = []
+        built: list[tuple[VBucket, ColdSegment, Any, Any]] = []
+        refused: tuple[int, str] | None = None
+        if self.count:
+            with bucket.pause_collector():
+                sizes = np.concatenate(self._sizes)
+                cids = np.concatenate(self._cids)
+                tags = np.concatenate(self._tags)
+                hashes = np.concatenate(self._hashes)
+                rows = np.concatenate(self._rows)
+                bounds = np.stack(self._bounds)  # a row a batch
+                bases = np.zeros(len(bounds), np.int64)
+                np.cumsum(bounds[:-1, -1], out=bases[1:])
+                self._sizes, self._cids, self._tags, self._hashes = [], [], [], []
+                self._rows, self._bounds = [], []
+            yield -1
         for vb in bucket.vbuckets:
-            chunks = self._frames[vb.vbid]
-            if not chunks:
+            buf = self._bufs[vb.vbid]
+            if buf is None:
                 continue
             with bucket.pause_collector():
-                buf = b"".join(chunks)
-                chunks.clear()
-                sizes = np.concatenate(self._sizes[vb.vbid])
-                starts = np.zeros(len(sizes) + 1, np.int64)
-                np.cumsum(sizes, out=starts[1:])
+                self._bufs[vb.vbid] = None
+                buf.resize(self._used[vb.vbid])  # the unwritten rest goes back
+                # the vbucket's rows: a run in each batch, batches in order
+                lows = bases + bounds[:, vb.vbid]
+                counts = bounds[:, vb.vbid + 1] - bounds[:, vb.vbid]
+                total = int(counts.sum())
+                at = np.repeat(lows - (np.cumsum(counts) - counts), counts) + np.arange(total)
+                starts = np.zeros(total + 1, np.int64)
+                np.cumsum(sizes[at], out=starts[1:])
+                vb_tags, vb_hashes = tags[at], hashes[at]
+                times = self._delete_times(rows[at], vb_tags) if self._removed else None
                 segment = ColdSegment(
                     vb.vbid,
                     self._highs[vb.vbid] + 1,
                     buf,
                     starts,
-                    np.concatenate(self._cids[vb.vbid]),
-                    np.concatenate(self._tags[vb.vbid]),
-                    np.concatenate(self._hashes[vb.vbid]),
+                    cids[at],
+                    vb_tags,
+                    vb_hashes,
+                    times,
                 )
-                self._sizes[vb.vbid] = self._cids[vb.vbid] = []
-                self._tags[vb.vbid] = self._hashes[vb.vbid] = []
+                if times is not None:
+                    bad = _check_tombstones(segment, rows[at])
+                    if bad is not None and (refused is None or bad[0] < refused[0]):
+                        refused = bad
                 if len(segment.later):
                     segment = _with_revs(segment)
-            built.append((vb, segment))
+            built.append((vb, segment, rows[at], vb_hashes))
             yield vb.vbid
         self._check_unwritten()
+        if refused is not None:
+            built = self._cut(built, refused[0])
+            self.refused = refused
         with bucket.pause_collector():
-            for vb, segment in built:
+            for vb, segment, _, _ in built:
                 vb.load_cold(segment)
-        bucket.notify([vb.vbid for vb, _ in built])
+        bucket.notify([vb.vbid for vb, _, _, _ in built])
+        if refused is not None:
+            raise ModelError(f"row {refused[0]}: key: {refused[1]}")
+
+    def _delete_times(self, rows: NDArray[np.int64], tags: NDArray[np.uint8]) -> NDArray[np.uint32]:
+        """Each tombstone's delete time as staged: the clock when its batch was removed
+        (an expiry's is set from its document at ``finish``, if it had one)."""
+        import numpy as np
+
+        firsts = np.array([row for row, _ in self._now], np.int64)
+        nows = np.array([now for _, now in self._now], np.uint32)
+        times = np.zeros(len(rows), np.uint32)
+        tombs = np.flatnonzero(tags & TAG_TOMBSTONE)
+        times[tombs] = nows[np.searchsorted(firsts, rows[tombs], side="right") - 1]
+        return times
+
+    def _cut(
+        self, built: list[tuple[VBucket, ColdSegment, Any, Any]], row: int
+    ) -> list[tuple[VBucket, ColdSegment, Any, Any]]:
+        """The segments of the rows before ``row``, and the CAS given back as if the
+        rows from there on had not been staged."""
+        import numpy as np
+
+        from mockdcp.model._cold import ColdSegment
+
+        kept = []
+        for vb, seg, rows, hashes in built:
+            k = int(np.searchsorted(rows, row))
+            if k == seg.count:
+                kept.append((vb, seg, rows, hashes))
+                continue
+            if not k:
+                continue
+            buf = seg.buf
+            assert isinstance(buf, mmap.mmap)
+            buf.resize(int(seg.starts[k]))
+            times = None if seg.delete_times is None else seg.delete_times[:k]
+            cut = ColdSegment(
+                vb.vbid,
+                seg.first_seqno,
+                buf,
+                seg.starts[: k + 1],
+                seg.cids[:k],
+                seg.tags[:k],
+                hashes[:k],
+                times,
+            )
+            kept.append((vb, cut, rows[:k], hashes[:k]))  # its rev seqnos were patched
+        cas = self._cas_before
+        for first, first_cas in self._reserved:
+            if first < row:
+                cas = first_cas + row - 1 - first
+        self.bucket._last_cas = cas
+        self.count = row
+        return kept
 
     def _check_unwritten(self) -> None:
         for vb, high in zip(self.bucket.vbuckets, self._highs, strict=True):
             vb.check_writable()
             if vb.high_seqno != high or vb.holds_documents():
                 raise ModelError(f"vbucket {vb.vbid} was written during the cold load")
+
+
+def _anonymous(size: int) -> mmap.mmap:
+    """Private anonymous memory of ``size`` bytes (resident as it is written)."""
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+def _check_tombstones(segment: ColdSegment, rows: NDArray[np.int64]) -> tuple[int, str] | None:
+    """The first row of the segment whose tombstone removes a key that is not live
+    there (``Bucket.delete`` and ``Bucket.expire`` refuse it: never written, or deleted
+    already), with why; else None. An expiry's delete time becomes its document's
+    expiry, if it had one (``Bucket.expire``)."""
+    import struct
+
+    import numpy as np
+
+    first = segment.first_seqno
+    previous = dict(
+        zip((segment.later_seqnos - first).tolist(), segment.later.tolist(), strict=True)
+    )
+    tags, times, buf = segment.tags, segment.delete_times, segment.buf
+    assert times is not None
+    for slot in np.flatnonzero(tags & TAG_TOMBSTONE).tolist():
+        before = previous.get(slot)
+        if before is None or tags[before] & TAG_TOMBSTONE:
+            key = segment.key_at(slot)
+            return int(rows[slot]), f"no live document {key!r} in vbucket {segment.vbid}"
+        if tags[slot] & TAG_EXPIRATION:
+            (expiry,) = struct.unpack_from(">I", buf, int(segment.starts[before]) + 44)
+            if expiry:
+                times[slot] = expiry
+    return None
 
 
 def _with_revs(segment: ColdSegment) -> ColdSegment:
@@ -273,7 +508,8 @@ def _with_revs(segment: ColdSegment) -> ColdSegment:
     first = segment.first_seqno
     for slot, seqno in zip(segment.later.tolist(), segment.later_seqnos.tolist(), strict=True):
         revs[seqno - first] = revs.get(slot, 1) + 1
-    buf = bytearray(segment.buf)
+    # a buffer of the load's is patched in place (no one holds it yet)
+    buf = segment.buf if isinstance(segment.buf, mmap.mmap) else bytearray(segment.buf)
     for slot, rev in revs.items():
         at = int(segment.starts[slot]) + REV_AT
         buf[at : at + 8] = rev.to_bytes(8, "big")
@@ -282,9 +518,10 @@ def _with_revs(segment: ColdSegment) -> ColdSegment:
     return ColdSegment(
         segment.vbid,
         first,
-        bytes(buf),
+        buf if isinstance(buf, mmap.mmap) else bytes(buf),
         segment.starts,
         segment.cids,
         segment.tags,
         hashes,
+        segment.delete_times,
     )

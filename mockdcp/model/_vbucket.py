@@ -1020,6 +1020,10 @@ class VBucket:
     def purge(self, upto: int) -> int:
         """Remove on-disk tombstones at or below ``upto``; return how many."""
         gone = [it for it in self.disk.values() if it.deleted and it.seqno <= upto]
+        purged = 0
+        if self.cold is not None:  # the cold tier's tombstones (a loaded corpus's)
+            purged, top = self.cold.purge(upto)
+            self.purge_seqno = max(self.purge_seqno, top)
         for it in gone:
             del self.disk[it.doc_key]
             del self.disk_by_seqno[it.seqno]
@@ -1034,7 +1038,7 @@ class VBucket:
             self.disk_tags = bytearray(by[seqno].tag for seqno in self.disk_seqnos)
             self.disk_cids = array("I", (by[seqno].collection_id for seqno in self.disk_seqnos))
             self.disk_sizes = array("I", (by[seqno].size for seqno in self.disk_seqnos))
-        return len(gone)
+        return len(gone) + purged
 
     def truncate(self, seqno: int) -> None:
         """Cut history after ``seqno`` (restart or failover): the vbucket holds what it
@@ -1060,7 +1064,7 @@ class VBucket:
             # kept newer version replaced them or a kept flush emptied their collection
             from mockdcp.model._cold import ColdView
 
-            self.cold = view = ColdView(cold.segment, min(seqno, cold.upto))
+            self.cold = view = ColdView(cold.segment, min(seqno, cold.upto), purged=purge)
             self._kill_cold(list(latest.values()))
             for cid, begin in begins.items():
                 if begin > view.upto:

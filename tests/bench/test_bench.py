@@ -54,6 +54,8 @@ def test_bench_docs_reports_the_cold_tier_figures_for_a_small_run() -> None:
     assert report["disk_events_per_s"] > 0
     assert report["legacy_disk_events_per_s"] > 0
     assert "bytes_per_doc_beyond_key_value" in report
+    assert report["resident_bytes"] > 0
+    assert 0 < report["ready_resident_bytes"] <= report["ready_peak_resident_bytes"]
 
 
 def test_bench_cold_reports_the_cold_tier_figures_for_a_small_run() -> None:

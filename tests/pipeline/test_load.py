@@ -10,8 +10,8 @@ import trio
 import trio.lowlevel
 
 from mockdcp import ModelError
-from mockdcp.data._schema import MANIFEST
-from mockdcp.model import Bucket
+from mockdcp.data._schema import CORPUS_COLUMNS, MANIFEST, arrow_schema
+from mockdcp.model import Bucket, ItemKind
 from mockdcp.pipeline import (
     CorpusSpec,
     PipelineError,
@@ -102,9 +102,9 @@ def _state(bucket: Bucket) -> list[list[tuple[object, ...]]]:
 def test_a_corpus_loads_into_the_cold_tier_as_it_loads_into_memory(
     tmp_path: Path, spec: CorpusSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Into an empty bucket, the writes before the first delete or expiry are the
-    bucket's persisted disk (the cold tier), the rest goes to memory: the documents,
-    seqnos, revs and CAS are those of a load all to memory, persisted."""
+    """Into an empty bucket, the whole corpus, deletes and expiries included, is the
+    bucket's persisted disk (the cold tier): the documents, tombstones, seqnos, revs and
+    CAS are those of a load all to memory, persisted."""
     corpus = _write(tmp_path / "c", spec)
 
     def new_bucket() -> Bucket:  # one clock: the same CAS
@@ -113,8 +113,9 @@ def test_a_corpus_loads_into_the_cold_tier_as_it_loads_into_memory(
     cold = new_bucket()
     load_corpus_sync(cold, corpus, batch_rows=97)
     assert any(vb.cold is not None for vb in cold.vbuckets)
-    if not spec.delete_share:
-        assert all(not vb.items for vb in cold.vbuckets)  # all of it on disk
+    assert all(not vb.items for vb in cold.vbuckets)  # all of it on disk
+    if spec.delete_share:
+        assert any(it.deleted for vb in cold.vbuckets for it in vb.all_items())
     monkeypatch.setattr("mockdcp.data._load._cold_load", lambda bucket: None)
     memory = new_bucket()
     load_corpus_sync(memory, corpus, batch_rows=97)
@@ -122,6 +123,61 @@ def test_a_corpus_loads_into_the_cold_tier_as_it_loads_into_memory(
     cold.persist()
     memory.persist()
     assert _state(cold) == _state(memory)
+
+
+def _rows(*rows: tuple[str, str, bytes | None]) -> pa.Table:
+    """A corpus of (key, op, value) rows in ``_default``."""
+    return pa.Table.from_pylist(
+        [
+            {
+                "partition": 0,
+                "offset": i,
+                "scope": "_default",
+                "collection": "_default",
+                "key": key,
+                "op": op,
+                "value": value,
+                "datatype": 0,
+                "flags": 0,
+                "expiry": 5 if key == "b" else 0,
+                "rev": 1,
+            }
+            for i, (key, op, value) in enumerate(rows)
+        ],
+        schema=arrow_schema(CORPUS_COLUMNS),
+    )
+
+
+def test_rows_before_a_delete_of_a_missing_key_stay_loaded_cold_as_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "c").mkdir()
+    table = _rows(
+        ("a", "insert", b"1"),
+        ("b", "insert", b"2"),
+        ("a", "delete", None),
+        ("b", "expire", None),
+        ("a", "insert", b"3"),
+        ("b", "delete", None),  # expired already: not live
+        ("c", "insert", b"4"),
+    )
+    pq.write_table(table, tmp_path / "c" / "part-0.parquet")
+    loaded = []
+    for cold in (True, False):
+        if not cold:
+            monkeypatch.setattr("mockdcp.data._load._cold_load", lambda bucket: None)
+        bucket = Bucket("default", 4, seed=5, clock=lambda: 1_700_000_000.0)
+        with pytest.raises(PipelineError, match=r"row 'b' \(delete\): no live document b'b'"):
+            load_corpus_sync(bucket, tmp_path / "c", batch_rows=3)
+        assert all((vb.cold is not None) == cold for vb in bucket.vbuckets if vb.high_seqno)
+        docs = {it.key: it for vb in bucket.vbuckets for it in vb.all_items()}
+        assert sorted(docs) == [b"a", b"b"]  # not c, after the refused row
+        assert (docs[b"a"].value, docs[b"a"].rev_seqno) == (b"3", 3)
+        assert (docs[b"b"].kind, docs[b"b"].delete_time) == (ItemKind.EXPIRATION, 5)
+        bucket.set("d", "x")  # the CAS after the rows loaded: none taken by c
+        bucket.persist()
+        loaded.append(_state(bucket))
+    assert loaded[0] == loaded[1]
 
 
 def test_missing_and_mistyped_columns_are_named(tmp_path: Path) -> None:

@@ -509,6 +509,7 @@ COLD_VALUES = [
     st.lists(st.tuples(st.integers(0, 9), st.sampled_from(COLD_VALUES)), min_size=1, max_size=20),
     st.lists(st.tuples(st.integers(0, 12), docs), max_size=6),
     st.booleans(),
+    st.lists(st.tuples(st.integers(0, 9), st.booleans()), max_size=4),
 )
 @pytest.mark.parametrize("sid", [None, 3])
 @pytest.mark.parametrize("dcp", FORMS[::5], ids=lambda s: repr(Form.of(s)))
@@ -518,16 +519,26 @@ def test_streams_of_a_cold_loaded_bucket_send_what_the_codec_encodes(
     loaded: list[tuple[int, tuple[bytes, int]]],
     ops: list[tuple[int, tuple[str, dict[str, Any]]]],
     compacted: bool,
+    removed: list[tuple[int, bool]],
 ) -> None:
     """The cold tier's frames are read from its buffer a run at a time (collection-
-    aware) or piece by piece; with persisted writes over it (slots die, the hot disk
-    follows the cold tier), and with the checkpoints holding them or not."""
+    aware) or piece by piece; with tombstones loaded cold (deletions and expiries,
+    whose delete times some forms carry), with persisted writes over it (slots die,
+    the hot disk follows the cold tier), and with the checkpoints holding them or not."""
     b = Bucket("default", 1, seed=4, clock=lambda: 1_700_000_000.0)
-    b.load_cold(
+    load = b.cold_load()
+    load.add(
         [b"doc%d" % k for k, _ in loaded],
         [v for _, (v, _) in loaded],
         datatypes=[dt for _, (_, dt) in loaded],
+        expiry=[k * 1000 for k, _ in loaded],
     )
+    live = {k for k, _ in loaded}
+    for k, expiration in removed:  # each a key live there (its tombstone at most once)
+        if k in live:
+            live.discard(k)
+            load.remove([b"doc%d" % k], expiration=expiration)
+    load.finish()
     write(b, ops)
     b.persist()  # (unpersisted, a key would go from disk and again from memory)
     if compacted:

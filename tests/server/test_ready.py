@@ -7,8 +7,13 @@ import trio.lowlevel
 import trio.testing
 
 from mockdcp.data._dataset import (
+    _LITERALS,
+    _SPAN_S,
+    _START,
+    _TEMPLATE,
     BLOCK,
     DocumentGenerator,
+    _Pools,
     faker_documents,
     load_documents,
     persist_all,
@@ -85,6 +90,50 @@ def test_the_same_seed_gives_the_same_bytes_and_another_seed_others() -> None:
     assert (keys, values) == DocumentGenerator(7).block(1)
     assert values != DocumentGenerator(8).block(1)[1]
     assert keys[0] == b"user::%06d" % BLOCK
+
+
+def _templated_block(seed: int, number: int) -> tuple[list[bytes], list[bytes]]:
+    """The documents of a block as one ``_TEMPLATE %`` a document writes them (the
+    generator's first form, whose bytes it must keep)."""
+    import numpy as np
+
+    pools = _Pools(seed)
+    cut = [len(s) for s in _LITERALS]
+    first = [v[: len(v) - cut[2]] for v in pools.first]
+    last = [v[: len(v) - cut[3]] for v in pools.last]
+    fmail = [v[: len(v) - cut[4]] for v in pools.first_mail]
+    domain = [v[: len(v) - cut[7]] for v in pools.domain]
+    city = [v[: len(v) - cut[8]] for v in pools.city]
+    country = [v[: len(v) - cut[9]] for v in pools.country]
+    rng = np.random.default_rng([seed, number])
+    draws = [rng.integers(0, n, BLOCK).tolist() for n in (256, 256, 16, 128, 64)]
+    mail_n, score = rng.integers(1, 100, BLOCK).tolist(), rng.integers(0, 1001, BLOCK).tolist()
+    active = np.where(rng.random(BLOCK) < 0.8, "true", "false").tolist()
+    seconds = rng.integers(0, _SPAN_S, BLOCK).astype("timedelta64[s]")
+    joined = np.datetime_as_string(np.datetime64(_START) + seconds).tolist()
+    ids = range(number * BLOCK, (number + 1) * BLOCK)
+    values = [
+        _TEMPLATE
+        % (
+            i, first[f], last[la], fmail[f], pools.last_mail[la], mail_n[j], domain[d],
+            city[c], country[co], joined[j].encode(), score[j], active[j].encode(),
+        )
+        for j, (i, f, la, d, c, co) in enumerate(zip(ids, *draws, strict=True))
+    ]  # fmt: skip
+    return [b"user::%06d" % i for i in ids], values
+
+
+def test_generated_documents_are_the_templated_ones_at_every_id_width() -> None:
+    for seed in (0, 7):
+        for number in (0, 1, 97, 976, 977, 9765, 20000):  # ids of 1 to 8 digits
+            assert DocumentGenerator(seed).block(number) == _templated_block(seed, number)
+
+
+def test_joined_documents_cut_the_last_block_at_count() -> None:
+    blocks = list(DocumentGenerator(5).joined_documents(BLOCK + 7))
+    assert [n for n, _, _ in blocks] == [BLOCK, 7]
+    keys, values = DocumentGenerator(5).block(1)
+    assert blocks[1][1:] == (b"\n".join(keys[:7]), b"\n".join(values[:7]))
 
 
 async def test_a_worker_process_draws_the_same_documents() -> None:
