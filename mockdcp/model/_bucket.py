@@ -170,6 +170,11 @@ class Bucket:
             self._last_cas = first + count - 1
         return first
 
+    def advance_cas(self, cas: int) -> None:
+        """Every CAS given from now on is above ``cas`` (documents loaded with their own
+        CAS values, as an on-disk corpus's)."""
+        self._last_cas = max(self._last_cas, cas)
+
     def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
         """(vbucket, high seqno) for GET_ALL_VB_SEQNOS; ``state`` 0/None = every live one."""
         return high_seqnos(self.vbuckets, state)

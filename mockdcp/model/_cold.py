@@ -42,6 +42,8 @@ from mockdcp.model._item import TAG_COLLECTION, TAG_EMPTY, Item, ItemKind
 from mockdcp.protocol import collection_prefix
 
 if TYPE_CHECKING:
+    import mmap
+
     from numpy.typing import NDArray
 
 #: the header and DCP_MUTATION extras of a frame (``MUTATION_FRAME``)
@@ -111,6 +113,11 @@ class ColdSegment:
         "tags",
         "vbid",
     )
+
+    #: the key index's hash (a persisted index needs another: ``_disk_segment``)
+    hash_of = staticmethod(key_hash)
+    #: the frames: bytes, or a read-only map of a file (``_disk_segment``)
+    buf: bytes | mmap.mmap
 
     def __init__(
         self,
@@ -182,7 +189,7 @@ class ColdSegment:
 
     def slots_of(self, collection_id: int, key: bytes) -> Iterator[int]:
         """The slots holding ``key`` of the collection, oldest first."""
-        h = key_hash(collection_id, key)
+        h = self.hash_of(collection_id, key)
         i = int(np.searchsorted(self.hashes, h))
         found = []
         while i < self.count and int(self.hashes[i]) == h:
@@ -217,6 +224,13 @@ class ColdSegment:
         item.head = buf[start : start + HEAD + (plen if cid else 0)]
         item.tail = buf[start + HEAD + plen : end]
         return item
+
+    def last_slots(self, held: int) -> tuple[list[int], list[int]]:
+        """The collections of the first ``held`` slots and the last slot of each."""
+        cids = self.cids[:held]
+        # the last slot of each collection: unique over the reversed column
+        found, back = np.unique(cids[::-1], return_index=True)
+        return found.tolist(), (held - 1 - back).tolist()
 
     # -- views ------------------------------------------------------------------------------
 
@@ -329,7 +343,7 @@ class ColdPieces(Sequence[bytes]):
 
     def __init__(
         self,
-        buf: bytes,
+        buf: bytes | mmap.mmap,
         starts: NDArray[np.int64],
         stops: NDArray[np.int64],
         frame_ends: NDArray[np.int64],
