@@ -264,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="load this Parquet corpus (mockdcp corpus) instead of --docs",
     )
+    serve.add_argument(
+        "--on-disk",
+        action="store_true",
+        help="serve --corpus from per-vbucket files imported once into $MOCKDCP_CACHE "
+        "(default ~/.cache/mockdcp), not from memory: a corpus larger than memory",
+    )
     _network_options(serve)
 
     ca = sub.add_parser(

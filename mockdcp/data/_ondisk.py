@@ -76,7 +76,7 @@ SEGMENTS = "segments.json"
 #: rows framed at once (the gather's index is 8 bytes a frame byte)
 FRAME_ROWS = 8192
 #: bytes a vbucket's pending frames reach before they are appended to its file
-FLUSH_BYTES = 1 << 20
+FLUSH_BYTES = 1 << 18
 _MAX_VALUE = 20 * 1024 * 1024
 _OPS = (OP_INSERT, OP_UPDATE, OP_DELETE, OP_EXPIRE)
 #: a slot's row in the import's temporary column file
