@@ -114,12 +114,13 @@ async def _serve(args: argparse.Namespace) -> None:
 
         raise PipelineError("--on-disk serves a --corpus DIR")
     if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
-        from mockdcp.data import check_corpus, require_pipeline
+        from mockdcp.data import check_corpus, corpus_fingerprint, require_pipeline
         from mockdcp.pipeline import open_corpus
 
         require_pipeline(spark=False)
         open_corpus(corpus)
         check_corpus(corpus)  # every file's footer and columns, the manifest's rows
+        fingerprint = corpus_fingerprint(corpus)  # what "changed on disk" compares with
     from mockdcp.data import early_worker
 
     docs = args.docs if bucket is not None and not corpus else 0
@@ -187,7 +188,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
                 nursery.start_soon(persist_all, bucket)
             if corpus and not scenario:
-                nursery.start_soon(_watch_corpus, server, corpus)
+                nursery.start_soon(_watch_corpus, server, corpus, fingerprint)
             if _live.wanted(sys.stdout, json_logs=args.json):
                 nursery.start_soon(_live.run_live_view, server.state)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -230,15 +231,17 @@ CORPUS_CHECK_INTERVAL = 3.0
 
 
 async def _watch_corpus(
-    server: MockDcpServer, corpus: str, interval: float = CORPUS_CHECK_INTERVAL
+    server: MockDcpServer,
+    corpus: str,
+    first: list[tuple[str, int, int]],
+    interval: float = CORPUS_CHECK_INTERVAL,
 ) -> None:
     """Every ``interval`` seconds, compare the corpus's files (names, sizes, times) with
-    those at start: a change is logged on stderr once and listed in ``GET /mock/state``'s
-    ``corpus.changed`` (the corpus is read-only to mockdcp; what it serves is what it
-    read at start)."""
+    ``first``, those before the load: a change is logged on stderr once and listed in
+    ``GET /mock/state``'s ``corpus.changed`` (the corpus is read-only to mockdcp; what
+    it serves is what it read at start)."""
     from mockdcp.data import PipelineError, corpus_fingerprint, fingerprint_changes
 
-    first = await trio.to_thread.run_sync(corpus_fingerprint, corpus)
     if server.corpus is None:
         server.corpus = {"path": str(corpus), "on_disk": False, "changed": []}
     reported: set[str] = set()

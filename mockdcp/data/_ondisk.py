@@ -291,14 +291,13 @@ class _Writer:
         cids = _collection_ids(where, table, ids)
         ops = _op_codes(where, table)
         keys = table.column("key").chunk(0).cast(pa.large_binary())
-        last = (
+        last = np.sort(
             pa.table({"cid": cids, "key": keys, "row": np.arange(n, dtype=np.int64)})
             .group_by(["cid", "key"], use_threads=False)
             .aggregate([("row", "max")])
             .column("row_max")
             .to_numpy()
         )
-        last.sort()
         writes = last[ops[last] < 2]
         self.removed += len(last) - len(writes)
         if not len(writes):
