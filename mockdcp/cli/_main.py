@@ -448,6 +448,13 @@ def build_parser() -> argparse.ArgumentParser:
         "events/s streaming them, collection-aware and legacy (JSON)",
     )
     bench.add_argument(
+        "--corpus",
+        metavar="DIR",
+        help="with --on-disk: import this corpus (timed), then report time to ready with the "
+        "import reused, resident memory and events/s backfilling it (JSON)",
+    )
+    bench.add_argument("--on-disk", action="store_true", help="see --corpus")
+    bench.add_argument(
         "--from-disk",
         action="store_true",
         help="persist the bucket before streaming, so the stream backfills from disk",
