@@ -26,6 +26,7 @@ from mockdcp.model._cold import (
 from mockdcp.model._disk_segment import (
     DiskSegment as DiskSegment,
     crc32_keys as crc32_keys,
+    on_disk_changes as on_disk_changes,
     stable_key_hash as stable_key_hash,
     stable_key_hashes as stable_key_hashes,
 )

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
+    from mockdcp.model._bucket import Bucket
+    from mockdcp.model._item import Item
+    from mockdcp.model._oracle import Oracle
+
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 _MASK = 0xFFFFFFFFFFFFFFFF
@@ -139,3 +143,39 @@ class DiskSegment(ColdSegment):
         if held == self.count:
             return list(self.collection_last), list(self.collection_last.values())
         return super().last_slots(held)
+
+
+def on_disk_changes(
+    bucket: Bucket,
+) -> tuple[Oracle, list[tuple[str, str, bytes]], list[tuple[str, str]]]:
+    """What a bucket over an on-disk corpus holds beside the corpus's final state: the
+    live documents written since start (an ``Oracle``); the corpus's keys that are gone
+    (deleted, expired, cut by a rollback; their tombstones maybe purged since) as
+    (scope, collection, key); and the collections whose corpus documents still count
+    (live, never flushed since start). The corpus's oracle in those collections, less
+    the gone keys, with the live documents over it, is the bucket's oracle: the cold
+    tier holds the corpus's final state, one slot a key."""
+    from mockdcp.model._oracle import Oracle
+
+    manifest = bucket.manifest
+    live_collections = manifest.collections
+    live: dict[tuple[int, bytes], Item] = {}
+    gone_keys: list[tuple[str, str, bytes]] = []
+    flushed: set[int] = set()
+    for vb in bucket.vbuckets:
+        hot = {k: it for k, it in vb.items.items() if k[0] in live_collections}
+        live.update({k: it for k, it in hot.items() if not it.deleted})
+        cold = vb.cold
+        if cold is None:
+            continue
+        flushed.update(cold.flushed)
+        seg = cold.segment
+        for slot in np.flatnonzero(~cold.alive).tolist():
+            cid = int(seg.cids[slot])
+            key = seg.key_at(slot)
+            item = hot.get((cid, key))
+            if cid in live_collections and (item is None or item.deleted):
+                gone_keys.append((*manifest.name_of(cid), key))
+    names = {cid: manifest.name_of(cid) for cid, _ in live}
+    kept = sorted(manifest.name_of(c) for c in live_collections if c not in flushed)
+    return Oracle(live, names), gone_keys, kept

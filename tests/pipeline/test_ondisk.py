@@ -218,3 +218,68 @@ def test_serve_on_disk_refuses_a_truncated_file_before_ready(tmp_path: Path) -> 
     assert proc.returncode == 1
     assert out == ""
     assert named in err
+
+
+def _change(b: Bucket, keys: list[bytes]) -> None:
+    """Writes, deletes (one tombstone purged), a write over a deleted key."""
+    for key in keys[:5]:
+        b.set(key, b'{"new":1}')
+    for key in keys[5:10]:
+        b.delete(key)
+    b.set(keys[6], b'{"back":1}')
+    b.set(b"brand-new", b"{}")
+    b.persist()
+    b.purge()
+
+
+def _merge(
+    start: dict[tuple[str, str, str], tuple[Any, ...]], body: dict[str, Any]
+) -> dict[tuple[str, str, str], tuple[Any, ...]]:
+    """The corpus's final state merged with ``GET /mock/oracle``'s changes, plainly."""
+    kept = {(c["scope"], c["collection"]) for c in body["collections"]}
+    gone = {(g["scope"], g["collection"], g["key"]) for g in body["gone"]}
+    out = {k: v for k, v in start.items() if k[:2] in kept and k not in gone}
+    for r in body["rows"]:
+        out[(r["scope"], r["collection"], r["key"])] = (r["value"].encode(), r["rev"])
+    return out
+
+
+def _rows(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[Any, ...]]:
+    return {
+        (r["scope"], r["collection"], r["key"]): (
+            r["value"] if isinstance(r["value"], bytes) else r["value"].encode(),
+            r["rev"],
+        )
+        for r in rows
+    }
+
+
+def test_the_on_disk_oracle_body_merged_with_the_corpus_is_the_bucket_oracle(
+    tmp_path: Path,
+) -> None:
+    from mockdcp.server._control import on_disk_oracle
+
+    corpus = _write(tmp_path / "c")
+    disk = new_bucket()
+    load_on_disk(disk, corpus, cache=tmp_path / "cache")
+    start = _rows(disk.oracle().rows())
+    keys = sorted(k for _, k in disk.oracle())[:10]
+    _change(disk, keys)
+    body = on_disk_oracle(disk, str(corpus))
+    assert len(body["rows"]) == 7  # only what changed, not the corpus
+    assert _merge(start, body) == _rows(disk.oracle().rows())
+
+
+def test_oracle_from_corpus_with_a_served_bucket_changes_is_its_oracle(
+    tmp_path: Path, spark: object
+) -> None:
+    from mockdcp.pipeline import oracle_from_corpus, read_oracle
+    from mockdcp.server._control import on_disk_oracle
+
+    corpus = _write(tmp_path / "c")
+    disk = new_bucket()
+    load_on_disk(disk, corpus, cache=tmp_path / "cache")
+    _change(disk, sorted(k for _, k in disk.oracle())[:10])
+    body = json.loads(json.dumps(on_disk_oracle(disk, str(corpus))))
+    oracle_from_corpus(corpus, tmp_path / "o", changes=body)
+    assert _rows(read_oracle(tmp_path / "o").to_pylist()) == _rows(disk.oracle().rows())
