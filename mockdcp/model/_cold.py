@@ -387,9 +387,12 @@ class ColdPieces(Sequence[bytes]):
         highs = np.empty(len(breaks) + 1, np.int64)
         highs[:-1], highs[-1] = ends[breaks - 1], ends[-1]
         view = memoryview(self.buf)
-        return bytearray().join(
+        out = bytearray().join(
             [view[a:b] for a, b in zip(lows.tolist(), highs.tolist(), strict=True)]
         )
+        view.release()
+        _release_pages(self.buf, int(lows[0]), int(highs[-1]))
+        return out
 
     def joined_with(self, tails: ColdPieces) -> bytearray:
         """These heads and ``tails`` one after the other (head, tail, head, ...): a
@@ -409,14 +412,29 @@ class ColdPieces(Sequence[bytes]):
         lasts = np.empty(len(breaks) + 1, np.int64)
         lasts[:-1], lasts[-1] = highs[breaks - 1], highs[-1]
         buf = self.buf
-        return bytearray().join(
+        out = bytearray().join(
             [buf[a:b] for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True)]
         )
+        _release_pages(buf, int(firsts[0]), int(lasts[-1]))
+        return out
 
     def __iter__(self) -> Iterator[bytes]:
         buf = self.buf
         pieces = [buf[a:b] for a, b in zip(self.starts.tolist(), self.stops.tolist(), strict=True)]
         return iter(pieces)
+
+
+def _release_pages(buf: bytes | mmap.mmap, low: int, high: int) -> None:
+    """A memory-mapped file's pages between ``low`` and ``high``, once copied, are
+    unmapped (``MADV_DONTNEED``): a backfill over a file larger than memory keeps the
+    kernel's page cache, not the process's resident pages (``_disk_segment``)."""
+    if isinstance(buf, bytes):
+        return
+    import mmap
+
+    page = mmap.PAGESIZE
+    low -= low % page
+    buf.madvise(mmap.MADV_DONTNEED, low, max(0, min(high, len(buf)) - low))
 
 
 class ChainedPieces(Sequence[bytes]):

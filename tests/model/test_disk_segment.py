@@ -99,3 +99,18 @@ def test_the_stable_hash_does_not_depend_on_the_process() -> None:
     assert stable_key_hash(0, b"a") == 0xAF63DC4C8601EC8C - (1 << 64)
     assert stable_key_hash(8, b"a") != stable_key_hash(0, b"a")
     assert len({stable_key_hash(0, k) for k in KEYS}) == len(KEYS)
+
+
+def test_a_backfill_joins_the_same_frames_from_the_file_as_from_memory(tmp_path: Path) -> None:
+    batch = [(b"key%d" % i, b"v" * (i % 700), CIDS[i % 3], i, 0, i % 2) for i in range(3000)]
+    memory = loaded(batch, cold=True)
+    disk = on_disk(memory, tmp_path)
+    for vbm, vbd in zip(memory.vbuckets, disk.vbuckets, strict=True):
+        assert vbm.cold is not None
+        assert vbd.cold is not None
+        a = vbm.cold.frames(vbm.cold.live_slots())
+        b = vbd.cold.frames(vbd.cold.live_slots())
+        for lo, hi in ((0, len(a[0])), (5, 300)):
+            ha, hb, ta, tb = a[0][lo:hi], b[0][lo:hi], a[1][lo:hi], b[1][lo:hi]
+            assert hb.joined_frames() == ha.joined_frames()
+            assert hb.joined_with(tb) == ha.joined_with(ta)
