@@ -250,14 +250,29 @@ def import_corpus(
                     f"mockdcp --on-disk: imported {n}/{len(files)} files, {writer.rows:,} rows "
                     f"({rate:,.0f} rows/s)"
                 )
-        body = writer.finish()
+        body = writer.finish(source=str(Path(path).resolve()))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(out)
     os.replace(tmp, out)
+    _remove_stale(out, body)
     return body
+
+
+def _remove_stale(out: Path, body: dict[str, Any]) -> None:
+    """Remove the imports beside ``out`` of the same corpus directory and bucket layout:
+    made from the corpus before it changed, they would never be read again."""
+    for other in out.parent.iterdir():
+        if other == out or not (other / SEGMENTS).is_file():
+            continue
+        try:
+            seen = json.loads((other / SEGMENTS).read_text())
+        except (OSError, ValueError):
+            continue
+        if (seen.get("source"), seen.get("plan")) == (body["source"], body["plan"]):
+            shutil.rmtree(other, ignore_errors=True)
 
 
 class _Writer:
@@ -418,7 +433,7 @@ class _Writer:
             f.write(b"".join(self.metas[vbid]))
         self.frames[vbid], self.metas[vbid], self.pending[vbid] = [], [], 0
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, source: str) -> dict[str, Any]:
         """Each vbucket's columns and key index, then ``segments.json``."""
         import numpy as np
 
@@ -452,6 +467,8 @@ class _Writer:
             self._check_unique(vbid)
         body = {
             "cache": CACHE_VERSION,
+            "source": source,
+            "plan": self.plan.key(),
             "rows": self.rows,
             "documents": self.documents,
             "removed": self.removed,

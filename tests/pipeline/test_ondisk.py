@@ -90,6 +90,8 @@ def test_a_changed_corpus_or_another_vbucket_count_is_imported_again(tmp_path: P
     changed = load_on_disk(new_bucket(), corpus, cache=tmp_path / "cache")
     assert changed.imported
     assert changed.directory not in (first.directory, other.directory)
+    assert not first.directory.exists()  # the stale import of the same layout is removed
+    assert other.directory.exists()
 
 
 def test_writes_deletes_and_backfills_over_an_on_disk_corpus(tmp_path: Path) -> None:
