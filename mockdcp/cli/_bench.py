@@ -632,6 +632,13 @@ def run_bench(args: argparse.Namespace) -> int:
         from mockdcp.cli._bench_7x import run_7x_bench
 
         return run_7x_bench(args)
+    if args.corpus or args.on_disk:
+        if not (args.corpus and args.on_disk):
+            print("mockdcp bench: --corpus DIR --on-disk go together", file=sys.stderr)
+            return 2
+        from mockdcp.cli._bench_ondisk import run_ondisk_bench
+
+        return run_ondisk_bench(args)
     if args.cold:
         return run_cold_bench(args)
     if args.docs:

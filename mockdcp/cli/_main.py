@@ -264,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="load this Parquet corpus (mockdcp corpus) instead of --docs",
     )
+    serve.add_argument(
+        "--on-disk",
+        action="store_true",
+        help="serve --corpus from per-vbucket files imported once into $MOCKDCP_CACHE "
+        "(default ~/.cache/mockdcp), not from memory: a corpus larger than memory",
+    )
     _network_options(serve)
 
     ca = sub.add_parser(
@@ -441,6 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
         "resident bytes per document beyond key and value, load rate, time to ready and "
         "events/s streaming them, collection-aware and legacy (JSON)",
     )
+    bench.add_argument(
+        "--corpus",
+        metavar="DIR",
+        help="with --on-disk: import this corpus (timed), then report time to ready with the "
+        "import reused, resident memory and events/s backfilling it (JSON)",
+    )
+    bench.add_argument("--on-disk", action="store_true", help="see --corpus")
     bench.add_argument(
         "--from-disk",
         action="store_true",

@@ -124,14 +124,26 @@ def _corpus(args: argparse.Namespace) -> int:
 
 def _oracle(args: argparse.Namespace) -> int:
     from mockdcp.pipeline import (
+        oracle_body,
         oracle_from_corpus,
+        oracle_from_json,
         oracle_from_scenario,
         oracle_from_url,
         write_oracle,
     )
 
-    if args.corpus:
+    body = oracle_body(args.url) if args.url else None
+    if body is not None and "corpus" in body:  # a bucket serving a corpus on disk
+        from mockdcp.data import require_pipeline
+
+        require_pipeline()
+        rows = oracle_from_corpus(body["corpus"], args.out, master=args.master, changes=body)
+    elif args.corpus:
         rows = oracle_from_corpus(args.corpus, args.out, master=args.master)
+    elif body is not None:
+        table = oracle_from_json(body, args.url)
+        write_oracle(table, args.out, source=args.url)
+        rows = table.num_rows
     else:
         source = args.url or args.scenario
         table = oracle_from_url(args.url) if args.url else oracle_from_scenario(args.scenario)

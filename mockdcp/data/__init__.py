@@ -38,6 +38,16 @@ if TYPE_CHECKING:
         load_corpus_sync as load_corpus_sync,
         open_corpus as open_corpus,
     )
+    from mockdcp.data._ondisk import (
+        OnDiskReport as OnDiskReport,
+        PreparedOnDisk as PreparedOnDisk,
+        cache_root as cache_root,
+        check_corpus as check_corpus,
+        corpus_fingerprint as corpus_fingerprint,
+        fingerprint_changes as fingerprint_changes,
+        load_on_disk as load_on_disk,
+        prepare_on_disk as prepare_on_disk,
+    )
     from mockdcp.data._schema import (
         CORPUS_COLUMNS as CORPUS_COLUMNS,
         CORPUS_FORMAT as CORPUS_FORMAT,
@@ -81,6 +91,19 @@ _NAMES = {
     **dict.fromkeys(
         ["LoadReport", "collection_id", "load_corpus", "load_corpus_sync", "open_corpus"],
         "_load",
+    ),
+    **dict.fromkeys(
+        [
+            "OnDiskReport",
+            "PreparedOnDisk",
+            "cache_root",
+            "check_corpus",
+            "corpus_fingerprint",
+            "fingerprint_changes",
+            "load_on_disk",
+            "prepare_on_disk",
+        ],
+        "_ondisk",
     ),
     **dict.fromkeys(
         [

@@ -17,6 +17,19 @@ from mockdcp.model._cluster import (
     NodeListener as NodeListener,
     NodeView as NodeView,
 )
+from mockdcp.model._cold import (
+    HEAD as HEAD,
+    HEAD_DTYPE as HEAD_DTYPE,
+    ColdSegment as ColdSegment,
+    build_tags as build_tags,
+)
+from mockdcp.model._disk_segment import (
+    DiskSegment as DiskSegment,
+    crc32_keys as crc32_keys,
+    on_disk_changes as on_disk_changes,
+    stable_key_hash as stable_key_hash,
+    stable_key_hashes as stable_key_hashes,
+)
 from mockdcp.model._documents import (
     Documents as Documents,
     KvError as KvError,

@@ -170,6 +170,21 @@ class Bucket:
             self._last_cas = first + count - 1
         return first
 
+    @property
+    def last_cas(self) -> int:
+        """The highest CAS given (or reserved) so far."""
+        return self._last_cas
+
+    def give_back_cas(self, last: int) -> None:
+        """CAS values reserved above ``last`` were not used (a bulk load stopped at a
+        refused row): the next one given follows ``last`` (or the clock)."""
+        self._last_cas = last
+
+    def advance_cas(self, cas: int) -> None:
+        """Every CAS given from now on is above ``cas`` (documents loaded with their own
+        CAS values, as an on-disk corpus's)."""
+        self._last_cas = max(self._last_cas, cas)
+
     def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
         """(vbucket, high seqno) for GET_ALL_VB_SEQNOS; ``state`` 0/None = every live one."""
         return high_seqnos(self.vbuckets, state)

@@ -166,6 +166,14 @@ class ColdSegment:
         "vbid",
     )
 
+    #: the key index's hash (a persisted index needs another: ``_disk_segment``)
+    hash_of = staticmethod(key_hash)
+    #: the frames: bytes, an anonymous map (a bulk load's), or a read-only map of a file
+    buf: FrameBuffer
+    #: ``buf`` maps a file (``_disk_segment``): a backfill gives back the pages it read
+    #: (never an anonymous map's: ``MADV_DONTNEED`` would discard its frames)
+    file_backed = False
+
     def __init__(
         self,
         vbid: int,
@@ -245,7 +253,7 @@ class ColdSegment:
 
     def slots_of(self, collection_id: int, key: bytes) -> Iterator[int]:
         """The slots holding ``key`` of the collection, oldest first."""
-        h = key_hash(collection_id, key)
+        h = self.hash_of(collection_id, key)
         i = int(np.searchsorted(self.hashes, h))
         found = []
         while i < self.count and int(self.hashes[i]) == h:
@@ -293,6 +301,13 @@ class ColdSegment:
         item.head = buf[start : start + head + (plen if cid else 0)]
         item.tail = buf[start + head + plen : end]
         return item
+
+    def last_slots(self, held: int) -> tuple[list[int], list[int]]:
+        """The collections of the first ``held`` slots and the last slot of each."""
+        cids = self.cids[:held]
+        # the last slot of each collection: unique over the reversed column
+        found, back = np.unique(cids[::-1], return_index=True)
+        return found.tolist(), (held - 1 - back).tolist()
 
     # -- views ------------------------------------------------------------------------------
 
@@ -405,8 +420,8 @@ class ColdView:
             resume = heads + plens
         sizes = (ends - starts).astype(np.uint32)
         return (
-            ColdPieces(seg.buf, starts, cut, ends),
-            ColdPieces(seg.buf, resume, ends, ends),
+            ColdPieces(seg.buf, starts, cut, ends, release=seg.file_backed),
+            ColdPieces(seg.buf, resume, ends, ends, release=seg.file_backed),
             tags.tobytes(),
             cids,
             sizes,
@@ -420,7 +435,7 @@ class ColdPieces(Sequence[bytes]):
     bound each piece in ``buf``; ``frame_ends`` is where each whole canonical frame ends
     (the frame of head ``i`` is ``buf[heads.starts[i]:heads.frame_ends[i]]``)."""
 
-    __slots__ = ("buf", "frame_ends", "starts", "stops")
+    __slots__ = ("buf", "frame_ends", "release", "starts", "stops")
 
     def __init__(
         self,
@@ -428,11 +443,15 @@ class ColdPieces(Sequence[bytes]):
         starts: NDArray[np.int64],
         stops: NDArray[np.int64],
         frame_ends: NDArray[np.int64],
+        *,
+        release: bool = False,
     ) -> None:
         self.buf = buf
         self.starts = starts
         self.stops = stops
         self.frame_ends = frame_ends
+        #: ``buf`` maps a file: pages copied out are given back (``_release_pages``)
+        self.release = release
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -446,14 +465,20 @@ class ColdPieces(Sequence[bytes]):
     def __getitem__(self, index: int | slice) -> bytes | ColdPieces:
         if isinstance(index, slice):
             return ColdPieces(
-                self.buf, self.starts[index], self.stops[index], self.frame_ends[index]
+                self.buf,
+                self.starts[index],
+                self.stops[index],
+                self.frame_ends[index],
+                release=self.release,
             )
         return self.buf[int(self.starts[index]) : int(self.stops[index])]
 
     def take(self, positions: Sequence[int]) -> ColdPieces:
         """The pieces at ``positions``, still lazy."""
         at = np.asarray(positions, np.int64)
-        return ColdPieces(self.buf, self.starts[at], self.stops[at], self.frame_ends[at])
+        return ColdPieces(
+            self.buf, self.starts[at], self.stops[at], self.frame_ends[at], release=self.release
+        )
 
     def joined_frames(self) -> bytearray:
         """The whole canonical frames these heads begin, one after the other: one copy
@@ -468,9 +493,13 @@ class ColdPieces(Sequence[bytes]):
         highs = np.empty(len(breaks) + 1, np.int64)
         highs[:-1], highs[-1] = ends[breaks - 1], ends[-1]
         view = memoryview(self.buf)
-        return bytearray().join(
+        out = bytearray().join(
             [view[a:b] for a, b in zip(lows.tolist(), highs.tolist(), strict=True)]
         )
+        view.release()
+        if self.release:
+            _release_pages(self.buf, int(lows[0]), int(highs[-1]))
+        return out
 
     def joined_with(self, tails: ColdPieces) -> bytearray:
         """These heads and ``tails`` one after the other (head, tail, head, ...): a
@@ -490,14 +519,30 @@ class ColdPieces(Sequence[bytes]):
         lasts = np.empty(len(breaks) + 1, np.int64)
         lasts[:-1], lasts[-1] = highs[breaks - 1], highs[-1]
         buf = self.buf
-        return bytearray().join(
+        out = bytearray().join(
             [buf[a:b] for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True)]
         )
+        if self.release:
+            _release_pages(buf, int(firsts[0]), int(lasts[-1]))
+        return out
 
     def __iter__(self) -> Iterator[bytes]:
         buf = self.buf
         pieces = [buf[a:b] for a, b in zip(self.starts.tolist(), self.stops.tolist(), strict=True)]
         return iter(pieces)
+
+
+def _release_pages(buf: FrameBuffer, low: int, high: int) -> None:
+    """A memory-mapped file's pages between ``low`` and ``high``, once copied, are
+    unmapped (``MADV_DONTNEED``): a backfill over a file larger than memory keeps the
+    kernel's page cache, not the process's resident pages (``_disk_segment``)."""
+    if isinstance(buf, bytes):
+        return
+    import mmap
+
+    page = mmap.PAGESIZE
+    low -= low % page
+    buf.madvise(mmap.MADV_DONTNEED, low, max(0, min(high, len(buf)) - low))
 
 
 class ChainedPieces(Sequence[bytes]):

@@ -151,7 +151,7 @@ class ColdLoad:
         self._now: list[tuple[int, int]] = []
         #: the row ``finish`` refused (a removal of a key not live then) and why
         self.refused: tuple[int, str] | None = None
-        self._cas_before = bucket._last_cas
+        self._cas_before = bucket.last_cas
 
     def add(
         self,
@@ -454,7 +454,7 @@ class ColdLoad:
         for first, first_cas in self._reserved:
             if first < row:
                 cas = first_cas + row - 1 - first
-        self.bucket._last_cas = cas
+        self.bucket.give_back_cas(cas)
         self.count = row
         return kept
 

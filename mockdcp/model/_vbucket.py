@@ -871,19 +871,14 @@ class VBucket:
 
     def _cold_counts(self) -> None:
         """The cold tier's part of the visible seqno and the collections' high seqnos."""
-        import numpy as np
-
         cold = self.cold
         assert cold is not None
         seg = cold.segment
         held = cold.upto - seg.first_seqno + 1
         self.visible_seqno = max(self.visible_seqno, cold.upto)
-        cids = seg.cids[:held]
-        # the last slot of each collection: unique over the reversed column
-        found, last = np.unique(cids[::-1], return_index=True)
         high = self.collection_high
-        for cid, back in zip(found.tolist(), last.tolist(), strict=True):
-            seqno = seg.first_seqno + held - 1 - back
+        for cid, last in zip(*seg.last_slots(held), strict=True):
+            seqno = seg.first_seqno + last
             high[cid] = max(high.get(cid, 0), seqno)
 
     def close_checkpoint(self) -> None:

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
         verify_rows as verify_rows,
     )
     from mockdcp.pipeline._oracle import (
+        oracle_body as oracle_body,
         oracle_from_corpus as oracle_from_corpus,
         oracle_from_json as oracle_from_json,
         oracle_from_scenario as oracle_from_scenario,
@@ -93,6 +94,7 @@ _NAMES = {
     "generate_partition": "_corpus",
     "make_corpus": "_corpus",
     "parse_collections": "_corpus",
+    "oracle_body": "_oracle",
     "oracle_from_corpus": "_oracle",
     "oracle_from_json": "_oracle",
     "oracle_from_scenario": "_oracle",

@@ -123,6 +123,13 @@ def _check_field(record: dict[str, Any], name: str, kind: str, nullable: bool, w
 
 def oracle_from_url(url: str, timeout: float = 60.0) -> pa.Table:
     """``GET {url}/mock/oracle`` as a table; ``PipelineError`` when it cannot be read."""
+    return oracle_from_json(oracle_body(url, timeout), url)
+
+
+def oracle_body(url: str, timeout: float = 60.0) -> dict[str, Any]:
+    """The JSON body of ``GET {url}/mock/oracle``: ``{"rows": [...]}``, or for a bucket
+    over an on-disk corpus also ``corpus``, ``gone`` and ``collections`` (to merge with
+    the corpus's oracle: ``oracle_from_corpus``'s ``changes``)."""
     import urllib.error
     import urllib.request
 
@@ -132,7 +139,9 @@ def oracle_from_url(url: str, timeout: float = 60.0) -> pa.Table:
             body = json.loads(reply.read())
     except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
         raise PipelineError(f"GET {endpoint}: {exc}") from None
-    return oracle_from_json(body, endpoint)
+    if not isinstance(body, dict):
+        raise PipelineError(f"GET {endpoint}: expected a JSON object")
+    return body
 
 
 def write_oracle(table: pa.Table, out: str | Path, **info: object) -> Path:
@@ -153,8 +162,18 @@ def _fresh_dir(out: str | Path) -> Path:
     return target
 
 
-def oracle_from_corpus(corpus: str | Path, out: str | Path, *, master: str | None = None) -> int:
+def oracle_from_corpus(
+    corpus: str | Path,
+    out: str | Path,
+    *,
+    master: str | None = None,
+    changes: dict[str, Any] | None = None,
+) -> int:
     """Spark job: the oracle of the corpus at ``corpus`` into ``out``; returns its rows.
+
+    With ``changes`` (the body of ``GET /mock/oracle`` of a bucket serving the corpus
+    on disk): only the corpus's documents in ``changes["collections"]`` and not in
+    ``changes["gone"]``, with the live documents ``changes["rows"]`` over them.
 
     ``PipelineError`` for a bad corpus (checked with pyarrow first, so a missing column is
     named plainly) or a failed job.
@@ -188,7 +207,10 @@ def oracle_from_corpus(corpus: str | Path, out: str | Path, *, master: str | Non
             F.lit(None).cast("bigint").alias("seqno"),
             F.lit(None).cast("int").alias("vbucket"),
             F.lit(None).cast("bigint").alias("cas"),
-        ).orderBy("scope", "collection", "key")
+        )
+        if changes is not None:
+            oracle = _merged(session, oracle, changes)
+        oracle = oracle.orderBy("scope", "collection", "key")
         oracle.write.mode("overwrite").parquet(str(target))
     count = sum(_rows(p) for p in target.glob("*.parquet"))
     write_manifest(target, ORACLE_FORMAT, ORACLE_VERSION, rows=count, source=str(corpus))
@@ -196,6 +218,27 @@ def oracle_from_corpus(corpus: str | Path, out: str | Path, *, master: str | Non
 
 
 _LAST = ("op", "value", "datatype", "flags", "expiry", "rev")
+_NAMES = ("scope", "collection", "key")
+
+
+def _merged(session: Any, oracle: Any, changes: dict[str, Any]) -> Any:  # noqa: ANN401
+    """The corpus's oracle (a Spark DataFrame) with a served bucket's ``changes``."""
+    from pyspark.sql import functions as F
+
+    from mockdcp.data import spark_ddl
+
+    live = oracle_from_json(changes, "the live documents")
+    kept = session.createDataFrame(
+        [(c["scope"], c["collection"]) for c in changes.get("collections", [])],
+        "scope STRING, collection STRING",
+    )
+    gone = [(g["scope"], g["collection"], g["key"]) for g in changes.get("gone", [])]
+    gone += [(r["scope"], r["collection"], r["key"]) for r in live.to_pylist()]
+    drop = session.createDataFrame(gone, "scope STRING, collection STRING, key STRING")
+    kept_rows = oracle.join(F.broadcast(kept), ["scope", "collection"], "left_semi")
+    survivors = kept_rows.join(F.broadcast(drop), list(_NAMES), "left_anti")
+    fresh = session.createDataFrame(live.to_pylist(), spark_ddl(ORACLE_COLUMNS))
+    return survivors.unionByName(fresh)
 
 
 def _rows(path: Path) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 from starlette.responses import JSONResponse as _StarletteJSON, PlainTextResponse, Response
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
+    from mockdcp.model import Bucket
     from mockdcp.scenario import Problem as ScenarioProblem, ScenarioProblems, Step
     from mockdcp.server._serve import MockDcpServer
 
@@ -327,6 +328,9 @@ class ControlApi:
             self._scenario_running = False
 
     async def oracle(self, request: Request) -> Response:
+        corpus = self.server.corpus
+        if corpus is not None and corpus.get("on_disk"):
+            return JSONResponse(on_disk_oracle(self.server.bucket, str(corpus["path"])))
         return JSONResponse(self.server.bucket.oracle().to_json())
 
     async def expectations(self, request: Request) -> Response:
@@ -345,3 +349,23 @@ _SCENARIO_TYPES = frozenset(
         "text/plain",
     }
 )
+
+
+def on_disk_oracle(bucket: Bucket, corpus: str) -> dict[str, Any]:
+    """``GET /mock/oracle`` of a bucket over an on-disk corpus: not its millions of rows
+    but what ``mockdcp oracle --url`` merges with the corpus's own oracle (Spark): the
+    corpus, the live documents written since start (``rows``), the corpus's keys gone
+    since (``gone``) and the collections whose corpus documents still count
+    (``collections``: ``mockdcp.model.on_disk_changes``)."""
+    from mockdcp.model import on_disk_changes
+
+    live, gone, kept = on_disk_changes(bucket)
+    return {
+        "corpus": corpus,
+        **live.to_json(),
+        "gone": [
+            {"scope": s, "collection": c, "key": k.decode("utf-8", "backslashreplace")}
+            for s, c, k in gone
+        ],
+        "collections": [{"scope": s, "collection": c} for s, c in kept],
+    }

@@ -182,6 +182,8 @@ def server_state(server: MockDcpServer) -> dict[str, Any]:
     runner = server._runner  # made on first use: no steps, no progress to show
     state = node_state(server.node, scenario=None if runner is None else runner.progress.as_dict())
     state["persistence_paused"] = server.persistence_paused
+    if server.corpus is not None:
+        state["corpus"] = server.corpus
     kv = server.kv
     state["limits"] = {
         "max_connections": kv.max_connections,

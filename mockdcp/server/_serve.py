@@ -73,6 +73,9 @@ class MockDcpServer:
     scenario_done: trio.Event = attrs.field(factory=trio.Event)
     #: every node's listeners, in join order (``nodes``)
     shells: list[NodeShell] = attrs.field(factory=list)
+    #: the corpus served (``mockdcp serve --corpus``): path, whether on disk, its cache,
+    #: and what changed in it since start (``GET /mock/state``'s ``corpus``); None: none
+    corpus: dict[str, object] | None = None
 
     @property
     def topology(self) -> Topology:

@@ -371,3 +371,23 @@ def test_a_failover_below_a_write_over_a_cold_key_brings_the_cold_version_back(
     assert item is not None
     assert (item.value, item.rev_seqno) == (b"1", 1)
     assert [it.seqno for it in vb.disk_snapshot(0).items if not it.system] == [loaded_at - 1]
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_backfilling_a_bulk_loaded_segment_twice_reads_the_same_frames(legacy: bool) -> None:
+    """A bulk load's frames live in an anonymous memory map: a backfill copies them out
+    and leaves them there (giving pages back, as a file-backed segment does, would
+    discard them: the second backfill would read zeros)."""
+    b = bucket()
+    keys = [b"k%05d" % i for i in range(3000)]
+    b.load_cold(keys, [b'{"v":%d}' % i for i in range(3000)], datatypes=[1] * 3000)
+    reads = []
+    for _ in range(2):
+        for vb in b.vbuckets:
+            assert vb.cold is not None
+            heads, tails, *_ = vb.cold.frames(vb.cold.live_slots())
+            assert not heads.release
+            reads.append(bytes(heads.joined_with(tails) if legacy else heads.joined_frames()))
+    half = len(reads) // 2
+    assert reads[:half] == reads[half:]
+    assert all(read.count(b"k0") for read in reads[:half])
