@@ -109,10 +109,15 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     corpus = getattr(args, "corpus", None)
     on_disk = bool(getattr(args, "on_disk", False))
-    if on_disk and not corpus:
+    if (on_disk and not corpus) or (corpus and scenario):
         from mockdcp.data import PipelineError
 
-        raise PipelineError("--on-disk serves a --corpus DIR")
+        raise PipelineError(
+            "--corpus and --scenario: a scenario's bucket block and steps make its bucket "
+            "(serve the corpus without --scenario)"
+            if corpus
+            else "--on-disk serves a --corpus DIR"
+        )
     if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
         from mockdcp.data import check_corpus, corpus_fingerprint, require_pipeline
         from mockdcp.pipeline import open_corpus

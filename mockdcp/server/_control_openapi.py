@@ -346,9 +346,46 @@ _PATHS: dict[str, Any] = {
             {
                 "type": "object",
                 "required": ["rows"],
-                "properties": {"rows": {"type": "array", "items": _ORACLE_ROW}},
+                "properties": {
+                    "rows": {"type": "array", "items": _ORACLE_ROW},
+                    "corpus": {
+                        "type": "string",
+                        "description": "a bucket over an on-disk corpus (serve --corpus "
+                        "DIR --on-disk): the corpus's path; rows are then only the live "
+                        "documents written since start, and mockdcp oracle --url merges "
+                        "them with the corpus's own oracle",
+                    },
+                    "gone": {
+                        "type": "array",
+                        "description": "on-disk corpus: its keys deleted, expired or cut "
+                        "by a rollback since start",
+                        "items": {
+                            "type": "object",
+                            "required": ["scope", "collection", "key"],
+                            "properties": {
+                                "scope": {"type": "string"},
+                                "collection": {"type": "string"},
+                                "key": {"type": "string"},
+                            },
+                        },
+                    },
+                    "collections": {
+                        "type": "array",
+                        "description": "on-disk corpus: the collections whose corpus "
+                        "documents still count (live, not flushed since start)",
+                        "items": {
+                            "type": "object",
+                            "required": ["scope", "collection"],
+                            "properties": {
+                                "scope": {"type": "string"},
+                                "collection": {"type": "string"},
+                            },
+                        },
+                    },
+                },
             },
-            "the oracle's rows, sorted by scope, collection and key",
+            "the oracle's rows, sorted by scope, collection and key (with corpus, gone "
+            "and collections for a bucket over an on-disk corpus)",
         ),
     ),
     "/mock/expectations": _get(

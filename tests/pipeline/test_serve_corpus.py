@@ -48,3 +48,20 @@ def test_serve_refuses_a_bad_corpus_before_ready(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert out == ""
     assert "missing column 'op'" in err
+
+
+def test_serve_refuses_a_corpus_with_a_scenario_instead_of_ignoring_it(tmp_path: Path) -> None:
+    pq.write_table(generate_partition(SPEC, 0), tmp_path / "part-00000.parquet")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: s\nsteps: []\n")
+    for extra in ([], ["--on-disk"]):
+        with subprocess.Popen(
+            [*SERVE, "--scenario", str(scenario), "--corpus", str(tmp_path), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1
+        assert out == ""
+        assert "--corpus and --scenario" in err
