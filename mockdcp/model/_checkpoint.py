@@ -14,6 +14,9 @@ Invariants:
   collection id (a stream's collection filter selects frames by it). A cursor hands a
   batch's frames to the producer without touching the item objects, which are
   scattered in memory (a cache miss each; see the README's "Performance");
+* once a prepare or an abort (``TAG_DURABLE``) is appended, ``visible`` keeps the same
+  pieces without them (``VisibleFrames``): what a stream of a connection without sync
+  writes sends of a run, sliced as the whole is, instead of taken frame by frame;
 * checkpoints cover consecutive seqno ranges; the last one is open;
 * every seqno above the persisted seqno is in some checkpoint (only checkpoints wholly at
   or below the persisted seqno, and not pinned by a live cursor, are expelled), so a
@@ -23,10 +26,13 @@ Invariants:
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import attrs
+
+from mockdcp.model._item import TAG_DURABLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -52,6 +58,7 @@ class Checkpoint:
         "start_seqno",
         "tags",
         "tails",
+        "visible",
     )
 
     def __init__(self, ident: int, start_seqno: int, *, historical: bool = False) -> None:
@@ -78,6 +85,8 @@ class Checkpoint:
         self.index: dict[tuple[int, bytes], int] = {}
         self.open = True
         self.bytes = 0
+        #: the frames without prepares and aborts, once it holds one (None before)
+        self.visible: VisibleFrames | None = None
 
     def append(self, item: Item) -> None:
         """Add ``item``; in the open checkpoint an older version of its key is removed."""
@@ -90,7 +99,8 @@ class Checkpoint:
             self.last_hole = max(self.last_hole, old)
             if prev is not None:
                 self.bytes -= prev.size
-        self.index[key] = len(self.entries)
+        at = len(self.entries)
+        self.index[key] = at
         self.entries.append(item)
         self.heads.append(item.head)
         self.tails.append(item.tail)
@@ -100,6 +110,15 @@ class Checkpoint:
         self.ends.append((self.ends[-1] if self.ends else 0) + size)
         self.end_seqno = item.seqno
         self.bytes += size
+        visible = self.visible
+        if item.tag == TAG_DURABLE:
+            if visible is None:
+                visible = self.visible = VisibleFrames(self.heads, self.tails, self.ends, at)
+            visible.durable.append(at)
+        elif visible is not None:
+            visible.heads.append(item.head)
+            visible.tails.append(item.tail)
+            visible.ends.append((visible.ends[-1] if visible.ends else 0) + size)
 
     def close(self) -> None:
         self.open = False
@@ -108,6 +127,32 @@ class Checkpoint:
     @property
     def item_count(self) -> int:
         return len(self.index) if self.open else sum(e is not None for e in self.entries)
+
+
+class VisibleFrames:
+    """A checkpoint's frames without its prepares and aborts (``TAG_DURABLE``): the
+    heads, tails and running end offsets of the others, kept as they are appended from
+    the first prepare or abort on (kv_engine ``ActiveStream::processItems``: a
+    connection without sync writes is never sent one). ``durable``: the checkpoint
+    indices of the prepares and aborts, so entry ``i`` is visible frame ``i - (those
+    before i)``. Holes (de-duplication) are not copied: a batch with holes is read
+    frame by frame (``MemoryBatch.visible`` gives None), and one without lies wholly
+    between them."""
+
+    __slots__ = ("durable", "ends", "heads", "tails")
+
+    def __init__(
+        self, heads: list[bytes], tails: list[bytes], ends: Sequence[int], count: int
+    ) -> None:
+        self.heads = heads[:count]
+        self.tails = tails[:count]
+        self.ends = array("q", ends[:count])
+        self.durable: list[int] = []
+
+    def position(self, index: int) -> int:
+        """The visible frame of checkpoint entry ``index`` (or of the first visible
+        entry after it)."""
+        return index - bisect_left(self.durable, index)
 
 
 @attrs.frozen
@@ -145,6 +190,18 @@ class MemoryBatch:
     @property
     def items(self) -> list[Item]:
         return [e for e in self.checkpoint.entries[self.start : self.end] if e is not None]
+
+    def visible(self) -> tuple[list[bytes], list[bytes], Sequence[int], int] | None:
+        """The batch's frames without prepares and aborts, sliced from the checkpoint's
+        ``VisibleFrames`` (heads, tails, end offsets, base): None when it keeps none, or
+        the batch has holes (read at once, as ``items``)."""
+        cp = self.checkpoint
+        vis = cp.visible
+        if vis is None or len(self.heads) != self.end - self.start:
+            return None
+        a, b = vis.position(self.start), vis.position(self.end)
+        base = vis.ends[a - 1] if a else 0
+        return vis.heads[a:b], vis.tails[a:b], vis.ends[a:b], base
 
     def items_at(self, indices: Sequence[int]) -> list[Item]:
         """The items of frames ``indices`` (positions in ``heads``); valid, like

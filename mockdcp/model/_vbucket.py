@@ -627,12 +627,17 @@ class VBucket:
         About 2 µs a row on this project's VM; each dictionary is probed once for a key
         it does not hold (``setdefault`` both looks up and inserts), and the item's
         slots are stored one statement each (a tuple assignment builds a tuple)."""
-        if self.cold is not None or (
-            self.retains_history and not self.history_collections.isdisjoint(r[1] for r in rows)
+        if (
+            self.cold is not None
+            or self.checkpoints[-1].visible is not None
+            or (
+                self.retains_history and not self.history_collections.isdisjoint(r[1] for r in rows)
+            )
         ):
-            # revisions of a history collection must not be de-duplicated, and a key
-            # may have its last version in the cold tier: the general path, one write
-            # a row
+            # revisions of a history collection must not be de-duplicated, a key may
+            # have its last version in the cold tier, and a checkpoint with prepares
+            # keeps its visible frames apart (``Checkpoint.append``): the general path,
+            # one write a row
             for key, cid, value, dt, flags, expiry, cas in rows:
                 self.mutate(
                     cas,

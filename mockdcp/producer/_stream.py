@@ -508,24 +508,33 @@ class Stream:
         tags: bytes,
         selection: Selection,
         items_at: Callable[[Sequence[int]], Sequence[Item]],
-        sizes: Sizes,
+        sizes: Sizes | None,
         sync: int = 0,
+        visible: tuple[list[bytes], list[bytes], Sequence[int], int] | None = None,
     ) -> tuple[Frames, int, int] | None:
         """The frames at the selection's positions (``None`` if there is none) in this
         connection's value form, with the seqnos of the first and last of them; the
-        chosen frames' end offsets come from the run's frame ``sizes``."""
+        chosen frames' end offsets come from the run's frame ``sizes``. ``visible``: a
+        memory batch's frames without prepares and aborts, as the checkpoint keeps them
+        (``MemoryBatch.visible``), for a selection of all of those (``mask``)."""
         positions = selection.positions
         assert positions is not None
         if not positions:
             return None
         np = numpy_module()
         mask = selection.mask
-        if mask is not None and isinstance(heads, list) and isinstance(tails, list):
+        base = 0
+        if mask is not None and visible is not None:
+            heads, tails, ends, base = visible
+            tags = tags.translate(None, _DURABLE)
+        elif mask is not None and isinstance(heads, list) and isinstance(tails, list):
+            assert sizes is not None
             # every frame but the prepares and aborts: C loops, no take per frame
             heads, tails = list(compress(heads, mask)), list(compress(tails, mask))
             tags = tags.translate(None, _DURABLE)
             ends = _ends(sizes[np.frombuffer(mask, np.bool_)])
         else:
+            assert sizes is not None
             at = np.asarray(positions, np.int64)
             heads, tails = _take(heads, positions), _take(tails, positions)
             tags = np.frombuffer(tags, np.uint8)[at].tobytes()
@@ -534,7 +543,7 @@ class Stream:
         def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
             return items_at([positions[i] for i in indices])
 
-        frames = self._encoder.prepare(heads, tails, tags, ends, 0, chosen_at, sync=sync)
+        frames = self._encoder.prepare(heads, tails, tags, ends, base, chosen_at, sync=sync)
         first, last = items_at([positions[0], positions[-1]])
         return frames, first.seqno, last.seqno
 
@@ -669,10 +678,20 @@ class Stream:
                 batch.last_seqno,
             )
         else:
-            np = numpy_module()
-            sizes = np.diff(np.asarray(batch.ends, np.int64), prepend=batch.base)
+            shown = batch.visible() if selection.mask is not None else None
+            sizes = None
+            if shown is None:
+                np = numpy_module()
+                sizes = np.diff(np.asarray(batch.ends, np.int64), prepend=batch.base)
             picked = self._chosen(
-                batch.heads, batch.tails, batch.tags, selection, batch.items_at, sizes, sync
+                batch.heads,
+                batch.tails,
+                batch.tags,
+                selection,
+                batch.items_at,
+                sizes,
+                sync,
+                shown,
             )
         # the snapshot this batch is: to the end seqno, or to the event that emptied the
         # filter (the stream ends there)
