@@ -61,6 +61,14 @@ async def _stream_corpus_through_faults(corpus: Path) -> tuple[Bucket, ConsumerS
         async with trio.open_nursery() as nursery:
             await nursery.start(consumer.run)
             await load_corpus(bucket, corpus, batch_rows=500)
+            # a whole corpus loads into the cold tier, which a backfill reads deduplicated
+            # (a deleted key's tombstone alone): documents seen, then deleted, in memory
+            doomed = [f"doomed::{i}" for i in range(10)]
+            for key in doomed:
+                bucket.set(key, b'{"doomed":true}')
+            await _until(lambda: all((0, k.encode()) in state.versions for k in doomed))
+            for key in doomed:
+                bucket.delete(key)
             bucket.flusher.pause()  # the next writes stay unpersisted until the failover
             bucket.persist()
             for i in range(200):
