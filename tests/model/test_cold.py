@@ -172,6 +172,21 @@ class _Refused(Exception):
     pass
 
 
+def same_through_steps(first: Bucket, second: Bucket, steps: list[tuple[Any, ...]]) -> None:
+    """Each step applied to both buckets: both refuse it alike, or both end in the same
+    state."""
+    for op in steps:
+        refused: list[str | None] = []
+        for b in (first, second):
+            try:
+                apply(b, op)
+                refused.append(None)
+            except _Refused as exc:
+                refused.append(str(exc))
+        assert refused[0] == refused[1], op
+        assert state(second) == state(first), op
+
+
 def loaded(batch: list[tuple[bytes, bytes, int, int, int, int]], *, cold: bool) -> Bucket:
     """A bucket holding ``batch``: loaded cold, or by ``set_many`` then persisted with
     its checkpoints expelled (what the cold tier stands for)."""
@@ -199,16 +214,7 @@ def test_a_cold_loaded_bucket_answers_every_rule_as_one_loaded_item_by_item(
 ) -> None:
     hot, cold = loaded(batch, cold=False), loaded(batch, cold=True)
     assert state(cold) == state(hot)
-    for op in steps:
-        refused: list[str | None] = []
-        for b in (hot, cold):
-            try:
-                apply(b, op)
-                refused.append(None)
-            except _Refused as exc:
-                refused.append(str(exc))
-        assert refused[0] == refused[1], op
-        assert state(cold) == state(hot), op
+    same_through_steps(hot, cold, steps)
 
 
 #: a corpus: writes, deletes and expiries in order (a removal of a key not live there
@@ -274,16 +280,7 @@ def test_a_corpus_with_deletes_loaded_cold_answers_every_rule_as_one_loaded_row_
     )
     assert refused_cold == refused_hot
     assert state(cold) == state(hot)
-    for op in steps:
-        refused: list[str | None] = []
-        for b in (hot, cold):
-            try:
-                apply(b, op)
-                refused.append(None)
-            except _Refused as exc:
-                refused.append(str(exc))
-        assert refused[0] == refused[1], op
-        assert state(cold) == state(hot), op
+    same_through_steps(hot, cold, steps)
 
 
 @settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mockdcp.model import Bucket, DiskSegment, crc32_keys, stable_key_hash, stable_key_hashes
 
-from .test_cold import CIDS, KEYS, _Refused, apply, bucket, loaded, ops, rows, state
+from .test_cold import CIDS, KEYS, bucket, loaded, ops, rows, same_through_steps, state
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -70,16 +70,7 @@ def test_a_bucket_on_disk_answers_every_rule_as_the_in_memory_cold_tier(
     memory = loaded(batch, cold=True)
     disk = on_disk(memory, tmp_path_factory.mktemp("disk"))
     assert state(disk) == state(memory)
-    for op in steps:
-        refused: list[str | None] = []
-        for b in (memory, disk):
-            try:
-                apply(b, op)
-                refused.append(None)
-            except _Refused as exc:
-                refused.append(str(exc))
-        assert refused[0] == refused[1], op
-        assert state(disk) == state(memory), op
+    same_through_steps(memory, disk, steps)
 
 
 @given(st.lists(st.binary(min_size=1, max_size=250), max_size=50), st.sampled_from(CIDS))
