@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.producer import events as ev
+from mockdcp.producer._backfills import BackfillQueue
 from mockdcp.producer._containment import contain
 from mockdcp.producer._controls import DcpSettings
 from mockdcp.producer._dispatch import handle_frame
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from mockdcp.model import Bucket, NodeView
     from mockdcp.producer._checker import CheckerRegistry, ConnectionChecker
     from mockdcp.producer._checker_rules import Violation
+    from mockdcp.producer._stream import Stream
     from mockdcp.protocol import Frame, Response, SaslServer, Status
 
     class NodeServices(Protocol):
@@ -153,6 +155,8 @@ class Connection:
         self.name = b""
         self.user: str | None = None
         self.streams = StreamRegistry()
+        #: its streams' backfills, one reading the disk at a time (kv_engine's default)
+        self.backfills: BackfillQueue[Stream] = BackfillQueue(on_free=self._backfill_turn)
         self.keepalive = Keepalive(last_received=now, last_noop=now)
         self.faults = Faults()
         self.flow = FlowWindow()
@@ -394,6 +398,11 @@ class Connection:
             self.streams.of_vbucket(vbid), self.replies.queue, self._unwritten
         )
         return self.streams.mark_vbucket_ready(vbid) or ended
+
+    def _backfill_turn(self, stream: Stream) -> None:
+        """A stream waiting in the backfill queue may start its backfill: give it a turn
+        (the shell then asks for data to send, as after any change)."""
+        self.streams.mark_ready(stream)
 
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics(

@@ -179,6 +179,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         sync_writes=conn.settings.sync_writes,
         sync_replication=conn.settings.sync_replication,
         observer=None if conn.checker is None else conn.checker.snapshot,
+        backfills=conn.backfills,
     )
     conn.streams.add(stream)
     conn.emit(

@@ -99,6 +99,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
+    from mockdcp.producer._backfills import BackfillQueue
     from mockdcp.producer._stream_request import StreamRequestDecision
 
     #: frame sizes (int64), one per frame of a run
@@ -222,11 +223,14 @@ class Stream:
         sync_writes: bool = False,
         sync_replication: bool = False,
         observer: SnapshotObserver | None = None,
+        backfills: BackfillQueue[Stream] | None = None,
     ) -> None:
         """A stream of ``vb`` as the accepted stream request ``request`` (the decision
         record of ``decide_stream_request``) says: its id, range, snapshot, filter,
         marker version and backfill options. ``observer`` is told of each snapshot
-        marker (and OSO snapshot) queued: the protocol checker's view of the stream."""
+        marker (and OSO snapshot) queued: the protocol checker's view of the stream.
+        ``backfills``: its connection's backfill queue (a backfill waits there for its
+        turn); ``None``: backfills start at once."""
         self.vb = vb
         self.vbucket = vb.vbid
         self.opaque = opaque
@@ -267,6 +271,9 @@ class Stream:
         self.last_read_seqno = start_seqno
         self.last_sent_seqno = start_seqno
         self._backfill_end = 0
+        self._backfills = backfills
+        #: a backfill waits for its turn in the connection's backfill queue
+        self._backfill_due = False
         #: frames queued piece by piece, and the index of the next one
         self._pending: PendingFrames | None = None
         self._pending_pos = 0
@@ -287,6 +294,14 @@ class Stream:
 
     def _to(self, event: StreamEvent) -> None:
         self.state = transition_stream(self.state, event)
+        if self.state is not StreamState.BACKFILLING:
+            self._backfill_done()
+
+    def _backfill_done(self) -> None:
+        """The backfill read all it will (or the stream left it): its place in the
+        connection's backfill queue goes to the next stream."""
+        if self._backfills is not None:
+            self._backfills.finish(self)
 
     @property
     def alive(self) -> bool:
@@ -402,7 +417,12 @@ class Stream:
         """Read the disk snapshot after ``last_read_seqno`` (kv_engine
         ``ActiveStream::markDiskSnapshot``, ``DCPBackfillBySeqnoDisk::create``): the frames
         the stream's filter selects, queued in pieces after a DISK marker, or in key order
-        between OSO markers (``_oso_order``)."""
+        between OSO markers (``_oso_order``). It waits for its turn in the connection's
+        backfill queue (``_backfills``) first, and reads the disk when it starts."""
+        if self._backfills is not None and not self._backfills.start(self):
+            self._backfill_due = True
+            return
+        self._backfill_due = False
         self.backfills += 1
         start = self.last_read_seqno + 1
         purge = 0 if self._ignore_purged else self.vb.purge_seqno
@@ -632,7 +652,11 @@ class Stream:
 
     def _backfill_step(self) -> None:
         """The backfill's frames are queued: go on from its end (memory, or a new
-        backfill if the checkpoints moved on meanwhile), or end."""
+        backfill if the checkpoints moved on meanwhile), or end; or start the backfill
+        that waited for its turn."""
+        if self._backfill_due:
+            self._open_backfill()
+            return
         self.last_read_seqno = max(self.last_read_seqno, self._backfill_end)
         if self._history_end is not None:  # the history part of a split backfill
             self._open_backfill()
@@ -849,6 +873,8 @@ class Stream:
             return False
         self._pending = None
         self.last_sent_seqno = max(self.last_sent_seqno, pending.last_seqno)
+        if self.state is StreamState.BACKFILLING and self._history_end is None:
+            self._backfill_done()  # read and queued: the next stream's backfill may start
         if pending.then_end is not None:
             self.end(pending.then_end)
         return True
