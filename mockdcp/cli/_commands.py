@@ -108,24 +108,7 @@ async def _serve(args: argparse.Namespace) -> None:
         )
     )
     corpus = getattr(args, "corpus", None)
-    on_disk = bool(getattr(args, "on_disk", False))
-    if (on_disk and not corpus) or (corpus and scenario):
-        from mockdcp.data import PipelineError
-
-        raise PipelineError(
-            "--corpus and --scenario: a scenario's bucket block and steps make its bucket "
-            "(serve the corpus without --scenario)"
-            if corpus
-            else "--on-disk serves a --corpus DIR"
-        )
-    if corpus:  # checked before "ready": a bad corpus is an error, not a half-loaded server
-        from mockdcp.data import check_corpus, corpus_fingerprint, require_pipeline
-        from mockdcp.pipeline import open_corpus
-
-        require_pipeline(spark=False)
-        open_corpus(corpus)
-        check_corpus(corpus)  # every file's footer and columns, the manifest's rows
-        fingerprint = corpus_fingerprint(corpus)  # what "changed on disk" compares with
+    _print_corpus_log()
     from mockdcp.data import early_worker
 
     docs = args.docs if bucket is not None and not corpus else 0
@@ -144,33 +127,15 @@ async def _serve(args: argparse.Namespace) -> None:
             nodes=args.nodes,
             replicas=args.replicas,
             server_version=args.server_version,
+            corpus=corpus,
+            on_disk=bool(getattr(args, "on_disk", False)),
             **_limits(args),
             **_network(args),
         ) as server,
     ):
         bucket = server.bucket
         persist_later = False
-        if corpus and on_disk and not scenario:
-            server.hold()  # connections wait for the data: ready means ready
-            try:
-                await _load_on_disk(server, corpus)
-            finally:
-                server.release()
-        elif corpus and not scenario:
-            from mockdcp.pipeline import load_corpus
-
-            server.hold()  # connections wait for the data: ready means ready
-            try:
-                report = await load_corpus(bucket, corpus)
-            finally:
-                server.release()
-            print(
-                f"mockdcp loaded {report.rows} rows ({report.written} writes, {report.deleted} "
-                f"deletes, {report.expired} expiries) from {corpus}",
-                file=sys.stderr,
-                flush=True,
-            )
-        elif args.docs and not scenario:
+        if args.docs and not scenario and not corpus:
             server.hold()  # connections wait for the data: ready means ready
             try:
                 persist_later = await _load(bucket, args.docs, args.seed, worker)
@@ -192,8 +157,6 @@ async def _serve(args: argparse.Namespace) -> None:
                 from mockdcp.data import persist_all
 
                 nursery.start_soon(persist_all, bucket)
-            if corpus and not scenario:
-                nursery.start_soon(_watch_corpus, server, corpus, fingerprint)
             if _live.wanted(sys.stdout, json_logs=args.json):
                 nursery.start_soon(_live.run_live_view, server.state)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -202,72 +165,20 @@ async def _serve(args: argparse.Namespace) -> None:
             nursery.cancel_scope.cancel()
 
 
-async def _load_on_disk(server: MockDcpServer, corpus: str) -> None:
-    """``--corpus DIR --on-disk``: the import (in a worker thread, progress on stderr)
-    unless the cache holds it, then every vbucket's segment installed."""
-    from mockdcp.data import prepare_on_disk
+def _print_corpus_log() -> None:
+    """What ``serve(corpus=...)`` reports (``mockdcp.corpus``: the load, the import's
+    progress, a corpus changed while served) as plain lines on stderr, whatever the log
+    level."""
+    import logging
 
-    prepared = prepare_on_disk(server.bucket, corpus)
-    if not prepared.ready:
-
-        def progress(line: str) -> None:
-            print(line, file=sys.stderr, flush=True)
-
-        await trio.to_thread.run_sync(prepared.run_import, progress)
-    report = prepared.install(server.bucket)
-    how = "imported" if report.imported else "reused"
-    print(
-        f"mockdcp on disk: {report.documents} documents from {corpus} ({how} "
-        f"{report.directory}) in {report.seconds:.1f} s",
-        file=sys.stderr,
-        flush=True,
-    )
-    server.corpus = {
-        "path": str(corpus),
-        "on_disk": True,
-        "cache": str(report.directory),
-        "documents": report.documents,
-        "changed": [],
-    }
-
-
-#: seconds between two checks that the served corpus's files are unchanged
-CORPUS_CHECK_INTERVAL = 3.0
-
-
-async def _watch_corpus(
-    server: MockDcpServer,
-    corpus: str,
-    first: list[tuple[str, int, int]],
-    interval: float = CORPUS_CHECK_INTERVAL,
-) -> None:
-    """Every ``interval`` seconds, compare the corpus's files (names, sizes, times) with
-    ``first``, those before the load: a change is logged on stderr once and listed in
-    ``GET /mock/state``'s ``corpus.changed`` (the corpus is read-only to mockdcp; what
-    it serves is what it read at start)."""
-    from mockdcp.data import PipelineError, corpus_fingerprint, fingerprint_changes
-
-    if server.corpus is None:
-        server.corpus = {"path": str(corpus), "on_disk": False, "changed": []}
-    reported: set[str] = set()
-    while True:
-        await trio.sleep(interval)
-        try:
-            now = await trio.to_thread.run_sync(corpus_fingerprint, corpus)
-        except PipelineError as exc:
-            changes = [str(exc)]
-        else:
-            changes = fingerprint_changes(first, now)
-        server.corpus["changed"] = changes
-        new = [c for c in changes if c not in reported]
-        if new:
-            reported.update(new)
-            print(
-                f"mockdcp: the corpus {corpus} changed on disk since start "
-                f"({'; '.join(new)}); still serving what was read at start",
-                file=sys.stderr,
-                flush=True,
-            )
+    corpus_log = logging.getLogger("mockdcp.corpus")
+    if corpus_log.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    corpus_log.addHandler(handler)
+    corpus_log.setLevel(logging.INFO)
+    corpus_log.propagate = False
 
 
 def _limits(args: argparse.Namespace) -> dict[str, Any]:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from mockdcp.producer import ConnectionStatistics, Topology
     from mockdcp.protocol import StreamEndReason
     from mockdcp.scenario import ConsumerProgress, ExpectationResult, Scenario, Step, StepRunner
+    from mockdcp.server._corpus import Fingerprint
     from mockdcp.server._pcap import PcapWriter
     from mockdcp.server._tls import TlsSetup
 
@@ -315,6 +316,8 @@ async def serve(
     external_https_port: int | None = None,
     nodes: int = 1,
     replicas: int = 0,
+    corpus: str | os.PathLike[str] | None = None,
+    on_disk: bool = False,
     **tls: Unpack[TlsArguments],
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
@@ -342,6 +345,11 @@ async def serve(
     ``_seconds`` (Magma retains history by default): the bucket's backend, as
     ``Bucket(storage=...)``; a scenario's ``bucket:`` block declares its own.
     ``server_version``: what ``/pools`` and VERSION report (default 7.6.2).
+    ``corpus``: a Parquet corpus directory (``mockdcp corpus``) loaded before the block
+    runs instead of Faker documents, as ``mockdcp serve --corpus`` loads it; with
+    ``on_disk``, served as the bucket's disk from its import's files (imported once into
+    ``$MOCKDCP_CACHE``). It is checked first (``PipelineError`` naming the file and
+    column) and watched while served (``server.corpus``, ``GET /mock/state``).
 
     ``nodes``: data nodes in this process, each with its own KV and HTTP ports
     (consecutive from ``port`` and ``http_port``, or each free with 0), serving one
@@ -368,6 +376,7 @@ async def serve(
         raise ServerError(
             "docs is a count >= 0, for the default bucket only: a scenario seeds its own data"
         )
+    fingerprint = _check_corpus(corpus, on_disk, scenario=scenario is not None, docs=docs)
     if max_connections < 1 or (output_limit is not None and output_limit < 1):
         raise ServerError("max_connections and output_limit must be positive")
     if auth_timeout is not None and not auth_timeout > 0:
@@ -439,7 +448,39 @@ async def serve(
         async with _serve(options, model, capture, http, nodes, replicas) as server:
             if docs:
                 await _load_documents(server, docs)
-            yield server
+            if corpus is None or fingerprint is None:
+                yield server
+                return
+            from mockdcp.server._corpus import load_corpus_into, watch_corpus
+
+            await load_corpus_into(server, corpus, on_disk=on_disk)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch_corpus, server, corpus, fingerprint)
+                try:
+                    yield server
+                finally:
+                    nursery.cancel_scope.cancel()
+
+
+def _check_corpus(
+    corpus: str | os.PathLike[str] | None, on_disk: bool, *, scenario: bool, docs: int
+) -> Fingerprint | None:
+    """``serve``'s corpus options checked, and the corpus itself (before anything starts:
+    a bad corpus is an error, not a half-loaded server); its fingerprint."""
+    if corpus is None:
+        if on_disk:
+            raise ServerError("--on-disk serves a --corpus DIR (on_disk needs corpus=)")
+        return None
+    if scenario:
+        raise ServerError(
+            "--corpus and --scenario: a scenario's bucket block and steps make its bucket "
+            "(serve the corpus without --scenario)"
+        )
+    if docs:
+        raise ServerError("docs and corpus: the corpus is the bucket's data (give one)")
+    from mockdcp.server._corpus import check_corpus_files
+
+    return check_corpus_files(corpus)
 
 
 async def _load_documents(server: MockDcpServer, docs: int) -> None:

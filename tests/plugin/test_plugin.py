@@ -2,11 +2,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
 
 import pytest
 
 import mockdcp
 from mockdcp.util._numpy import load_numpy
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 pytest_plugins = ["pytester"]
 
@@ -382,3 +386,22 @@ def test_marker_scenario_names_a_bundled_scenario(pytester: pytest.Pytester) -> 
         """
     )
     pytester.runpytest().assert_outcomes(passed=2)
+
+
+def test_the_factory_serves_a_corpus_on_disk(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.pipeline.test_ondisk import _write
+
+    corpus = _write(tmp_path / "corpus")
+    monkeypatch.setenv("MOCKDCP_CACHE", str(tmp_path / "cache"))
+    pytester.makepyfile(
+        f"""
+        def test_on_disk(mockdcp_factory):
+            server = mockdcp_factory(vbuckets=16, corpus={str(corpus)!r}, on_disk=True)
+            corpus = server.state()["corpus"]
+            assert corpus["on_disk"] is True
+            assert len(server.oracle()) == corpus["documents"] > 0
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
