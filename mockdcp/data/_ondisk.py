@@ -20,8 +20,8 @@ key (its last write, with the corpus's ``rev``), consecutive seqnos in the order
 keys' last writes, the keys whose last row is a delete or an expiry gone with their
 tombstones (purged, as compaction purges them after the metadata purge interval).
 Every key's rows are in one file (``mockdcp corpus`` writes a logical partition a file),
-so each file is reduced to its keys' last rows on its own; a key found live in two files
-is refused by name. The cache directory (``$MOCKDCP_CACHE`` or ``~/.cache/mockdcp``,
+so each file is reduced to its keys' last rows on its own; a key found live in two files,
+or live in one and deleted or expired in another, is refused by name. The cache directory (``$MOCKDCP_CACHE`` or ``~/.cache/mockdcp``,
 then ``ondisk/<digest>``) is named by a digest of the corpus's manifest, file names,
 sizes and modification times, and of the bucket's vbucket count, collections and first
 seqnos; the corpus itself is only read.
@@ -81,6 +81,8 @@ _MAX_VALUE = 20 * 1024 * 1024
 _OPS = (OP_INSERT, OP_UPDATE, OP_DELETE, OP_EXPIRE)
 #: a slot's row in the import's temporary column file
 _META = [("size", "<u4"), ("cid", "<u4"), ("tag", "u1"), ("hash", "<i8")]
+#: a key whose last row in a file deletes or expires it: where that row is
+_GONE = [("vb", "<i4"), ("hash", "<i8"), ("file", "<i4"), ("row", "<i8")]
 
 
 # -- the corpus's files -------------------------------------------------------------------
@@ -288,6 +290,10 @@ class _Writer:
         self.metas: list[list[bytes]] = [[] for _ in range(plan.vbuckets)]
         self.pending = [0] * plan.vbuckets
         self.rows = self.documents = self.removed = 0
+        #: the files added, and the keys each removed (``_GONE`` records)
+        self.files: list[str] = []
+        self.gone: list[NDArray[Any]] = []
+        self.ids: dict[tuple[str, str], int] = {}
 
     def path(self, vbid: int, suffix: str) -> Path:
         return self.directory / f"vb{vbid:04d}.{suffix}"
@@ -300,6 +306,8 @@ class _Writer:
 
         n = table.num_rows
         self.rows += n
+        self.files.append(where)
+        self.ids = ids
         if not n:
             return
         table = table.combine_chunks()
@@ -314,7 +322,10 @@ class _Writer:
             .to_numpy()
         )
         writes = last[ops[last] < 2]
-        self.removed += len(last) - len(writes)
+        gone = last[ops[last] >= 2]
+        self.removed += len(gone)
+        if len(gone):
+            self._note_gone(table, cids, gone)
         if not len(writes):
             return
         rows = table.take(pa.array(writes))
@@ -350,6 +361,26 @@ class _Writer:
                 {name: col[pick] for name, col in columns.items()},
             )
         pa.default_memory_pool().release_unused()
+
+    def _note_gone(self, table: pa.Table, cids: pa.Array, gone: NDArray[np.int64]) -> None:
+        """Keys whose last row in this file deletes or expires them: each file is
+        reduced on its own, so such a key live in another file is refused at the end
+        (``_check_unique``)."""
+        import numpy as np
+        import pyarrow as pa
+
+        from mockdcp.model import crc32_keys, stable_key_hashes
+
+        at = pa.array(gone)
+        keys = table.column("key").chunk(0).cast(pa.large_binary()).take(at)
+        kdata, kstarts, klens = _binary(keys)
+        record = np.empty(len(gone), _GONE)
+        record["vb"] = ((crc32_keys(kdata, kstarts, klens) >> 16) & 0x7FFF) % self.plan.vbuckets
+        record["hash"] = stable_key_hashes(
+            kdata, kstarts, klens, cids.take(at).to_numpy().astype(np.uint32)
+        )
+        record["file"], record["row"] = len(self.files) - 1, gone
+        self.gone.append(record)
 
     def _frame(
         self,
@@ -438,6 +469,9 @@ class _Writer:
         import numpy as np
 
         segments: dict[str, Any] = {}
+        gone = np.concatenate(self.gone) if self.gone else np.empty(0, _GONE)
+        gone = gone[np.argsort(gone["vb"], kind="stable")]
+        gone_at = np.searchsorted(gone["vb"], np.arange(self.plan.vbuckets + 1))
         for vbid in range(self.plan.vbuckets):
             self._flush(vbid)
             meta_path = self.path(vbid, "meta")
@@ -464,7 +498,7 @@ class _Writer:
                 "count": len(meta),
                 "collection_last": last,
             }
-            self._check_unique(vbid)
+            self._check_unique(vbid, gone[gone_at[vbid] : gone_at[vbid + 1]])
         body = {
             "cache": CACHE_VERSION,
             "source": source,
@@ -478,14 +512,17 @@ class _Writer:
         (self.directory / SEGMENTS).write_text(json.dumps(body, indent=1, sort_keys=True))
         return body
 
-    def _check_unique(self, vbid: int) -> None:
-        """``PipelineError`` when a key is live in two files (each file was reduced to
-        its own keys' last rows): equal hashes are neighbours, their keys compared."""
+    def _check_unique(self, vbid: int, gone: NDArray[Any]) -> None:
+        """``PipelineError`` when a key is live in two files, or live in one and deleted
+        (or expired) in another (each file was reduced to its own keys' last rows):
+        equal hashes are found, their keys compared."""
         import numpy as np
 
         hashes = np.load(self.path(vbid, "hashes.npy"), mmap_mode="r")
         same = np.flatnonzero(hashes[1:] == hashes[:-1])
-        if not len(same):
+        at = np.searchsorted(hashes, gone["hash"])
+        removed = np.flatnonzero(hashes[np.minimum(at, len(hashes) - 1)] == gone["hash"])
+        if not len(same) and not len(removed):
             return
         segment = _open_segment(self.directory, vbid, self.plan.first_seqnos[vbid], None)
         try:
@@ -493,13 +530,33 @@ class _Writer:
                 a, b = int(segment.order[i]), int(segment.order[i + 1])
                 ka = (int(segment.cids[a]), segment.key_at(a))
                 if ka == (int(segment.cids[b]), segment.key_at(b)):
-                    raise PipelineError(
-                        f"key {ka[1].decode(errors='replace')!r} (collection {ka[0]:#x}) is "
-                        "written in two corpus files: --on-disk needs each key's rows in one "
-                        "file, as mockdcp corpus writes them"
-                    )
+                    raise _in_two_files(ka, "written in two corpus files")
+            for g in removed.tolist():
+                slot = int(segment.order[int(at[g])])
+                live = (int(segment.cids[slot]), segment.key_at(slot))
+                if live == self._gone_key(gone[g]):
+                    raise _in_two_files(live, "written in one corpus file and removed in another")
         finally:
             _close(segment)
+
+    def _gone_key(self, record: Any) -> tuple[int, bytes]:  # noqa: ANN401 - a numpy record
+        """The collection id and key of a removed key's last row, read from its file."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        where = self.files[int(record["file"])]
+        table = pq.read_table(where, columns=["scope", "collection", "key"])
+        row = table.slice(int(record["row"]), 1).combine_chunks()
+        cid = int(_collection_ids(where, row, self.ids)[0].as_py())
+        return cid, row.column("key").chunk(0).cast(pa.large_binary())[0].as_py()
+
+
+def _in_two_files(key: tuple[int, bytes], how: str) -> PipelineError:
+    cid, name = key
+    return PipelineError(
+        f"key {name.decode(errors='replace')!r} (collection {cid:#x}) is {how}: --on-disk "
+        "needs each key's rows in one file, as mockdcp corpus writes them"
+    )
 
 
 def _collection_ids(where: str, table: pa.Table, ids: dict[tuple[str, str], int]) -> pa.Array:

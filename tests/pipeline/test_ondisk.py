@@ -175,6 +175,25 @@ def test_a_key_written_in_two_files_is_refused(tmp_path: Path) -> None:
         load_on_disk(new_bucket(), corpus, cache=tmp_path / "cache")
 
 
+@pytest.mark.parametrize("removed", ["delete", "expire"])
+def test_a_key_live_in_one_file_and_removed_in_another_is_refused(
+    tmp_path: Path, removed: str
+) -> None:
+    """Each file is reduced to its own keys' last rows: without this check the key would
+    be served live although the corpus's last word on it removes it."""
+    corpus = _write(tmp_path / "c")
+    table = pq.read_table(corpus / "part-00000.parquet")
+    ops, keys = table.column("op").to_pylist(), table.column("key").to_pylist()
+    live = next(i for i in range(len(keys) - 1, -1, -1) if ops[i] in ("insert", "update"))
+    row = table.slice(live, 1)
+    row = row.set_column(row.schema.get_field_index("op"), "op", pa.array([removed]))
+    pq.write_table(row, corpus / "part-00009.parquet")
+    (corpus / MANIFEST).unlink()  # a foreign corpus: no manifest
+    with pytest.raises(PipelineError, match="written in one corpus file and removed in another"):
+        load_on_disk(new_bucket(), corpus, cache=tmp_path / "cache")
+    assert not any((tmp_path / "cache" / "ondisk").iterdir())
+
+
 def _serve(corpus: Path, cache: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "MOCKDCP_CACHE": str(cache)}
     return subprocess.Popen(
