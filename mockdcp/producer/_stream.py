@@ -15,6 +15,10 @@ connection drains chunks under flow control. Rules, each with its source:
   ``ActiveStream::snapshot``, ``getMarkerFlags``).
 * Disk markers: DISK|CHECKPOINT, [backfill start, disk high seqno] (kv_engine
   ``ActiveStream::markDiskSnapshot``).
+* A backfill waits for its turn in the connection's backfill queue (``BackfillQueue``:
+  one in progress at a time, kv_engine ``dcp_backfill_in_progress_per_connection_limit``)
+  and reads the disk when it starts; its place goes to the next once its frames are all
+  queued, or the stream leaves the backfill.
 * A dropped cursor: finish the queue, then backfill from last read + 1 (kv_engine
   ``ActiveStream::handleSlowStream``); a backfill start at or below the purge seqno ends
   the stream with STATE_CHANGED (internal reason Rollback, kv_engine
