@@ -21,10 +21,10 @@ keys' last writes, the keys whose last row is a delete or an expiry gone with th
 tombstones (purged, as compaction purges them after the metadata purge interval).
 Every key's rows are in one file (``mockdcp corpus`` writes a logical partition a file),
 so each file is reduced to its keys' last rows on its own; a key found live in two files,
-or live in one and deleted or expired in another, is refused by name. The cache directory (``$MOCKDCP_CACHE`` or ``~/.cache/mockdcp``,
-then ``ondisk/<digest>``) is named by a digest of the corpus's manifest, file names,
-sizes and modification times, and of the bucket's vbucket count, collections and first
-seqnos; the corpus itself is only read.
+or live in one and deleted or expired in another, is refused by name. The cache
+directory (``$MOCKDCP_CACHE`` or ``~/.cache/mockdcp``, then ``ondisk/<digest>``) is named
+by a digest of the corpus's manifest, file names, sizes and modification times, and of
+the bucket's vbucket count, collections and first seqnos; the corpus itself is only read.
 
 ``check_corpus`` reads every file's footer before anything is served: a truncated file, a
 file of another schema, or files that do not add up to the manifest's rows are named.

@@ -244,6 +244,10 @@ class ColdSegment:
         """The length of the slot's header and extras."""
         return DELETION_HEAD if int(self.tags[slot]) & TAG_TOMBSTONE else HEAD
 
+    def release_pages(self) -> None:
+        """Give back the pages of mapped files (``DiskSegment``); nothing to do for a
+        segment in memory."""
+
     def key_at(self, slot: int) -> bytes:
         start = int(self.starts[slot])
         klen = self.buf[start + 2] << 8 | self.buf[start + 3]

@@ -140,6 +140,22 @@ class DiskSegment(ColdSegment):
             collection_last = dict(zip(*ColdSegment.last_slots(self, self.count), strict=True))
         self.collection_last = collection_last
 
+    def release_pages(self) -> None:
+        """Give back the pages of the segment's files this process has mapped (its
+        frames and columns; ``MADV_DONTNEED``): a backfill that read the whole vbucket
+        leaves them in the kernel's page cache, not among the process's resident pages,
+        and the next read maps them again from there. Harmless to a read in progress
+        elsewhere: a file's pages come back from the file."""
+        import mmap
+
+        maps = [self.buf] + [
+            getattr(a, "_mmap", None)
+            for a in (self.starts, self.cids, self.tags, self.hashes, self.order)
+        ]
+        for m in maps:
+            if isinstance(m, mmap.mmap) and not m.closed and len(m):
+                m.madvise(mmap.MADV_DONTNEED)
+
     def last_slots(self, held: int) -> tuple[list[int], list[int]]:
         if held == self.count:
             return list(self.collection_last), list(self.collection_last.values())

@@ -361,6 +361,14 @@ class VBucket:
         if self.cursors.pop(name, None) is not None:
             self._expel()
 
+    def backfill_read(self) -> None:
+        """A backfill has read what it wanted of the disk: the pages of the on-disk
+        files it mapped go back to the kernel's page cache (``DiskSegment``), so a
+        corpus larger than memory streamed a vbucket after another keeps one vbucket's
+        pages resident, not all of them."""
+        if self.cold is not None:
+            self.cold.segment.release_pages()
+
     def disk_snapshot(self, after_seqno: int, *, frames: bool = False) -> DiskSnapshot:
         """The newest persisted version of each key written after ``after_seqno``: the
         items, or with ``frames`` their seqnos and frames only."""

@@ -278,6 +278,8 @@ class Stream:
         self._backfills = backfills
         #: a backfill waits for its turn in the connection's backfill queue
         self._backfill_due = False
+        #: a backfill started and has not finished reading
+        self._reading = False
         #: frames queued piece by piece, and the index of the next one
         self._pending: PendingFrames | None = None
         self._pending_pos = 0
@@ -302,8 +304,12 @@ class Stream:
             self._backfill_done()
 
     def _backfill_done(self) -> None:
-        """The backfill read all it will (or the stream left it): its place in the
-        connection's backfill queue goes to the next stream."""
+        """The backfill read all it will (or the stream left it): the vbucket's mapped
+        disk pages go back (``VBucket.backfill_read``), and its place in the
+        connection's backfill queue to the next stream."""
+        if self._reading:
+            self._reading = False
+            self.vb.backfill_read()
         if self._backfills is not None:
             self._backfills.finish(self)
 
@@ -427,6 +433,7 @@ class Stream:
             self._backfill_due = True
             return
         self._backfill_due = False
+        self._reading = True
         self.backfills += 1
         start = self.last_read_seqno + 1
         purge = 0 if self._ignore_purged else self.vb.purge_seqno

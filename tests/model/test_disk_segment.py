@@ -105,3 +105,53 @@ def test_a_backfill_joins_the_same_frames_from_the_file_as_from_memory(tmp_path:
             ha, hb, ta, tb = a[0][lo:hi], b[0][lo:hi], a[1][lo:hi], b[1][lo:hi]
             assert hb.joined_frames() == ha.joined_frames()
             assert hb.joined_with(tb) == ha.joined_with(ta)
+
+
+def mapped_kb(path: Path) -> int:
+    """Kilobytes of ``path`` this process has mapped resident (``/proc/self/smaps``)."""
+    total, counting = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                counting = len(head) > 5 and head[5] == str(path)
+            elif counting and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+def test_a_finished_backfill_gives_its_mapped_pages_back_and_the_next_reads_the_same(
+    tmp_path: Path,
+) -> None:
+    from mockdcp.producer import DcpSettings, Stream, StreamRequestDecision
+    from mockdcp.producer._encoder import ItemEncoder
+    from mockdcp.protocol import Mutation, Status
+    from tests.producer._session import decode_all, stream_bytes
+
+    batch = [(b"key%d" % i, b"v" * 2000, 0, i, 0, 1) for i in range(4000)]
+    disk = on_disk(loaded(batch, cold=True), tmp_path)
+    vb = next(v for v in disk.vbuckets if v.cold is not None and v.cold.segment.count > 500)
+    assert vb.cold is not None
+    count = vb.cold.segment.count
+    frames = tmp_path / f"{vb.vbid}.frames"
+    request = StreamRequestDecision(status=Status.SUCCESS, start_seqno=0, end_seqno=2**64 - 1)
+    sent = []
+    for n in range(2):
+        stream = Stream(
+            vb=vb,
+            opaque=1,
+            request=request,
+            encoder=ItemEncoder(DcpSettings()),
+            cursor_name=f"c{n}",
+            sync_writes=False,
+            sync_replication=False,
+        )
+        assert stream.refill()  # the marker and a first piece: the backfill reads
+        assert mapped_kb(frames) > 0
+        sent.append(stream_bytes(stream))
+        assert stream.state.value == "in_memory"
+        assert mapped_kb(frames) == 0  # given back once the backfill was read
+        stream.close()
+    assert sent[0] == sent[1]
+    mutations = [m for m in decode_all(sent[0]) if isinstance(m, Mutation)]
+    assert len(mutations) == count
