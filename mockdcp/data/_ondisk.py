@@ -325,7 +325,7 @@ class _Writer:
         gone = last[ops[last] >= 2]
         self.removed += len(gone)
         if len(gone):
-            self._note_gone(table, cids, gone)
+            self._note_gone(keys, cids, gone)
         if not len(writes):
             return
         rows = table.take(pa.array(writes))
@@ -345,10 +345,7 @@ class _Writer:
         vdata, vstarts, vlens = _binary(values)
         row_cids = cids.take(pa.array(writes)).to_numpy().astype(np.uint32)
         _check_rows(where, keys, klens, vlens, columns)
-        from mockdcp.model import crc32_keys, stable_key_hashes
-
-        vbids = ((crc32_keys(kdata, kstarts, klens) >> 16) & 0x7FFF) % self.plan.vbuckets
-        hashes = stable_key_hashes(kdata, kstarts, klens, row_cids)
+        vbids, hashes = self._place(kdata, kstarts, klens, row_cids)
         by_vb = np.argsort(vbids, kind="stable")
         for lo in range(0, len(by_vb), FRAME_ROWS):
             pick = by_vb[lo : lo + FRAME_ROWS]
@@ -362,21 +359,31 @@ class _Writer:
             )
         pa.default_memory_pool().release_unused()
 
-    def _note_gone(self, table: pa.Table, cids: pa.Array, gone: NDArray[np.int64]) -> None:
-        """Keys whose last row in this file deletes or expires them: each file is
-        reduced on its own, so such a key live in another file is refused at the end
-        (``_check_unique``)."""
+    def _place(
+        self,
+        kdata: NDArray[np.uint8],
+        kstarts: NDArray[np.int64],
+        klens: NDArray[np.int64],
+        cids: NDArray[np.uint32],
+    ) -> tuple[NDArray[np.integer[Any]], NDArray[np.int64]]:
+        """Each key's vbucket (libcouchbase ``vbucket_map``: crc32 >> 16 & 0x7FFF,
+        modulo the vbuckets) and its ``stable_key_hash`` in its collection."""
+        from mockdcp.model import crc32_keys, stable_key_hashes
+
+        vbids = ((crc32_keys(kdata, kstarts, klens) >> 16) & 0x7FFF) % self.plan.vbuckets
+        return vbids, stable_key_hashes(kdata, kstarts, klens, cids)
+
+    def _note_gone(self, keys: pa.Array, cids: pa.Array, gone: NDArray[np.int64]) -> None:
+        """Keys whose last row in this file deletes or expires them (``keys``: the
+        file's key column, large binary): each file is reduced on its own, so such a
+        key live in another file is refused at the end (``_check_unique``)."""
         import numpy as np
         import pyarrow as pa
 
-        from mockdcp.model import crc32_keys, stable_key_hashes
-
         at = pa.array(gone)
-        keys = table.column("key").chunk(0).cast(pa.large_binary()).take(at)
-        kdata, kstarts, klens = _binary(keys)
+        kdata, kstarts, klens = _binary(keys.take(at))
         record = np.empty(len(gone), _GONE)
-        record["vb"] = ((crc32_keys(kdata, kstarts, klens) >> 16) & 0x7FFF) % self.plan.vbuckets
-        record["hash"] = stable_key_hashes(
+        record["vb"], record["hash"] = self._place(
             kdata, kstarts, klens, cids.take(at).to_numpy().astype(np.uint32)
         )
         record["file"], record["row"] = len(self.files) - 1, gone

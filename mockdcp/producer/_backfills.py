@@ -74,13 +74,12 @@ class BackfillQueue(Generic[S]):
     def finish(self, stream: S) -> None:
         """``stream``'s backfill is done (all read), or it ended or closed: its place
         goes to the first streams waiting."""
-        if stream in self.running:
-            self.running.remove(stream)
-        elif stream in self.waiting:
+        if stream in self.waiting:  # it only waited
             del self.waiting[stream]
             return
-        else:
+        if stream not in self.running:  # it never asked
             return
+        self.running.remove(stream)
         if self._on_free is not None:
             free = self.limit - len(self.running)
             for waiting in list(islice(self.waiting, free)):

@@ -115,8 +115,7 @@ async def watch_corpus(
     from mockdcp.data import PipelineError, corpus_fingerprint, fingerprint_changes
 
     path = os.fspath(corpus)
-    if server.corpus is None:
-        server.corpus = {"path": path, "on_disk": False, "changed": []}
+    assert server.corpus is not None, "the corpus is loaded (load_corpus_into) first"
     reported: set[str] = set()
     while True:
         await trio.sleep(interval)

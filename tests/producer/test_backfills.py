@@ -93,6 +93,14 @@ def on_disk(vbuckets: int = 3, per_vbucket: int = 30, value_size: int = 20_000) 
     return b
 
 
+def dcp_session(b: Bucket) -> Session:
+    """A legacy DCP connection to ``b``, opened as a producer, no stream yet."""
+    session = Session(b, features=())
+    session.open_dcp()
+    session.read()
+    return session
+
+
 def request(vb: int, start: int = 0, end: int = MAX, uuid: int = 0) -> bytes:
     return DcpStreamRequest(
         opaque=vb,
@@ -129,9 +137,7 @@ def markers_in_order(session: Session, limit: int = 1 << 30) -> list[tuple[int, 
 
 def test_streams_from_disk_are_backfilled_one_after_the_other_in_the_order_asked() -> None:
     b = on_disk()
-    session = Session(b, features=())
-    session.open_dcp()
-    session.read()
+    session = dcp_session(b)
     open_streams(session, range(2, -1, -1))
     sent = []
     while data := session.conn.data_to_send(session.now, 1 << 30):
@@ -145,9 +151,7 @@ def test_streams_from_disk_are_backfilled_one_after_the_other_in_the_order_asked
 
 def test_without_the_limit_backfills_of_one_connection_interleave() -> None:
     b = on_disk()
-    session = Session(b, features=())
-    session.open_dcp()
-    session.read()
+    session = dcp_session(b)
     session.conn.backfills.limit = 3
     open_streams(session, range(3))
     sent = []
@@ -159,9 +163,7 @@ def test_without_the_limit_backfills_of_one_connection_interleave() -> None:
 
 def test_a_stream_waiting_for_its_backfill_has_read_nothing_yet() -> None:
     b = on_disk()
-    session = Session(b, features=())
-    session.open_dcp()
-    session.read()
+    session = dcp_session(b)
     open_streams(session, range(3))
     session.conn.data_to_send(session.now, 1000)  # vb 0's marker and a few mutations
     waiting = [session.conn.streams.get(vb, None) for vb in (1, 2)]
@@ -173,9 +175,7 @@ def test_a_stream_waiting_for_its_backfill_has_read_nothing_yet() -> None:
 
 def test_closing_the_stream_whose_backfill_runs_lets_the_next_one_start() -> None:
     b = on_disk()
-    session = Session(b, features=())
-    session.open_dcp()
-    session.read()
+    session = dcp_session(b)
     open_streams(session, range(2))
     session.conn.data_to_send(session.now, 1000)  # vb 0 started
     session.send(DcpCloseStream(opaque=9, vbucket=0).encode())
@@ -185,9 +185,7 @@ def test_closing_the_stream_whose_backfill_runs_lets_the_next_one_start() -> Non
 
 def test_a_stream_ended_while_waiting_leaves_the_queue() -> None:
     b = on_disk()
-    session = Session(b, features=())
-    session.open_dcp()
-    session.read()
+    session = dcp_session(b)
     open_streams(session, range(3))
     session.conn.data_to_send(session.now, 1000)
     session.send(DcpCloseStream(opaque=9, vbucket=1).encode())  # waiting: it just leaves
@@ -199,9 +197,7 @@ def test_a_stream_ended_while_waiting_leaves_the_queue() -> None:
 def test_memory_streams_do_not_wait_for_a_backfill() -> None:
     b = on_disk(vbuckets=2)  # vb 0's backfill: more than a turn's bytes
     b.set("new", b"x", vbucket=1)
-    session = Session(b, features=())
-    session.open_dcp()
-    session.read()
+    session = dcp_session(b)
     open_streams(session, range(1))  # vb 0 from disk
     session.send(request(1, start=30, uuid=b.vbucket(1).failover.entries[0][0]))
     sent = decode_all(session.conn.data_to_send(session.now, 1 << 30), collections=False)
@@ -211,9 +207,7 @@ def test_memory_streams_do_not_wait_for_a_backfill() -> None:
 
 def test_a_stream_that_reaches_its_end_from_disk_frees_its_place() -> None:
     b = on_disk(vbuckets=2)
-    session = Session(b, features=())
-    session.open_dcp()
-    session.read()
+    session = dcp_session(b)
     for vb in range(2):
         session.send(request(vb, end=10))
     messages = decode_all(session.conn.data_to_send(session.now, 1 << 20), collections=False)
