@@ -73,14 +73,16 @@ class BackfillQueue(Generic[S]):
 
     def finish(self, stream: S) -> None:
         """``stream``'s backfill is done (all read), or it ended or closed: its place
-        goes to the first streams waiting."""
-        if stream in self.waiting:  # it only waited
+        goes to the first streams waiting. A waiting stream that leaves may have been
+        told a place was free and not yet taken it: the place passes on just the same
+        (telling a stream twice is harmless; it starts once)."""
+        if stream in self.waiting:
             del self.waiting[stream]
+        elif stream in self.running:
+            self.running.remove(stream)
+        else:  # it never asked
             return
-        if stream not in self.running:  # it never asked
-            return
-        self.running.remove(stream)
         if self._on_free is not None:
             free = self.limit - len(self.running)
-            for waiting in list(islice(self.waiting, free)):
+            for waiting in list(islice(self.waiting, max(free, 0))):
                 self._on_free(waiting)

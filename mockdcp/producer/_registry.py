@@ -29,6 +29,9 @@ class StreamRegistry:
     ready: dict[StreamKey, Stream] = attrs.field(factory=dict)
     #: the seqno of the last item of each stream handed to a write
     written: dict[StreamKey, int] = attrs.field(factory=dict)
+    #: how many times a stream was marked ready (a drain that made no progress goes
+    #: round again if a stream was marked meanwhile: one given its backfill's turn)
+    marks: int = 0
 
     def __len__(self) -> int:
         return len(self.streams)
@@ -54,6 +57,7 @@ class StreamRegistry:
 
     def mark_ready(self, stream: Stream) -> None:
         self.ready[(stream.vbucket, stream.stream_id)] = stream
+        self.marks += 1
 
     def mark_vbucket_ready(self, vbucket: int) -> bool:
         """The model changed ``vbucket``: its streams may have work. True if any."""

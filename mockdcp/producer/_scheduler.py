@@ -69,8 +69,10 @@ class StreamScheduler:
         holds = self._holds()
         ready = self.streams.ready
         flow = self.flow
+        idle_rounds = 0
         while size < limit and ready and flow.open:
             progressed = False
+            marks = self.streams.marks
             for key, stream in list(ready.items()):
                 if not stream.refill():
                     if stream.finished:
@@ -98,7 +100,13 @@ class StreamScheduler:
                 if size >= limit or not flow.open:
                     break
             if not progressed:
-                break
+                # A round that sent nothing ends the drain, unless a stream was marked
+                # ready during it: a backfill that queued nothing still handed its place
+                # on, and the stream told must start now, not at its vbucket's next
+                # change. Bounded: each such round starts another stream's turn.
+                idle_rounds += 1
+                if self.streams.marks == marks or idle_rounds > len(self.streams):
+                    break
         return size
 
     def _wrote(self, stream: Stream, events: list[ev.ProducerEvent]) -> None:

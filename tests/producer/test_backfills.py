@@ -9,9 +9,11 @@ from typing import TypeGuard
 import pytest
 
 from mockdcp.model import Bucket
+from mockdcp.producer import StreamState
 from mockdcp.producer._backfills import BackfillQueue
 from mockdcp.protocol import (
     DcpCloseStream,
+    DcpControl,
     DcpStreamRequest,
     Mutation,
     SnapshotMarker,
@@ -54,6 +56,21 @@ def test_a_waiting_stream_that_leaves_gives_nobody_a_turn() -> None:
     assert queue.start("c")
     queue.finish("zzz")  # never asked: nothing happens
     assert told == ["c"]
+
+
+def test_a_stream_told_its_turn_that_leaves_before_starting_passes_the_place_on() -> None:
+    # a failover ends the stream told it may start before it reads: the next must not
+    # wait for a turn nobody will give
+    told: list[str] = []
+    queue: BackfillQueue[str] = BackfillQueue(on_free=told.append)
+    assert queue.start("a")
+    assert not queue.start("b")
+    assert not queue.start("c")
+    queue.finish("a")
+    assert told == ["b"]
+    queue.finish("b")  # ended before its turn came round
+    assert told == ["b", "c"]
+    assert queue.start("c")
 
 
 def test_with_a_limit_of_two_both_streams_told_may_start_in_either_order() -> None:
@@ -213,3 +230,30 @@ def test_a_stream_that_reaches_its_end_from_disk_frees_its_place() -> None:
     messages = decode_all(session.conn.data_to_send(session.now, 1 << 20), collections=False)
     ends = [m.vbucket for m in messages if isinstance(m, StreamEnd)]
     assert ends == [0, 1]
+
+
+def test_a_stream_told_its_turn_after_a_backfill_that_sent_nothing_still_gets_it() -> None:
+    # vb 0 has new documents on disk only, more than a piece; vb 1-3 nothing new. After
+    # the memory-to-disk switch vb 0 reads first and, its last piece queued, tells vb 1
+    # it may start; vb 1's backfill reads nothing and tells vb 2 without queueing a
+    # byte. vb 2 must get its turn in the same write, not wait for a change in its
+    # vbucket that may never come.
+    b = on_disk(vbuckets=4)
+    session = dcp_session(b)
+    session.call(DcpControl(opaque=0, key="supports_cursor_dropping_vulcan", value="true"))
+    for vb in range(4):
+        session.send(request(vb, start=30, uuid=b.vbucket(vb).failover.entries[0][0]))
+    while session.conn.data_to_send(session.now, 1 << 30):
+        pass
+    assert all(s.state is StreamState.IN_MEMORY for s in session.conn.streams)
+    assert len(session.node.drop_cursor()) == 4
+    for i in range(30):
+        b.set(f"new{i}", b"n" * 20_000, vbucket=0)
+    b.checkpoint(0)
+    b.persist(0)
+    sent = []
+    while data := session.conn.data_to_send(session.now, 1 << 30):
+        sent += [m.vbucket for m in decode_all(data, collections=False) if isinstance(m, Mutation)]
+    assert sent == [0] * 30
+    assert [s.state for s in session.conn.streams] == [StreamState.IN_MEMORY] * 4
+    assert (session.conn.backfills.running, session.conn.backfills.waiting) == ([], {})
