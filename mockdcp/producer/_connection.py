@@ -176,6 +176,8 @@ class Connection:
         self._encoder: ItemEncoder | None = None
         #: events of the last ``buffers_to_send``, released by ``data_written``
         self._unwritten: list[ev.ProducerEvent] = []
+        #: how many of them the protocol checker was told of (``_tell_checker``)
+        self._told = 0
         #: False once a TLS client certificate authenticated the connection: it cannot
         #: change its identity with SASL (kv_engine ``Connection::tryAuthUserFromX509Cert``)
         self.sasl_enabled = True
@@ -249,6 +251,7 @@ class Connection:
         self.replies.queue.handed_out(size)
         self.bytes_sent += size
         if self.checker is not None:
+            self._tell_checker(now)
             self.observe(self.checker.tick, now)
         return parts
 
@@ -263,19 +266,30 @@ class Connection:
         """The buffers of the last ``buffers_to_send`` are on the socket: release the
         events that describe them (stream progress, noops sent)."""
         self.replies.queue.written()
-        events, self._unwritten = self._unwritten, []
+        if self.checker is not None:
+            self._tell_checker(now)
+        events, self._unwritten, self._told = self._unwritten, [], 0
         for event in events:
             if isinstance(event, ev.StreamWritten):
                 self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
             self._record(attrs.evolve(event, time=now))
-        if self.checker is not None and events:
-            self.observe(self._written_to_checker, self.checker, events, now)
+
+    def _tell_checker(self, now: float) -> None:
+        """Tell the protocol checker what was handed out to be written since it was last
+        told, when it is handed out, not once written: the shell writes, then reports
+        the write, and a consumer may answer (a DCP_NOOP's reply, a stream request after
+        a STREAM_END) before that report; what it answers must already be known."""
+        assert self.checker is not None
+        events = self._unwritten
+        if self._told < len(events):
+            told, self._told = events[self._told :], len(events)
+            self.observe(self._written_to_checker, self.checker, told, now)
 
     @staticmethod
     def _written_to_checker(
         checker: ConnectionChecker, events: list[ev.ProducerEvent], now: float
     ) -> list[Violation]:
-        """Tell the checker what a write carried: each stream's last seqno, STREAM_ENDs
+        """Tell the checker what a write carries: each stream's last seqno, STREAM_ENDs
         and DCP_NOOPs."""
         found: list[Violation] = []
         for event in events:

@@ -15,6 +15,7 @@ from mockdcp.protocol import (
     DcpControl,
     DcpNoop,
     DcpStreamRequest,
+    Opcode,
     Response,
     SnapshotMarker,
     Status,
@@ -22,7 +23,7 @@ from mockdcp.protocol import (
     StreamEndReason,
 )
 
-from ._session import Session
+from ._session import Session, decode_all
 
 if TYPE_CHECKING:
     import pytest
@@ -141,6 +142,51 @@ def test_an_unanswered_noop_is_reported_through_the_connection_s_deadline() -> N
     [v] = violations(node)
     assert v.rule == "noop.unanswered"
     assert bytes.fromhex(v.frame) == noops[0].encode()
+
+
+def test_a_noop_answered_before_its_write_is_reported_is_answered() -> None:
+    # The shell hands the noop to the socket, and a fast consumer's answer may be read
+    # before the shell reports the write done (data_written): the checker must already
+    # know the noop it answers.
+    b = bucket()
+    node = Node(bucket=b, users={"Administrator": "password"})
+    s = connected(b, node)
+    s.call(DcpControl(opaque=1, key="enable_noop", value="true"))
+    s.call(DcpControl(opaque=2, key="set_noop_interval", value="1"))
+    s.now = 1.0
+    [noop] = [
+        m for m in decode_all(b"".join(s.conn.buffers_to_send(s.now))) if isinstance(m, DcpNoop)
+    ]
+    answer = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=noop.opaque)
+    s.send(answer.encode())
+    s.conn.data_written(s.now)
+    s.now = 1.9
+    s.read()
+    assert violations(node) == []
+    assert s.conn.next_deadline() == 2.0  # the next noop's, not the answered one's
+    s.now = 2.0
+    s.read()  # the next noop goes out; nothing is late
+    assert violations(node) == []
+
+
+def test_a_stream_re_opened_before_its_stream_end_s_write_is_reported_is_re_opened() -> None:
+    b = bucket()
+    node = Node(
+        bucket=b,
+        users={"Administrator": "password"},
+        checker_limits=CheckerLimits(reopen_within=2.0),
+    )
+    s = connected(b, node)
+    s.call(request(0, 0, (0, 0), 0))
+    s.now = 1.0
+    node.end_streams([0], StreamEndReason.TOO_SLOW)
+    out = decode_all(b"".join(s.conn.buffers_to_send(s.now)))
+    assert [m.reason for m in out if isinstance(m, StreamEnd)] == [StreamEndReason.TOO_SLOW]
+    s.send(request(0, 10, (10, 10), b.vbucket(0).failover.newest_uuid).encode())
+    s.conn.data_written(s.now)
+    for s.now in (3.0, 3.5):  # the deadline, and past a late tick's grace
+        s.read()
+    assert violations(node) == []
 
 
 def script(b: Bucket, node: Node) -> list[bytes]:
