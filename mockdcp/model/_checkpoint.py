@@ -163,7 +163,11 @@ class MemoryBatch:
     left out): the items' frames in two pieces (``Item.head``, ``Item.tail``), their tags,
     and each canonical frame's end offset in their concatenation plus ``base``. A
     producer may encode them piece by piece while the vbucket is written
-    (de-duplication never takes an item out of a batch already read).
+    (de-duplication never takes an item out of a batch already read). In a checkpoint
+    that keeps ``VisibleFrames`` the pieces are copied when first asked for, which must
+    be before the vbucket is next written, as ``items``: a stream without sync writes
+    reads ``visible`` instead, and a copy it does not use costs a reference taken and
+    dropped on every frame, scattered in memory.
 
     ``items`` is a view of the checkpoint, valid until the vbucket is next written: read
     it at once. A copy would touch every item object, scattered in memory (a cache miss
@@ -173,8 +177,8 @@ class MemoryBatch:
     checkpoint: Checkpoint
     start: int
     end: int
-    heads: list[bytes]
-    tails: list[bytes]
+    #: (heads, tails), or None until asked for (``heads``)
+    pieces: tuple[list[bytes], list[bytes]] | None
     tags: bytes
     ends: Sequence[int]
     base: int
@@ -186,6 +190,24 @@ class MemoryBatch:
     starts_checkpoint: bool
     #: each frame's collection id (an ``array("I")``), beside ``tags``
     cids: Sequence[int] = ()
+    #: de-duplication emptied entries of ``start:end`` (left out of the pieces)
+    holes: bool = False
+
+    @property
+    def heads(self) -> list[bytes]:
+        return self._pieces()[0]
+
+    @property
+    def tails(self) -> list[bytes]:
+        return self._pieces()[1]
+
+    def _pieces(self) -> tuple[list[bytes], list[bytes]]:
+        pieces = self.pieces
+        if pieces is None:  # no holes (they are left out when read)
+            cp, start, end = self.checkpoint, self.start, self.end
+            pieces = (cp.heads[start:end], cp.tails[start:end])
+            object.__setattr__(self, "pieces", pieces)  # a cache, once
+        return pieces
 
     @property
     def items(self) -> list[Item]:
@@ -197,7 +219,7 @@ class MemoryBatch:
         the batch has holes (read at once, as ``items``)."""
         cp = self.checkpoint
         vis = cp.visible
-        if vis is None or len(self.heads) != self.end - self.start:
+        if vis is None or self.holes:
             return None
         a, b = vis.position(self.start), vis.position(self.end)
         base = vis.ends[a - 1] if a else 0
@@ -207,7 +229,7 @@ class MemoryBatch:
         """The items of frames ``indices`` (positions in ``heads``); valid, like
         ``items``, until the vbucket is next written."""
         entries = self.checkpoint.entries
-        if len(self.heads) == self.end - self.start:  # no holes
+        if not self.holes:
             found = [entries[self.start + i] for i in indices]
         else:
             live = self.items
@@ -254,25 +276,30 @@ class Cursor:
                     starts = self._entered
                     self._entered = False
                     self.last_read_seqno = last.seqno
-                    heads, tails = cp.heads[start:end], cp.tails[start:end]
                     tags = bytes(cp.tags[start:end])
                     cids = cp.cids[start:end]
                     ends: Sequence[int]
-                    if cp.last_hole >= start:  # holes: leave them out, count the ends
+                    holes = cp.last_hole >= start
+                    pieces: tuple[list[bytes], list[bytes]] | None = None
+                    if holes:  # leave them out, count the ends
+                        heads = cp.heads[start:end]
                         live = [e for e in cp.entries[start:end] if e is not None]
                         cids = array("I", (c for h, c in zip(heads, cids, strict=True) if h))
                         tags = bytes(t for h, t in zip(heads, tags, strict=True) if h)
-                        pieces = [(h, t) for h, t in zip(heads, tails, strict=True) if h]
-                        heads, tails = [h for h, _ in pieces], [t for _, t in pieces]
+                        kept = [
+                            (h, t) for h, t in zip(heads, cp.tails[start:end], strict=True) if h
+                        ]
+                        pieces = ([h for h, _ in kept], [t for _, t in kept])
                         ends, base = list(accumulate(e.size for e in live)), 0
                     else:  # the running totals are the end offsets
+                        if cp.visible is None:  # copied now (see ``MemoryBatch``)
+                            pieces = (cp.heads[start:end], cp.tails[start:end])
                         ends, base = cp.ends[start:end], cp.ends[start - 1] if start else 0
                     return MemoryBatch(
                         cp,
                         start,
                         end,
-                        heads,
-                        tails,
+                        pieces,
                         tags,
                         ends,
                         base,
@@ -282,6 +309,7 @@ class Cursor:
                         cp.end_seqno,
                         starts,
                         cids,
+                        holes,
                     )
             if cp.open:
                 return None

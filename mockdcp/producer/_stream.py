@@ -719,8 +719,8 @@ class Stream:
                 np = numpy_module()
                 sizes = np.diff(np.asarray(batch.ends, np.int64), prepend=batch.base)
             picked = self._chosen(
-                batch.heads,
-                batch.tails,
+                batch.heads if shown is None else (),  # ``visible`` replaces them
+                batch.tails if shown is None else (),
                 batch.tags,
                 selection,
                 batch.items_at,
