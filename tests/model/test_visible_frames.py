@@ -97,3 +97,23 @@ def test_a_checkpoint_keeps_no_visible_frames_until_it_holds_a_prepare() -> None
     b.sync_write("s1", b"{}", datatype=1, outcome="commit")
     assert cp.visible is not None
     assert len(cp.visible.heads) == len(cp.heads) - 1  # the commit, not the prepare
+
+
+def test_a_batch_copies_its_pieces_when_read_unless_its_checkpoint_keeps_visible_frames() -> None:
+    b = Bucket("default", 1, seed=2, clock=lambda: 1_700_000_000.0)
+    cursor = b.vbucket(0).register_cursor("t", 0)
+    assert cursor is not None
+    b.set("k1", b"{}", datatype=1)
+    plain = cursor.next_batch()
+    assert plain is not None
+    assert plain.pieces is not None  # copied as read
+    b.sync_write("s1", b"{}", datatype=1, outcome="commit")
+    b.set("k2", b"{}", datatype=1)
+    batch = cursor.next_batch()
+    assert batch is not None
+    assert batch.pieces is None  # a stream without sync writes reads visible() instead
+    assert batch.visible() is not None
+    assert batch.pieces is None
+    cp = b.vbucket(0).checkpoints[-1]
+    assert (batch.heads, batch.tails) == (cp.heads[1:], cp.tails[1:])  # asked: copied
+    assert batch.pieces is not None
