@@ -63,6 +63,33 @@ def connected(b: Bucket, node: Node, now: float = 0.0) -> Session:
     return session
 
 
+def handed_out(s: Session) -> list[Message | Response]:
+    """What the connection hands the shell to write now, not yet reported written."""
+    return decode_all(b"".join(s.conn.buffers_to_send(s.now)))
+
+
+def noops_every_second(b: Bucket) -> tuple[Node, Session]:
+    node = Node(bucket=b, users={"Administrator": "password"})
+    s = connected(b, node)
+    s.call(DcpControl(opaque=1, key="enable_noop", value="true"))
+    s.call(DcpControl(opaque=2, key="set_noop_interval", value="1"))
+    return node, s
+
+
+def ended_too_slow_at_one_second(b: Bucket) -> tuple[Node, Session]:
+    """vb 0 streamed from 0, ended TOO_SLOW at 1 s; it must be re-opened within 2 s."""
+    node = Node(
+        bucket=b,
+        users={"Administrator": "password"},
+        checker_limits=CheckerLimits(reopen_within=2.0),
+    )
+    s = connected(b, node)
+    s.call(request(0, 0, (0, 0), 0))
+    s.now = 1.0
+    node.end_streams([0], StreamEndReason.TOO_SLOW)
+    return node, s
+
+
 def test_a_resume_on_a_new_connection_of_the_name_is_checked_against_the_last_one() -> None:
     b = bucket()
     node = Node(bucket=b, users={"Administrator": "password"})
@@ -89,15 +116,7 @@ def test_a_resume_on_a_new_connection_of_the_name_is_checked_against_the_last_on
 
 def test_an_early_stream_end_is_an_event_and_not_re_opening_it_in_time_a_violation() -> None:
     b = bucket()
-    node = Node(
-        bucket=b,
-        users={"Administrator": "password"},
-        checker_limits=CheckerLimits(reopen_within=2.0),
-    )
-    s = connected(b, node)
-    s.call(request(0, 0, (0, 0), 0))
-    s.now = 1.0
-    node.end_streams([0], StreamEndReason.TOO_SLOW)
+    node, s = ended_too_slow_at_one_second(b)
     out = s.read()
     assert [m.reason for m in out if isinstance(m, StreamEnd)] == [StreamEndReason.TOO_SLOW]
     [ended] = [e for e in node.events if isinstance(e, StreamEnded)]
@@ -129,10 +148,7 @@ def test_a_failover_s_stream_end_is_re_opened_by_a_rollback_then_a_request_below
 
 def test_an_unanswered_noop_is_reported_through_the_connection_s_deadline() -> None:
     b = bucket()
-    node = Node(bucket=b, users={"Administrator": "password"})
-    s = connected(b, node)
-    s.call(DcpControl(opaque=1, key="enable_noop", value="true"))
-    s.call(DcpControl(opaque=2, key="set_noop_interval", value="1"))
+    node, s = noops_every_second(b)
     s.now = 1.0
     noops = [m for m in s.read() if isinstance(m, DcpNoop)]
     assert len(noops) == 1
@@ -149,14 +165,9 @@ def test_a_noop_answered_before_its_write_is_reported_is_answered() -> None:
     # before the shell reports the write done (data_written): the checker must already
     # know the noop it answers.
     b = bucket()
-    node = Node(bucket=b, users={"Administrator": "password"})
-    s = connected(b, node)
-    s.call(DcpControl(opaque=1, key="enable_noop", value="true"))
-    s.call(DcpControl(opaque=2, key="set_noop_interval", value="1"))
+    node, s = noops_every_second(b)
     s.now = 1.0
-    [noop] = [
-        m for m in decode_all(b"".join(s.conn.buffers_to_send(s.now))) if isinstance(m, DcpNoop)
-    ]
+    [noop] = [m for m in handed_out(s) if isinstance(m, DcpNoop)]
     answer = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=noop.opaque)
     s.send(answer.encode())
     s.conn.data_written(s.now)
@@ -171,16 +182,8 @@ def test_a_noop_answered_before_its_write_is_reported_is_answered() -> None:
 
 def test_a_stream_re_opened_before_its_stream_end_s_write_is_reported_is_re_opened() -> None:
     b = bucket()
-    node = Node(
-        bucket=b,
-        users={"Administrator": "password"},
-        checker_limits=CheckerLimits(reopen_within=2.0),
-    )
-    s = connected(b, node)
-    s.call(request(0, 0, (0, 0), 0))
-    s.now = 1.0
-    node.end_streams([0], StreamEndReason.TOO_SLOW)
-    out = decode_all(b"".join(s.conn.buffers_to_send(s.now)))
+    node, s = ended_too_slow_at_one_second(b)
+    out = handed_out(s)
     assert [m.reason for m in out if isinstance(m, StreamEnd)] == [StreamEndReason.TOO_SLOW]
     s.send(request(0, 10, (10, 10), b.vbucket(0).failover.newest_uuid).encode())
     s.conn.data_written(s.now)
