@@ -77,8 +77,7 @@ def _fields_table(cls: type) -> list[str]:
         return ["No fields (`{}` or nothing)."]
     lines = ["| field | value | default |", "| --- | --- | --- |"]
     lines += [
-        f"| `{f.name}` | {_describe(_type_schema(hints[f.name]))} | {_default(f)} |"
-        for f in fields
+        f"| `{f.name}` | {_describe(_type_schema(hints[f.name]))} | {_default(f)} |" for f in fields
     ]
     return lines
 
@@ -120,7 +119,9 @@ def http_reference() -> str:
                 if "$ref" in answer:
                     answer = responses[answer["$ref"].rsplit("/", 1)[1]]
                 kinds = ", ".join(f"`{t}`" for t in answer.get("content", {}))
-                lines.append(f"| {status} | {answer['description']}{' (' + kinds + ')' if kinds else ''} |")
+                lines.append(
+                    f"| {status} | {answer['description']}{' (' + kinds + ')' if kinds else ''} |"
+                )
             lines.append("")
     return "\n".join(lines)
 
