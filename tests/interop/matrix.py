@@ -52,7 +52,7 @@ class Client:
     """A real client as ``mockdcp check`` runs it."""
 
     name: str
-    #: how its users configure it, in a few words (the README's column note)
+    #: how its users configure it, in a few words (the published matrix's column note)
     configured: str
     #: the ``-- CONSUMER CMD`` (paths resolved at run time)
     command: tuple[str, ...]
