@@ -177,7 +177,9 @@ def run_command(command: str, ports: dict[str, int], cwd: Path) -> None:
     out = None
     if ">" in argv:  # ``cmd > FILE``: the shell's redirection, the one the pages use
         argv, out = argv[: argv.index(">")], cwd / argv[argv.index(">") + 1]
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=180, env=env)
+    # the whole library under ``mockdcp check`` takes minutes on a loaded machine
+    timeout = 900 if command.startswith(HEAVY) else 180
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     assert done.returncode == 0, (
         f"{command!r} exited {done.returncode}: {done.stdout[-3000:]}{done.stderr[-2000:]}"
     )

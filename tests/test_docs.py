@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 DOCS = ex.ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
 BLOCKS = [b for page in PAGES for b in ex.blocks(page)]
+#: the README's shell commands: ``tests/test_readme.py`` runs them, so they are not run twice
+README_COMMANDS = {c for b in ex.blocks(ex.ROOT / "README.md", "sh") for c in ex.commands(b.text)}
 #: the scenario the pages' shell commands name as ``my.yaml``: the first of Scenarios
 MY_YAML = next(b for b in ex.blocks(DOCS / "scenarios.md") if ex.is_scenario(b))
 
@@ -176,7 +178,7 @@ def server() -> Iterator[dict[str, int]]:
         for block in BLOCKS
         if block.language == "sh"
         for command in ex.commands(block.text)
-        if ex.not_run(command) is None
+        if ex.not_run(command) is None and command not in README_COMMANDS
     ],
 )
 def test_every_shell_command_runs_as_written(
