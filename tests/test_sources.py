@@ -21,7 +21,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 #: What is scanned: these trees and files, relative to the repository root.
-SCANNED = ("mockdcp", "tests", "docker", "README.md")
+SCANNED = (
+    "mockdcp",
+    "tests",
+    "docker",
+    "docs",
+    "integrations",
+    "README.md",
+    "CHANGELOG.md",
+    "mkdocs.yml",
+)
 #: Text files by suffix, plus these names without one.
 SUFFIXES = frozenset({".py", ".md", ".yaml", ".yml", ".toml", ".java", ".go", ".fbs", ".sh"})
 NAMES = frozenset({"Dockerfile"})

@@ -6,13 +6,13 @@ import (
 	"testing"
 )
 
-// The READMEs show example/consumer_test.go, which go test runs, as it is.
+// The documentation (docs/go.md) shows example/consumer_test.go, which go test runs, as it is.
 func TestReadmesShowTheExample(t *testing.T) {
 	example, err := os.ReadFile("example/consumer_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, readme := range []string{"README.md", "README-section.md"} {
+	for _, readme := range []string{"../../docs/go.md"} {
 		text, err := os.ReadFile(readme)
 		if err != nil {
 			t.Fatal(err)

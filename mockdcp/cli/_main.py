@@ -93,7 +93,7 @@ def _env_flag(name: str) -> bool:
 
 
 def _network_options(p: argparse.ArgumentParser) -> None:
-    """``serve``'s alternate address and TLS options (README "TLS and mapped ports");
+    """``serve``'s alternate address and TLS options (docs/tls.md);
     the external address and ``--tls`` also read ``MOCKDCP_*`` variables, so the Docker
     image takes them from ``docker run -e``."""
     env = os.environ.get

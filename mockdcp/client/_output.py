@@ -3,7 +3,7 @@
 ``mockdcp check`` (and ``mockdcp run``) give a consumer command ``MOCKDCP_OUTPUT``: a
 path where it may write what it holds. The reference consumer writes its final
 documents there as JSON lines, one per live document, in the columns the pipeline's
-verify reads (README "Data pipeline"): ``scope``, ``collection``, ``key``, ``value``,
+verify reads (docs/pipeline.md): ``scope``, ``collection``, ``key``, ``value``,
 ``seqno``, ``rev``, ``cas``, ``vbucket``. The file is replaced whole (written beside it,
 then renamed), so a reader never sees half of one.
 """

@@ -13,7 +13,7 @@ Invariants:
   frame in two pieces (``b""`` where the entry is ``None``), its ``Item.tag`` and its
   collection id (a stream's collection filter selects frames by it). A cursor hands a
   batch's frames to the producer without touching the item objects, which are
-  scattered in memory (a cache miss each; see the README's "Performance");
+  scattered in memory (a cache miss each; see docs/performance.md);
 * once a prepare or an abort (``TAG_DURABLE``) is appended, ``visible`` keeps the same
   pieces without them (``VisibleFrames``): what a stream of a connection without sync
   writes sends of a run, sliced as the whole is, instead of taken frame by frame;

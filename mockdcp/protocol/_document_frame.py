@@ -52,8 +52,8 @@ def encode_document_frame(
     """The bytes of ``Mutation(...)`` (or of a V1 ``Deletion`` when ``deleted``) with
     opaque 0 and no stream-id, built with one ``struct.pack``.
 
-    This is the form the producer caches per item and patches per stream (README
-    "Performance"); it must equal what the message classes encode, which the tests
+    This is the form the producer caches per item and patches per stream
+    (docs/performance.md); it must equal what the message classes encode, which the tests
     check for arbitrary fields.
     """
     if collection_id is None:

@@ -1,6 +1,6 @@
 """Running a mock node: the listeners, the bucket, and the handle tests hold.
 
-``serve(...)`` is the async context manager of the README ("From Python"): inside a
+``serve(...)`` is the async context manager of docs/python.md: inside a
 trio program, ``async with mockdcp.serve(port=0) as server:`` starts both listeners on
 free ports, and ``server.bucket`` is the model to write to; every open stream sees each
 write as it happens.

@@ -4,8 +4,8 @@ from tests.bench._run import bench_refusal, bench_report
 
 
 def test_bench_reports_every_figure_for_a_small_run() -> None:
-    # The performance goals are read from `mockdcp bench` at full size (README); this only
-    # checks that the benchmark itself runs end to end and reports its figures.
+    # The performance goals are read from `mockdcp bench` at full size (docs/performance.md);
+    # this only checks that the benchmark itself runs end to end and reports its figures.
     report = bench_report("--items", "20000", "--vbuckets", "8")
     assert report["items"] == 20000
     assert report["events_per_s"] > 0

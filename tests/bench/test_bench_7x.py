@@ -1,5 +1,5 @@
 """``mockdcp bench --history`` and ``--durable`` run end to end (the figures themselves
-are read at full size, in the README)."""
+are read at full size, in docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``mockdcp bench --corpus DIR --on-disk`` runs end to end and reports its figures (the
-figures themselves are read at full size: README)."""
+figures themselves are read at full size: docs/performance.md)."""
 
 from __future__ import annotations
 

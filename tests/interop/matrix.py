@@ -13,12 +13,13 @@ The expected matrix is ``matrix.json`` beside this file: per scenario, per clien
 verdict (``pass``, ``fail``, ``not applicable``, or ``pass or fail`` for a known race)
 and, for each verdict but ``pass``, why: whose fault (``client``, with the source line;
 ``mockdcp``; ``setup``: how the consumer is configured here) and the explanation. The
-README's table (between ``MATRIX_BEGIN`` and ``MATRIX_END``) is rendered from it.
+documentation's matrix page (``docs/checker/matrix.md``) is rendered from it with
+``table`` when the site is built.
 
 ``python -m tests.interop.matrix --write [CLIENT...]`` runs the clients (building their
 programs) and rewrites ``matrix.json`` (keeping the explanations of verdicts that did
 not change; a new failure gets ``"why": "UNEXPLAINED: <reason>"`` to be written by a
-person) and the README's table; ``--readme`` only re-renders the table.
+person).
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ import attrs
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 EXPECTED = HERE / "matrix.json"
-README = ROOT / "README.md"
-BEGIN, END = "<!-- MATRIX_BEGIN -->", "<!-- MATRIX_END -->"
 JAR = HERE / "java" / "target" / "mockdcp-interop-java.jar"
 GO_BIN = HERE / "go" / "bin"
 #: scenarios at once (the CI machine has 2 cores)
@@ -53,7 +52,7 @@ class Client:
     """A real client as ``mockdcp check`` runs it."""
 
     name: str
-    #: how its users configure it, in a few words (the README's column note)
+    #: how its users configure it, in a few words (the published matrix's column note)
     configured: str
     #: the ``-- CONSUMER CMD`` (paths resolved at run time)
     command: tuple[str, ...]
@@ -233,13 +232,13 @@ def validate(expected: dict[str, Any]) -> list[str]:
     return problems
 
 
-# -- the README's table -------------------------------------------------------------------
+# -- the published table ------------------------------------------------------------------
 
 _MARK = {"pass": "pass", "fail": "**fail**", "not applicable": "n/a", "pass or fail": "race"}
 
 
 def table(expected: dict[str, Any]) -> str:
-    """The README's matrix: a row per scenario, a column per client; every verdict but
+    """The published matrix: a row per scenario, a column per client; every verdict but
     ``pass`` is numbered and explained below the table."""
     clients = [c.name for c in CLIENTS if c.name in expected["clients"]]
     notes: list[str] = []
@@ -266,23 +265,10 @@ def table(expected: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def readme_block(text: str) -> str:
-    """The README's table as it stands (between the markers)."""
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[start:end].strip("\n")
-
-
-def write_readme(expected: dict[str, Any]) -> None:
-    text = README.read_text(encoding="utf-8")
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    README.write_text(text[:start] + "\n" + table(expected) + "\n" + text[end:], encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.interop.matrix", description=__doc__)
     parser.add_argument("clients", nargs="*", metavar="CLIENT", help=", ".join(BY_NAME))
     parser.add_argument("--write", action="store_true", help="run and rewrite matrix.json")
-    parser.add_argument("--readme", action="store_true", help="re-render the README's table")
     args = parser.parse_args(argv)
     unknown = [c for c in args.clients if c not in BY_NAME]
     if unknown:
@@ -296,8 +282,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{client.name}: {report['counts']} in {report['seconds']:.0f}s", file=sys.stderr)
             update(expected, client, report)
         EXPECTED.write_text(json.dumps(expected, indent=1) + "\n", encoding="utf-8")
-    if args.write or args.readme:
-        write_readme(expected)
     for problem in validate(expected):
         print(f"matrix.json: {problem}", file=sys.stderr)
     return 0

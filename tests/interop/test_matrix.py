@@ -1,6 +1,6 @@
 """The published matrix: ``mockdcp check -j 2`` over the library against each real client
 as its users configure it gives the table checked in as ``tests/interop/matrix.json``
-(the README carries it: ``tests/test_readme.py`` compares them). A scenario added to the
+(the documentation's matrix page renders it: ``tests/test_docs.py``). A scenario added to the
 library, or a verdict that changed, fails here with how to regenerate the table."""
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ pytestmark = pytest.mark.interop
 
 REGENERATE = (
     f"regenerate with `{matrix.REGENERATE} [CLIENT]` (then explain each new failure in "
-    "tests/interop/matrix.json: whose fault, the source line) and commit matrix.json and "
-    "README.md"
+    "tests/interop/matrix.json: whose fault, the source line) and commit matrix.json"
 )
 
 

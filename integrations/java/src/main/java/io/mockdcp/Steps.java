@@ -8,7 +8,7 @@ import java.util.Map;
 /**
  * Typed builders of the common steps. Each returns a {@link Step}; add the other fields of
  * its kind with {@link Step#with}, e.g. {@code Steps.set("k", v).with("collection",
- * "inventory.hotel")}. The vocabulary, every step and field, is in mockdcp's README and
+ * "inventory.hotel")}. The vocabulary, every step and field, is in mockdcp's docs/reference/steps.md and
  * {@code mockdcp/scenario/steps.py}; {@link Step#of} makes any step.
  *
  * <pre>{@code

@@ -23,8 +23,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 
-// The README's example (integrations/java/README.md, README-section.md), compiled and run
-// here with the public API only: keep the two in step.
+// The example of docs/java.md (cut short in the README), compiled and run here with the
+// public API only: keep them in step.
 @MockDcp(vbuckets = 64, docs = 1000)
 class MyConsumerTest {
 
