@@ -1,0 +1,173 @@
+"""``mockdcp bench startup``: what a user waits for before the first byte streams.
+
+* import: seconds to ``import mockdcp`` and ``import mockdcp.cli`` in a fresh
+  interpreter (the interpreter's own start is not counted), and the heavy modules each
+  leaves imported (numpy, pyarrow, hypercorn, cryptography: none is wanted before use);
+* ``mockdcp serve --docs 0``: seconds from spawning it to its KV port accepting a
+  connection (polled every millisecond, on a port picked free beforehand) and to its
+  ready line, and whether its HTTP port accepts a connection at the ready line;
+* in-process ``mockdcp.serve(port=0, http_port=0)``, as the pytest fixture of a trio
+  test runs it: seconds from entering to the server being up, then to closed (the first
+  time in a process apart: it pays the imports left for first use), and
+  ``mockdcp.Server`` (the fixture of a plain test: a server in a thread) started and
+  stopped.
+
+Medians of ``--runs`` (at least 5 for the spawns: one is within the noise of a busy
+machine), with the samples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from mockdcp.cli.bench._harness import emit
+
+if TYPE_CHECKING:
+    import argparse
+
+#: modules ``import mockdcp`` must not pull in before they are used
+HEAVY_MODULES = ("numpy", "pyarrow", "hypercorn", "cryptography")
+
+_IMPORT_SCRIPT = """
+import json, sys, time
+t0 = time.perf_counter()
+import {module}
+seconds = time.perf_counter() - t0
+heavy = [m for m in {heavy!r} if m in sys.modules]
+print(json.dumps({{"seconds": seconds, "heavy": heavy}}))
+"""
+
+_IN_PROCESS_SCRIPT = """
+import json, time
+import trio
+import mockdcp
+
+async def once():
+    t0 = time.perf_counter()
+    async with mockdcp.serve(port=0, http_port=0) as server:
+        up = time.perf_counter() - t0
+        assert server.kv_port
+    return up, time.perf_counter() - t0
+
+first = trio.run(once)
+later = [trio.run(once) for _ in range({runs})]
+threads = []
+for _ in range({runs}):
+    t0 = time.perf_counter()
+    server = mockdcp.Server(port=0, http_port=0).start()
+    up = time.perf_counter() - t0
+    server.stop()
+    threads.append((up, time.perf_counter() - t0))
+print(json.dumps({{"first": first, "later": later, "threads": threads}}))
+"""
+
+
+def import_time(python: str, module: str) -> dict[str, Any]:
+    """``import MODULE`` in a fresh ``python``: its seconds and the heavy modules it
+    left imported."""
+    script = _IMPORT_SCRIPT.format(module=module, heavy=HEAVY_MODULES)
+    out = subprocess.run(
+        [python, "-c", script], capture_output=True, check=True, timeout=120
+    ).stdout
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.05):
+            return True
+    except OSError:
+        return False
+
+
+def serve_times(python: str, docs: int = 0) -> dict[str, Any]:
+    """``python -m mockdcp serve --docs DOCS``: seconds from spawning it to its KV port
+    accepting a connection and to its ready line, and whether its HTTP port accepted
+    one at the ready line."""
+    port, http_port = free_port(), free_port()
+    cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", str(http_port)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [*cmd, "--docs", str(docs), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ},
+    )
+    try:
+        while not _accepts(port):
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve exited ({proc.returncode}) before listening")
+            time.sleep(0.001)
+        listening = time.perf_counter() - t0
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        ready = time.perf_counter() - t0
+        if b"ready" not in line:
+            raise RuntimeError(f"serve did not become ready: {line!r}")
+        return {"kv_listening_s": listening, "ready_s": ready, "http_up": _accepts(http_port)}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def in_process_times(python: str, runs: int) -> dict[str, Any]:
+    """The in-process servers of the pytest fixtures (see the module docstring)."""
+    out = subprocess.run(
+        [python, "-c", _IN_PROCESS_SCRIPT.format(runs=runs)],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
+
+
+def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The figures (medians) and samples of ``python``'s mockdcp."""
+    spawns = max(runs, 5)
+    imports = {
+        m: [import_time(python, m) for _ in range(spawns)] for m in ("mockdcp", "mockdcp.cli")
+    }
+    serves = [serve_times(python) for _ in range(spawns)]
+    fixture = in_process_times(python, spawns)
+    figures = {
+        "import_mockdcp_s": statistics.median(r["seconds"] for r in imports["mockdcp"]),
+        "import_cli_s": statistics.median(r["seconds"] for r in imports["mockdcp.cli"]),
+        "import_heavy_modules": sorted(
+            {m for rs in imports.values() for r in rs for m in r["heavy"]}
+        ),
+        "serve_kv_listening_s": statistics.median(s["kv_listening_s"] for s in serves),
+        "serve_ready_s": statistics.median(s["ready_s"] for s in serves),
+        "serve_http_up_at_ready": all(s["http_up"] for s in serves),
+        "fixture_first_up_s": fixture["first"][0],
+        "fixture_up_s": statistics.median(up for up, _ in fixture["later"]),
+        "fixture_up_and_closed_s": statistics.median(t for _, t in fixture["later"]),
+        "thread_server_up_and_stopped_s": statistics.median(t for _, t in fixture["threads"]),
+    }
+    samples = {"imports": imports, "serve": serves, "in_process": fixture}
+    return figures, samples
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and report (see the module docstring)."""
+    figures, samples = measure(sys.executable, args.runs)
+    targets = {
+        "serve_kv_listening_s": "<= 0.25",
+        "fixture_up_and_closed_s": "<= 0.1",
+        "import_heavy_modules": "none",
+    }
+    return emit(args, "startup", {"python": sys.executable}, figures, samples, True, targets)
