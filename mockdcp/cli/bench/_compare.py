@@ -71,9 +71,7 @@ def refusal(args: argparse.Namespace) -> str | None:
 
 def _checkout() -> Path:
     """The git checkout the running mockdcp comes from."""
-    import mockdcp
-
-    root = Path(mockdcp.__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]  # mockdcp/cli/bench/_compare.py
     if not (root / ".git").exists():
         raise RuntimeError(f"{root} is not a git checkout: compare runs from a source tree")
     return root
