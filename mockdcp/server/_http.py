@@ -33,6 +33,7 @@ import importlib
 import ipaddress
 import logging
 import socket
+import sys
 from typing import TYPE_CHECKING, Any, cast
 
 import trio
@@ -150,8 +151,11 @@ class HttpService:
         """Serve until cancelled (hypercorn's trio worker on the bound sockets), as
         ``node`` (default: the server's first)."""
         # imported in a worker thread: imported here, they held the event loop (and so
-        # the KV port and ``mockdcp serve``'s ready line) for their 0.3 s
-        await trio.to_thread.run_sync(_import_http_stack, self.tls, abandon_on_cancel=True)
+        # the KV port and ``mockdcp serve``'s ready line) for their 0.3 s; once imported
+        # (a later server of the process) there is no thread to wait for
+        modules = _http_stack(self.tls)
+        if not all(name in sys.modules for name in modules):
+            await trio.to_thread.run_sync(_import_all, modules, abandon_on_cancel=True)
         from hypercorn.config import Config, Sockets
         from hypercorn.trio.run import worker_serve
         from hypercorn.utils import wrap_app
@@ -222,12 +226,16 @@ class HttpService:
         await trio.serve_listeners(connection, listeners)
 
 
-def _import_http_stack(tls: TlsSetup | None) -> None:
-    """Import what ``HttpService.run`` serves with (hypercorn, Starlette and the
+def _http_stack(tls: TlsSetup | None) -> list[str]:
+    """The modules ``HttpService.run`` serves with (hypercorn, Starlette and the
     application; with TLS what ``_serve_https`` adds)."""
     modules = ["hypercorn.config", "hypercorn.trio.run", "hypercorn.utils", "mockdcp.server._asgi"]
     if tls is not None:
         modules += ["hypercorn.trio.tcp_server", "hypercorn.trio.worker_context"]
+    return modules
+
+
+def _import_all(modules: list[str]) -> None:
     for name in modules:
         importlib.import_module(name)
 
