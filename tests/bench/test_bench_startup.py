@@ -33,6 +33,10 @@ def test_bench_startup_reports_import_listening_ready_and_fixture_times() -> Non
         "import_cli_s",
         "serve_kv_listening_s",
         "serve_ready_s",
+        "serve_ready_cpu_s",
+        "import_mockdcp_cpu_s",
+        "serve_default_docs_kv_listening_s",
+        "serve_default_docs_ready_s",
         "fixture_first_up_s",
         "fixture_up_s",
         "fixture_up_and_closed_s",
@@ -40,5 +44,6 @@ def test_bench_startup_reports_import_listening_ready_and_fixture_times() -> Non
     ):
         assert 0 < figures[name] < 60, name
     assert figures["serve_kv_listening_s"] <= figures["serve_ready_s"]
+    assert figures["serve_default_docs_kv_listening_s"] < figures["serve_default_docs_ready_s"]
     assert figures["serve_http_up_at_ready"] is True
     assert len(report["samples"]["serve"]) == 5  # at least five spawns

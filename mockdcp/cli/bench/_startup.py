@@ -5,7 +5,9 @@
   leaves imported (numpy, pyarrow, hypercorn, cryptography: none is wanted before use);
 * ``mockdcp serve --docs 0``: seconds from spawning it to its KV port accepting a
   connection (polled every millisecond, on a port picked free beforehand) and to its
-  ready line, and whether its HTTP port accepts a connection at the ready line;
+  ready line, and whether its HTTP port accepts a connection at the ready line; the
+  same for a plain ``mockdcp serve`` (its default 1,000 documents: the KV port listens,
+  holding connections, while they load);
 * in-process ``mockdcp.serve(port=0, http_port=0)``, as the pytest fixture of a trio
   test runs it: seconds from entering to the server being up, then to closed (the first
   time in a process apart: it pays the imports left for first use), and
@@ -97,15 +99,16 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def serve_times(python: str, docs: int = 0) -> dict[str, Any]:
+def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     """``python -m mockdcp serve --docs DOCS``: seconds from spawning it to its KV port
     accepting a connection and to its ready line, its CPU seconds then, and whether its
-    HTTP port accepted a connection at the ready line."""
+    HTTP port accepted a connection at the ready line (``docs`` None: no ``--docs``,
+    the default documents)."""
     port, http_port = free_port(), free_port()
     cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", str(http_port)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [*cmd, "--docs", str(docs), "--json"],
+        [*cmd, *([] if docs is None else ["--docs", str(docs)]), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env={**os.environ},
@@ -154,6 +157,8 @@ def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
         m: [import_time(python, m) for _ in range(spawns)] for m in ("mockdcp", "mockdcp.cli")
     }
     serves = [serve_times(python) for _ in range(spawns)]
+    # plain ``mockdcp serve``: its default documents loaded (connections held) first
+    defaults = [serve_times(python, None) for _ in range(spawns)]
     fixture = in_process_times(python, spawns)
     figures = {
         "import_mockdcp_s": statistics.median(r["seconds"] for r in imports["mockdcp"]),
@@ -167,12 +172,21 @@ def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
         # what a machine whose cores are not shared would wait, about (one thread)
         "serve_ready_cpu_s": statistics.median(s["ready_cpu_s"] for s in serves),
         "serve_http_up_at_ready": all(s["http_up"] for s in serves),
+        "serve_default_docs_kv_listening_s": statistics.median(
+            s["kv_listening_s"] for s in defaults
+        ),
+        "serve_default_docs_ready_s": statistics.median(s["ready_s"] for s in defaults),
         "fixture_first_up_s": fixture["first"][0],
         "fixture_up_s": statistics.median(up for up, _ in fixture["later"]),
         "fixture_up_and_closed_s": statistics.median(t for _, t in fixture["later"]),
         "thread_server_up_and_stopped_s": statistics.median(t for _, t in fixture["threads"]),
     }
-    samples = {"imports": imports, "serve": serves, "in_process": fixture}
+    samples = {
+        "imports": imports,
+        "serve": serves,
+        "serve_default_docs": defaults,
+        "in_process": fixture,
+    }
     return figures, samples
 
 
