@@ -54,3 +54,17 @@ def test_the_http_stack_is_imported_off_the_event_loop_and_a_scenario_only_for_o
     on_main_thread = report["on_main_thread"]
     assert {"hypercorn", "starlette"} <= set(on_main_thread)
     assert not any(on_main_thread.values()), on_main_thread
+
+
+def test_import_mockdcp_leaves_the_server_until_it_is_used() -> None:
+    # pytest imports mockdcp at every start (the plugin's pytest11 entry point)
+    script = (
+        "import json, sys, mockdcp\n"
+        "before = sorted(m for m in ('trio', 'mockdcp.server') if m in sys.modules)\n"
+        "from mockdcp.server import Server, serve\n"
+        "print(json.dumps([before, mockdcp.serve is serve, mockdcp.Server is Server]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
+    ).stdout
+    assert json.loads(out) == [[], True, True]
