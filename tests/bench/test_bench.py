@@ -104,3 +104,27 @@ def test_bench_refuses_two_modes_at_once() -> None:
     assert b"one mode at a time: --cold, --docs" in bench_refusal("--cold", "--docs", "10")
     assert b"--cold selects mode cold, not docs" in bench_refusal("docs", "--cold")
     assert b"mockdcp bench docs --items N" in bench_refusal("--docs", "10", "--items", "20")
+
+
+@pytest.mark.parametrize(
+    "spelling", [("cluster", "--nodes", "2"), ("--nodes", "2")], ids=["mode", "earlier"]
+)
+def test_bench_cluster_streams_from_every_node_against_one(spelling: tuple[str, ...]) -> None:
+    report = bench_report(*spelling, "--replicas", "1", "--items", "4000", "--vbuckets", "8")
+    assert report["mode"] == "cluster"
+    assert report["complete"] is True
+    assert report["params"]["nodes"] == 2
+    figures = report["figures"]
+    assert figures["cluster_events_per_s"] > 0
+    assert figures["events_per_s"] > 0
+    assert figures["cluster_ratio"] > 0
+    assert figures["replica_bytes_per_item"] > 0
+    assert figures["load_with_replicas_ratio"] >= 1
+
+
+def test_bench_rebalance_times_a_rebalance_and_the_consumer_catching_up() -> None:
+    report = bench_report("--rebalance", "--nodes", "2", "--items", "2000", "--vbuckets", "8")
+    assert report["mode"] == "rebalance"
+    figures = report["figures"]
+    assert 0 < figures["rebalance_s"] <= figures["consumer_holds_oracle_after_s"]
+    assert b"1 replica(s) need more nodes" in bench_refusal("rebalance", "--replicas", "1")
