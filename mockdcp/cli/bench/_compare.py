@@ -24,7 +24,12 @@ imports the checkout it was started from.
 
 Every process reads its bytecode from the bench's cache (``_harness.bytecode_cached``),
 as installed copies read what pip compiled. Each path's ratio is new over old as a
-speed: a rate's new/old, a time's old/new; 1.0 or more is no regression.
+speed: a rate's new/old, a time's old/new; 1.0 or more is no regression. Each path also
+has a ``_cpu`` twin: the rate per CPU second of the server (``mockdcp bench``'s
+``events_per_server_cpu_s``; for ``serve --docs``, the server process's CPU seconds
+while the consumer streams, from ``/proc``) or the time in CPU seconds (the server's at
+its ready line, the importing process's): where other work shares the cores, wall-clock
+samples vary several-fold from round to round, these much less.
 """
 
 from __future__ import annotations
@@ -41,24 +46,35 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mockdcp.cli.bench._harness import bytecode_cached, emit
+from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
 from mockdcp.cli.bench._startup import free_port, import_time
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
-#: the paths and whether each is a time (its ratio is then old/new)
+#: the paths and whether each is a time (its ratio is then old/new); each ``*_cpu``
+#: path is its wall-clock twin per CPU second of the server (a rate) or in its CPU
+#: seconds (a time): on a machine shared with other work, the figures to read
 PATHS = {
     "memory": False,
+    "memory_cpu": False,
     "disk": False,
+    "disk_cpu": False,
     "legacy": False,
+    "legacy_cpu": False,
     "docs_aware": False,
+    "docs_aware_cpu": False,
     "docs_legacy": False,
+    "docs_legacy_cpu": False,
     "docs_ready": True,
+    "docs_ready_cpu": True,
     "startup": True,
+    "startup_cpu": True,
     "import": True,
+    "import_cpu": True,
     "import_server": True,
+    "import_server_cpu": True,
 }
 
 #: the default size of a compare: what a busy two-core machine measures in minutes
@@ -145,8 +161,9 @@ def install(root: Path, commit: str, cache: Path) -> tuple[str, str]:
     return str(python), how
 
 
-def _bench_rate(python: str, items: int, vbuckets: int, *flags: str) -> float:
-    """events/s of ``python -m mockdcp bench --items N`` (a report of either shape)."""
+def _bench_rates(python: str, items: int, vbuckets: int, *flags: str) -> tuple[float, float]:
+    """events/s and events per server CPU second of ``python -m mockdcp bench --items
+    N`` (a report of either shape: the bench before the modes, or a mode's)."""
     out = subprocess.run(
         [
             *(python, "-m", "mockdcp", "bench", "--items", str(items)),
@@ -157,11 +174,16 @@ def _bench_rate(python: str, items: int, vbuckets: int, *flags: str) -> float:
         timeout=1800,
     ).stdout
     report = json.loads(out.splitlines()[-1])
-    return float(report.get("figures", report)["events_per_s"])
+    figures = report.get("figures", report)
+    return float(figures["events_per_s"]), float(figures["events_per_server_cpu_s"])
 
 
-def _consume(port: int, items: int, vbuckets: int, legacy: bool) -> float:
-    """events/s of the working tree's bench consumer streaming ``items`` from ``port``."""
+def _consume(
+    port: int, items: int, vbuckets: int, legacy: bool, server: int
+) -> tuple[float, float]:
+    """events/s of the working tree's bench consumer streaming ``items`` from ``port``,
+    and events per CPU second of the server (process ``server``) meanwhile."""
+    c0 = cpu_seconds_of(server)
     out = subprocess.run(
         [
             *(sys.executable, "-m", "mockdcp.cli.bench._consumer", "--port", str(port)),
@@ -172,15 +194,18 @@ def _consume(port: int, items: int, vbuckets: int, legacy: bool) -> float:
         check=True,
         timeout=1800,
     ).stdout
+    cpu = cpu_seconds_of(server) - c0
     report = json.loads(out.splitlines()[-1])
     if report["events"] != items:
         raise RuntimeError(f"the consumer got {report['events']} of {items} documents")
-    return float(report["events"] / report["seconds"])
+    return float(report["events"] / report["seconds"]), items / max(cpu, 0.01)
 
 
-def _served(python: str, docs: int, vbuckets: int) -> dict[str, float]:
-    """``python -m mockdcp serve --docs DOCS``: seconds to its ready line, then events/s
-    of a collection-aware and of a legacy consumer streaming every document."""
+def _spawn_ready(
+    python: str, docs: int, vbuckets: int
+) -> tuple[subprocess.Popen[bytes], int, float, float]:
+    """``python -m mockdcp serve --docs DOCS`` spawned and read to its ready line: the
+    process, its KV port, and the seconds and its CPU seconds to that line."""
     cmd = [python, "-m", "mockdcp", "serve", "--port", "0", "--http-port", str(free_port())]
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -188,54 +213,65 @@ def _served(python: str, docs: int, vbuckets: int) -> dict[str, float]:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    ready = time.perf_counter() - t0
+    cpu = cpu_seconds_of(proc.pid)
+    if b"ready" not in line:
+        proc.terminate()
+        proc.wait(30)
+        raise RuntimeError(f"serve did not become ready: {line!r}")
+    return proc, int(json.loads(line)["kv_port"]), ready, cpu
+
+
+def _served(python: str, docs: int, vbuckets: int) -> dict[str, float]:
+    """``python -m mockdcp serve --docs DOCS``: seconds (and CPU seconds) to its ready
+    line, then events/s (and per server CPU second) of a collection-aware and of a
+    legacy consumer streaming every document."""
+    proc, port, ready, ready_cpu = _spawn_ready(python, docs, vbuckets)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        ready = time.perf_counter() - t0
-        if b"ready" not in line:
-            raise RuntimeError(f"serve did not become ready: {line!r}")
-        port = int(json.loads(line)["kv_port"])
+        aware, aware_cpu = _consume(port, docs, vbuckets, False, proc.pid)
+        legacy, legacy_cpu = _consume(port, docs, vbuckets, True, proc.pid)
         return {
             "docs_ready": ready,
-            "docs_aware": _consume(port, docs, vbuckets, legacy=False),
-            "docs_legacy": _consume(port, docs, vbuckets, legacy=True),
+            "docs_ready_cpu": ready_cpu,
+            "docs_aware": aware,
+            "docs_aware_cpu": aware_cpu,
+            "docs_legacy": legacy,
+            "docs_legacy_cpu": legacy_cpu,
         }
     finally:
         proc.terminate()
         proc.wait(30)
 
 
-def _ready(python: str) -> float:
-    """Seconds from spawning ``python -m mockdcp serve --docs 0`` to its ready line."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [python, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0", "--docs", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+def _ready(python: str) -> tuple[float, float]:
+    """Seconds and CPU seconds from spawning ``python -m mockdcp serve --docs 0`` to its
+    ready line."""
+    proc, _, ready, cpu = _spawn_ready(python, 0, 1024)
+    proc.terminate()
+    proc.wait(30)
+    return ready, cpu
+
+
+def _imports(python: str, module: str) -> tuple[float, float]:
+    """Seconds and CPU seconds of ``import MODULE`` (medians of 3)."""
+    runs = [import_time(python, module) for _ in range(3)]
+    return statistics.median(r["seconds"] for r in runs), statistics.median(
+        r["cpu_s"] for r in runs
     )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if b"ready" not in line:
-            raise RuntimeError(f"serve did not become ready: {line!r}")
-        return time.perf_counter() - t0
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def measure_round(python: str, items: int, vbuckets: int) -> dict[str, float]:
     """Every path once with ``python``'s mockdcp."""
-    figures = {
-        "startup": statistics.median(_ready(python) for _ in range(3)),
-        "import": statistics.median(import_time(python, "mockdcp")["seconds"] for _ in range(3)),
-        "import_server": statistics.median(
-            import_time(python, "mockdcp.server")["seconds"] for _ in range(3)
-        ),
-        "memory": _bench_rate(python, items, vbuckets),
-        "disk": _bench_rate(python, items, vbuckets, "--from-disk"),
-        "legacy": _bench_rate(python, items, vbuckets, "--legacy"),
-    }
+    figures: dict[str, float] = {}
+    starts = [_ready(python) for _ in range(3)]
+    figures["startup"] = statistics.median(wall for wall, _ in starts)
+    figures["startup_cpu"] = statistics.median(cpu for _, cpu in starts)
+    figures["import"], figures["import_cpu"] = _imports(python, "mockdcp")
+    figures["import_server"], figures["import_server_cpu"] = _imports(python, "mockdcp.server")
+    for path, flags in (("memory", ()), ("disk", ("--from-disk",)), ("legacy", ("--legacy",))):
+        figures[path], figures[f"{path}_cpu"] = _bench_rates(python, items, vbuckets, *flags)
     figures.update(_served(python, items, vbuckets))
     return figures
 
@@ -286,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
         with bytecode_cached():
             for python in (old, sys.executable):  # the bytecode cache filled, not timed
                 _ready(python)
+                import_time(python, "mockdcp.server")
             samples = compare(
                 old, sys.executable, args.runs, lambda py: measure_round(py, items, args.vbuckets)
             )
