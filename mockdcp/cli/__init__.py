@@ -1,8 +1,8 @@
 """The ``mockdcp`` commands: the argument parser (``_main``), serving and tailing
 (``_commands``), scenarios (``_scenario_commands``, the live view ``_live``), the Spark
-pipeline's commands (``_pipeline_commands``) and the benchmark (``_bench``, its consumer
-process ``_bench_consumer``). The top layer: it imports every other package, and none
-imports it.
+pipeline's commands (``_pipeline_commands``) and the benchmark (the package ``bench``:
+a module per mode, its consumer process ``bench._consumer``). The top layer: it imports
+every other package, and none imports it.
 """
 
 from __future__ import annotations

@@ -427,110 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_pipeline_parsers(sub)
 
-    bench = sub.add_parser("bench", help="streaming throughput, startup time and memory")
-    bench.add_argument("--items", type=_int_in(1), default=1_000_000)
-    bench.add_argument("--value-size", type=_int_in(16), default=256, help="bytes (>= 16)")
-    bench.add_argument("--vbuckets", type=_int_in(1, 1024), default=64)
-    bench.add_argument("--runs", type=_int_in(1), default=3)
-    bench.add_argument(
-        "--cold",
-        action="store_true",
-        help="load the items into the cold tier (Bucket.cold_load) and report its bytes per "
-        "item beyond key and value, load rate and events/s backfilling it from disk (JSON)",
-    )
-    bench.add_argument(
-        "--docs",
-        type=_int_in(1),
-        default=0,
-        metavar="N",
-        help="load N generated documents as serve --docs does (the cold tier) and report "
-        "resident bytes per document beyond key and value, load rate, time to ready and "
-        "events/s streaming them, collection-aware and legacy (JSON)",
-    )
-    bench.add_argument(
-        "--corpus",
-        metavar="DIR",
-        help="with --on-disk: import this corpus (timed), then report time to ready with the "
-        "import reused, resident memory and events/s backfilling it (JSON)",
-    )
-    bench.add_argument("--on-disk", action="store_true", help="see --corpus")
-    bench.add_argument(
-        "--from-disk",
-        action="store_true",
-        help="persist the bucket before streaming, so the stream backfills from disk",
-    )
-    bench.add_argument(
-        "--consumers",
-        type=_int_in(1, 1000),
-        default=1,
-        help="connections streaming every item at once (one consumer process)",
-    )
-    bench.add_argument(
-        "--legacy",
-        action="store_true",
-        help="the consumer does not negotiate collections (java-dcp-client, gocbcore defaults)",
-    )
-    bench.add_argument(
-        "--filter",
-        action="store_true",
-        help="items spread over 4 collections; the consumer streams one (a collection filter)",
-    )
-    bench.add_argument(
-        "--stream-ids",
-        type=_int_in(1, 4),
-        nargs="?",
-        const=2,
-        default=0,
-        metavar="N",
-        help="N streams per vbucket with stream-ids (default 2); with --filter each "
-        "streams its own collection, without it each gets every item",
-    )
-    bench.add_argument(
-        "--tls",
-        action="store_true",
-        help="stream over TLS (a CA of its own, in a temporary directory)",
-    )
-    bench.add_argument(
-        "--nodes",
-        type=_int_in(1, 16),
-        default=1,
-        help="serve from this many nodes: one consumer with a connection per node, each "
-        "streaming the vbuckets active there, against one node in the same run",
-    )
-    bench.add_argument(
-        "--replicas", type=_int_in(0, 3), default=0, help="replicas of each vbucket (--nodes)"
-    )
-    bench.add_argument(
-        "--rebalance",
-        action="store_true",
-        help="time a rebalance from --nodes to one more while the reference cluster "
-        "consumer streams, and until it holds the oracle",
-    )
-    bench.add_argument(
-        "--history",
-        type=_int_in(1, 1000),
-        nargs="?",
-        const=4,
-        default=0,
-        metavar="N",
-        help="a Magma bucket keeping history: each key written N times (default 4), every "
-        "revision streamed to a change-streams consumer (from memory, or --from-disk)",
-    )
-    bench.add_argument(
-        "--storage",
-        choices=("couchstore", "magma"),
-        default=None,
-        help="the bucket's backend: magma goes with --history (only Magma keeps history)",
-    )
-    bench.add_argument(
-        "--durable",
-        type=float,
-        default=0.0,
-        metavar="F",
-        help="a fraction F (0..1) of the writes durable (prepare + commit), streamed to a "
-        "consumer without sync writes, against as many plain writes",
-    )
-    bench.add_argument("--json", action="store_true")
+    from mockdcp.cli.bench import add_bench_parser
+
+    add_bench_parser(sub, _int_in)
     return parser
 
 
@@ -574,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_check(args)
     if args.command == "bench":
-        from mockdcp.cli._bench import run_bench
+        from mockdcp.cli.bench import run_bench
 
         return run_bench(args)
     if args.command in ("corpus", "oracle", "verify"):

@@ -1,10 +1,14 @@
 """The bucket model of a data node: vbuckets, checkpoints, dedup, disk, purge, failover;
 and of a cluster of them: the vbucket map, replica copies, rebalance and failover.
 
-Pure: no I/O and no clock of its own (time comes from the injected clock).
+Pure: no I/O and no clock of its own (time comes from the injected clock). The cold
+tier and the disk segments (numpy's arrays) load on first use (``__getattr__``):
+serving an empty bucket, or a bucket written key by key, does not import numpy.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from mockdcp.model._bucket import Bucket as Bucket
 from mockdcp.model._checkpoint import (
@@ -16,19 +20,6 @@ from mockdcp.model._cluster import (
     Cluster as Cluster,
     NodeListener as NodeListener,
     NodeView as NodeView,
-)
-from mockdcp.model._cold import (
-    HEAD as HEAD,
-    HEAD_DTYPE as HEAD_DTYPE,
-    ColdSegment as ColdSegment,
-    build_tags as build_tags,
-)
-from mockdcp.model._disk_segment import (
-    DiskSegment as DiskSegment,
-    crc32_keys as crc32_keys,
-    on_disk_changes as on_disk_changes,
-    stable_key_hash as stable_key_hash,
-    stable_key_hashes as stable_key_hashes,
 )
 from mockdcp.model._documents import (
     Documents as Documents,
@@ -73,3 +64,32 @@ from mockdcp.model._vbmap import (
     VBucketMove as VBucketMove,
 )
 from mockdcp.model._vbucket import DiskSnapshot as DiskSnapshot, VBucket as VBucket
+from mockdcp.util import lazy_getattr
+
+if TYPE_CHECKING:
+    from mockdcp.model._cold import (
+        HEAD as HEAD,
+        HEAD_DTYPE as HEAD_DTYPE,
+        ColdSegment as ColdSegment,
+        build_tags as build_tags,
+    )
+    from mockdcp.model._disk_segment import (
+        DiskSegment as DiskSegment,
+        crc32_keys as crc32_keys,
+        on_disk_changes as on_disk_changes,
+        stable_key_hash as stable_key_hash,
+        stable_key_hashes as stable_key_hashes,
+    )
+else:
+    _LAZY = {
+        "HEAD": "_cold",
+        "HEAD_DTYPE": "_cold",
+        "ColdSegment": "_cold",
+        "build_tags": "_cold",
+        "DiskSegment": "_disk_segment",
+        "crc32_keys": "_disk_segment",
+        "on_disk_changes": "_disk_segment",
+        "stable_key_hash": "_disk_segment",
+        "stable_key_hashes": "_disk_segment",
+    }
+    __getattr__ = lazy_getattr(__name__, _LAZY, globals())

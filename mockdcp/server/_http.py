@@ -2,9 +2,10 @@
 
 The listening sockets are bound (and listening) before ``serve()`` reports ready, so
 port 0 works and the node knows its port for the cluster map; hypercorn's trio worker,
-with the Starlette application of ``_asgi.py``, is imported and started afterwards, in
-the background (about 0.1 s of imports kept off ``mockdcp serve``'s path to "ready"). A
-request that arrives before then waits in the listen backlog.
+with the Starlette application of ``_asgi.py``, is imported in a worker thread and started
+afterwards (about 0.3 s of imports kept off the event loop, so off ``mockdcp serve``'s
+path to "ready" and off the KV port). A request that arrives before then waits in the
+listen backlog.
 
 Limits (a bad client costs its own connection, never the server's):
 
@@ -28,9 +29,11 @@ that user's for every request on it (``certificate_users``, read by the guard of
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import logging
 import socket
+import sys
 from typing import TYPE_CHECKING, Any, cast
 
 import trio
@@ -147,6 +150,12 @@ class HttpService:
     ) -> None:
         """Serve until cancelled (hypercorn's trio worker on the bound sockets), as
         ``node`` (default: the server's first)."""
+        # imported in a worker thread: imported here, they held the event loop (and so
+        # the KV port and ``mockdcp serve``'s ready line) for their 0.3 s; once imported
+        # (a later server of the process) there is no thread to wait for
+        modules = _http_stack(self.tls)
+        if not all(name in sys.modules for name in modules):
+            await trio.to_thread.run_sync(_import_all, modules, abandon_on_cancel=True)
         from hypercorn.config import Config, Sockets
         from hypercorn.trio.run import worker_serve
         from hypercorn.utils import wrap_app
@@ -215,6 +224,20 @@ class HttpService:
             trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in self.https_sockets
         ]
         await trio.serve_listeners(connection, listeners)
+
+
+def _http_stack(tls: TlsSetup | None) -> list[str]:
+    """The modules ``HttpService.run`` serves with (hypercorn, Starlette and the
+    application; with TLS what ``_serve_https`` adds)."""
+    modules = ["hypercorn.config", "hypercorn.trio.run", "hypercorn.utils", "mockdcp.server._asgi"]
+    if tls is not None:
+        modules += ["hypercorn.trio.tcp_server", "hypercorn.trio.worker_context"]
+    return modules
+
+
+def _import_all(modules: list[str]) -> None:
+    for name in modules:
+        importlib.import_module(name)
 
 
 def _address(sockaddr: Any) -> tuple[str, int]:  # noqa: ANN401 - an AF_INET or AF_INET6 address

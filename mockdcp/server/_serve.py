@@ -494,9 +494,11 @@ async def _load_documents(server: MockDcpServer, docs: int) -> None:
 
 
 def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenario | None:
+    if scenario is None:  # the scenario package (0.1 s of imports) only for a scenario
+        return None
     from mockdcp.scenario import Scenario, load_scenario
 
-    if scenario is None or isinstance(scenario, Scenario):
+    if isinstance(scenario, Scenario):
         return scenario
     return load_scenario(os.fspath(scenario))
 

@@ -7,16 +7,22 @@ import subprocess
 import sys
 from typing import Any
 
+#: the keys of every mode's report (``mockdcp.cli.bench._harness.emit``)
+REPORT_KEYS = {"mode", "runs", "params", "figures", "samples", "complete"}
+
 
 def bench_report(*options: str) -> dict[str, Any]:
-    """The JSON report of ``mockdcp bench --runs 1 --json OPTIONS`` (which must succeed)."""
+    """The JSON report of ``mockdcp bench OPTIONS --runs 1 --json`` (which must succeed),
+    checked for the shape every mode shares."""
     result = subprocess.run(
-        [sys.executable, "-m", "mockdcp", "bench", "--runs", "1", "--json", *options],
+        [sys.executable, "-m", "mockdcp", "bench", *options, "--runs", "1", "--json"],
         capture_output=True,
         timeout=300,
         check=True,
     )
     report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
+    assert set(report) == REPORT_KEYS, report
+    assert report["runs"] == 1
     return report
 
 

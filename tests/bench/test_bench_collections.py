@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from mockdcp.cli._bench import BENCH_COLLECTIONS, load_bucket, stream_plan
-from mockdcp.cli._bench_consumer import bench_streams
+from mockdcp.cli.bench._consumer import bench_streams
+from mockdcp.cli.bench._harness import BENCH_COLLECTIONS, load_bucket, stream_plan
 from mockdcp.client import StreamFilter
 from tests.bench._run import bench_refusal, bench_report
 
@@ -44,27 +44,32 @@ class TestBenchStreams:
         assert bench_streams([], 0) == ()
 
 
+@pytest.mark.full
 def test_bench_streams_one_collection_through_a_filter() -> None:
     report = bench_report("--vbuckets", "4", "--items", "8000", "--filter")
-    assert report["filter"] is True
-    assert report["streamed_items"] == 2000
-    assert report["events_per_s"] > 0
-    assert report["bucket_items_per_s"] > report["events_per_s"]  # it walked 4x as many
+    assert report["params"]["filter"] is True
+    figures = report["figures"]
+    assert figures["streamed_items"] == 2000
+    assert figures["events_per_s"] > 0
+    assert figures["bucket_items_per_s"] > figures["events_per_s"]  # it walked 4x as many
 
 
+@pytest.mark.full
 @pytest.mark.parametrize(("filtered", "streamed"), [(False, 8000), (True, 2000)])
 def test_bench_streams_two_stream_ids_per_vbucket(filtered: bool, streamed: int) -> None:
     report = bench_report(
         "--vbuckets", "4", "--items", "4000", "--stream-ids", *(["--filter"] if filtered else [])
     )
-    assert report["stream_ids"] == 2
-    assert report["streamed_items"] == streamed
-    assert report["events_per_s"] > 0
+    assert report["params"]["stream_ids"] == 2
+    assert report["figures"]["streamed_items"] == streamed
+    assert report["figures"]["events_per_s"] > 0
 
 
+@pytest.mark.full
 def test_bench_refuses_a_filter_for_a_legacy_consumer() -> None:
     assert b"need collections" in bench_refusal("--legacy", "--filter")
 
 
+@pytest.mark.full
 def test_bench_refuses_more_stream_ids_than_collections() -> None:
     assert b"--stream-ids: 5 is not 1..4" in bench_refusal("--stream-ids", "5")

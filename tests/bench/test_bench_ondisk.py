@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
+import pytest
 
 from mockdcp.pipeline import CorpusSpec, generate_partition
 from tests.bench._run import bench_refusal, bench_report
@@ -13,7 +14,7 @@ from tests.bench._run import bench_refusal, bench_report
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import pytest
+pytestmark = pytest.mark.full
 
 
 def test_bench_on_disk_reports_import_ready_memory_and_backfill_figures(
@@ -25,16 +26,19 @@ def test_bench_on_disk_reports_import_ready_memory_and_backfill_figures(
     corpus.mkdir()
     for p in range(spec.num_partitions):
         pq.write_table(generate_partition(spec, p), corpus / f"part-{p:05d}.parquet")
-    report = bench_report("--corpus", str(corpus), "--on-disk", "--vbuckets", "8")
+    report = bench_report("corpus", "--corpus", str(corpus), "--vbuckets", "8")
+    assert report["mode"] == "corpus"
     assert report["complete"] is True
-    assert 0 < report["documents"] <= 2000
-    assert report["import_s"] > 0
-    assert 0 < report["ready_s"] < 60
-    assert report["ready_rss_anon_bytes"] > 0
-    assert report["disk_events_per_s"] > 0
-    assert report["legacy_disk_events_per_s"] > 0
+    figures = report["figures"]
+    assert 0 < figures["documents"] <= 2000
+    assert figures["import_s"] > 0
+    assert 0 < figures["ready_s"] < 60
+    assert figures["ready_rss_anon_bytes"] > 0
+    assert figures["disk_events_per_s"] > 0
+    assert figures["legacy_disk_events_per_s"] > 0
     assert list(tmp_path.glob("bench-*")) == []  # the bench's import is removed
 
 
 def test_bench_on_disk_needs_a_corpus() -> None:
-    assert b"--corpus DIR --on-disk go together" in bench_refusal("--on-disk")
+    assert b"now spelled: mockdcp bench corpus --corpus DIR" in bench_refusal("--on-disk")
+    assert b"corpus needs --corpus DIR" in bench_refusal("corpus")

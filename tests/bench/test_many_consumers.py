@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 VBUCKETS = 64
+pytestmark = pytest.mark.full
+
 #: 2,000 documents (not the issue's 20,000): 200 consumers of 20,000 would be 4 million
 #: events through the Python reference consumer, minutes on a 2-core machine.
 DOCS = 2_000

@@ -1,6 +1,7 @@
-"""``mockdcp bench --corpus DIR --on-disk``: a corpus served from its import's files.
+"""``mockdcp bench corpus --corpus DIR``: a corpus served from its import's files
+(``serve --corpus DIR --on-disk``).
 
-Reports (JSON): the import's seconds (the first start: into a private cache directory,
+Figures: the import's seconds (the first start: into a private cache directory,
 removed at the end), the seconds from spawning ``mockdcp serve --corpus DIR --on-disk``
 to its ready line with the import reused, and that server's resident memory once
 ready; then, in this process, the resident memory of the bucket on disk and events/s of
@@ -14,7 +15,6 @@ them again).
 from __future__ import annotations
 
 import gc
-import json
 import os
 import shutil
 import statistics
@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mockdcp.cli.bench._harness import emit, stream_once
 
 if TYPE_CHECKING:
     import argparse
@@ -65,10 +67,17 @@ def measure_ready(corpus: str, vbuckets: int, cache: Path) -> tuple[float, dict[
         proc.wait(30)
 
 
-def run_ondisk_bench(args: argparse.Namespace) -> int:
+def refusal(args: argparse.Namespace) -> str | None:
+    """Why these options cannot be measured together (None: they can)."""
+    if not args.corpus:
+        return "corpus needs --corpus DIR (a directory of Parquet files)"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and report (see the module docstring)."""
     import trio
 
-    from mockdcp.cli._bench import _stream_once
     from mockdcp.data import cache_root, load_on_disk
     from mockdcp.model import Bucket
 
@@ -99,19 +108,17 @@ def run_ondisk_bench(args: argparse.Namespace) -> int:
         complete = []
         for _ in range(args.runs):
             for legacy_consumer, rates in ((False, aware), (True, legacy)):
-                result = trio.run(_stream_once, bucket, docs, args.vbuckets, legacy_consumer)
+                result = trio.run(stream_once, bucket, docs, args.vbuckets, legacy_consumer)
                 rates.append(result["events"] / result["seconds"])
                 peaks.append(result["server_peak_rss"])
-                complete.append(result["complete"])
+                complete.append(bool(result["complete"]))
         after = rss_parts()
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    report: dict[str, Any] = {
-        "corpus": str(corpus),
+    params = {"corpus": str(corpus), "vbuckets": args.vbuckets}
+    figures: dict[str, Any] = {
         "documents": docs,
         "rows": first.rows,
-        "vbuckets": args.vbuckets,
-        "runs": args.runs,
         "import_s": first.seconds,
         "ready_s": statistics.median(ready),
         "ready_rss_anon_bytes": statistics.median(r["RssAnon"] for r in ready_rss),
@@ -123,8 +130,6 @@ def run_ondisk_bench(args: argparse.Namespace) -> int:
         "streaming_peak_rss_bytes": max(peaks),
         "streamed_rss_anon_bytes": after["RssAnon"],
         "streamed_rss_file_bytes": after["RssFile"],
-        "complete": all(complete),
-        "samples": {"ready_s": ready, "events_per_s": aware, "legacy_events_per_s": legacy},
     }
-    print(json.dumps(report))
-    return 0 if report["complete"] else 1
+    samples = {"ready_s": ready, "events_per_s": aware, "legacy_events_per_s": legacy}
+    return emit(args, "corpus", params, figures, samples, all(complete))

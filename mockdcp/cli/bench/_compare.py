@@ -1,0 +1,340 @@
+"""``mockdcp bench compare REF``: a git ref (an earlier release) against the working
+tree, side by side on the same machine, so that no regression goes unseen.
+
+REF's tree (``git archive``) is installed into a virtual environment of its own under
+``$MOCKDCP_CACHE/bench-compare/<commit>`` (kept: the next compare of that commit reuses
+it): ``pip install --no-deps --no-index`` with the running interpreter's packages
+visible to it (a ``.pth`` file), else, where pip cannot build offline (no ``wheel``),
+the package directory copied in as a wheel of a pure-Python package would lay it out.
+Its dependencies are the working tree's: the comparison is of mockdcp's code.
+
+Each of ``--runs`` rounds measures every default path with both installs, the order
+alternating from round to round (old first, then new first): a machine whose load
+drifts weighs on both alike. Every process runs in a neutral directory, so that neither
+imports the checkout it was started from.
+
+* ``memory``, ``disk``, ``legacy``: events/s of ``mockdcp bench --items N`` (the spelling
+  both understand), with ``--from-disk`` and ``--legacy``;
+* ``docs_aware``, ``docs_legacy``: ``mockdcp serve --docs N`` streamed by the working
+  tree's bench consumer (the instrument stays the same), collection-aware and legacy;
+  ``docs_ready``: seconds to that server's ready line;
+* ``startup``: seconds from spawning ``mockdcp serve --docs 0`` to its ready line;
+  ``import``: seconds of ``import mockdcp``; ``import_server``: of ``import
+  mockdcp.server`` (what serving needs, whatever ``import mockdcp`` leaves for later).
+
+Every process reads its bytecode from the bench's cache (``_harness.bytecode_cached``),
+as installed copies read what pip compiled. Each path's ratio is new over old as a
+speed: a rate's new/old, a time's old/new; 1.0 or more is no regression. Each path also
+has a ``_cpu`` twin: the rate per CPU second of the server (``mockdcp bench``'s
+``events_per_server_cpu_s``; for ``serve --docs``, the server process's CPU seconds
+while the consumer streams, from ``/proc``) or the time in CPU seconds (the server's at
+its ready line, the importing process's): where other work shares the cores, wall-clock
+samples vary several-fold from round to round, these much less.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
+from mockdcp.cli.bench._startup import free_port, import_time
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+#: the paths and whether each is a time (its ratio is then old/new); each ``*_cpu``
+#: path is its wall-clock twin per CPU second of the server (a rate) or in its CPU
+#: seconds (a time): on a machine shared with other work, the figures to read
+PATHS = {
+    "memory": False,
+    "memory_cpu": False,
+    "disk": False,
+    "disk_cpu": False,
+    "legacy": False,
+    "legacy_cpu": False,
+    "docs_aware": False,
+    "docs_aware_cpu": False,
+    "docs_legacy": False,
+    "docs_legacy_cpu": False,
+    "docs_ready": True,
+    "docs_ready_cpu": True,
+    "startup": True,
+    "startup_cpu": True,
+    "import": True,
+    "import_cpu": True,
+    "import_server": True,
+    "import_server_cpu": True,
+}
+
+#: the default size of a compare: what a busy two-core machine measures in minutes
+COMPARE_ITEMS = 100_000
+
+
+def refusal(args: argparse.Namespace) -> str | None:
+    """Why these options cannot be measured together (None: they can)."""
+    if args.ref is None:
+        return "give the git ref to compare with: mockdcp bench compare REF"
+    return None
+
+
+def _checkout() -> Path:
+    """The git checkout the running mockdcp comes from."""
+    root = Path(__file__).resolve().parents[3]  # mockdcp/cli/bench/_compare.py
+    if not (root / ".git").exists():
+        raise RuntimeError(f"{root} is not a git checkout: compare runs from a source tree")
+    return root
+
+
+def _git(root: Path, *argv: str) -> bytes:
+    return subprocess.run(["git", "-C", str(root), *argv], capture_output=True, check=True).stdout
+
+
+def commit_of(root: Path, ref: str) -> str:
+    """The commit ``ref`` names (a ``ValueError`` when it names none)."""
+    try:
+        return _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}").decode().strip()
+    except subprocess.CalledProcessError:
+        raise ValueError(f"{ref!r} names no commit of {root}") from None
+
+
+def _site_packages(venv: Path) -> Path:
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return venv / "lib" / version / "site-packages"
+
+
+def install(root: Path, commit: str, cache: Path) -> tuple[str, str]:
+    """The python of an environment holding ``commit``'s mockdcp (made once per commit,
+    then reused), and how it was installed (``pip`` or ``copy``)."""
+    home = cache / commit
+    python = home / "venv" / "bin" / "python"
+    done = home / "installed"
+    if done.exists():
+        return str(python), done.read_text().strip()
+    shutil.rmtree(home, ignore_errors=True)
+    src = home / "src"
+    src.mkdir(parents=True)
+    archive = _git(root, "archive", "--format=tar", commit)
+    with tempfile.TemporaryFile() as tar_file:
+        tar_file.write(archive)
+        tar_file.seek(0)
+        with tarfile.open(fileobj=tar_file) as tar:
+            tar.extractall(src, filter="data")
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(home / "venv")], check=True)
+    site_dir = _site_packages(home / "venv")
+    # the working tree's dependencies (and build backend), after the venv's own packages
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    (site_dir / "_mockdcp_compare_deps.pth").write_text("\n".join(here) + "\n")
+    pip = subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"),
+            *("--no-deps", "--no-index", "--no-build-isolation", str(src)),
+        ],
+        capture_output=True,
+        check=False,
+        cwd=home,
+    )
+    how = "pip"
+    if pip.returncode != 0:  # no wheel builder offline: lay the pure-Python package out
+        shutil.copytree(src / "mockdcp", site_dir / "mockdcp")
+        how = "copy"
+    found = subprocess.run(
+        [str(python), "-c", "import mockdcp; print(mockdcp.__file__)"],
+        capture_output=True,
+        check=True,
+        cwd=home,
+    ).stdout.decode()
+    if not found.startswith(str(site_dir)):
+        raise RuntimeError(f"{commit}'s environment imports mockdcp from {found.strip()}")
+    done.write_text(how + "\n")
+    return str(python), how
+
+
+def _bench_rates(python: str, items: int, vbuckets: int, *flags: str) -> tuple[float, float]:
+    """events/s and events per server CPU second of ``python -m mockdcp bench --items
+    N`` (a report of either shape: the bench before the modes, or a mode's)."""
+    out = subprocess.run(
+        [
+            *(python, "-m", "mockdcp", "bench", "--items", str(items)),
+            *("--vbuckets", str(vbuckets), "--runs", "1", "--json", *flags),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=1800,
+    ).stdout
+    report = json.loads(out.splitlines()[-1])
+    figures = report.get("figures", report)
+    return float(figures["events_per_s"]), float(figures["events_per_server_cpu_s"])
+
+
+def _consume(
+    port: int, items: int, vbuckets: int, legacy: bool, server: int
+) -> tuple[float, float]:
+    """events/s of the working tree's bench consumer streaming ``items`` from ``port``,
+    and events per CPU second of the server (process ``server``) meanwhile."""
+    c0 = cpu_seconds_of(server)
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "mockdcp.cli.bench._consumer", "--port", str(port)),
+            *("--items", str(items), "--vbuckets", str(vbuckets)),
+            *(["--legacy"] if legacy else []),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=1800,
+    ).stdout
+    cpu = cpu_seconds_of(server) - c0
+    report = json.loads(out.splitlines()[-1])
+    if report["events"] != items:
+        raise RuntimeError(f"the consumer got {report['events']} of {items} documents")
+    return float(report["events"] / report["seconds"]), items / max(cpu, 0.01)
+
+
+def _spawn_ready(
+    python: str, docs: int, vbuckets: int
+) -> tuple[subprocess.Popen[bytes], int, float, float]:
+    """``python -m mockdcp serve --docs DOCS`` spawned and read to its ready line: the
+    process, its KV port, and the seconds and its CPU seconds to that line."""
+    cmd = [python, "-m", "mockdcp", "serve", "--port", "0", "--http-port", str(free_port())]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [*cmd, "--vbuckets", str(vbuckets), "--docs", str(docs), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    ready = time.perf_counter() - t0
+    cpu = cpu_seconds_of(proc.pid)
+    if b"ready" not in line:
+        proc.terminate()
+        proc.wait(30)
+        raise RuntimeError(f"serve did not become ready: {line!r}")
+    return proc, int(json.loads(line)["kv_port"]), ready, cpu
+
+
+def _served(python: str, docs: int, vbuckets: int) -> dict[str, float]:
+    """``python -m mockdcp serve --docs DOCS``: seconds (and CPU seconds) to its ready
+    line, then events/s (and per server CPU second) of a collection-aware and of a
+    legacy consumer streaming every document."""
+    proc, port, ready, ready_cpu = _spawn_ready(python, docs, vbuckets)
+    try:
+        aware, aware_cpu = _consume(port, docs, vbuckets, False, proc.pid)
+        legacy, legacy_cpu = _consume(port, docs, vbuckets, True, proc.pid)
+        return {
+            "docs_ready": ready,
+            "docs_ready_cpu": ready_cpu,
+            "docs_aware": aware,
+            "docs_aware_cpu": aware_cpu,
+            "docs_legacy": legacy,
+            "docs_legacy_cpu": legacy_cpu,
+        }
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _ready(python: str) -> tuple[float, float]:
+    """Seconds and CPU seconds from spawning ``python -m mockdcp serve --docs 0`` to its
+    ready line."""
+    proc, _, ready, cpu = _spawn_ready(python, 0, 1024)
+    proc.terminate()
+    proc.wait(30)
+    return ready, cpu
+
+
+def _imports(python: str, module: str) -> tuple[float, float]:
+    """Seconds and CPU seconds of ``import MODULE`` (medians of 3)."""
+    runs = [import_time(python, module) for _ in range(3)]
+    return statistics.median(r["seconds"] for r in runs), statistics.median(
+        r["cpu_s"] for r in runs
+    )
+
+
+def measure_round(python: str, items: int, vbuckets: int) -> dict[str, float]:
+    """Every path once with ``python``'s mockdcp."""
+    figures: dict[str, float] = {}
+    starts = [_ready(python) for _ in range(3)]
+    figures["startup"] = statistics.median(wall for wall, _ in starts)
+    figures["startup_cpu"] = statistics.median(cpu for _, cpu in starts)
+    figures["import"], figures["import_cpu"] = _imports(python, "mockdcp")
+    figures["import_server"], figures["import_server_cpu"] = _imports(python, "mockdcp.server")
+    for path, flags in (("memory", ()), ("disk", ("--from-disk",)), ("legacy", ("--legacy",))):
+        figures[path], figures[f"{path}_cpu"] = _bench_rates(python, items, vbuckets, *flags)
+    figures.update(_served(python, items, vbuckets))
+    return figures
+
+
+def compare(
+    old: str, new: str, runs: int, measure: Callable[[str], dict[str, float]]
+) -> dict[str, dict[str, list[float]]]:
+    """``runs`` rounds of ``measure`` with each python, the order alternating; each
+    path's samples, old and new."""
+    samples: dict[str, dict[str, list[float]]] = {p: {"old": [], "new": []} for p in PATHS}
+    for round_number in range(runs):
+        sides = [("old", old), ("new", new)]
+        for side, python in sides if round_number % 2 == 0 else sides[::-1]:
+            for path, value in measure(python).items():
+                samples[path][side].append(value)
+    return samples
+
+
+def ratios(samples: dict[str, dict[str, list[float]]]) -> dict[str, float]:
+    """Per path: the old and new medians and new's speed over old's (see the module
+    docstring), as ``PATH_old``, ``PATH_new``, ``PATH_ratio``."""
+    figures: dict[str, float] = {}
+    for path, is_time in PATHS.items():
+        old = statistics.median(samples[path]["old"])
+        new = statistics.median(samples[path]["new"])
+        figures[f"{path}_old"] = old
+        figures[f"{path}_new"] = new
+        figures[f"{path}_ratio"] = old / new if is_time else new / old
+    return figures
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and report (see the module docstring)."""
+    from mockdcp.data import cache_root
+
+    items = args.items if args.items_given else COMPARE_ITEMS
+    try:
+        root = _checkout()
+        commit = commit_of(root, args.ref)
+    except (RuntimeError, ValueError) as e:
+        print(f"mockdcp bench compare: {e}", file=sys.stderr)
+        return 2
+    old, how = install(root, commit, cache_root() / "bench-compare")
+    neutral = tempfile.mkdtemp(prefix="mockdcp-compare-")
+    here = os.getcwd()
+    try:
+        os.chdir(neutral)  # neither side imports the checkout it was started from
+        with bytecode_cached():
+            for python in (old, sys.executable):  # the bytecode cache filled, not timed
+                _ready(python)
+                import_time(python, "mockdcp.server")
+            samples = compare(
+                old, sys.executable, args.runs, lambda py: measure_round(py, items, args.vbuckets)
+            )
+    finally:
+        os.chdir(here)
+        shutil.rmtree(neutral, ignore_errors=True)
+    params = {
+        "ref": args.ref,
+        "commit": commit,
+        "installed_by": how,
+        "items": items,
+        "vbuckets": args.vbuckets,
+    }
+    targets = {f"{path}_ratio": ">= 1.0" for path in PATHS}
+    return emit(args, "compare", params, ratios(samples), samples, True, targets)

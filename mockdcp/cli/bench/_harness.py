@@ -1,0 +1,361 @@
+"""The bench harness every mode shares: loading a bucket, serving it and streaming it to
+the bench consumer (a separate process, ``_consumer``), timing a ``mockdcp serve`` to
+its ready line, resident memory, and the report every mode writes (``emit``).
+
+The report (``--json``: one line) has the same shape in every mode::
+
+    {"mode": "stream", "runs": 3, "params": {...}, "figures": {...},
+     "samples": {...}, "complete": true}
+
+``params`` are the options the figures were measured with, ``figures`` the medians
+over the runs (the figure a table quotes), ``samples`` each run's values, ``complete``
+whether every stream brought every item it had to (the exit status is 1 when not).
+Streaming rates are events (items the consumer receives) per second of the consumer's
+wall clock from its first stream request; system events and seqno advances are counted
+apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from mockdcp.util import collector_paused
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterator, Mapping
+
+    from mockdcp.model import Bucket
+
+
+#: documents per ``Bucket.set_many`` call while loading
+LOAD_BATCH = 10_000
+#: collections of the ``--filter`` bucket (scope ``bench``; ids 8 up)
+BENCH_COLLECTIONS = 4
+FIRST_COLLECTION_ID = 8
+
+
+@contextlib.contextmanager
+def bytecode_cached() -> Iterator[str]:
+    """Within: the processes started write and read their bytecode (``.pyc``) in a
+    cache directory of the bench's (``$MOCKDCP_CACHE/bench-pycache``), as an installed
+    package reads the bytecode pip compiled, even where the environment says not to
+    write any (``PYTHONDONTWRITEBYTECODE``: every start would compile mockdcp's source
+    again, about 0.3 s that no installed copy pays). Yields the directory."""
+    from mockdcp.data import cache_root
+
+    pycache = str(cache_root() / "bench-pycache")
+    saved = {k: os.environ.get(k) for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = pycache
+    try:
+        yield pycache
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def cpu_seconds_of(pid: int) -> float:
+    """The CPU seconds (user and system) a running process has used (Linux's
+    ``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def emit(
+    args: argparse.Namespace,
+    mode: str,
+    params: Mapping[str, Any],
+    figures: Mapping[str, Any],
+    samples: Mapping[str, Any],
+    complete: bool = True,
+    targets: Mapping[str, str] | None = None,
+) -> int:
+    """Print a mode's report: one JSON line with ``--json``, else a table of its
+    figures (with the target of those that have one). The exit status: 0, or 1 when a
+    stream did not bring every item."""
+    report = {
+        "mode": mode,
+        "runs": args.runs,
+        "params": dict(params),
+        "figures": dict(figures),
+        "samples": dict(samples),
+        "complete": complete,
+    }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(render(report, targets or {}))
+    return 0 if complete else 1
+
+
+def _shown(value: Any) -> str:  # noqa: ANN401 - any JSON value
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def render(report: Mapping[str, Any], targets: Mapping[str, str]) -> str:
+    """A report as text: its mode and parameters, then a figure a line."""
+    params = ", ".join(f"{k} {_shown(v)}" for k, v in report["params"].items())
+    lines = [f"mockdcp bench {report['mode']}: {params}; median of {report['runs']} run(s)"]
+    width = max((len(name) for name in report["figures"]), default=0)
+    for name, value in report["figures"].items():
+        target = f"   (target {targets[name]})" if name in targets else ""
+        lines.append(f"  {name:<{width}}  {_shown(value):>16}{target}")
+    if not report["complete"]:
+        lines.append("  INCOMPLETE: a stream did not bring every item")
+    return "\n".join(lines)
+
+
+def rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def bench_value(i: int, size: int) -> bytes:
+    head = f'{{"id":{i},"pad":"'.encode()
+    return head + b"x" * max(0, size - len(head) - 2) + b'"}'
+
+
+def load_bucket(
+    items: int, value_size: int, vbuckets: int, collections: int = 0
+) -> tuple[Any, int, float]:
+    """A bucket holding ``items`` documents, the bytes of memory it grew by, and the
+    CPU seconds ``Bucket.set_many`` took to load them (in batches of ``LOAD_BATCH``).
+    With ``collections``, item i goes to collection ``FIRST_COLLECTION_ID + i % collections``."""
+    from mockdcp.model import Bucket
+
+    gc.collect()
+    before = rss()
+    bucket = Bucket(
+        "default",
+        vbuckets,
+        seed=1,
+        clock=time.time,
+        checkpoint_max_items=10_000,
+        pause_collector=collector_paused,
+        collections={"bench": [f"c{k}" for k in range(collections)]} if collections else None,
+    )
+    pad = bench_value(0, value_size)
+    t0 = time.process_time()
+    for start in range(0, items, LOAD_BATCH):
+        keys = [b"key::%09d" % i for i in range(start, min(start + LOAD_BATCH, items))]
+        cids = _collection_ids(start, len(keys), collections)
+        bucket.set_many(keys, [pad] * len(keys), datatypes=1, collection_ids=cids)
+    seconds = time.process_time() - t0
+    gc.collect()
+    return bucket, rss() - before, seconds
+
+
+def expel_to_disk(bucket: Bucket) -> None:
+    """Close and flush every vbucket's checkpoints, so that they are expelled and a
+    stream backfills from disk (``--from-disk``)."""
+    for vb in range(bucket.num_vbuckets):
+        bucket.checkpoint(vb)
+        bucket.persist(vb)
+
+
+def _collection_ids(start: int, count: int, collections: int) -> list[int] | None:
+    """Round robin over the bench collections (None: all in ``_default``)."""
+    if not collections:
+        return None
+    return [FIRST_COLLECTION_ID + i % collections for i in range(start, start + count)]
+
+
+def stream_plan(items: int, filtered: bool, stream_ids: int) -> tuple[list[int], int]:
+    """The collection ids the consumer filters on (``--filter``: one, or one per
+    stream-id) and how many items it must receive from a bucket ``load_bucket`` filled
+    with ``BENCH_COLLECTIONS`` collections."""
+    streams = max(stream_ids, 1)
+    if not filtered:
+        return [], items * streams
+    per = [len(range(k, items, BENCH_COLLECTIONS)) for k in range(streams)]
+    return [FIRST_COLLECTION_ID + k for k in range(streams)], sum(per)
+
+
+async def watch_loop(stall: list[float]) -> None:
+    """The longest time (``stall[0]``, seconds) the event loop took to come back to
+    this task, which asks to wake every millisecond."""
+    import trio
+
+    while True:
+        t0 = time.perf_counter()
+        await trio.sleep(0.001)
+        stall[0] = max(stall[0], time.perf_counter() - t0 - 0.001)
+
+
+def resident_of(pid: int) -> tuple[int, int]:
+    """A process's resident bytes and its peak resident bytes so far (Linux's
+    ``VmHWM``; the resident bytes where there is none)."""
+    import psutil
+
+    rss = int(psutil.Process(pid).memory_info().rss)
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return rss, int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, rss
+
+
+async def stream_once(
+    bucket: Bucket,
+    items: int,
+    vbuckets: int,
+    legacy: bool = False,
+    consumers: int = 1,
+    collections: list[int] | None = None,
+    stream_ids: int = 0,
+    tls: bool = False,
+    nodes: int = 1,
+    replicas: int = 0,
+    passes: int = 1,
+    consumer_args: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Serve ``bucket`` and stream it with the bench consumer ``passes`` times (the
+    report of the median pass)."""
+    import tempfile
+
+    import trio
+
+    from mockdcp.server import serve
+
+    peak = [rss()]
+
+    async def sample() -> None:  # the server's resident memory while it streams
+        while True:
+            peak[0] = max(peak[0], rss())
+            await trio.sleep(0.1)
+
+    # with TLS, a CA of its own in a temporary directory: the user's kept CA is not touched
+    with tempfile.TemporaryDirectory(prefix="mockdcp-bench-") as private:
+        ca_file = os.path.join(private, "ca.pem") if tls else None
+        tls_options: dict[str, Any] = {}
+        if tls:
+            tls_options = {"tls": True, "tls_port": 0, "https_port": 0, "tls_dir": private}
+        # no flusher: the bench measures streaming from memory, or from disk after persist()
+        gc.collect()
+        r0 = rss()
+        s0 = time.perf_counter()
+        async with serve(
+            port=0,
+            http_port=0,
+            bucket_obj=bucket,
+            flush_interval=None,
+            nodes=nodes,
+            replicas=replicas,
+            **tls_options,
+        ) as server:
+            setup_s = time.perf_counter() - s0  # with replicas: building their copies
+            gc.collect()
+            setup_rss = rss() - r0
+            port = server.tls_port if tls else server.kv_port
+            plan = [] if nodes == 1 else _cluster_plan(server)
+            cmd = [
+                sys.executable,
+                "-m",
+                "mockdcp.cli.bench._consumer",
+                "--port",
+                str(port),
+                "--items",
+                str(items),
+                "--vbuckets",
+                str(vbuckets),
+                *(["--legacy"] if legacy else []),
+                "--connections",
+                str(consumers),
+                "--collections",
+                ",".join(map(str, collections or [])),
+                "--stream-ids",
+                str(stream_ids),
+                *(["--tls-ca", ca_file] if ca_file else []),
+                *(["--plan", json.dumps(plan)] if plan else []),
+                *consumer_args,
+            ]
+            reports = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sample)
+                for _ in range(passes):  # the same bucket streamed again from the start
+                    c0 = time.process_time()
+                    result = await trio.run_process(cmd, capture_stdout=True, check=True)
+                    report = json.loads(result.stdout.decode().strip().splitlines()[-1])
+                    report["server_cpu_s"] = time.process_time() - c0
+                    reports.append(report)
+                nursery.cancel_scope.cancel()
+            reports.sort(key=lambda r: r["events"] / r["seconds"])
+            report = reports[len(reports) // 2]  # the median pass
+            report["setup_s"] = setup_s
+            report["setup_rss"] = setup_rss
+            report["server_peak_rss"] = max(peak[0], rss())
+            return dict(report)
+    raise AssertionError("unreachable")  # pragma: no cover - the block returns
+
+
+def _cluster_plan(server: Any) -> list[dict[str, Any]]:  # noqa: ANN401 - MockDcpServer
+    """Per node: its KV port, the vbuckets active there and the items they hold (each
+    key written once: a vbucket's high seqno)."""
+    cluster = server.topology.cluster
+    plan = []
+    for node in server.nodes:
+        vbs = cluster.map.actives_on(node.name) if node.name in cluster.map.nodes else []
+        items = sum(cluster.active(vb).high_seqno for vb in vbs)
+        plan.append({"port": node.kv_port, "vbuckets": vbs, "items": items})
+    return plan
+
+
+def measure_startup(
+    runs: int, docs: int = 0, resident: list[tuple[int, int]] | None = None
+) -> list[float]:
+    """Seconds from spawning ``mockdcp serve --docs DOCS`` to its ready line; with
+    ``resident``, the server's resident bytes at its ready line and its peak resident
+    bytes until then are added to it, a pair a run."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mockdcp",
+                "serve",
+                "--port",
+                "0",
+                "--http-port",
+                "0",
+                "--docs",
+                str(docs),
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ},
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        times.append(time.perf_counter() - t0)
+        if resident is not None:
+            resident.append(resident_of(proc.pid))
+        proc.terminate()
+        proc.wait(10)
+        if b"ready" not in line:
+            raise RuntimeError(f"serve did not become ready: {line!r}")
+    return times

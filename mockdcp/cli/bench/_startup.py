@@ -1,0 +1,203 @@
+"""``mockdcp bench startup``: what a user waits for before the first byte streams.
+
+* import: seconds to ``import mockdcp`` and ``import mockdcp.cli`` in a fresh
+  interpreter (the interpreter's own start is not counted), and the heavy modules each
+  leaves imported (numpy, pyarrow, hypercorn, cryptography: none is wanted before use);
+* ``mockdcp serve --docs 0``: seconds from spawning it to its KV port accepting a
+  connection (polled every millisecond, on a port picked free beforehand) and to its
+  ready line, and whether its HTTP port accepts a connection at the ready line; the
+  same for a plain ``mockdcp serve`` (its default 1,000 documents: the KV port listens,
+  holding connections, while they load);
+* in-process ``mockdcp.serve(port=0, http_port=0)``, as the pytest fixture of a trio
+  test runs it: seconds from entering to the server being up, then to closed (the first
+  time in a process apart: it pays the imports left for first use), and
+  ``mockdcp.Server`` (the fixture of a plain test: a server in a thread) started and
+  stopped.
+
+Medians of ``--runs`` (at least 5 for the spawns: one is within the noise of a busy
+machine), with the samples; CPU seconds beside the wall seconds of the import and of
+the ready line (on a busy machine the wall clock measures the other work too). Every
+process reads its bytecode from a cache (``_harness.bytecode_cached``), filled by a
+first spawn that is not timed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
+
+if TYPE_CHECKING:
+    import argparse
+
+#: modules ``import mockdcp`` must not pull in before they are used
+HEAVY_MODULES = ("numpy", "pyarrow", "hypercorn", "cryptography")
+
+_IMPORT_SCRIPT = """
+import json, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+import {module}
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+heavy = [m for m in {heavy!r} if m in sys.modules]
+print(json.dumps({{"seconds": seconds, "cpu_s": cpu, "heavy": heavy}}))
+"""
+
+_IN_PROCESS_SCRIPT = """
+import json, time
+import trio
+import mockdcp
+
+async def once():
+    t0 = time.perf_counter()
+    async with mockdcp.serve(port=0, http_port=0) as server:
+        up = time.perf_counter() - t0
+        assert server.kv_port
+    return up, time.perf_counter() - t0
+
+first = trio.run(once)
+later = [trio.run(once) for _ in range({runs})]
+threads = []
+for _ in range({runs}):
+    t0 = time.perf_counter()
+    server = mockdcp.Server(port=0, http_port=0).start()
+    up = time.perf_counter() - t0
+    server.stop()
+    threads.append((up, time.perf_counter() - t0))
+print(json.dumps({{"first": first, "later": later, "threads": threads}}))
+"""
+
+
+def import_time(python: str, module: str) -> dict[str, Any]:
+    """``import MODULE`` in a fresh ``python``: its seconds, CPU seconds and the heavy
+    modules it left imported."""
+    script = _IMPORT_SCRIPT.format(module=module, heavy=HEAVY_MODULES)
+    out = subprocess.run(
+        [python, "-c", script], capture_output=True, check=True, timeout=120
+    ).stdout
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.05):
+            return True
+    except OSError:
+        return False
+
+
+def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
+    """``python -m mockdcp serve --docs DOCS``: seconds from spawning it to its KV port
+    accepting a connection and to its ready line, its CPU seconds then, and whether its
+    HTTP port accepted a connection at the ready line (``docs`` None: no ``--docs``,
+    the default documents)."""
+    port, http_port = free_port(), free_port()
+    cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", str(http_port)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [*cmd, *([] if docs is None else ["--docs", str(docs)]), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ},
+    )
+    try:
+        while not _accepts(port):
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve exited ({proc.returncode}) before listening")
+            time.sleep(0.001)
+        listening = time.perf_counter() - t0
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        ready = time.perf_counter() - t0
+        cpu = cpu_seconds_of(proc.pid)
+        if b"ready" not in line:
+            raise RuntimeError(f"serve did not become ready: {line!r}")
+        return {
+            "kv_listening_s": listening,
+            "ready_s": ready,
+            "ready_cpu_s": cpu,
+            "http_up": _accepts(http_port),
+        }
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def in_process_times(python: str, runs: int) -> dict[str, Any]:
+    """The in-process servers of the pytest fixtures (see the module docstring)."""
+    out = subprocess.run(
+        [python, "-c", _IN_PROCESS_SCRIPT.format(runs=runs)],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
+
+
+def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The figures (medians) and samples of ``python``'s mockdcp."""
+    spawns = max(runs, 5)
+    import_time(python, "mockdcp.cli")  # the bytecode cache filled, not timed
+    serve_times(python)
+    imports = {
+        m: [import_time(python, m) for _ in range(spawns)] for m in ("mockdcp", "mockdcp.cli")
+    }
+    serves = [serve_times(python) for _ in range(spawns)]
+    # plain ``mockdcp serve``: its default documents loaded (connections held) first
+    defaults = [serve_times(python, None) for _ in range(spawns)]
+    fixture = in_process_times(python, spawns)
+    figures = {
+        "import_mockdcp_s": statistics.median(r["seconds"] for r in imports["mockdcp"]),
+        "import_mockdcp_cpu_s": statistics.median(r["cpu_s"] for r in imports["mockdcp"]),
+        "import_cli_s": statistics.median(r["seconds"] for r in imports["mockdcp.cli"]),
+        "import_heavy_modules": sorted(
+            {m for rs in imports.values() for r in rs for m in r["heavy"]}
+        ),
+        "serve_kv_listening_s": statistics.median(s["kv_listening_s"] for s in serves),
+        "serve_ready_s": statistics.median(s["ready_s"] for s in serves),
+        # what a machine whose cores are not shared would wait, about (one thread)
+        "serve_ready_cpu_s": statistics.median(s["ready_cpu_s"] for s in serves),
+        "serve_http_up_at_ready": all(s["http_up"] for s in serves),
+        "serve_default_docs_kv_listening_s": statistics.median(
+            s["kv_listening_s"] for s in defaults
+        ),
+        "serve_default_docs_ready_s": statistics.median(s["ready_s"] for s in defaults),
+        "fixture_first_up_s": fixture["first"][0],
+        "fixture_up_s": statistics.median(up for up, _ in fixture["later"]),
+        "fixture_up_and_closed_s": statistics.median(t for _, t in fixture["later"]),
+        "thread_server_up_and_stopped_s": statistics.median(t for _, t in fixture["threads"]),
+    }
+    samples = {
+        "imports": imports,
+        "serve": serves,
+        "serve_default_docs": defaults,
+        "in_process": fixture,
+    }
+    return figures, samples
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and report (see the module docstring)."""
+    with bytecode_cached() as pycache:
+        figures, samples = measure(sys.executable, args.runs)
+    targets = {
+        "serve_kv_listening_s": "<= 0.25",
+        "fixture_up_and_closed_s": "<= 0.1",
+        "import_heavy_modules": "none",
+    }
+    params = {"python": sys.executable, "bytecode_cache": pycache}
+    return emit(args, "startup", params, figures, samples, True, targets)

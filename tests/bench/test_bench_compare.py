@@ -1,0 +1,57 @@
+"""``mockdcp bench compare REF``: every default path measured with REF's install and the
+working tree's, alternately, and each ratio reported as a speed (1.0 or more: no
+regression)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from mockdcp.cli.bench._compare import PATHS, compare, ratios
+from tests.bench._run import bench_refusal, bench_report
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_the_sides_alternate_from_round_to_round() -> None:
+    order: list[str] = []
+
+    def measure(python: str) -> dict[str, float]:
+        order.append(python)
+        return dict.fromkeys(PATHS, 1.0 if python == "old" else 2.0)
+
+    samples = compare("old", "new", 3, measure)
+    assert order == ["old", "new", "new", "old", "old", "new"]
+    assert samples["memory"] == {"old": [1.0] * 3, "new": [2.0] * 3}
+
+
+def test_a_rate_is_new_over_old_and_a_time_old_over_new() -> None:
+    samples = {p: {"old": [1.0, 3.0, 2.0], "new": [4.0, 4.0, 5.0]} for p in PATHS}
+    figures = ratios(samples)
+    assert figures["memory_old"] == 2.0
+    assert figures["memory_new"] == 4.0
+    assert figures["memory_ratio"] == 2.0  # twice the events/s
+    assert figures["startup_ratio"] == 0.5  # twice the seconds
+
+
+def test_compare_needs_a_ref_that_names_a_commit() -> None:
+    assert b"give the git ref" in bench_refusal("compare")
+    assert b"names no commit" in bench_refusal("compare", "no-such-ref-anywhere")
+
+
+@pytest.mark.full
+def test_compare_head_with_itself_reports_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOCKDCP_CACHE", str(tmp_path))
+    report = bench_report("compare", "HEAD", "--items", "2000", "--vbuckets", "4")
+    assert report["mode"] == "compare"
+    assert len(report["params"]["commit"]) == 40
+    for path in PATHS:
+        assert report["figures"][f"{path}_old"] > 0
+        assert report["figures"][f"{path}_new"] > 0
+        assert report["figures"][f"{path}_ratio"] > 0
+    # the environment is kept for the next compare of that commit
+    assert (tmp_path / "bench-compare" / report["params"]["commit"] / "installed").exists()
