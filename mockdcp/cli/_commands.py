@@ -105,6 +105,7 @@ async def _serve(args: argparse.Namespace) -> None:
             storage=args.storage,
             history_retention_bytes=args.history_retention_bytes,
             history_retention_seconds=args.history_retention_seconds,
+            backfills_per_connection=args.backfills_per_connection,
         )
     )
     corpus = getattr(args, "corpus", None)

@@ -216,6 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="magma: history kept this long on the bucket's clock (0 = no time limit)",
     )
     serve.add_argument(
+        "--backfills-per-connection",
+        type=_int_in(1),
+        default=1,
+        metavar="N",
+        help="backfills one DCP connection reads at once, the others waiting their turn "
+        "(kv_engine dcp_backfill_in_progress_per_connection_limit: 1; more stages a node "
+        "before MB-57304, whose backfills interleave)",
+    )
+    serve.add_argument(
         "--server-version",
         metavar="X.Y.Z",
         help="what /pools and VERSION report (default 7.6.2-3721-enterprise)",
