@@ -16,8 +16,11 @@ from mockdcp.protocol import (
     DcpControl,
     DcpStreamRequest,
     Mutation,
+    Response,
     SnapshotMarker,
+    Status,
     StreamEnd,
+    StreamEndReason,
 )
 from mockdcp.util import ModelError
 from tests.producer._session import Session, decode_all
@@ -276,3 +279,44 @@ def test_a_stream_told_its_turn_after_a_backfill_that_sent_nothing_still_gets_it
     assert sent == [0] * 30
     assert [s.state for s in session.conn.streams] == [StreamState.IN_MEMORY] * 4
     assert (session.conn.backfills.running, session.conn.backfills.waiting) == ([], {})
+
+
+def test_a_backfill_whose_range_was_purged_while_it_waited_ends_state_changed() -> None:
+    """kv_engine ``DCPBackfillBySeqnoDisk::create``: tombstones purged past the start
+    while the backfill waited its turn: the stream is set dead with Rollback, which a
+    node writes as STATE_CHANGED (``StreamEndResponse::statusToFlags``); asked again,
+    the stream is answered ROLLBACK to 0."""
+    b = on_disk(vbuckets=2)
+    session = dcp_session(b)
+    uuid = b.vbucket(1).failover.newest_uuid
+    session.send(request(0))
+    session.send(request(1, start=5, uuid=uuid))  # accepted: nothing purged yet
+    first = decode_all(session.conn.data_to_send(session.now, 1000), collections=False)
+    assert not [m for m in first if isinstance(m, StreamEnd)]
+    for i in range(10, 20):
+        b.delete(f"k1-{i}", vbucket=1)
+    b.checkpoint(1)
+    b.persist(1)
+    assert b.purge(1) == 10
+    rest = []
+    while data := session.conn.data_to_send(session.now, 1 << 30):
+        rest += decode_all(data, collections=False)
+    ends = [(m.vbucket, m.reason) for m in rest if isinstance(m, StreamEnd)]
+    assert ends == [(1, StreamEndReason.STATE_CHANGED)]
+    assert not [m for m in rest if isinstance(m, Mutation) and m.vbucket == 1]
+    session.send(request(1, start=5, uuid=uuid))
+    [reply] = decode_all(session.conn.data_to_send(session.now, 1 << 30), collections=False)
+    assert isinstance(reply, Response)
+    assert (reply.status, reply.value) == (Status.ROLLBACK, (0).to_bytes(8, "big"))
+
+
+def test_a_stream_ended_for_a_rollback_is_told_state_changed() -> None:
+    """kv_engine ``StreamEndResponse::statusToFlags``: reason 6 (Rollback) is never
+    written; a node ending streams for a rollback sends STATE_CHANGED (2)."""
+    b = on_disk(vbuckets=1, per_vbucket=2, value_size=10)
+    session = dcp_session(b)
+    session.send(request(0))
+    session.read()
+    assert session.conn.end_streams(0, StreamEndReason.ROLLBACK) == 1
+    [end] = [m for m in session.read() if isinstance(m, StreamEnd)]
+    assert end.reason is StreamEndReason.STATE_CHANGED
