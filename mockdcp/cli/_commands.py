@@ -410,8 +410,9 @@ async def _tail(args: argparse.Namespace) -> None:
         "noop_interval": args.noop_interval,
         "controls": [("change_streams", "true")] if args.change_streams else (),
         "sync_writes": args.sync_writes,
-        "clustermap_notification": args.clustermap_notification,
     }
+    if args.clustermap_notification is not None:  # else each consumer's default
+        options["clustermap_notification"] = args.clustermap_notification
     consumer: DcpConsumer | ClusterConsumer
     if args.cluster:  # a connection per node, following the map
         consumer = ClusterConsumer(args.host, args.port, **options)

@@ -367,10 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tail.add_argument(
         "--clustermap-notification",
-        action="store_true",
-        default=env("MOCKDCP_CLUSTERMAP_NOTIFICATION", "0") == "1",
-        help="ask HELLO for cluster config pushes (and follow them; default "
-        "MOCKDCP_CLUSTERMAP_NOTIFICATION=1, as a scenario may ask)",
+        action=argparse.BooleanOptionalAction,
+        default={"1": True, "0": False}.get(env("MOCKDCP_CLUSTERMAP_NOTIFICATION", "")),
+        help="ask HELLO for cluster config pushes and follow them (default: with --cluster"
+        " yes, polling the map only if no node grants them; else no; "
+        "MOCKDCP_CLUSTERMAP_NOTIFICATION=1 or 0 sets it, as a scenario may ask)",
     )
 
     run = sub.add_parser(
