@@ -161,7 +161,7 @@ def test_the_old_node_answers_the_failover_log_from_its_dead_copy_until_the_move
     session = Session(bucket, node=old)
     session.open_dcp()
 
-    def ask() -> tuple[Status, Status]:
+    def ask() -> tuple[int, int]:
         [log] = session.call(DcpGetFailoverLog(opaque=1, vbucket=vb))
         [seen] = session.call(ObserveSeqno(opaque=2, vbucket=vb, vbucket_uuid=uuid))
         assert isinstance(log, Response)
