@@ -663,7 +663,7 @@ def _check_values(where: str, keys: pa.Array, values: pa.Array, datatypes: NDArr
     (xattrs stripped, decompressed...) from it, as from memory."""
     import numpy as np
 
-    from mockdcp.model._validate import check_value
+    from mockdcp.model import check_value
     from mockdcp.util import ModelError
 
     for i in np.flatnonzero((datatypes & 0x06) != 0).tolist():

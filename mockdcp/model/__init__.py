@@ -6,7 +6,10 @@ Pure: no I/O and no clock of its own (time comes from the injected clock).
 
 from __future__ import annotations
 
-from mockdcp.model._bucket import Bucket as Bucket
+from mockdcp.model._bucket import (
+    BACKFILLS_PER_CONNECTION as BACKFILLS_PER_CONNECTION,
+    Bucket as Bucket,
+)
 from mockdcp.model._checkpoint import (
     Checkpoint as Checkpoint,
     Cursor as Cursor,
@@ -67,6 +70,7 @@ from mockdcp.model._manifest import (
     ManifestChange as ManifestChange,
 )
 from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
+from mockdcp.model._validate import check_value as check_value
 from mockdcp.model._vbmap import (
     MAX_REPLICAS as MAX_REPLICAS,
     VBucketMap as VBucketMap,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from mockdcp.model._bucket import BACKFILLS_PER_CONNECTION
+from mockdcp.model import BACKFILLS_PER_CONNECTION
 
 if TYPE_CHECKING:
     from collections.abc import Callable
