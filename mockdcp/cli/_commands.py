@@ -105,6 +105,7 @@ async def _serve(args: argparse.Namespace) -> None:
             storage=args.storage,
             history_retention_bytes=args.history_retention_bytes,
             history_retention_seconds=args.history_retention_seconds,
+            backfills_per_connection=args.backfills_per_connection,
         )
     )
     corpus = getattr(args, "corpus", None)
@@ -409,8 +410,9 @@ async def _tail(args: argparse.Namespace) -> None:
         "noop_interval": args.noop_interval,
         "controls": [("change_streams", "true")] if args.change_streams else (),
         "sync_writes": args.sync_writes,
-        "clustermap_notification": args.clustermap_notification,
     }
+    if args.clustermap_notification is not None:  # else each consumer's default
+        options["clustermap_notification"] = args.clustermap_notification
     consumer: DcpConsumer | ClusterConsumer
     if args.cluster:  # a connection per node, following the map
         consumer = ClusterConsumer(args.host, args.port, **options)

@@ -216,6 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="magma: history kept this long on the bucket's clock (0 = no time limit)",
     )
     serve.add_argument(
+        "--backfills-per-connection",
+        type=_int_in(1),
+        default=1,
+        metavar="N",
+        help="backfills one DCP connection reads at once, the others waiting their turn "
+        "(kv_engine dcp_backfill_in_progress_per_connection_limit: 1; more stages a node "
+        "before MB-57304, whose backfills interleave)",
+    )
+    serve.add_argument(
         "--server-version",
         metavar="X.Y.Z",
         help="what /pools and VERSION report (default 7.6.2-3721-enterprise)",
@@ -358,10 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tail.add_argument(
         "--clustermap-notification",
-        action="store_true",
-        default=env("MOCKDCP_CLUSTERMAP_NOTIFICATION", "0") == "1",
-        help="ask HELLO for cluster config pushes (and follow them; default "
-        "MOCKDCP_CLUSTERMAP_NOTIFICATION=1, as a scenario may ask)",
+        action=argparse.BooleanOptionalAction,
+        default={"1": True, "0": False}.get(env("MOCKDCP_CLUSTERMAP_NOTIFICATION", "")),
+        help="ask HELLO for cluster config pushes and follow them (default: with --cluster"
+        " yes, polling the map only if no node grants them; else no; "
+        "MOCKDCP_CLUSTERMAP_NOTIFICATION=1 or 0 sets it, as a scenario may ask)",
     )
 
     run = sub.add_parser(

@@ -3,22 +3,26 @@ from its active node, followed when it moves.
 
 ``ClusterConsumer`` bootstraps from a seed node's cluster map (GET_CLUSTER_CONFIG), opens
 a DCP connection to each node of ``serverList`` that is active for a vbucket it streams,
-and keeps one ``ConsumerState`` for all of them. It reads the map again (on one
-connection kept for it) every ``poll`` seconds, at once when a node pushes a newer
-config (with ``clustermap_notification``: HELLO asks for pushes on every connection,
-and the map is polled only every 2.5 s), and at once when a node tells it a
-vbucket is not there any more: a stream request answered NOT_MY_VBUCKET, a stream ended
+and keeps one ``ConsumerState`` for all of them. Its HELLO asks for cluster map pushes
+(``clustermap_notification``, on by default; kv_engine ``docs/BinaryProtocol.md``, "0x01
+Clustermap Change Notification"), and it reads the map again (on one connection kept for
+it) when a node pushes a newer revision, and at once when a node tells it a vbucket is
+not there any more: a stream request answered NOT_MY_VBUCKET, a stream ended
 STATE_CHANGED (kv_engine ``DcpProducer::closeStreamDueToVbStateChange``), a connection
-lost. A vbucket whose active moved is then asked for on its new node, from where the
-state says it is, as java-dcp-client's ``Conductor`` and go-dcp do after a rebalance: a
-takeover keeps the vbucket uuid, so it resumes without a rollback; a failover's new
-branch answers ROLLBACK, which the state takes. Nodes that leave the map are let go.
+lost. It polls the map (every ``poll`` seconds, 0.1 by default) only while no node it
+streams from has granted the pushes (``clustermap_notification=False``, or nodes whose
+HELLO answer leaves the feature out). A vbucket whose active moved is then asked for on
+its new node, from where the state says it is, as java-dcp-client's ``Conductor`` and
+go-dcp do after a rebalance: a takeover keeps the vbucket uuid, so it resumes without a
+rollback; a failover's new branch answers ROLLBACK, which the state takes. Nodes that
+leave the map are let go.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +35,7 @@ from mockdcp.protocol import (
     ClusterMapChangeNotification,
     FrameReader,
     GetClusterConfig,
+    HelloFeature,
     RemoteProtocolError,
     Status,
     StreamEndReason,
@@ -45,11 +50,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mockdcp.client")
 
-#: seconds between two readings of the cluster map, and at least between two
+#: seconds between two readings of the cluster map while no node pushes it, and between
+#: two attempts to reach a node that is gone
 DEFAULT_POLL = 0.1
-#: seconds between two readings of the map when nodes push it (clustermap notification)
-PUSHED_POLL = 2.5
+#: seconds at least between two readings of the map
 MIN_GAP = 0.01
+#: the HELLO features under which a node pushes the cluster map
+_PUSH_FEATURES = frozenset(
+    {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
+)
 _LOST = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, RemoteProtocolError)
 
 
@@ -152,10 +161,10 @@ class ClusterConsumer:
         self.wanted = None if vbuckets is None else list(vbuckets)
         self.state = state or ConsumerState()
         self.on_event = on_event
-        #: with pushes (``clustermap_notification``) the map is read when one comes, and
-        #: otherwise only every PUSHED_POLL seconds, as an SDK's config poller does
-        pushes = bool(core_options.get("clustermap_notification"))
-        self.poll = poll if poll is not None else PUSHED_POLL if pushes else DEFAULT_POLL
+        core_options.setdefault("clustermap_notification", True)
+        #: seconds between two readings of the map while no node pushes it (and
+        #: between two attempts to reach a node that is gone)
+        self.poll = DEFAULT_POLL if poll is None else poll
         self.core_options = core_options
         #: "host:port" -> that node's connection
         self.members: dict[str, _Member] = {}
@@ -215,6 +224,13 @@ class ClusterConsumer:
             host, _, port = address.rpartition(":")
             out.append((host, int(port)))
         return out
+
+    @property
+    def pushes(self) -> bool:
+        """A node it streams from granted cluster map pushes (HELLO
+        CLUSTERMAP_CHANGE_NOTIFICATION or its brief form, which a node grants alone
+        when asked for both): the map is read when one comes, not polled."""
+        return any(_PUSH_FEATURES & m.core.granted for m in self.members.values())
 
     def pushed(self, revision: int) -> None:
         """A node pushed config ``revision``: read the map now if it is newer."""
@@ -314,7 +330,7 @@ class ClusterConsumer:
                             task_status.started()
                     elif not started:
                         raise OSError(f"no node of {self.seeds} answered with a cluster map")
-                    with trio.move_on_after(self.poll):
+                    with trio.move_on_after(math.inf if self.pushes else self.poll):
                         await self._poke.wait()
                     self._poke = trio.Event()
                     await trio.sleep(MIN_GAP)  # a map read at most this often

@@ -61,6 +61,7 @@ from mockdcp.protocol import (
     SaslStep,
     SelectBucket,
     Status,
+    decode_hello_features,
     decode_id_lookup_extras,
 )
 
@@ -207,7 +208,8 @@ class DcpConsumer:
 
     async def _login(self) -> None:
         """HELLO, SASL and SELECT_BUCKET: what any KV connection starts with."""
-        await self._expect_ok(self.core.hello(), "HELLO")
+        hello = await self._expect_ok(self.core.hello(), "HELLO")
+        self.core.granted = frozenset(decode_hello_features(hello.value))
         await self._authenticate()
         await self._expect_ok(
             SelectBucket(opaque=self.core.next_opaque(), bucket=self.bucket), "SELECT_BUCKET"

@@ -143,6 +143,8 @@ class ConsumerCore:
         #: HELLO asks for cluster config pushes (DUPLEX, CLUSTERMAP_CHANGE_NOTIFICATION
         #: and its BRIEF form); ``on_config_push`` takes them
         self.clustermap_notification = clustermap_notification
+        #: the HELLO features the node granted (its HELLO response), once logged in
+        self.granted: frozenset[int] = frozenset()
         #: every vbucket of the bucket, counted in the cluster map at bootstrap
         self.every_vbucket = vbuckets is None
         self.vbuckets = [] if vbuckets is None else list(vbuckets)

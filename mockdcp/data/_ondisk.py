@@ -345,6 +345,7 @@ class _Writer:
         vdata, vstarts, vlens = _binary(values)
         row_cids = cids.take(pa.array(writes)).to_numpy().astype(np.uint32)
         _check_rows(where, keys, klens, vlens, columns)
+        _check_values(where, keys, values, columns["datatype"])
         vbids, hashes = self._place(kdata, kstarts, klens, row_cids)
         by_vb = np.argsort(vbids, kind="stable")
         for lo in range(0, len(by_vb), FRAME_ROWS):
@@ -628,8 +629,8 @@ def _check_rows(
     columns: dict[str, NDArray[Any]],
 ) -> None:
     """``PipelineError`` naming the file, column and key of the first value the model
-    would refuse (``mockdcp.model``'s ``set`` rules, and datatypes raw or JSON only:
-    an on-disk frame is served as it is stored)."""
+    would refuse (``mockdcp.model``'s ``set`` rules: a datatype of the JSON, SNAPPY and
+    XATTR bits, kv_engine ``docs/Document.md``)."""
     import numpy as np
 
     checks = (
@@ -637,8 +638,8 @@ def _check_rows(
         ("value", vlens > _MAX_VALUE, f"a value has at most {_MAX_VALUE} bytes"),
         (
             "datatype",
-            (columns["datatype"] < 0) | (columns["datatype"] > 1),
-            "--on-disk serves datatypes 0 (raw) and 1 (JSON)",
+            (columns["datatype"] < 0) | (columns["datatype"] > 0x07),
+            "a datatype has unknown bits (JSON 0x01, SNAPPY 0x02, XATTR 0x04)",
         ),
         ("flags", (columns["flags"] < 0) | (columns["flags"] > 0xFFFFFFFF), "flags are 32-bit"),
         (
@@ -652,6 +653,26 @@ def _check_rows(
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise PipelineError(f"{where}: column {column!r}: key {keys[i].as_py()!r}: {rule}")
+
+
+def _check_values(where: str, keys: pa.Array, values: pa.Array, datatypes: NDArray[Any]) -> None:
+    """``PipelineError`` naming the file and key of the first value that is not what its
+    datatype says: SNAPPY must decompress, XATTR must open with a well-formed xattr
+    section (``mockdcp.model``'s ``check_value``; kv_engine ``docs/Document.md``). The
+    frame is stored as it is, and each stream makes the form its connection negotiated
+    (xattrs stripped, decompressed...) from it, as from memory."""
+    import numpy as np
+
+    from mockdcp.model import check_value
+    from mockdcp.util import ModelError
+
+    for i in np.flatnonzero((datatypes & 0x06) != 0).tolist():
+        try:
+            check_value(values[i].as_py(), int(datatypes[i]))
+        except ModelError as exc:
+            raise PipelineError(
+                f"{where}: column 'value': key {keys[i].as_py()!r}: {exc}"
+            ) from None
 
 
 # -- serving ------------------------------------------------------------------------------------

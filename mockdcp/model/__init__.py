@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp.model._bucket import Bucket as Bucket
+from mockdcp.model._bucket import (
+    BACKFILLS_PER_CONNECTION as BACKFILLS_PER_CONNECTION,
+    Bucket as Bucket,
+)
 from mockdcp.model._checkpoint import (
     Checkpoint as Checkpoint,
     Cursor as Cursor,
@@ -58,6 +61,7 @@ from mockdcp.model._manifest import (
     ManifestChange as ManifestChange,
 )
 from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
+from mockdcp.model._validate import check_value as check_value
 from mockdcp.model._vbmap import (
     MAX_REPLICAS as MAX_REPLICAS,
     VBucketMap as VBucketMap,

@@ -59,6 +59,17 @@ STORAGE_BACKENDS = ("couchstore", "magma")
 #: assumption of the mock (ns_server ships 0, i.e. off, and most 7.6 Magma buckets
 #: are given a retention): change streams work without configuration
 DEFAULT_MAGMA_HISTORY_BYTES = 4 * 1024**3
+#: kv_engine's default ``dcp_backfill_in_progress_per_connection_limit``
+#: (``configuration.json``; ``KVStoreScanTracker::canCreateBackfill``, MB-57304)
+BACKFILLS_PER_CONNECTION = 1
+
+
+def check_backfill_limit(limit: object) -> int:
+    """``limit`` as a bucket's ``backfills_per_connection`` (an int ≥ 1, kv_engine
+    ``dcp_backfill_in_progress_per_connection_limit``); ``ModelError`` otherwise."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ModelError(f"backfills_per_connection is an integer ≥ 1, not {limit!r}")
+    return limit
 
 
 class Bucket:
@@ -79,6 +90,7 @@ class Bucket:
         storage: str = "couchstore",
         history_retention_bytes: int | None = None,
         history_retention_seconds: int | None = None,
+        backfills_per_connection: int = BACKFILLS_PER_CONNECTION,
     ) -> None:
         """``pause_collector`` holds the garbage collector off around a bulk write: the
         model changes no process-wide state itself, so the shell passes
@@ -98,8 +110,16 @@ class Bucket:
         history (kv_engine ``configuration.json`` ``history_retention_bytes`` /
         ``_seconds``, 0 = no limit of that kind; retention is on when either is
         above 0, ``KVBucket::isHistoryRetentionEnabled``). Magma defaults to
-        ``DEFAULT_MAGMA_HISTORY_BYTES``; a retention on couchstore is a ``ModelError``."""
+        ``DEFAULT_MAGMA_HISTORY_BYTES``; a retention on couchstore is a ``ModelError``.
+
+        ``backfills_per_connection``: how many backfills one DCP connection reads at
+        once, the others waiting their turn (kv_engine ``configuration.json``
+        ``dcp_backfill_in_progress_per_connection_limit``, 1 by default since MB-57304;
+        a larger value stages an older node, whose backfills of one connection
+        interleave). It is read when a connection opens (``backfills_per_connection``
+        may be changed between connections)."""
         retention = _check_retention(storage, history_retention_bytes, history_retention_seconds)
+        self.backfills_per_connection = check_backfill_limit(backfills_per_connection)
         if not 1 <= num_vbuckets <= MAX_VBUCKETS:
             raise ModelError(f"a bucket has 1..{MAX_VBUCKETS} vbuckets, not {num_vbuckets}")
         if checkpoint_max_items < 1 or checkpoint_max_bytes < 1:

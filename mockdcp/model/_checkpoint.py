@@ -64,7 +64,11 @@ class Checkpoint:
     def __init__(self, ident: int, start_seqno: int, *, historical: bool = False) -> None:
         self.id = ident
         #: made while the bucket retains history (kv_engine ``CheckpointHistorical``): a
-        #: change-streams connection's markers of it are flagged History
+        #: change-streams connection's markers of it are flagged History. Whatever the
+        #: collections written: kv_engine ``CheckpointManager::addNewCheckpoint`` takes
+        #: it from ``isHistoryRetentionEnabled()`` (the bucket's retention bytes or
+        #: seconds) alone, and ``CDCActiveStreamTest`` in ``dcp_stream_test.cc`` shows a
+        #: retention of 0 on Magma streaming plain markers
         self.historical = historical
         #: snapshot start: the first seqno that belongs to this checkpoint
         self.start_seqno = start_seqno

@@ -5,7 +5,9 @@ start in its pending queue, and starts pending ones first come, first served, as
 in-progress ones finish. ``KVStoreScanTracker::canCreateBackfill`` (MB-57304) lets a
 connection have ``dcp_backfill_in_progress_per_connection_limit`` backfills in progress
 (a snapshot open and being read), 1 by default: a consumer that asks for every vbucket
-from disk gets them one after the other, not 1024 interleaved.
+from disk gets them one after the other, not 1024 interleaved. The limit is the
+bucket's ``backfills_per_connection``: a node before MB-57304, whose backfills of one
+connection interleave, is staged with a larger one.
 
 For mockdcp the limit also bounds memory: a backfill holds its whole read (seqnos,
 frame offsets, sizes: tens of bytes a document) until its frames are all queued, and a
@@ -18,12 +20,10 @@ from __future__ import annotations
 from itertools import islice
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from mockdcp.model import BACKFILLS_PER_CONNECTION
+
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-#: kv_engine's default ``dcp_backfill_in_progress_per_connection_limit``
-#: (``configuration.json``; ``KVStoreScanTracker::canCreateBackfill``)
-BACKFILLS_PER_CONNECTION = 1
 
 #: a stream (the queue knows nothing of it but its identity)
 S = TypeVar("S")

@@ -22,7 +22,10 @@ The STREAM_END reasons, and what a consumer does after each (kv_engine
   gocbcore and go-dcp all ask again.
 * STATE_CHANGED ("the stream closed early because the vbucket state changed"; on the
   wire it is also the internal Rollback, "the vbucket is rolling back and downstream
-  needs to reopen the stream and rollback too"), TOO_SLOW ("when the client is ready to
+  needs to reopen the stream and rollback too": a replica or pending vbucket rolled
+  back under its streams, or a backfill whose range was purged while it waited,
+  ``backfill_by_seqno_disk.cc``; the re-open is then answered ROLLBACK, and
+  ``rollback.ignored`` checks the consumer takes it), TOO_SLOW ("when the client is ready to
   read from the stream again it should reconnect") and BACKFILL_FAILED ("closed early
   due to backfill failure"): the stream ended before its end seqno, so a consumer
   that wants the data must re-open it.
@@ -46,9 +49,16 @@ if TYPE_CHECKING:
 
 #: STREAM_END reasons after which the stream must not be asked for again.
 FINAL_REASONS = frozenset({StreamEndReason.OK, StreamEndReason.FILTER_EMPTY})
-#: STREAM_END reasons after which the stream must be asked for again.
+#: STREAM_END reasons after which the stream must be asked for again. ROLLBACK is never
+#: written by a node (it sends STATE_CHANGED, kv_engine ``StreamEndResponse::
+#: statusToFlags``); a recording that carries one asks the same of the consumer.
 REOPEN_REASONS = frozenset(
-    {StreamEndReason.STATE_CHANGED, StreamEndReason.TOO_SLOW, StreamEndReason.BACKFILL_FAILED}
+    {
+        StreamEndReason.STATE_CHANGED,
+        StreamEndReason.TOO_SLOW,
+        StreamEndReason.BACKFILL_FAILED,
+        StreamEndReason.ROLLBACK,
+    }
 )
 #: DCP_CONTROL keys a consumer may set again to another value: sizes and tunings
 #: (kv_engine ``docs/dcp/documentation/flow-control.md``: buffer sizes change with the

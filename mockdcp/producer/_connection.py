@@ -155,8 +155,11 @@ class Connection:
         self.name = b""
         self.user: str | None = None
         self.streams = StreamRegistry()
-        #: its streams' backfills, one reading the disk at a time (kv_engine's default)
-        self.backfills: BackfillQueue[Stream] = BackfillQueue(on_free=self._backfill_turn)
+        #: its streams' backfills, the bucket's ``backfills_per_connection`` reading the
+        #: disk at a time (kv_engine's default: one)
+        self.backfills: BackfillQueue[Stream] = BackfillQueue(
+            node.bucket.backfills_per_connection, on_free=self._backfill_turn
+        )
         self.keepalive = Keepalive(last_received=now, last_noop=now)
         self.faults = Faults()
         self.flow = FlowWindow()

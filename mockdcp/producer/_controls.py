@@ -72,8 +72,8 @@ class DcpSettings:
     include_deleted_user_xattrs: bool = False
     #: history snapshots on this connection's streams (``change_streams``)
     change_streams: bool = False
-    #: the bucket can retain history (Magma with a retention): set by the connection
-    #: before a ``change_streams`` control is applied
+    #: the bucket's storage can retain history (Magma, whatever its retention): set by
+    #: the connection before a ``change_streams`` control is applied
     history_capable: bool = False
 
     @property
@@ -193,8 +193,9 @@ def _flatbuffers(s: DcpSettings, v: str) -> Status:
 
 def _change_streams(s: DcpSettings, v: str) -> Status:
     """kv_engine ``DcpProducer::control``: "true" succeeds only when the bucket's storage
-    can retain history (Magma with a retention), else NOT_SUPPORTED; "false" is invalid
-    (``docs/dcp/documentation/commands/control.md``)."""
+    can retain history (``StorageProperties::canRetainHistory``: Magma, even with no
+    retention configured; its snapshots are then plain), else NOT_SUPPORTED; "false" is
+    invalid (``docs/dcp/documentation/commands/control.md``)."""
     if v != "true":
         return Status.EINVAL
     if not s.history_capable:

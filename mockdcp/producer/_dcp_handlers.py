@@ -90,7 +90,7 @@ def on_dcp_open(conn: Connection, frame: Frame, msg: DcpOpen, now: float) -> Non
 
 
 def on_control(conn: Connection, frame: Frame, msg: DcpControl, now: float) -> None:
-    conn.settings.history_capable = conn.node.bucket.retains_history
+    conn.settings.history_capable = conn.node.bucket.storage == "magma"
     status = apply_control(conn.settings, msg.key, msg.value)
     if msg.key == "connection_buffer_size" and status == Status.SUCCESS:
         conn.flow.resize(conn.settings.buffer_size)

@@ -168,6 +168,24 @@ def _joined(*parts: Frames) -> Frames:
 PIECE_BYTES = 256 * 1024
 
 
+def wire_end_reason(reason: StreamEndReason) -> StreamEndReason:
+    """The STREAM_END reason a node writes for ``reason``: ROLLBACK (6) becomes
+    STATE_CHANGED (2), every other reason is itself.
+
+    kv_engine ``engines/ep/src/dcp/response.h``, ``StreamEndResponse::statusToFlags``
+    (MB-21682, the change that added Rollback): a stream a node ends because its
+    vbucket rolls back (``DcpProducer::closeStreamDueToRollback``, from
+    ``KVBucket``'s rollback of a replica or pending vbucket) or because its backfill's
+    range was purged meanwhile (``backfill_by_seqno_disk.cc``; ``backfill_memory.cc``
+    on an ephemeral bucket) is set dead with Rollback, and the response it queues says
+    StateChanged; ``DcpProducer::mapEndStreamStatus`` only ever sees that. The
+    consumer re-opens the stream and is then answered ROLLBACK (0x23) where it must
+    roll back."""
+    if reason is StreamEndReason.ROLLBACK:
+        return StreamEndReason.STATE_CHANGED
+    return reason
+
+
 @attrs.define(slots=True)
 class Chunk:
     """Encoded stream messages: ``buf`` holds frames ending at ``ends`` (less ``base``);
@@ -339,9 +357,11 @@ class Stream:
     # -- ending ----------------------------------------------------------------------
 
     def end(self, reason: StreamEndReason, *, discard_queue: bool = False) -> None:
-        """Queue STREAM_END(reason) after what is queued (or instead of it)."""
+        """Queue STREAM_END(reason) after what is queued (or instead of it); ROLLBACK is
+        sent as STATE_CHANGED (``wire_end_reason``)."""
         if not self.alive:
             return
+        reason = wire_end_reason(reason)
         if discard_queue:
             self.chunks.clear()
             self._pending = None
@@ -438,7 +458,9 @@ class Stream:
         start = self.last_read_seqno + 1
         purge = 0 if self._ignore_purged else self.vb.purge_seqno
         if start != 1 and start <= purge and self._client_purge != purge:
-            self.end(StreamEndReason.STATE_CHANGED)  # internal Rollback on the wire
+            # kv_engine ``DCPBackfillBySeqnoDisk::create``: tombstones were purged past
+            # the start while the backfill waited; the stream dies with Rollback
+            self.end(StreamEndReason.ROLLBACK)
             return
         history_start = self.vb.history_start_seqno if self._change_streams else 0
         history = bool(history_start) and start >= history_start

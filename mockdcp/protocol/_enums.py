@@ -292,7 +292,11 @@ class StreamEndReason(enum.IntEnum):
     #: Backfill idle protection only.
     TOO_SLOW = 4
     BACKFILL_FAILED = 5
-    #: Never on the wire: converted to STATE_CHANGED.
+    #: Never on the wire: converted to STATE_CHANGED (kv_engine ``dcp/response.h``
+    #: ``StreamEndResponse::statusToFlags``). A node ends streams with it when their
+    #: vbucket rolls back (``DcpProducer::closeStreamDueToRollback``) or a backfill's
+    #: range was purged (``backfill_by_seqno_disk.cc``, ``backfill_memory.cc``); the
+    #: consumer re-opens and is answered ROLLBACK (``producer._stream.wire_end_reason``).
     ROLLBACK = 6
     #: Collection-aware connections only; OK otherwise.
     FILTER_EMPTY = 7

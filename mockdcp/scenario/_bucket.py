@@ -37,4 +37,5 @@ def _bucket(scenario: Scenario) -> Bucket:
         storage=spec.storage,
         history_retention_bytes=spec.history_retention_bytes,
         history_retention_seconds=spec.history_retention_seconds,
+        backfills_per_connection=spec.backfills_per_connection,
     )

@@ -76,6 +76,10 @@ class BucketSpec:
     #: given) and in seconds on the scenario clock
     history_retention_bytes: int | None = None
     history_retention_seconds: int | None = None
+    #: backfills one DCP connection reads at once (kv_engine
+    #: ``dcp_backfill_in_progress_per_connection_limit``, 1 since MB-57304; more stages
+    #: an older node whose backfills of one connection interleave)
+    backfills_per_connection: int = 1
     #: data nodes serving the bucket, and replica copies of each vbucket
     nodes: int = 1
     replicas: int = 0

@@ -904,7 +904,9 @@ class Corrupt(Step):
 
 @attrs.frozen(kw_only=True)
 class EndStream(Step):
-    """End the vbuckets' live streams with STREAM_END(``reason``)."""
+    """End the vbuckets' live streams with STREAM_END(``reason``); ``rollback`` ends
+    them as a node whose vbucket rolls back does, sent as ``state_changed`` (kv_engine
+    ``StreamEndResponse::statusToFlags``: reason 6 never reaches the wire)."""
 
     NAME = "end_stream"
     GROUP = "faults"

@@ -308,6 +308,7 @@ async def serve(
     storage: str = "couchstore",
     history_retention_bytes: int | None = None,
     history_retention_seconds: int | None = None,
+    backfills_per_connection: int = 1,
     server_version: str | None = None,
     external_host: str | None = None,
     external_kv_port: int | None = None,
@@ -344,6 +345,9 @@ async def serve(
     ``storage`` (``couchstore`` or ``magma``) with ``history_retention_bytes`` /
     ``_seconds`` (Magma retains history by default): the bucket's backend, as
     ``Bucket(storage=...)``; a scenario's ``bucket:`` block declares its own.
+    ``backfills_per_connection``: backfills one connection reads at once (kv_engine
+    ``dcp_backfill_in_progress_per_connection_limit``, 1; more stages a node before
+    MB-57304), as ``Bucket(backfills_per_connection=...)``.
     ``server_version``: what ``/pools`` and VERSION report (default 7.6.2).
     ``corpus``: a Parquet corpus directory (``mockdcp corpus``) loaded before the block
     runs instead of Faker documents, as ``mockdcp serve --corpus`` loads it; with
@@ -410,6 +414,7 @@ async def serve(
                 storage=storage,
                 history_retention_bytes=history_retention_bytes,
                 history_retention_seconds=history_retention_seconds,
+                backfills_per_connection=backfills_per_connection,
             )
         except ModelError as exc:
             raise ServerError(str(exc)) from exc

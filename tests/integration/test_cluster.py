@@ -14,6 +14,7 @@ import pytest
 import trio
 
 import mockdcp
+from mockdcp.client import ClusterConsumer
 from mockdcp.protocol import (
     DcpGetFailoverLog,
     DcpOpen,
@@ -34,7 +35,7 @@ from mockdcp.protocol import (
 from mockdcp.scenario import ScenarioProblems, StepFailed
 from mockdcp.util import ServerError
 
-from ._raw import RawClient
+from ._raw import RawClient, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -319,3 +320,46 @@ async def test_state_and_metrics_show_the_nodes_the_map_and_the_replicas(
     assert 'mockdcp_nodes{status="active"} 3' in text
     assert "mockdcp_replica_lag_items 1" in text
     assert f"mockdcp_config_revision {cluster.node.config_rev}" in text
+
+
+class _CountingConsumer(ClusterConsumer):
+    """A ``ClusterConsumer`` that counts its readings of the map."""
+
+    fetches = 0
+
+    async def _fetch(self) -> dict[str, Any] | None:
+        self.fetches += 1
+        return await super()._fetch()
+
+
+async def _quiet_fetches(consumer: _CountingConsumer, seconds: float) -> int:
+    before = consumer.fetches
+    await trio.sleep(seconds)
+    return consumer.fetches - before
+
+
+async def test_the_cluster_consumer_follows_pushes_and_polls_only_without_them(
+    cluster: MockDcpServer,
+) -> None:
+    """kv_engine ``docs/BinaryProtocol.md`` "0x01 Clustermap Change Notification": a
+    consumer whose HELLO the nodes granted pushes reads the map when a newer revision
+    is pushed, not on a timer; one without them polls every 0.1 s."""
+    pushed = _CountingConsumer(cluster.host, cluster.kv_port, vbuckets=range(8))
+    polled = _CountingConsumer(
+        cluster.host, cluster.kv_port, vbuckets=range(8), clustermap_notification=False
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(pushed.run)
+        await nursery.start(polled.run)
+        with trio.fail_after(10):
+            await wait_until(lambda: pushed.pushes and len(polled.members) == 3)
+        assert not polled.pushes
+        await trio.sleep(0.3)  # a poll timed before the grants were known ends
+        assert await _quiet_fetches(pushed, 1.0) == 0
+        assert await _quiet_fetches(polled, 1.0) >= 4
+        rev = pushed.rev
+        await cluster.apply({"add_node": {}}, {"rebalance": {}})
+        with trio.fail_after(10):
+            await wait_until(lambda: pushed.rev > rev and len(pushed.members) == 4)
+        assert pushed.rev == cluster.topology.rev
+        nursery.cancel_scope.cancel()

@@ -99,6 +99,20 @@ def test_serve_command_line_takes_scope_dot_collection_paths() -> None:
         build_parser().parse_args(["serve", "--collections", "hotel"])
 
 
+async def test_serve_takes_the_bucket_s_backfills_per_connection() -> None:
+    """kv_engine ``dcp_backfill_in_progress_per_connection_limit``: ``serve`` and
+    ``mockdcp serve --backfills-per-connection`` set it (1 by default; 0 refused)."""
+    from mockdcp.cli import build_parser
+
+    assert build_parser().parse_args(["serve"]).backfills_per_connection == 1
+    args = build_parser().parse_args(["serve", "--backfills-per-connection", "8"])
+    assert args.backfills_per_connection == 8
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--backfills-per-connection", "0"])
+    async with mockdcp.serve(port=0, http_port=0, vbuckets=2, backfills_per_connection=8) as s:
+        assert s.bucket.backfills_per_connection == 8
+
+
 async def test_serve_loads_generated_documents_as_serve_docs_does() -> None:
     async with mockdcp.serve(port=0, http_port=0, vbuckets=8, docs=100) as server:
         oracle = server.oracle()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,14 +18,18 @@ import pytest
 
 from mockdcp.data import PipelineError, check_corpus, load_on_disk
 from mockdcp.data._schema import MANIFEST
+from mockdcp.model import Bucket
 from mockdcp.pipeline import CorpusSpec, generate_partition, load_corpus_sync
+from mockdcp.producer._encoder import Form
+from tests.producer.test_forms import FORMS, expected, stream_items
 
 from .conftest import new_bucket
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from mockdcp.model import Bucket, Item
+    from mockdcp.model import Item
+    from mockdcp.producer._controls import DcpSettings
 
 SPEC = CorpusSpec(docs=900, seed=4, partitions=3, hot_share=0.05, hot_updates=4)
 SERVE = [sys.executable, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0"]
@@ -304,3 +309,78 @@ def test_oracle_from_corpus_with_a_served_bucket_changes_is_its_oracle(
     body = json.loads(json.dumps(on_disk_oracle(disk, str(corpus))))
     oracle_from_corpus(corpus, tmp_path / "o", changes=body)
     assert _rows(read_oracle(tmp_path / "o").to_pylist()) == _rows(disk.oracle().rows())
+
+
+def _with_xattrs_and_snappy(corpus: Path) -> int:
+    """Rewrite the corpus's first file: every third stored value gets an xattr section
+    (``_sync``, as Sync Gateway writes it), every fifth is stored snappy-compressed;
+    how many rows changed."""
+    import cramjam
+
+    from mockdcp.protocol import Datatype, encode_xattrs
+
+    part = corpus / "part-00000.parquet"
+    table = pq.read_table(part)
+    values, dts = table.column("value").to_pylist(), table.column("datatype").to_pylist()
+    changed = 0
+    for i, value in enumerate(values):
+        if not value:
+            continue
+        dt = dts[i]
+        if i % 3 == 0:
+            value = encode_xattrs([("_sync", '{"rev":"1-a"}'), ("meta", f'{{"n":{i}}}')], value)
+            dt |= Datatype.XATTR
+        if i % 5 == 0:
+            value = bytes(cramjam.snappy.compress_raw(value))
+            dt |= Datatype.SNAPPY
+        changed += dt != dts[i]
+        values[i], dts[i] = value, dt
+    for name, column in (("value", values), ("datatype", dts)):
+        at = table.schema.get_field_index(name)
+        table = table.set_column(at, name, pa.array(column, table.schema.field(name).type))
+    pq.write_table(table, part, row_group_size=200)
+    return changed
+
+
+@pytest.mark.parametrize("dcp", FORMS[::5], ids=lambda s: repr(Form.of(s)))
+def test_an_on_disk_corpus_with_xattrs_and_snappy_serves_each_connection_its_form(
+    tmp_path: Path, dcp: DcpSettings
+) -> None:
+    """kv_engine ``docs/dcp/documentation/commands/mutation.md`` ("The meaning of
+    datatype") and ``ActiveStream::makeResponseFromItem``: xattrs go only to a DCP_OPEN
+    with INCLUDE_XATTRS, compressed values only to a HELLO with SNAPPY. The import keeps
+    each value as stored and every stream gets the form its connection negotiated, the
+    frames the codec encodes item by item, as the in-memory load of the corpus serves."""
+    corpus = _write(tmp_path / "c", CorpusSpec(docs=300, seed=4, partitions=1))
+    assert _with_xattrs_and_snappy(corpus) > 50
+    memory = Bucket("default", 1, seed=5, clock=time.time)
+    disk = Bucket("default", 1, seed=5, clock=time.time)
+    load_corpus_sync(memory, corpus)
+    load_on_disk(disk, corpus, cache=tmp_path / "cache")
+    assert {k: _doc(v) for k, v in disk.oracle().items()} == {
+        k: _doc(v) for k, v in memory.oracle().items()
+    }
+    datatypes = {it.datatype for it in disk.vbucket(0).all_items()}
+    assert datatypes == {1, 3, 5, 7}  # JSON, and with SNAPPY, XATTR or both
+    items = sorted(disk.vbucket(0).all_items(), key=lambda it: it.seqno)
+    assert stream_items(disk, dcp, None) == expected(items, Form.of(dcp), 77, None)
+
+
+def test_an_on_disk_value_that_contradicts_its_datatype_is_named(tmp_path: Path) -> None:
+    corpus = _write(tmp_path / "c", CorpusSpec(docs=60, seed=4, partitions=1))
+    part = corpus / "part-00000.parquet"
+    table = pq.read_table(part)
+    dts = table.column("datatype").to_pylist()
+    dts[7] |= 4  # XATTR, over a value with no xattr section
+    at = table.schema.get_field_index("datatype")
+    table = table.set_column(at, "datatype", pa.array(dts, table.schema.field("datatype").type))
+    pq.write_table(table, part)
+    key = table.column("key")[7].as_py().encode()
+    named = re.escape(f"part-00000.parquet: column 'value': key {key!r}: datatype has XATTR")
+    with pytest.raises(PipelineError, match=named):
+        load_on_disk(new_bucket(), corpus, cache=tmp_path / "cache")
+    dts[7] = 9  # an unknown bit
+    table = table.set_column(at, "datatype", pa.array(dts, table.schema.field("datatype").type))
+    pq.write_table(table, part)
+    with pytest.raises(PipelineError, match=r"column 'datatype': .*unknown bits"):
+        load_on_disk(new_bucket(), corpus, cache=tmp_path / "cache")

@@ -16,9 +16,13 @@ from mockdcp.protocol import (
     DcpControl,
     DcpStreamRequest,
     Mutation,
+    Response,
     SnapshotMarker,
+    Status,
     StreamEnd,
+    StreamEndReason,
 )
+from mockdcp.util import ModelError
 from tests.producer._session import Session, decode_all
 
 MAX = 2**64 - 1
@@ -97,11 +101,19 @@ def test_a_limit_below_one_is_refused() -> None:
 # -- a connection's streams ------------------------------------------------------------
 
 
-def on_disk(vbuckets: int = 3, per_vbucket: int = 30, value_size: int = 20_000) -> Bucket:
+def on_disk(
+    vbuckets: int = 3, per_vbucket: int = 30, value_size: int = 20_000, backfills: int = 1
+) -> Bucket:
     """Documents in every vbucket, only on disk (their checkpoints expelled); a
     vbucket's backfill (600 kB) takes more than a piece (``PIECE_BYTES``) and more than
-    a stream's turn (``QUANTUM``)."""
-    b = Bucket("default", vbuckets, seed=1, clock=lambda: 1_700_000_000.0)
+    a stream's turn (``QUANTUM``). ``backfills``: the bucket's backfills per connection."""
+    b = Bucket(
+        "default",
+        vbuckets,
+        seed=1,
+        clock=lambda: 1_700_000_000.0,
+        backfills_per_connection=backfills,
+    )
     for vb in range(vbuckets):
         for i in range(per_vbucket):
             b.set(f"k{vb}-{i}", b"v" * value_size, vbucket=vb)
@@ -166,16 +178,26 @@ def test_streams_from_disk_are_backfilled_one_after_the_other_in_the_order_asked
     assert sent == [2] * 31 + [1] * 31 + [0] * 31
 
 
-def test_without_the_limit_backfills_of_one_connection_interleave() -> None:
-    b = on_disk()
+def test_a_bucket_staging_a_node_before_mb_57304_interleaves_the_backfills() -> None:
+    """``backfills_per_connection=3`` (kv_engine
+    ``dcp_backfill_in_progress_per_connection_limit`` raised, as a node before
+    MB-57304 behaved): three backfills of one connection read at once."""
+    b = on_disk(backfills=3)
     session = dcp_session(b)
-    session.conn.backfills.limit = 3
+    assert session.conn.backfills.limit == 3
     open_streams(session, range(3))
     sent = []
     while data := session.conn.data_to_send(session.now, 1 << 30):
         sent += [m.vbucket for m in decode_all(data, collections=False) if isinstance(m, Mutation)]
+        assert len(session.conn.backfills.running) <= 3
     assert sent != sorted(sent)  # the test above would pass without the queue otherwise
     assert sorted(sent) == [0] * 30 + [1] * 30 + [2] * 30
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5, "2"])
+def test_a_backfill_limit_below_one_or_not_an_integer_is_refused(limit: object) -> None:
+    with pytest.raises(ModelError, match="backfills_per_connection is an integer ≥ 1"):
+        Bucket("default", 4, clock=lambda: 0.0, backfills_per_connection=limit)  # type: ignore[arg-type]
 
 
 def test_a_stream_waiting_for_its_backfill_has_read_nothing_yet() -> None:
@@ -257,3 +279,44 @@ def test_a_stream_told_its_turn_after_a_backfill_that_sent_nothing_still_gets_it
     assert sent == [0] * 30
     assert [s.state for s in session.conn.streams] == [StreamState.IN_MEMORY] * 4
     assert (session.conn.backfills.running, session.conn.backfills.waiting) == ([], {})
+
+
+def test_a_backfill_whose_range_was_purged_while_it_waited_ends_state_changed() -> None:
+    """kv_engine ``DCPBackfillBySeqnoDisk::create``: tombstones purged past the start
+    while the backfill waited its turn: the stream is set dead with Rollback, which a
+    node writes as STATE_CHANGED (``StreamEndResponse::statusToFlags``); asked again,
+    the stream is answered ROLLBACK to 0."""
+    b = on_disk(vbuckets=2)
+    session = dcp_session(b)
+    uuid = b.vbucket(1).failover.newest_uuid
+    session.send(request(0))
+    session.send(request(1, start=5, uuid=uuid))  # accepted: nothing purged yet
+    first = decode_all(session.conn.data_to_send(session.now, 1000), collections=False)
+    assert not [m for m in first if isinstance(m, StreamEnd)]
+    for i in range(10, 20):
+        b.delete(f"k1-{i}", vbucket=1)
+    b.checkpoint(1)
+    b.persist(1)
+    assert b.purge(1) == 10
+    rest = []
+    while data := session.conn.data_to_send(session.now, 1 << 30):
+        rest += decode_all(data, collections=False)
+    ends = [(m.vbucket, m.reason) for m in rest if isinstance(m, StreamEnd)]
+    assert ends == [(1, StreamEndReason.STATE_CHANGED)]
+    assert not [m for m in rest if isinstance(m, Mutation) and m.vbucket == 1]
+    session.send(request(1, start=5, uuid=uuid))
+    [reply] = decode_all(session.conn.data_to_send(session.now, 1 << 30), collections=False)
+    assert isinstance(reply, Response)
+    assert (reply.status, reply.value) == (Status.ROLLBACK, (0).to_bytes(8, "big"))
+
+
+def test_a_stream_ended_for_a_rollback_is_told_state_changed() -> None:
+    """kv_engine ``StreamEndResponse::statusToFlags``: reason 6 (Rollback) is never
+    written; a node ending streams for a rollback sends STATE_CHANGED (2)."""
+    b = on_disk(vbuckets=1, per_vbucket=2, value_size=10)
+    session = dcp_session(b)
+    session.send(request(0))
+    session.read()
+    assert session.conn.end_streams(0, StreamEndReason.ROLLBACK) == 1
+    [end] = [m for m in session.read() if isinstance(m, StreamEnd)]
+    assert end.reason is StreamEndReason.STATE_CHANGED

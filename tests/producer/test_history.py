@@ -86,6 +86,20 @@ class TestControl:
         assert isinstance(reply, Response)
         assert reply.status == Status.NOT_SUPPORTED
 
+    def test_change_streams_succeeds_on_magma_without_retention(self) -> None:
+        """kv_engine ``DcpProducer::control`` asks the storage
+        (``StorageProperties::canRetainHistory``: Magma), not the retention."""
+        b = Bucket(
+            "default",
+            1,
+            clock=lambda: 1_700_000_000.0,
+            storage="magma",
+            history_retention_bytes=0,
+            history_retention_seconds=0,
+        )
+        assert not b.retains_history
+        session(b)
+
     def test_change_streams_false_is_invalid(self) -> None:
         s = session(magma(), change_streams=False)
         [reply] = s.call(DcpControl(opaque=0, key="change_streams", value="false"))
@@ -117,6 +131,50 @@ class TestMemory:
         markers = [x for x in summary(msgs) if x[0] == "marker"]
         assert markers
         assert not any(x[3] & F.HISTORY for x in markers)
+
+
+class TestHistoricalCheckpoints:
+    """A checkpoint is historical when the bucket retains history, whatever the
+    collections written (kv_engine ``CheckpointManager::addNewCheckpoint`` reads
+    ``isHistoryRetentionEnabled()``; ``dcp_stream_test.cc`` ``CDCActiveStreamTest``)."""
+
+    @staticmethod
+    def memory_markers(b: Bucket) -> list[tuple[Any, ...]]:
+        s = session(b)
+        msgs = stream(s)
+        write(b, ("k", "1"), ("j", "2"))
+        msgs += s.read()
+        return [x for x in summary(msgs) if x[0] == "marker"]
+
+    def test_retention_without_history_collections_still_flags_history(self) -> None:
+        b = Bucket(
+            "default",
+            1,
+            clock=lambda: 1_700_000_000.0,
+            storage="magma",
+            collections={"_default": [{"name": "_default", "history": False}]},
+        )
+        assert not b.vbucket(0).history_collections
+        markers = self.memory_markers(b)
+        assert markers
+        assert all(x[3] & F.HISTORY for x in markers)
+
+    def test_magma_without_retention_streams_plain_markers(self) -> None:
+        """``CDCActiveStreamTest``: retention bytes and seconds 0, a write to a history
+        collection: the marker is Memory|Checkpoint, no History."""
+        b = Bucket(
+            "default",
+            1,
+            clock=lambda: 1_700_000_000.0,
+            storage="magma",
+            history_retention_bytes=0,
+            history_retention_seconds=0,
+            collections={"_default": [{"name": "_default", "history": True}]},
+        )
+        markers = self.memory_markers(b)
+        assert markers
+        assert markers[0][3] == F.MEMORY | F.CHECKPOINT
+        assert not any(x[3] & (F.HISTORY | F.MAY_CONTAIN_DUPLICATE_KEYS) for x in markers)
 
 
 def to_disk(b: Bucket) -> None:

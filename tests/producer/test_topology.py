@@ -134,3 +134,67 @@ def test_bad_topology_steps_change_nothing() -> None:
     with pytest.raises(ModelError, match="last node"):
         topology.remove_node(0)
     assert topology.rev == rev
+
+
+def test_streams_of_a_replica_that_rolls_back_end_state_changed_then_roll_back() -> None:
+    """A replica ahead of the one a hard failover promotes rolls back under its streams:
+    kv_engine ``KVBucket::rollback`` closes them (``DcpConnMap::closeStreamsDueToRollback``,
+    reason Rollback, written STATE_CHANGED by ``StreamEndResponse::statusToFlags``); the
+    consumer asks again and is answered ROLLBACK to the new branch point."""
+    from mockdcp.protocol import (
+        DcpStreamRequest,
+        Response,
+        Status,
+        StreamEnd,
+        StreamEndReason,
+    )
+    from tests.producer._session import Session
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=3, replicas=2)
+    topology, model = first.topology, first.topology.cluster
+    vb = 0
+    active, behind, ahead = model.map.chain(vb)
+    assert active is not None
+    assert behind is not None
+    assert ahead is not None
+    model.pause_replication(node=behind, vbucket=vb)
+    for i in range(6):
+        bucket.set(f"k{i}", b"v", vbucket=vb)
+    copy = model.copy(ahead, vb)
+    assert copy is not None
+    assert copy.high_seqno == 6
+    uuid = copy.failover.newest_uuid
+    session = Session(bucket, node=topology.nodes[ahead])
+    session.open_dcp()
+    request = DcpStreamRequest(
+        opaque=5,
+        vbucket=vb,
+        flags=0,  # a replica streams without ACTIVE_VB_ONLY
+        start_seqno=0,
+        end_seqno=2**64 - 1,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+    )
+    assert any(
+        isinstance(m, Response) and m.status == Status.SUCCESS for m in session.call(request)
+    )
+    session.read()
+    topology.failover_node(list(topology.nodes).index(active))
+    assert model.map.active(vb) == behind
+    ends = [m for m in session.read() if isinstance(m, StreamEnd)]
+    assert [(m.vbucket, m.reason) for m in ends] == [(vb, StreamEndReason.STATE_CHANGED)]
+    again = DcpStreamRequest(
+        opaque=6,
+        vbucket=vb,
+        flags=0,
+        start_seqno=6,
+        end_seqno=2**64 - 1,
+        vbucket_uuid=uuid,
+        snap_start_seqno=6,
+        snap_end_seqno=6,
+    )
+    [reply] = session.call(again)
+    assert isinstance(reply, Response)
+    assert reply.status == Status.ROLLBACK

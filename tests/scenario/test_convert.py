@@ -15,7 +15,9 @@ from mockdcp.scenario import (
     parse_duration,
     parse_scenario,
     parse_steps,
+    scenario_bucket,
 )
+from mockdcp.util import ScenarioError
 
 DESIGN_EXAMPLE = """\
 name: rollback-after-failover
@@ -129,3 +131,13 @@ def test_bad_metadata_is_reported_clearly(text: str, message: str) -> None:
     with pytest.raises(ScenarioProblems) as info:
         parse_scenario(f"name: m\n{text}\n", "m.yaml")
     assert message in str(info.value)
+
+
+def test_bucket_block_declares_the_backfills_per_connection() -> None:
+    """kv_engine ``dcp_backfill_in_progress_per_connection_limit``: 1 unless the block
+    stages an older node; below 1 is refused as the scenario's error."""
+    assert scenario_bucket(parse_scenario("name: t\n")).backfills_per_connection == 1
+    plan = parse_scenario("name: t\nbucket:\n  backfills_per_connection: 4\n")
+    assert scenario_bucket(plan).backfills_per_connection == 4
+    with pytest.raises(ScenarioError, match="backfills_per_connection"):
+        scenario_bucket(parse_scenario("name: t\nbucket:\n  backfills_per_connection: 0\n"))

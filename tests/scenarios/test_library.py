@@ -234,7 +234,9 @@ async def test_a_consumer_that_never_asks_for_config_pushes_fails_the_push_scena
     # feature: it ends right, but nothing was pushed to it
     outcome = await run_scenario(
         LIBRARY / "config-pushed-during-rebalance.yaml",
-        lambda host, port: ClusterConsumer(host, port, buffer_size=65536),
+        lambda host, port: ClusterConsumer(
+            host, port, buffer_size=65536, clustermap_notification=False
+        ),
     )
     assert outcome.converged, outcome.explain()
     failed = {e.name: e.detail for e in outcome.expectations if not e.passed}
