@@ -254,3 +254,20 @@ def test_an_unknown_scenario_or_capability_is_refused() -> None:
         )
         assert done.returncode == 2
         assert message in done.stderr
+
+
+def test_the_consumer_is_told_the_scenarios_collections_and_scope(tmp_path: Path) -> None:
+    # issue 46: a consumer configured for named collections of one scope (go-dcp) learns
+    # them from its environment; the report says them too
+    told = tmp_path / "told.json"
+    keep = (
+        "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
+        "('MOCKDCP_COLLECTIONS', 'MOCKDCP_SCOPE')}, open(sys.argv[1], 'w'))"
+    )
+    _, report = check("history-backfill-split", consumer=[sys.executable, "-c", keep, str(told)])
+    assert json.loads(told.read_text()) == {
+        "MOCKDCP_COLLECTIONS": "inventory.hotel",
+        "MOCKDCP_SCOPE": "inventory",
+    }
+    (scenario,) = report["scenarios"]
+    assert (scenario["collections"], scenario["scope"]) == (["inventory.hotel"], "inventory")

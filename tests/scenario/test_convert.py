@@ -129,3 +129,33 @@ def test_bad_metadata_is_reported_clearly(text: str, message: str) -> None:
     with pytest.raises(ScenarioProblems) as info:
         parse_scenario(f"name: m\n{text}\n", "m.yaml")
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("steps", "collections", "scope"),
+    [
+        ("- set: {key: a, value: {n: 1}}", ("_default._default",), "_default"),
+        (
+            "- set: {key: a, value: {n: 1}, collection: inventory.hotel}\n"
+            "- delete: {key: a, collection: hotel}",
+            ("_default.hotel", "inventory.hotel"),
+            "",
+        ),
+        (
+            "- generate: {docs: 2, collection: inventory.hotel}\n"
+            "- set: {key: a, value: {n: 1}, collection: inventory.airline}\n"
+            "- drop_collection: {collection: inventory.rail}",
+            ("inventory.airline", "inventory.hotel"),
+            "inventory",
+        ),
+        ("- checkpoint: {}", (), ""),
+    ],
+)
+def test_the_collections_a_scenario_writes_to_and_their_one_scope(
+    steps: str, collections: tuple[str, ...], scope: str
+) -> None:
+    # issue 46: `check` tells a consumer configured for one scope which (go-dcp)
+    text = "name: s\nsteps:\n" + "\n".join("  " + line for line in steps.splitlines())
+    scenario = parse_scenario(text)
+    assert scenario.collections() == collections
+    assert scenario.scope() == scope
