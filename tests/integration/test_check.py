@@ -302,3 +302,29 @@ def test_the_reference_consumer_resumes_past_a_value_that_contradicts_its_dataty
     assert result["verdict"] == "pass", result["reason"]
     assert result["verification"]["matched"] == 8
     assert code == 0
+
+
+#: issue 45: the STREAM_END of `end_stream` was held by the last wait's gate (vb 0 at 2)
+#: until the wait timed out, so no consumer could re-open in time
+REOPEN_AFTER_STATE_CHANGED = """\
+name: reopen-after-state-changed
+description: a stream ended STATE_CHANGED must be re-opened
+seed: 1
+bucket: {name: default, vbuckets: 1}
+steps:
+  - set: {key: a, value: {n: 1}}
+  - wait: {consumer: {seqno: high}}
+  - end_stream: {vbuckets: [0], reason: state_changed}
+  - set: {key: b, value: {n: 1}}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+"""
+
+
+def test_a_wait_never_holds_back_the_stream_end_its_progress_needs(tmp_path: Path) -> None:
+    scenario = tmp_path / "reopen-after-state-changed.yaml"
+    scenario.write_text(REOPEN_AFTER_STATE_CHANGED)
+    code, report = check(str(scenario), consumer=TAIL)
+    (result,) = report["scenarios"]
+    assert result["verdict"] == "pass", result["reason"]
+    assert result["seconds"] < 10  # not after the wait's timeout
+    assert code == 0
