@@ -170,11 +170,11 @@ class Scenario:
         (go-dcp's ``scopeName`` and ``collectionNames``, Trendyol/go-dcp
         ``config/dcp.go``; java-dcp-client's ``scopeName``/``collectionNames``) is told
         which by ``mockdcp check`` (``MOCKDCP_COLLECTIONS``, ``MOCKDCP_SCOPE``)."""
-        names = {
-            _full_name(step.collection)
-            for step in self.steps
-            if step.GROUP == "data" and isinstance(getattr(step, "collection", None), str)
-        }
+        names = set()
+        for step in self.steps:
+            collection = getattr(step, "collection", None)
+            if step.GROUP == "data" and isinstance(collection, str):
+                names.add(_full_name(collection))
         return tuple(sorted(names))
 
     def scope(self) -> str:
