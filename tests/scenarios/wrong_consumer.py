@@ -330,6 +330,8 @@ def make_consumer(
     options: dict[str, Any] = {
         "buffer_size": int(os.environ.get("MOCKDCP_BUFFER_SIZE", 20 * 1024 * 1024)),
         "noop_interval": float(os.environ.get("MOCKDCP_NOOP_INTERVAL", 120.0)),
+        # as `mockdcp tail` takes the scenario's settings
+        "clustermap_notification": os.environ.get("MOCKDCP_CLUSTERMAP_NOTIFICATION") == "1",
     }
     if mode == "never-ack":
         options["buffer_size"] = NEVER_ACK_BUFFER
