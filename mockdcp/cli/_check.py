@@ -3,12 +3,13 @@
 Each scenario that applies to the consumer (its ``needs`` within ``--capabilities``)
 runs on a fresh server with free ports; the consumer command starts with the
 ``MOCKDCP_*`` variables of ``mockdcp run`` plus the scenario's consumer settings,
-``MOCKDCP_SCENARIO`` (its name) and ``MOCKDCP_OUTPUT`` (where it may write what it
-holds). A scenario passes when its steps all ran, every expectation was met, the
-protocol checker reported nothing of the consumer, and the output (if it wrote one)
-holds exactly the oracle's documents. Up to ``jobs`` scenarios run at once; each has a
-time limit. The consumer's standard output and error are kept (their last lines go into
-the report of a scenario it failed).
+``MOCKDCP_SCENARIO`` (its name), ``MOCKDCP_OUTPUT`` (where it may write what it holds),
+``MOCKDCP_COLLECTIONS`` and ``MOCKDCP_SCOPE`` (which collections hold the scenario's
+documents: ``collections_env``). A scenario passes when its steps all ran, every
+expectation was met, the protocol checker reported nothing of the consumer, and the
+output (if it wrote one) holds exactly the oracle's documents. Up to ``jobs`` scenarios
+run at once; each has a time limit. The consumer's standard output and error are kept
+(their last lines go into the report of a scenario it failed).
 
 The report (``CheckReport``) is the same whatever ``jobs`` is, but for the times;
 ``_check_report.py`` prints it as a report card and writes JUnit XML, JSON and HTML.
@@ -72,6 +73,10 @@ class ScenarioResult:
     reason: str
     tags: list[str] = attrs.field(factory=list)
     needs: list[str] = attrs.field(factory=list)
+    #: the collections the scenario writes documents to, and their one scope (the
+    #: consumer's ``MOCKDCP_COLLECTIONS`` and ``MOCKDCP_SCOPE``)
+    collections: list[str] = attrs.field(factory=list)
+    scope: str = ""
     reproduces: dict[str, str] | None = None
     seconds: float = 0.0
     expectations: list[dict[str, Any]] = attrs.field(factory=list)
@@ -165,9 +170,23 @@ def applicable(scenario: Scenario, capabilities: frozenset[str] | None) -> str |
     return f"needs {', '.join(missing)} (the consumer supports {declared})"
 
 
+def collections_env(scenario: Scenario) -> dict[str, str]:
+    """``MOCKDCP_COLLECTIONS`` (the collections the scenario writes documents to,
+    ``scope.name`` separated by commas) and ``MOCKDCP_SCOPE`` (the one scope they are all
+    in; empty if they span several): a consumer configured for named collections of one
+    scope (go-dcp's ``scopeName`` and ``collectionNames``, Trendyol/go-dcp
+    ``config/dcp.go``) learns from them what to stream (issue 46)."""
+    return {
+        "MOCKDCP_COLLECTIONS": ",".join(scenario.collections()),
+        "MOCKDCP_SCOPE": scenario.scope(),
+    }
+
+
 def _meta(scenario: Scenario) -> dict[str, Any]:
     rep = scenario.reproduces
     return {
+        "collections": list(scenario.collections()),
+        "scope": scenario.scope(),
         "tags": list(scenario.tags),
         "needs": [str(n) for n in scenario.needs],
         "reproduces": None if rep is None else {"summary": rep.summary, "source": rep.source},
@@ -245,6 +264,7 @@ async def _run(
             **os.environ,
             **consumer_env(server),
             **scenario.consumer.environment(),
+            **collections_env(scenario),
             "MOCKDCP_SCENARIO": scenario.name,
             "MOCKDCP_OUTPUT": str(output),
         }
@@ -623,5 +643,6 @@ __all__ = [
     "applicable",
     "check_all",
     "check_scenario",
+    "collections_env",
     "evidence",
 ]

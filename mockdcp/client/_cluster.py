@@ -139,6 +139,10 @@ class ClusterConsumer:
     every vbucket of the map); ``state`` and ``on_event`` are shared by every node's
     connection."""
 
+    #: a ``ConsumerCore`` subclass whose rules every node's connection follows (put
+    #: before the node's own: a test's consumer that breaks one rule, across the cluster)
+    rules: type[ConsumerCore] = ConsumerCore
+
     def __init__(
         self,
         host: str,
@@ -271,13 +275,19 @@ class ClusterConsumer:
                 self._scopes.pop(address).cancel()
                 del self.members[address]
 
+    def _core_type(self) -> type[_NodeCore]:
+        """The core of a node's connection: ``_NodeCore``, with ``rules`` first."""
+        if self.rules is ConsumerCore:
+            return _NodeCore
+        return type(f"{self.rules.__name__}OnNode", (self.rules, _NodeCore), {})
+
     def _member(self, address: str, nursery: trio.Nursery) -> _Member:
         member = self.members.get(address)
         if member is None:
             host, _, port = address.rpartition(":")
-            core = _NodeCore(
-                partial(self.lost, address=address),
-                self.pushed,
+            core = self._core_type()(
+                lost=partial(self.lost, address=address),
+                pushed=self.pushed,
                 name=self.name,
                 vbuckets=[],
                 state=self.state,

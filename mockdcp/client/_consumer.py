@@ -28,8 +28,10 @@ It does what a correct consumer must (kv_engine docs/dcp/documentation):
   (the vbucket is moving or warming up; java-dcp-client retries these too), waiting
   twice as long after each refusal in a row (0.1 s, 0.2 s, ... up to 1 s);
 * DCP_NOOP answered, buffer acks sent at half the window;
-* a dropped connection, or a frame it cannot decode (the framing can no longer be
-  trusted), is re-established and every stream resumed.
+* a dropped connection, a frame it cannot decode (the framing can no longer be
+  trusted), or a value that contradicts its datatype (flagged JSON, it does not parse;
+  a malformed xattr section: ``_core.check_value``) is re-established and every stream
+  resumed from before it.
 
 ``state`` keeps, per (collection, key), the versions received (so a rollback can undo
 them) and per stream (vbucket, stream-id) the position to resume from; ``documents()``

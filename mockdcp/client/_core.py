@@ -25,6 +25,7 @@ from mockdcp.protocol import (
     Abort,
     ClusterMapChangeNotification,
     Commit,
+    Datatype,
     DcpBufferAck,
     DcpControl,
     DcpNoop,
@@ -43,6 +44,7 @@ from mockdcp.protocol import (
     OsoSnapshot,
     OsoSnapshotFlag,
     Prepare,
+    RemoteProtocolError,
     Response,
     SeqnoAdvanced,
     SnapshotFlag,
@@ -53,6 +55,7 @@ from mockdcp.protocol import (
     SystemEvent,
     decode_failover_log,
     decode_server_message,
+    split_xattrs,
 )
 
 if TYPE_CHECKING:
@@ -329,6 +332,8 @@ class ConsumerCore:
         if isinstance(msg, DcpNoop):
             reply = Response(opcode=Opcode.DCP_NOOP, status=Status.SUCCESS, opaque=msg.opaque)
             return [Send(reply)]
+        if isinstance(msg, Mutation | Deletion | Expiration | Prepare):
+            check_value(msg)  # before anything moves: the resume asks for it again
         key = self.stream_of(frame)
         self._unacked += frame.size
         actions: list[Action] = []
@@ -557,6 +562,33 @@ class ConsumerCore:
             if msg.by_seqno == snap[1]:
                 pos.snap_start = pos.snap_end = msg.by_seqno
                 self.state.mark_consistent(vb, msg.by_seqno, sid)
+
+
+def check_value(msg: Mutation | Deletion | Expiration | Prepare) -> None:
+    """``RemoteProtocolError`` (field ``value``) for a value that contradicts its
+    datatype: flagged JSON, its body (past the xattrs, when flagged XATTR) does not
+    parse as JSON, or its xattr section is malformed. kv_engine
+    ``include/mcbp/protocol/datatype.h``: JSON means the value "is JSON" and XATTR that
+    it starts with the xattr section (``docs/Document.md``); a consumer that takes such
+    a value as a document holds bytes the bucket never had. It is a protocol error, as
+    a bad frame is: the driver reconnects and resumes before it (issue 45). A value
+    flagged SNAPPY is not looked into (the consumer never negotiates compression)."""
+    datatype = Datatype(msg.datatype)
+    if Datatype.SNAPPY in datatype or not datatype & (Datatype.JSON | Datatype.XATTR):
+        return
+    body = bytes(msg.value)
+    if Datatype.XATTR in datatype:
+        _, body = split_xattrs(body)
+    if Datatype.JSON not in datatype:
+        return
+    try:
+        json.loads(body)
+    except ValueError:
+        raise RemoteProtocolError(
+            f"vb {msg.vbucket} seqno {msg.by_seqno} key {bytes(msg.key)!r}: the value is "
+            "flagged JSON but does not parse as JSON",
+            field="value",
+        ) from None
 
 
 def _sid_text(sid: int | None) -> str:

@@ -109,8 +109,9 @@ class Node:
     counts: Counter[str] = attrs.field(factory=Counter)
     #: the final counters of closed connections (``RETIRED_COUNTERS``; "connections")
     retired: Counter[str] = attrs.field(factory=Counter)
-    #: the times and counts of the protocol checker's rules (names checked from then on)
-    checker_limits: CheckerLimits = attrs.field(factory=CheckerLimits)
+    #: the protocol checker's limits when the node is made (``checker_limits`` is then
+    #: the shared registry's: one setting for every node of the cluster)
+    _initial_limits: CheckerLimits = attrs.field(factory=CheckerLimits, alias="checker_limits")
     _checkers: CheckerRegistry | None = attrs.field(default=None, init=False)
     _view: NodeView | None = attrs.field(default=None, init=False)
 
@@ -174,7 +175,6 @@ class Node:
             subscribers=self.subscribers,
             counts=self.counts,
             retired=self.retired,
-            checker_limits=self.checker_limits,
         )
         node._checkers = self.checkers
         self.topology.nodes.pop(name, None)  # joined by the caller, in its own order
@@ -250,9 +250,19 @@ class Node:
         if self._checkers is None:
             from mockdcp.producer._checker import CheckerRegistry
 
-            self._checkers = CheckerRegistry(self.bucket.num_vbuckets, self.checker_limits)
-        self._checkers.limits = self.checker_limits
+            self._checkers = CheckerRegistry(self.bucket.num_vbuckets, self._initial_limits)
         return self._checkers
+
+    @property
+    def checker_limits(self) -> CheckerLimits:
+        """The times and counts of the protocol checker's rules: the registry's, shared
+        by every node of the cluster (a name's checker takes them when it is made), so
+        that a consumer's verdict never depends on which node it reached (issue 45)."""
+        return self.checkers.limits
+
+    @checker_limits.setter
+    def checker_limits(self, limits: CheckerLimits) -> None:
+        self.checkers.limits = limits
 
     def claim_producer_name(self, name: bytes, conn: Connection) -> None:
         """A new producer with a live name disconnects the old one (kv_engine

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from mockdcp.producer import events as ev
 from mockdcp.producer._state import StreamState
-from mockdcp.protocol import StreamEndReason, stream_frame_seqno, stream_item_seqno
+from mockdcp.protocol import Opcode, StreamEndReason, stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -198,15 +198,31 @@ class StreamScheduler:
 
 
 def frames_up_to(chunk: Chunk, seqno: int) -> int:
-    """Index (in ``chunk.ends``) of the first frame from ``chunk.pos`` on that lies past
-    ``seqno``: the frames of a stream chunk are in seqno order, so a bisection over their
-    seqnos, read from the frames themselves, finds it."""
+    """Index (in ``chunk.ends``) of the first frame from ``chunk.pos`` on that a hold at
+    ``seqno`` keeps back: the frames of a stream chunk are in seqno order, so a bisection
+    over their seqnos, read from the frames themselves, finds the first past it. A hold
+    keeps back the items past its seqno and the markers that open them, never a frame
+    that stands at no seqno and comes next: a STREAM_END (the consumer needs it to
+    re-open the stream and get the items the wait is about: issue 45; kv_engine
+    ``docs/dcp/documentation/commands/stream-end.md``) or an OSO snapshot's begin or end
+    marker."""
     lo, hi = chunk.pos, len(chunk.ends)
     while lo < hi:
         mid = (lo + hi) // 2
-        start = chunk.ends[mid - 1] - chunk.base if mid else 0
-        if stream_frame_seqno(chunk.buf, start) <= seqno:
+        if stream_frame_seqno(chunk.buf, _frame_start(chunk, mid)) <= seqno:
             lo = mid + 1
         else:
             hi = mid
+    while lo < len(chunk.ends) and _at_no_seqno(chunk.buf, _frame_start(chunk, lo)):
+        lo += 1
     return lo
+
+
+def _frame_start(chunk: Chunk, index: int) -> int:
+    return chunk.ends[index - 1] - chunk.base if index else 0
+
+
+def _at_no_seqno(buf: bytes | bytearray | memoryview, offset: int) -> bool:
+    """The frame at ``offset`` is neither an item nor a snapshot marker (a STREAM_END,
+    an OSO snapshot marker): it stands at no seqno a hold could be before."""
+    return buf[offset + 1] != Opcode.DCP_SNAPSHOT_MARKER and stream_item_seqno(buf, offset) is None

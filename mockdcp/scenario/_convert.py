@@ -167,6 +167,31 @@ class Scenario:
     reproduces: FailureMode | None = None
     consumer: ConsumerSettings = ConsumerSettings()
 
+    def collections(self) -> tuple[str, ...]:
+        """The collections (``scope.name``) the scenario's data steps write documents
+        to, sorted (a ``load`` step's corpus is not read: its collections are not
+        known before it runs). A consumer configured for named collections of one scope
+        (go-dcp's ``scopeName`` and ``collectionNames``, Trendyol/go-dcp
+        ``config/dcp.go``; java-dcp-client's ``scopeName``/``collectionNames``) is told
+        which by ``mockdcp check`` (``MOCKDCP_COLLECTIONS``, ``MOCKDCP_SCOPE``)."""
+        names = set()
+        for step in self.steps:
+            collection = getattr(step, "collection", None)
+            if step.GROUP == "data" and isinstance(collection, str):
+                names.add(_full_name(collection))
+        return tuple(sorted(names))
+
+    def scope(self) -> str:
+        """The one scope every collection of ``collections()`` is in ("" if they span
+        several, or there is none)."""
+        scopes = {name.partition(".")[0] for name in self.collections()}
+        return scopes.pop() if len(scopes) == 1 else ""
+
+
+def _full_name(collection: str) -> str:
+    """``scope.name`` of a step's collection (a bare name is in ``_default``)."""
+    return collection if "." in collection else f"_default.{collection}"
+
 
 # -- the converter -----------------------------------------------------------------------
 

@@ -210,10 +210,15 @@ class StepRunner:
         trigger = ProgressTrigger.start(
             step.consumer, self.node.bucket, self.node.connections.keys()
         )
+        opened = self._stream_starts()
         for conn in self.node.matching(step.consumer.connection):
             sent = conn.flow.acked + conn.flow.unacked
             for (vb, _sid), seqno in conn.streams.written.items():
                 trigger.seen(conn.conn_id, vb, seqno, sent)  # written before the wait
+            for key in conn.streams.streams:  # resumed where the target is met
+                start = opened.get((conn.conn_id, *key))
+                if start is not None:
+                    trigger.resumed(conn.conn_id, key[0], start)
         for vb, seqno in trigger.targets.items():
             if vb not in trigger.written:
                 self.node.hold(vb, seqno)
@@ -226,6 +231,17 @@ class StepRunner:
             self._observers.remove(trigger.observe)
         if scope.cancelled_caught:
             raise StepFailed(f"wait timed out after {step.timeout:g}s: {trigger.describe()}")
+
+    def _stream_starts(self) -> dict[tuple[int, int, int | None], int]:
+        """(connection id, vbucket, stream id) -> the start seqno of the stream last
+        opened there."""
+        from mockdcp.producer import events as ev
+
+        return {
+            (e.conn_id, e.vbucket, e.stream_id): e.start_seqno
+            for e in self.history
+            if isinstance(e, ev.StreamOpened)
+        }
 
     def _branch_for(self, step: st.Expect) -> Branch | None:
         """The cut a ``rollback`` expectation is about: its vbucket's last new branch,

@@ -70,6 +70,14 @@ class ProgressTrigger:
         if target is not None and seqno >= target and vbucket not in self.written:
             self.written[vbucket] = (conn_id, flow_bytes)
 
+    def resumed(self, conn_id: int, vbucket: int, start_seqno: int) -> None:
+        """A stream of ``vbucket`` was opened on ``conn_id`` from ``start_seqno``: the
+        consumer holds everything up to it already (it got it on an earlier connection
+        or stream), so a target at or below it is met with nothing to write or
+        acknowledge (issue 45: a consumer that reconnected after getting every item
+        waited for a write that would never come)."""
+        self.seen(conn_id, vbucket, start_seqno, 0)
+
     def _counts(self, event: ev.ProducerEvent) -> bool:
         return self.spec.connection is None or event.name == self.spec.connection
 
@@ -90,6 +98,7 @@ class ProgressTrigger:
             self.acked_total[event.conn_id] = event.total
         elif isinstance(event, ev.StreamOpened):
             self.opened.add(event.vbucket)
+            self.resumed(event.conn_id, event.vbucket, event.start_seqno)
         elif isinstance(event, ev.NoopAnswered):
             self.noops_answered += 1
         elif isinstance(event, ev.StreamRequested):

@@ -19,6 +19,7 @@ from mockdcp.client import (
 from mockdcp.client._core import OPAQUE_SLOT, STREAM_OPAQUE_BASE
 from mockdcp.protocol import (
     CollectionEventData,
+    Datatype,
     DcpStreamRequest,
     Frame,
     FrameReader,
@@ -26,6 +27,7 @@ from mockdcp.protocol import (
     Opcode,
     OsoSnapshot,
     OsoSnapshotFlag,
+    RemoteProtocolError,
     Response,
     ScopeEventData,
     SeqnoAdvanced,
@@ -38,6 +40,7 @@ from mockdcp.protocol import (
     SystemEventType,
     collection_event,
     encode_failover_log,
+    encode_xattrs,
     scope_event,
 )
 from mockdcp.protocol._flatbuffers import (
@@ -421,3 +424,54 @@ class TestFlatBuffersEvents:
         fed.feed(self._event(3, SystemEventType.END_COLLECTION, dropped, b""))
         assert 8 not in view.collections
         assert fed.state.cleared[(0, 8)] == 3
+
+
+class TestValuesAgainstTheirDatatype:
+    """Issue 45: a value that contradicts its datatype is a protocol error (the driver
+    reconnects and resumes), and nothing of it is taken."""
+
+    def fed(self) -> Fed:
+        fed = Fed()
+        fed.open()
+        fed.accept()
+        fed.feed(_marker(1, 3), _mutation(1, b"a"))
+        return fed
+
+    @pytest.mark.parametrize(
+        ("value", "datatype"),
+        [
+            (b'{"n": 1\x82', Datatype.JSON),  # `corrupt: value` on {"n": 1}
+            (b"not json", Datatype.JSON),
+            (encode_xattrs([("_sync", "{}")], b'{"n": '), Datatype.JSON | Datatype.XATTR),
+            (b"\x00\x00\x00\x09abc", Datatype.XATTR),  # a section past the value
+        ],
+    )
+    def test_a_value_that_contradicts_its_datatype_is_refused_before_it_counts(
+        self, value: bytes, datatype: Datatype
+    ) -> None:
+        fed = self.fed()
+        bad = attrs.evolve(_mutation(2, b"b"), value=value, datatype=int(datatype))
+        with pytest.raises(RemoteProtocolError, match="value"):
+            fed.feed(bad)
+        assert fed.state.position(0).seqno == 1
+        assert (0, b"b") not in fed.state.versions
+        # the same item sent again, whole, is taken
+        fed.feed(attrs.evolve(bad, value=b'{"n": 1}', datatype=int(Datatype.JSON)))
+        assert fed.state.position(0).seqno == 2
+
+    @pytest.mark.parametrize(
+        ("value", "datatype"),
+        [
+            (b"raw bytes", Datatype.RAW),
+            (b'{"n": 1}', Datatype.JSON),
+            (encode_xattrs([("_sync", "{}")], b'{"n": 1}'), Datatype.JSON | Datatype.XATTR),
+            (encode_xattrs([("_sync", "{}")], b"raw"), Datatype.XATTR),
+            (b"\x01\x02", Datatype.SNAPPY | Datatype.JSON),  # not looked into
+        ],
+    )
+    def test_a_value_that_is_what_its_datatype_says_is_taken(
+        self, value: bytes, datatype: Datatype
+    ) -> None:
+        fed = self.fed()
+        fed.feed(attrs.evolve(_mutation(2, b"b"), value=value, datatype=int(datatype)))
+        assert fed.state.position(0).seqno == 2

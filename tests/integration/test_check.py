@@ -254,3 +254,77 @@ def test_an_unknown_scenario_or_capability_is_refused() -> None:
         )
         assert done.returncode == 2
         assert message in done.stderr
+
+
+def test_the_consumer_is_told_the_scenarios_collections_and_scope(tmp_path: Path) -> None:
+    # issue 46: a consumer configured for named collections of one scope (go-dcp) learns
+    # them from its environment; the report says them too
+    told = tmp_path / "told.json"
+    keep = (
+        "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
+        "('MOCKDCP_COLLECTIONS', 'MOCKDCP_SCOPE')}, open(sys.argv[1], 'w'))"
+    )
+    _, report = check("history-backfill-split", consumer=[sys.executable, "-c", keep, str(told)])
+    assert json.loads(told.read_text()) == {
+        "MOCKDCP_COLLECTIONS": "inventory.hotel",
+        "MOCKDCP_SCOPE": "inventory",
+    }
+    (scenario,) = report["scenarios"]
+    assert (scenario["collections"], scenario["scope"]) == (["inventory.hotel"], "inventory")
+
+
+#: issue 45: `corrupt: value` on an item past a held seqno (the first frame of the next
+#: write is that item): the value flagged JSON no longer parses
+CORRUPT_VALUES = """\
+name: corrupt-values
+description: two JSON values corrupted on the wire
+seed: 1
+bucket: {name: default, vbuckets: 1}
+steps:
+  - generate: {docs: 4}
+  - wait: {consumer: {seqno: 2}}
+  - corrupt: {kind: value}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - generate: {docs: 4, start: 4}
+  - wait: {consumer: {seqno: 6}}
+  - corrupt: {kind: value}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+"""
+
+
+def test_the_reference_consumer_resumes_past_a_value_that_contradicts_its_datatype(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "corrupt-values.yaml"
+    scenario.write_text(CORRUPT_VALUES)
+    code, report = check(str(scenario), consumer=TAIL)
+    (result,) = report["scenarios"]
+    assert result["verdict"] == "pass", result["reason"]
+    assert result["verification"]["matched"] == 8
+    assert code == 0
+
+
+#: issue 45: the STREAM_END of `end_stream` was held by the last wait's gate (vb 0 at 2)
+#: until the wait timed out, so no consumer could re-open in time
+REOPEN_AFTER_STATE_CHANGED = """\
+name: reopen-after-state-changed
+description: a stream ended STATE_CHANGED must be re-opened
+seed: 1
+bucket: {name: default, vbuckets: 1}
+steps:
+  - set: {key: a, value: {n: 1}}
+  - wait: {consumer: {seqno: high}}
+  - end_stream: {vbuckets: [0], reason: state_changed}
+  - set: {key: b, value: {n: 1}}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+"""
+
+
+def test_a_wait_never_holds_back_the_stream_end_its_progress_needs(tmp_path: Path) -> None:
+    scenario = tmp_path / "reopen-after-state-changed.yaml"
+    scenario.write_text(REOPEN_AFTER_STATE_CHANGED)
+    code, report = check(str(scenario), consumer=TAIL)
+    (result,) = report["scenarios"]
+    assert result["verdict"] == "pass", result["reason"]
+    assert result["seconds"] < 10  # not after the wait's timeout
+    assert code == 0

@@ -19,14 +19,18 @@ documentation's matrix page (``docs/checker/matrix.md``) is rendered from it wit
 ``python -m tests.interop.matrix --write [CLIENT...]`` runs the clients (building their
 programs) and rewrites ``matrix.json`` (keeping the explanations of verdicts that did
 not change; a new failure gets ``"why": "UNEXPLAINED: <reason>"`` to be written by a
-person).
+person). Either way the table is validated, each explanation's claims about
+mockdcp's code against that code (``cited_code``), and the command fails if anything is
+wrong.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,7 +220,8 @@ def update(expected: dict[str, Any], client: Client, report: dict[str, Any]) -> 
 
 def validate(expected: dict[str, Any]) -> list[str]:
     """What is wrong with the table itself: unknown verdicts or faults, a failure
-    without its explanation."""
+    without its explanation, an explanation whose claims about mockdcp's code no longer
+    hold (``cited_code``)."""
     problems = []
     for name, row in expected["scenarios"].items():
         for client, cell in row.items():
@@ -229,7 +234,60 @@ def validate(expected: dict[str, Any]) -> list[str]:
                     problems.append(f"{where}: fault {cell.get('fault')!r}, not one of {FAULTS}")
                 if not why or why.startswith("UNEXPLAINED"):
                     problems.append(f"{where}: no explanation ({why or 'empty'})")
+                problems += [f"{where}: {p}" for p in cited_code(cell)]
     return problems
+
+
+#: a path of mockdcp's own code named in an explanation (``mockdcp/producer/x.py``)
+_OWN_CODE = re.compile(r"\bmockdcp/[\w/]+\.py\b")
+
+
+def cited_code(cell: dict[str, Any]) -> list[str]:
+    """Where an explanation's claims about mockdcp's code no longer hold (issue 45: a
+    note said the checker treats LOST_PRIVILEGES as final long after ``FINAL_REASONS``
+    stopped holding it). An explanation that names a file of mockdcp states what it
+    relies on in ``cites``: ``{"file": PATH, "name": NAME, "shows": [TEXT...]}``, the
+    definition of ``NAME`` at the top level of ``PATH`` holding each ``TEXT``; each is
+    checked against the code whenever the table is validated (when it is rewritten, and
+    by the tests)."""
+    cites = cell.get("cites", [])
+    named = set(_OWN_CODE.findall(str(cell.get("why", ""))))
+    problems = [
+        f"names {path} but cites nothing of it (add a cite: file, name, shows)"
+        for path in sorted(named - {c.get("file") for c in cites})
+    ]
+    for cite in cites:
+        source = _definition(ROOT / str(cite.get("file")), str(cite.get("name")))
+        if source is None:
+            problems.append(f"cites {cite.get('name')} in {cite.get('file')}: not defined there")
+            continue
+        problems += [
+            f"cites {cite['name']} in {cite['file']} as holding {text!r}: it does not "
+            "(rewrite the explanation against the code)"
+            for text in cite.get("shows", [])
+            if text not in source
+        ]
+    return problems
+
+
+def _definition(path: Path, name: str) -> str | None:
+    """The source of ``name``'s top-level definition (a function, a class, an
+    assignment) in ``path``; None if there is none."""
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8")
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined = [node.name]
+        elif isinstance(node, ast.Assign):
+            defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defined = [node.target.id]
+        else:
+            continue
+        if name in defined:
+            return ast.get_source_segment(text, node)
+    return None
 
 
 # -- the published table ------------------------------------------------------------------
@@ -282,9 +340,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{client.name}: {report['counts']} in {report['seconds']:.0f}s", file=sys.stderr)
             update(expected, client, report)
         EXPECTED.write_text(json.dumps(expected, indent=1) + "\n", encoding="utf-8")
-    for problem in validate(expected):
+    problems = validate(expected)
+    for problem in problems:
         print(f"matrix.json: {problem}", file=sys.stderr)
-    return 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

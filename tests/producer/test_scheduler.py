@@ -12,7 +12,14 @@ from mockdcp.producer._flow import FlowWindow
 from mockdcp.producer._output import OutputQueue
 from mockdcp.producer._registry import StreamRegistry
 from mockdcp.producer._scheduler import StreamScheduler
-from mockdcp.protocol import FrameReader, Opcode, Status, VBucketState, stream_item_seqno
+from mockdcp.protocol import (
+    FrameReader,
+    Opcode,
+    Status,
+    StreamEndReason,
+    VBucketState,
+    stream_item_seqno,
+)
 
 MAX = 2**64 - 1
 
@@ -175,3 +182,36 @@ def test_a_state_change_ends_the_stream_at_once_into_the_reply_queue() -> None:
     assert frame is not None
     assert frame.opcode == Opcode.DCP_STREAM_END
     assert not streams.of_vbucket(0)
+
+
+def test_a_hold_never_keeps_back_the_stream_end_that_comes_next() -> None:
+    # issue 45: a wait holds vb 0 at 50, everything up to it is written, the stream
+    # ends STATE_CHANGED: the STREAM_END goes out (the consumer re-opens on it), and
+    # the hold is still reported reached
+    sched, streams, _ = scheduler(loaded(vbuckets=1), holds={0: 50})
+    parts: list[bytes | memoryview] = []
+    sched.drain(parts, 0, 1 << 20, [])
+    (stream,) = streams.of_vbucket(0)
+    stream.end(StreamEndReason.STATE_CHANGED)
+    streams.mark_ready(stream)
+    events: list[ev.ProducerEvent] = []
+    sched.drain(parts, 0, 1 << 20, events)
+    reader = FrameReader(max_frame_size=1 << 24)
+    reader.feed(b"".join(parts))
+    opcodes = []
+    while (frame := reader.next_frame()) is not None:
+        opcodes.append(frame.opcode)
+    assert opcodes[-1] == Opcode.DCP_STREAM_END
+    assert opcodes.count(Opcode.DCP_MUTATION) == 50
+    assert [e.reason for e in events if isinstance(e, ev.StreamEnded)] == ["STATE_CHANGED"]
+
+
+def test_a_hold_below_queued_items_keeps_them_and_the_end_behind_them() -> None:
+    sched, streams, _ = scheduler(loaded(vbuckets=1), holds={0: 10})
+    (stream,) = streams.of_vbucket(0)
+    parts: list[bytes | memoryview] = []
+    sched.drain(parts, 0, 1 << 20, [])
+    stream.end(StreamEndReason.STATE_CHANGED)
+    streams.mark_ready(stream)
+    sched.drain(parts, 0, 1 << 20, [])
+    assert mutations_by_vbucket(parts) == [0] * 10  # items 11..50 and the end wait

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mockdcp.model import Bucket
-from mockdcp.producer import Connection, Node, NodeStatus
+from mockdcp.producer import CheckerLimits, Connection, Node, NodeStatus
 from mockdcp.protocol import (
     ClusterMapChangeNotification,
     FrameReader,
@@ -198,3 +198,20 @@ def test_streams_of_a_replica_that_rolls_back_end_state_changed_then_roll_back()
     [reply] = session.call(again)
     assert isinstance(reply, Response)
     assert reply.status == Status.ROLLBACK
+
+
+def test_the_checker_limits_set_on_one_node_hold_on_every_node_of_the_cluster() -> None:
+    # issue 45: `check` sets its limits on the first node; the others share its
+    # checker registry and must not put their own (the defaults) back when they use it
+    first = cluster()
+    others = [node for node in first.topology.nodes.values() if node is not first]
+    assert others
+    quick = CheckerLimits(ack_stall=2.0, reopen_within=2.0)
+    first.checker_limits = quick
+    for node in others:
+        assert node.checkers is first.checkers
+        assert node.checker_limits == quick
+        assert node.checkers.checker(f"from-{node.name}").limits == quick
+    assert first.checkers.checker("from-the-first").limits == quick
+    joined = first.sibling("node9", host=first.host, kv_port=0, http_port=0)
+    assert joined.checker_limits == quick

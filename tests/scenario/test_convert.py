@@ -141,3 +141,33 @@ def test_bucket_block_declares_the_backfills_per_connection() -> None:
     assert scenario_bucket(plan).backfills_per_connection == 4
     with pytest.raises(ScenarioError, match="backfills_per_connection"):
         scenario_bucket(parse_scenario("name: t\nbucket:\n  backfills_per_connection: 0\n"))
+
+
+@pytest.mark.parametrize(
+    ("steps", "collections", "scope"),
+    [
+        ("- set: {key: a, value: {n: 1}}", ("_default._default",), "_default"),
+        (
+            "- set: {key: a, value: {n: 1}, collection: inventory.hotel}\n"
+            "- delete: {key: a, collection: hotel}",
+            ("_default.hotel", "inventory.hotel"),
+            "",
+        ),
+        (
+            "- generate: {docs: 2, collection: inventory.hotel}\n"
+            "- set: {key: a, value: {n: 1}, collection: inventory.airline}\n"
+            "- drop_collection: {collection: inventory.rail}",
+            ("inventory.airline", "inventory.hotel"),
+            "inventory",
+        ),
+        ("- checkpoint: {}", (), ""),
+    ],
+)
+def test_the_collections_a_scenario_writes_to_and_their_one_scope(
+    steps: str, collections: tuple[str, ...], scope: str
+) -> None:
+    # issue 46: `check` tells a consumer configured for one scope which (go-dcp)
+    text = "name: s\nsteps:\n" + "\n".join("  " + line for line in steps.splitlines())
+    scenario = parse_scenario(text)
+    assert scenario.collections() == collections
+    assert scenario.scope() == scope

@@ -292,3 +292,21 @@ def test_conformant_passes_once_its_time_is_over_without_a_violation() -> None:
     check.finish()
     assert check.passed
     assert check.detail == "the protocol checker reported nothing"
+
+
+def opened(vb: int, start: int, conn_id: int = 2) -> ev.StreamOpened:
+    return ev.StreamOpened(
+        time=1, conn_id=conn_id, vbucket=vb, stream_id=None, start_seqno=start, end_seqno=2**64 - 1
+    )
+
+
+def test_a_stream_resumed_at_or_past_the_target_meets_it_with_nothing_to_write() -> None:
+    # issue 45: the consumer got every item, reconnected and resumed from the high seqno:
+    # nothing is left to write, and the wait is met (acked too: nothing to acknowledge)
+    trigger = ProgressTrigger.start(ConsumerProgress(seqno="high", acked=True), bucket(3))
+    assert trigger.targets == {0: 2, 1: 1}
+    trigger.observe(opened(0, 1))
+    trigger.observe(opened(1, 1))
+    assert not trigger.met()  # vb 0 resumed below its target: seqno 2 is still to come
+    trigger.observe(opened(0, 2))
+    assert trigger.met()

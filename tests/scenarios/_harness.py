@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from mockdcp.client import ClusterConsumer, DcpConsumer
     from mockdcp.producer import CheckerLimits
-    from mockdcp.scenario import ExpectationResult
+    from mockdcp.scenario import ExpectationResult, Scenario
     from mockdcp.server import MockDcpServer
 
 LIBRARY = Path(__file__).resolve().parents[2] / "mockdcp" / "scenarios"
@@ -66,7 +66,7 @@ class Outcome:
 
 
 async def run_scenario(
-    path: Path,
+    path: Path | Scenario,
     make_consumer: Callable[[str, int], DcpConsumer | ClusterConsumer],
     limit: float = SCENARIO_LIMIT,
     *,

@@ -27,12 +27,17 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
   had when the snapshot ended with a seqno it never got an item for;
 * ``apply-prepares``: enables sync writes and applies each DCP_PREPARE as it comes, as
   if it were committed: an aborted write, or one a failover dropped, stays;
+* ``keep-rolled-back``: on ROLLBACK it moves its position back and asks again from the
+  rollback seqno as it must, but keeps every document it received above it: the writes
+  the branch lost stay in its output (phantom documents, stale values);
 * ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
   what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
   other route).
 
 Each keeps the documents it holds in ``$MOCKDCP_OUTPUT`` when set, as ``mockdcp tail``
-does, so ``mockdcp check`` verifies them.
+does, so ``mockdcp check`` verifies them. On a cluster (``$MOCKDCP_NODES`` above 1) each
+follows the map with a connection per node, as ``mockdcp tail`` does, its one rule
+broken on every connection (``no-backoff`` is then the plain cluster consumer).
 
 Each is the reference consumer's core (or driver) with one rule broken, driven as it is.
 """
@@ -49,6 +54,7 @@ import trio
 
 from mockdcp.client import (
     Action,
+    ClusterConsumer,
     ConsumerCore,
     DcpConsumer,
     Reopen,
@@ -89,6 +95,19 @@ class IgnoresRollbacks(ConsumerCore):
             # do not spin: ask again as a naive retry loop would
             return [Reopen(key, 0.05)]
         return super().on_stream_response(key, frame)
+
+
+class KeepsRolledBackDocuments(ConsumerCore):
+    """Rolls its position back on ROLLBACK (the stream resumes where the producer said)
+    but undoes none of the versions it received above the rollback point."""
+
+    def on_stream_response(self, key: StreamKey, frame: Frame) -> list[Action]:
+        if frame.status != Status.ROLLBACK:
+            return super().on_stream_response(key, frame)
+        kept = {doc: list(versions) for doc, versions in self.state.versions.items()}
+        actions = super().on_stream_response(key, frame)
+        self.state.versions.update(kept)
+        return actions
 
 
 class NeverAcks(ConsumerCore):
@@ -252,7 +271,8 @@ class RestartsFromZero(ConsumerCore):
     def new_connection(self) -> None:
         super().new_connection()
         for vb, sid in list(self.state.positions):
-            if sid is None and not self.state.position(vb).ended:
+            # its own vbuckets (on a cluster the state is every node connection's)
+            if sid is None and vb in self.vbuckets and not self.state.position(vb).ended:
                 self._forget(vb)
 
     def receive(self, frame: Frame) -> list[Action]:
@@ -279,6 +299,7 @@ class NoBackoff(DcpConsumer):
 
 MODES: dict[str, type[ConsumerCore]] = {
     "ignore-rollbacks": IgnoresRollbacks,
+    "keep-rolled-back": KeepsRolledBackDocuments,
     "never-ack": NeverAcks,
     "complete-snapshot": ClaimsCompleteSnapshots,
     "no-reopen": NeverReopens,
@@ -302,16 +323,29 @@ def make_consumer(
     user: str = "Administrator",
     password: str = "password",
     bucket: str = "default",
-) -> DcpConsumer:
-    """The wrong consumer of ``mode`` for the node at ``host:port``."""
+    nodes: int = 1,
+) -> DcpConsumer | ClusterConsumer:
+    """The wrong consumer of ``mode`` for the node at ``host:port`` (with ``nodes`` above
+    1, for the cluster it is a node of)."""
     options: dict[str, Any] = {
         "buffer_size": int(os.environ.get("MOCKDCP_BUFFER_SIZE", 20 * 1024 * 1024)),
         "noop_interval": float(os.environ.get("MOCKDCP_NOOP_INTERVAL", 120.0)),
+        # as `mockdcp tail` takes the scenario's settings
+        "clustermap_notification": os.environ.get("MOCKDCP_CLUSTERMAP_NOTIFICATION") == "1",
     }
     if mode == "never-ack":
         options["buffer_size"] = NEVER_ACK_BUFFER
     if mode == "ignore-noops":
         options["noop_interval"] = NOOP_INTERVAL
+    if nodes > 1:
+
+        class Wrong(ClusterConsumer):
+            rules = MODES[mode]
+
+        return Wrong(
+            host, port, user=user, password=password, bucket=bucket, name=f"wrong-{mode}",
+            vbuckets=None, **options,
+        )  # fmt: skip
     core = MODES[mode](vbuckets=None, name=f"wrong-{mode}", **options)
     driver = NoBackoff if mode == "no-backoff" else DcpConsumer
     return driver(host, port, user=user, password=password, bucket=bucket, vbuckets=None, core=core)
@@ -329,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         user=env.get("MOCKDCP_USER", "Administrator"),
         password=env.get("MOCKDCP_PASSWORD", "password"),
         bucket=env.get("MOCKDCP_BUCKET", "default"),
+        nodes=int(env.get("MOCKDCP_NODES", "1")),
     )
     output = env.get("MOCKDCP_OUTPUT")
     try:
@@ -341,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-async def _run(consumer: DcpConsumer, output: str | None) -> None:
+async def _run(consumer: DcpConsumer | ClusterConsumer, output: str | None) -> None:
     """Stream until SIGTERM, keeping ``output`` current (``mockdcp tail --output``)."""
     async with trio.open_nursery() as nursery:
         nursery.start_soon(consumer.run)
@@ -353,7 +388,7 @@ async def _run(consumer: DcpConsumer, output: str | None) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def _keep(consumer: DcpConsumer, output: str) -> None:
+async def _keep(consumer: DcpConsumer | ClusterConsumer, output: str) -> None:
     while True:
         write_documents(consumer.state, output)
         await trio.sleep(0.05)

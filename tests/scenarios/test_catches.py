@@ -1,0 +1,68 @@
+"""Which scenarios catch each wrong consumer (issue 45, item 2): the recorded run
+(``catches.json``) has every scenario meant to catch a wrong consumer failing it, and the
+docs' table is rendered from it; the rollback scenarios whose lost writes were invisible
+catch a consumer that keeps what a rollback undid, run here; the full tier runs the
+whole library against every wrong consumer again and compares it with the record."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.scenarios import catches
+from tests.scenarios._harness import LIBRARY, run_scenario
+from tests.scenarios.wrong_consumer import make_consumer
+
+REGENERATE = f"regenerate with `{catches.WRITE}` and commit catches.json and the docs page"
+
+
+def test_the_record_covers_every_wrong_consumer_and_scenario() -> None:
+    recorded = catches.load()
+    assert sorted(recorded) == catches.modes(), REGENERATE
+    assert set(catches.MEANT) == set(catches.modes())
+    library = catches.library()
+    for mode, row in recorded.items():
+        assert sorted(row) == sorted(library), f"{mode}: {REGENERATE}"
+
+
+def test_every_scenario_catches_the_wrong_consumers_it_is_meant_to() -> None:
+    assert catches.missed(catches.load()) == []
+
+
+def test_every_rollback_scenario_is_meant_to_catch_a_consumer_keeping_rolled_back_writes() -> None:
+    from mockdcp.scenario import load_scenario
+
+    tagged = sorted(
+        path.stem for path in LIBRARY.glob("*.yaml") if "rollback" in load_scenario(str(path)).tags
+    )
+    assert tagged == sorted(catches.MEANT["keep-rolled-back"])
+
+
+def test_the_docs_table_is_the_recorded_run() -> None:
+    shown = catches.TABLE.read_text(encoding="utf-8")
+    assert shown == catches.table(catches.load(), catches.library()), REGENERATE
+
+
+@pytest.mark.parametrize(
+    "scenario", ["rollback-mid-snapshot", "rollback-to-zero-after-purge", "failover-drops-prepares"]
+)
+async def test_a_consumer_keeping_what_a_rollback_undid_ends_with_the_lost_writes(
+    scenario: str,
+) -> None:
+    # these three could not see it before issue 45: their lost writes rewrote identical
+    # values, were sent again from memory, or were a prepare only
+    outcome = await run_scenario(
+        LIBRARY / f"{scenario}.yaml",
+        lambda host, port: make_consumer("keep-rolled-back", host, port),
+    )
+    assert outcome.failure is None, outcome.explain()
+    assert any(e.route == "rolled back" for e in outcome.expectations), outcome.explain()
+    assert not outcome.converged, outcome.explain()
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("mode", sorted(catches.MEANT))
+def test_the_library_catches_each_wrong_consumer_as_recorded(mode: str) -> None:
+    recorded = catches.load()[mode]
+    got = catches.cells(catches.check(mode), mode)
+    differ = {n for n in got if got[n]["verdict"] != recorded.get(n, {}).get("verdict")}
+    assert differ == set(), f"{mode}: {sorted(differ)}; {REGENERATE}"
