@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import pytest
+
 from tests.bench._run import bench_refusal, bench_report
+
+# a bench's smoke run: the full tier (python -m pytest --full-only)
+pytestmark = pytest.mark.full
 
 
 def test_bench_reports_every_figure_for_a_small_run() -> None:

@@ -3,7 +3,12 @@ are read at full size, in the README)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.bench._run import bench_refusal, bench_report
+
+# a bench's smoke run: the full tier (python -m pytest --full-only)
+pytestmark = pytest.mark.full
 
 
 def test_history_bench_streams_every_revision_from_memory() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
+import pytest
 
 from mockdcp.pipeline import CorpusSpec, generate_partition
 from tests.bench._run import bench_refusal, bench_report
@@ -13,7 +14,8 @@ from tests.bench._run import bench_refusal, bench_report
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import pytest
+# a bench's smoke run: the full tier (python -m pytest --full-only)
+pytestmark = pytest.mark.full
 
 
 def test_bench_on_disk_reports_import_ready_memory_and_backfill_figures(

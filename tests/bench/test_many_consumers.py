@@ -36,6 +36,9 @@ from mockdcp.protocol import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+# a bench's smoke run: the full tier (python -m pytest --full-only)
+pytestmark = pytest.mark.full
+
 VBUCKETS = 64
 #: 2,000 documents (not the issue's 20,000): 200 consumers of 20,000 would be 4 million
 #: events through the Python reference consumer, minutes on a 2-core machine.
