@@ -20,7 +20,7 @@ from mockdcp.util import (
     ServerError as ServerError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.5.0"
 
 __all__ = [
     "LocalProtocolError",
