@@ -603,9 +603,29 @@ def run_rebalance_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what ``mockdcp bench`` says when psutil, its extra, is not installed
+NEEDS_PSUTIL = (
+    "mockdcp bench: measures memory with psutil, which `pip install mockdcp` leaves out: "
+    "pip install 'mockdcp[bench]'"
+)
+
+
+def psutil_missing() -> bool:
+    """Whether psutil (the ``bench`` extra: the bench alone reads process memory with it)
+    cannot be imported."""
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
 def run_bench(args: argparse.Namespace) -> int:
     import trio
 
+    if psutil_missing():
+        print(NEEDS_PSUTIL, file=sys.stderr)
+        return 2
     if args.legacy and (args.filter or args.stream_ids):
         print(
             "mockdcp bench: --filter and --stream-ids need collections, not --legacy",
