@@ -103,3 +103,11 @@ def test_both_options_at_once_are_refused() -> None:
     result = _pytest("--collect-only", "-q", "--full", "--full-only", "tests/test_tiers.py")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "give one" in result.stderr
+
+
+def test_ci_runs_both_tiers_as_the_readme_spells_them() -> None:
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    commands = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    assert commands[-1] == (
+        "pip install -e '.[test]' && python -m pytest && python -m pytest --full-only"
+    )
