@@ -24,7 +24,15 @@ def container_mode(request: pytest.FixtureRequest) -> ContainerMode:
         engine_env = request.getfixturevalue("docker_engine").env
     except pytest.skip.Exception as exc:
         return ContainerMode({}, unavailable=str(exc))
+    # Ryuk, Testcontainers' reaper, is an image from a registry: the tests remove their
+    # containers themselves
     env = {"MOCKDCP_IMAGE": image, "TESTCONTAINERS_RYUK_DISABLED": "true"}
-    if "DOCKER_HOST" in engine_env:
-        env["DOCKER_HOST"] = engine_env["DOCKER_HOST"]
+    host = engine_env.get("DOCKER_HOST", "")
+    if host:
+        env["DOCKER_HOST"] = host
+    if not host or host.startswith("unix://"):
+        # an engine on this machine publishes ports here: without this, Testcontainers for
+        # Java, run inside a container, looks for the gateway of a default bridge network,
+        # which the tests' own engine (dockerd --bridge=none) does not have
+        env["TESTCONTAINERS_HOST_OVERRIDE"] = "localhost"
     return ContainerMode(env)
