@@ -208,7 +208,7 @@ def test_every_python_example_runs_as_written(line: int, code: str, tmp_path: Pa
 
 #: the README's Go and Java examples are these files, which their own suites run
 TESTED_EXAMPLES = {
-    "go": ROOT / "integrations" / "go" / "example" / "consumer_test.go",
+    "go": ROOT / "integrations" / "go" / "clients" / "example" / "consumer_test.go",
 }
 
 
