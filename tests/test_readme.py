@@ -152,8 +152,17 @@ def _run(command: str, ports: dict[str, int], cwd: Path) -> None:
         assert done.stdout, f"{command!r} printed nothing"
 
 
+#: README commands that check the whole scenario library (minutes on 2 cores): the full
+#: tier, while tests/integration/test_check.py runs the library with the reference
+#: consumer (two jobs) in the fast one
+WHOLE_LIBRARY = {"mockdcp check -j 2 -- mockdcp tail"}
+
 SHELL = [
-    pytest.param(command, id=f"line {line}: {command[:40]}")
+    pytest.param(
+        command,
+        id=f"line {line}: {command[:40]}",
+        marks=[pytest.mark.full] if command in WHOLE_LIBRARY else [],
+    )
     for line, block in blocks("sh")
     for command in commands(block)
 ]
