@@ -35,7 +35,7 @@ else:
     _LAZY = {"MockDcpServer": "server", "Server": "server", "serve": "server"}
     __getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
-__version__ = "0.1.0"
+__version__ = "0.5.0"
 
 __all__ = [
     "LocalProtocolError",

@@ -1,11 +1,96 @@
+"""The test tiers and the Hypothesis profiles.
+
+``python -m pytest`` runs the fast tier: every test not marked ``interop``, ``docker``,
+``slow`` or ``full`` (unit, property with the ``quick`` profile, integration against the
+server in-process, the scenario library). ``python -m pytest --full-only`` runs only the
+tests that tier leaves out (real clients, Docker, the benches, the tooling checks, the
+fuzzers), with the ``thorough`` profile; ``python -m pytest --full`` runs both.
+``--hypothesis-profile`` (or ``MOCKDCP_HYPOTHESIS``) names another profile.
+"""
+
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
 
-# 200 examples per property in CI; `--hypothesis-profile=thorough` (or
-# MOCKDCP_HYPOTHESIS=thorough) runs thousands.
-settings.register_profile("ci", max_examples=200, deadline=None)
-settings.register_profile("thorough", max_examples=5000, deadline=None)
-settings.load_profile(os.environ.get("MOCKDCP_HYPOTHESIS", "ci"))
+from tests.tiers import FULL_MARKERS, Tier, split
+
+# A test's own @settings(max_examples=...) wins over either profile.
+settings.register_profile("quick", max_examples=50, deadline=None)
+settings.register_profile("thorough", max_examples=2000, deadline=None)
+
+# the docker fixtures (one image per session) serve tests/docker and the container
+# modes of the Java and Go helpers (tests/integrations)
+pytest_plugins = ["tests.docker.fixtures"]
+
+_TIER_KEY = pytest.StashKey[Tier]()
+_LEFT_OUT_KEY = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mockdcp tiers")
+    group.addoption(
+        "--full",
+        action="store_true",
+        default=False,
+        help="run both tiers: the fast default and the full tier (tests marked "
+        + ", ".join(FULL_MARKERS)
+        + ")",
+    )
+    group.addoption(
+        "--full-only",
+        action="store_true",
+        default=False,
+        help="run only the full tier: the tests the fast default leaves out",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    full: bool = config.getoption("--full")
+    full_only: bool = config.getoption("--full-only")
+    if full and full_only:
+        raise pytest.UsageError("--full runs both tiers, --full-only the full tier: give one")
+    tier = Tier.BOTH if full else Tier.FULL if full_only else Tier.FAST
+    config.stash[_TIER_KEY] = tier
+    chosen = config.getoption("--hypothesis-profile", None)
+    if chosen is None:
+        default = "quick" if tier is Tier.FAST else "thorough"
+        settings.load_profile(os.environ.get("MOCKDCP_HYPOTHESIS", default))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kept, left_out = split(items, config.stash[_TIER_KEY])
+    config.stash[_LEFT_OUT_KEY] = len(left_out)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A tier with none of the selected tests ran nothing, which is not a failure (exit
+    code 5 would make ``pytest tests/bench`` fail without --full-only)."""
+    left_out = session.config.stash.get(_LEFT_OUT_KEY, 0)
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and left_out:
+        session.exitstatus = pytest.ExitCode.OK
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    tier = config.stash[_TIER_KEY]
+    return f"mockdcp tier: {tier.value} (Hypothesis: {settings().max_examples} examples a test)"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    config = terminalreporter.config
+    left_out = config.stash.get(_LEFT_OUT_KEY, 0)
+    if not left_out:
+        return
+    tier = config.stash[_TIER_KEY]
+    if tier is Tier.FAST:
+        hint = "python -m pytest --full-only runs them, --full both tiers"
+        what = "of the full tier"
+    else:
+        hint = "python -m pytest runs them, --full both tiers"
+        what = "of the fast tier"
+    terminalreporter.write_line(f"mockdcp: {left_out} tests {what} left out ({hint})")

@@ -52,6 +52,7 @@ def test_serve_and_server_are_the_top_level_api() -> None:
     assert mockdcp.Server is Server
 
 
+@pytest.mark.full  # a mypy run (about 20 s): a tooling check, as tests/test_tooling.py's
 def test_a_misspelled_import_of_a_lazily_loaded_name_fails_the_type_check(
     tmp_path: pathlib.Path,
 ) -> None:

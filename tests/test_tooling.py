@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# mypy over the whole tree takes minutes: the full tier (python -m pytest --full-only)
+pytestmark = pytest.mark.full
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

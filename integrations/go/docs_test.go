@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// The documentation (docs/go.md) shows example/consumer_test.go, which go test runs, as it is.
+// The documentation (docs/go.md) shows clients/example/consumer_test.go, which go test runs
+// there, as it is.
 func TestReadmesShowTheExample(t *testing.T) {
-	example, err := os.ReadFile("example/consumer_test.go")
+	example, err := os.ReadFile("clients/example/consumer_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +19,7 @@ func TestReadmesShowTheExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(text), "```go\n"+string(example)+"```\n") {
-			t.Errorf("%s does not show example/consumer_test.go as it is", readme)
+			t.Errorf("%s does not show clients/example/consumer_test.go as it is", readme)
 		}
 	}
 }

@@ -7,6 +7,9 @@ from mockdcp.cli.bench._harness import BENCH_COLLECTIONS, load_bucket, stream_pl
 from mockdcp.client import StreamFilter
 from tests.bench._run import bench_refusal, bench_report
 
+# a bench's smoke run: the full tier (python -m pytest --full-only)
+pytestmark = pytest.mark.full
+
 
 class TestStreamPlan:
     def test_a_filter_streams_one_collections_share_of_the_items(self) -> None:

@@ -36,6 +36,9 @@ from mockdcp.protocol import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+# a bench's smoke run: the full tier (python -m pytest --full-only)
+pytestmark = pytest.mark.full
+
 VBUCKETS = 64
 pytestmark = pytest.mark.full
 

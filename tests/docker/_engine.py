@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("MOCKDCP_DOCKER_CACHE", Path.home() / ".cache" / "mockdcp-docker"))
-DEBIAN_MIRROR = os.environ.get("MOCKDCP_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+#: where apt's own sources list the Debian archive (MOCKDCP_DEBIAN_MIRROR overrides): the
+#: repository names no archive host
+APT_SOURCES = (Path("/etc/apt/sources.list.d"), Path("/etc/apt/sources.list"))
 
 # The base image: a minimal Debian with Python 3.11 and its venv module, which is all
 # docker/Dockerfile asks of BASE_IMAGE. debootstrap's resolver does not follow the
@@ -272,6 +274,54 @@ def base_image(engine: Engine) -> str:
     return BASE_TAG
 
 
+def debian_mirror(
+    sources: Sequence[Path] = APT_SOURCES,
+    env: Mapping[str, str] = os.environ,
+    suite: str = DEBOOTSTRAP[-1],
+) -> str:
+    """The Debian archive debootstrap fetches ``suite`` from: ``MOCKDCP_DEBIAN_MIRROR``,
+    else the first archive this machine's apt lists that suite from (deb822 ``URIs:`` and
+    ``Suites:`` in ``*.sources`` files, or one-line ``deb URI SUITE ...`` entries)."""
+    chosen = env.get("MOCKDCP_DEBIAN_MIRROR")
+    if chosen:
+        return chosen
+    files: list[Path] = []
+    for source in sources:
+        if source.is_dir():
+            files += sorted(p for p in source.iterdir() if p.suffix in (".sources", ".list"))
+        elif source.is_file():
+            files.append(source)
+    for path in files:
+        for uri, suites in _apt_entries(path.read_text(errors="replace")):
+            if suite in suites:
+                return uri.rstrip("/")
+    raise Unavailable(
+        f"apt's sources (/etc/apt) list no archive of Debian {suite}: "
+        "set MOCKDCP_DEBIAN_MIRROR to one"
+    )
+
+
+def _apt_entries(text: str) -> Iterator[tuple[str, list[str]]]:
+    """(URI, suites) of each source in an apt sources file, one-line or deb822 style."""
+    stanza: dict[str, str] = {}
+    for raw in [*text.splitlines(), ""]:
+        if raw.lstrip().startswith("#"):
+            continue  # a comment, even within a stanza (only a blank line ends one)
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("deb "):
+            words = [w for w in line.split()[1:] if not w.startswith("[")]
+            if len(words) >= 2:
+                yield words[0], [words[1]]
+        elif ":" in line and not line.startswith(("deb-src ", "deb ")):
+            key, _, value = line.partition(":")
+            stanza[key.strip().lower()] = value.strip()
+        elif not line and stanza:
+            if "deb" in stanza.get("types", "").split():
+                for uri in stanza.get("uris", "").split():
+                    yield uri, stanza.get("suites", "").split()
+            stanza = {}
+
+
 def _make_rootfs(tarball: Path) -> None:
     debootstrap = shutil.which("debootstrap")
     if debootstrap is None:
@@ -283,7 +333,8 @@ def _make_rootfs(tarball: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"rootfs-{RECIPE}-", dir=CACHE))
     try:
         root = work / "root"
-        made = run([debootstrap, *DEBOOTSTRAP, root, DEBIAN_MIRROR], timeout=600, check=False)
+        mirror = debian_mirror()
+        made = run([debootstrap, *DEBOOTSTRAP, root, mirror], timeout=600, check=False)
         if made.returncode != 0:
             raise Unavailable(f"debootstrap failed:\n{made.stdout[-2000:]}{made.stderr[-2000:]}")
         for path in PRUNE:

@@ -10,8 +10,8 @@ a well-formed response (magic 0x81) to a request sent with that opaque and opcod
 most one per request. Every ``CHECK_EVERY`` examples, and at the end, the reference
 consumer streams the whole bucket and holds exactly ``Bucket.oracle()``.
 
-CI runs 3,000 connections (about a minute; ``BUDGET`` seconds at most);
-``MOCKDCP_FUZZ=long`` runs 100,000.
+The fast tier runs ``QUICK_EXAMPLES`` connections (a few seconds), the full tier 3,000
+(about a minute; ``BUDGET`` seconds at most); ``MOCKDCP_FUZZ=long`` runs 100,000.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ EXAMPLES = int(os.environ.get("MOCKDCP_FUZZ_EXAMPLES", 100_000 if LONG else 3_00
 #: Seconds after which the remaining examples are skipped (CI stays near a minute even
 #: on a slow machine); the count is what normally ends a run.
 BUDGET = 4 * 3600 if LONG else 120
+#: the fast tier's run: every kind of script a few times over, on a quick budget
+QUICK_EXAMPLES = 300
+QUICK_BUDGET = 30
 CHECK_EVERY = 100
 VBUCKETS = 16
 DOCS = 1_000
@@ -456,14 +459,21 @@ def fuzz_server() -> Iterator[ServerThread]:
         yield server
 
 
+@pytest.mark.parametrize(
+    ("examples", "budget"),
+    [
+        pytest.param(QUICK_EXAMPLES, QUICK_BUDGET, id="quick"),
+        pytest.param(EXAMPLES, BUDGET, id="thorough", marks=pytest.mark.full),
+    ],
+)
 def test_fuzzed_frames_never_hurt_the_server(
-    fuzz_server: ServerThread, capsys: pytest.CaptureFixture[str]
+    fuzz_server: ServerThread, capsys: pytest.CaptureFixture[str], examples: int, budget: float
 ) -> None:
     tally = Tally()
-    give_up = time.monotonic() + BUDGET
+    give_up = time.monotonic() + budget
 
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=examples,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -35,3 +35,13 @@ def corpus(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 def new_bucket(vbuckets: int = 64) -> Bucket:
     return Bucket("default", vbuckets, seed=5, clock=time.time)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs Spark (a Java runtime, a JVM started per session) is of the full
+    tier; the pipeline's pure-Python parts stay in the fast one. Before the tiers split
+    the items (tests/conftest.py): tryfirst."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.full)

@@ -20,12 +20,31 @@ from mockdcp.cli.bench._args import MODES, add_bench_parser, resolve
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["MODES", "add_bench_parser", "run_bench"]
+__all__ = ["MODES", "NEEDS_PSUTIL", "add_bench_parser", "psutil_missing", "run_bench"]
+
+#: what ``mockdcp bench`` says when psutil, its extra, is not installed
+NEEDS_PSUTIL = (
+    "mockdcp bench: measures memory with psutil, which `pip install mockdcp` leaves out: "
+    "pip install 'mockdcp[bench]'"
+)
+
+
+def psutil_missing() -> bool:
+    """Whether psutil (the ``bench`` extra: the bench alone reads process memory with it)
+    cannot be imported."""
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        return True
+    return False
 
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run the mode the options select; 2 (with the reason on stderr) when they do not
     make one, or the mode refuses them."""
+    if psutil_missing():
+        print(NEEDS_PSUTIL, file=sys.stderr)
+        return 2
     try:
         mode = resolve(args)
     except ValueError as e:

@@ -9,7 +9,9 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.testcontainers.DockerClientFactory;
 import org.testcontainers.containers.GenericContainer;
+import org.testcontainers.containers.Network;
 import org.testcontainers.containers.wait.strategy.Wait;
 import org.testcontainers.images.builder.Transferable;
 import org.testcontainers.utility.DockerImageName;
@@ -77,6 +79,8 @@ public class MockDcpContainer extends GenericContainer<MockDcpContainer> impleme
       "os.execvp('mockdcp', ['mockdcp', 'serve', '--host', '0.0.0.0'] + args)");
 
   private MockDcpOptions options = MockDcpOptions.defaults();
+  /** The network this container made for itself on an engine without a default bridge. */
+  private Network ownNetwork;
   private MockDcpControl control;
   private String bucket;
 
@@ -161,6 +165,10 @@ public class MockDcpContainer extends GenericContainer<MockDcpContainer> impleme
 
   @Override
   protected void configure() {
+    if (getNetwork() == null && !engineHasDefaultBridge()) {
+      ownNetwork = Network.newNetwork();
+      withNetwork(ownNetwork);
+    }
     List<Integer> ports = new ArrayList<>(List.of(KV_PORT, HTTP_PORT));
     if (options.tls()) {
       ports.addAll(List.of(KV_TLS_PORT, HTTPS_PORT));
@@ -175,6 +183,26 @@ public class MockDcpContainer extends GenericContainer<MockDcpContainer> impleme
     }
     waitingFor(Wait.forHttp("/mock/health").forPort(HTTP_PORT).forStatusCode(200)
         .withStartupTimeout(options.startupTimeout()));
+  }
+
+  /**
+   * Whether the engine has Docker's default {@code bridge} network, which a container without a
+   * network of its own joins. An engine started with {@code dockerd --bridge=none} has none: there
+   * the container gets a network of its own (removed when it stops), as testcontainers-go does,
+   * so that its ports can be published.
+   */
+  static boolean engineHasDefaultBridge() {
+    return DockerClientFactory.instance().client().listNetworksCmd().withNameFilter("bridge")
+        .exec().stream().anyMatch(network -> "bridge".equals(network.getName()));
+  }
+
+  @Override
+  public void stop() {
+    super.stop();
+    if (ownNetwork != null) {
+      ownNetwork.close();
+      ownNetwork = null;
+    }
   }
 
   @Override

@@ -1,5 +1,6 @@
 package io.mockdcp;
 
+import com.github.dockerjava.api.DockerClient;
 import com.github.dockerjava.api.exception.NotFoundException;
 import java.util.Optional;
 import org.testcontainers.DockerClientFactory;
@@ -15,12 +16,17 @@ final class DockerImages {
       if (!DockerClientFactory.instance().isDockerAvailable()) {
         return Optional.of("no Docker engine answers (Testcontainers found none)");
       }
-      DockerClientFactory.instance().client().inspectImageCmd(image).exec();
+      DockerClient client = DockerClientFactory.instance().client();
+      try {
+        client.inspectImageCmd(image).exec();
+      } catch (NotFoundException e) {
+        // only the image's 404 means no image (the client's own set-up may 404 on other
+        // things, such as a missing default bridge network)
+        return Optional.of("the Docker engine has no image " + image + " (docker build -f "
+            + "docker/Dockerfile -t mockdcp . in the repository, or -D"
+            + MockDcpContainer.IMAGE_PROPERTY + "=IMAGE)");
+      }
       return Optional.empty();
-    } catch (NotFoundException e) {
-      return Optional.of("the Docker engine has no image " + image + " (docker build -f "
-          + "docker/Dockerfile -t mockdcp . in the repository, or -D" + MockDcpContainer.IMAGE_PROPERTY
-          + "=IMAGE)");
     } catch (RuntimeException e) {
       return Optional.of("Docker is not usable: " + e);
     }

@@ -3,6 +3,7 @@ package io.mockdcp.junit;
 import io.mockdcp.LocalMockDcp;
 import io.mockdcp.MockDcpContainer;
 import io.mockdcp.MockDcpControl;
+import io.mockdcp.MockDcpException;
 import io.mockdcp.MockDcpOptions;
 import io.mockdcp.MockDcpServer;
 import java.lang.reflect.AnnotatedElement;
@@ -21,6 +22,12 @@ import org.junit.platform.commons.support.AnnotationSupport;
  * method or class is done.
  */
 public final class MockDcpExtension implements ParameterResolver {
+
+  /**
+   * The Testcontainers release this artifact is built with: an optional dependency, which a
+   * project that uses the container mode adds itself.
+   */
+  public static final String TESTCONTAINERS_VERSION = "2.0.5";
 
   /** Overrides {@link MockDcp.Mode#AUTO}: {@code local} or {@code container}. */
   public static final String MODE_PROPERTY = "mockdcp.mode";
@@ -68,6 +75,7 @@ public final class MockDcpExtension implements ParameterResolver {
     if (mode(config.mode()) == MockDcp.Mode.LOCAL) {
       return LocalMockDcp.start(options);
     }
+    requireTestcontainers(MockDcpExtension.class.getClassLoader());
     MockDcpContainer container = config.image().isEmpty()
         ? new MockDcpContainer()
         : new MockDcpContainer(config.image());
@@ -79,6 +87,21 @@ public final class MockDcpExtension implements ParameterResolver {
       throw e;
     }
     return container;
+  }
+
+  /**
+   * The container mode needs Testcontainers, an optional dependency of mockdcp-junit (the local
+   * mode loads none of it): without it on the class path, a clear error says what to add.
+   */
+  static void requireTestcontainers(ClassLoader loader) {
+    try {
+      Class.forName("org.testcontainers.containers.GenericContainer", false, loader);
+    } catch (ClassNotFoundException | LinkageError e) {
+      throw new MockDcpException("the container mode needs Testcontainers, an optional dependency"
+          + " of mockdcp-junit: add org.testcontainers:testcontainers:" + TESTCONTAINERS_VERSION
+          + " to the test dependencies, or run mockdcp as a local process (pip install mockdcp,"
+          + " then mode LOCAL or AUTO with the mockdcp command on PATH)", e);
+    }
   }
 
   static MockDcpOptions options(MockDcp config) {

@@ -1,10 +1,12 @@
 package mockdcp_test
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -350,4 +352,9 @@ func diff(want, have map[string]string) string {
 	}
 	return fmt.Sprintf("oracle %d, consumer %d; missing %d [%s], extra %d [%s], other value %d [%s]",
 		len(want), len(have), len(missing), few(missing), len(extra), few(extra), len(wrong), few(wrong))
+}
+
+// tlsClient is an HTTP client trusting the server's CA (as in the helpers' own tests).
+func tlsClient(s *mockdcp.Server) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.CertPool()}}}
 }
