@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mockdcp.cli.bench import NEEDS_PSUTIL, psutil_missing
 from mockdcp.cli._main import main
+from mockdcp.cli.bench import NEEDS_PSUTIL, psutil_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 
