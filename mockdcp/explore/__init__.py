@@ -1,0 +1,39 @@
+"""``mockdcp explore`` (issue 39): random schedules drawn from the step vocabulary
+(``_generate``), written in the library's format (``_format``), judged into named
+anomalies (``_judge``) and shrunk (``_shrink``); ``mockdcp.cli`` runs them against a
+consumer."""
+
+from __future__ import annotations
+
+from mockdcp.explore._format import scenario_yaml as scenario_yaml, step_data as step_data
+from mockdcp.explore._generate import (
+    DRAWERS as DRAWERS,
+    GROUPS as GROUPS,
+    PATTERNS as PATTERNS,
+    THEMES as THEMES,
+    Drawer as Drawer,
+    GenerateOptions as GenerateOptions,
+    OptionError as OptionError,
+    draw_steps as draw_steps,
+    generate as generate,
+    is_valid as is_valid,
+    schedule_seed as schedule_seed,
+    validate as validate,
+)
+
+__all__ = [
+    "DRAWERS",
+    "GROUPS",
+    "PATTERNS",
+    "THEMES",
+    "Drawer",
+    "GenerateOptions",
+    "OptionError",
+    "draw_steps",
+    "generate",
+    "is_valid",
+    "scenario_yaml",
+    "schedule_seed",
+    "step_data",
+    "validate",
+]
