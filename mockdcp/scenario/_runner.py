@@ -204,6 +204,8 @@ class StepRunner:
     # -- the steps that wait ----------------------------------------------------------
 
     async def _wait(self, step: st.Wait) -> None:
+        from mockdcp.producer import events
+
         if step.consumer is None:
             await trio.sleep(step.seconds or 0)
             return
@@ -214,6 +216,10 @@ class StepRunner:
             sent = conn.flow.acked + conn.flow.unacked
             for (vb, _sid), seqno in conn.streams.written.items():
                 trigger.seen(conn.conn_id, vb, seqno, sent)  # written before the wait
+        open_conns = self.node.connections.keys()
+        for event in self.history:  # streams resumed before the wait, from their start
+            if isinstance(event, events.StreamRequested) and event.conn_id in open_conns:
+                trigger.resumed(event)
         for vb, seqno in trigger.targets.items():
             if vb not in trigger.written:
                 self.node.hold(vb, seqno)

@@ -95,7 +95,15 @@ class ProgressTrigger:
         elif isinstance(event, ev.StreamRequested):
             self._on_request(event)
 
+    def resumed(self, event: ev.StreamRequested) -> None:
+        """A stream request accepted from its start seqno: the consumer holds every
+        seqno up to it (sent on an earlier connection), and nothing up to it will be
+        written again, so it counts as written (with nothing to acknowledge)."""
+        if event.status == "SUCCESS" and event.start_seqno > 0:
+            self.seen(event.conn_id, event.vbucket, event.start_seqno, 0)
+
     def _on_request(self, event: ev.StreamRequested) -> None:
+        self.resumed(event)
         if event.rollback_seqno is not None:
             self.rollbacks[event.vbucket] = event.rollback_seqno
         elif event.vbucket in self.rollbacks and event.start_seqno <= self.rollbacks[event.vbucket]:

@@ -292,3 +292,15 @@ def test_conformant_passes_once_its_time_is_over_without_a_violation() -> None:
     check.finish()
     assert check.passed
     assert check.detail == "the protocol checker reported nothing"
+
+
+def test_a_stream_resumed_at_or_past_the_target_meets_a_seqno_wait() -> None:
+    """A consumer that reconnected and resumed from seqno 2 holds seqno 2 (it was sent
+    on the connection before): a wait for it is met, and with nothing to acknowledge."""
+    trigger = ProgressTrigger.start(ConsumerProgress(vbucket=0, seqno=2, acked=True), bucket(4))
+    trigger.observe(request(0, 1))
+    assert not trigger.met()
+    trigger.observe(request(0, 40, rollback=0))
+    assert not trigger.met()  # a request answered ROLLBACK resumes nothing
+    trigger.observe(request(0, 2, conn_id=5))
+    assert trigger.met()
