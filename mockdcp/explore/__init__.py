@@ -20,20 +20,40 @@ from mockdcp.explore._generate import (
     schedule_seed as schedule_seed,
     validate as validate,
 )
+from mockdcp.explore._judge import (
+    Anomaly as Anomaly,
+    Finding as Finding,
+    anomalies as anomalies,
+    headline as headline,
+)
+from mockdcp.explore._shrink import (
+    ShrinkResult as ShrinkResult,
+    candidates as candidates,
+    shrink as shrink,
+    size as size,
+)
 
 __all__ = [
     "DRAWERS",
     "GROUPS",
     "PATTERNS",
     "THEMES",
+    "Anomaly",
     "Drawer",
+    "Finding",
     "GenerateOptions",
     "OptionError",
+    "ShrinkResult",
+    "anomalies",
+    "candidates",
     "draw_steps",
     "generate",
+    "headline",
     "is_valid",
     "scenario_yaml",
     "schedule_seed",
+    "shrink",
+    "size",
     "step_data",
     "validate",
 ]

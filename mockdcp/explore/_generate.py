@@ -165,6 +165,12 @@ class _Drafting:
     counter: int = 0
     persistence_held: bool = False
     replication_held: bool = False
+    #: per vbucket, the seqno the consumer has certainly been sent and nothing past it
+    #: (the runner holds a stream where a seqno wait left it until the next wait);
+    #: None: not known (streaming freely, or rolled back)
+    sent: list[int | None] = attrs.field(factory=list)
+    #: every connection just dropped: a wait for streams re-opened can be met
+    reconnecting: bool = False
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -191,10 +197,12 @@ class _Drafting:
         return [i for i, s in enumerate(self.sim.nodes.status) if s in statuses]
 
     def forget(self) -> None:
-        """A step that can lose writes: no document is certainly live any more."""
+        """A step that can lose writes: no document is certainly live any more, and the
+        consumer may roll back (what it was sent is no longer known)."""
         self.live.clear()
         self.pending.clear()
         self.deleted = 0
+        self.sent = [None] * len(self.sent)
 
 
 def _fork(sim: Simulation) -> Simulation:
@@ -565,13 +573,15 @@ def _trigger(d: _Drafting) -> st.Wait:
     if roll < 0.45:  # the consumer caught up
         return st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=timeout)
     high = d.sim.high
-    busy = [vb for vb, h in enumerate(high) if h > 1]
-    if roll < 0.75 and busy:  # mid-snapshot: one vbucket part way
-        vb = d.rng.choice(busy)
-        seqno = d.rng.randint(1, high[vb] - 1)
+    # a seqno the consumer has not been sent yet, short of the vbucket's high seqno
+    # (one it was sent already is never written again: the wait could not be met)
+    room = [vb for vb, h in enumerate(high) if d.sent[vb] is not None and d.sent[vb] + 1 < h]
+    if roll < 0.75 and room:  # mid-snapshot: one vbucket part way
+        vb = d.rng.choice(room)
+        seqno = d.rng.randint((d.sent[vb] or 0) + 1, high[vb] - 1)
         progress = st.ConsumerProgress(vbucket=vb, seqno=seqno)
         return st.Wait(consumer=progress, timeout=timeout)
-    if roll < 0.85:  # the streams open (after a reconnect, a failover)
+    if roll < 0.85 and d.reconnecting and d.options.nodes == 1:  # streams re-opened
         return st.Wait(consumer=st.ConsumerProgress(streams=True), timeout=timeout)
     return st.Wait(seconds=round(d.rng.uniform(0.0, 0.3), 2))
 
@@ -586,17 +596,36 @@ TRIGGERS = ("seqno: high", "vbucket + seqno mid-snapshot", "streams", "seconds")
 def _try(d: _Drafting, group: Sequence[st.Step]) -> bool:
     """Take ``group`` if the simulation accepts it (each step's ``check``)."""
     sim = _fork(d.sim)
+    sent = list(d.sent)
     try:
         for step in group:
             step.check(sim)
+            sent = _sent_after(step, sim, sent)
     except ValueError:
         return False
-    d.sim = sim
+    d.sim, d.sent = sim, sent
     for step in group:
         drawer = DRAWERS.get(type(step))
         if drawer is not None and drawer.taken is not None:
             drawer.taken(d, step)
+    d.reconnecting = isinstance(group[-1], st.Disconnect)
     return True
+
+
+def _listed(vbuckets: st.Vbuckets) -> list[int]:
+    return [vbuckets] if isinstance(vbuckets, int) else list(vbuckets) if vbuckets != "all" else []
+
+
+def _sent_after(step: st.Step, sim: Simulation, sent: list[int | None]) -> list[int | None]:
+    """What the consumer has certainly been sent once ``step`` ran (see ``_Drafting``)."""
+    if not isinstance(step, st.Wait) or step.consumer is None or step.consumer.seqno is None:
+        return sent
+    c = step.consumer
+    named = range(sim.num_vbuckets) if c.vbucket == "all" else _listed(c.vbucket)
+    after: list[int | None] = [None] * len(sent)  # the others stream freely meanwhile
+    for vb in named:
+        after[vb] = sim.high[vb] if c.seqno == "high" else min(int(c.seqno), sim.high[vb])
+    return after
 
 
 def _draw_one(d: _Drafting, cls: type[st.Step]) -> list[st.Step] | None:
@@ -624,7 +653,7 @@ def draw_steps(options: GenerateOptions, index: int) -> tuple[int, list[st.Step]
     rng = random.Random(own)
     bucket = scenario_bucket(_scenario(options, own, ()))
     sim = Simulation.of(bucket, nodes=options.nodes, replicas=options.replicas)
-    d = _Drafting(rng, options, sim)
+    d = _Drafting(rng, options, sim, sent=[None] * options.vbuckets)
     allowed = _allowed(options)
     if not allowed:
         raise OptionError("--tag/--exclude leave no step to draw")
