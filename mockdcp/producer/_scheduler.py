@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from mockdcp.producer import events as ev
 from mockdcp.producer._state import StreamState
-from mockdcp.protocol import StreamEndReason, stream_frame_seqno, stream_item_seqno
+from mockdcp.protocol import Opcode, StreamEndReason, stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -209,4 +209,10 @@ def frames_up_to(chunk: Chunk, seqno: int) -> int:
             lo = mid + 1
         else:
             hi = mid
+    if lo < len(chunk.ends):
+        start = chunk.ends[lo - 1] - chunk.base if lo else 0
+        if chunk.buf[start + 1] == Opcode.DCP_STREAM_END:
+            # the stream ends short of the seqno: nothing of it lies past the hold, and
+            # a held STREAM_END would keep the consumer from re-opening to reach it
+            return lo + 1
     return lo
