@@ -85,8 +85,8 @@ MAX_NODES = 8
 MAX_STEPS = 200
 #: seconds a drawn ``wait`` for the consumer's progress may take (then the schedule fails
 #: as ``stuck``); the final wait gets ``FINAL_WAIT``
-WAIT_TIMEOUT = 10.0
-FINAL_WAIT = 15.0
+WAIT_TIMEOUT = 8.0
+FINAL_WAIT = 10.0
 #: stream-end reasons after which the data goes on: a correct consumer re-opens (OK,
 #: FILTER_EMPTY and LOST_PRIVILEGES end the data of the stream, so what follows is
 #: rightly never received: not drawn)
@@ -272,10 +272,16 @@ def _touch(d: _Drafting) -> list[st.Step] | None:
 
 
 def _sync_write(d: _Drafting) -> list[st.Step]:
-    outcome = d.rng.choice(("commit", "commit", "abort", "pending"))
+    outcome = d.rng.choice(("commit", "abort", "pending", "pending"))
     key = d.fresh("s")
     collection = d.collection()
-    return [st.SyncWrite(key=key, value=d.value(), collection=collection, outcome=outcome)]
+    write = st.SyncWrite(key=key, value=d.value(), collection=collection, outcome=outcome)
+    if outcome == "pending" and d.rng.random() < 0.5:
+        # the prepare alone at a snapshot's tail, then its commit or abort
+        end = d.rng.choice((st.Commit, st.Abort))
+        seen = st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=WAIT_TIMEOUT)
+        return [write, seen, end(key=key, collection=collection)]
+    return [write]
 
 
 def _sync_taken(d: _Drafting, step: st.Step) -> None:
@@ -412,7 +418,10 @@ def _node_down(d: _Drafting) -> list[st.Step] | None:
 
 
 def _create_scope(d: _Drafting) -> list[st.Step]:
-    return [st.CreateScope(name=d.fresh("s"))]
+    scope = d.fresh("scope")
+    if d.rng.random() < 0.5:
+        return [st.CreateScope(name=scope)]
+    return [st.CreateScope(name=scope), st.CreateCollection(collection=f"{scope}.{d.fresh('c')}")]
 
 
 def _scope_taken(d: _Drafting, step: st.Step) -> None:
@@ -514,15 +523,16 @@ def _refuse(d: _Drafting) -> list[st.Step]:
 
 
 #: step class -> how it is drawn (see the module docstring: a table here for now, to
-#: move into the step classes later)
+#: move into the step classes later); a drawer that cannot draw now (``commit`` with no
+#: durable write pending) gives way to another draw
 DRAWERS: dict[type[st.Step], Drawer] = {
     st.Set: Drawer(10, _set, _set_taken),
     st.Delete: Drawer(5, _delete, _removed),
     st.Expire: Drawer(2, _expire, _removed),
     st.Touch: Drawer(1, _touch),
-    st.SyncWrite: Drawer(2, _sync_write, _sync_taken),
-    st.Commit: Drawer(1, _complete(st.Commit), _completed),
-    st.Abort: Drawer(1, _complete(st.Abort), _completed),
+    st.SyncWrite: Drawer(3, _sync_write, _sync_taken),
+    st.Commit: Drawer(3, _complete(st.Commit), _completed),
+    st.Abort: Drawer(2, _complete(st.Abort), _completed),
     st.Generate: Drawer(6, _generate, _generated),
     st.Checkpoint: Drawer(2, _checkpoint),
     st.Persist: Drawer(3, _persist),
@@ -535,11 +545,11 @@ DRAWERS: dict[type[st.Step], Drawer] = {
     st.Replication: Drawer(2, _replication, _replication_taken),
     st.Rebalance: Drawer(2, _rebalance),
     st.NodeDown: Drawer(1, _node_down, _lost),
-    st.CreateScope: Drawer(1, _create_scope, _scope_taken),
-    st.CreateCollection: Drawer(1, _create_collection, _collection_taken),
+    st.CreateScope: Drawer(2, _create_scope, _scope_taken),
+    st.CreateCollection: Drawer(2, _create_collection, _collection_taken),
     st.DropCollection: Drawer(1, _drop_collection, _collection_dropped),
-    st.DropScope: Drawer(0.5, _drop_scope, _scope_dropped),
-    st.FlushCollection: Drawer(0.5, _flush_collection, _collection_dropped),
+    st.DropScope: Drawer(3, _drop_scope, _scope_dropped),
+    st.FlushCollection: Drawer(1, _flush_collection, _collection_dropped),
     st.Flush: Drawer(0.3, _flush, _lost),
     st.Disconnect: Drawer(3, _disconnect),
     st.Stall: Drawer(1, _stall),
@@ -670,22 +680,24 @@ def draw_steps(options: GenerateOptions, index: int) -> tuple[int, list[st.Step]
         attempts += 1
         total = SINGLE + sum(w for w, _ in patterns)
         roll = rng.uniform(0, total)
-        group: list[st.Step] = []
         if roll >= SINGLE and patterns:
             roll -= SINGLE
             for w, pattern in patterns:
                 if roll < w:
+                    # each part drawn on what the parts before it left (a trigger of a
+                    # later part must see the waits and writes of the earlier ones)
                     for cls in pattern:
                         part = _draw_one(d, cls)
-                        if part is None:
-                            group = []
+                        if part is None or len(steps) + len(part) > options.steps:
                             break
-                        group += part
+                        if not _try(d, part):
+                            break
+                        steps += part
                     break
                 roll -= w
-        else:
-            cls = rng.choices(allowed, weights)[0]
-            group = _draw_one(d, cls) or []
+            continue
+        cls = rng.choices(allowed, weights)[0]
+        group = _draw_one(d, cls)
         if not group or len(steps) + len(group) > options.steps:
             continue
         if _try(d, group):
