@@ -216,7 +216,7 @@ class StepRunner:
             sent = conn.flow.acked + conn.flow.unacked
             for (vb, _sid), seqno in conn.streams.written.items():
                 trigger.seen(conn.conn_id, vb, seqno, sent)  # written before the wait
-        open_conns = self.node.connections.keys()
+        open_conns = {conn.conn_id for conn in self.node.matching()}  # every node's
         for event in self.history:  # streams resumed before the wait, from their start
             if isinstance(event, events.StreamRequested) and event.conn_id in open_conns:
                 trigger.resumed(event)
