@@ -9,7 +9,9 @@ stopped after), ``jobs`` at once, and its result is judged into anomalies
 anomaly is shrunk (``mockdcp.explore.shrink``; each candidate run ``shrink_runs`` times)
 within ``shrink_time`` seconds in all, and written to ``--out DIR`` as
 ``explore-SEED-INDEX-ANOMALY.yaml``, which ``mockdcp check FILE -- CMD`` and ``mockdcp
-run FILE -- CMD`` replay. Ctrl-C stops the run: what was found so far is shrunk no
+run FILE -- CMD`` replay. A consumer given as one ``module:callable`` word (the
+reference consumer: ``mockdcp.explore:reference_consumer``) runs in-process instead
+(``_explore_inprocess``). Ctrl-C stops the run: what was found so far is shrunk no
 further, written and reported.
 """
 
@@ -38,6 +40,8 @@ from mockdcp.explore import (
     ShrinkResult,
     anomalies,
     generate,
+    is_spec,
+    load_factory,
     scenario_yaml,
     shrink,
     size,
@@ -46,6 +50,7 @@ from mockdcp.explore import (
 if TYPE_CHECKING:
     import argparse
 
+    from mockdcp.explore import ConsumerFactory
     from mockdcp.scenario import Scenario
 
 #: seconds a schedule may take by default (its waits time out well before)
@@ -71,6 +76,8 @@ class ExploreOptions:
     shrink_time: float = 120.0
     shrink_runs: int = 2
     out: Path | None = None
+    #: a Python consumer run in-process (``-- module:callable``), instead of the command
+    factory: ConsumerFactory | None = None
 
 
 @attrs.define
@@ -193,6 +200,10 @@ async def run_schedule(scenario: Scenario, options: ExploreOptions) -> ScenarioR
     ``mockdcp error`` result (``server error``), never the consumer's fault."""
     from mockdcp.scenario import load_scenario
 
+    if options.factory is not None:
+        from mockdcp.cli._explore_inprocess import run_in_process
+
+        return await run_in_process(scenario, options.factory, limit=options.limit)
     with tempfile.TemporaryDirectory(prefix="mockdcp-explore-") as folder:
         path = Path(folder) / f"{scenario.name}.yaml"
         path.write_text(scenario_yaml(scenario), encoding="utf-8")
@@ -340,7 +351,15 @@ def _writable(folder: Path) -> None:
 
 def options_from(args: argparse.Namespace) -> ExploreOptions:
     """``ExploreError``/``OptionError`` for bad input, before anything runs."""
-    _can_start(list(args.consumer))
+    command = list(args.consumer)
+    factory = None
+    if is_spec(command):
+        try:
+            factory = load_factory(command[0])
+        except ValueError as exc:
+            raise ExploreError(str(exc)) from None
+    else:
+        _can_start(command)
     gen = GenerateOptions(
         seed=args.seed,
         nodes=args.nodes,
@@ -373,6 +392,7 @@ def options_from(args: argparse.Namespace) -> ExploreOptions:
         shrink_time=args.shrink_time,
         shrink_runs=args.shrink_runs,
         out=out,
+        factory=factory,
     )
 
 

@@ -5,6 +5,14 @@ consumer."""
 
 from __future__ import annotations
 
+from mockdcp.explore._consumers import (
+    ConsumerFactory as ConsumerFactory,
+    InProcessConsumer as InProcessConsumer,
+    held as held,
+    is_spec as is_spec,
+    load_factory as load_factory,
+    reference_consumer as reference_consumer,
+)
 from mockdcp.explore._format import scenario_yaml as scenario_yaml, step_data as step_data
 from mockdcp.explore._generate import (
     DRAWERS as DRAWERS,
@@ -39,9 +47,11 @@ __all__ = [
     "PATTERNS",
     "THEMES",
     "Anomaly",
+    "ConsumerFactory",
     "Drawer",
     "Finding",
     "GenerateOptions",
+    "InProcessConsumer",
     "OptionError",
     "ShrinkResult",
     "anomalies",
@@ -49,7 +59,11 @@ __all__ = [
     "draw_steps",
     "generate",
     "headline",
+    "held",
+    "is_spec",
     "is_valid",
+    "load_factory",
+    "reference_consumer",
     "scenario_yaml",
     "schedule_seed",
     "shrink",

@@ -574,6 +574,9 @@ PATTERNS: tuple[tuple[float, tuple[type[st.Step], ...]], ...] = (
 SINGLE = 12.0
 #: how often a fault or cluster step gets a trigger before it
 TRIGGER_ODDS = 0.7
+#: ... and a write (so the consumer has a document before its update or deletion, which
+#: deduplication would otherwise hide from it)
+DATA_TRIGGER_ODDS = 0.3
 
 
 def _trigger(d: _Drafting) -> st.Wait:
@@ -643,7 +646,8 @@ def _draw_one(d: _Drafting, cls: type[st.Step]) -> list[st.Step] | None:
     group = drawer.draw(d)
     if group is None:
         return None
-    if cls.GROUP in ("faults", "cluster", "storage") and d.rng.random() < TRIGGER_ODDS:
+    odds = DATA_TRIGGER_ODDS if cls.GROUP == "data" else TRIGGER_ODDS
+    if d.rng.random() < odds:
         group = [_trigger(d), *group]
     return group
 

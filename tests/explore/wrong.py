@@ -1,0 +1,25 @@
+"""Wrong consumers of ``tests/scenarios/wrong_consumer.py`` as ``explore`` takes an
+in-process consumer: ``-- tests.explore.wrong:drop_deletions``."""
+
+from __future__ import annotations
+
+from mockdcp.client import DcpConsumer
+from tests.scenarios.wrong_consumer import make_consumer
+
+
+def drop_deletions(host: str, port: int, nodes: int) -> DcpConsumer:
+    return make_consumer("drop-deletions", host, port)
+
+
+def apply_prepares(host: str, port: int, nodes: int) -> DcpConsumer:
+    return make_consumer("apply-prepares", host, port)
+
+
+def crashes(host: str, port: int, nodes: int) -> DcpConsumer:
+    """The reference consumer, which raises as soon as it runs (a consumer crash)."""
+
+    class Crashing(DcpConsumer):
+        async def run(self) -> None:
+            raise RuntimeError("planted crash")
+
+    return Crashing(host, port, vbuckets=None)
