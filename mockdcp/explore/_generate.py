@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from mockdcp.scenario import (
     BucketSpec,
     ConsumerSettings,
+    Need,
     Scenario,
     ScenarioProblems,
     Simulation,
@@ -272,7 +273,9 @@ def _touch(d: _Drafting) -> list[st.Step] | None:
 
 
 def _sync_write(d: _Drafting) -> list[st.Step]:
-    outcome = d.rng.choice(("commit", "abort", "pending", "pending"))
+    outcome: Literal["commit", "abort", "pending"] = d.rng.choice(
+        ("commit", "abort", "pending", "pending")
+    )
     key = d.fresh("s")
     collection = d.collection()
     write = st.SyncWrite(key=key, value=d.value(), collection=collection, outcome=outcome)
@@ -579,6 +582,11 @@ TRIGGER_ODDS = 0.7
 DATA_TRIGGER_ODDS = 0.3
 
 
+def _short(sent: int | None, high: int) -> bool:
+    """A seqno lies between what was certainly sent and the high seqno."""
+    return sent is not None and sent + 1 < high
+
+
 def _trigger(d: _Drafting) -> st.Wait:
     """A wait that puts the next step where consumers are fragile."""
     roll = d.rng.random()
@@ -588,7 +596,7 @@ def _trigger(d: _Drafting) -> st.Wait:
     high = d.sim.high
     # a seqno the consumer has not been sent yet, short of the vbucket's high seqno
     # (one it was sent already is never written again: the wait could not be met)
-    room = [vb for vb, h in enumerate(high) if d.sent[vb] is not None and d.sent[vb] + 1 < h]
+    room = [vb for vb, (s, h) in enumerate(zip(d.sent, high, strict=True)) if _short(s, h)]
     if roll < 0.75 and room:  # mid-snapshot: one vbucket part way
         vb = d.rng.choice(room)
         seqno = d.rng.randint((d.sent[vb] or 0) + 1, high[vb] - 1)
@@ -637,7 +645,7 @@ def _sent_after(step: st.Step, sim: Simulation, sent: list[int | None]) -> list[
     named = range(sim.num_vbuckets) if c.vbucket == "all" else _listed(c.vbucket)
     after: list[int | None] = [None] * len(sent)  # the others stream freely meanwhile
     for vb in named:
-        after[vb] = sim.high[vb] if c.seqno == "high" else min(int(c.seqno), sim.high[vb])
+        after[vb] = sim.high[vb] if c.seqno == "high" else min(int(c.seqno or 0), sim.high[vb])
     return after
 
 
@@ -717,11 +725,7 @@ def _scenario(
     options: GenerateOptions, seed: int, steps: Sequence[st.Step], name: str = "explore"
 ) -> Scenario:
     spec = BucketSpec(vbuckets=options.vbuckets, nodes=options.nodes, replicas=options.replicas)
-    needs = ()
-    if options.nodes > 1:
-        from mockdcp.scenario import Need
-
-        needs = (Need.SEVERAL_NODES,)
+    needs: tuple[Need, ...] = (Need.SEVERAL_NODES,) if options.nodes > 1 else ()
     return Scenario(
         name=name,
         description=f"explore schedule (seed {options.seed})",

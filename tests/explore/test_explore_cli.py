@@ -109,10 +109,10 @@ def test_a_wrong_consumer_is_found_shrunk_and_replayed(
     assert "--seed 1" in text
     assert f"anomaly: {anomaly}" in text
     load_scenario(str(path))  # the library's format
-    code, out, _ = mockdcp("check", "--json", str(path), "--", *wrong)
-    assert code == 1, out
-    code, out, _ = mockdcp("check", "--json", str(path), "--", *TAIL)
-    assert code == 0, out
+    code, replay, _ = mockdcp("check", "--json", str(path), "--", *wrong)
+    assert code == 1, replay
+    code, replay, _ = mockdcp("check", "--json", str(path), "--", *TAIL)
+    assert code == 0, replay
 
 
 def run_in_process(*args: str, consumer: str) -> tuple[int, dict[str, Any]]:

@@ -3,8 +3,17 @@ in-process consumer: ``-- tests.explore.wrong:drop_deletions``."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import trio
+
 from mockdcp.client import DcpConsumer
 from tests.scenarios.wrong_consumer import make_consumer
+
+if TYPE_CHECKING:
+    from trio import TaskStatus
+
+TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
 
 
 def drop_deletions(host: str, port: int, nodes: int) -> DcpConsumer:
@@ -19,7 +28,7 @@ def crashes(host: str, port: int, nodes: int) -> DcpConsumer:
     """The reference consumer, which raises as soon as it runs (a consumer crash)."""
 
     class Crashing(DcpConsumer):
-        async def run(self) -> None:
+        async def run(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
             raise RuntimeError("planted crash")
 
     return Crashing(host, port, vbuckets=None)
