@@ -483,8 +483,11 @@ def run_explore(args: argparse.Namespace) -> int:
     try:
         trio.run(_with_progress, state, out)
     except KeyboardInterrupt:
-        state.interrupted = True
-        write_shrunk(state)
+        _interrupted(state)
+    except BaseExceptionGroup as group:  # from a nursery: Ctrl-C inside a schedule
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        _interrupted(state)
     summary_table(state, out)
     try:
         if args.junit or args.html:
@@ -503,6 +506,16 @@ def run_explore(args: argparse.Namespace) -> int:
     if state.found:
         return 1
     return 130 if state.interrupted else 0
+
+
+def _interrupted(state: ExploreState) -> None:
+    """Ctrl-C: what was found so far (shrunk as far as it got, or not at all) is written."""
+    state.interrupted = True
+    for found in state.first_of_each():
+        if found.anomaly not in state.shrunk:
+            unshrunk = ShrinkResult(found.scenario, failed=1, runs=1, exhausted=True)
+            state.shrunk[found.anomaly] = Shrunk(found, unshrunk)
+    write_shrunk(state)
 
 
 async def _with_progress(state: ExploreState, out: TextIO) -> None:

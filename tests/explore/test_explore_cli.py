@@ -169,3 +169,47 @@ def test_an_in_process_wrong_consumer_is_found_and_shrunk(tmp_path: Path) -> Non
     assert shrunk["rate"] == 1.0
     code, out_text, _ = mockdcp("check", "--json", shrunk["file"], "--", *TAIL)
     assert code == 0, out_text
+
+
+@pytest.mark.full
+def test_ctrl_c_writes_what_was_found_so_far(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = tmp_path / "found"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "mockdcp", "explore", "--json", "--seed", "1",
+            "--runs", "500", "-j", "2", "--tag", "data", "--out", str(out),
+            "--", "tests.explore.wrong:drop_deletions",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    time.sleep(15)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    report = json.loads(stdout)
+    assert report["interrupted"]
+    assert 0 < report["schedules"] < 500
+    assert proc.returncode == (1 if report["found"] else 130), stderr[-2000:]
+    if report["found"]:
+        (shrunk,) = report["shrunk"]
+        assert Path(shrunk["file"]).exists()
+        assert shrunk["file"].startswith(str(out))
+
+
+@pytest.mark.full
+def test_a_hanging_consumer_is_stopped_and_the_run_goes_on(tmp_path: Path) -> None:
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\ntime.sleep(1000)\n")
+    code, report = explore(
+        "--runs", "2", "-j", "2", "--connect-timeout", "2", "--timeout", "5",
+        "--shrink-time", "0", consumer=[sys.executable, str(hang)],
+    )  # fmt: skip
+    assert code == 1
+    assert report["schedules"] == 2
+    assert report["anomalies"] == {"stuck": 2}

@@ -129,3 +129,8 @@ def test_errors_of_mockdcp_are_never_the_consumers() -> None:
     (step,) = anomalies(failed("failover: no such vbucket"))
     assert step.anomaly is Anomaly.SERVER_ERROR
     assert "a step failed" in step.detail
+
+
+def test_a_consumer_that_never_connects_is_stuck() -> None:
+    (found,) = anomalies(failed("the consumer never connected within 15s"))
+    assert found.anomaly is Anomaly.STUCK
