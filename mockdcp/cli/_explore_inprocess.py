@@ -83,6 +83,13 @@ def compare(consumer: InProcessConsumer, server: MockDcpServer) -> dict[str, Any
     }
 
 
+def _leaves(exc: BaseException) -> str:
+    """An exception as one line: a group's first few leaf exceptions."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_leaves(e) for e in exc.exceptions[:3])
+    return f"{type(exc).__name__}: {exc}"
+
+
 async def run_in_process(
     scenario: Scenario, make: ConsumerFactory, *, limit: float, host: str = "127.0.0.1"
 ) -> ScenarioResult:
@@ -118,7 +125,7 @@ async def _run(
             try:
                 await consumer.run()
             except Exception as exc:  # the consumer's crash, reported
-                crash.append(f"{type(exc).__name__}: {exc}")
+                crash.append(_leaves(exc))
             else:
                 crash.append("run() returned")
             over.set()

@@ -172,6 +172,8 @@ class _Drafting:
     sent: list[int | None] = attrs.field(factory=list)
     #: every connection just dropped: a wait for streams re-opened can be met
     reconnecting: bool = False
+    #: a wait for the consumer's progress was met: it is connected
+    connected: bool = False
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -630,6 +632,7 @@ def _try(d: _Drafting, group: Sequence[st.Step]) -> bool:
         if drawer is not None and drawer.taken is not None:
             drawer.taken(d, step)
     d.reconnecting = isinstance(group[-1], st.Disconnect)
+    d.connected = d.connected or any(isinstance(s, st.Wait) and s.consumer for s in group)
     return True
 
 
@@ -654,10 +657,22 @@ def _draw_one(d: _Drafting, cls: type[st.Step]) -> list[st.Step] | None:
     group = drawer.draw(d)
     if group is None:
         return None
+    if not d.connected and cls.GROUP != "data":
+        # nothing but writes before the consumer is in: a fault before it connected
+        # tests its bootstrap, not its streaming
+        return [_bootstrap(d), *group]
     odds = DATA_TRIGGER_ODDS if cls.GROUP == "data" else TRIGGER_ODDS
     if d.rng.random() < odds:
         group = [_trigger(d), *group]
     return group
+
+
+def _bootstrap(d: _Drafting) -> st.Wait:
+    """The consumer connected and caught up (or, with nothing written, its streams open:
+    the wait starts before any client can connect, so it sees them opened)."""
+    if any(d.sim.high):
+        return st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=WAIT_TIMEOUT)
+    return st.Wait(consumer=st.ConsumerProgress(streams=True), timeout=WAIT_TIMEOUT)
 
 
 def _allowed(options: GenerateOptions) -> list[type[st.Step]]:

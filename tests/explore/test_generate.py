@@ -162,3 +162,13 @@ def test_options_out_of_range_are_refused(fields: dict[str, object], message: st
 def test_groups_that_leave_nothing_to_draw_are_refused() -> None:
     with pytest.raises(OptionError, match="no step"):
         generate(GenerateOptions(tags=frozenset({"data"}), exclude=frozenset({"data"})), 0)
+
+
+def test_no_fault_or_cluster_step_comes_before_the_consumer_is_in() -> None:
+    """Steps up to the first wait run before any client can connect: only writes."""
+    for opts in (GenerateOptions(seed=9, nodes=3, replicas=1), GenerateOptions(seed=9)):
+        for i in range(100):
+            for step in generate(opts, i).steps:
+                if isinstance(step, st.Wait) and step.consumer is not None:
+                    break
+                assert step.GROUP in ("data", "control"), (i, step)
