@@ -6,7 +6,9 @@ it holds, judged against the oracle), as the reference consumer has."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -45,8 +47,11 @@ def is_spec(command: list[str]) -> bool:
 
 
 def load_factory(spec: str) -> ConsumerFactory:
-    """The callable ``spec`` names; ``ValueError`` saying why it cannot be had."""
+    """The callable ``spec`` names (its module found on ``sys.path`` or in the current
+    directory); ``ValueError`` saying why it cannot be had."""
     module_name, _, name = spec.partition(":")
+    if os.getcwd() not in sys.path:  # a module of the directory it runs in, as ``-m`` finds
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -319,7 +319,9 @@ def _completed(d: _Drafting, step: st.Step) -> None:
 
 
 def _generate(d: _Drafting) -> list[st.Step]:
-    return [st.Generate(docs=d.rng.randint(1, 24), prefix=d.fresh("g"))]
+    # now and then a bulk: more than a small flow-control window holds (64 KiB)
+    docs = d.rng.randint(150, 400) if d.rng.random() < 0.15 else d.rng.randint(1, 24)
+    return [st.Generate(docs=docs, prefix=d.fresh("g"))]
 
 
 def _generated(d: _Drafting, step: st.Step) -> None:

@@ -32,3 +32,19 @@ def crashes(host: str, port: int, nodes: int) -> DcpConsumer:
             raise RuntimeError("planted crash")
 
     return Crashing(host, port, vbuckets=None)
+
+
+def no_reopen(host: str, port: int, nodes: int) -> DcpConsumer:
+    return make_consumer("no-reopen", host, port)
+
+
+def ignore_rollbacks(host: str, port: int, nodes: int) -> DcpConsumer:
+    return make_consumer("ignore-rollbacks", host, port)
+
+
+def complete_snapshot(host: str, port: int, nodes: int) -> DcpConsumer:
+    return make_consumer("complete-snapshot", host, port)
+
+
+def never_ack(host: str, port: int, nodes: int) -> DcpConsumer:
+    return make_consumer("never-ack", host, port)
