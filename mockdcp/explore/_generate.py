@@ -9,9 +9,9 @@ own (a run of 1,000 and the first 10 of it share those 10).
 How a step is drawn lives in ``DRAWERS``, a table keyed by step class: each ``Drawer``
 has a weight and draws a valid instance (and the steps that must come with it, such as
 ``node_up`` after ``node_down``) from what the schedule so far will have left
-(``_Drafting``). The design (``design.md``, "Exploration") puts that knowledge in each
-step class; keeping it in this table is a deliberate departure for now (the step classes
-are being changed by other work), to be folded into the step classes later.
+(``_Drafting``). The project's design puts that knowledge in each step class (each
+says how to draw itself); keeping it in this table is a deliberate departure for now
+(the step classes are being changed by other work), to be folded into them later.
 
 Valid by construction: every drawn group of steps is checked against the scenario
 validator's simulation of the cluster and bucket (each step's own ``check``) before it
