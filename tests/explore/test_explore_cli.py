@@ -213,3 +213,12 @@ def test_a_hanging_consumer_is_stopped_and_the_run_goes_on(tmp_path: Path) -> No
     assert code == 1
     assert report["schedules"] == 2
     assert report["anomalies"] == {"stuck": 2}
+
+
+def test_time_draws_schedules_until_it_is_spent() -> None:
+    code, report = run_in_process(
+        "--seed", "5", "--time", "2", "-j", "2", consumer="mockdcp.explore:reference_consumer"
+    )
+    assert (code, report["found"]) == (0, [])
+    assert report["schedules"] >= 2
+    assert report["schedules_per_minute"] > 0
