@@ -776,12 +776,46 @@ def validate(scenario: Scenario) -> None:
     )
 
 
+#: steps after which what the consumer was sent is no longer known (it may roll back)
+_LOSSES = (st.Failover, st.FailoverNode, st.Restart, st.NodeDown, st.Flush)
+
+
+def meetable(scenario: Scenario) -> bool:
+    """Every wait of the schedule can be met by a correct consumer, as the generator
+    draws them: a seqno on one vbucket above what it was certainly sent and at most its
+    high seqno, re-opened streams right after a disconnect (a shrunk schedule that
+    dropped the writes or the disconnect a wait needs would fail every consumer)."""
+    spec = scenario.bucket
+    sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
+    sent: list[int | None] = [None] * spec.vbuckets
+    previous: st.Step | None = None
+    for step in scenario.steps:
+        try:
+            step.check(sim)
+        except ValueError:
+            return False
+        if isinstance(step, _LOSSES):
+            sent = [None] * len(sent)
+        if isinstance(step, st.Wait) and step.consumer is not None:
+            c = step.consumer
+            if c.streams and not isinstance(previous, st.Disconnect):
+                return False
+            if isinstance(c.seqno, int) and isinstance(c.vbucket, int):
+                before = sent[c.vbucket]
+                if before is None or not before < c.seqno <= sim.high[c.vbucket]:
+                    return False
+            sent = _sent_after(step, sim, sent)
+        previous = step
+    return True
+
+
 def is_valid(scenario: Scenario) -> bool:
+    """The scenario validator accepts it and every wait can be met (``meetable``)."""
     try:
         validate(scenario)
     except ScenarioProblems:
         return False
-    return True
+    return meetable(scenario)
 
 
 __all__ = [
@@ -796,6 +830,7 @@ __all__ = [
     "draw_steps",
     "generate",
     "is_valid",
+    "meetable",
     "schedule_seed",
     "validate",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from mockdcp.explore import GenerateOptions, candidates, generate, is_valid, shrink, size
-from mockdcp.scenario import Scenario, steps as st
+from mockdcp.scenario import Scenario, parse_scenario, steps as st
 
 
 def has_delete(scenario: Scenario) -> bool:
@@ -99,3 +99,29 @@ async def test_the_budget_stops_shrinking_and_says_so() -> None:
     assert accepted == sorted(accepted, reverse=True)
     if accepted:
         assert size(result.scenario) == accepted[-1]
+
+
+def test_a_candidate_whose_waits_no_consumer_can_meet_is_not_tried() -> None:
+    """Dropping the writes a mid-snapshot wait needs leaves a wait for a seqno no
+    vbucket reaches: every consumer would fail it, so it is no smaller failure."""
+    scenario = parse_scenario(
+        """
+name: needs-its-writes
+bucket: {vbuckets: 1}
+steps:
+  - generate: {docs: 6}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - generate: {docs: 6, start: 6}
+  - wait: {consumer: {vbucket: 0, seqno: 9}, timeout: 8s}
+  - disconnect: {}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+""",
+        "needs-its-writes",
+    )
+    assert is_valid(scenario)
+    for candidate in candidates(scenario):
+        waits = [s for s in candidate.steps if isinstance(s, st.Wait) and s.consumer]
+        mid = [w for w in waits if w.consumer is not None and w.consumer.seqno == 9]
+        if mid:
+            assert any(isinstance(s, st.Generate) and s.start == 6 for s in candidate.steps)
