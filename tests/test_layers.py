@@ -31,6 +31,7 @@ LAYERS = (
     "server",
     "client",
     "pipeline",
+    "explore",
     "cli",
     "<top>",
 )

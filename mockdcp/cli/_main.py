@@ -427,6 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
         "directory)",
     )
 
+    from mockdcp.cli._explore import add_parser as add_explore
+
+    add_explore(sub)
+
     validate = sub.add_parser("validate", help="check scenario files (errors with lines)")
     validate.add_argument("files", nargs="+", metavar="FILE")
 
@@ -447,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mockdcp`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     consumer: list[str] = []
-    if "--" in argv:  # mockdcp run/check ... [options] -- CONSUMER CMD...
+    if "--" in argv:  # mockdcp run/check/explore ... [options] -- CONSUMER CMD...
         cut = argv.index("--")
         argv, consumer = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
@@ -482,6 +486,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mockdcp.cli._check_report import run_check
 
         return run_check(args)
+    if args.command == "explore":
+        from mockdcp.cli._explore import run_explore
+
+        return run_explore(args)
     if args.command == "bench":
         from mockdcp.cli.bench import run_bench
 

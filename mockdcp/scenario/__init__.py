@@ -7,6 +7,7 @@ from mockdcp.scenario._bucket import (
     SCENARIO_EPOCH as SCENARIO_EPOCH,
     scenario_bucket as scenario_bucket,
 )
+from mockdcp.scenario._check import Simulation as Simulation
 from mockdcp.scenario._convert import (
     BucketSpec as BucketSpec,
     ConsumerSettings as ConsumerSettings,
@@ -42,6 +43,7 @@ __all__ = [
     "Progress",
     "Scenario",
     "ScenarioProblems",
+    "Simulation",
     "StepFailed",
     "StepRunner",
     "check_steps",

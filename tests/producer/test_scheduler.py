@@ -158,6 +158,44 @@ def test_a_hold_lets_prepares_commits_and_aborts_up_to_its_seqno_through() -> No
     assert written[-1] == 5
 
 
+def test_a_stream_ended_short_of_a_hold_sends_its_stream_end() -> None:
+    """A hold at seqno 10 on a stream that ended at 5: nothing of it lies past the hold,
+    so its STREAM_END goes out (held, the consumer could never re-open to reach 10: a
+    ``wait`` after an ``end_stream`` and a write timed out)."""
+    b = loaded(vbuckets=1, per_vbucket=5)
+    sched, streams, _ = scheduler(b, holds={0: 10})
+    parts: list[bytes | memoryview] = []
+    sched.drain(parts, 0, 1 << 20, [])
+    assert len(mutations_by_vbucket(parts)) == 5
+    b.set("later", b"1", vbucket=0)  # 6: the stream is ended before it reads it
+    (stream,) = streams.of_vbucket(0)
+    stream.end(StreamEndReason.CLOSED)
+    streams.mark_ready(stream)
+    ending: list[bytes | memoryview] = []
+    events: list[ev.ProducerEvent] = []
+    sched.drain(ending, 0, 1 << 20, events)
+    reader = FrameReader()
+    reader.feed(b"".join(ending))
+    frame = reader.next_frame()
+    assert frame is not None
+    assert frame.opcode == Opcode.DCP_STREAM_END
+    assert [e.reason for e in events if isinstance(e, ev.StreamEnded)] == ["CLOSED"]
+
+
+def test_a_stream_end_behind_frames_past_the_hold_stays_held() -> None:
+    b = loaded(vbuckets=1, per_vbucket=5)
+    sched, streams, _ = scheduler(b, holds={0: 3})
+    (stream,) = streams.of_vbucket(0)
+    stream.refill()
+    stream.end(StreamEndReason.CLOSED)
+    streams.mark_ready(stream)
+    parts: list[bytes | memoryview] = []
+    events: list[ev.ProducerEvent] = []
+    sched.drain(parts, 0, 1 << 20, events)
+    assert len(mutations_by_vbucket(parts)) == 3
+    assert not [e for e in events if isinstance(e, ev.StreamEnded)]
+
+
 def test_released_holds_let_the_stream_go_on() -> None:
     holds = {0: 10}
     sched, _, _ = scheduler(loaded(vbuckets=1), holds=holds)

@@ -1,0 +1,170 @@
+"""One schedule against a Python consumer in the same process (``explore -- module:
+callable``): no consumer process to start, so a schedule takes what its steps take.
+
+The server and the consumer run in one trio run, the server on free ports; the
+schedule is judged as ``mockdcp check`` judges a scenario (``_check``'s checker limits,
+settle time and reasons), with what the consumer holds (``state.documents()``) compared
+with the oracle in place of its ``$MOCKDCP_OUTPUT``: the same ``ScenarioResult``, so the
+same anomalies. An exception of the consumer's is its crash; one of the server's is a
+``mockdcp error``.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from mockdcp.cli._check import (
+    CHECK_ACK_STALL,
+    CHECK_REOPEN_WITHIN,
+    SETTLE,
+    ScenarioResult,
+    Verdict,
+    evidence,
+)
+from mockdcp.explore import held
+
+if TYPE_CHECKING:
+    from mockdcp.explore import ConsumerFactory, InProcessConsumer
+    from mockdcp.scenario import Scenario
+    from mockdcp.server import MockDcpServer
+
+#: examples kept per kind of difference
+EXAMPLES = 5
+
+
+def compare(consumer: InProcessConsumer, server: MockDcpServer) -> dict[str, Any]:
+    """What the consumer holds against the oracle, in the shape of the pipeline's
+    ``VerifyReport.as_json()`` (the counts and examples the judges read)."""
+    from mockdcp.model import vbucket_of
+
+    mine = held(consumer)
+    oracle = dict(server.oracle().items())
+    vbuckets = server.bucket.num_vbuckets
+    kinds: dict[str, list[dict[str, Any]]] = {
+        "missing": [],
+        "phantom": [],
+        "stale": [],
+        "wrong_value": [],
+        "duplicates": [],
+    }
+
+    def example(key: Any, seqno: int) -> dict[str, Any]:  # noqa: ANN401
+        raw = key[1] if isinstance(key, tuple) else key
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        return {"key": text, "vbucket": vbucket_of(text.encode(), vbuckets), "seqno": seqno}
+
+    for key, item in oracle.items():
+        version = mine.get(key)
+        if version is None:
+            kinds["missing"].append(example(key, item.seqno))
+        elif version.seqno < item.seqno:
+            kinds["stale"].append(example(key, item.seqno))
+        elif version.seqno != item.seqno or bytes(version.value) != bytes(item.value):
+            kinds["wrong_value"].append(example(key, item.seqno))
+    for key, version in mine.items():
+        if key not in oracle:
+            kinds["phantom"].append(example(key, version.seqno))
+    counts = {k: len(v) for k, v in kinds.items()}
+    differences = sum(counts.values())
+    return {
+        **counts,
+        "unparseable": 0,
+        "expected": len(oracle),
+        "actual_rows": len(mine),
+        "actual_documents": len(mine),
+        "matched": len(oracle) - counts["missing"] - counts["stale"] - counts["wrong_value"],
+        "mode": "in-process",
+        "examples": {k: v[:EXAMPLES] for k, v in kinds.items()},
+        "differences": differences,
+    }
+
+
+def _leaves(exc: BaseException) -> str:
+    """An exception as one line: a group's first few leaf exceptions."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_leaves(e) for e in exc.exceptions[:3])
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def run_in_process(
+    scenario: Scenario, make: ConsumerFactory, *, limit: float, host: str = "127.0.0.1"
+) -> ScenarioResult:
+    """One run of ``scenario`` against a consumer ``make`` makes (module docstring)."""
+    started = time.perf_counter()
+    result = ScenarioResult(scenario.name, scenario.name, Verdict.PASSED, "")
+    try:
+        await _run(scenario, make, limit, host, result)
+    except Exception as exc:
+        result.verdict = Verdict.FAILED
+        result.reason = f"mockdcp error: {type(exc).__name__}: {exc}"
+        result.evidence = traceback.format_exception(exc)[-20:]
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+async def _run(
+    scenario: Scenario, make: ConsumerFactory, limit: float, host: str, result: ScenarioResult
+) -> None:
+    from mockdcp.cli._check import _reasons, _violation
+    from mockdcp.producer import CheckerLimits, events as ev
+    from mockdcp.server import serve
+
+    async with serve(host=host, port=0, http_port=0, scenario=scenario) as server:
+        server.node.checker_limits = CheckerLimits(
+            ack_stall=CHECK_ACK_STALL, reopen_within=CHECK_REOPEN_WITHIN
+        )
+        consumer = make(server.host, server.kv_port, len(server.nodes))
+        crash: list[str] = []
+        over = trio.Event()  # the scenario ended, or the consumer did (as check stops)
+
+        async def consume() -> None:
+            try:
+                await consumer.run()
+            except Exception as exc:  # the consumer's crash, reported
+                crash.append(_leaves(exc))
+            else:
+                crash.append("run() returned")
+            over.set()
+
+        async def scenario_over() -> None:
+            await server.scenario_done.wait()
+            over.set()
+
+        trouble = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            nursery.start_soon(scenario_over)
+            with trio.move_on_after(limit) as scope:
+                await over.wait()
+            if crash:
+                pass  # judged below
+            elif scope.cancelled_caught:
+                trouble = f"the scenario did not finish within {limit:g}s"
+            elif server.runner.progress.failure is None:
+                server.set_persistence_paused(False)
+                with trio.move_on_after(SETTLE):
+                    while compare(consumer, server)["differences"] and not crash:  # noqa: ASYNC110
+                        await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+        if crash:
+            trouble = f"the consumer exited before the scenario ended ({crash[0]})"
+        history = server.runner.history
+        result.expectations = [e.as_dict() for e in server.runner.progress.expectations]
+        result.violations = [_violation(e) for e in history if isinstance(e, ev.ProtocolViolation)]
+        result.verification = compare(consumer, server)
+        result.output = "verified"
+        reasons = _reasons(trouble, server.runner.progress.failure, result)
+        if reasons:
+            result.verdict = Verdict.FAILED
+            more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+            result.reason = reasons[0] + more
+            result.evidence = evidence(history)
+        else:
+            result.reason = f"output verified ({result.verification['matched']} documents)"
+
+
+__all__ = ["compare", "run_in_process"]

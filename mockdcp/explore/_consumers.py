@@ -1,0 +1,70 @@
+"""Python consumers ``explore`` runs in-process (``-- module:callable``): a callable
+``(host, kv_port, nodes) -> consumer`` whose consumer has ``async run()`` (reconnecting
+as it needs to; cancelled when the schedule is judged) and ``state.documents()`` (what
+it holds, judged against the oracle), as the reference consumer has."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: ``package.module:callable``
+SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class InProcessConsumer(Protocol):
+    """What an in-process consumer offers."""
+
+    async def run(self) -> None: ...
+
+    @property
+    def state(self) -> Any: ...  # noqa: ANN401 - has ``documents()``
+
+
+class ConsumerFactory(Protocol):
+    def __call__(self, host: str, port: int, nodes: int) -> InProcessConsumer: ...
+
+
+def reference_consumer(host: str, port: int, nodes: int) -> InProcessConsumer:
+    """The reference consumer as ``mockdcp tail`` runs it: a connection per node (the
+    cluster's map followed) when the cluster has several, else one to the node."""
+    from mockdcp.client import ClusterConsumer, DcpConsumer
+
+    if nodes > 1:
+        return ClusterConsumer(host, port)
+    return DcpConsumer(host, port, vbuckets=None)
+
+
+def is_spec(command: list[str]) -> bool:
+    """A consumer given as one ``module:callable`` word (run in-process)."""
+    return len(command) == 1 and SPEC.match(command[0]) is not None
+
+
+def load_factory(spec: str) -> ConsumerFactory:
+    """The callable ``spec`` names (its module found on ``sys.path`` or in the current
+    directory); ``ValueError`` saying why it cannot be had."""
+    module_name, _, name = spec.partition(":")
+    if os.getcwd() not in sys.path:  # a module of the directory it runs in, as ``-m`` finds
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"the consumer {spec} cannot start: {exc}") from None
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise ValueError(f"the consumer {spec} cannot start: {module_name} has no callable {name}")
+    return factory  # type: ignore[no-any-return]
+
+
+def held(consumer: InProcessConsumer) -> Mapping[Any, Any]:
+    """What the consumer holds: key -> a version with ``seqno`` and ``value``."""
+    return dict(consumer.state.documents())
+
+
+__all__ = ["ConsumerFactory", "InProcessConsumer", "is_spec", "load_factory", "reference_consumer"]

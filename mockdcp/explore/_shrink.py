@@ -1,0 +1,182 @@
+"""Shrinking a failing schedule: the smaller schedules to try, smallest change last.
+
+``candidates(scenario)`` yields schedules one simplification away, each valid (checked
+on the scenario simulation): whole runs of steps dropped (halves, then quarters, then one
+step at a time, as delta debugging does), fewer documents per ``generate``, fewer
+vbuckets and nodes, earlier triggers (a ``wait`` for less progress or no time), simpler
+values. The command runs each candidate several times and keeps the first that still
+fails with the same anomaly (``Shrinker``), then starts over from it, until no candidate
+fails or the time budget is spent. Nothing here runs a consumer: the caller passes the
+judge in.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import attrs
+
+from mockdcp.explore._generate import is_valid
+from mockdcp.scenario import steps as st
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterator
+
+    from mockdcp.scenario import Scenario
+
+#: the closing steps every schedule keeps (the final wait and the conformance check)
+TAIL = 2
+
+
+def _with_steps(scenario: Scenario, steps: list[st.Step]) -> Scenario:
+    return attrs.evolve(scenario, steps=tuple(steps))
+
+
+def _body(scenario: Scenario) -> tuple[list[st.Step], list[st.Step]]:
+    steps = list(scenario.steps)
+    cut = max(0, len(steps) - TAIL)
+    return steps[:cut], steps[cut:]
+
+
+def _drops(scenario: Scenario) -> Iterator[Scenario]:
+    body, tail = _body(scenario)
+    n = len(body)
+    size = n // 2
+    while size >= 1:
+        for start in range(0, n, size):
+            yield _with_steps(scenario, body[:start] + body[start + size :] + tail)
+        size //= 2
+
+
+def _simpler_step(step: st.Step) -> Iterator[st.Step]:
+    if isinstance(step, st.Generate) and step.docs > 1:
+        yield attrs.evolve(step, docs=max(1, step.docs // 2))
+        yield attrs.evolve(step, docs=1)
+    if isinstance(step, st.Wait):
+        if step.seconds:
+            yield attrs.evolve(step, seconds=0.0)
+        c = step.consumer
+        if c is not None and isinstance(c.seqno, int) and c.seqno > 1:
+            yield attrs.evolve(step, consumer=attrs.evolve(c, seqno=c.seqno // 2))
+    if isinstance(step, st.Set | st.SyncWrite) and step.value != "v":
+        yield attrs.evolve(step, value="v")
+    if isinstance(step, st.Set) and step.expiry:
+        yield attrs.evolve(step, expiry=0)
+    if isinstance(step, st.Stall | st.Throttle | st.Delay) and step.seconds > 0.05:
+        yield attrs.evolve(step, seconds=0.05)
+    if isinstance(step, st.Rebalance) and step.interval:
+        yield attrs.evolve(step, interval=0.0)
+
+
+def _simpler_steps(scenario: Scenario) -> Iterator[Scenario]:
+    body, tail = _body(scenario)
+    for i, step in enumerate(body):
+        for simpler in _simpler_step(step):
+            yield _with_steps(scenario, [*body[:i], simpler, *body[i + 1 :], *tail])
+
+
+def _smaller_cluster(scenario: Scenario) -> Iterator[Scenario]:
+    spec = scenario.bucket
+    if spec.nodes > 1:
+        nodes = spec.nodes - 1
+        smaller = attrs.evolve(spec, nodes=nodes, replicas=min(spec.replicas, nodes - 1))
+        needs = scenario.needs if nodes > 1 else ()
+        yield attrs.evolve(scenario, bucket=smaller, needs=needs)
+    if spec.vbuckets > max(1, spec.nodes):
+        fewer = max(spec.nodes, spec.vbuckets // 2)
+        yield attrs.evolve(scenario, bucket=attrs.evolve(spec, vbuckets=fewer))
+
+
+def candidates(scenario: Scenario) -> Iterator[Scenario]:
+    """Valid schedules one simplification smaller (see the module docstring)."""
+    for group in (_drops, _smaller_cluster, _simpler_steps):
+        for candidate in group(scenario):
+            if candidate != scenario and is_valid(candidate):
+                yield candidate
+
+
+def size(scenario: Scenario) -> int:
+    """The steps a shrunk schedule is measured by (the closing two not counted)."""
+    return len(_body(scenario)[0])
+
+
+@attrs.define
+class ShrinkResult:
+    """Where shrinking got: the smallest failing schedule, its failure rate, effort."""
+
+    scenario: Scenario
+    #: runs of the smallest schedule that failed with the anomaly, and runs made
+    failed: int
+    runs: int
+    #: candidates tried, accepted, seconds spent, and whether the budget ran out first
+    tried: int = 0
+    accepted: int = 0
+    seconds: float = 0.0
+    exhausted: bool = False
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.runs if self.runs else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "steps": size(self.scenario),
+            "failed": self.failed,
+            "runs": self.runs,
+            "rate": self.rate,
+            "tried": self.tried,
+            "accepted": self.accepted,
+            "seconds": round(self.seconds, 3),
+            "budget_ran_out": self.exhausted,
+        }
+
+
+async def shrink(
+    scenario: Scenario,
+    fails: Callable[[Scenario], Awaitable[bool]],
+    *,
+    runs: int = 2,
+    budget: float = 60.0,
+    clock: Callable[[], float] = time.monotonic,
+    on_accept: Callable[[ShrinkResult], None] | None = None,
+) -> ShrinkResult:
+    """The smallest schedule reached from ``scenario`` whose runs still fail
+    (``fails``: one run shows the anomaly) in at least half of ``runs``, within
+    ``budget`` seconds; the result's rate is over the last ``runs`` of it.
+    ``on_accept``: told of each smaller schedule found (an interrupted shrink keeps it)."""
+    started = clock()
+    result = ShrinkResult(scenario, failed=0, runs=runs)
+
+    async def rate(candidate: Scenario) -> int:
+        failed = 0
+        for i in range(runs):
+            failed += await fails(candidate)
+            if failed * 2 + (runs - i - 1) * 2 < runs:  # half can no longer fail
+                break
+        return failed
+
+    result.failed = await rate(scenario)
+    progress = result.failed > 0  # a failure that does not come back: nothing to shrink
+    while progress:
+        progress = False
+        for candidate in candidates(result.scenario):
+            if clock() - started > budget:
+                result.exhausted = True
+                result.seconds = clock() - started
+                return result
+            result.tried += 1
+            failed = await rate(candidate)
+            if failed * 2 >= runs and failed > 0:
+                result.scenario, result.failed = candidate, failed
+                result.accepted += 1
+                result.seconds = clock() - started
+                if on_accept is not None:
+                    on_accept(result)
+                progress = True
+                break
+    result.seconds = clock() - started
+    return result
+
+
+__all__ = ["ShrinkResult", "candidates", "shrink", "size"]

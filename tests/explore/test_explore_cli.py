@@ -1,0 +1,224 @@
+"""``mockdcp explore`` as a user runs it: bad input refused before any schedule runs,
+the reference consumer clean over a fixed seed, wrong consumers found, shrunk, and the
+shrunk scenario replayed by ``mockdcp check`` (failing them, passing the reference)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mockdcp.cli import main
+from mockdcp.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+WRONG = str(ROOT / "tests" / "scenarios" / "wrong_consumer.py")
+TAIL = [sys.executable, "-m", "mockdcp", "tail", "--json"]
+
+
+def mockdcp(*args: str, timeout: float = 900) -> tuple[int, str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "mockdcp", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def explore(*args: str, consumer: list[str]) -> tuple[int, dict[str, Any]]:
+    code, out, err = mockdcp("explore", "--json", *args, "--", *consumer)
+    assert out, err[-3000:]
+    return code, json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--", "/nonexistent/consumer"], "cannot start"),
+        (["--", "no-such-consumer-program-39"], "not found on PATH"),
+        (["--replicas", "2", "--nodes", "2", "--", "true"], "--replicas"),
+        (["--vbuckets", "5000", "--", "true"], "--vbuckets"),
+        (["--seed", "-3", "--", "true"], "--seed"),
+        (["--runs", "0", "--", "true"], "--runs"),
+        (["--tag", "bogus", "--", "true"], "unknown group"),
+        (["--runs", "3", "--time", "10", "--", "true"], "give one"),
+        (["--out", "/proc/explore-out", "--", "true"], "not writable"),
+        ([], "consumer command"),
+    ],
+)
+def test_bad_input_is_refused_before_any_schedule_runs(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explore", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.startswith("mockdcp explore: ")
+
+
+def test_the_reference_consumer_shows_no_anomaly_over_a_fixed_seed(tmp_path: Path) -> None:
+    junit = tmp_path / "explore.xml"
+    code, report = explore(
+        "--seed", "39", "--runs", "3", "-j", "2", "--junit", str(junit), consumer=TAIL
+    )
+    assert report["found"] == [], report["found"]
+    assert code == 0
+    assert report["schedules"] == 3
+    assert report["anomalies"] == {}
+    assert junit.read_text().count("<testcase") == 3
+
+
+@pytest.mark.full
+@pytest.mark.parametrize(
+    ("mode", "groups", "anomaly"),
+    [
+        ("drop-deletions", "data", "phantom"),
+        ("no-reopen", "data,stream_end", "vbucket abandoned"),
+        ("apply-prepares", "data", "phantom"),
+    ],
+)
+def test_a_wrong_consumer_is_found_shrunk_and_replayed(
+    tmp_path: Path, mode: str, groups: str, anomaly: str
+) -> None:
+    out = tmp_path / "found"
+    wrong = [sys.executable, WRONG, "--mode", mode]
+    code, report = explore(
+        "--seed", "1", "--runs", "12", "-j", "2", "--tag", groups,
+        "--shrink-time", "240", "--shrink-runs", "1", "--out", str(out),
+        consumer=wrong,
+    )  # fmt: skip
+    assert code == 1
+    assert anomaly in report["anomalies"], report["anomalies"]
+    (shrunk,) = [s for s in report["shrunk"] if s["anomaly"] == anomaly]
+    assert shrunk["steps"] <= 6
+    assert shrunk["steps"] < shrunk["from_steps"]
+    path = Path(shrunk["file"])
+    text = path.read_text()
+    assert "--seed 1" in text
+    assert f"anomaly: {anomaly}" in text
+    load_scenario(str(path))  # the library's format
+    code, replay, _ = mockdcp("check", "--json", str(path), "--", *wrong)
+    assert code == 1, replay
+    code, replay, _ = mockdcp("check", "--json", str(path), "--", *TAIL)
+    assert code == 0, replay
+
+
+def run_in_process(*args: str, consumer: str) -> tuple[int, dict[str, Any]]:
+    """``mockdcp explore --json ARGS -- module:callable`` in this process."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["explore", "--json", *args, "--", consumer])
+    return code, json.loads(out.getvalue())
+
+
+def test_the_reference_consumer_in_process_shows_no_anomaly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, report = run_in_process(
+        "--seed", "39", "--runs", "8", "-j", "4", consumer="mockdcp.explore:reference_consumer"
+    )
+    assert report["found"] == [], report["found"]
+    assert (code, report["schedules"]) == (0, 8)
+
+
+def test_a_consumer_that_crashes_in_process_is_a_consumer_exit() -> None:
+    code, report = run_in_process(
+        "--runs", "1", "--shrink-time", "0", consumer="tests.explore.wrong:crashes"
+    )
+    assert code == 1
+    assert report["anomalies"] == {"consumer exit": 1}
+    assert "planted crash" in report["found"][0]["reason"]
+
+
+def test_a_module_callable_that_cannot_be_had_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explore", "--", "no_such_module_39:make"]) == 2
+    assert "cannot start" in capsys.readouterr().err
+    assert main(["explore", "--", "mockdcp.explore:no_such_factory"]) == 2
+    assert "no callable" in capsys.readouterr().err
+
+
+@pytest.mark.full
+def test_an_in_process_wrong_consumer_is_found_and_shrunk(tmp_path: Path) -> None:
+    out = tmp_path / "found"
+    code, report = run_in_process(
+        "--seed", "1", "--runs", "20", "-j", "4", "--tag", "data",
+        "--shrink-time", "120", "--shrink-runs", "2", "--out", str(out),
+        consumer="tests.explore.wrong:drop_deletions",
+    )  # fmt: skip
+    assert code == 1
+    (shrunk,) = report["shrunk"]
+    assert shrunk["anomaly"] == "phantom"
+    assert shrunk["steps"] <= 4
+    assert shrunk["rate"] == 1.0
+    code, out_text, _ = mockdcp("check", "--json", shrunk["file"], "--", *TAIL)
+    assert code == 0, out_text
+
+
+@pytest.mark.full
+def test_ctrl_c_writes_what_was_found_so_far(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    out = tmp_path / "found"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "mockdcp", "explore", "--json", "--seed", "1",
+            "--runs", "500", "-j", "2", "--tag", "data", "--out", str(out),
+            "--", "tests.explore.wrong:drop_deletions",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    time.sleep(15)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    report = json.loads(stdout)
+    assert report["interrupted"]
+    assert 0 < report["schedules"] < 500
+    assert proc.returncode == (1 if report["found"] else 130), stderr[-2000:]
+    if report["found"]:
+        (shrunk,) = report["shrunk"]
+        assert Path(shrunk["file"]).exists()
+        assert shrunk["file"].startswith(str(out))
+
+
+@pytest.mark.full
+def test_a_hanging_consumer_is_stopped_and_the_run_goes_on(tmp_path: Path) -> None:
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\ntime.sleep(1000)\n")
+    code, report = explore(
+        "--runs", "2", "-j", "2", "--connect-timeout", "2", "--timeout", "5",
+        "--shrink-time", "0", consumer=[sys.executable, str(hang)],
+    )  # fmt: skip
+    assert code == 1
+    assert report["schedules"] == 2
+    assert report["anomalies"] == {"stuck": 2}
+
+
+def test_time_draws_schedules_until_it_is_spent() -> None:
+    code, report = run_in_process(
+        "--seed", "5", "--time", "2", "-j", "2", consumer="mockdcp.explore:reference_consumer"
+    )
+    assert (code, report["found"]) == (0, [])
+    assert report["schedules"] >= 2
+    assert report["schedules_per_minute"] > 0

@@ -1,0 +1,174 @@
+"""The schedule generator: deterministic, valid by construction, within its options,
+weighted towards the sequences failures come from, written in the library's format."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as hs
+
+from mockdcp.explore import (
+    DRAWERS,
+    GenerateOptions,
+    OptionError,
+    generate,
+    is_valid,
+    scenario_yaml,
+)
+from mockdcp.scenario import Simulation, parse_scenario, scenario_bucket, steps as st
+
+options = hs.builds(
+    lambda seed, nodes, replicas, vbuckets, steps: GenerateOptions(
+        seed=seed,
+        nodes=nodes,
+        replicas=min(replicas, nodes - 1),
+        vbuckets=max(vbuckets, nodes),
+        steps=steps,
+    ),
+    hs.integers(0, 2**63 - 1),
+    hs.integers(1, 4),
+    hs.integers(0, 2),
+    hs.integers(1, 16),
+    hs.integers(1, 20),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(options, hs.integers(0, 10_000))
+def test_every_schedule_is_valid_and_reads_back_from_its_yaml(
+    opts: GenerateOptions, index: int
+) -> None:
+    scenario = generate(opts, index)
+    assert is_valid(scenario)
+    body = scenario.steps[:-2]
+    assert len(body) <= opts.steps
+    assert scenario.bucket.nodes == opts.nodes
+    assert scenario.bucket.vbuckets == opts.vbuckets
+    back = parse_scenario(scenario_yaml(scenario), "back")
+    assert back.steps == scenario.steps
+    assert back.bucket == scenario.bucket
+    assert back.seed == scenario.seed
+
+
+@settings(max_examples=20, deadline=None)
+@given(options, hs.integers(0, 10_000))
+def test_the_same_seed_options_and_index_give_the_same_schedule(
+    opts: GenerateOptions, index: int
+) -> None:
+    assert generate(opts, index) == generate(opts, index)
+
+
+def test_other_seeds_and_indexes_give_other_schedules() -> None:
+    opts = GenerateOptions(seed=7)
+    drawn = {scenario_yaml(generate(opts, i)) for i in range(20)}
+    assert len(drawn) == 20
+    other = GenerateOptions(seed=8)
+    assert generate(opts, 0).steps != generate(other, 0).steps
+
+
+def test_a_schedule_ends_with_the_consumer_caught_up_and_conformant() -> None:
+    scenario = generate(GenerateOptions(seed=3), 0)
+    wait, expect = scenario.steps[-2:]
+    assert isinstance(wait, st.Wait)
+    assert wait.consumer == st.ConsumerProgress(seqno="high")
+    assert isinstance(expect, st.Expect)
+    assert expect.conformant
+
+
+def test_groups_are_kept_to() -> None:
+    only = GenerateOptions(seed=1, tags=frozenset({"data"}))
+    for i in range(30):
+        kinds = {type(s) for s in generate(only, i).steps[:-2]}
+        assert all(k.GROUP in ("data", "control") for k in kinds), kinds
+    no_faults = GenerateOptions(seed=1, exclude=frozenset({"faults", "failover"}))
+    for i in range(30):
+        kinds = {type(s) for s in generate(no_faults, i).steps}
+        assert not any(k.GROUP == "faults" for k in kinds)
+        assert st.Failover not in kinds
+        assert st.FailoverNode not in kinds
+
+
+def test_every_drawn_step_kind_shows_up_over_many_schedules() -> None:
+    """Each drawer draws (on a cluster where it can: three nodes with a replica)."""
+    opts = GenerateOptions(seed=5, nodes=3, replicas=1, vbuckets=8, steps=20)
+    seen: set[type[st.Step]] = set()
+    for i in range(300):
+        seen |= {type(s) for s in generate(opts, i).steps}
+    missing = {cls.NAME for cls in DRAWERS} - {cls.NAME for cls in seen}
+    assert not missing
+
+
+def test_faults_are_weighted_towards_known_failure_sequences() -> None:
+    """A write, persistence held, a failover: the first pattern shows up often."""
+    opts = GenerateOptions(seed=11)
+    hits = 0
+    for i in range(100):
+        names = [s.NAME for s in generate(opts, i).steps]
+        for at, name in enumerate(names):
+            if name == "persistence" and "failover" in names[at:]:
+                hits += 1
+                break
+    assert hits >= 10
+
+
+LOSSES = (st.Failover, st.FailoverNode, st.Restart, st.NodeDown, st.Flush)
+
+
+def test_a_mid_snapshot_trigger_waits_for_a_seqno_not_yet_sent() -> None:
+    """A wait on one vbucket names a seqno above the one an earlier wait for every
+    high seqno let through (one already sent is never written again: the wait could not
+    be met), and never when what was sent is unknown (a failover, a restart)."""
+    opts = GenerateOptions(seed=2, steps=20)
+    checked = 0
+    for i in range(150):
+        scenario = generate(opts, i)
+        sim = Simulation.of(scenario_bucket(scenario))
+        sent: list[int | None] = [None] * opts.vbuckets
+        for step in scenario.steps:
+            step.check(sim)
+            if isinstance(step, LOSSES):
+                sent = [None] * opts.vbuckets
+            if not isinstance(step, st.Wait) or step.consumer is None:
+                continue
+            c = step.consumer
+            if c.seqno == "high" and c.vbucket == "all":
+                sent = list(sim.high)
+            elif isinstance(c.seqno, int) and isinstance(c.vbucket, int):
+                before = sent[c.vbucket]
+                assert before is not None
+                assert before < c.seqno < sim.high[c.vbucket]
+                sent = [None] * opts.vbuckets
+                sent[c.vbucket] = c.seqno
+                checked += 1
+    assert checked > 10
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"seed": -1}, "--seed"),
+        ({"nodes": 0}, "--nodes"),
+        ({"nodes": 2, "replicas": 2}, "--replicas"),
+        ({"vbuckets": 0}, "--vbuckets"),
+        ({"vbuckets": 2000}, "--vbuckets"),
+        ({"steps": 0}, "--steps"),
+        ({"tags": frozenset({"nonsense"})}, "unknown group"),
+    ],
+)
+def test_options_out_of_range_are_refused(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        GenerateOptions(**fields)  # type: ignore[arg-type]
+
+
+def test_groups_that_leave_nothing_to_draw_are_refused() -> None:
+    with pytest.raises(OptionError, match="no step"):
+        generate(GenerateOptions(tags=frozenset({"data"}), exclude=frozenset({"data"})), 0)
+
+
+def test_no_fault_or_cluster_step_comes_before_the_consumer_is_in() -> None:
+    """Steps up to the first wait run before any client can connect: only writes."""
+    for opts in (GenerateOptions(seed=9, nodes=3, replicas=1), GenerateOptions(seed=9)):
+        for i in range(100):
+            for step in generate(opts, i).steps:
+                if isinstance(step, st.Wait) and step.consumer is not None:
+                    break
+                assert step.GROUP in ("data", "control"), (i, step)

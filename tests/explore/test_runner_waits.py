@@ -1,0 +1,68 @@
+"""Runner bugs explore found with the reference consumer (the scenarios it shrank them
+to): a seqno wait after a reconnect, on every node of a cluster, and a wait after a
+stream ended and its vbucket got a write. Each timed out before its fix."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from mockdcp.client import ClusterConsumer, DcpConsumer
+from tests.scenarios._harness import run_scenario
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: generated on every vbucket, caught up, every connection dropped, one more write on
+#: one vbucket: the others' targets were all sent on the connections before
+RECONNECT = """
+name: reconnect-then-one-write
+bucket: {{vbuckets: {vbuckets}, nodes: {nodes}, replicas: {replicas}}}
+steps:
+  - generate: {{docs: 16}}
+  - wait: {{consumer: {{seqno: high}}, timeout: 8s}}
+  - disconnect: {{}}
+  - set: {{key: k0, value: {{after: disconnect}}}}
+  - wait: {{consumer: {{seqno: high}}, timeout: 8s}}
+"""
+
+#: caught up (the streams held there), a stream ended, a write on its vbucket: the
+#: held STREAM_END must go out for the consumer to re-open and reach the write
+ENDED = """
+name: end-stream-then-write
+bucket: {vbuckets: 4}
+steps:
+  - generate: {docs: 12}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - end_stream: {vbuckets: 0, reason: closed}
+  - set: {key: doc::000002, value: {after: end}}  # vbucket 0
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+
+@pytest.mark.parametrize(("nodes", "replicas"), [(1, 0), (3, 1)])
+async def test_a_wait_after_a_reconnect_counts_what_the_consumer_resumed_from(
+    tmp_path: Path, nodes: int, replicas: int
+) -> None:
+    path = tmp_path / "reconnect.yaml"
+    path.write_text(RECONNECT.format(vbuckets=8, nodes=nodes, replicas=replicas))
+
+    def consumer(host: str, port: int) -> DcpConsumer | ClusterConsumer:
+        if nodes > 1:
+            return ClusterConsumer(host, port)
+        return DcpConsumer(host, port, vbuckets=None)
+
+    outcome = await run_scenario(path, consumer, limit=30)
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+
+
+async def test_a_wait_after_an_ended_stream_and_a_write_is_met(tmp_path: Path) -> None:
+    path = tmp_path / "ended.yaml"
+    path.write_text(ENDED)
+    outcome = await run_scenario(
+        path, lambda host, port: DcpConsumer(host, port, vbuckets=None), limit=30
+    )
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()

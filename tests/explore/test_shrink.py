@@ -1,0 +1,127 @@
+"""The shrinker on a judge of its own (no consumer): the smallest schedule that still
+fails, several runs per candidate, the budget, every candidate valid."""
+
+from __future__ import annotations
+
+import itertools
+
+from mockdcp.explore import GenerateOptions, candidates, generate, is_valid, shrink, size
+from mockdcp.scenario import Scenario, parse_scenario, steps as st
+
+
+def has_delete(scenario: Scenario) -> bool:
+    return any(isinstance(s, st.Delete) for s in scenario.steps)
+
+
+def failing_schedule() -> Scenario:
+    opts = GenerateOptions(seed=4, nodes=3, replicas=1, vbuckets=8, steps=16)
+    return next(
+        s for s in (generate(opts, i) for i in range(200)) if has_delete(s) and size(s) >= 10
+    )
+
+
+def test_every_candidate_is_valid_and_smaller_or_simpler() -> None:
+    scenario = failing_schedule()
+    seen = 0
+    for candidate in itertools.islice(candidates(scenario), 60):
+        assert is_valid(candidate)
+        assert candidate != scenario
+        assert size(candidate) <= size(scenario)
+        assert candidate.steps[-2:] == scenario.steps[-2:]  # the judges stay
+        seen += 1
+    assert seen > 10
+
+
+async def test_a_steady_failure_shrinks_to_the_steps_it_needs() -> None:
+    scenario = failing_schedule()
+    runs: list[Scenario] = []
+
+    async def fails(candidate: Scenario) -> bool:
+        runs.append(candidate)
+        return has_delete(candidate)
+
+    result = await shrink(scenario, fails, runs=2, budget=600)
+    shrunk = result.scenario
+    assert has_delete(shrunk)
+    # the delete and what it needs: a write of its document
+    assert size(shrunk) <= 3
+    assert shrunk.bucket.nodes == 1
+    assert shrunk.bucket.vbuckets == 1
+    assert (result.failed, result.runs, result.rate) == (2, 2, 1.0)
+    assert result.accepted > 0
+    assert not result.exhausted
+    assert len(runs) >= 2 * result.tried
+
+
+async def test_a_failure_that_does_not_come_back_is_not_shrunk() -> None:
+    scenario = failing_schedule()
+
+    async def never(candidate: Scenario) -> bool:
+        return False
+
+    result = await shrink(scenario, never, runs=3, budget=600)
+    assert result.scenario is scenario
+    assert (result.failed, result.runs, result.tried) == (0, 3, 0)
+
+
+async def test_a_flaky_failure_keeps_candidates_failing_at_least_half_the_time() -> None:
+    scenario = failing_schedule()
+    flips = itertools.cycle([True, False])
+
+    async def flaky(candidate: Scenario) -> bool:
+        return has_delete(candidate) and next(flips)
+
+    result = await shrink(scenario, flaky, runs=2, budget=600)
+    assert has_delete(result.scenario)
+    assert result.failed == 1
+    assert result.rate == 0.5
+
+
+async def test_the_budget_stops_shrinking_and_says_so() -> None:
+    scenario = failing_schedule()
+    now = [0.0]
+
+    async def slow(candidate: Scenario) -> bool:
+        now[0] += 10.0
+        return has_delete(candidate)
+
+    accepted: list[int] = []
+    result = await shrink(
+        scenario,
+        slow,
+        runs=1,
+        budget=35.0,
+        clock=lambda: now[0],
+        on_accept=lambda r: accepted.append(size(r.scenario)),
+    )
+    assert result.exhausted
+    assert result.tried <= 4
+    assert accepted == sorted(accepted, reverse=True)
+    if accepted:
+        assert size(result.scenario) == accepted[-1]
+
+
+def test_a_candidate_whose_waits_no_consumer_can_meet_is_not_tried() -> None:
+    """Dropping the writes a mid-snapshot wait needs leaves a wait for a seqno no
+    vbucket reaches: every consumer would fail it, so it is no smaller failure."""
+    scenario = parse_scenario(
+        """
+name: needs-its-writes
+bucket: {vbuckets: 1}
+steps:
+  - generate: {docs: 6}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - generate: {docs: 6, start: 6}
+  - wait: {consumer: {vbucket: 0, seqno: 9}, timeout: 8s}
+  - disconnect: {}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+""",
+        "needs-its-writes",
+    )
+    assert is_valid(scenario)
+    for candidate in candidates(scenario):
+        waits = [s for s in candidate.steps if isinstance(s, st.Wait) and s.consumer]
+        mid = [w for w in waits if w.consumer is not None and w.consumer.seqno == 9]
+        if mid:
+            assert any(isinstance(s, st.Generate) and s.start == 6 for s in candidate.steps)
