@@ -204,8 +204,6 @@ class StepRunner:
     # -- the steps that wait ----------------------------------------------------------
 
     async def _wait(self, step: st.Wait) -> None:
-        from mockdcp.producer import events
-
         if step.consumer is None:
             await trio.sleep(step.seconds or 0)
             return
