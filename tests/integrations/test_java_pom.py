@@ -35,5 +35,5 @@ def test_the_container_modes_error_names_the_poms_testcontainers_version() -> No
     found = re.search(r'TESTCONTAINERS_VERSION = "([^"]+)";', source)
     assert found is not None
     assert found.group(1) == version
-    readme = (PROJECT / "README.md").read_text()
-    assert f"<artifactId>testcontainers</artifactId>\n  <version>{version}</version>" in readme
+    page = (PROJECT.parents[1] / "docs" / "java.md").read_text()  # the Java documentation
+    assert f"<artifactId>testcontainers</artifactId>\n  <version>{version}</version>" in page

@@ -182,7 +182,7 @@ def test_unknown_marker_option_is_reported(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
-        ["*mockdcp: unknown option(s) *'vbucket'*; known: auth_timeout, bucket, *"]
+        ["*mockdcp: unknown option(s) *'vbucket'*; known: auth_timeout, backfills_*, bucket, *"]
     )
     result.stdout.no_fnmatch_line("*pytest_plugin.py*")  # the message, not a traceback
 
