@@ -89,14 +89,15 @@ def modes() -> list[str]:
     return sorted(MODES)
 
 
-def check(mode: str) -> dict[str, Any]:
-    """``mockdcp check --json -j JOBS`` over the library against the wrong consumer."""
+def check(mode: str, names: tuple[str, ...] = (), jobs: int = JOBS) -> dict[str, Any]:
+    """``mockdcp check --json -j JOBS`` over the library (or the scenarios ``names``)
+    against the wrong consumer."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    command = [sys.executable, "-m", "mockdcp", "check", "--json", "-j", str(JOBS)]
-    if mode in ONLY:
+    command = [sys.executable, "-m", "mockdcp", "check", "--json", "-j", str(jobs), *names]
+    if mode in ONLY and not names:
         command += ["--tag", ONLY[mode][0]]
     done = subprocess.run(
         [*command, "--", sys.executable, str(WRONG), "--mode", mode],
