@@ -51,6 +51,8 @@ NOT_RUN = {
     "--key-col": "the continuation of a verify command",
     "cd integrations/": "the Java and Go modules' suites; tests/integrations runs them",
     "go get": "fetches the Go module; tests/integrations builds it from this checkout",
+    "mockdcp check -j 2 -- mockdcp tail": "the whole library with the reference consumer: "
+    "tests/integration/test_check.py::test_the_reference_consumer_passes_the_whole_library",
 }
 #: commands run in the full tier only (minutes under load); the fast tier parses them
 HEAVY = ("mockdcp check",)

@@ -13,18 +13,20 @@ from tests.scenarios.wrong_consumer import make_consumer
 if TYPE_CHECKING:
     from trio import TaskStatus
 
+    from mockdcp.explore import InProcessConsumer
+
 TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
 
 
-def drop_deletions(host: str, port: int, nodes: int) -> DcpConsumer:
+def drop_deletions(host: str, port: int, nodes: int) -> InProcessConsumer:
     return make_consumer("drop-deletions", host, port)
 
 
-def apply_prepares(host: str, port: int, nodes: int) -> DcpConsumer:
+def apply_prepares(host: str, port: int, nodes: int) -> InProcessConsumer:
     return make_consumer("apply-prepares", host, port)
 
 
-def crashes(host: str, port: int, nodes: int) -> DcpConsumer:
+def crashes(host: str, port: int, nodes: int) -> InProcessConsumer:
     """The reference consumer, which raises as soon as it runs (a consumer crash)."""
 
     class Crashing(DcpConsumer):
@@ -34,17 +36,17 @@ def crashes(host: str, port: int, nodes: int) -> DcpConsumer:
     return Crashing(host, port, vbuckets=None)
 
 
-def no_reopen(host: str, port: int, nodes: int) -> DcpConsumer:
+def no_reopen(host: str, port: int, nodes: int) -> InProcessConsumer:
     return make_consumer("no-reopen", host, port)
 
 
-def ignore_rollbacks(host: str, port: int, nodes: int) -> DcpConsumer:
+def ignore_rollbacks(host: str, port: int, nodes: int) -> InProcessConsumer:
     return make_consumer("ignore-rollbacks", host, port)
 
 
-def complete_snapshot(host: str, port: int, nodes: int) -> DcpConsumer:
+def complete_snapshot(host: str, port: int, nodes: int) -> InProcessConsumer:
     return make_consumer("complete-snapshot", host, port)
 
 
-def never_ack(host: str, port: int, nodes: int) -> DcpConsumer:
+def never_ack(host: str, port: int, nodes: int) -> InProcessConsumer:
     return make_consumer("never-ack", host, port)
