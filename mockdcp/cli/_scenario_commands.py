@@ -112,7 +112,23 @@ def _settings(path: str) -> dict[str, str]:
     from mockdcp.scenario import load_scenario
 
     scenario = load_scenario(path)
-    return {"MOCKDCP_SCENARIO": scenario.name, **scenario.consumer.environment()}
+    return {
+        "MOCKDCP_SCENARIO": scenario.name,
+        **scenario.consumer.environment(),
+        **collections_env(scenario),
+    }
+
+
+def collections_env(scenario: Scenario) -> dict[str, str]:
+    """``MOCKDCP_COLLECTIONS`` (the collections the scenario writes documents to,
+    ``scope.name`` separated by commas) and ``MOCKDCP_SCOPE`` (the one scope they are all
+    in; empty if they span several): a consumer configured for named collections of one
+    scope (go-dcp's ``scopeName`` and ``collectionNames``, Trendyol/go-dcp
+    ``config/dcp.go``) learns from them what to stream (issue 46)."""
+    return {
+        "MOCKDCP_COLLECTIONS": ",".join(scenario.collections()),
+        "MOCKDCP_SCOPE": scenario.scope(),
+    }
 
 
 async def _watch(proc: trio.Process, report: RunReport, server: MockDcpServer) -> None:
@@ -270,4 +286,4 @@ def run_scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["RunReport", "consumer_env", "run_scenario"]
+__all__ = ["RunReport", "collections_env", "consumer_env", "run_scenario"]
