@@ -265,15 +265,20 @@ async def _run(
             result.reason = f"the consumer command could not start: {exc}"
             return
         consumer = _Consumer(proc)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(consumer.read)
-            nursery.start_soon(consumer.watch)
-            trouble = await _until_done(server, consumer, options)
-            if trouble is None:
-                _persist_after(server)
-                await _settle(server, output)
-            await consumer.stop()
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(consumer.read)
+                nursery.start_soon(consumer.watch)
+                trouble = await _until_done(server, consumer, options)
+                if trouble is None:
+                    _persist_after(server)
+                    await _settle(server, output)
+                await consumer.stop()
+                nursery.cancel_scope.cancel()
+        finally:
+            # cancelled (Ctrl-C, a run stopped early): the consumer is never left behind
+            with trio.CancelScope(shield=True):
+                await consumer.stop()
         _judge(server, scenario, consumer, output, trouble, result)
 
 

@@ -93,12 +93,16 @@ async def run_scenario(
                     command, env=env, stdout=sys.stderr.fileno()
                 )
                 nursery.start_soon(_watch, proc, report, server)
-            with trio.move_on_after(limit) as scope:
-                await server.scenario_done.wait()
-            if scope.cancelled_caught:
-                report.failure = f"the scenario did not finish within {limit:g}s"
-            if proc is not None:
-                await _stop(proc)
+            try:
+                with trio.move_on_after(limit) as scope:
+                    await server.scenario_done.wait()
+                if scope.cancelled_caught:
+                    report.failure = f"the scenario did not finish within {limit:g}s"
+            finally:
+                # also when cancelled (Ctrl-C): the consumer is never left behind
+                if proc is not None:
+                    with trio.CancelScope(shield=True):
+                        await _stop(proc)
             nursery.cancel_scope.cancel()
         progress = server.runner.progress
         report.expectations = [e.as_dict() for e in progress.expectations]
