@@ -88,11 +88,15 @@ async def _serve(args: argparse.Namespace) -> None:
     from mockdcp.cli import _live
     from mockdcp.model import Bucket
     from mockdcp.server import serve
+    from mockdcp.server._serve import bucket_clock
 
     if args.json:
         _live.use_json_logs()
 
     scenario = getattr(args, "scenario", None)
+    clock = bucket_clock(
+        getattr(args, "clock", "wall"), getattr(args, "clock_start", None), given=scenario
+    )
     bucket = (
         None
         if scenario
@@ -100,7 +104,7 @@ async def _serve(args: argparse.Namespace) -> None:
             args.bucket,
             args.vbuckets,
             seed=args.seed,
-            clock=time.time,
+            clock=clock,
             collections=getattr(args, "collections", None) or {},
             storage=args.storage,
             history_retention_bytes=args.history_retention_bytes,
