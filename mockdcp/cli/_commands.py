@@ -86,16 +86,15 @@ def _network(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _serve(args: argparse.Namespace) -> None:
     from mockdcp.cli import _live
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, make_clock
     from mockdcp.server import serve
-    from mockdcp.server._serve import bucket_clock
 
     if args.json:
         _live.use_json_logs()
 
     scenario = getattr(args, "scenario", None)
-    clock = bucket_clock(
-        getattr(args, "clock", "wall"), getattr(args, "clock_start", None), given=scenario
+    clock = make_clock(
+        getattr(args, "clock", "wall"), getattr(args, "clock_start", None), time.time
     )
     bucket = (
         None

@@ -20,9 +20,11 @@ from mockdcp.model._checkpoint import (
     MemoryBatch as MemoryBatch,
 )
 from mockdcp.model._clock import (
+    METADATA_PURGE_AGE as METADATA_PURGE_AGE,
     ServerTimers as ServerTimers,
     VirtualClock as VirtualClock,
     iso_time as iso_time,
+    make_clock as make_clock,
     parse_time as parse_time,
 )
 from mockdcp.model._cluster import (

@@ -24,6 +24,7 @@ within the time moved runs then (``mockdcp.model._timers``). Nothing here reads 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import attrs
 
@@ -73,6 +74,29 @@ class VirtualClock:
         return f"VirtualClock(now={iso_time(self.now)})"
 
 
+#: what a bucket reads the time from: seconds since the epoch
+Clock = Callable[[], float]
+#: the kinds of bucket clock (``serve --clock``)
+CLOCK_KINDS = ("wall", "virtual")
+
+
+def make_clock(kind: str, start: str | float | None, wall: Clock) -> Clock:
+    """The bucket clock ``serve --clock KIND --clock-start START`` asks for: ``wall``
+    itself, or a ``VirtualClock`` from ``start`` (an ISO 8601 time or seconds since the
+    epoch; default: ``wall``'s time, to the second). ``ModelError`` for an unknown kind,
+    a start given to a wall clock, or a bad time."""
+    if kind not in CLOCK_KINDS:
+        raise ModelError(f"clock is wall or virtual, not {kind!r}")
+    if kind == "wall":
+        if start is not None:
+            raise ModelError("clock_start needs clock='virtual' (--clock virtual)")
+        return wall
+    try:
+        return VirtualClock(float(int(wall())) if start is None else parse_time(start))
+    except ModelError as exc:
+        raise ModelError(f"clock_start: {exc}") from None
+
+
 def parse_time(text: str | float | dt.datetime) -> float:
     """An ISO 8601 time (``2024-01-01T00:00:00Z``; no zone is UTC) or seconds since the
     epoch as seconds since the epoch; ``ModelError`` naming the text otherwise."""
@@ -100,11 +124,13 @@ def iso_time(seconds: float) -> str:
 
 __all__ = [
     "BACKFILL_IDLE_LIMIT",
+    "CLOCK_KINDS",
     "COMPACTION_INTERVAL",
     "EXP_PAGER_STIME",
     "METADATA_PURGE_AGE",
     "ServerTimers",
     "VirtualClock",
     "iso_time",
+    "make_clock",
     "parse_time",
 ]

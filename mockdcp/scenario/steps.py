@@ -445,8 +445,10 @@ class AdvanceClock(Step):
     (every ``exp_pager_stime``, 600 s: expired documents become expirations, sent as
     each connection negotiated), compaction (every 30 s: persisted tombstones older
     than the metadata purge age, 3 days, are purged and the purge seqno rises; Magma's
-    history older than ``history_retention_seconds`` goes). Refused on a wall-clock
-    server and backwards. Connection timers (noops, flow control) keep real time."""
+    history older than ``history_retention_seconds`` goes), and a backfill held back by
+    its consumer (flow-control window full) for ``dcp_backfill_idle_limit_seconds``
+    (720 s) ends STREAM_END SLOW. Refused on a wall-clock server and backwards.
+    Connection timers (noops, flow control) keep real time."""
 
     NAME = "advance_clock"
     GROUP = "storage"
@@ -485,7 +487,8 @@ class AdvanceClock(Step):
         clock = ctx.bucket.virtual_clock
         if clock is None:  # checked; a bucket swapped since still refuses
             raise ValueError("advance_clock needs a virtual clock")
-        ctx.bucket.advance_clock(self._target(clock.now))
+        moved = ctx.bucket.advance_clock(self._target(clock.now))
+        ctx.node.end_idle_backfills(moved.start, moved.end)
 
 
 # -- cluster ---------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
-from mockdcp.model._clock import METADATA_PURGE_AGE
+from mockdcp.model import METADATA_PURGE_AGE
 from mockdcp.producer import NodeStatus
 from mockdcp.protocol import ServicePorts
 from mockdcp.server import _control

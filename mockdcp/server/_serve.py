@@ -478,26 +478,20 @@ async def serve(
 
 
 def bucket_clock(clock: str, start: str | float | None, *, given: object) -> Callable[[], float]:
-    """The bucket clock ``serve``'s ``clock`` and ``clock_start`` ask for; ``ServerError``
-    for an unknown kind, a start on the wall clock or a bad time, or either with a
+    """The bucket clock ``serve``'s ``clock`` and ``clock_start`` ask for
+    (``mockdcp.model.make_clock``); ``ServerError`` for a bad one, or either with a
     scenario or a bucket given (they bring their own clock)."""
-    from mockdcp.model import VirtualClock, parse_time
+    from mockdcp.model import make_clock
 
-    if clock not in ("wall", "virtual"):
-        raise ServerError(f"clock is wall or virtual, not {clock!r}")
     if given and (clock != "wall" or start is not None):
         raise ServerError(
             "clock and clock_start are for the default bucket: a scenario's bucket clock "
             "is virtual (its bucket block says clock_start), a bucket given has its own"
         )
-    if clock == "wall":
-        if start is not None:
-            raise ServerError("clock_start needs clock='virtual' (--clock virtual)")
-        return time.time
     try:
-        return VirtualClock(float(int(time.time())) if start is None else parse_time(start))
+        return make_clock(clock, start, time.time)
     except ModelError as exc:
-        raise ServerError(f"clock_start: {exc}") from None
+        raise ServerError(str(exc)) from None
 
 
 def _check_corpus(
