@@ -561,6 +561,33 @@ class Bucket:
             },
         )
 
+    def expire_due(self, docs: Sequence[tuple[int, int, bytes]]) -> int:
+        """The expiry pager's run (``mockdcp.model._timers``): each (vbucket, collection,
+        key) expired as ``expire`` expires it, in the order given, the streams of each
+        vbucket told once after. A document no longer live, or with a durable write
+        pending, or in a vbucket that takes no writes, is left; returns how many
+        expired."""
+        done: set[int] = set()
+        expired = 0
+        for vbid, cid, key in docs:
+            vb = self.vbuckets[vbid]
+            old = vb.get(key, cid)
+            if old is None or old.deleted or (vb.pending and (cid, key) in vb.pending):
+                continue
+            if vb.state is not VBucketState.ACTIVE or not vb.online:
+                continue
+            vb.mutate(
+                self._next_cas(),
+                key=key,
+                collection_id=cid,
+                kind=ItemKind.EXPIRATION,
+                delete_time=old.expiry or int(self.clock()),
+            )
+            done.add(vbid)
+            expired += 1
+        self.notify(sorted(done))
+        return expired
+
     def touch(
         self, key: bytes | str, expiry: int, *, collection_id: int = 0, vbucket: int | None = None
     ) -> Item:

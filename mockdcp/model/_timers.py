@@ -10,7 +10,8 @@ the work they cause.
 * The expiry pager (kv_engine ``engines/ep/src/item_pager.cc``, ``ExpiredItemPager``,
   every ``exp_pager_stime`` seconds from the bucket's start) turns each live document of
   an active vbucket whose expiry has passed into an EXPIRATION tombstone, by the path
-  of the ``expire`` step (``Bucket.expire``): each stream sends it as a DCP_EXPIRATION or
+  of the ``expire`` step (``Bucket.expire_due``, ``Bucket.expire``'s write for a batch):
+  each stream sends it as a DCP_EXPIRATION or
   a DCP_DELETION as its connection negotiated (``enable_expiry_opcode``). A document
   with a durable write pending is left to a later run (a node skips it too).
 * Compaction (ns_server's auto-compaction; kv_engine ``compaction_config.h``
@@ -140,10 +141,9 @@ def _expire(
     """One pager run at ``when``: its documents expired, vbucket by vbucket, each in
     seqno order (as the pager visits a vbucket's hash table)."""
     clock.now = when
-    for vbid, _seqno, cid, key in sorted(docs):
-        bucket.expire(key, collection_id=cid, vbucket=vbid)
-        changed.add(vbid)
-    return len(docs)
+    docs.sort()
+    changed.update(vbid for vbid, _seqno, _cid, _key in docs)
+    return bucket.expire_due([(vbid, cid, key) for vbid, _seqno, cid, key in docs])
 
 
 def _compact(bucket: Bucket, when: float, changed: set[int]) -> int:
