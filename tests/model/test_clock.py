@@ -172,8 +172,10 @@ def test_thirty_days_over_20000_documents_take_seconds_not_days() -> None:
     expiries = [int(T0) + 60 * (i % 3000) + 1 for i in range(20_000)]  # up to 50 h
     b.set_many(keys, [b'{"a":1}'] * len(keys), expiry=expiries)
     b.persist()  # as a node's flusher left them
-    started = time.perf_counter()
+    # CPU seconds of this process: what the work costs, whatever else shares the cores
+    # (an idle machine's wall time; the bench modes measure the same way)
+    started = time.process_time()
     run = b.advance_clock(T0 + 30 * DAY)
-    took = time.perf_counter() - started
+    took = time.process_time() - started
     assert (run.expired, run.purged) == (20_000, 20_000)
-    assert took < 5.0, f"30 days over 20,000 documents took {took:.1f} s"
+    assert took < 5.0, f"30 days over 20,000 documents took {took:.1f} CPU s"
