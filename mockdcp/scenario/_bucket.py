@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp.model import Bucket, VirtualClock, parse_time
+from mockdcp.model import Bucket, ServerTimers, VirtualClock, parse_time
 from mockdcp.util import ModelError, ScenarioError
 
 if TYPE_CHECKING:
@@ -42,4 +42,7 @@ def _bucket(scenario: Scenario) -> Bucket:
         history_retention_bytes=spec.history_retention_bytes,
         history_retention_seconds=spec.history_retention_seconds,
         backfills_per_connection=spec.backfills_per_connection,
+        timers=ServerTimers(
+            exp_pager_stime=spec.exp_pager_stime, metadata_purge_age=spec.metadata_purge_age
+        ),
     )

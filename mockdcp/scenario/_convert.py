@@ -84,6 +84,10 @@ class BucketSpec:
     #: the bucket's virtual clock starts at this ISO 8601 time (default
     #: 2023-11-14T22:13:20Z); ``advance_clock`` moves it
     clock_start: str | None = None
+    #: seconds between two expiry pager runs (kv_engine ``exp_pager_stime``), and the
+    #: age past which compaction purges tombstones (``persistent_metadata_purge_age``)
+    exp_pager_stime: int = 600
+    metadata_purge_age: int = 259_200
     #: data nodes serving the bucket, and replica copies of each vbucket
     nodes: int = 1
     replicas: int = 0

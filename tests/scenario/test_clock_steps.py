@@ -10,6 +10,7 @@ from mockdcp.model import Bucket, ItemKind, VirtualClock
 from mockdcp.producer import Node
 from mockdcp.scenario import ScenarioProblems, StepRunner, check_steps, parse_scenario, steps
 from mockdcp.scenario._convert import parse_span, parse_steps
+from mockdcp.util import ScenarioError
 
 T0 = 1_700_000_000.0
 
@@ -99,3 +100,17 @@ steps:
     assert bucket.clock() == 1_704_067_200
     with pytest.raises(ScenarioProblems, match="clock_start"):
         parse_scenario(text.replace("2024-01-01T00:00:00Z", "new year"))
+
+
+def test_a_scenario_bucket_sets_the_pager_interval_and_the_purge_age() -> None:
+    from mockdcp.scenario import scenario_bucket
+
+    text = """
+name: t
+bucket: {vbuckets: 1, exp_pager_stime: 60, metadata_purge_age: 3600}
+steps: []
+"""
+    timers = scenario_bucket(parse_scenario(text)).timers
+    assert (timers.exp_pager_stime, timers.metadata_purge_age) == (60, 3600)
+    with pytest.raises(ScenarioError, match="exp_pager_stime"):
+        scenario_bucket(parse_scenario(text.replace("60,", "0,")))
