@@ -121,11 +121,13 @@ def _due_documents(
     for vb in bucket.vbuckets:
         if vb.state is not VBucketState.ACTIVE or not vb.online:
             continue
-        for (cid, key), item in vb.hash_table():
-            expiry = item.expiry
-            if expiry and expiry <= last_pager and not item.deleted:
-                if vb.pending and (cid, key) in vb.pending:
-                    continue
+        hot = vb.items
+        candidates = [it for it in hot.values() if it.expiry and not it.deleted]
+        if vb.cold is not None:  # its slots no hot version shadows
+            candidates += [it for it in vb.cold.expiring(last_pager) if it.doc_key not in hot]
+        for item in candidates:
+            expiry, cid, key = item.expiry, item.collection_id, item.key
+            if expiry <= last_pager and not (vb.pending and (cid, key) in vb.pending):
                 when = _first_run_from(clock.start, stime, start, expiry)
                 due[when].append((vb.vbid, item.seqno, cid, key))
     return due

@@ -179,3 +179,19 @@ def test_thirty_days_over_20000_documents_take_seconds_not_days() -> None:
     took = time.process_time() - started
     assert (run.expired, run.purged) == (20_000, 20_000)
     assert took < 5.0, f"30 days over 20,000 documents took {took:.1f} CPU s"
+
+
+def test_the_pager_reads_the_cold_tier_s_expiries_too() -> None:
+    b = bucket(2)
+    keys = [f"c{i}".encode() for i in range(50)]
+    expiries = [int(T0) + 100 if i % 5 == 0 else (int(T0) + 10 * DAY if i % 5 == 1 else 0)
+                for i in range(50)]  # fmt: skip
+    b.load_cold(keys, [b'{"c":1}'] * 50, expiry=expiries)
+    b.set("c5", "hot")  # a hot version shadows its slot: no expiry now
+    run = b.advance_clock(T0 + DAY)
+    assert run.expired == 9  # c0, c10, ... c45; not c5
+    oracle = b.oracle()
+    assert (0, b"c0") not in oracle
+    assert (0, b"c5") in oracle
+    assert (0, b"c1") in oracle  # expires in ten days
+    assert b.advance_clock(T0 + 11 * DAY).expired == 10
