@@ -88,7 +88,7 @@ def advance(bucket: Bucket, clock: VirtualClock, to: float) -> ClockAdvanced:
     changes then."""
     start = clock.now
     if to < start:
-        raise ModelError(f"the clock cannot go back (it is at {start}, not before {to})")
+        raise ModelError(f"the clock cannot go back from {start} to {to}")
     timers = bucket.timers
     pager_runs, last_pager = runs_between(clock.start, timers.exp_pager_stime, start, to)
     compactions, last_compaction = runs_between(clock.start, timers.compaction_interval, start, to)
