@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from mockdcp.model import ItemKind
+from mockdcp.model import Bucket, ItemKind, ServerTimers, VirtualClock
 from mockdcp.server import serve
 from mockdcp.util import ServerError
 
@@ -85,3 +85,18 @@ async def test_bad_clock_options_are_refused_before_anything_starts(
     with pytest.raises(ServerError, match=message):
         async with serve(port=0, http_port=0, vbuckets=4, **options):  # type: ignore[arg-type]
             pass
+
+
+async def test_a_bucket_s_own_purge_age_is_reported_beside_its_settings() -> None:
+    bucket = Bucket(
+        "default", 4, seed=1, clock=VirtualClock(T0), timers=ServerTimers(metadata_purge_age=3600)
+    )
+    async with (
+        serve(port=0, http_port=0, bucket_obj=bucket) as server,
+        httpx.AsyncClient(base_url=server.http_url, auth=AUTH, timeout=10) as http,
+    ):
+        info = (await http.get("/pools/default/buckets/default")).json()
+        assert info["purgeInterval"] == pytest.approx(3600 / 86_400, abs=1e-4)
+        assert info["autoCompactionSettings"]["databaseFragmentationThreshold"]["percentage"] == 30
+        state = (await http.get("/mock/state")).json()
+        assert state["clock"]["kind"] == "virtual"  # a bucket given keeps its own clock
