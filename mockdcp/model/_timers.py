@@ -46,7 +46,6 @@ from mockdcp.util import ModelError
 if TYPE_CHECKING:
     from mockdcp.model._bucket import Bucket
     from mockdcp.model._clock import VirtualClock
-    from mockdcp.model._vbucket import VBucket
 
 
 @attrs.frozen
@@ -159,7 +158,7 @@ def _compact(bucket: Bucket, when: float, changed: set[int]) -> int:
     before = when - bucket.timers.metadata_purge_age
     purged = 0
     for vb in bucket.vbuckets:
-        upto = purge_bound(vb, before)
+        upto = vb.store.purge_bound(before)
         if upto is not None:
             n = bucket.purge(vb.vbid, upto)
             purged += n
@@ -174,25 +173,4 @@ def _compact(bucket: Bucket, when: float, changed: set[int]) -> int:
     return purged
 
 
-def purge_bound(vb: VBucket, before: float) -> int | None:
-    """The seqno compaction purges the vbucket's tombstones up to for those deleted
-    before ``before``: below its first younger on-disk tombstone, at most its persisted
-    seqno; None when no tombstone that old is on disk."""
-    young, oldest = math.inf, math.inf
-    for item in vb.disk.values():
-        if item.deleted:
-            if item.delete_time < before:
-                oldest = min(oldest, item.seqno)
-            else:
-                young = min(young, item.seqno)
-    cold = vb.cold
-    if cold is not None and cold.segment.delete_times is not None:
-        old_seqno, young_seqno = cold.tombstones_by_age(before)
-        oldest, young = min(oldest, old_seqno), min(young, young_seqno)
-    upto = min(young - 1, vb.persisted_seqno)
-    if oldest > upto:
-        return None
-    return int(upto)
-
-
-__all__ = ["ClockAdvanced", "advance", "purge_bound", "runs_between"]
+__all__ = ["ClockAdvanced", "advance", "runs_between"]
