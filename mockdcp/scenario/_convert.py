@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from mockdcp.scenario._check import parse_span
 from mockdcp.scenario.steps import (
     STEPS_BY_NAME,
     SeqnoTarget,
@@ -227,29 +228,6 @@ def parse_duration(value: object) -> float:
         raise ValueError(f"a duration is seconds or a string like '10s', not {value!r}")
     if not 0 <= seconds < 86_400 * 365:
         raise ValueError(f"a duration must be between 0 and a year, not {value!r}")
-    return seconds
-
-
-_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_SPAN_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, None: 1.0}
-#: the longest ``advance_clock`` (a hundred years)
-MAX_SPAN = 100 * 365 * 86_400.0
-
-
-def parse_span(value: object) -> float | None:
-    """Server time to move by (``advance_clock``): seconds from a number or a string
-    with a unit (``90s``, ``10m``, ``2h``, ``30d``); None stays None; ``ValueError``
-    else."""
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str) and (m := _SPAN.match(value)):
-        seconds = float(m.group(1)) * _SPAN_UNITS[m.group(2)]
-    else:
-        raise ValueError(f"seconds is a number or a string like '30d', not {value!r}")
-    if not 0 <= seconds <= MAX_SPAN:
-        raise ValueError(f"seconds must be between 0 and a hundred years, not {value!r}")
     return seconds
 
 

@@ -31,6 +31,7 @@ from mockdcp.scenario._check import (
     for_vbuckets,
     key_bytes,
     opcode_of,
+    parse_span,
     resolve_collection,
     resolve_vbuckets,
     split_collection,
@@ -480,8 +481,9 @@ class AdvanceClock(Step):
                 return parse_time(self.to)
             except ModelError as exc:
                 raise ValueError(f"to: {exc}") from None
-        assert isinstance(self.seconds, int | float)
-        return now + self.seconds
+        seconds = parse_span(self.seconds)  # a number, or "30d" from Python
+        assert seconds is not None
+        return now + seconds
 
     def apply(self, ctx: StepContext) -> None:
         clock = ctx.bucket.virtual_clock

@@ -9,7 +9,8 @@ import pytest
 from mockdcp.model import Bucket, ItemKind, VirtualClock
 from mockdcp.producer import Node
 from mockdcp.scenario import ScenarioProblems, StepRunner, check_steps, parse_scenario, steps
-from mockdcp.scenario._convert import parse_span, parse_steps
+from mockdcp.scenario._check import parse_span
+from mockdcp.scenario._convert import parse_steps
 from mockdcp.util import ScenarioError
 
 T0 = 1_700_000_000.0
@@ -114,3 +115,12 @@ steps: []
     assert (timers.exp_pager_stime, timers.metadata_purge_age) == (60, 3600)
     with pytest.raises(ScenarioError, match="exp_pager_stime"):
         scenario_bucket(parse_scenario(text.replace("60,", "0,")))
+
+
+def test_from_python_seconds_may_carry_a_unit_and_a_bad_one_is_a_problem() -> None:
+    b = virtual()
+    StepRunner(Node(bucket=b, users={})).apply_now([steps.AdvanceClock(seconds="2h")])
+    assert b.clock() == T0 + 7200
+    assert problems(b, steps.AdvanceClock(seconds="a week")) == [
+        "seconds is a number or a string like '30d', not 'a week'"
+    ]
