@@ -16,6 +16,7 @@ purged, prepares and aborts in their own key namespace (``DurableItem.doc_key``)
 
 from __future__ import annotations
 
+import math
 from array import array
 from typing import TYPE_CHECKING, Protocol
 
@@ -196,6 +197,25 @@ class DiskStore:
         if gone:
             self.columns.rebuild(self.by_seqno)
         return gone, purged
+
+    def purge_bound(self, before: float) -> int | None:
+        """The seqno compaction purges up to for the tombstones deleted before
+        ``before`` (``persistent_metadata_purge_age`` ago: kv_engine
+        ``compaction_config.h`` ``purge_before_ts``): below the first younger tombstone
+        on disk, at most the persisted seqno; None when no tombstone that old is on
+        disk (``mockdcp.model._timers``)."""
+        young, oldest = math.inf, math.inf
+        for item in self.by_key.values():
+            if item.deleted:
+                if item.delete_time < before:
+                    oldest = min(oldest, item.seqno)
+                else:
+                    young = min(young, item.seqno)
+        if self.cold is not None:
+            old_seqno, young_seqno = self.cold.tombstones_by_age(before)
+            oldest, young = min(oldest, old_seqno), min(young, young_seqno)
+        upto = min(young - 1, self.persisted_seqno)
+        return None if oldest > upto else int(upto)
 
     def load_cold(self, segment: ColdSegment, upto: int | None, purged: int = 0) -> ColdView:
         """The cold tier is ``segment`` up to ``upto`` (default all of it)."""
