@@ -12,6 +12,17 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
+from mockdcp.model._ephemeral import (
+    Ephemeral,
+    MemoryUse,
+    check_bucket_type,
+    check_room,
+    estimate,
+    eviction_victims,
+    no_persistence,
+    purge_by_age,
+    sync_sequence_list,
+)
 from mockdcp.model._flusher import Flusher
 from mockdcp.model._item import (
     DURABILITY_LEVELS,
@@ -91,6 +102,8 @@ class Bucket:
         history_retention_bytes: int | None = None,
         history_retention_seconds: int | None = None,
         backfills_per_connection: int = BACKFILLS_PER_CONNECTION,
+        bucket_type: str = "couchbase",
+        ephemeral: Ephemeral | None = None,
     ) -> None:
         """``pause_collector`` holds the garbage collector off around a bulk write: the
         model changes no process-wide state itself, so the shell passes
@@ -117,7 +130,22 @@ class Bucket:
         ``dcp_backfill_in_progress_per_connection_limit``, 1 by default since MB-57304;
         a larger value stages an older node, whose backfills of one connection
         interleave). It is read when a connection opens (``backfills_per_connection``
-        may be changed between connections)."""
+        may be changed between connections).
+
+        ``bucket_type`` ``ephemeral`` makes an ephemeral bucket (``_ephemeral``): no
+        disk, backfills read the sequence list, tombstones purged by age
+        (``ephemeral_purge``), the ``ephemeral`` settings' eviction policy and memory
+        quota (default ``Ephemeral()``: noEviction, no quota, a day's purge age); the
+        persistence steps raise ``NoPersistence``."""
+        check_bucket_type(bucket_type, storage)
+        if ephemeral is not None and bucket_type != "ephemeral":
+            raise ModelError("eviction policy and memory quota settings are an ephemeral bucket's")
+        self.bucket_type = bucket_type
+        #: the ephemeral settings (None: a couchbase bucket)
+        self.ephemeral = (ephemeral or Ephemeral()) if bucket_type == "ephemeral" else None
+        self._memory = MemoryUse()
+        #: documents the nruEviction pager deleted (kv_engine ``auto_delete_count``)
+        self.auto_deleted = 0
         retention = _check_retention(storage, history_retention_bytes, history_retention_seconds)
         self.backfills_per_connection = check_backfill_limit(backfills_per_connection)
         if not 1 <= num_vbuckets <= MAX_VBUCKETS:
@@ -174,10 +202,81 @@ class Bucket:
         return list(self.vbuckets) if vbucket is None else [self.vbucket(vbucket)]
 
     def notify(self, vbids: Iterable[int]) -> None:
-        """Tell the listeners (the producer's streams) that ``vbids`` changed."""
+        """Tell the listeners (the producer's streams) that ``vbids`` changed (on an
+        ephemeral bucket, once the sequence list holds the writes and the pager made
+        room: ``_ephemeral_settle``)."""
+        if self.ephemeral is not None:
+            vbids = self._ephemeral_settle(vbids)
         for vbid in vbids:
             for listener in list(self.listeners):
                 listener(vbid)
+
+    # -- the ephemeral bucket (``_ephemeral``) -------------------------------------------
+
+    def _ephemeral_settle(self, vbids: Iterable[int]) -> list[int]:
+        """The sequence lists of ``vbids`` hold every write; with nruEviction above the
+        high watermark, the pager's deletions are written (each a tombstone at the next
+        seqno of its vbucket). Returns the vbuckets changed."""
+        settings = self.ephemeral
+        assert settings is not None
+        changed = list(vbids)
+        vbuckets = self.vbuckets
+        for vbid in changed:
+            sync_sequence_list(vbuckets[vbid])
+        if settings.memory_quota is None or settings.eviction_policy != "nruEviction":
+            return changed
+        victims = eviction_victims(settings, vbuckets, self._memory.used(vbuckets))
+        for item in victims:
+            vb = vbuckets[item.vbucket]
+            vb.mutate(
+                self._next_cas(),
+                key=item.key,
+                collection_id=item.collection_id,
+                kind=ItemKind.DELETION,
+                delete_time=int(self.clock()),
+            )
+            sync_sequence_list(vb)
+            self.auto_deleted += 1
+        return sorted({*changed, *(it.vbucket for it in victims)})
+
+    def memory_used(self) -> int:
+        """Bytes the items take (an ephemeral bucket's quota counts them)."""
+        return self._memory.used(self.vbuckets)
+
+    def _check_room(self, key: bytes, value: bytes, rows: int = 1) -> None:
+        """``MemoryFull`` when an ephemeral noEviction bucket is full."""
+        settings = self.ephemeral
+        if settings is not None and settings.memory_quota is not None:
+            needed = estimate(key, value) + estimate(b"", b"") * (rows - 1)
+            check_room(settings, self.memory_used(), needed)
+
+    def _check_persistent(self, what: str) -> None:
+        """``NoPersistence`` on an ephemeral bucket."""
+        if self.ephemeral is not None:
+            raise no_persistence(what, self.name)
+
+    def ephemeral_purge(
+        self, vbucket: int | None = None, *, age: int | None = None, now: float | None = None
+    ) -> int:
+        """The ephemeral purger's pass (``_ephemeral.purge_by_age``) at ``now`` (default:
+        the bucket's clock): tombstones at least ``age`` seconds old (default: the
+        bucket's purge age) leave the sequence list, the purge seqno rises; a stream
+        whose backfill then starts at or below it ends with Rollback. Returns how many
+        went. ``ModelError`` on a couchbase bucket (its tombstones go at compaction:
+        ``purge``)."""
+        if self.ephemeral is None:
+            raise ModelError(
+                f"ephemeral_purge: bucket {self.name!r} is not ephemeral (its tombstones"
+                " are purged by compaction: purge)"
+            )
+        if age is not None and (not isinstance(age, int) or isinstance(age, bool) or age < 0):
+            raise ModelError(f"ephemeral_purge age is seconds >= 0, not {age!r}")
+        targets = self._targets(vbucket)
+        when = self.clock() if now is None else now
+        limit = self.ephemeral.purge_age if age is None else age
+        n = sum(purge_by_age(vb, when, limit).count for vb in targets)
+        self.notify(vb.vbid for vb in targets)
+        return n
 
     def _next_cas(self) -> int:
         return self.reserve_cas(1)
@@ -282,6 +381,7 @@ class Bucket:
         dt = guess_datatype(v) if datatype is None else datatype
         if xattrs is not None:
             v, dt = with_xattrs(v, dt, xattrs)
+        self._check_room(k, v)
         return self._write(
             vb,
             {
@@ -361,6 +461,8 @@ class Bucket:
             check_collection=self.manifest.check_collection,
         )
         step = len(columns) if rows_per_step is None else rows_per_step
+        if len(keys):
+            self._check_room(b"".join(keys), b"".join(values), len(keys))
         return BulkLoad(self, columns, step).steps()
 
     def cold_load(self) -> ColdLoad:
@@ -445,6 +547,7 @@ class Bucket:
             check_datatype(datatype)
             check_value(v, datatype)
         dt = guess_datatype(v) if datatype is None else datatype
+        self._check_room(k, v)
         item: Item = vb.prepare(
             self._next_cas(),
             level=code,
@@ -537,6 +640,7 @@ class Bucket:
         """Give a live document a new expiry: a mutation with the same value."""
         old, vb = self._live(key, collection_id, vbucket)
         check_u32(expiry=expiry)
+        self._check_room(old.key, old.value)
         return self._write(
             vb,
             {
@@ -559,7 +663,9 @@ class Bucket:
         self.notify(vb.vbid for vb in targets)
 
     def persist(self, vbucket: int | None = None, upto: int | None = None) -> None:
-        """Write items up to ``upto`` (default: everything) to disk."""
+        """Write items up to ``upto`` (default: everything) to disk.
+        ``NoPersistence`` on an ephemeral bucket."""
+        self._check_persistent("persist")
         targets = self._targets(vbucket)
         if upto is not None:
             for vb in targets:
@@ -583,6 +689,7 @@ class Bucket:
         history up to that persisted seqno whatever the retention: the history start
         seqno moves above it, and change-streams backfills from below it get a
         de-duplicated snapshot first. ``ModelError`` on a bucket without history."""
+        self._check_persistent("purge_history")
         if not self.retains_history:
             raise ModelError(f"bucket {self.name!r} ({self.storage}) retains no history")
         targets = self._targets(vbucket)
@@ -602,8 +709,10 @@ class Bucket:
         The purge seqno becomes the highest seqno removed (kv_engine
         ``docs/dcp/documentation/rollback.md``, PurgeSeqno: compaction raises it to the
         newest purged tombstone); it does not move when nothing was purged. Returns how
-        many tombstones went.
+        many tombstones went. ``NoPersistence`` on an ephemeral bucket (no compaction:
+        ``ephemeral_purge``).
         """
+        self._check_persistent("purge")
         targets = self._targets(vbucket)
         if upto is not None:
             for vb in targets:
@@ -624,10 +733,17 @@ class Bucket:
 
     def restart(self, vbucket: int | None = None) -> None:
         """An unclean restart: everything above the persisted seqno is lost, then warmup
-        adds a failover entry at the persisted seqno (kv_engine ``vbucket_loader.cc``)."""
+        adds a failover entry at the persisted seqno (kv_engine ``vbucket_loader.cc``).
+
+        An ephemeral bucket loses everything: it has no warmup, its vbuckets are made
+        anew (kv_engine ``EphemeralBucket::makeVBucket`` with no persisted state), empty,
+        with a new failover table (a new uuid at seqno 0): consumers roll back to 0."""
         targets = self._targets(vbucket)
         for vb in targets:
-            vb.warmup()
+            if self.ephemeral is not None:
+                vb.flush()
+            else:
+                vb.warmup()
             self._catch_up(vb)
         self.notify(vb.vbid for vb in targets)
 

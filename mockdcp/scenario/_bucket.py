@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp.model import Bucket
+from mockdcp.model import Bucket, ephemeral_settings
 from mockdcp.util import ModelError, ScenarioError
 
 if TYPE_CHECKING:
@@ -38,4 +38,8 @@ def _bucket(scenario: Scenario) -> Bucket:
         history_retention_bytes=spec.history_retention_bytes,
         history_retention_seconds=spec.history_retention_seconds,
         backfills_per_connection=spec.backfills_per_connection,
+        bucket_type=spec.type,
+        ephemeral=ephemeral_settings(
+            spec.type, spec.eviction_policy, spec.memory_quota, spec.ephemeral_purge_age
+        ),
     )
