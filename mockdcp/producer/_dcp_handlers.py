@@ -174,7 +174,9 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         request=decision,
         encoder=conn.encoder_for_streams(),
         cursor_name=f"{conn.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
-        oso=conn.settings.oso,
+        # an ephemeral vbucket backfills by seqno from its sequence list only, never by
+        # id (kv_engine ``EphemeralVBucket::createDCPBackfill``): no OSO snapshot
+        oso="" if conn.node.bucket.ephemeral is not None else conn.settings.oso,
         change_streams=conn.settings.change_streams,
         sync_writes=conn.settings.sync_writes,
         sync_replication=conn.settings.sync_replication,
