@@ -9,7 +9,9 @@ The recorded run is ``catches.json`` beside this file (per wrong consumer, per
 scenario: ``fail`` or ``pass``, and the failure's reason), and the table of the docs,
 ``docs/checker/wrong-consumers.md``, is rendered from it. ``python -m
 tests.scenarios.catches --write [MODE...]`` runs ``mockdcp check -j 2`` over the library
-for each wrong consumer (or those named) and rewrites both.
+for each wrong consumer (or those named) and rewrites both; with ``--scenarios
+NAME,...`` it runs only those scenarios and merges their verdicts into the record (a
+scenario added to the library, without an hour of every other run again).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ WRITE = "python -m tests.scenarios.catches --write"
 #: the rollback scenarios: each must catch a consumer that keeps what a rollback undid
 ROLLBACK = (
     "double-failover",
+    "ephemeral-backfill-purged-mid-stream",
+    "ephemeral-restart",
     "failover-drops-prepares",
     "flush",
     "hard-failover-replica-behind",
@@ -50,12 +54,12 @@ MEANT: dict[str, tuple[str, ...]] = {
     "keep-rolled-back": ROLLBACK,
     "never-ack": ("slow-consumer-flow-control",),
     "complete-snapshot": ("resume-mid-snapshot",),
-    "no-reopen": ("stream-end-state-changed",),
+    "no-reopen": ("stream-end-state-changed", "ephemeral-backfill-purged-mid-stream"),
     "reopen-ended": ("stream-end-filter-empty",),
     "ignore-noops": ("noops-keep-idle-connection-alive",),
     "no-backoff": ("reconnect-storm",),
     "dedup-snapshots": ("history-snapshots-with-duplicates", "history-backfill-split"),
-    "drop-deletions": ("purge-while-away",),
+    "drop-deletions": ("purge-while-away", "ephemeral-auto-delete-eviction"),
     "contiguous-seqnos": (
         "durable-write-aborted",
         "prepare-only-seqno-advanced",
@@ -196,16 +200,53 @@ def library() -> list[str]:
     return [name for name, _, _ in bundled_scenarios()]
 
 
+def _merge(
+    recorded: dict[str, dict[str, dict[str, str]]], mode: str, names: tuple[str, ...]
+) -> dict[str, Any]:
+    """Run ``names`` against ``mode`` and put their verdicts into its record (a scenario
+    outside an ``ONLY`` consumer's tag is not applicable to it, and not run)."""
+    row = recorded.setdefault(mode, {})
+    run = names
+    if mode in ONLY:
+        from mockdcp.scenario import load_scenario
+
+        tag, why = ONLY[mode]
+        tagged = {p.stem for p in _library_paths() if tag in load_scenario(str(p)).tags}
+        run = tuple(n for n in names if n in tagged)
+        row.update({n: {"verdict": "not applicable", "reason": why} for n in names if n not in run})
+    if not run:
+        return {"counts": {}, "seconds": 0.0}
+    report = check(mode, run)
+    row.update(cells(report))
+    return report
+
+
+def _library_paths() -> list[Path]:
+    from tests.scenarios._harness import library as paths
+
+    return list(paths())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.scenarios.catches", description=__doc__)
     parser.add_argument("modes", nargs="*", metavar="MODE")
     parser.add_argument("--write", action="store_true", help="run and rewrite the record")
+    parser.add_argument(
+        "--scenarios",
+        type=lambda text: tuple(n for n in text.split(",") if n),
+        default=(),
+        metavar="NAME,...",
+        help="with --write: run only these scenarios, merged into the record",
+    )
     args = parser.parse_args(argv)
     recorded = load() if RECORDED.exists() else {}
     if args.write:
         for mode in args.modes or modes():
-            report = check(mode)
-            recorded[mode] = cells(report, mode)
+            if args.scenarios:
+                report = _merge(recorded, mode, args.scenarios)
+            else:
+                report = check(mode)
+                recorded[mode] = cells(report, mode)
             print(f"{mode}: {report['counts']} in {report['seconds']:.0f}s", file=sys.stderr)
             RECORDED.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     TABLE.write_text(table(recorded, library()), encoding="utf-8")
