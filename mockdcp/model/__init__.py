@@ -19,6 +19,14 @@ from mockdcp.model._checkpoint import (
     Cursor as Cursor,
     MemoryBatch as MemoryBatch,
 )
+from mockdcp.model._clock import (
+    METADATA_PURGE_AGE as METADATA_PURGE_AGE,
+    ServerTimers as ServerTimers,
+    VirtualClock as VirtualClock,
+    iso_time as iso_time,
+    make_clock as make_clock,
+    parse_time as parse_time,
+)
 from mockdcp.model._cluster import (
     Cluster as Cluster,
     NodeListener as NodeListener,
@@ -71,6 +79,7 @@ from mockdcp.model._manifest import (
     ManifestChange as ManifestChange,
 )
 from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
+from mockdcp.model._timers import ClockAdvanced as ClockAdvanced
 from mockdcp.model._validate import check_value as check_value
 from mockdcp.model._vbmap import (
     MAX_REPLICAS as MAX_REPLICAS,

@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
+from mockdcp.model._clock import ServerTimers, VirtualClock
 from mockdcp.model._ephemeral import (
     Ephemeral,
     MemoryUse,
@@ -45,6 +46,7 @@ from mockdcp.model._manifest import (
     declare,
 )
 from mockdcp.model._oracle import Oracle
+from mockdcp.model._timers import ClockAdvanced, advance
 from mockdcp.model._validate import (
     as_bytes,
     check_columns,
@@ -104,6 +106,7 @@ class Bucket:
         backfills_per_connection: int = BACKFILLS_PER_CONNECTION,
         bucket_type: str = "couchbase",
         ephemeral: Ephemeral | None = None,
+        timers: ServerTimers | None = None,
     ) -> None:
         """``pause_collector`` holds the garbage collector off around a bulk write: the
         model changes no process-wide state itself, so the shell passes
@@ -132,6 +135,10 @@ class Bucket:
         interleave). It is read when a connection opens (``backfills_per_connection``
         may be changed between connections).
 
+        ``clock`` is the wall clock (the shell's ``time.time``) or a ``VirtualClock``,
+        which only ``advance_clock`` moves; ``timers``: the intervals of the node's
+        timed tasks that run as it moves (``ServerTimers``, a node's defaults).
+
         ``bucket_type`` ``ephemeral`` makes an ephemeral bucket (``_ephemeral``): no
         disk, backfills read the sequence list, tombstones purged by age
         (``ephemeral_purge``), the ``ephemeral`` settings' eviction policy and memory
@@ -158,6 +165,8 @@ class Bucket:
         self.history_retention_bytes, self.history_retention_seconds = retention
         self.rng = random.Random(seed)
         self.clock = clock
+        #: the intervals of the expiry pager, compaction and the backfill idle limit
+        self.timers = ServerTimers() if timers is None else timers
         self.pause_collector = pause_collector
         self._last_cas = 0
         self.listeners: list[Listener] = []
@@ -186,6 +195,27 @@ class Bucket:
         """Magma with a retention (kv_engine ``KVBucket::isHistoryRetentionEnabled``):
         ``change_streams`` may be enabled."""
         return bool(self.history_retention_bytes or self.history_retention_seconds)
+
+    @property
+    def virtual_clock(self) -> VirtualClock | None:
+        """The bucket's clock if it is virtual (moved by ``advance_clock``), else None."""
+        return self.clock if isinstance(self.clock, VirtualClock) else None
+
+    def advance_clock(self, to: float) -> ClockAdvanced:
+        """Move the virtual clock to ``to`` (seconds since the epoch), running what a
+        node does on its timers meanwhile (``mockdcp.model._timers``: the expiry pager,
+        compaction purging old tombstones, Magma's history retention by seconds).
+        ``ModelError`` on a wall-clock bucket or for a time before the clock's; nothing
+        changes then."""
+        clock = self.virtual_clock
+        if clock is None:
+            raise ModelError(
+                f"bucket {self.name!r} runs on the wall clock: advance_clock needs a "
+                "virtual clock (serve --clock virtual)"
+            )
+        if not to >= clock.now:
+            raise ModelError(f"advance_clock cannot go back: the clock is at {clock!r}")
+        return advance(self, clock, to)
 
     # -- lookups ---------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import mmap
 import struct
 from collections.abc import Iterator, Sequence
@@ -363,6 +364,21 @@ class ColdView:
             return 0, 0
         self.alive[tombs] = False
         return len(tombs), seg.first_seqno + int(tombs[-1])
+
+    def tombstones_by_age(self, before: float) -> tuple[float, float]:
+        """The lowest seqno of an alive tombstone deleted before ``before``, and of one
+        deleted at or after it (``inf`` for none): compaction's purge by age."""
+        seg = self.segment
+        if seg.delete_times is None:
+            return math.inf, math.inf
+        held = max(0, self.upto - seg.first_seqno + 1)
+        tombs = np.flatnonzero(self.alive[:held] & ((seg.tags[:held] & TAG_TOMBSTONE) != 0))
+        old = seg.delete_times[tombs] < before
+        first_old, first_young = np.flatnonzero(old), np.flatnonzero(~old)
+        return (
+            seg.first_seqno + int(tombs[first_old[0]]) if len(first_old) else math.inf,
+            seg.first_seqno + int(tombs[first_young[0]]) if len(first_young) else math.inf,
+        )
 
     def find(self, collection_id: int, key: bytes) -> int:
         """The slot of the key's live version in this copy, or -1."""

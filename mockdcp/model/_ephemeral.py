@@ -80,6 +80,9 @@ DEFAULT_PURGE_AGE = 24 * 3600
 #: kv_engine ``configuration.json``: ``mutation_mem_ratio``, ``mem_high_wat_percent``,
 #: ``mem_low_wat_percent``
 MUTATION_MEM_RATIO = 0.93
+#: seconds between two runs of the tombstone purger (kv_engine ``configuration.json``
+#: ``ephemeral_metadata_purge_interval``, ``EphTombstoneHTCleaner``'s sleep time)
+EPHEMERAL_PURGE_INTERVAL = 60
 HIGH_WATERMARK = 0.85
 LOW_WATERMARK = 0.75
 

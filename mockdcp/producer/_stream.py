@@ -307,6 +307,10 @@ class Stream:
         self.observer = observer
         #: the reason of the STREAM_END queued, once one is
         self.end_reason: StreamEndReason | None = None
+        #: its connection's messages sent and the server time when its backfill was
+        #: last seen progressing
+        #: (``mockdcp.producer._idle``: the backfill idle limit)
+        self.backfill_progress: tuple[int, float] | None = None
 
     # -- state -----------------------------------------------------------------------
 
@@ -330,6 +334,11 @@ class Stream:
             self.vb.backfill_read()
         if self._backfills is not None:
             self._backfills.finish(self)
+
+    @property
+    def backfill_running(self) -> bool:
+        """Its backfill has started reading and is not over."""
+        return self._reading and self.state is StreamState.BACKFILLING
 
     @property
     def alive(self) -> bool:

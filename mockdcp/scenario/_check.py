@@ -138,6 +138,8 @@ class Simulation:
     cluster: ClusterSim | None = None
     #: (collection, key) -> a durable write of it pending (after the steps so far)
     pending: dict[tuple[int, bytes], bool] = attrs.field(factory=dict)
+    #: the virtual clock's time after the steps so far (None: not moved yet)
+    clock: float | None = None
 
     @classmethod
     def of(

@@ -17,6 +17,7 @@ import attrs
 from mockdcp.scenario.steps import (
     STEPS_BY_NAME,
     SeqnoTarget,
+    Span,
     Step,
     Value,
     Vbuckets,
@@ -91,11 +92,22 @@ class BucketSpec:
     #: an ephemeral bucket's tombstone purge age in seconds (None: a day, as ns_server
     #: sets ``ephemeral_metadata_purge_age``)
     ephemeral_purge_age: int | None = None
+    #: the bucket's virtual clock starts at this ISO 8601 time (default
+    #: 2023-11-14T22:13:20Z); ``advance_clock`` moves it
+    clock_start: str | None = None
     #: data nodes serving the bucket, and replica copies of each vbucket
     nodes: int = 1
     replicas: int = 0
 
     def __attrs_post_init__(self) -> None:
+        if self.clock_start is not None:
+            from mockdcp.model import parse_time
+            from mockdcp.util import ModelError
+
+            try:
+                parse_time(self.clock_start)
+            except ModelError as exc:
+                raise ValueError(f"bucket: clock_start: {exc}") from None
         if not 1 <= self.nodes <= MAX_NODES:
             raise ValueError(f"bucket: nodes is 1..{MAX_NODES}, not {self.nodes}")
         if not 0 <= self.replicas <= min(3, self.nodes - 1):
@@ -225,6 +237,29 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_SPAN_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, None: 1.0}
+#: the longest ``advance_clock`` (a hundred years)
+MAX_SPAN = 100 * 365 * 86_400.0
+
+
+def parse_span(value: object) -> float | None:
+    """Server time to move by (``advance_clock``): seconds from a number or a string
+    with a unit (``90s``, ``10m``, ``2h``, ``30d``); None stays None; ``ValueError``
+    else."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _SPAN.match(value)):
+        seconds = float(m.group(1)) * _SPAN_UNITS[m.group(2)]
+    else:
+        raise ValueError(f"seconds is a number or a string like '30d', not {value!r}")
+    if not 0 <= seconds <= MAX_SPAN:
+        raise ValueError(f"seconds must be between 0 and a hundred years, not {value!r}")
+    return seconds
+
+
 def _strict(kind: type, what: str) -> Callable[[object, object], object]:
     def structure(value: object, _: object) -> object:
         if isinstance(value, bool) and kind is not bool:
@@ -278,6 +313,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(Vbuckets, _vbuckets)
     conv.register_structure_hook(Value, _value)
     conv.register_structure_hook(SeqnoTarget, _seqno_target)
+    conv.register_structure_hook(Span, lambda v, _: parse_span(v))
     conv.register_structure_hook(Need, _need)
     return conv
 

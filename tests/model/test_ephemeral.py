@@ -179,3 +179,22 @@ def test_settings_are_checked() -> None:
     with pytest.raises(ModelError, match="not ephemeral"):
         Bucket("b", 1, clock=lambda: T0).ephemeral_purge()
     assert ephemeral_settings("couchbase") is None
+
+
+def test_the_purger_runs_on_the_virtual_clock_every_purge_interval() -> None:
+    """kv_engine ``EphTombstoneHTCleaner``: every ``ephemeral_metadata_purge_interval``
+    (60 s) it purges the tombstones older than the purge age; ``advance_clock`` runs it
+    where a couchbase bucket's compaction would run (there is none on ephemeral)."""
+    from mockdcp.model import VirtualClock
+
+    clock = VirtualClock(T0)
+    b = Bucket("cache", 1, clock=clock, bucket_type="ephemeral")
+    b.set("a", b"v")
+    b.delete("a")
+    b.set("b", b"v")
+    done = b.advance_clock(T0 + 86_400 - 1)
+    assert (done.purged, b.vbucket(0).purge_seqno) == (0, 0)
+    done = b.advance_clock(T0 + 86_400 + 60)
+    assert done.purged == 1
+    assert b.vbucket(0).purge_seqno == 2
+    assert done.vbuckets == (0,)

@@ -9,9 +9,7 @@ The recorded run is ``catches.json`` beside this file (per wrong consumer, per
 scenario: ``fail`` or ``pass``, and the failure's reason), and the table of the docs,
 ``docs/checker/wrong-consumers.md``, is rendered from it. ``python -m
 tests.scenarios.catches --write [MODE...]`` runs ``mockdcp check -j 2`` over the library
-for each wrong consumer (or those named) and rewrites both; with ``--scenarios
-NAME,...`` it runs only those scenarios and merges their verdicts into the record (a
-scenario added to the library, without an hour of every other run again).
+for each wrong consumer (or those named) and rewrites both.
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ ROLLBACK = (
     "restart-with-lost-writes",
     "rollback-after-failover",
     "rollback-mid-snapshot",
+    "offline-past-the-purge-age",
     "rollback-to-zero-after-purge",
     "rollback-while-a-vbucket-moves",
 )
@@ -59,7 +58,11 @@ MEANT: dict[str, tuple[str, ...]] = {
     "ignore-noops": ("noops-keep-idle-connection-alive",),
     "no-backoff": ("reconnect-storm",),
     "dedup-snapshots": ("history-snapshots-with-duplicates", "history-backfill-split"),
-    "drop-deletions": ("purge-while-away", "ephemeral-auto-delete-eviction"),
+    "drop-deletions": (
+        "purge-while-away",
+        "ttl-passes-while-away",
+        "ephemeral-auto-delete-eviction",
+    ),
     "contiguous-seqnos": (
         "durable-write-aborted",
         "prepare-only-seqno-advanced",
@@ -194,37 +197,21 @@ def table(recorded: dict[str, dict[str, dict[str, str]]], library: list[str]) ->
     return "\n".join(lines)
 
 
+def _tagged(tag: str) -> set[str]:
+    """The library's scenarios with ``tag``."""
+    from mockdcp.scenario import load_scenario
+
+    return {
+        path.stem
+        for path in (ROOT / "mockdcp" / "scenarios").glob("*.yaml")
+        if tag in load_scenario(str(path)).tags
+    }
+
+
 def library() -> list[str]:
     from mockdcp.cli._scenario_commands import bundled_scenarios
 
     return [name for name, _, _ in bundled_scenarios()]
-
-
-def _merge(
-    recorded: dict[str, dict[str, dict[str, str]]], mode: str, names: tuple[str, ...]
-) -> dict[str, Any]:
-    """Run ``names`` against ``mode`` and put their verdicts into its record (a scenario
-    outside an ``ONLY`` consumer's tag is not applicable to it, and not run)."""
-    row = recorded.setdefault(mode, {})
-    run = names
-    if mode in ONLY:
-        from mockdcp.scenario import load_scenario
-
-        tag, why = ONLY[mode]
-        tagged = {p.stem for p in _library_paths() if tag in load_scenario(str(p)).tags}
-        run = tuple(n for n in names if n in tagged)
-        row.update({n: {"verdict": "not applicable", "reason": why} for n in names if n not in run})
-    if not run:
-        return {"counts": {}, "seconds": 0.0}
-    report = check(mode, run)
-    row.update(cells(report))
-    return report
-
-
-def _library_paths() -> list[Path]:
-    from tests.scenarios._harness import library as paths
-
-    return list(paths())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,17 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="run and rewrite the record")
     parser.add_argument(
         "--scenarios",
-        type=lambda text: tuple(n for n in text.split(",") if n),
-        default=(),
         metavar="NAME,...",
-        help="with --write: run only these scenarios, merged into the record",
+        help="run only these scenarios and merge their cells into the record (new ones)",
     )
     args = parser.parse_args(argv)
     recorded = load() if RECORDED.exists() else {}
+    names = tuple(args.scenarios.split(",")) if args.scenarios else ()
     if args.write:
         for mode in args.modes or modes():
-            if args.scenarios:
-                report = _merge(recorded, mode, args.scenarios)
+            if names and mode in ONLY:  # run on its tag's scenarios only
+                tagged = _tagged(ONLY[mode][0])
+                run = tuple(n for n in names if n in tagged)
+                report = check(mode, run) if run else {"scenarios": [], "counts": {}, "seconds": 0}
+                got = cells(report, mode)
+                recorded[mode].update({n: got[n] for n in names})
+            elif names:
+                report = check(mode, names)
+                recorded[mode].update(cells(report, mode))
             else:
                 report = check(mode)
                 recorded[mode] = cells(report, mode)

@@ -1,0 +1,214 @@
+"""What a node does on its timers while its clock moves from one time to another.
+
+``advance(bucket, clock, to)`` is a pure function of the bucket and the two times: it
+runs, in time order, the tasks a data node runs in that interval and leaves the clock at
+``to``. It never steps second by second: the runs that change something are computed
+(each expiring document falls to the first pager run at or after its expiry; of the
+compactions only the last one leaves a trace a newer one would not), so 30 days cost
+the work they cause.
+
+* The expiry pager (kv_engine ``engines/ep/src/item_pager.cc``, ``ExpiredItemPager``,
+  every ``exp_pager_stime`` seconds from the bucket's start) turns each live document of
+  an active vbucket whose expiry has passed into an EXPIRATION tombstone, by the path
+  of the ``expire`` step (``Bucket.expire``): each stream sends it as a DCP_EXPIRATION or
+  a DCP_DELETION as its connection negotiated (``enable_expiry_opcode``). A document
+  with a durable write pending is left to a later run (a node skips it too).
+* Compaction (ns_server's auto-compaction; kv_engine ``compaction_config.h``
+  ``purge_before_ts``), every ``compaction_interval`` seconds, removes the persisted
+  tombstones older than ``metadata_purge_age`` by the path of the ``purge`` step
+  (``Bucket.purge``): the purge seqno rises to the newest one removed. The tombstones
+  removed are a prefix of the vbucket's seqnos (up to the first younger tombstone): the
+  delete times of the model grow with the seqnos but for an expiration, stamped with
+  the document's expiry, so the prefix is the set of old tombstones unless a document
+  expired long after its expiry. On a Magma bucket the same compaction applies the
+  history retention by seconds (revisions older than ``history_retention_seconds``
+  leave, ``Bucket.purge_history``'s path).
+* Writes made by the pager before a compaction are persisted first when the bucket's
+  flusher runs (a node flushes within milliseconds); a held flusher (``persistence:
+  {paused: true}``) keeps them in memory, and compaction then cannot purge them.
+
+* On an ephemeral bucket there is no compaction (kv_engine ``ephemeral_bucket.cc``:
+  ``scheduleCompaction`` is not supported): its tombstone purger runs instead, every
+  ``ephemeral_metadata_purge_interval`` seconds, purging the tombstones older than the
+  bucket's purge age (``mockdcp.model._ephemeral``, ``Bucket.ephemeral_purge``).
+
+Not modelled: compaction's own expiry of documents it finds expired on disk (the pager
+does it within ``exp_pager_stime``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import attrs
+
+from mockdcp.model._ephemeral import EPHEMERAL_PURGE_INTERVAL
+from mockdcp.protocol import VBucketState
+from mockdcp.util import ModelError
+
+if TYPE_CHECKING:
+    from mockdcp.model._bucket import Bucket
+    from mockdcp.model._clock import VirtualClock
+    from mockdcp.model._vbucket import VBucket
+
+
+@attrs.frozen
+class ClockAdvanced:
+    """What moving the clock did: the times, how many pager runs and compactions fell
+    in the interval, the documents expired, the tombstones purged, and the vbuckets
+    changed."""
+
+    start: float
+    end: float
+    pager_runs: int = 0
+    compactions: int = 0
+    expired: int = 0
+    purged: int = 0
+    vbuckets: tuple[int, ...] = ()
+
+
+def runs_between(phase: float, interval: int, start: float, end: float) -> tuple[int, float]:
+    """How many runs of a task run every ``interval`` seconds from ``phase`` (the first
+    at ``phase + interval``) fall in (``start``, ``end``], and the time of the last one
+    (``nan`` if none)."""
+    first = math.floor((start - phase) / interval) + 1
+    last = math.floor((end - phase) / interval)
+    first = max(first, 1)
+    if last < first:
+        return 0, math.nan
+    return last - first + 1, phase + last * interval
+
+
+def _first_run_from(phase: float, interval: int, after: float, at_least: float) -> float:
+    """The first run time > ``after`` and >= ``at_least``."""
+    k = max(math.floor((after - phase) / interval) + 1, math.ceil((at_least - phase) / interval), 1)
+    return phase + k * interval
+
+
+def advance(bucket: Bucket, clock: VirtualClock, to: float) -> ClockAdvanced:
+    """Move ``clock`` (the bucket's) to ``to``, running what falls due meanwhile (see
+    the module docstring). ``ModelError`` if ``to`` is before the clock's time; nothing
+    changes then."""
+    start = clock.now
+    if to < start:
+        raise ModelError(f"the clock cannot go back (it is at {start}, not before {to})")
+    timers = bucket.timers
+    pager_runs, last_pager = runs_between(clock.start, timers.exp_pager_stime, start, to)
+    interval = timers.compaction_interval if bucket.ephemeral is None else EPHEMERAL_PURGE_INTERVAL
+    compactions, last_compaction = runs_between(clock.start, interval, start, to)
+    due = _due_documents(bucket, clock, start, last_pager) if pager_runs else {}
+    expired, purged = 0, 0
+    changed: set[int] = set()
+    groups = sorted(due)
+    early = [when for when in groups if when <= last_compaction]  # none if nan
+    later = groups[len(early) :]
+    for when in early:
+        expired += _expire(bucket, clock, when, due[when], changed)
+    if compactions:
+        clock.now = last_compaction
+        purged = _compact(bucket, last_compaction, changed)
+    for when in later:
+        expired += _expire(bucket, clock, when, due[when], changed)
+    clock.now = to
+    return ClockAdvanced(
+        start, to, pager_runs, compactions, expired, purged, tuple(sorted(changed))
+    )
+
+
+def _due_documents(
+    bucket: Bucket, clock: VirtualClock, start: float, last_pager: float
+) -> dict[float, list[tuple[int, int, int, bytes]]]:
+    """Pager run time -> the (vbucket, seqno, collection, key) of the live documents of
+    active vbuckets it expires: those whose expiry is at or before the last run."""
+    stime = bucket.timers.exp_pager_stime
+    due: dict[float, list[tuple[int, int, int, bytes]]] = defaultdict(list)
+    for vb in bucket.vbuckets:
+        if vb.state is not VBucketState.ACTIVE or not vb.online:
+            continue
+        for (cid, key), item in vb.hash_table():
+            expiry = item.expiry
+            if expiry and expiry <= last_pager and not item.deleted:
+                if vb.pending and (cid, key) in vb.pending:
+                    continue
+                when = _first_run_from(clock.start, stime, start, expiry)
+                due[when].append((vb.vbid, item.seqno, cid, key))
+    return due
+
+
+def _expire(
+    bucket: Bucket,
+    clock: VirtualClock,
+    when: float,
+    docs: list[tuple[int, int, int, bytes]],
+    changed: set[int],
+) -> int:
+    """One pager run at ``when``: its documents expired, vbucket by vbucket, each in
+    seqno order (as the pager visits a vbucket's hash table)."""
+    clock.now = when
+    for vbid, _seqno, cid, key in sorted(docs):
+        bucket.expire(key, collection_id=cid, vbucket=vbid)
+        changed.add(vbid)
+    return len(docs)
+
+
+def _compact(bucket: Bucket, when: float, changed: set[int]) -> int:
+    """The compaction at ``when``: what the flusher would have persisted by then, the
+    tombstones older than the purge age purged, the history retention by seconds; on
+    an ephemeral bucket, the purger's pass instead."""
+    if bucket.ephemeral is not None:
+        return _ephemeral_purge(bucket, when, changed)
+    flusher = bucket.flusher
+    if flusher.enabled and not flusher.paused:
+        dirty = [vb.vbid for vb in bucket.vbuckets if vb.persisted_seqno < vb.high_seqno]
+        for vbid in dirty:
+            bucket.persist(vbid)
+    before = when - bucket.timers.metadata_purge_age
+    purged = 0
+    for vb in bucket.vbuckets:
+        upto = purge_bound(vb, before)
+        if upto is not None:
+            n = bucket.purge(vb.vbid, upto)
+            purged += n
+            if n:
+                changed.add(vb.vbid)
+    if bucket.history_retention_seconds:
+        for vb in bucket.vbuckets:
+            old = vb.history_start_seqno
+            bucket.purge_history(vb.vbid)
+            if vb.history_start_seqno != old:
+                changed.add(vb.vbid)
+    return purged
+
+
+def _ephemeral_purge(bucket: Bucket, when: float, changed: set[int]) -> int:
+    """The ephemeral purger's pass at ``when`` (``Bucket.ephemeral_purge``)."""
+    before = [vb.purge_seqno for vb in bucket.vbuckets]
+    purged = bucket.ephemeral_purge(now=when)
+    changed.update(vb.vbid for vb in bucket.vbuckets if vb.purge_seqno != before[vb.vbid])
+    return purged
+
+
+def purge_bound(vb: VBucket, before: float) -> int | None:
+    """The seqno compaction purges the vbucket's tombstones up to for those deleted
+    before ``before``: below its first younger on-disk tombstone, at most its persisted
+    seqno; None when no tombstone that old is on disk."""
+    young, oldest = math.inf, math.inf
+    for item in vb.disk.values():
+        if item.deleted:
+            if item.delete_time < before:
+                oldest = min(oldest, item.seqno)
+            else:
+                young = min(young, item.seqno)
+    cold = vb.cold
+    if cold is not None and cold.segment.delete_times is not None:
+        old_seqno, young_seqno = cold.tombstones_by_age(before)
+        oldest, young = min(oldest, old_seqno), min(young, young_seqno)
+    upto = min(young - 1, vb.persisted_seqno)
+    if oldest > upto:
+        return None
+    return int(upto)
+
+
+__all__ = ["ClockAdvanced", "advance", "purge_bound", "runs_between"]
