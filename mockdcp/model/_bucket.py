@@ -20,6 +20,7 @@ from mockdcp.model._ephemeral import (
     check_room,
     estimate,
     eviction_victims,
+    lose_everything,
     no_persistence,
     purge_by_age,
     sync_sequence_list,
@@ -771,7 +772,7 @@ class Bucket:
         targets = self._targets(vbucket)
         for vb in targets:
             if self.ephemeral is not None:
-                vb.flush()
+                lose_everything(vb)
             else:
                 vb.warmup()
             self._catch_up(vb)

@@ -28,6 +28,9 @@ Facts, each from its source:
   (``memcached_bucket_config.erl`` ``ephemeral_metadata_purge_age``, default
   ``DEFAULT_EPHEMERAL_PURGE_INTERVAL_DAYS`` = 1 in ``ns_common.hrl``); kv_engine's own
   default (``configuration.json``) is 60 seconds, which ns_server always overrides.
+  The purger runs every ``ephemeral_metadata_purge_interval`` (60 s,
+  ``EPHEMERAL_PURGE_INTERVAL``) on the bucket's clock (``_timers.advance``), or now
+  (``Bucket.ephemeral_purge``, the ``ephemeral_purge`` step).
 * A backfill whose start is at or below the purge seqno (and not 1) ends the stream
   with Rollback (``backfill_memory.cc``, ``DCPBackfillMemoryBuffered::create``), written
   STATE_CHANGED on the wire (``producer._stream.wire_end_reason``).
@@ -176,6 +179,13 @@ def sync_sequence_list(vb: VBucket) -> None:
     every write: ``EphemeralVBucket::getPersistenceSeqno`` is the high seqno."""
     if vb.online and vb.high_seqno > vb.persisted_seqno:
         vb.persist(vb.high_seqno)
+
+
+def lose_everything(vb: VBucket) -> None:
+    """An ephemeral copy whose node went down: nothing survives a restart (there is no
+    disk to warm up from, kv_engine ``EphemeralBucket``), so it comes back empty with a
+    new failover table (a new vbucket uuid at seqno 0) and consumers roll back to 0."""
+    vb.flush()
 
 
 def public_persisted_seqno(vb: VBucket, ephemeral: bool) -> int:

@@ -198,3 +198,27 @@ def test_the_purger_runs_on_the_virtual_clock_every_purge_interval() -> None:
     assert done.purged == 1
     assert b.vbucket(0).purge_seqno == 2
     assert done.vbuckets == (0,)
+
+
+def test_a_node_of_an_ephemeral_cluster_comes_back_empty_with_new_uuids() -> None:
+    """An ephemeral node keeps nothing across a restart: its copies come back empty
+    with a new failover table, and their replicas follow them (to 0)."""
+    from mockdcp.model import Cluster
+
+    b = ephemeral(vbuckets=4)
+    cluster = Cluster(b, ("n0", "n1"), replicas=1, seed=1)
+    cluster.auto_replicate = True
+    for i in range(20):
+        b.set(f"k{i}", b"v")
+    down = cluster.map.active(0)
+    assert down is not None
+    vbs = [vb for vb in range(4) if cluster.map.active(vb) == down]
+    uuids = {vb: b.vbucket(vb).failover.newest_uuid for vb in vbs}
+    assert all(b.vbucket(vb).high_seqno for vb in vbs)
+    cluster.node_down(down)
+    cluster.node_up(down)
+    for vb in vbs:
+        active = cluster.active(vb)
+        assert active.high_seqno == 0
+        assert uuids[vb] not in [uuid for uuid, _ in active.failover.entries]
+        assert all(r.high_seqno == 0 for r in cluster.replicas(vb).values())
