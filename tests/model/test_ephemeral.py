@@ -222,3 +222,18 @@ def test_a_node_of_an_ephemeral_cluster_comes_back_empty_with_new_uuids() -> Non
         assert active.high_seqno == 0
         assert uuids[vb] not in [uuid for uuid, _ in active.failover.entries]
         assert all(r.high_seqno == 0 for r in cluster.replicas(vb).values())
+
+
+def test_a_failover_loses_nothing_by_default_the_replica_held_it_all() -> None:
+    """An ephemeral vbucket's persistence seqno is its high seqno (kv_engine
+    ``EphemeralVBucket::getPersistenceSeqno``, what replication and takeover use): a
+    failover that loses unpersisted writes loses none; a new branch starts at the top."""
+    b = ephemeral(vbuckets=1)
+    for i in range(5):
+        b.set(f"k{i}", b"v")
+    old = b.vbucket(0).failover.newest_uuid
+    b.failover(0)
+    vb = b.vbucket(0)
+    assert vb.high_seqno == 5
+    assert vb.failover.entries[0][1] == 5
+    assert vb.failover.newest_uuid != old
