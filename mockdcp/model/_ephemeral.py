@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
@@ -283,8 +284,10 @@ def check_room(settings: Ephemeral, used: int, needed: int) -> None:
 
 def eviction_victims(settings: Ephemeral, vbuckets: Sequence[VBucket], used: int) -> list[Item]:
     """The items the nruEviction pager deletes when ``used`` bytes are above the high
-    watermark: live, committed documents (no pending prepare), oldest write first, until
-    the bytes they free bring the bucket to the low watermark (kv_engine
+    watermark: live, committed documents (no pending prepare) of active vbuckets (the
+    pager deletes on actives, ``EphemeralVBucket::canEvict``: replicas get the deletions),
+    oldest write first, until the bytes they free bring the bucket to the low watermark
+    (kv_engine
     ``EphemeralVBucket::pageOut``, ``isEligibleForEviction``). Empty below the high
     watermark or without a quota."""
     quota = settings.memory_quota
@@ -295,7 +298,7 @@ def eviction_victims(settings: Ephemeral, vbuckets: Sequence[VBucket], used: int
         (
             it
             for vb in vbuckets
-            if vb.online
+            if vb.online and vb.state is VBucketState.ACTIVE
             for key, it in vb.hash_table()
             if not it.deleted and key not in vb.pending and _is_document(it)
         ),

@@ -237,3 +237,18 @@ def test_a_failover_loses_nothing_by_default_the_replica_held_it_all() -> None:
     assert vb.high_seqno == 5
     assert vb.failover.entries[0][1] == 5
     assert vb.failover.newest_uuid != old
+
+
+def test_the_pager_deletes_from_active_vbuckets_only() -> None:
+    """kv_engine ``EphemeralVBucket::canEvict``: only an active vbucket is evicted from
+    (its replicas receive the deletions)."""
+    from mockdcp.protocol import VBucketState
+
+    b = ephemeral(vbuckets=2, eviction_policy="nruEviction", memory_quota=20_000)
+    for i in range(10):
+        b.set(f"r{i}", b"v" * 500, vbucket=1)
+    b.set_vbucket_state(1, VBucketState.REPLICA)
+    for i in range(40):
+        b.set(f"a{i}", b"v" * 500, vbucket=0)
+    assert b.auto_deleted > 0
+    assert not [it for it in b.vbucket(1).all_items() if it.deleted]
