@@ -287,9 +287,8 @@ def eviction_victims(settings: Ephemeral, vbuckets: Sequence[VBucket], used: int
     watermark: live, committed documents (no pending prepare) of active vbuckets (the
     pager deletes on actives, ``EphemeralVBucket::canEvict``: replicas get the deletions),
     oldest write first, until the bytes they free bring the bucket to the low watermark
-    (kv_engine
-    ``EphemeralVBucket::pageOut``, ``isEligibleForEviction``). Empty below the high
-    watermark or without a quota."""
+    (kv_engine ``EphemeralVBucket::pageOut``, ``isEligibleForEviction``). Empty below
+    the high watermark or without a quota."""
     quota = settings.memory_quota
     if quota is None or settings.eviction_policy != "nruEviction" or used <= quota * HIGH_WATERMARK:
         return []
