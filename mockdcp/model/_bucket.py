@@ -274,12 +274,11 @@ class Bucket:
         """Bytes the items take (an ephemeral bucket's quota counts them)."""
         return self._memory.used(self.vbuckets)
 
-    def _check_room(self, key: bytes, value: bytes, rows: int = 1) -> None:
+    def _check_room(self, key: bytes, value: bytes) -> None:
         """``MemoryFull`` when an ephemeral noEviction bucket is full."""
         settings = self.ephemeral
         if settings is not None and settings.memory_quota is not None:
-            needed = estimate(key, value) + estimate(b"", b"") * (rows - 1)
-            check_room(settings, self.memory_used(), needed)
+            check_room(settings, self.memory_used(), estimate(key, value))
 
     def _check_persistent(self, what: str) -> None:
         """``NoPersistence`` on an ephemeral bucket."""
@@ -492,8 +491,12 @@ class Bucket:
             check_collection=self.manifest.check_collection,
         )
         step = len(columns) if rows_per_step is None else rows_per_step
-        if len(keys):
-            self._check_room(b"".join(keys), b"".join(values), len(keys))
+        settings = self.ephemeral
+        if settings is not None and settings.memory_quota is not None:
+            # the rows' sizes as given (a row of the wrong type is refused by name later)
+            rows = zip(keys, values, strict=True)  # the columns' lengths were checked
+            needed = sum(estimate(b"", b"") + _size(k) + _size(v) for k, v in rows)
+            check_room(settings, self.memory_used(), needed)
         return BulkLoad(self, columns, step).steps()
 
     def cold_load(self) -> ColdLoad:
@@ -926,6 +929,11 @@ class Bucket:
         event); what is not given stays."""
         change = self.manifest.plan_modify_collection(scope, name, max_ttl=max_ttl, history=history)
         self._apply_change(change)
+
+
+def _size(value: object) -> int:
+    """``len(value)`` of a row's key or value, 0 for what has none (refused later)."""
+    return len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else 0
 
 
 def _check_no_prepare(vb: VBucket, key: bytes, collection_id: int) -> None:
