@@ -174,8 +174,9 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         request=decision,
         encoder=conn.encoder_for_streams(),
         cursor_name=f"{conn.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
-        # an ephemeral vbucket backfills by seqno from its sequence list only, never by
-        # id (kv_engine ``EphemeralVBucket::createDCPBackfill``): no OSO snapshot
+        # an ephemeral bucket has no by-id scan (kv_engine ``EphemeralBucket::
+        # isByIdScanSupported`` false), so ``DcpProducer::isOutOfOrderSnapshotsEnabled``
+        # is false whatever the control said: its backfills go by seqno, never OSO
         oso="" if conn.node.bucket.ephemeral is not None else conn.settings.oso,
         change_streams=conn.settings.change_streams,
         sync_writes=conn.settings.sync_writes,

@@ -148,3 +148,43 @@ def test_the_config_says_ephemeral_without_couchapi() -> None:
     couch = Session(Bucket("default", 1, clock=lambda: T0)).node.config()
     assert couch["bucketType"] == "membase"
     assert "couchapi" in couch["bucketCapabilities"]  # type: ignore[operator]
+
+
+def test_an_ephemeral_backfill_is_never_oso() -> None:
+    """kv_engine ``EphemeralBucket::isByIdScanSupported`` is false, so
+    ``DcpProducer::isOutOfOrderSnapshotsEnabled`` is too: a stream filtered to one
+    collection gets a seqno-ordered DISK snapshot, not OSO markers."""
+    from mockdcp.protocol import DcpControl, HelloFeature, OsoSnapshot
+
+    b = Bucket(
+        "cache",
+        1,
+        clock=lambda: T0,
+        bucket_type="ephemeral",
+        collections={"inventory": ["hotel"]},
+    )
+    cid = b.resolve_collection("inventory.hotel")
+    for key in ("b", "a", "c"):
+        b.set(key, b"v", collection_id=cid, vbucket=0)
+    b.checkpoint(0)
+    session = Session(b, features=(HelloFeature.COLLECTIONS, HelloFeature.XERROR))
+    session.open_dcp()
+    session.call(DcpControl(opaque=0, key="enable_noop", value="true"))
+    session.call(DcpControl(opaque=0, key="enable_out_of_order_snapshots", value="true"))
+    session.send(
+        DcpStreamRequest(
+            opaque=1,
+            vbucket=0,
+            flags=0,
+            start_seqno=0,
+            end_seqno=MAX,
+            vbucket_uuid=0,
+            snap_start_seqno=0,
+            snap_end_seqno=0,
+            value=f'{{"collections":["{cid:x}"]}}'.encode(),
+        ).encode()
+    )
+    out = everything(session)
+    assert not [m for m in out if isinstance(m, OsoSnapshot)]
+    marker = next(m for m in out if isinstance(m, SnapshotMarker))
+    assert marker.flags == SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
