@@ -66,3 +66,15 @@ def test_ephemeral_settings_on_a_couchbase_bucket_are_refused() -> None:
         scenario_bucket(scenario)
     with pytest.raises(ScenarioError, match="type"):
         parse_scenario("name: e\nbucket: {type: memcached}\nsteps: []\n")
+
+
+def test_a_failover_of_an_ephemeral_bucket_is_checked_as_losing_nothing() -> None:
+    # the check's simulation keeps the high seqno: a later lose_after up to it is valid
+    from mockdcp.scenario.steps import Failover
+
+    b = bucket()
+    key = next(f"k{i}" for i in range(100) if b.vbucket_of(f"k{i}") == 0)
+    steps = [Set(key=key, value="v"), Set(key=key, value="w"), Failover(vbuckets=0)]
+    check_steps([*steps, Failover(vbuckets=0, lose_after=2)], b)
+    with pytest.raises(ScenarioProblems, match="beyond the high seqno"):
+        check_steps([*steps, Failover(vbuckets=0, lose_after=3)], b)
