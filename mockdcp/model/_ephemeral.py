@@ -75,18 +75,15 @@ BUCKET_TYPES = ("couchbase", "ephemeral")
 #: an ephemeral bucket's eviction policies (ns_server ``menelaus_web_buckets.erl``
 #: ``parse_validate_ephemeral_eviction_policy``), the first the default
 EVICTION_POLICIES = ("noEviction", "nruEviction")
-#: the kv_engine ``ephemeral_full_policy`` each eviction policy sets (ns_server
-#: ``memcached_bucket_config.erl``)
-FULL_POLICIES = {"noEviction": "fail_new_data", "nruEviction": "auto_delete"}
 #: seconds a tombstone is kept: ns_server's default ephemeral purge interval, 1 day
 #: (``DEFAULT_EPHEMERAL_PURGE_INTERVAL_DAYS``), passed as ``ephemeral_metadata_purge_age``
 DEFAULT_PURGE_AGE = 24 * 3600
-#: kv_engine ``configuration.json``: ``mutation_mem_ratio``, ``mem_high_wat_percent``,
-#: ``mem_low_wat_percent``
-MUTATION_MEM_RATIO = 0.93
 #: seconds between two runs of the tombstone purger (kv_engine ``configuration.json``
 #: ``ephemeral_metadata_purge_interval``, ``EphTombstoneHTCleaner``'s sleep time)
 EPHEMERAL_PURGE_INTERVAL = 60
+#: kv_engine ``configuration.json``: ``mutation_mem_ratio``, ``mem_high_wat_percent``,
+#: ``mem_low_wat_percent``
+MUTATION_MEM_RATIO = 0.93
 HIGH_WATERMARK = 0.85
 LOW_WATERMARK = 0.75
 
@@ -124,11 +121,6 @@ class Ephemeral:
         age = self.purge_age
         if not isinstance(age, int) or isinstance(age, bool) or age < 0:
             raise ModelError(f"the ephemeral purge age is seconds >= 0, not {age!r}")
-
-    @property
-    def full_policy(self) -> str:
-        """kv_engine's ``ephemeral_full_policy`` (``fail_new_data`` or ``auto_delete``)."""
-        return FULL_POLICIES[self.eviction_policy]
 
 
 def ephemeral_settings(
