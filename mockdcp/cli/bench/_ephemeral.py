@@ -6,10 +6,10 @@ sequence list (its checkpoints closed and expelled: kv_engine ``backfill_memory.
 Each stream runs three times, the median pass counts. "From memory" is a stream whose
 start the checkpoints still hold: on the ephemeral bucket only the open checkpoint is
 kept (a closed one leaves once the sequence list holds it; the couchbase bucket's wait
-for its flusher), so part of its stream reads the list as a backfill would. Figures: events/s of the four
-streams and the ephemeral bucket's ratio to the couchbase bucket's for each way (the
-target: the couchbase bucket's rates, issue 41). ``--legacy``: the consumer does not
-negotiate collections.
+for its flusher), so part of its stream reads the list as a backfill would. Figures:
+events/s of the four streams and the ephemeral bucket's ratio to the couchbase
+bucket's for each way (the target: the couchbase bucket's rates, issue 41).
+``--legacy``: the consumer does not negotiate collections.
 """
 
 from __future__ import annotations
