@@ -510,7 +510,14 @@ class Bucket:
         ``set_many`` gives them; streams read them from disk.
 
         ``ModelError`` if a vbucket already holds a document (the cold tier is a bulk
-        load into an empty bucket), and, at ``finish``, if one was written meanwhile."""
+        load into an empty bucket), and, at ``finish``, if one was written meanwhile;
+        also on an ephemeral bucket with a memory quota, whose writes the quota counts
+        one batch at a time (``set_many``: a full noEviction bucket refuses them)."""
+        if self.ephemeral is not None and self.ephemeral.memory_quota is not None:
+            raise ModelError(
+                "an ephemeral bucket with a memory quota loads through set_many (its quota"
+                " counts every write)"
+            )
         return ColdLoad(self)
 
     def load_cold(

@@ -269,8 +269,8 @@ def check_room(settings: Ephemeral, used: int, needed: int) -> None:
         return
     if used + needed >= quota * MUTATION_MEM_RATIO:
         raise MemoryFull(
-            f"the ephemeral bucket is full ({used} of {quota} bytes, noEviction):"
-            " a node answers TMPFAIL (kv_engine fail_new_data)"
+            f"the ephemeral bucket is full ({used} of {quota} bytes used, {needed} more"
+            " needed, noEviction): a node answers TMPFAIL (kv_engine fail_new_data)"
         )
 
 

@@ -252,3 +252,13 @@ def test_the_pager_deletes_from_active_vbuckets_only() -> None:
         b.set(f"a{i}", b"v" * 500, vbucket=0)
     assert b.auto_deleted > 0
     assert not [it for it in b.vbucket(1).all_items() if it.deleted]
+
+
+def test_a_quota_sends_a_bulk_load_through_the_quota_not_the_cold_tier() -> None:
+    # the cold tier would take any number of documents past the quota unnoticed
+    b = ephemeral(eviction_policy="noEviction", memory_quota=10_000)
+    with pytest.raises(ModelError, match="loads through set_many"):
+        b.cold_load()
+    with pytest.raises(MemoryFull, match="more needed"):
+        b.set_many([b"k%d" % i for i in range(100)], [b"v" * 100] * 100)
+    assert ephemeral().cold_load() is not None  # without a quota, as a couchbase bucket
