@@ -6,6 +6,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
 
 from mockdcp.protocol import GetAllVbSeqnos, StreamEndReason, decode_all_vb_seqnos
@@ -205,6 +206,7 @@ def test_serve_clock_virtual_starts_the_bucket_clock_at_clock_start() -> None:
     assert "clock_start needs clock='virtual'" in bad.stderr
 
 
+@pytest.mark.full  # three processes (the fast tier covers the same through serve())
 def test_serve_bucket_type_ephemeral_is_reported_and_its_options_checked() -> None:
     import httpx
 
