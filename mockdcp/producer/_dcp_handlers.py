@@ -183,6 +183,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         sync_replication=conn.settings.sync_replication,
         observer=None if conn.checker is None else conn.checker.snapshot,
         backfills=conn.backfills,
+        memory_backfills=conn.node.bucket.ephemeral is not None,
     )
     conn.streams.add(stream)
     conn.emit(

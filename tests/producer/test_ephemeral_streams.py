@@ -188,3 +188,39 @@ def test_an_ephemeral_backfill_is_never_oso() -> None:
     assert not [m for m in out if isinstance(m, OsoSnapshot)]
     marker = next(m for m in out if isinstance(m, SnapshotMarker))
     assert marker.flags == SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
+
+
+def _legacy_backfill(bucket_type: str) -> tuple[list[object], int]:
+    """A legacy stream's backfill of a vbucket whose last write is in another collection
+    than ``_default``: what it is sent, and the high seqno."""
+    b = Bucket(
+        "cache",
+        1,
+        clock=lambda: T0,
+        bucket_type=bucket_type,
+        collections={"inventory": ["hotel"]},
+    )
+    cid = b.resolve_collection("inventory.hotel")
+    b.set("a", b"v", vbucket=0)
+    b.set("b", b"v", vbucket=0)
+    b.set("h", b"v", collection_id=cid, vbucket=0)
+    b.checkpoint(0)
+    if bucket_type == "couchbase":
+        b.persist(0)
+    session = dcp_session(b)
+    session.send(request(0))
+    return everything(session), b.vbucket(0).high_seqno
+
+
+def test_a_legacy_memory_backfill_marker_ends_at_the_max_visible_seqno() -> None:
+    """kv_engine ``ActiveStream::markDiskSnapshot`` for a memory backfill
+    (``backfill_memory.cc``): a stream without collections or sync writes gets a marker
+    ending at the max visible seqno; a disk backfill's ends on the default collection's
+    last item (``markLegacyDiskSnapshot``, disk only)."""
+    out, high = _legacy_backfill("ephemeral")
+    marker = next(m for m in out if isinstance(m, SnapshotMarker))
+    assert marker.end_seqno == high  # the hotel document's seqno
+    assert [m.key for m in out if isinstance(m, Mutation)] == [b"a", b"b"]
+    out, _ = _legacy_backfill("couchbase")
+    marker = next(m for m in out if isinstance(m, SnapshotMarker))
+    assert marker.end_seqno == high - 1  # b's
