@@ -86,7 +86,7 @@ def _network(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _serve(args: argparse.Namespace) -> None:
     from mockdcp.cli import _live
-    from mockdcp.model import Bucket, make_clock
+    from mockdcp.model import Bucket, ephemeral_settings, make_clock
     from mockdcp.server import serve
 
     if args.json:
@@ -109,6 +109,13 @@ async def _serve(args: argparse.Namespace) -> None:
             history_retention_bytes=args.history_retention_bytes,
             history_retention_seconds=args.history_retention_seconds,
             backfills_per_connection=args.backfills_per_connection,
+            bucket_type=args.bucket_type,
+            ephemeral=ephemeral_settings(
+                args.bucket_type,
+                args.eviction_policy,
+                args.memory_quota,
+                args.ephemeral_purge_age,
+            ),
         )
     )
     corpus = getattr(args, "corpus", None)

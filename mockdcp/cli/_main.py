@@ -30,6 +30,34 @@ def _vbucket_range(text: str) -> list[int]:
     return out
 
 
+#: the units ``--memory-quota`` takes, in bytes
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+}
+
+
+def _bytes(text: str) -> int:
+    """An argparse type: a byte count > 0, with an optional unit (``500KB``, ``64MiB``)."""
+    number = text.strip().rstrip("BbIiKkMmGg")
+    unit = text.strip()[len(number) :].lower()
+    try:
+        n = int(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(
+            f"not a byte count: {text!r} (a number, with B, KB, MB, GB, KiB, MiB or GiB)"
+        ) from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive byte count")
+    return n
+
+
 def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer in ``lo..hi`` (no upper bound when ``hi`` is None)."""
 
@@ -202,6 +230,31 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("couchstore", "magma"),
         default="couchstore",
         help="the bucket's storage backend; magma retains history (change streams)",
+    )
+    serve.add_argument(
+        "--bucket-type",
+        choices=("couchbase", "ephemeral"),
+        default="couchbase",
+        help="ephemeral: no disk (backfills from memory, tombstones purged by age, "
+        "OBSERVE_SEQNO persisted 0, a restart loses everything)",
+    )
+    serve.add_argument(
+        "--eviction-policy",
+        choices=("noEviction", "nruEviction"),
+        help="ephemeral: when the memory quota is full, refuse writes (TMPFAIL; the "
+        "default) or delete the oldest documents (streamed as deletions)",
+    )
+    serve.add_argument(
+        "--memory-quota",
+        type=_bytes,
+        metavar="BYTES",
+        help="ephemeral: the bucket's memory quota (e.g. 64MiB, 500KB; default none)",
+    )
+    serve.add_argument(
+        "--ephemeral-purge-age",
+        type=_int_in(0),
+        metavar="S",
+        help="ephemeral: seconds a tombstone is kept (default 86400, ns_server's day)",
     )
     serve.add_argument(
         "--history-retention-bytes",

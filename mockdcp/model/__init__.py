@@ -38,6 +38,16 @@ from mockdcp.model._documents import (
     KvError as KvError,
     Written as Written,
 )
+from mockdcp.model._ephemeral import (
+    BUCKET_TYPES as BUCKET_TYPES,
+    DEFAULT_PURGE_AGE as DEFAULT_PURGE_AGE,
+    EVICTION_POLICIES as EVICTION_POLICIES,
+    Ephemeral as Ephemeral,
+    MemoryFull as MemoryFull,
+    NoPersistence as NoPersistence,
+    ephemeral_settings as ephemeral_settings,
+    public_persisted_seqno as public_persisted_seqno,
+)
 from mockdcp.model._failover import FailoverTable as FailoverTable, needs_rollback as needs_rollback
 from mockdcp.model._flusher import (
     DEFAULT_FLUSH_INTERVAL as DEFAULT_FLUSH_INTERVAL,

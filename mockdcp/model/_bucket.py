@@ -13,6 +13,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from mockdcp.model._clock import ServerTimers, VirtualClock
+from mockdcp.model._ephemeral import (
+    Ephemeral,
+    MemoryUse,
+    check_bucket_type,
+    check_room,
+    estimate,
+    eviction_victims,
+    lose_everything,
+    no_persistence,
+    purge_by_age,
+    sync_sequence_list,
+)
 from mockdcp.model._flusher import Flusher
 from mockdcp.model._item import (
     DURABILITY_LEVELS,
@@ -74,6 +86,15 @@ def check_backfill_limit(limit: object) -> int:
     return limit
 
 
+def _ephemeral_of(bucket_type: str, storage: str, ephemeral: Ephemeral | None) -> Ephemeral | None:
+    """An ephemeral bucket's settings (default ``Ephemeral()``); None for a couchbase one,
+    which takes none."""
+    check_bucket_type(bucket_type, storage)
+    if ephemeral is not None and bucket_type != "ephemeral":
+        raise ModelError("eviction policy and memory quota settings are an ephemeral bucket's")
+    return (ephemeral or Ephemeral()) if bucket_type == "ephemeral" else None
+
+
 class Bucket:
     """A Couchbase bucket of ``num_vbuckets`` active vbuckets on one node."""
 
@@ -93,6 +114,8 @@ class Bucket:
         history_retention_bytes: int | None = None,
         history_retention_seconds: int | None = None,
         backfills_per_connection: int = BACKFILLS_PER_CONNECTION,
+        bucket_type: str = "couchbase",
+        ephemeral: Ephemeral | None = None,
         timers: ServerTimers | None = None,
     ) -> None:
         """``pause_collector`` holds the garbage collector off around a bulk write: the
@@ -124,7 +147,19 @@ class Bucket:
 
         ``clock`` is the wall clock (the shell's ``time.time``) or a ``VirtualClock``,
         which only ``advance_clock`` moves; ``timers``: the intervals of the node's
-        timed tasks that run as it moves (``ServerTimers``, a node's defaults)."""
+        timed tasks that run as it moves (``ServerTimers``, a node's defaults).
+
+        ``bucket_type`` ``ephemeral`` makes an ephemeral bucket (``_ephemeral``): no
+        disk, backfills read the sequence list, tombstones purged by age
+        (``ephemeral_purge``), the ``ephemeral`` settings' eviction policy and memory
+        quota (default ``Ephemeral()``: noEviction, no quota, a day's purge age); the
+        persistence steps raise ``NoPersistence``."""
+        self.bucket_type = bucket_type
+        #: the ephemeral settings (None: a couchbase bucket)
+        self.ephemeral = _ephemeral_of(bucket_type, storage, ephemeral)
+        self._memory = MemoryUse()
+        #: documents the nruEviction pager deleted (kv_engine ``auto_delete_count``)
+        self.auto_deleted = 0
         retention = _check_retention(storage, history_retention_bytes, history_retention_seconds)
         self.backfills_per_connection = check_backfill_limit(backfills_per_connection)
         if not 1 <= num_vbuckets <= MAX_VBUCKETS:
@@ -204,10 +239,80 @@ class Bucket:
         return list(self.vbuckets) if vbucket is None else [self.vbucket(vbucket)]
 
     def notify(self, vbids: Iterable[int]) -> None:
-        """Tell the listeners (the producer's streams) that ``vbids`` changed."""
+        """Tell the listeners (the producer's streams) that ``vbids`` changed (on an
+        ephemeral bucket, once the sequence list holds the writes and the pager made
+        room: ``_ephemeral_settle``)."""
+        if self.ephemeral is not None:
+            vbids = self._ephemeral_settle(vbids)
         for vbid in vbids:
             for listener in list(self.listeners):
                 listener(vbid)
+
+    # -- the ephemeral bucket (``_ephemeral``) -------------------------------------------
+
+    def _ephemeral_settle(self, vbids: Iterable[int]) -> list[int]:
+        """The sequence lists of ``vbids`` hold every write; with nruEviction above the
+        high watermark, the pager's deletions are written (each a tombstone at the next
+        seqno of its vbucket). Returns the vbuckets changed."""
+        settings = self.ephemeral
+        assert settings is not None
+        changed = list(vbids)
+        vbuckets = self.vbuckets
+        for vbid in changed:
+            sync_sequence_list(vbuckets[vbid])
+        if settings.memory_quota is None or settings.eviction_policy != "nruEviction":
+            return changed
+        victims = eviction_victims(settings, vbuckets, self._memory.used(vbuckets))
+        for item in victims:
+            vb = vbuckets[item.vbucket]
+            vb.mutate(
+                self._next_cas(),
+                key=item.key,
+                collection_id=item.collection_id,
+                kind=ItemKind.DELETION,
+                delete_time=int(self.clock()),
+            )
+            sync_sequence_list(vb)
+            self.auto_deleted += 1
+        return sorted({*changed, *(it.vbucket for it in victims)})
+
+    def memory_used(self) -> int:
+        """Bytes the items take (an ephemeral bucket's quota counts them)."""
+        return self._memory.used(self.vbuckets)
+
+    def _check_room(self, key: bytes, value: bytes) -> None:
+        """``MemoryFull`` when an ephemeral noEviction bucket is full."""
+        settings = self.ephemeral
+        if settings is not None and settings.memory_quota is not None:
+            check_room(settings, self.memory_used(), estimate(key, value))
+
+    def _check_persistent(self, what: str) -> None:
+        """``NoPersistence`` on an ephemeral bucket."""
+        if self.ephemeral is not None:
+            raise no_persistence(what, self.name)
+
+    def ephemeral_purge(
+        self, vbucket: int | None = None, *, age: int | None = None, now: float | None = None
+    ) -> int:
+        """The ephemeral purger's pass (``_ephemeral.purge_by_age``) at ``now`` (default:
+        the bucket's clock): tombstones at least ``age`` seconds old (default: the
+        bucket's purge age) leave the sequence list, the purge seqno rises; a stream
+        whose backfill then starts at or below it ends with Rollback. Returns how many
+        went. ``ModelError`` on a couchbase bucket (its tombstones go at compaction:
+        ``purge``)."""
+        if self.ephemeral is None:
+            raise ModelError(
+                f"ephemeral_purge: bucket {self.name!r} is not ephemeral (its tombstones"
+                " are purged by compaction: purge)"
+            )
+        if age is not None and (not isinstance(age, int) or isinstance(age, bool) or age < 0):
+            raise ModelError(f"ephemeral_purge age is seconds >= 0, not {age!r}")
+        targets = self._targets(vbucket)
+        when = self.clock() if now is None else now
+        limit = self.ephemeral.purge_age if age is None else age
+        n = sum(purge_by_age(vb, when, limit).count for vb in targets)
+        self.notify(vb.vbid for vb in targets)
+        return n
 
     def _next_cas(self) -> int:
         return self.reserve_cas(1)
@@ -312,6 +417,7 @@ class Bucket:
         dt = guess_datatype(v) if datatype is None else datatype
         if xattrs is not None:
             v, dt = with_xattrs(v, dt, xattrs)
+        self._check_room(k, v)
         return self._write(
             vb,
             {
@@ -391,6 +497,12 @@ class Bucket:
             check_collection=self.manifest.check_collection,
         )
         step = len(columns) if rows_per_step is None else rows_per_step
+        settings = self.ephemeral
+        if settings is not None and settings.memory_quota is not None:
+            # the rows' sizes as given (a row of the wrong type is refused by name later)
+            rows = zip(keys, values, strict=True)  # the columns' lengths were checked
+            needed = sum(estimate(b"", b"") + _size(k) + _size(v) for k, v in rows)
+            check_room(settings, self.memory_used(), needed)
         return BulkLoad(self, columns, step).steps()
 
     def cold_load(self) -> ColdLoad:
@@ -404,7 +516,14 @@ class Bucket:
         ``set_many`` gives them; streams read them from disk.
 
         ``ModelError`` if a vbucket already holds a document (the cold tier is a bulk
-        load into an empty bucket), and, at ``finish``, if one was written meanwhile."""
+        load into an empty bucket), and, at ``finish``, if one was written meanwhile;
+        also on an ephemeral bucket with a memory quota, whose writes the quota counts
+        one batch at a time (``set_many``: a full noEviction bucket refuses them)."""
+        if self.ephemeral is not None and self.ephemeral.memory_quota is not None:
+            raise ModelError(
+                "an ephemeral bucket with a memory quota loads through set_many (its quota"
+                " counts every write)"
+            )
         return ColdLoad(self)
 
     def load_cold(
@@ -475,6 +594,7 @@ class Bucket:
             check_datatype(datatype)
             check_value(v, datatype)
         dt = guess_datatype(v) if datatype is None else datatype
+        self._check_room(k, v)
         item: Item = vb.prepare(
             self._next_cas(),
             level=code,
@@ -594,6 +714,7 @@ class Bucket:
         """Give a live document a new expiry: a mutation with the same value."""
         old, vb = self._live(key, collection_id, vbucket)
         check_u32(expiry=expiry)
+        self._check_room(old.key, old.value)
         return self._write(
             vb,
             {
@@ -616,7 +737,9 @@ class Bucket:
         self.notify(vb.vbid for vb in targets)
 
     def persist(self, vbucket: int | None = None, upto: int | None = None) -> None:
-        """Write items up to ``upto`` (default: everything) to disk."""
+        """Write items up to ``upto`` (default: everything) to disk.
+        ``NoPersistence`` on an ephemeral bucket."""
+        self._check_persistent("persist")
         targets = self._targets(vbucket)
         if upto is not None:
             for vb in targets:
@@ -640,6 +763,7 @@ class Bucket:
         history up to that persisted seqno whatever the retention: the history start
         seqno moves above it, and change-streams backfills from below it get a
         de-duplicated snapshot first. ``ModelError`` on a bucket without history."""
+        self._check_persistent("purge_history")
         if not self.retains_history:
             raise ModelError(f"bucket {self.name!r} ({self.storage}) retains no history")
         targets = self._targets(vbucket)
@@ -659,8 +783,10 @@ class Bucket:
         The purge seqno becomes the highest seqno removed (kv_engine
         ``docs/dcp/documentation/rollback.md``, PurgeSeqno: compaction raises it to the
         newest purged tombstone); it does not move when nothing was purged. Returns how
-        many tombstones went.
+        many tombstones went. ``NoPersistence`` on an ephemeral bucket (no compaction:
+        ``ephemeral_purge``).
         """
+        self._check_persistent("purge")
         targets = self._targets(vbucket)
         if upto is not None:
             for vb in targets:
@@ -681,10 +807,17 @@ class Bucket:
 
     def restart(self, vbucket: int | None = None) -> None:
         """An unclean restart: everything above the persisted seqno is lost, then warmup
-        adds a failover entry at the persisted seqno (kv_engine ``vbucket_loader.cc``)."""
+        adds a failover entry at the persisted seqno (kv_engine ``vbucket_loader.cc``).
+
+        An ephemeral bucket loses everything: it has no warmup, its vbuckets are made
+        anew (kv_engine ``EphemeralBucket::makeVBucket`` with no persisted state), empty,
+        with a new failover table (a new uuid at seqno 0): consumers roll back to 0."""
         targets = self._targets(vbucket)
         for vb in targets:
-            vb.warmup()
+            if self.ephemeral is not None:
+                lose_everything(vb)
+            else:
+                vb.warmup()
             self._catch_up(vb)
         self.notify(vb.vbid for vb in targets)
 
@@ -836,6 +969,11 @@ class Bucket:
         event); what is not given stays."""
         change = self.manifest.plan_modify_collection(scope, name, max_ttl=max_ttl, history=history)
         self._apply_change(change)
+
+
+def _size(value: object) -> int:
+    """``len(value)`` of a row's key or value, 0 for what has none (refused later)."""
+    return len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else 0
 
 
 def _check_no_prepare(vb: VBucket, key: bytes, collection_id: int) -> None:

@@ -22,6 +22,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from mockdcp.model._ephemeral import lose_everything
 from mockdcp.model._replication import as_replica, attach, catch_up, new_replica
 from mockdcp.model._transitions import crash, promote, retire, take_over, warm_up
 from mockdcp.model._vbmap import VBucketMap, VBucketMove
@@ -545,9 +546,12 @@ class Cluster:
     def node_down(self, node: str) -> None:
         """``node`` goes down uncleanly (``crash``): each copy it holds keeps only what
         it persisted and takes no writes; replication into and out of it stops. Its
-        actives stay its own until it is back (``node_up``) or failed over."""
+        actives stay its own until it is back (``node_up``) or failed over. On an
+        ephemeral bucket each copy loses everything (``_ephemeral.lose_everything``)."""
         self._check_up(node)
         for copy in self._copies[node].values():
+            if self.bucket.ephemeral is not None:
+                lose_everything(copy)
             crash(copy)
         self._down.add(node)
         actives = self.map.actives_on(node) if node in self.map.nodes else []

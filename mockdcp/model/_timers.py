@@ -28,6 +28,11 @@ the work they cause.
   flusher runs (a node flushes within milliseconds); a held flusher (``persistence:
   {paused: true}``) keeps them in memory, and compaction then cannot purge them.
 
+* On an ephemeral bucket there is no compaction (kv_engine ``ephemeral_bucket.cc``:
+  ``scheduleCompaction`` is not supported): its tombstone purger runs instead, every
+  ``ephemeral_metadata_purge_interval`` seconds, purging the tombstones older than the
+  bucket's purge age (``mockdcp.model._ephemeral``, ``Bucket.ephemeral_purge``).
+
 Not modelled: compaction's own expiry of documents it finds expired on disk (the pager
 does it within ``exp_pager_stime``).
 """
@@ -40,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.model._ephemeral import EPHEMERAL_PURGE_INTERVAL
 from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
 
@@ -90,7 +96,8 @@ def advance(bucket: Bucket, clock: VirtualClock, to: float) -> ClockAdvanced:
         raise ModelError(f"the clock cannot go back from {start} to {to}")
     timers = bucket.timers
     pager_runs, last_pager = runs_between(clock.start, timers.exp_pager_stime, start, to)
-    compactions, last_compaction = runs_between(clock.start, timers.compaction_interval, start, to)
+    interval = timers.compaction_interval if bucket.ephemeral is None else EPHEMERAL_PURGE_INTERVAL
+    compactions, last_compaction = runs_between(clock.start, interval, start, to)
     due = _due_documents(bucket, clock, start, last_pager) if pager_runs else {}
     expired, purged = 0, 0
     changed: set[int] = set()
@@ -149,7 +156,10 @@ def _expire(
 
 def _compact(bucket: Bucket, when: float, changed: set[int]) -> int:
     """The compaction at ``when``: what the flusher would have persisted by then, the
-    tombstones older than the purge age purged, the history retention by seconds."""
+    tombstones older than the purge age purged, the history retention by seconds; on
+    an ephemeral bucket, the purger's pass instead."""
+    if bucket.ephemeral is not None:
+        return _ephemeral_purge(bucket, when, changed)
     flusher = bucket.flusher
     if flusher.enabled and not flusher.paused:
         dirty = [vb.vbid for vb in bucket.vbuckets if vb.persisted_seqno < vb.high_seqno]
@@ -170,6 +180,14 @@ def _compact(bucket: Bucket, when: float, changed: set[int]) -> int:
             bucket.purge_history(vb.vbid)
             if vb.history_start_seqno != old:
                 changed.add(vb.vbid)
+    return purged
+
+
+def _ephemeral_purge(bucket: Bucket, when: float, changed: set[int]) -> int:
+    """The ephemeral purger's pass at ``when`` (``Bucket.ephemeral_purge``)."""
+    before = [vb.purge_seqno for vb in bucket.vbuckets]
+    purged = bucket.ephemeral_purge(now=when)
+    changed.update(vb.vbid for vb in bucket.vbuckets if vb.purge_seqno != before[vb.vbid])
     return purged
 
 

@@ -5,7 +5,8 @@ version of each key), ``dcp/backfill_disk_to_stream.cc`` (a history scan of ever
 revision, ``SnapshotSource::HeadAllVersions``), ``dcp/backfill_by_id_disk.cc`` (OSO: a
 scan of one collection by key, docs/dcp/documentation/commands/oso_snapshot.md),
 ``ActiveStream::markDiskSnapshot`` (a backfill from below the history start is split
-in two snapshots with the same end).
+in two snapshots with the same end), ``dcp/backfill_memory.cc`` (an ephemeral vbucket's
+backfill reads its in-memory sequence list).
 """
 
 from __future__ import annotations
@@ -47,6 +48,24 @@ class BackfillReader(Protocol):
 @attrs.frozen
 class BySeqno:
     """kv_engine ``DCPBackfillBySeqnoDisk``: the newest version of each key, frames only."""
+
+    flags: SnapshotFlag = SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
+
+    def read(self, vb: VBucket, after_seqno: int) -> DiskSnapshot:
+        return vb.disk_snapshot(after_seqno, frames=True)
+
+
+@attrs.frozen
+class SequenceList:
+    """kv_engine ``DCPBackfillMemoryBuffered`` (``dcp/backfill_memory.cc``): an
+    ephemeral vbucket's backfill, a range of its sequence list (the newest version of
+    each key in seqno order, ``mockdcp.model._ephemeral``) marked by
+    ``ActiveStream::markDiskSnapshot`` as a disk one is: DISK|CHECKPOINT up to the
+    list's high seqno. Unlike the disk's it has no legacy marker rule
+    (``markLegacyDiskSnapshot`` is ``backfill_by_seqno_disk.cc``'s): a legacy stream
+    without sync writes gets its marker ending at the max visible seqno
+    (``markDiskSnapshot``), and sync writes on a legacy stream are never refused with
+    BACKFILL_FAILED. No history (no Magma) and no OSO (no by-id scan)."""
 
     flags: SnapshotFlag = SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
 
@@ -168,15 +187,21 @@ def read_backfill(
     history_start: int,
     history_end: int | None,
     oso: ById | None,
+    memory: bool = False,
 ) -> BackfillRead:
     """Read the disk after ``after_seqno`` for a stream ending at ``end_seqno``: by
     history from the history start on (``history_start``: 0 unless the connection
     enabled change streams), by id for an OSO backfill, else by seqno; a backfill from
     below the history start stops before it (``split``), and the history part after it
-    ends where the first did (``history_end``)."""
+    ends where the first did (``history_end``). ``memory``: an ephemeral vbucket's
+    backfill (``SequenceList``), neither history nor by id."""
     start = after_seqno + 1
     history = bool(history_start) and start >= history_start
-    reader: BackfillReader = History() if history else oso if oso is not None else BySeqno()
+    reader: BackfillReader
+    if memory:
+        reader, history_start = SequenceList(), 0
+    else:
+        reader = History() if history else oso if oso is not None else BySeqno()
     snap = reader.read(vb, after_seqno)
     end = min(snap.end_seqno, end_seqno)
     if history_end is not None:  # the split's second part: the first's end
@@ -245,6 +270,8 @@ def queue_backfill(
         # backfill_by_seqno_disk.cc ``markLegacyDiskSnapshot``); the stream has read
         # the rest, which is not for it, and goes on after the whole snapshot
         marker_end = end if aware or sync_writes else last
+        if isinstance(read.reader, SequenceList) and not (aware or sync_writes):
+            marker_end = max(last, min(snap.max_visible_seqno, end))
         if read.history:  # a split's history marker repeats the end of the one before
             marker_end = max(marker_end, queue.last_marker_end)
         queue.marker(start, marker_end, read.reader.flags, snap, overlap=read.history)

@@ -168,12 +168,16 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         request=decision,
         encoder=conn.encoder_for_streams(),
         cursor_name=f"{conn.conn_id}:{msg.vbucket}:{decision.stream_id or 0}",
-        oso=conn.settings.oso,
+        # an ephemeral bucket has no by-id scan (kv_engine ``EphemeralBucket::
+        # isByIdScanSupported`` false), so ``DcpProducer::isOutOfOrderSnapshotsEnabled``
+        # is false whatever the control said: its backfills go by seqno, never OSO
+        oso="" if conn.node.bucket.ephemeral is not None else conn.settings.oso,
         change_streams=conn.settings.change_streams,
         sync_writes=conn.settings.sync_writes,
         sync_replication=conn.settings.sync_replication,
         observer=conn.tap.snapshot_observer,
         backfills=conn.backfills,
+        memory_backfills=conn.node.bucket.ephemeral is not None,
     )
     conn.streams.add(stream)
     conn.emit(

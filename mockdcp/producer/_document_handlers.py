@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.model import Documents, KvError
+from mockdcp.model import Documents, KvError, MemoryFull
 from mockdcp.producer import _lookups as lookups
 from mockdcp.protocol import (
     Add,
@@ -68,6 +68,8 @@ def _run(
         return
     try:
         command(_documents(conn), msg.vbucket, cid, key)
+    except MemoryFull as exc:  # an ephemeral noEviction bucket is full
+        conn.replies.respond(frame, Status.ETMPFAIL, context=str(exc))
     except ModelError as exc:  # a value the model refuses: the request's fault
         conn.replies.respond(frame, Status.EINVAL, context=str(exc))
     except KvError as exc:

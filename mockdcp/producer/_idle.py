@@ -21,12 +21,18 @@ scenario stages). Pure: the caller passes the times.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from mockdcp.protocol import StreamEndReason
 
 if TYPE_CHECKING:
     from mockdcp.producer._node import Node
+    from mockdcp.producer._stream import Stream
+
+#: per stream in its backfill: its connection's messages sent and the server time when
+#: the backfill was last seen progressing (gone with the stream)
+_PROGRESS: weakref.WeakKeyDictionary[Stream, tuple[int, float]] = weakref.WeakKeyDictionary()
 
 
 def end_idle_backfills(node: Node, start: float, end: float, limit: float) -> int:
@@ -39,11 +45,11 @@ def end_idle_backfills(node: Node, start: float, end: float, limit: float) -> in
         woke = False
         for stream in conn.streams:
             if not (stream.alive and stream.backfill_running and held):
-                stream.backfill_progress = None
+                _PROGRESS.pop(stream, None)
                 continue
-            seen = stream.backfill_progress
+            seen = _PROGRESS.get(stream)
             if seen is None or seen[0] != conn.flow.messages:
-                seen = stream.backfill_progress = (conn.flow.messages, start)
+                seen = _PROGRESS[stream] = (conn.flow.messages, start)
             if end - seen[1] >= limit:
                 stream.end(StreamEndReason.TOO_SLOW, discard_queue=True)
                 conn.streams.mark_ready(stream)

@@ -65,7 +65,9 @@ def observe_seqno(node: NodeView, msg: ObserveSeqno) -> Reply | None:
     (active or replica: java-dcp-client's rollback mitigation and go-dcp observe every
     replica); with an older uuid of the failover table, format 1 adds that branch's uuid
     and last seqno. An unknown uuid gets KEY_ENOENT. None for a vbucket the node holds no
-    copy of (NOT_MY_VBUCKET)."""
+    copy of (NOT_MY_VBUCKET). On an ephemeral bucket the persisted seqno is 0
+    (``_ephemeral.public_persisted_seqno``: nothing is ever on disk)."""
+    from mockdcp.model import public_persisted_seqno
     from mockdcp.protocol import ObserveSeqnoResult
 
     if not 0 <= msg.vbucket < node.num_vbuckets:
@@ -80,7 +82,7 @@ def observe_seqno(node: NodeView, msg: ObserveSeqno) -> Reply | None:
         result = ObserveSeqnoResult(
             vbucket=vb.vbid,
             vbucket_uuid=entries[0][0],
-            persisted_seqno=vb.persisted_seqno,
+            persisted_seqno=public_persisted_seqno(vb, node.cluster.bucket.ephemeral is not None),
             current_seqno=vb.high_seqno,
             old_vbucket_uuid=None if i == 0 else uuid,
             last_seqno=None if i == 0 else entries[i - 1][1],

@@ -339,6 +339,7 @@ class Node:
             manifest_uid=self.bucket.manifest.uid,
             network=self.network,
             history=self.bucket.retains_history,
+            ephemeral=self.bucket.ephemeral is not None,
         )
 
     def config_bytes(self, host: str | None = None) -> bytes:

@@ -14,7 +14,9 @@ connection drains chunks under flow control. Rules, each with its source:
   checkpoint's start when that is above the last marker's end (kv_engine
   ``ActiveStream::snapshot``, ``getMarkerFlags``).
 * Disk markers: DISK|CHECKPOINT, [backfill start, disk high seqno] (kv_engine
-  ``ActiveStream::markDiskSnapshot``).
+  ``ActiveStream::markDiskSnapshot``). An ephemeral vbucket's backfill reads its
+  sequence list with the same marker and no legacy rule of the disk's
+  (``_backfill_readers.SequenceList``, kv_engine ``backfill_memory.cc``).
 * A backfill waits for its turn in the connection's backfill queue (``BackfillQueue``:
   one in progress at a time, kv_engine ``dcp_backfill_in_progress_per_connection_limit``)
   and reads the disk when it starts; its place goes to the next once its frames are all
@@ -143,6 +145,19 @@ class StreamStatistics:
     last_sent_seqno: int
     last_read_seqno: int
 
+    @classmethod
+    def of(cls, stream: Stream) -> StreamStatistics:
+        return cls(
+            vbucket=stream.vbucket,
+            stream_id=stream.stream_id,
+            state=stream.state.value,
+            items_sent=stream.queue.items_sent,
+            markers_sent=stream.queue.markers_sent,
+            backfills=stream.backfills,
+            last_sent_seqno=stream.last_sent_seqno,
+            last_read_seqno=stream.last_read_seqno,
+        )
+
 
 class Stream:
     """The state machine of one stream; see the module docstring for its rules."""
@@ -161,13 +176,16 @@ class Stream:
         sync_replication: bool = False,
         observer: SnapshotObserver | None = None,
         backfills: BackfillQueue[Stream] | None = None,
+        memory_backfills: bool = False,
     ) -> None:
         """A stream of ``vb`` as the accepted stream request ``request`` (the decision
         record of ``decide_stream_request``) says: its id, range, snapshot, filter,
         marker version and backfill options. ``observer`` is told of each snapshot
         marker (and OSO snapshot) queued: the protocol checker's view of the stream.
         ``backfills``: its connection's backfill queue (a backfill waits there for its
-        turn); ``None``: backfills start at once."""
+        turn); ``None``: backfills start at once. ``memory_backfills``: the vbucket is
+        ephemeral, its backfills read the sequence list (``_backfill_readers.
+        SequenceList``)."""
         self.vb = vb
         self.vbucket = vb.vbid
         self.opaque = opaque
@@ -188,6 +206,7 @@ class Stream:
             modifications=encoder.form.flatbuffers,
         )
         self._oso_mode = oso
+        self._memory_backfills = memory_backfills
         self._change_streams = change_streams
         self._sync_writes = sync_writes
         self._sync_replication = sync_replication
@@ -217,10 +236,6 @@ class Stream:
         self.backfills = 0
         #: the reason of the STREAM_END queued, once one is
         self.end_reason: StreamEndReason | None = None
-        #: its connection's messages sent and the server time when its backfill was
-        #: last seen progressing
-        #: (``mockdcp.producer._idle``: the backfill idle limit)
-        self.backfill_progress: tuple[int, float] | None = None
 
     # -- state -----------------------------------------------------------------------
 
@@ -262,16 +277,7 @@ class Stream:
         )
 
     def statistics(self) -> StreamStatistics:
-        return StreamStatistics(
-            vbucket=self.vbucket,
-            stream_id=self.stream_id,
-            state=self.state.value,
-            items_sent=self.queue.items_sent,
-            markers_sent=self.queue.markers_sent,
-            backfills=self.backfills,
-            last_sent_seqno=self.last_sent_seqno,
-            last_read_seqno=self.last_read_seqno,
-        )
+        return StreamStatistics.of(self)
 
     # -- ending ----------------------------------------------------------------------
 
@@ -390,6 +396,7 @@ class Stream:
             history_start=self.vb.history_start_seqno if self._change_streams else 0,
             history_end=self._history_end,
             oso=ById(self._oso_mode) if oso else None,
+            memory=self._memory_backfills,
         )
         self._backfill_end, self._history_end = read.limit, read.end if read.split else None
         if read.count:
@@ -397,7 +404,8 @@ class Stream:
 
     def _queue_backfill(self, read: BackfillRead) -> None:
         """Queue what the stream sends of a backfill's ``read`` (``queue_backfill``)."""
-        if self._sync_writes and not self._filter.aware and self.vb.manifest_uid:
+        legacy_rule = not self._memory_backfills  # the disk's (``SequenceList``)
+        if legacy_rule and self._sync_writes and not self._filter.aware and self.vb.manifest_uid:
             # kv_engine ``markLegacyDiskSnapshot``: sync writes on a legacy stream only
             # while the bucket has nothing but the default collection
             self.end(StreamEndReason.BACKFILL_FAILED)

@@ -148,6 +148,20 @@ def node_ext(
     return entry
 
 
+#: capabilities only a bucket with a disk has (ns_server ``bucket_info_cache.erl``:
+#: ``couchapi`` when it can have views, ``rangeScan`` when it is persistent)
+PERSISTENT_ONLY = frozenset({"couchapi", "rangeScan"})
+
+
+def bucket_capabilities(*, history: bool = False, ephemeral: bool = False) -> list[str]:
+    """A bucket's ``bucketCapabilities`` (ns_server ``bucket_info_cache.erl``
+    ``build_bucket_capabilities``): ``nonDedupedHistory`` on Magma; an ephemeral bucket
+    has neither ``couchapi`` nor ``rangeScan`` (clients read a missing ``couchapi`` as
+    ephemeral, gocbcore ``cfgBucket``)."""
+    caps = [c for c in BUCKET_CAPABILITIES if not (ephemeral and c in PERSISTENT_ONLY)]
+    return [*caps, *(("nonDedupedHistory",) if history else ())]
+
+
 def cluster_config(
     *,
     bucket: str,
@@ -162,10 +176,12 @@ def cluster_config(
     manifest_uid: int = 0,
     network: NodeNetwork | None = None,
     history: bool = False,
+    ephemeral: bool = False,
 ) -> dict[str, Any]:
     """The terse bucket config of a one-node cluster serving every vbucket; ``network``:
     its TLS ports and alternate addresses (none by default); ``history``: the bucket
-    retains history (Magma), advertised as the ``nonDedupedHistory`` capability."""
+    retains history (Magma), advertised as the ``nonDedupedHistory`` capability;
+    ``ephemeral``: an ephemeral bucket (``bucket_capabilities``)."""
     network = network or NodeNetwork()
     ports = ServicePorts(
         kv=kv_port, mgmt=http_port, kv_ssl=network.kv_ssl, mgmt_ssl=network.mgmt_ssl
@@ -176,7 +192,7 @@ def cluster_config(
         "revEpoch": rev_epoch,
         "name": bucket,
         "uuid": bucket_uuid,
-        "bucketType": "membase",
+        "bucketType": "ephemeral" if ephemeral else "membase",
         "nodeLocator": "vbucket",
         "collectionsManifestUid": f"{manifest_uid:x}",
         "ddocs": {"uri": f"/pools/default/buckets/{bucket}/ddocs"},
@@ -195,7 +211,7 @@ def cluster_config(
             "vBucketMap": vbmap,
         },
         "bucketCapabilitiesVer": "",
-        "bucketCapabilities": [*BUCKET_CAPABILITIES, *(("nonDedupedHistory",) if history else ())],
+        "bucketCapabilities": bucket_capabilities(history=history, ephemeral=ephemeral),
         "clusterCapabilitiesVer": [1, 0],
         "clusterCapabilities": {"n1ql": ["enhancedPreparedStatements"]},
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp.model import Bucket, ServerTimers, VirtualClock, parse_time
+from mockdcp.model import Bucket, ServerTimers, VirtualClock, ephemeral_settings, parse_time
 from mockdcp.util import ModelError, ScenarioError
 
 if TYPE_CHECKING:
@@ -44,5 +44,9 @@ def _bucket(scenario: Scenario) -> Bucket:
         backfills_per_connection=spec.backfills_per_connection,
         timers=ServerTimers(
             exp_pager_stime=spec.exp_pager_stime, metadata_purge_age=spec.metadata_purge_age
+        ),
+        bucket_type=spec.type,
+        ephemeral=ephemeral_settings(
+            spec.type, spec.eviction_policy, spec.memory_quota, spec.ephemeral_purge_age
         ),
     )

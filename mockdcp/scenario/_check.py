@@ -255,8 +255,11 @@ class Simulation:
 
     def lose(self, vbs: list[int], *, lose_after: int | None, lose_unpersisted: bool) -> None:
         """A failover or restart of ``vbs``: what is lost, and liveness unknown after."""
+        # an ephemeral bucket has nothing unpersisted: its persistence seqno is its high
+        # seqno (``mockdcp.model._ephemeral``)
+        unpersisted = lose_unpersisted and self.bucket.ephemeral is None
         for v in vbs:
-            kept = self.persisted[v] if lose_unpersisted else self.high[v]
+            kept = self.persisted[v] if unpersisted else self.high[v]
             self.high[v] = min(self.high[v], kept if lose_after is None else lose_after)
             self.persisted[v] = min(self.persisted[v], self.high[v])
         self.certain, self.live, self.pending = False, {}, {}

@@ -82,6 +82,17 @@ class BucketSpec:
     #: ``dcp_backfill_in_progress_per_connection_limit``, 1 since MB-57304; more stages
     #: an older node whose backfills of one connection interleave)
     backfills_per_connection: int = 1
+    #: ``couchbase`` or ``ephemeral`` (no disk: backfills from memory, tombstones purged
+    #: by age, the persistence steps refused; ``mockdcp.model._ephemeral``)
+    type: Literal["couchbase", "ephemeral"] = "couchbase"
+    #: an ephemeral bucket's eviction policy (ns_server ``evictionPolicy``): noEviction
+    #: refuses writes when full, nruEviction deletes the oldest documents
+    eviction_policy: Literal["noEviction", "nruEviction"] | None = None
+    #: an ephemeral bucket's memory quota in bytes (None: no limit)
+    memory_quota: int | None = None
+    #: an ephemeral bucket's tombstone purge age in seconds (None: a day, as ns_server
+    #: sets ``ephemeral_metadata_purge_age``)
+    ephemeral_purge_age: int | None = None
     #: the bucket's virtual clock starts at this ISO 8601 time (default
     #: 2023-11-14T22:13:20Z); ``advance_clock`` moves it
     clock_start: str | None = None

@@ -332,6 +332,7 @@ class Persist(Step):
     upto: int | None = None
 
     def check(self, sim: Simulation) -> None:
+        _refuse_on_ephemeral(self, sim)
         vbs = for_vbuckets(self, sim)
         check_upto(self.upto, self.vbuckets, {v: sim.high[v] for v in vbs}, "high seqno")
         for v in vbs:
@@ -355,6 +356,9 @@ class Persistence(Step):
     GROUP = "storage"
     paused: bool
 
+    def check(self, sim: Simulation) -> None:
+        _refuse_on_ephemeral(self, sim)
+
     def apply(self, ctx: StepContext) -> None:
         if self.paused:
             ctx.bucket.flusher.pause()
@@ -372,6 +376,7 @@ class Purge(Step):
     upto: int | None = None
 
     def check(self, sim: Simulation) -> None:
+        _refuse_on_ephemeral(self, sim)
         vbs = for_vbuckets(self, sim)
         bounds = {v: sim.persisted[v] for v in vbs}
         check_upto(self.upto, self.vbuckets, bounds, "persisted seqno")
@@ -395,6 +400,7 @@ class PurgeHistory(Step):
     upto: int | None = None
 
     def check(self, sim: Simulation) -> None:
+        _refuse_on_ephemeral(self, sim)
         if not sim.manifest.history_allowed:
             raise ValueError("purge_history needs a magma bucket (couchstore keeps no history)")
         vbs = for_vbuckets(self, sim)
@@ -405,6 +411,45 @@ class PurgeHistory(Step):
             v = ctx.bucket.vbucket(vb)
             upto = None if self.upto is None else min(self.upto, v.persisted_seqno)
             ctx.bucket.purge_history(vb, upto)
+
+
+@attrs.frozen(kw_only=True)
+class EphemeralPurge(Step):
+    """An ephemeral bucket's tombstone purger runs now (kv_engine
+    ``ephemeral_tombstone_purger.cc``): tombstones deleted at least ``age`` seconds ago
+    (default: the bucket's ``ephemeral_purge_age``, a day as ns_server sets it) leave the
+    sequence list and the purge seqno rises; a backfill that then starts at or below it
+    ends its stream with Rollback (``backfill_memory.cc``)."""
+
+    NAME = "ephemeral_purge"
+    GROUP = "storage"
+    vbuckets: Vbuckets = "all"
+    age: int | None = None
+
+    def check(self, sim: Simulation) -> None:
+        for_vbuckets(self, sim)
+        if sim.bucket.ephemeral is None:
+            raise ValueError(
+                "ephemeral_purge needs an ephemeral bucket (bucket: {type: ephemeral}); a"
+                " couchbase bucket's tombstones go at compaction: purge"
+            )
+        if self.age is not None and self.age < 0:
+            raise ValueError(f"age is seconds >= 0, not {self.age}")
+
+    def apply(self, ctx: StepContext) -> None:
+        for vb in ctx.vbuckets(self.vbuckets):
+            ctx.bucket.ephemeral_purge(vb, age=self.age)
+
+
+def _refuse_on_ephemeral(step: Step, sim: Simulation) -> None:
+    """``ValueError`` naming ``step`` on an ephemeral bucket: it has no disk, no
+    flusher and no compaction (kv_engine ``ephemeral_bucket.cc``)."""
+    if sim.bucket.ephemeral is not None:
+        raise ValueError(
+            f"{step.NAME}: the bucket is ephemeral and has no persistence (no disk, no"
+            " flusher, no compaction: kv_engine ephemeral_bucket.cc); its tombstones are"
+            " purged by age: ephemeral_purge"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -424,14 +469,17 @@ class DropCursor(Step):
 @attrs.frozen(kw_only=True)
 class Restart(Step):
     """An unclean node restart: unpersisted items are lost, warmup adds a failover
-    entry, every connection drops."""
+    entry, every connection drops. On an ephemeral bucket everything is lost: empty
+    vbuckets with new uuids (consumers roll back to 0)."""
 
     NAME = "restart"
     GROUP = "storage"
     vbuckets: Vbuckets = "all"
 
     def check(self, sim: Simulation) -> None:
-        sim.lose(for_vbuckets(self, sim), lose_after=None, lose_unpersisted=True)
+        # an ephemeral bucket loses everything (``Bucket.restart``)
+        lost = 0 if sim.bucket.ephemeral is not None else None
+        sim.lose(for_vbuckets(self, sim), lose_after=lost, lose_unpersisted=True)
 
     def apply(self, ctx: StepContext) -> None:
         vbs = ctx.vbuckets(self.vbuckets)
@@ -1196,6 +1244,7 @@ STEP_TYPES: tuple[type[Step], ...] = (
     Persistence,
     Purge,
     PurgeHistory,
+    EphemeralPurge,
     DropCursor,
     Restart,
     AdvanceClock,
@@ -1252,6 +1301,7 @@ __all__ = [
     "DropScope",
     "Duration",
     "EndStream",
+    "EphemeralPurge",
     "Expect",
     "Expire",
     "Failover",

@@ -308,11 +308,30 @@ class CouchbaseEndpoints:
         else:
             info["autoCompactionSettings"] = _AUTO_COMPACTION
             info["purgeInterval"] = _purge_days(model)
+        if model.ephemeral is not None:
+            _ephemeral_info(info, model)
         if model.storage == "magma":  # ns_server 7.2+ reports a Magma bucket's retention
             info["historyRetentionSeconds"] = model.history_retention_seconds
             info["historyRetentionBytes"] = model.history_retention_bytes
             info["historyRetentionCollectionDefault"] = model.manifest.history_default
         return info
+
+
+def _ephemeral_info(info: dict[str, Any], bucket: Bucket) -> None:
+    """An ephemeral bucket's fields as ns_server reports them (``menelaus_web_buckets.erl``
+    ``build_bucket_info``): ``bucketType`` ``ephemeral`` (``ns_bucket:external_bucket_type``),
+    no ``storageBackend`` (no disk), ``evictionPolicy`` noEviction or nruEviction
+    (``build_eviction_policy``), the purge interval in days (the purge age / 86400,
+    ``memcached_bucket_config.erl``) and the RAM quota in bytes. go-dcp reads
+    ``bucketType`` here to turn its rollback mitigation off (go-dcp-kafka issue #66)."""
+    settings = bucket.ephemeral
+    assert settings is not None
+    info["bucketType"] = "ephemeral"
+    info.pop("storageBackend", None)
+    info["evictionPolicy"] = settings.eviction_policy
+    info["purgeInterval"] = settings.purge_age / 86400
+    if settings.memory_quota is not None:
+        info["quota"] = {"ram": settings.memory_quota, "rawRAM": settings.memory_quota}
 
 
 class ConfigStream(Response):

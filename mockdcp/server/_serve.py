@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import attrs
 import trio
 
-from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket
+from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket, ephemeral_settings
 from mockdcp.producer import Node
 from mockdcp.server._flusher import run_flusher
 from mockdcp.server._http import HttpService
@@ -309,6 +309,10 @@ async def serve(
     history_retention_bytes: int | None = None,
     history_retention_seconds: int | None = None,
     backfills_per_connection: int = 1,
+    bucket_type: str = "couchbase",
+    eviction_policy: str | None = None,
+    memory_quota: int | None = None,
+    ephemeral_purge_age: int | None = None,
     server_version: str | None = None,
     external_host: str | None = None,
     external_kv_port: int | None = None,
@@ -350,6 +354,11 @@ async def serve(
     ``backfills_per_connection``: backfills one connection reads at once (kv_engine
     ``dcp_backfill_in_progress_per_connection_limit``, 1; more stages a node before
     MB-57304), as ``Bucket(backfills_per_connection=...)``.
+    ``bucket_type`` ``ephemeral`` (``mockdcp.model._ephemeral``): no disk and no
+    flusher, backfills from memory, tombstones purged by age (``ephemeral_purge_age``
+    seconds, a day by default), OBSERVE_SEQNO's persisted seqno 0, a restart losing
+    everything; ``eviction_policy`` (``noEviction``: writes refused with TMPFAIL when
+    full, ``nruEviction``: the oldest documents deleted) with ``memory_quota`` bytes.
     ``server_version``: what ``/pools`` and VERSION report (default 7.6.2).
     ``clock``: ``wall`` (the default: the bucket's time is the wall clock) or
     ``virtual``: the bucket's clock starts at ``clock_start`` (an ISO 8601 time or
@@ -425,12 +434,17 @@ async def serve(
                 history_retention_bytes=history_retention_bytes,
                 history_retention_seconds=history_retention_seconds,
                 backfills_per_connection=backfills_per_connection,
+                bucket_type=bucket_type,
+                ephemeral=ephemeral_settings(
+                    bucket_type, eviction_policy, memory_quota, ephemeral_purge_age
+                ),
             )
         except ModelError as exc:
             raise ServerError(str(exc)) from exc
     if flush_interval is not None and not flush_interval > 0:
         raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
-    model.flusher.interval = flush_interval
+    # an ephemeral bucket has no flusher (kv_engine ``ephemeral_bucket.cc``: no disk)
+    model.flusher.interval = flush_interval if model.ephemeral is None else None
     model.pause_collector = collector_paused
     network = NetworkOptions.build(
         host,

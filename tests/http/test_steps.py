@@ -252,3 +252,32 @@ async def test_a_bad_scenario_is_422_with_the_line(
     assert server.bucket.oracle() == {}
     r = await http.post("/mock/scenario", content="a: [", headers={"content-type": "text/yaml"})
     assert r.status_code == 422
+
+
+async def test_a_persistence_step_on_an_ephemeral_bucket_is_422_and_nothing_applied() -> None:
+    import httpx
+
+    from mockdcp.model import Bucket
+    from mockdcp.server import serve
+
+    bucket = Bucket("cache", 4, clock=time.time, bucket_type="ephemeral")
+    async with (
+        serve(port=0, http_port=0, bucket_obj=bucket) as srv,
+        httpx.AsyncClient(
+            base_url=srv.http_url, auth=("Administrator", "password"), timeout=10
+        ) as client,
+    ):
+        r = await client.post("/mock/steps", json=[SET, {"persistence": {"paused": True}}])
+        assert r.status_code == 422
+        [error] = r.json()["errors"]
+        assert error["step"] == 1
+        assert "persistence: the bucket is ephemeral" in error["detail"]
+        assert srv.bucket.oracle() == {}
+        assert not srv.bucket.flusher.paused
+        assert srv.bucket.flusher.interval is None  # no flusher at all
+        r = await client.post("/mock/steps", json=[SET, {"ephemeral_purge": {"age": 0}}])
+        assert r.status_code == 200
+        info = (await client.get("/pools/default/buckets/cache")).json()
+        assert (info["bucketType"], info["evictionPolicy"]) == ("ephemeral", "noEviction")
+        assert "storageBackend" not in info
+        assert info["purgeInterval"] == 1

@@ -6,6 +6,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
 
 from mockdcp.protocol import GetAllVbSeqnos, StreamEndReason, decode_all_vb_seqnos
@@ -203,3 +204,31 @@ def test_serve_clock_virtual_starts_the_bucket_clock_at_clock_start() -> None:
     )
     assert bad.returncode != 0
     assert "clock_start needs clock='virtual'" in bad.stderr
+
+
+@pytest.mark.full  # three processes (the fast tier covers the same through serve())
+def test_serve_bucket_type_ephemeral_is_reported_and_its_options_checked() -> None:
+    import httpx
+
+    proc, ready = _serve("--docs", "50", "--vbuckets", "4", "--bucket-type", "ephemeral",
+                         "--eviction-policy", "nruEviction", "--memory-quota", "64MiB")  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{ready['http_port']}/pools/default/buckets/default"
+        info = httpx.get(url, auth=("Administrator", "password"), timeout=10).json()
+        assert (info["bucketType"], info["evictionPolicy"]) == ("ephemeral", "nruEviction")
+        assert info["quota"]["ram"] == 64 * 1024 * 1024
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    for argv, message in (
+        (["--eviction-policy", "noEviction"], "are an ephemeral bucket's"),
+        (["--bucket-type", "ephemeral", "--memory-quota", "lots"], "not a byte count"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, "-m", "mockdcp", "serve", "--port", "0", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert bad.returncode != 0
+        assert message in bad.stderr

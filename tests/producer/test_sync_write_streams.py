@@ -320,3 +320,19 @@ def test_a_v2_marker_over_a_cold_loaded_vbucket_carries_its_max_visible_seqno() 
     b.persist()
     msgs = stream(session(b, collections=False))
     assert summary(msgs)[0] == ("marker", 0, 4, 3)
+
+
+def test_a_legacy_memory_backfill_with_sync_writes_is_not_refused() -> None:
+    # an ephemeral vbucket's backfill (kv_engine ``backfill_memory.cc``) has no
+    # ``markLegacyDiskSnapshot``: its legacy sync-writes stream is served
+    from mockdcp.model import Bucket as Model
+
+    b = Model("default", 1, seed=2, clock=lambda: 1_700_000_000.0, bucket_type="ephemeral")
+    b.sync_write("a", "1", vbucket=0, outcome="commit")
+    b.create_collection("_default", "hotel")
+    b.checkpoint()
+    b.set("z", "9", vbucket=0)
+    assert b.vbucket(0).register_cursor("probe", 0) is None  # the stream backfills
+    msgs = stream(session(b, collections=False))
+    assert not [m for m in msgs if isinstance(m, StreamEnd)]
+    assert [m.key for m in msgs if isinstance(m, Mutation)] == [b"a", b"z"]

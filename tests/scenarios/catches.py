@@ -33,6 +33,8 @@ WRITE = "python -m tests.scenarios.catches --write"
 #: the rollback scenarios: each must catch a consumer that keeps what a rollback undid
 ROLLBACK = (
     "double-failover",
+    "ephemeral-backfill-purged-mid-stream",
+    "ephemeral-restart",
     "failover-drops-prepares",
     "flush",
     "hard-failover-replica-behind",
@@ -51,12 +53,16 @@ MEANT: dict[str, tuple[str, ...]] = {
     "keep-rolled-back": ROLLBACK,
     "never-ack": ("slow-consumer-flow-control",),
     "complete-snapshot": ("resume-mid-snapshot",),
-    "no-reopen": ("stream-end-state-changed",),
+    "no-reopen": ("stream-end-state-changed", "ephemeral-backfill-purged-mid-stream"),
     "reopen-ended": ("stream-end-filter-empty",),
     "ignore-noops": ("noops-keep-idle-connection-alive",),
     "no-backoff": ("reconnect-storm",),
     "dedup-snapshots": ("history-snapshots-with-duplicates", "history-backfill-split"),
-    "drop-deletions": ("purge-while-away", "ttl-passes-while-away"),
+    "drop-deletions": (
+        "purge-while-away",
+        "ttl-passes-while-away",
+        "ephemeral-auto-delete-eviction",
+    ),
     "contiguous-seqnos": (
         "durable-write-aborted",
         "prepare-only-seqno-advanced",

@@ -19,6 +19,7 @@ MODES = (
     "rebalance",
     "history",
     "durable",
+    "ephemeral",
     "startup",
     "compare",
 )
@@ -34,6 +35,7 @@ MODE_OPTIONS: dict[str, set[str]] = {
     "rebalance": {"items", "value_size", "vbuckets", "nodes", "replicas"},
     "history": {"items", "value_size", "vbuckets", "from_disk", "revisions", "storage"},
     "durable": _STREAMING | {"fraction"},
+    "ephemeral": {"items", "value_size", "vbuckets", "legacy"},
     "startup": set(),
     "compare": {"ref", "items", "vbuckets"},
 }
