@@ -35,8 +35,9 @@ pytest_plugins = ["tests.docker.fixtures"]
 
 #: processes for the whole fast tier (5.6 min with 4 on this 2-core machine, quiet)
 FAST_WORKERS = 6
-#: processes for the whole full tier (27-28 min in one on this 2-core machine)
-FULL_WORKERS = 3
+#: processes for the whole full tier (27-28 min in one on this 2-core machine; more
+#: than two starve the real clients and the image build)
+FULL_WORKERS = 2
 #: the fixtures that reach the Docker engine: their tests share one process
 DOCKER_FIXTURES = frozenset(
     {"docker_engine", "base_image_tag", "docker_context", "mockdcp_image", "container_mode"}

@@ -17,7 +17,7 @@ def bench_report(*options: str) -> dict[str, Any]:
     result = subprocess.run(
         [sys.executable, "-m", "mockdcp", "bench", *options, "--runs", "1", "--json"],
         capture_output=True,
-        timeout=300,
+        timeout=900,
         check=True,
     )
     report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])

@@ -26,8 +26,12 @@ import org.junit.jupiter.api.Test;
  */
 class LocalMockDcpTest {
 
-  /** How long a server may take to be ready (median), ms: -Dmockdcp.readyBudgetMillis. */
-  private static final long READY_BUDGET_MS = Long.getLong("mockdcp.readyBudgetMillis", 1000);
+  /**
+   * A start slower than this (median, ms; -Dmockdcp.readyBudgetMillis) is broken, not slow: the
+   * figure is printed, and the start's speed is measured by {@code mockdcp bench startup}, not by
+   * a timed test that fails when the machine is busy.
+   */
+  private static final long READY_BUDGET_MS = Long.getLong("mockdcp.readyBudgetMillis", 5000);
   private static final int RUNS = 7;
 
   @Test
