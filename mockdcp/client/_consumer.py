@@ -206,7 +206,13 @@ class DcpConsumer:
             core.take_cluster_config(frame.value)
         await self._expect_ok(core.dcp_open(), "DCP_OPEN")
         for control in core.controls():
-            await self._expect_ok(control, f"control {control.key}")
+            frame = await self._call(control)
+            if frame.status != Status.SUCCESS and not core.control_refused(
+                control.key, frame.status
+            ):
+                raise ConsumerError(
+                    f"control {control.key} failed with status {frame.status:#x}: {frame.value!r}"
+                )
 
     async def _login(self) -> None:
         """HELLO, SASL and SELECT_BUCKET: what any KV connection starts with."""

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from mockdcp.producer._checker import CheckerRegistry, ConnectionChecker
     from mockdcp.producer._checker_rules import Violation
     from mockdcp.producer._stream import Stream
-    from mockdcp.protocol import Frame, Response, SaslServer, Status
+    from mockdcp.protocol import Frame, Response, SaslServer, ServerProfile, Status
 
     class NodeServices(Protocol):
         """What a connection needs of the node that owns it (``Node`` provides it;
@@ -68,8 +68,12 @@ if TYPE_CHECKING:
         bucket: Bucket
         users: Mapping[str, str]
         host: str
-        version: str
+        #: the server version the node behaves as
+        profile: ServerProfile
         idle_timeout: float
+
+        @property
+        def version(self) -> str: ...
 
         @property
         def view(self) -> NodeView:

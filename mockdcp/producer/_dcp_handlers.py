@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mockdcp.producer")
 
-#: DCP_OPEN flags a producer accepts (kv_engine ``dcp_open_validator``).
+#: DCP_OPEN flags a producer accepts (kv_engine ``dcp_open_validator``, the same mask in
+#: 7.0 to 8.0 but for PiTR, which the mock does not implement; SKIP_DELETES_IN_INITIAL_
+#: BACKFILL is newer than 8.0).
 _OPEN_FLAGS_OK = (
     DcpOpenFlag.PRODUCER
     | DcpOpenFlag.INCLUDE_XATTRS
@@ -49,7 +51,6 @@ _OPEN_FLAGS_OK = (
     | DcpOpenFlag.INCLUDE_DELETE_TIMES
     | DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
     | DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS
-    | DcpOpenFlag.SKIP_DELETES_IN_INITIAL_BACKFILL
 )
 
 
@@ -91,7 +92,7 @@ def on_dcp_open(conn: Connection, frame: Frame, msg: DcpOpen, now: float) -> Non
 
 def on_control(conn: Connection, frame: Frame, msg: DcpControl, now: float) -> None:
     conn.settings.history_capable = conn.node.bucket.storage == "magma"
-    status = apply_control(conn.settings, msg.key, msg.value)
+    status = apply_control(conn.settings, msg.key, msg.value, conn.node.profile)
     if msg.key == "connection_buffer_size" and status == Status.SUCCESS:
         conn.flow.resize(conn.settings.buffer_size)
     if msg.key == "set_noop_interval" or msg.key == "enable_noop":
@@ -123,6 +124,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         bucket=conn.node.view,
         settings=conn.settings,
         active_stream_exists=active_stream_exists,
+        profile=conn.node.profile,
     )
     rollback = decision.status == Status.ROLLBACK
     log.info(

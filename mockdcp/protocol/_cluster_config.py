@@ -35,31 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from mockdcp.protocol._versions import DEFAULT_PROFILE, ServerProfile
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: What VERSION and ``/pools`` answer: a 7.x server (clients parse X.Y.Z).
-SERVER_VERSION = "7.6.2-3721-enterprise"
-
-BUCKET_CAPABILITIES = (
-    "collections",
-    "durableWrite",
-    "tombstonedUserXAttrs",
-    "couchapi",
-    "subdoc.ReplaceBodyWithXattr",
-    "subdoc.DocumentMacroSupport",
-    "subdoc.ReviveDocument",
-    "dcp.IgnorePurgedTombstones",
-    "preserveExpiry",
-    "querySystemCollection",
-    "mobileSystemCollection",
-    "rangeScan",
-    "dcp",
-    "cccp",
-    "xattr",
-    "nodesExt",
-    "xdcrCheckpointing",
-)
+#: What VERSION and ``/pools`` answer by default: the newest profile's (clients parse
+#: X.Y.Z); ``mockdcp.protocol._versions`` has the others.
+SERVER_VERSION = DEFAULT_PROFILE.version
 
 
 #: the network name clients select for addresses outside the cluster's own network
@@ -162,10 +145,12 @@ def cluster_config(
     manifest_uid: int = 0,
     network: NodeNetwork | None = None,
     history: bool = False,
+    profile: ServerProfile = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
     """The terse bucket config of a one-node cluster serving every vbucket; ``network``:
     its TLS ports and alternate addresses (none by default); ``history``: the bucket
-    retains history (Magma), advertised as the ``nonDedupedHistory`` capability."""
+    retains history (Magma), advertised as the ``nonDedupedHistory`` capability from 7.2;
+    ``profile``: the server version, whose bucket capabilities it lists."""
     network = network or NodeNetwork()
     ports = ServicePorts(
         kv=kv_port, mgmt=http_port, kv_ssl=network.kv_ssl, mgmt_ssl=network.mgmt_ssl
@@ -195,7 +180,7 @@ def cluster_config(
             "vBucketMap": vbmap,
         },
         "bucketCapabilitiesVer": "",
-        "bucketCapabilities": [*BUCKET_CAPABILITIES, *(("nonDedupedHistory",) if history else ())],
+        "bucketCapabilities": profile.bucket_capabilities(history=history),
         "clusterCapabilitiesVer": [1, 0],
         "clusterCapabilities": {"n1ql": ["enhancedPreparedStatements"]},
     }
