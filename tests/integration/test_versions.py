@@ -139,7 +139,7 @@ async def test_serve_refuses_an_unknown_version_and_history_before_72() -> None:
     with pytest.raises(ServerError, match=r"unknown server version '7\.1'"):
         async with serve(port=0, http_port=0, server_version="7.1"):
             pass
-    with pytest.raises(ServerError, match="7.2 or later, not 7.0"):
+    with pytest.raises(ServerError, match=r"7\.2 or later, not 7\.0"):
         async with serve(port=0, http_port=0, server_version="7.0", storage="magma"):
             pass
 
