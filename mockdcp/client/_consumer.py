@@ -110,6 +110,7 @@ class DcpConsumer:
         core: ConsumerCore | None = None,
         sync_writes: bool = False,
         clustermap_notification: bool = False,
+        change_streams: bool = False,
     ) -> None:
         self.host, self.port = host, port
         self.user, self.password, self.bucket = user, password, bucket
@@ -129,6 +130,7 @@ class DcpConsumer:
             streams=streams,
             sync_writes=sync_writes,
             clustermap_notification=clustermap_notification,
+            change_streams=change_streams,
         )
         self.on_event = on_event
         self._connect = connect or self._open_tcp

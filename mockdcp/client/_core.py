@@ -143,6 +143,7 @@ class ConsumerCore:
         streams: Iterable[StreamFilter] = (),
         sync_writes: bool = False,
         clustermap_notification: bool = False,
+        change_streams: bool = False,
     ) -> None:
         self.name = name
         #: HELLO asks for cluster config pushes (DUPLEX, CLUSTERMAP_CHANGE_NOTIFICATION
@@ -162,6 +163,9 @@ class ConsumerCore:
         self.open_flags = open_flags
         self.stream_flags = stream_flags
         self.extra_controls = list(controls)
+        if change_streams and "change_streams" not in dict(self.extra_controls):
+            # history snapshots where the node has them; optional (``control_refused``)
+            self.extra_controls.append(("change_streams", "true"))
         #: optional controls the node refused (key -> status): ``control_refused``
         self.refused: dict[str, int] = {}
         #: ``enable_sync_writes`` (and ``consumer_name``) are sent: prepares are held,
