@@ -222,6 +222,7 @@ async def test_consumer_assuming_unique_keys_fails_history_scenarios(scenario: s
     assert any("requested with start seqno" in detail for detail in failed)
 
 
+@pytest.mark.full  # its failure is the first wait's timeout (30 s, for slow JVM starts)
 async def test_a_consumer_requiring_change_streams_fails_on_a_70_node() -> None:
     """The reference consumer streams on when a 7.0 node refuses change_streams (EINVAL);
     one that takes the refusal as fatal (gocbcore's bootstrap) never gets a document."""
