@@ -154,3 +154,23 @@ def test_the_cli_refuses_an_unknown_version_by_name() -> None:
     assert result.returncode == 2
     assert b"unknown server version '6.6'" in result.stderr
     assert b"7.0, 7.2, 7.6, 8.0" in result.stderr
+
+
+async def test_every_node_of_a_cluster_is_of_the_version() -> None:
+    async with serve(port=0, http_port=0, nodes=2, server_version="7.2") as srv:
+        second = srv.nodes[1]
+        c, granted = await _dcp(second.kv_port)
+        try:
+            assert F.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF not in granted  # 7.6's
+            v = await c.call(Version(opaque=c.next_opaque()))
+            assert v.value.decode() == PROFILES["7.2"].version
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{second.http_port}",
+                auth=("Administrator", "password"),
+                timeout=10,
+            ) as http:
+                nodes = (await http.get("/pools/default")).json()["nodes"]
+                assert [n["clusterCompatibility"] for n in nodes] == [0x70002, 0x70002]
+        finally:
+            while OPEN:
+                await OPEN.pop().aclose()
