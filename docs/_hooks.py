@@ -143,12 +143,10 @@ def versions_table() -> str:
 
     profiles = list(PROFILES.values())
 
-    def has(items: list[frozenset[Any] | set[Any]]) -> list[tuple[str, list[bool]]]:
-        every = sorted(set().union(*items), key=str)
+    def has(items: list[set[str]]) -> list[tuple[str, list[bool]]]:
+        every = sorted(set[str]().union(*items))
         return [
-            (str(x), [x in got for got in items])
-            for x in every
-            if not all(x in got for got in items)
+            (x, [x in got for got in items]) for x in every if not all(x in got for got in items)
         ]
 
     rows: list[tuple[str, list[str]]] = [
@@ -166,7 +164,7 @@ def versions_table() -> str:
             [yes[p.oso_seqno_advanced] for p in profiles],
         )
     )
-    flags = [{f.name for f in StreamFlag if f & p.stream_flags} for p in profiles]
+    flags = [{str(f.name) for f in StreamFlag if f & p.stream_flags} for p in profiles]
     for name, cells in has(flags):
         rows.append((f"stream flag `{name}`", [yes[c] for c in cells]))
     rows.append(
