@@ -124,6 +124,11 @@ async def test_a_node_of_each_release(version: str) -> None:
                 assert default["clusterCompatVersion"] == version
                 (node,) = default["nodes"]
                 assert node["clusterCompatibility"] == PROFILES[version].cluster_compatibility
+                state = (await http.get("/mock/state")).json()
+                assert state["server_version"] == {
+                    "release": version,
+                    "reports": PROFILES[version].version,
+                }
                 terse = (await http.get("/pools/default/terseClusterInfo")).json()
                 assert terse["clusterCompatVersion"] == version
                 config = (await http.get("/pools/default/b/default")).json()
