@@ -86,13 +86,16 @@ def _network(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _serve(args: argparse.Namespace) -> None:
     from mockdcp.cli import _live
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, make_clock
     from mockdcp.server import serve
 
     if args.json:
         _live.use_json_logs()
 
     scenario = getattr(args, "scenario", None)
+    clock = make_clock(
+        getattr(args, "clock", "wall"), getattr(args, "clock_start", None), time.time
+    )
     bucket = (
         None
         if scenario
@@ -100,7 +103,7 @@ async def _serve(args: argparse.Namespace) -> None:
             args.bucket,
             args.vbuckets,
             seed=args.seed,
-            clock=time.time,
+            clock=clock,
             collections=getattr(args, "collections", None) or {},
             storage=args.storage,
             history_retention_bytes=args.history_retention_bytes,

@@ -18,7 +18,7 @@ from mockdcp.producer import DEFAULT_OUTPUT_LIMIT, RETIRED_COUNTERS
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from mockdcp.model import VBucket
+    from mockdcp.model import Bucket, VBucket
     from mockdcp.producer import Connection, Node
     from mockdcp.server._serve import MockDcpServer
 
@@ -177,12 +177,25 @@ def cluster_metrics(node: Node) -> tuple[dict[str, int], dict[str, int]]:
     return by_status, {"rev": topology.rev, "replica_lag": lag, "rebalance_moves_left": left}
 
 
+def clock_state(bucket: Bucket) -> dict[str, Any]:
+    """The bucket's clock: ``wall`` or ``virtual`` with its time (ISO 8601), and the
+    intervals of the node's timed tasks in seconds."""
+    from mockdcp.model import iso_time
+
+    virtual = bucket.virtual_clock
+    timers = attrs.asdict(bucket.timers)
+    if virtual is None:
+        return {"kind": "wall", "timers": timers}
+    return {"kind": "virtual", "now": iso_time(virtual.now), "timers": timers}
+
+
 def server_state(server: MockDcpServer) -> dict[str, Any]:
     """``node_state`` of a running server, with its scenario progress and whether the
     background flusher is held."""
     runner = server._runner  # made on first use: no steps, no progress to show
     state = node_state(server.node, scenario=None if runner is None else runner.progress.as_dict())
     state["persistence_paused"] = server.persistence_paused
+    state["clock"] = clock_state(server.bucket)
     if server.corpus is not None:
         state["corpus"] = server.corpus
     kv = server.kv
