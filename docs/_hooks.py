@@ -135,10 +135,60 @@ def matrix_table() -> str:
     return matrix.table(matrix.load()) + "\n"
 
 
+def versions_table() -> str:
+    """What differs between the server version profiles, from
+    ``mockdcp.protocol.PROFILES``: a row per thing a consumer can tell apart, a column
+    per release (only what is not the same in all of them)."""
+    from mockdcp.protocol import PROFILES, StreamFlag
+
+    profiles = list(PROFILES.values())
+
+    def has(items: list[set[str]]) -> list[tuple[str, list[bool]]]:
+        every = sorted(set[str]().union(*items))
+        return [
+            (x, [x in got for got in items]) for x in every if not all(x in got for got in items)
+        ]
+
+    rows: list[tuple[str, list[str]]] = [
+        ("version reported (VERSION, `/pools`)", [f"`{p.version}`" for p in profiles]),
+        ("`clusterCompatibility`", [str(p.cluster_compatibility) for p in profiles]),
+    ]
+    yes = {True: "yes", False: ""}
+    for name, cells in has([{f.name for f in p.features} for p in profiles]):
+        rows.append((f"HELLO `{name}`", [yes[c] for c in cells]))
+    for name, cells in has([set(p.controls) for p in profiles]):
+        rows.append((f"DCP_CONTROL `{name}`", [yes[c] for c in cells]))
+    rows.append(
+        (
+            "`enable_out_of_order_snapshots=true_with_seqno_advanced`",
+            [yes[p.oso_seqno_advanced] for p in profiles],
+        )
+    )
+    flags = [{str(f.name) for f in StreamFlag if f & p.stream_flags} for p in profiles]
+    for name, cells in has(flags):
+        rows.append((f"stream flag `{name}`", [yes[c] for c in cells]))
+    rows.append(
+        (
+            "unknown stream flags",
+            ["EINVAL" if p.checks_stream_flags else "ignored" for p in profiles],
+        )
+    )
+    caps = [set(p.bucket_capabilities(history=True)) for p in profiles]
+    for name, cells in has(caps):
+        rows.append((f"bucket capability `{name}`", [yes[c] for c in cells]))
+    lines = [
+        "| | " + " | ".join(p.name for p in profiles) + " |",
+        "| --- |" + " --- |" * len(profiles),
+    ]
+    lines += [f"| {what} | " + " | ".join(cells) + " |" for what, cells in rows]
+    return "\n".join(lines) + "\n"
+
+
 GENERATED: dict[str, Callable[[], str]] = {
     "steps": steps_reference,
     "http-api": http_reference,
     "matrix": matrix_table,
+    "versions": versions_table,
 }
 
 

@@ -156,6 +156,15 @@ def test_the_matrix_page_is_rendered_from_the_checked_in_matrix() -> None:
     assert matrix.table(matrix.load()) in page
 
 
+def test_the_versions_page_shows_what_differs_from_the_profiles() -> None:
+    page = hooks().fill((DOCS / "versions.md").read_text(encoding="utf-8"))
+    assert "| | 7.0 | 7.2 | 7.6 | 8.0 |" in page
+    assert "| DCP_CONTROL `max_marker_version` |  |  |  | yes |" in page
+    assert "| unknown stream flags | ignored | EINVAL | EINVAL | EINVAL |" in page
+    assert "enable_noop" not in page  # the same in every release: no row
+    assert "generated:" not in page
+
+
 def test_a_misspelled_marker_fails_the_build() -> None:
     with pytest.raises(ValueError, match="no generated part 'step'"):
         hooks().fill("<!-- generated: step -->")

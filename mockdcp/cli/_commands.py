@@ -418,7 +418,7 @@ async def _tail(args: argparse.Namespace) -> None:
         "stream_flags": StreamFlag.FROM_LATEST if args.start == "now" else 0,
         "buffer_size": args.buffer_size,
         "noop_interval": args.noop_interval,
-        "controls": [("change_streams", "true")] if args.change_streams else (),
+        "change_streams": args.change_streams,
         "sync_writes": args.sync_writes,
     }
     if args.clustermap_notification is not None:  # else each consumer's default

@@ -116,6 +116,17 @@ def _collection_paths(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _server_version(text: str) -> str:
+    """``--server-version``: a version that names a profile, else an error naming it."""
+    from mockdcp.protocol import UnknownServerVersion, resolve_server_version
+
+    try:
+        resolve_server_version(text)
+    except UnknownServerVersion as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -291,8 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--server-version",
-        metavar="X.Y.Z",
-        help="what /pools and VERSION report (default 7.6.2-3721-enterprise)",
+        type=_server_version,
+        metavar="VERSION",
+        help="the Couchbase Server release the node behaves as: 7.0, 7.2, 7.6 or 8.0 "
+        "(default 8.0, the newest), or a full version string like 7.2.4-7070-enterprise: "
+        "HELLO features, DCP controls and stream flags taken, versions and capabilities "
+        "reported (docs/versions.md)",
     )
     serve.add_argument(
         "--json", action="store_true", help="print the ready line and the log as JSON lines"
@@ -422,8 +437,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tail.add_argument(
         "--change-streams",
-        action="store_true",
-        help="ask for history snapshots (every revision; a Magma bucket with retention)",
+        action=argparse.BooleanOptionalAction,
+        default=env("MOCKDCP_CHANGE_STREAMS", "") == "1",
+        help="ask for history snapshots (every revision; a Magma bucket with retention); "
+        "a node that refuses them (before 7.2, or couchstore) streams without "
+        "(default MOCKDCP_CHANGE_STREAMS=1, as a scenario may ask)",
     )
     tail.add_argument(
         "--sync-writes",

@@ -110,6 +110,7 @@ class DcpConsumer:
         core: ConsumerCore | None = None,
         sync_writes: bool = False,
         clustermap_notification: bool = False,
+        change_streams: bool = False,
     ) -> None:
         self.host, self.port = host, port
         self.user, self.password, self.bucket = user, password, bucket
@@ -129,6 +130,7 @@ class DcpConsumer:
             streams=streams,
             sync_writes=sync_writes,
             clustermap_notification=clustermap_notification,
+            change_streams=change_streams,
         )
         self.on_event = on_event
         self._connect = connect or self._open_tcp
@@ -206,7 +208,13 @@ class DcpConsumer:
             core.take_cluster_config(frame.value)
         await self._expect_ok(core.dcp_open(), "DCP_OPEN")
         for control in core.controls():
-            await self._expect_ok(control, f"control {control.key}")
+            frame = await self._call(control)
+            if frame.status != Status.SUCCESS and not core.control_refused(
+                control.key, frame.status
+            ):
+                raise ConsumerError(
+                    f"control {control.key} failed with status {frame.status:#x}: {frame.value!r}"
+                )
 
     async def _login(self) -> None:
         """HELLO, SASL and SELECT_BUCKET: what any KV connection starts with."""

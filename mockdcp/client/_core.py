@@ -68,6 +68,8 @@ STREAM_OPAQUE_BASE = 0x1000
 #: A stream's opaque is ``STREAM_OPAQUE_BASE + vbucket + OPAQUE_SLOT * i`` for the i-th
 #: of the consumer's filters (vbuckets are below 1024).
 OPAQUE_SLOT = 0x10000
+#: DCP_CONTROLs a node may refuse without the bootstrap failing (``control_refused``)
+OPTIONAL_CONTROLS = frozenset({"change_streams"})
 #: Pause before re-opening a stream that ended with a reason other than OK.
 REOPEN_DELAY = 0.05
 #: Pause before asking again for a stream refused with a status worth retrying; it
@@ -141,6 +143,7 @@ class ConsumerCore:
         streams: Iterable[StreamFilter] = (),
         sync_writes: bool = False,
         clustermap_notification: bool = False,
+        change_streams: bool = False,
     ) -> None:
         self.name = name
         #: HELLO asks for cluster config pushes (DUPLEX, CLUSTERMAP_CHANGE_NOTIFICATION
@@ -160,6 +163,11 @@ class ConsumerCore:
         self.open_flags = open_flags
         self.stream_flags = stream_flags
         self.extra_controls = list(controls)
+        if change_streams and "change_streams" not in dict(self.extra_controls):
+            # history snapshots where the node has them; optional (``control_refused``)
+            self.extra_controls.append(("change_streams", "true"))
+        #: optional controls the node refused (key -> status): ``control_refused``
+        self.refused: dict[str, int] = {}
         #: ``enable_sync_writes`` (and ``consumer_name``) are sent: prepares are held,
         #: delivered when committed, dropped when aborted
         self.sync_writes = sync_writes or any(k == "enable_sync_writes" for k, _ in controls)
@@ -234,6 +242,20 @@ class ConsumerCore:
     def dcp_open(self) -> DcpOpen:
         flags = DcpOpenFlag.PRODUCER | self.open_flags
         return DcpOpen(opaque=self.next_opaque(), name=self.name.encode(), flags=int(flags))
+
+    def control_refused(self, key: str, status: int) -> bool:
+        """A DCP_CONTROL was refused: True if the consumer goes on without it (it is
+        kept in ``refused``). ``change_streams`` is optional: a node before 7.2 does not
+        know it (EINVAL: kv_engine ``DcpProducer::control`` at ``v7.0.0``) and a couchstore
+        bucket cannot retain history (NOT_SUPPORTED), and either streams de-duplicated
+        snapshots, which this consumer applies as well (java-dcp-client and the Kafka
+        connector send it as an optional control; gocbcore fails the connection
+        instead). Any other refused control stops the bootstrap."""
+        if key not in OPTIONAL_CONTROLS:
+            return False
+        log.info("control %s refused (status %#x): streaming without it", key, status)
+        self.refused[key] = status
+        return True
 
     def controls(self) -> list[DcpControl]:
         """The DCP_CONTROLs after DCP_OPEN, in order."""

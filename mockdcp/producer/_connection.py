@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from mockdcp.model import Bucket, NodeView
     from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._stream import Stream
-    from mockdcp.protocol import DcpOpenFlag, Frame, SaslServer, Status
+    from mockdcp.protocol import DcpOpenFlag, Frame, SaslServer, ServerProfile, Status
 
     class NodeServices(Protocol):
         """What a connection needs of the node that owns it (``Node`` provides it;
@@ -66,8 +66,12 @@ if TYPE_CHECKING:
         bucket: Bucket
         users: Mapping[str, str]
         host: str
-        version: str
+        #: the server version the node behaves as
+        profile: ServerProfile
         idle_timeout: float
+
+        @property
+        def version(self) -> str: ...
 
         @property
         def view(self) -> NodeView:
@@ -476,7 +480,7 @@ class Connection:
         """DCP_CONTROL ``key`` = ``value`` (``apply_control``, its status); streams
         opened from now on get an encoder of the new settings."""
         self.settings.history_capable = self.node.bucket.storage == "magma"
-        status = apply_control(self.settings, key, value)
+        status = apply_control(self.settings, key, value, self.node.profile)
         self._encoder = None
         return status
 

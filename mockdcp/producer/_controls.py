@@ -1,8 +1,9 @@
-"""DCP_CONTROL: which keys a current producer accepts, with which statuses.
+"""DCP_CONTROL: which keys a producer accepts, with which statuses.
 
 Source: kv_engine ``DcpProducer::control`` (``engines/ep/src/dcp/producer.cc``). Any key
-not in the table is EINVAL; a listed key with a value the server does not recognise is
-EINVAL unless the rule says otherwise. ``DcpSettings`` holds what a connection negotiated;
+not in the table, or not known to the node's server version (``ServerProfile.controls``),
+is EINVAL; a listed key with a value the server does not recognise is EINVAL unless the
+rule says otherwise. ``DcpSettings`` holds what a connection negotiated;
 ``apply_control`` is the one function that changes it.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Callable
 
 import attrs
 
-from mockdcp.protocol import DcpOpenFlag, Status
+from mockdcp.protocol import DEFAULT_PROFILE, DcpOpenFlag, ServerProfile, Status
 
 #: kv_engine ``DcpProducer::defaultDcpNoopTxInterval``: noop interval default until
 #: ``set_noop_interval``.
@@ -257,18 +258,35 @@ CONTROL_RULES: dict[str, _Rule] = {
     "max_marker_version": _max_marker_version,
     "backfill_order": _backfill_order,
     "force_value_compression": _force_value_compression,
-    "cache_transfer": _accept,
 }
 
 
-def apply_control(settings: DcpSettings, key: str, value: str) -> Status:
-    """Apply one DCP_CONTROL; return the status a current producer answers.
+def unknown_to_version(profile: ServerProfile, key: str, value: str) -> bool:
+    """The control is one the node's release does not know: EINVAL, as for any unknown
+    key (kv_engine ``DcpProducer::control`` at the release's tag falls through to
+    ``invalid_arguments``): ``change_streams`` and ``flatbuffers_system_events`` before
+    7.2, ``max_marker_version`` before 8.0, and OSO's ``true_with_seqno_advanced`` value
+    before 7.1 (``v7.0.0`` takes only "true"). The table is ``ServerProfile.controls``."""
+    if key not in profile.controls:
+        return True
+    return (
+        key == "enable_out_of_order_snapshots"
+        and value == "true_with_seqno_advanced"
+        and not profile.oso_seqno_advanced
+    )
+
+
+def apply_control(
+    settings: DcpSettings, key: str, value: str, profile: ServerProfile = DEFAULT_PROFILE
+) -> Status:
+    """Apply one DCP_CONTROL; return the status a producer of ``profile``'s version
+    answers.
 
     Source: kv_engine ``DcpProducer::control``. Unknown keys are EINVAL.
     ``connection_buffer_size`` changes the window immediately (the caller resets the
     outstanding count when it becomes 0).
     """
     rule = CONTROL_RULES.get(key)
-    if rule is None:
+    if rule is None or unknown_to_version(profile, key, value):
         return Status.EINVAL
     return rule(settings, value)

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mockdcp.producer")
 
-#: DCP_OPEN flags a producer accepts (kv_engine ``dcp_open_validator``).
+#: DCP_OPEN flags a producer accepts (kv_engine ``dcp_open_validator``, the same mask in
+#: 7.0 to 8.0 but for PiTR, which the mock does not implement; SKIP_DELETES_IN_INITIAL_
+#: BACKFILL is newer than 8.0).
 _OPEN_FLAGS_OK = (
     DcpOpenFlag.PRODUCER
     | DcpOpenFlag.INCLUDE_XATTRS
@@ -47,7 +49,6 @@ _OPEN_FLAGS_OK = (
     | DcpOpenFlag.INCLUDE_DELETE_TIMES
     | DcpOpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
     | DcpOpenFlag.INCLUDE_DELETED_USER_XATTRS
-    | DcpOpenFlag.SKIP_DELETES_IN_INITIAL_BACKFILL
 )
 
 
@@ -117,6 +118,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         bucket=conn.node.view,
         settings=conn.settings,
         active_stream_exists=active_stream_exists,
+        profile=conn.node.profile,
     )
     rollback = decision.status == Status.ROLLBACK
     log.info(

@@ -22,7 +22,7 @@ import attrs
 from mockdcp.producer._checker_rules import CheckerLimits
 from mockdcp.producer._topology import CLOSED_STATUSES
 from mockdcp.protocol import (
-    SERVER_VERSION,
+    DEFAULT_PROFILE,
     NodeNetwork,
     ServicePorts,
     Status,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from mockdcp.producer._faults import Corruption
     from mockdcp.producer._topology import Topology
     from mockdcp.producer.events import ProducerEvent
-    from mockdcp.protocol import StreamEndReason
+    from mockdcp.protocol import ServerProfile, StreamEndReason
 
 #: kv_engine ``dcp_idle_timeout``: a noop-enabled connection silent this long is dropped.
 DEFAULT_IDLE_TIMEOUT = 360.0
@@ -91,7 +91,9 @@ class Node:
     http_port: int = 8091
     #: TLS ports and alternate addresses the cluster map advertises
     network: NodeNetwork = attrs.field(factory=NodeNetwork)
-    version: str = SERVER_VERSION
+    #: the server version it behaves as (``mockdcp.protocol.PROFILES``): what HELLO
+    #: grants, which controls and stream flags it takes, what it reports
+    profile: ServerProfile = DEFAULT_PROFILE
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     bucket_uuid: str = ""
     #: called for a connection that must be looked at again from outside its own I/O
@@ -164,7 +166,7 @@ class Node:
             kv_port=kv_port,
             http_port=http_port,
             network=network or NodeNetwork(),
-            version=self.version,
+            profile=self.profile,
             idle_timeout=self.idle_timeout,
             bucket_uuid=self.bucket_uuid,
             wake=self.wake,
@@ -179,6 +181,11 @@ class Node:
         node._checkers = self.checkers
         self.topology.nodes.pop(name, None)  # joined by the caller, in its own order
         return node
+
+    @property
+    def version(self) -> str:
+        """What VERSION and ``/pools`` report: the profile's version string."""
+        return self.profile.version
 
     @property
     def view(self) -> NodeView:
@@ -340,6 +347,7 @@ class Node:
             network=self.network,
             history=self.bucket.retains_history,
             ephemeral=self.bucket.ephemeral is not None,
+            profile=self.profile,
         )
 
     def config_bytes(self, host: str | None = None) -> bytes:

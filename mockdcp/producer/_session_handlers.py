@@ -31,38 +31,11 @@ if TYPE_CHECKING:
     from mockdcp.producer._connection import Connection
     from mockdcp.protocol import Frame, SaslResult
 
-#: HELLO features a current node grants (kv_engine ``hello_packet_executor.cc``); the
-#: cluster map notifications need DUPLEX in the same HELLO (``on_hello``).
-SUPPORTED_FEATURES = frozenset(
-    {
-        HelloFeature.TCP_NODELAY,
-        HelloFeature.MUTATION_SEQNO,
-        HelloFeature.XATTR,
-        HelloFeature.XERROR,
-        HelloFeature.SELECT_BUCKET,
-        HelloFeature.SNAPPY,
-        HelloFeature.JSON,
-        HelloFeature.DUPLEX,
-        HelloFeature.ALT_REQUEST_SUPPORT,
-        HelloFeature.SYNC_REPLICATION,
-        HelloFeature.COLLECTIONS,
-        HelloFeature.SNAPPY_EVERYWHERE,
-        HelloFeature.PRESERVE_TTL,
-        HelloFeature.SUBDOC_CREATE_AS_DELETED,
-        HelloFeature.SUBDOC_REPLACE_BODY_WITH_XATTR,
-        HelloFeature.SUBDOC_REPLICA_READ,
-        HelloFeature.GET_CLUSTER_CONFIG_WITH_KNOWN_VERSION,
-        HelloFeature.DEDUPE_NOT_MY_VBUCKET_CLUSTERMAP,
-        HelloFeature.SUBDOC_ALLOW_REPLICA_READ_ON_DELETED_DOCUMENTS,
-        HelloFeature.SUBDOC_BINARY_XATTR,
-        HelloFeature.DCP_SKIP_DELETES_IN_INITIAL_BACKFILL,
-        HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION,
-        HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF,
-    }
-)
-
 
 def on_hello(conn: Connection, frame: Frame, msg: Hello, now: float) -> None:
+    """HELLO grants what the node's server version knows and the mock implements
+    (``ServerProfile.features``: kv_engine ``feature.h`` and ``hello_packet_executor.cc``
+    at the release's tag); the cluster map notifications need DUPLEX in the same HELLO."""
     asked = list(dict.fromkeys(msg.features))
     notify = {
         HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION,
@@ -71,7 +44,7 @@ def on_hello(conn: Connection, frame: Frame, msg: Hello, now: float) -> None:
     if notify & set(asked) and HelloFeature.DUPLEX not in asked:
         conn.replies.respond(frame, Status.EINVAL, context="cluster map notifications need DUPLEX")
         return
-    granted = sorted({f for f in asked if f in SUPPORTED_FEATURES})
+    granted = sorted({f for f in asked if f in conn.node.profile.features})
     if notify <= set(granted):
         # asked for both, a node grants only the brief form (kv_engine
         # ``hello_packet_executor.cc``)

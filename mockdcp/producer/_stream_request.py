@@ -13,6 +13,7 @@ import attrs
 
 from mockdcp.model import Bucket, needs_rollback
 from mockdcp.protocol import (
+    DEFAULT_PROFILE,
     DcpOpenFlag,
     DcpStreamRequest,
     RemoteProtocolError,
@@ -29,18 +30,7 @@ if TYPE_CHECKING:
 
     from mockdcp.model import Manifest, NodeView, VBucket
     from mockdcp.producer._controls import DcpSettings
-
-#: Check 0: the stream flags a producer knows (0x08 NO_VALUE was removed in 5.0).
-KNOWN_STREAM_FLAGS = (
-    StreamFlag.TAKEOVER
-    | StreamFlag.DISK_ONLY
-    | StreamFlag.TO_LATEST
-    | StreamFlag.ACTIVE_VB_ONLY
-    | StreamFlag.STRICT_VBUUID
-    | StreamFlag.FROM_LATEST
-    | StreamFlag.IGNORE_PURGED_TOMBSTONES
-    | StreamFlag.CACHE_TRANSFER
-)
+    from mockdcp.protocol import ServerProfile
 
 
 @attrs.frozen(kw_only=True)
@@ -69,16 +59,21 @@ def _fail(status: Status, reason: str, body: bytes = b"") -> StreamRequestDecisi
     return StreamRequestDecision(status=status, reason=reason, error_body=body)
 
 
-def _check_flags(flags: int) -> str | None:
-    if flags & StreamFlag.NO_VALUE:
+def stream_flags(flags: int, profile: ServerProfile) -> int | str:
+    """Check 0: the flags the stream request is served with, or why it is refused
+    (EINVAL). From 7.2 a flag the release does not know is refused (kv_engine MB-55441,
+    ``verify_common_dcp_stream_restrictions`` in ``daemon/mcbp_validators.cc``;
+    NO_VALUE, 0x08, was removed in 5.0 and says so); a 7.0 node's validator did not look
+    at the flags (``dcp_stream_req_validator`` at ``v7.0.0``) and its producer reads only
+    those it knows: the others are ignored (``ServerProfile.stream_flags``)."""
+    unknown = flags & ~profile.stream_flags
+    if not profile.checks_stream_flags:
+        return flags & profile.stream_flags
+    if unknown & StreamFlag.NO_VALUE:
         return "stream flag NO_VALUE (0x08) is no longer used"
-    if flags & ~KNOWN_STREAM_FLAGS:
-        return f"unknown stream flags {flags & ~KNOWN_STREAM_FLAGS:#x}"
-    if flags & StreamFlag.CACHE_TRANSFER and flags & ~(
-        StreamFlag.CACHE_TRANSFER | StreamFlag.TAKEOVER | StreamFlag.ACTIVE_VB_ONLY
-    ):
-        return "CACHE_TRANSFER combines only with TAKEOVER and ACTIVE_VB_ONLY"
-    return None
+    if unknown:
+        return f"unknown stream flags {unknown:#x}"
+    return flags
 
 
 def _parse_value(
@@ -151,16 +146,17 @@ def decide_stream_request(
     bucket: Bucket | NodeView,
     settings: DcpSettings,
     active_stream_exists: bool | Callable[[int | None], bool],
+    profile: ServerProfile = DEFAULT_PROFILE,
 ) -> StreamRequestDecision:
-    """Answer a stream request in the order of ``DcpProducer::streamRequest``'s checks.
+    """Answer a stream request in the order of ``DcpProducer::streamRequest``'s checks,
+    as a node of ``profile``'s version does.
 
     Returns a decision with status SUCCESS (and the adjusted range), ROLLBACK (and the
     seqno), or the error status of the first failing check.
     """
-    flags = req.flags
-    problem = _check_flags(flags)
-    if problem:
-        return _fail(Status.EINVAL, problem)
+    flags = stream_flags(req.flags, profile)
+    if isinstance(flags, str):
+        return _fail(Status.EINVAL, flags)
     # 1-2: the vbucket must be here and active (or replica without ACTIVE_VB_ONLY)
     if req.vbucket >= bucket.num_vbuckets:
         return _fail(Status.NOT_MY_VBUCKET, "no such vbucket")

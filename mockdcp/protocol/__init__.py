@@ -160,6 +160,14 @@ if TYPE_CHECKING:
         split_xattrs as split_xattrs,
         strip_user_xattrs as strip_user_xattrs,
     )
+    from mockdcp.protocol._versions import (
+        DEFAULT_PROFILE as DEFAULT_PROFILE,
+        PROFILES as PROFILES,
+        ServerProfile as ServerProfile,
+        UnknownServerVersion as UnknownServerVersion,
+        history_unsupported as history_unsupported,
+        resolve_server_version as resolve_server_version,
+    )
 
 _LAZY: dict[str, str] = {
     "CollectionEventV2": "_flatbuffers",
@@ -189,6 +197,12 @@ _LAZY: dict[str, str] = {
     "encode_mutation_token": "_document_requests",
     "split_collection": "_document_requests",
     "SERVER_VERSION": "_cluster_config",
+    "DEFAULT_PROFILE": "_versions",
+    "PROFILES": "_versions",
+    "ServerProfile": "_versions",
+    "UnknownServerVersion": "_versions",
+    "resolve_server_version": "_versions",
+    "history_unsupported": "_versions",
     "EXTERNAL_NETWORK": "_cluster_config",
     "AlternateAddress": "_cluster_config",
     "NodeNetwork": "_cluster_config",

@@ -35,31 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from mockdcp.protocol._versions import DEFAULT_PROFILE, ServerProfile
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: What VERSION and ``/pools`` answer: a 7.x server (clients parse X.Y.Z).
-SERVER_VERSION = "7.6.2-3721-enterprise"
-
-BUCKET_CAPABILITIES = (
-    "collections",
-    "durableWrite",
-    "tombstonedUserXAttrs",
-    "couchapi",
-    "subdoc.ReplaceBodyWithXattr",
-    "subdoc.DocumentMacroSupport",
-    "subdoc.ReviveDocument",
-    "dcp.IgnorePurgedTombstones",
-    "preserveExpiry",
-    "querySystemCollection",
-    "mobileSystemCollection",
-    "rangeScan",
-    "dcp",
-    "cccp",
-    "xattr",
-    "nodesExt",
-    "xdcrCheckpointing",
-)
+#: What VERSION and ``/pools`` answer by default: the newest profile's (clients parse
+#: X.Y.Z); ``mockdcp.protocol._versions`` has the others.
+SERVER_VERSION = DEFAULT_PROFILE.version
 
 
 #: the network name clients select for addresses outside the cluster's own network
@@ -153,13 +136,15 @@ def node_ext(
 PERSISTENT_ONLY = frozenset({"couchapi", "rangeScan"})
 
 
-def bucket_capabilities(*, history: bool = False, ephemeral: bool = False) -> list[str]:
-    """A bucket's ``bucketCapabilities`` (ns_server ``bucket_info_cache.erl``
-    ``build_bucket_capabilities``): ``nonDedupedHistory`` on Magma; an ephemeral bucket
-    has neither ``couchapi`` nor ``rangeScan`` (clients read a missing ``couchapi`` as
-    ephemeral, gocbcore ``cfgBucket``)."""
-    caps = [c for c in BUCKET_CAPABILITIES if not (ephemeral and c in PERSISTENT_ONLY)]
-    return [*caps, *(("nonDedupedHistory",) if history else ())]
+def bucket_capabilities(
+    profile: ServerProfile = DEFAULT_PROFILE, *, history: bool = False, ephemeral: bool = False
+) -> list[str]:
+    """A bucket's ``bucketCapabilities`` on the ``profile``'s version (ns_server
+    ``bucket_info_cache.erl`` ``build_bucket_capabilities``): ``nonDedupedHistory`` on
+    Magma from 7.2; an ephemeral bucket has neither ``couchapi`` nor ``rangeScan``
+    (clients read a missing ``couchapi`` as ephemeral, gocbcore ``cfgBucket``)."""
+    caps = profile.bucket_capabilities(history=history)
+    return [c for c in caps if not (ephemeral and c in PERSISTENT_ONLY)]
 
 
 def cluster_config(
@@ -177,11 +162,13 @@ def cluster_config(
     network: NodeNetwork | None = None,
     history: bool = False,
     ephemeral: bool = False,
+    profile: ServerProfile = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
     """The terse bucket config of a one-node cluster serving every vbucket; ``network``:
     its TLS ports and alternate addresses (none by default); ``history``: the bucket
-    retains history (Magma), advertised as the ``nonDedupedHistory`` capability;
-    ``ephemeral``: an ephemeral bucket (``bucket_capabilities``)."""
+    retains history (Magma), advertised as the ``nonDedupedHistory`` capability from 7.2;
+    ``ephemeral``: an ephemeral bucket; ``profile``: the server version
+    (``bucket_capabilities``)."""
     network = network or NodeNetwork()
     ports = ServicePorts(
         kv=kv_port, mgmt=http_port, kv_ssl=network.kv_ssl, mgmt_ssl=network.mgmt_ssl
@@ -211,7 +198,7 @@ def cluster_config(
             "vBucketMap": vbmap,
         },
         "bucketCapabilitiesVer": "",
-        "bucketCapabilities": bucket_capabilities(history=history, ephemeral=ephemeral),
+        "bucketCapabilities": bucket_capabilities(profile, history=history, ephemeral=ephemeral),
         "clusterCapabilitiesVer": [1, 0],
         "clusterCapabilities": {"n1ql": ["enhancedPreparedStatements"]},
     }

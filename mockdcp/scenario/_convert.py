@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from mockdcp.protocol import history_unsupported, resolve_server_version
 from mockdcp.scenario._check import parse_span
 from mockdcp.scenario.steps import (
     STEPS_BY_NAME,
@@ -103,8 +104,16 @@ class BucketSpec:
     #: data nodes serving the bucket, and replica copies of each vbucket
     nodes: int = 1
     replicas: int = 0
+    #: the Couchbase Server release the nodes behave as (``7.0``, ``7.2``, ``7.6``,
+    #: ``8.0`` or a full version string; None: the newest, or ``serve``'s own)
+    server_version: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        if self.server_version is not None:
+            profile = resolve_server_version(self.server_version)  # ValueError naming it
+            problem = history_unsupported(profile, retains_history=self._retains_history)
+            if problem is not None:
+                raise ValueError(f"bucket: {problem}")
         if self.clock_start is not None:
             from mockdcp.model import parse_time
             from mockdcp.util import ModelError
@@ -120,6 +129,15 @@ class BucketSpec:
                 f"bucket: {self.replicas} replica(s) need {self.replicas + 1} nodes (at most 3"
                 f" replicas): the scenario has {self.nodes}"
             )
+
+    @property
+    def _retains_history(self) -> bool:
+        """Magma keeps history unless no retention is above 0 (``Bucket``'s rule: when
+        neither is given, the default retention in bytes)."""
+        if self.storage != "magma":
+            return False
+        sizes = (self.history_retention_bytes, self.history_retention_seconds)
+        return all(v is None for v in sizes) or any(sizes)
 
 
 #: nodes a scenario's cluster may have (``mockdcp serve --nodes`` allows as many)
@@ -160,12 +178,14 @@ class FailureMode:
 class ConsumerSettings:
     """Settings under which a consumer meets the scenario in seconds rather than minutes:
     a consumer command gets them as ``MOCKDCP_BUFFER_SIZE`` (bytes) and
-    ``MOCKDCP_NOOP_INTERVAL`` (seconds) and ``MOCKDCP_CLUSTERMAP_NOTIFICATION`` (1: ask
-    HELLO for config pushes), and ``mockdcp tail`` takes them as defaults."""
+    ``MOCKDCP_NOOP_INTERVAL`` (seconds), ``MOCKDCP_CLUSTERMAP_NOTIFICATION`` (1: ask
+    HELLO for config pushes) and ``MOCKDCP_CHANGE_STREAMS`` (1: ask for change streams,
+    the ``change_streams`` control), and ``mockdcp tail`` takes them as defaults."""
 
     buffer_size: int | None = None
     noop_interval: float | None = None
     clustermap_notification: bool | None = None
+    change_streams: bool | None = None
 
     def environment(self) -> dict[str, str]:
         """The ``MOCKDCP_*`` variables of the settings given."""
@@ -176,6 +196,8 @@ class ConsumerSettings:
             env["MOCKDCP_NOOP_INTERVAL"] = f"{self.noop_interval:g}"
         if self.clustermap_notification is not None:
             env["MOCKDCP_CLUSTERMAP_NOTIFICATION"] = str(int(self.clustermap_notification))
+        if self.change_streams is not None:
+            env["MOCKDCP_CHANGE_STREAMS"] = str(int(self.change_streams))
         return env
 
 

@@ -4,8 +4,14 @@ clients bootstrap from, and the control API (``_control.py``), on Starlette.
 Couchbase endpoints (what gocbcore, go-dcp and the SDKs read; ns_server's REST API,
 docs.couchbase.com "Cluster info" and "Bucket info"):
 
-* ``GET /pools`` → implementationVersion (go-dcp parses X.Y.Z);
-* ``GET /pools/default`` → the node list;
+* ``GET /pools`` → implementationVersion (go-dcp parses X.Y.Z), the node's server
+  version (``mockdcp.protocol.PROFILES``);
+* ``GET /pools/default`` → the node list, each with its ``version`` and
+  ``clusterCompatibility`` (ns_server ``menelaus_web_node.erl``), and the cluster's
+  ``clusterCompatVersion`` (``menelaus_web_pools.erl``, "major.minor");
+* ``GET /pools/default/terseClusterInfo`` → ``clusterUUID`` and
+  ``clusterCompatVersion`` (of ns_server ``get_terse_cluster_info``'s default fields,
+  those a mock node has);
 * ``GET /pools/default/buckets`` and ``/pools/default/buckets/{bucket}`` → bucket info
   (bucketType ``membase``, storageBackend ``couchstore`` or ``magma`` with its history
   retention);
@@ -163,6 +169,7 @@ class CouchbaseEndpoints:
             Route("/whoami", self.whoami, methods=["GET"]),
             Route("/pools", self.pools, methods=["GET"]),
             Route("/pools/default", self.pool_default, methods=["GET"]),
+            Route("/pools/default/terseClusterInfo", self.terse_cluster_info, methods=["GET"]),
             Route("/pools/default/buckets", self.buckets, methods=["GET"]),
             Route("/pools/default/buckets/{bucket}", self.bucket_info, methods=["GET"]),
             Route("/pools/default/b/{bucket}", self.terse_config, methods=["GET"]),
@@ -222,6 +229,15 @@ class CouchbaseEndpoints:
                 "nodes": self._node_entries(host, members=True),
                 "buckets": {"uri": "/pools/default/buckets"},
                 "rebalanceStatus": "running" if self.node.topology.rebalancing else "none",
+                "clusterCompatVersion": self.node.profile.compat_version,
+            }
+        )
+
+    async def terse_cluster_info(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "clusterUUID": self.node.bucket_uuid,
+                "clusterCompatVersion": self.node.profile.compat_version,
             }
         )
 
@@ -273,6 +289,7 @@ class CouchbaseEndpoints:
             "clusterMembership": membership,
             "status": "unhealthy" if status is NodeStatus.DOWN else "healthy",
             "version": node.version,
+            "clusterCompatibility": node.profile.cluster_compatibility,
             "services": ["kv"],
             "ports": {"direct": node.kv_port},
         }

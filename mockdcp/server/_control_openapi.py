@@ -185,6 +185,12 @@ _STATE = {
     "required": ["bucket", "connections", "streams", "vbuckets", "totals", "scenario"],
     "properties": {
         "bucket": {"type": "string"},
+        "server_version": {
+            "type": "object",
+            "description": "the release the node behaves as (7.0, 7.2, 7.6, 8.0) and the "
+            "version string it reports",
+            "properties": {"release": {"type": "string"}, "reports": {"type": "string"}},
+        },
         "num_vbuckets": _INT,
         "kv_port": _INT,
         "http_port": _INT,

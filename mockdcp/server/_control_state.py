@@ -92,6 +92,7 @@ def node_state(node: Node, *, scenario: Mapping[str, Any] | None = None) -> dict
     bucket = node.bucket
     return {
         "bucket": bucket.name,
+        "server_version": {"release": node.profile.name, "reports": node.version},
         "num_vbuckets": bucket.num_vbuckets,
         "kv_port": node.kv_port,
         "http_port": node.http_port,

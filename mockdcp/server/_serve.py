@@ -24,6 +24,13 @@ import trio
 
 from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket, ephemeral_settings
 from mockdcp.producer import Node
+from mockdcp.protocol import (
+    DEFAULT_PROFILE,
+    ServerProfile,
+    UnknownServerVersion,
+    history_unsupported,
+    resolve_server_version,
+)
 from mockdcp.server._flusher import run_flusher
 from mockdcp.server._http import HttpService
 from mockdcp.server._kv import (
@@ -359,7 +366,13 @@ async def serve(
     seconds, a day by default), OBSERVE_SEQNO's persisted seqno 0, a restart losing
     everything; ``eviction_policy`` (``noEviction``: writes refused with TMPFAIL when
     full, ``nruEviction``: the oldest documents deleted) with ``memory_quota`` bytes.
-    ``server_version``: what ``/pools`` and VERSION report (default 7.6.2).
+    ``server_version``: the Couchbase Server release the nodes behave as: ``7.0``,
+    ``7.2``, ``7.6`` or ``8.0`` (the default, the newest), or a full version string such
+    as ``7.2.4-7070-enterprise`` reported as given (``mockdcp.protocol.PROFILES``: what
+    HELLO grants, which DCP controls and stream flags are taken, what ``/pools`` and the
+    cluster map report); a scenario's ``bucket: {server_version: ...}`` when not given.
+    An unknown version, or a bucket retaining history on a version before 7.2, is a
+    ``ServerError``.
     ``clock``: ``wall`` (the default: the bucket's time is the wall clock) or
     ``virtual``: the bucket's clock starts at ``clock_start`` (an ISO 8601 time or
     seconds since the epoch; default now) and moves only by the ``advance_clock`` step,
@@ -441,6 +454,10 @@ async def serve(
             )
         except ModelError as exc:
             raise ServerError(str(exc)) from exc
+    profile = _server_profile(server_version or (plan.bucket.server_version if plan else None))
+    problem = history_unsupported(profile, retains_history=model.retains_history)
+    if problem is not None:
+        raise ServerError(problem)
     if flush_interval is not None and not flush_interval > 0:
         raise ServerError(f"flush_interval must be > 0 seconds or None, not {flush_interval!r}")
     # an ephemeral bucket has no flusher (kv_engine ``ephemeral_bucket.cc``: no disk)
@@ -472,7 +489,7 @@ async def serve(
             limits,
             network,
             control_open,
-            server_version,
+            profile,
         )
         async with _serve(options, model, capture, http, nodes, replicas) as server:
             if docs:
@@ -489,6 +506,17 @@ async def serve(
                     yield server
                 finally:
                     nursery.cancel_scope.cancel()
+
+
+def _server_profile(version: str | None) -> ServerProfile:
+    """The profile ``server_version`` names (the newest when None); ``ServerError``
+    naming an unknown one."""
+    if version is None:
+        return DEFAULT_PROFILE
+    try:
+        return resolve_server_version(version)
+    except UnknownServerVersion as exc:
+        raise ServerError(str(exc)) from None
 
 
 def bucket_clock(clock: str, start: str | float | None, *, given: object) -> Callable[[], float]:
@@ -561,8 +589,8 @@ class _Options:
     limits: _Limits
     network: NetworkOptions
     control_open: bool
-    #: what ``/pools`` and VERSION report (None: the node's default)
-    version: str | None = None
+    #: the server version the nodes behave as and report
+    profile: ServerProfile = DEFAULT_PROFILE
 
 
 @attrs.frozen
@@ -660,8 +688,7 @@ class _Cluster:
             )
             if options.idle_timeout is not None:
                 node.idle_timeout = options.idle_timeout
-            if options.version is not None:
-                node.version = options.version
+            node.profile = options.profile
             self.first = node
         else:
             node = self.first.sibling(

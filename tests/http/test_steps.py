@@ -241,6 +241,16 @@ async def test_a_posted_scenario_runs_in_the_background(
     assert state["scenario"]["applied"] == 4
 
 
+async def test_a_scenario_for_an_unknown_server_version_is_422_and_nothing_runs(
+    http: httpx.AsyncClient, server: MockDcpServer
+) -> None:
+    text = "name: v\nbucket: {server_version: '6.6'}\nsteps:\n  - set: {key: a, value: 1}\n"
+    r = await http.post("/mock/scenario", content=text, headers={"content-type": "text/yaml"})
+    assert r.status_code == 422
+    assert "unknown server version '6.6'" in r.text
+    assert server.bucket.oracle() == {}
+
+
 async def test_a_bad_scenario_is_422_with_the_line(
     http: httpx.AsyncClient, server: MockDcpServer
 ) -> None:

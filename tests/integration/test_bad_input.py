@@ -219,7 +219,7 @@ async def test_http_config_endpoints(server: MockDcpServer) -> None:
 
     status, body = await get("/pools")
     assert status == 200
-    assert json.loads(body)["implementationVersion"].startswith("7.")
+    assert json.loads(body)["implementationVersion"].startswith("8.0.")  # the newest by default
     status, body = await get("/pools/default/b/default")
     config = json.loads(body)
     assert config["nodesExt"][0]["services"] == {"kv": server.kv_port, "mgmt": server.http_port}

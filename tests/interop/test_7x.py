@@ -57,6 +57,7 @@ from mockdcp.protocol import (
     SnapshotMarker,
     Status,
     SystemEvent,
+    resolve_server_version,
 )
 from mockdcp.server import MockDcpServer, serve
 
@@ -77,8 +78,8 @@ Start = Callable[..., Any]
 
 VBUCKETS = 16
 HOTEL, AIRLINE = 8, 9
-#: a 7.6 node's version string (go-dcp parses its X.Y.Z)
-V76, V71 = "7.6.2-3721-enterprise", "7.1.4-3601-enterprise"
+#: a 7.6 and a 7.0 node's version strings (go-dcp parses their X.Y.Z)
+V76, V70 = "7.6.2-3721-enterprise", "7.0.0-5302-enterprise"
 HISTORY = SnapshotFlag.HISTORY
 DISK_HISTORY = (
     SnapshotFlag.DISK
@@ -98,8 +99,10 @@ async def node_7x(
     """A node with ``inventory.hotel`` (history on a Magma bucket) and
     ``inventory.airline`` (no history), recording every KV connection; on a Magma
     bucket ``_default`` keeps history too (ns_server gives it the bucket's
-    ``historyRetentionCollectionDefault``, true by default)."""
+    ``historyRetentionCollectionDefault``, true by default). A node before 7.2 has no
+    history retention: its Magma bucket keeps none (``history_unsupported``)."""
     magma = storage == "magma"
+    before_72 = version is not None and not resolve_server_version(version).history
     bucket = Bucket(
         "default",
         VBUCKETS,
@@ -113,6 +116,7 @@ async def node_7x(
                 {"name": "airline", "history": False},
             ],
         },
+        history_retention_bytes=0 if magma and before_72 else None,
     )
     async with serve(
         port=0, http_port=0, bucket_obj=bucket, pcap=tmp_path / "kv.pcap", server_version=version
@@ -407,8 +411,8 @@ async def test_gocbcore_change_streams_on_couchstore_fail_its_setup(
 
 @pytest.mark.parametrize(
     ("storage", "version", "asks"),
-    [("magma", V76, True), ("magma", V71, False), ("couchstore", V76, False)],
-    ids=["magma-7.6", "magma-7.1", "couchstore-7.6"],
+    [("magma", V76, True), ("magma", V70, False), ("couchstore", V76, False)],
+    ids=["magma-7.6", "magma-7.0", "couchstore-7.6"],
 )
 async def test_godcp_switches_change_streams_on_by_itself(
     storage: str, version: str, asks: bool, tmp_path: Path, start_client: Start

@@ -40,7 +40,7 @@ from mockdcp.protocol import DcpOpenFlag, Status
         ("backfill_order", "sequential", Status.SUCCESS),
         ("backfill_order", "random", Status.EINVAL),
         ("force_value_compression", "true", Status.EINVAL),
-        ("cache_transfer", "true", Status.SUCCESS),
+        ("cache_transfer", "true", Status.EINVAL),  # newer than 8.0
         ("no_such_control", "true", Status.EINVAL),
     ],
 )

@@ -171,3 +171,31 @@ def test_the_collections_a_scenario_writes_to_and_their_one_scope(
     scenario = parse_scenario(text)
     assert scenario.collections() == collections
     assert scenario.scope() == scope
+
+
+def test_bucket_block_declares_the_server_version() -> None:
+    """``bucket: {server_version: ...}``: a release's profile, or a full version string
+    naming one; the consumer block may ask for change streams (MOCKDCP_CHANGE_STREAMS)."""
+    plan = parse_scenario(
+        "name: t\nbucket: {server_version: '7.0'}\nconsumer: {change_streams: true}\n"
+    )
+    assert plan.bucket.server_version == "7.0"
+    assert plan.consumer.environment() == {"MOCKDCP_CHANGE_STREAMS": "1"}
+    assert parse_scenario("name: t\n").bucket.server_version is None
+    full = parse_scenario("name: t\nbucket: {server_version: 7.2.4-7070-enterprise}\n")
+    assert full.bucket.server_version == "7.2.4-7070-enterprise"
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ("{server_version: '7.1'}", "unknown server version '7.1': 7.1 is not one of 7.0"),
+        ("{server_version: newest}", "unknown server version 'newest'"),
+        ("{server_version: '7.0', storage: magma}", "7.2 or later, not 7.0"),
+    ],
+)
+def test_an_unknown_server_version_is_a_scenario_problem(block: str, message: str) -> None:
+    with pytest.raises(ScenarioProblems) as info:
+        parse_scenario(f"name: t\nbucket: {block}\n", "t.yaml")
+    assert message in str(info.value)
+    assert "t.yaml" in str(info.value)

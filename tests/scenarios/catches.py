@@ -75,6 +75,7 @@ MEANT: dict[str, tuple[str, ...]] = {
         "failover-drops-prepares",
     ),
     "apply-prepares": ("durable-write-aborted",),
+    "require-change-streams": ("change-streams-refused-by-7-0",),
     # not wrong: it passes the rollback scenarios by the other route
     "restart-from-zero": (),
 }
@@ -86,6 +87,11 @@ ONLY: dict[str, tuple[str, str]] = {
     "dedup-snapshots": (
         "history",
         "it asks for change streams, which only a bucket keeping history grants",
+    ),
+    "require-change-streams": (
+        "versions",
+        "it fails wherever change streams are refused (a couchstore bucket too): it is "
+        "run on the version scenarios",
     ),
 }
 

@@ -28,6 +28,7 @@ CONSUMER_OPTIONS: dict[str, dict[str, Any]] = {
     "noops-keep-idle-connection-alive": {"noop_interval": 2.0},
     "history-snapshots-with-duplicates": {"controls": [("change_streams", "true")]},
     "history-backfill-split": {"controls": [("change_streams", "true")]},
+    "change-streams-refused-by-7-0": {"change_streams": True},
     "config-pushed-during-rebalance": {"clustermap_notification": True, "buffer_size": 65536},
     # with sync writes here; `mockdcp check` runs them with plain `tail` too
     "durable-write-aborted": {"sync_writes": True},
@@ -39,6 +40,7 @@ TAIL_FLAGS: dict[str, list[str]] = {
     "noops-keep-idle-connection-alive": ["--noop-interval", "2"],
     "history-snapshots-with-duplicates": ["--change-streams"],
     "history-backfill-split": ["--change-streams"],
+    "change-streams-refused-by-7-0": ["--change-streams"],
     "durable-write-aborted": ["--sync-writes"],
     "failover-drops-prepares": ["--sync-writes"],
 }
@@ -218,6 +220,18 @@ async def test_consumer_assuming_unique_keys_fails_history_scenarios(scenario: s
     assert not outcome.passed, outcome.explain()
     failed = [e.detail for e in outcome.expectations if not e.passed]
     assert any("requested with start seqno" in detail for detail in failed)
+
+
+@pytest.mark.full  # its failure is the first wait's timeout (30 s, for slow JVM starts)
+async def test_a_consumer_requiring_change_streams_fails_on_a_70_node() -> None:
+    """The reference consumer streams on when a 7.0 node refuses change_streams (EINVAL);
+    one that takes the refusal as fatal (gocbcore's bootstrap) never gets a document."""
+    outcome = await run_scenario(
+        LIBRARY / "change-streams-refused-by-7-0.yaml",
+        lambda host, port: make_consumer("require-change-streams", host, port),
+    )
+    assert not outcome.passed, outcome.explain()
+    assert not outcome.converged
 
 
 async def test_history_snapshots_reach_the_reference_consumer_with_every_revision() -> None:

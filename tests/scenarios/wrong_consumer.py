@@ -30,6 +30,9 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
 * ``keep-rolled-back``: on ROLLBACK it moves its position back and asks again from the
   rollback seqno as it must, but keeps every document it received above it: the writes
   the branch lost stay in its output (phantom documents, stale values);
+* ``require-change-streams``: asks for change streams and takes a refusal as fatal, as
+  gocbcore's DCP bootstrap does with ``UseChangeStreams``: on a node before 7.2 (or a
+  couchstore bucket) it never opens a stream;
 * ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
   what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
   other route).
@@ -260,6 +263,16 @@ class AppliesPrepares(ConsumerCore):
         return document
 
 
+class RequiresChangeStreams(ConsumerCore):
+    """Asks for change streams and fails its bootstrap when the node refuses them."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(change_streams=True, **options)  # type: ignore[arg-type]
+
+    def control_refused(self, key: str, status: int) -> bool:
+        return False
+
+
 class RestartsFromZero(ConsumerCore):
     """After a STREAM_END or a new connection, forgets the stream and asks from 0 with
     uuid 0: it can never hold a write a branch lost, and needs no ROLLBACK."""
@@ -312,6 +325,7 @@ MODES: dict[str, type[ConsumerCore]] = {
     "contiguous-seqnos": ExpectsContiguousSeqnos,
     "last-item-is-snapshot-end": TakesLastItemAsSnapshotEnd,
     "apply-prepares": AppliesPrepares,
+    "require-change-streams": RequiresChangeStreams,
 }
 
 
