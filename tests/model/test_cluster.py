@@ -319,3 +319,51 @@ def test_listeners_hear_each_node_and_vbucket_touched() -> None:
     seen.clear()
     c.bucket.set(keys_in(vb, 1)[0], "{}")
     assert seen == [("b", vb)]
+
+
+def test_a_move_leaves_the_old_copy_dead_on_its_node_until_ns_server_deletes_it() -> None:
+    """ns_server's vbucket mover deletes the old copies once the move is done
+    (``janitor_agent:delete_vbucket_copies`` after "Moving vbucket ~p done"): between
+    the takeover and then the old node still has the vbucket, dead, with its failover
+    log (kv_engine ``getFailoverLog`` answers from it)."""
+    c = loaded(("a", "b"), 0, per_vb=3)
+    c.remove_node("b")
+    [move] = [m for m in c.plan_rebalance() if m.source[0] == "b"][:1]
+    vb = move.vbucket
+    old = c.active(vb)
+    entries = list(old.failover.entries)
+    c.prepare_move(move)
+    c.apply_move(move)
+    assert c.copy("b", vb) is None, "not in b's chain any more"
+    kept = c.dead_copy("b", vb)
+    assert kept is old
+    assert kept.state is VBucketState.DEAD
+    assert kept.failover.entries == entries
+    view = c.view("b")
+    assert view.holds(vb) is old
+    assert not view.is_active(vb)
+    assert vb not in dict(view.high_seqnos())
+    assert dict(view.high_seqnos(int(VBucketState.DEAD))) == {vb: old.high_seqno}
+    assert c.delete_dead_copies(vb) == [("b", vb)]
+    assert c.dead_copy("b", vb) is None
+    assert view.holds(vb) is None
+    assert view.high_seqnos(int(VBucketState.DEAD)) == [], "what it lacks is not listed"
+    check_cluster(c)
+
+
+def test_a_rebalance_at_once_or_its_end_deletes_every_dead_copy() -> None:
+    c = loaded(("a", "b", "c"), 1)
+    c.remove_node("c")
+    c.rebalance()
+    assert all(c.dead_copy(n, vb) is None for n in ("a", "b", "c") for vb in range(4))
+    c = loaded(("a", "b", "c"), 1)
+    c.remove_node("c")
+    moves = c.plan_rebalance()
+    for move in moves:
+        c.prepare_move(move)
+        c.apply_move(move)
+    assert any(c.dead_copy("c", m.vbucket) is not None for m in moves)
+    assert c.finish_rebalance() == ["c"]
+    assert c.nodes == ("a", "b")
+    assert all(c.dead_copy(n, vb) is None for n in ("a", "b", "c") for vb in range(4))
+    check_cluster(c)

@@ -215,3 +215,47 @@ def test_the_checker_limits_set_on_one_node_hold_on_every_node_of_the_cluster() 
     assert first.checkers.checker("from-the-first").limits == quick
     joined = first.sibling("node9", host=first.host, kv_port=0, http_port=0)
     assert joined.checker_limits == quick
+
+
+
+
+def test_the_old_node_answers_the_failover_log_from_its_dead_copy_until_the_move_ends() -> None:
+    """kv_engine ``EventuallyPersistentEngine::getFailoverLog``: NOT_MY_VBUCKET only for
+    a vbucket the node does not have; ``observe_seqno``: NOT_MY_VBUCKET for a dead one.
+    ns_server deletes the dead copy when the move is done (``end_move``)."""
+    from mockdcp.protocol import (
+        DcpGetFailoverLog,
+        ObserveSeqno,
+        Response,
+        Status,
+        decode_failover_log,
+    )
+    from tests.producer._session import Session
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=0)
+    topology = first.topology
+    old = topology.nodes["node1"]
+    topology.remove_node(1)
+    move = topology.plan_rebalance()[0]
+    assert move.source[0] == "node1"
+    vb = move.vbucket
+    uuid = bucket.vbucket(vb).failover.newest_uuid
+    session = Session(bucket, node=old)
+    session.open_dcp()
+
+    def ask() -> tuple[Status, Status]:
+        [log] = session.call(DcpGetFailoverLog(opaque=1, vbucket=vb))
+        [seen] = session.call(ObserveSeqno(opaque=2, vbucket=vb, vbucket_uuid=uuid))
+        assert isinstance(log, Response)
+        assert isinstance(seen, Response)
+        if log.status == Status.SUCCESS:
+            assert decode_failover_log(log.value)[0][0] == uuid
+        return log.status, seen.status
+
+    assert ask() == (Status.SUCCESS, Status.SUCCESS)
+    topology.prepare_move(move)
+    topology.apply_move(move)  # the takeover: node1's copy is dead
+    assert ask() == (Status.SUCCESS, Status.NOT_MY_VBUCKET)
+    topology.end_move(move)  # ns_server deletes it
+    assert ask() == (Status.NOT_MY_VBUCKET, Status.NOT_MY_VBUCKET)
