@@ -61,9 +61,9 @@ class Cluster:
         first = bucket.vbuckets[0]
         self._limits = (first.checkpoint_max_items, first.checkpoint_max_bytes)
         self._copies: dict[str, dict[int, VBucket]] = {node: {} for node in nodes}
-        #: node -> vbucket -> the dead copy a move left there, until the move ends
-        #: (``delete_dead_copies``)
-        self._dead: dict[str, dict[int, VBucket]] = {}
+        #: node -> vbucket -> the copy a move left there (the old active dead, a
+        #: dropped replica still a replica), until the move ends (``delete_old_copies``)
+        self._old: dict[str, dict[int, VBucket]] = {}
         self._down: set[str] = set()
         self._leaving: set[str] = set()
         #: (node or None, vbucket or None): replication paused for the copies matching
@@ -109,32 +109,35 @@ class Cluster:
         self._check_vbucket(vbucket)
         return self.copies_on(node).get(vbucket)
 
-    def dead_copy(self, node: str, vbucket: int) -> VBucket | None:
-        """The dead copy of ``vbucket`` a move left on ``node`` and ns_server has not
-        deleted yet (``delete_dead_copies``), or None."""
-        return self._dead.get(node, {}).get(vbucket)
+    def old_copy(self, node: str, vbucket: int) -> VBucket | None:
+        """The copy of ``vbucket`` a move left on ``node`` and ns_server has not deleted
+        yet (``delete_old_copies``), or None."""
+        return self._old.get(node, {}).get(vbucket)
 
-    def _keep_dead(self, node: str, copy: VBucket) -> None:
-        """``copy`` left ``node``'s chain: dead, it stays on the node until its move
-        ends (``delete_dead_copies``)."""
-        if copy.state is not VBucketState.DEAD:
-            retire(copy)
-        self._dead.setdefault(node, {})[copy.vbid] = copy
+    def _keep_old(self, node: str, copy: VBucket) -> None:
+        """``copy`` left ``node``'s chain: it stays on the node as it is (the old
+        active dead since its takeover, a replica still a replica that nothing
+        replicates into) until its move ends (``delete_old_copies``)."""
+        self._old.setdefault(node, {})[copy.vbid] = copy
 
-    def delete_dead_copies(self, vbucket: int | None = None) -> list[tuple[str, int]]:
-        """ns_server deletes the copies a move left dead once the move is done (the
-        vbucket mover logs "Moving vbucket ~p done. Will delete it on: ~p" and calls
-        ``janitor_agent:delete_vbucket_copies`` after the new map is out): until then
-        the old node still has the vbucket, dead, and answers GET_FAILOVER_LOG from it
-        (kv_engine ``EventuallyPersistentEngine::getFailoverLog`` is NOT_MY_VBUCKET
-        only for a vbucket it does not have). Those of ``vbucket`` (None: all) go; the
-        (node, vbucket) deleted."""
+    def delete_old_copies(self, vbucket: int | None = None) -> list[tuple[str, int]]:
+        """ns_server deletes the copies a move left once the move is done (the vbucket
+        mover logs "Moving vbucket ~p done. Will delete it on: ~p" and calls
+        ``janitor_agent:delete_vbucket_copies`` after the new map is out; ns_memcached
+        sets a copy that is not dead dead first). Until then the old node still has the
+        vbucket and answers GET_FAILOVER_LOG from it (kv_engine
+        ``EventuallyPersistentEngine::getFailoverLog`` is NOT_MY_VBUCKET only for a
+        vbucket it does not have), and OBSERVE_SEQNO and replica streams too while it
+        is a replica. Those of ``vbucket`` (None: all) go, dead (their streams end
+        STATE_CHANGED); the (node, vbucket) deleted."""
         gone = []
-        for node, dead in self._dead.items():
-            for vb in [v for v in dead if vbucket is None or v == vbucket]:
-                del dead[vb]
+        for node, old in self._old.items():
+            for vb in [v for v in old if vbucket is None or v == vbucket]:
+                copy = old.pop(vb)
+                if copy.state is not VBucketState.DEAD:
+                    retire(copy)
                 gone.append((node, vb))
-        self._dead = {node: dead for node, dead in self._dead.items() if dead}
+        self._old = {node: old for node, old in self._old.items() if old}
         self._notify(gone)
         return gone
 
@@ -344,7 +347,8 @@ class Cluster:
     def _move(self, move: VBucketMove) -> list[tuple[str, int]]:
         """Give ``move.vbucket`` the chain ``move.target`` (its nodes up): a takeover
         when the active moves, a new empty active when it had none, new replicas built
-        from the active, dropped copies retired. The (node, vbucket) touched."""
+        from the active, the copies that leave the chain kept on their nodes until the move
+        ends (``delete_old_copies``). The (node, vbucket) touched."""
         vb = move.vbucket
         old_node, new_node = move.source[0], move.target[0]
         assert new_node is not None, "a move always has an active"
@@ -361,7 +365,7 @@ class Cluster:
                 as_replica(active)
                 attach(active, new)
             else:
-                self._keep_dead(old_node, self._copies[old_node].pop(vb))
+                self._keep_old(old_node, self._copies[old_node].pop(vb))
             active = new
         for node in move.target[1:]:
             if node is not None and vb not in self._copies[node]:
@@ -369,7 +373,7 @@ class Cluster:
         for node in move.dropped:
             gone = self._copies[node].pop(vb, None)
             if gone is not None:
-                self._keep_dead(node, gone)
+                self._keep_old(node, gone)
         return [(n, vb) for n in {*move.source, *move.target} if n is not None]
 
     # -- topology steps ----------------------------------------------------------------
@@ -408,7 +412,7 @@ class Cluster:
         moves = self.map.moves_to(target)
         self.map = target
         touched = [pair for move in moves for pair in self._move(move)]
-        self.delete_dead_copies()  # every move done: ns_server deletes what they left
+        self.delete_old_copies()  # every move done: ns_server deletes what they left
         for node in self._leaving:
             assert not self._copies[node], "a leaving node keeps no copy after a rebalance"
             del self._copies[node]
@@ -469,7 +473,7 @@ class Cluster:
     def finish_rebalance(self) -> list[str]:
         """The leaving nodes that hold no copy any more leave the cluster and the map's
         server list; the nodes removed."""
-        self.delete_dead_copies()  # the last moves are done
+        self.delete_old_copies()  # the last moves are done
         gone = [n for n in self._leaving if not self._copies[n]]
         for node in gone:
             del self._copies[node]
@@ -484,7 +488,7 @@ class Cluster:
     def _forget(self, nodes: Iterable[str]) -> None:
         gone = set(nodes)
         for node in gone:
-            self._dead.pop(node, None)
+            self._old.pop(node, None)
         self._paused = {(n, v) for n, v in self._paused if n not in gone}
         self._down -= gone
 
@@ -506,7 +510,7 @@ class Cluster:
         move = VBucketMove(vbucket, self.map.chain(vbucket), target.chain(vbucket))
         self.map = target
         self._notify(self._move(move), [vbucket])
-        self.delete_dead_copies(vbucket)  # a move of its own: done at once
+        self.delete_old_copies(vbucket)  # a move of its own: done at once
         return move
 
     def failover(self, node: str, *, graceful: bool = False) -> list[int]:
@@ -629,14 +633,14 @@ class NodeView:
         return self.cluster.bucket.manifest
 
     def holds(self, vbid: int) -> VBucket | None:
-        """This node's copy of ``vbid``: active, replica, or the dead one a move left
-        until ns_server deletes it (``Cluster.delete_dead_copies``); None: it has none,
-        or the node is gone."""
+        """This node's copy of ``vbid``: active, replica, or the one a move left until
+        ns_server deletes it (``Cluster.delete_old_copies``); None: it has none, or the
+        node is gone."""
         copies = self.cluster._copies.get(self.node)
         if copies is None:
             return None
         copy = copies.get(vbid)
-        return copy if copy is not None else self.cluster.dead_copy(self.node, vbid)
+        return copy if copy is not None else self.cluster.old_copy(self.node, vbid)
 
     def is_active(self, vbid: int) -> bool:
         """Does this node hold ``vbid``'s active copy, up?"""

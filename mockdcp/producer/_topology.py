@@ -211,10 +211,10 @@ class Topology:
         self.changed()
 
     def end_move(self, move: VBucketMove) -> None:
-        """A move is done: ns_server deletes the copies it left dead on their nodes
-        (``Cluster.delete_dead_copies``); until then those nodes answer
+        """A move is done: ns_server deletes the copies it left on their nodes
+        (``Cluster.delete_old_copies``); until then those nodes answer
         GET_FAILOVER_LOG for the vbucket from them."""
-        self.cluster.delete_dead_copies(move.vbucket)
+        self.cluster.delete_old_copies(move.vbucket)
 
     def finish_rebalance(self) -> list[Node]:
         """The nodes rebalanced out: their connections drop and their listeners close

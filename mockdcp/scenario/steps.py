@@ -541,8 +541,9 @@ class Rebalance(Step):
     at a time: each moved active is handed over by a takeover (the same history and
     vbucket uuid: no consumer rolls back), the old copy goes dead (its streams end
     STATE_CHANGED, stream requests and OBSERVE_SEQNO there get NOT_MY_VBUCKET with the
-    new config; GET_FAILOVER_LOG is answered from the dead copy until ns_server deletes
-    it when the move is done, after the wait that follows the takeover), and the
+    new config; GET_FAILOVER_LOG is answered from the dead copy, and a dropped replica
+    stays a replica, until ns_server deletes them when the move is done, after the wait
+    that follows the takeover), and the
     config revision advances per move (pushed to clients that asked). ``vbuckets``:
     only these moves, in this order (each must be one the rebalance makes);
     ``interval``: seconds between moves (half before and half after each takeover, the
