@@ -150,7 +150,7 @@ async def run_client_across(
 #: the persistence poller, so the session state passes the cleared items and the stream resumes
 #: after them (pcap, rebalance-in-while-streaming: seqnos 1..5 cleared, 6..10 of the same read
 #: released, re-opened from 10). A real node answers those requests the same, so a rebalance whose
-#: moves outrun the client's map does the same to it. A race: 3 failures in 8 runs with the dead
+#: moves outrun the client's map does the same to it. A race: 4 failures in 11 runs with the dead
 #: copies kept (issue 46 item 1).
 JAVA_LOSES_BUFFERED_EVENTS = pytest.mark.xfail(
     reason="java-dcp-client closes a channel on NOT_MY_VBUCKET for a copy its stale map"
