@@ -62,6 +62,9 @@ class Cluster:
         first = bucket.vbuckets[0]
         self._limits = (first.checkpoint_max_items, first.checkpoint_max_bytes)
         self._copies: dict[str, dict[int, VBucket]] = {node: {} for node in nodes}
+        #: node -> vbucket -> the copy a move left there (the old active dead, a
+        #: dropped replica still a replica), until the move ends (``delete_old_copies``)
+        self._old: dict[str, dict[int, VBucket]] = {}
         self._down: set[str] = set()
         self._leaving: set[str] = set()
         #: (node or None, vbucket or None): replication paused for the copies matching
@@ -106,6 +109,38 @@ class Cluster:
         """``node``'s copy of ``vbucket``, or None (NOT_MY_VBUCKET there)."""
         self._check_vbucket(vbucket)
         return self.copies_on(node).get(vbucket)
+
+    def old_copy(self, node: str, vbucket: int) -> VBucket | None:
+        """The copy of ``vbucket`` a move left on ``node`` and ns_server has not deleted
+        yet (``delete_old_copies``), or None."""
+        return self._old.get(node, {}).get(vbucket)
+
+    def _keep_old(self, node: str, copy: VBucket) -> None:
+        """``copy`` left ``node``'s chain: it stays on the node as it is (the old
+        active dead since its takeover, a replica still a replica that nothing
+        replicates into) until its move ends (``delete_old_copies``)."""
+        self._old.setdefault(node, {})[copy.vbid] = copy
+
+    def delete_old_copies(self, vbucket: int | None = None) -> list[tuple[str, int]]:
+        """ns_server deletes the copies a move left once the move is done (the vbucket
+        mover logs "Moving vbucket ~p done. Will delete it on: ~p" and calls
+        ``janitor_agent:delete_vbucket_copies`` after the new map is out; ns_memcached
+        sets a copy that is not dead dead first). Until then the old node still has the
+        vbucket and answers GET_FAILOVER_LOG from it (kv_engine
+        ``EventuallyPersistentEngine::getFailoverLog`` is NOT_MY_VBUCKET only for a
+        vbucket it does not have), and OBSERVE_SEQNO and replica streams too while it
+        is a replica. Those of ``vbucket`` (None: all) go, dead (their streams end
+        STATE_CHANGED); the (node, vbucket) deleted."""
+        gone = []
+        for node, old in self._old.items():
+            for vb in [v for v in old if vbucket is None or v == vbucket]:
+                copy = old.pop(vb)
+                if copy.state is not VBucketState.DEAD:
+                    retire(copy)
+                gone.append((node, vb))
+        self._old = {node: old for node, old in self._old.items() if old}
+        self._notify(gone)
+        return gone
 
     def active(self, vbucket: int) -> VBucket:
         """The active copy of ``vbucket`` (``bucket.vbuckets[vbucket]``): a dead empty
@@ -313,7 +348,8 @@ class Cluster:
     def _move(self, move: VBucketMove) -> list[tuple[str, int]]:
         """Give ``move.vbucket`` the chain ``move.target`` (its nodes up): a takeover
         when the active moves, a new empty active when it had none, new replicas built
-        from the active, dropped copies retired. The (node, vbucket) touched."""
+        from the active, the copies that leave the chain kept on their nodes until the move
+        ends (``delete_old_copies``). The (node, vbucket) touched."""
         vb = move.vbucket
         old_node, new_node = move.source[0], move.target[0]
         assert new_node is not None, "a move always has an active"
@@ -330,15 +366,15 @@ class Cluster:
                 as_replica(active)
                 attach(active, new)
             else:
-                del self._copies[old_node][vb]
+                self._keep_old(old_node, self._copies[old_node].pop(vb))
             active = new
         for node in move.target[1:]:
             if node is not None and vb not in self._copies[node]:
                 self._build(node, vb, active)
         for node in move.dropped:
             gone = self._copies[node].pop(vb, None)
-            if gone is not None and gone.state is not VBucketState.DEAD:
-                retire(gone)
+            if gone is not None:
+                self._keep_old(node, gone)
         return [(n, vb) for n in {*move.source, *move.target} if n is not None]
 
     # -- topology steps ----------------------------------------------------------------
@@ -377,6 +413,7 @@ class Cluster:
         moves = self.map.moves_to(target)
         self.map = target
         touched = [pair for move in moves for pair in self._move(move)]
+        self.delete_old_copies()  # every move done: ns_server deletes what they left
         for node in self._leaving:
             assert not self._copies[node], "a leaving node keeps no copy after a rebalance"
             del self._copies[node]
@@ -437,6 +474,7 @@ class Cluster:
     def finish_rebalance(self) -> list[str]:
         """The leaving nodes that hold no copy any more leave the cluster and the map's
         server list; the nodes removed."""
+        self.delete_old_copies()  # the last moves are done
         gone = [n for n in self._leaving if not self._copies[n]]
         for node in gone:
             del self._copies[node]
@@ -450,6 +488,8 @@ class Cluster:
 
     def _forget(self, nodes: Iterable[str]) -> None:
         gone = set(nodes)
+        for node in gone:
+            self._old.pop(node, None)
         self._paused = {(n, v) for n, v in self._paused if n not in gone}
         self._down -= gone
 
@@ -471,6 +511,7 @@ class Cluster:
         move = VBucketMove(vbucket, self.map.chain(vbucket), target.chain(vbucket))
         self.map = target
         self._notify(self._move(move), [vbucket])
+        self.delete_old_copies(vbucket)  # a move of its own: done at once
         return move
 
     def failover(self, node: str, *, graceful: bool = False) -> list[int]:
@@ -596,9 +637,14 @@ class NodeView:
         return self.cluster.bucket.manifest
 
     def holds(self, vbid: int) -> VBucket | None:
-        """This node's copy of ``vbid`` (None: it has none, or the node is gone)."""
+        """This node's copy of ``vbid``: active, replica, or the one a move left until
+        ns_server deletes it (``Cluster.delete_old_copies``); None: it has none, or the
+        node is gone."""
         copies = self.cluster._copies.get(self.node)
-        return None if copies is None else copies.get(vbid)
+        if copies is None:
+            return None
+        copy = copies.get(vbid)
+        return copy if copy is not None else self.cluster.old_copy(self.node, vbid)
 
     def is_active(self, vbid: int) -> bool:
         """Does this node hold ``vbid``'s active copy, up?"""
@@ -621,15 +667,22 @@ class NodeView:
 
     def high_seqnos(self, state: int | None = None) -> list[tuple[int, int]]:
         """GET_ALL_VB_SEQNOS on this node: its copies in ``state`` (0/None: every
-        live one), as ``Bucket.high_seqnos``."""
-        return high_seqnos(self.vbuckets, state)
+        live one), as ``Bucket.high_seqnos``; a vbucket it has no copy of is not
+        listed, even for ``state`` dead (kv_engine ``getAllVBucketSequenceNumbers``
+        walks the vbuckets the node has)."""
+        return [pair for pair in high_seqnos(self.vbuckets, state) if self._has(pair[0])]
 
     def collection_high_seqnos(
         self, collection_id: int, state: int | None = None
     ) -> list[tuple[int, int]]:
         """As ``Bucket.collection_high_seqnos``, over this node's copies."""
         self.manifest.check_collection(collection_id)
-        return collection_high_seqnos(self.vbuckets, collection_id, state)
+        pairs = collection_high_seqnos(self.vbuckets, collection_id, state)
+        return [pair for pair in pairs if self._has(pair[0])]
+
+    def _has(self, vbid: int) -> bool:
+        copy = self.holds(vbid)
+        return copy is not None and copy.online
 
 
 def _absent_copy(vbid: int) -> VBucket:

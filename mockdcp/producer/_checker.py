@@ -215,6 +215,9 @@ class ProtocolChecker:
         self.found: dict[str, int] = {}
         #: called when the name's last live connection closes (the registry's budget)
         self.on_idle: Callable[[ProtocolChecker], None] | None = None
+        #: set by the registry: a stream asked for again under this name settles the
+        #: re-opens owed under every name (``reopened``)
+        self.on_reopen: Callable[[StreamKey], None] | None = None
 
     def given(self, vbucket: int) -> tuple[int, ...] | None:
         """The uuids of ``vbucket`` this name may resume with: None when it was never
@@ -230,6 +233,23 @@ class ProtocolChecker:
         if history is None:
             history = self.streams[key] = StreamHistory()
         return history
+
+    def reopened(self, key: StreamKey) -> None:
+        """``key`` was asked for again: the re-open each connection owed for it is made,
+        on this name's connections and (through the registry) on every other name's: a
+        consumer re-opens a vbucket that moved on its new node's connection, which
+        java-dcp-client names apart from the old node's (``DcpChannel``'s DCP_OPEN puts a
+        channel id in each name), as ``stream_end.not_reopened`` allows."""
+        if self.on_reopen is not None:
+            self.on_reopen(key)
+        else:
+            self.settle(key)
+
+    def settle(self, key: StreamKey) -> None:
+        """The re-opens this name's connections owed for ``key`` are made."""
+        for conn in self.connections.values():
+            if conn._reopen.pop(key, None) is not None:
+                conn._deadline = None
 
     def connect(
         self,
@@ -507,9 +527,7 @@ class ConnectionChecker:
         rollback = None if history is None else history.rollback
         if history is not None and rollback is not None and msg.start_seqno <= rollback:
             history.rollback = None
-        for conn in parent.connections.values():  # a re-open, on any of the name's connections
-            if conn._reopen.pop(key, None) is not None:
-                conn._deadline = None
+        parent.reopened(key)
         self._pending[msg.opaque] = _Pending(msg, frame, key)
         parent._count(found)
         return found
@@ -672,6 +690,7 @@ class CheckerRegistry:
                 name, limits=self.limits, num_vbuckets=self.num_vbuckets, others=self.given
             )
             checker.on_idle = self._idle
+            checker.on_reopen = self._reopened
             self._make_room(1)
         self.checkers[name] = checker
         return checker
@@ -683,6 +702,12 @@ class CheckerRegistry:
             del self.checkers[checker.name]
             self.checkers[checker.name] = checker
         self._make_room()
+
+    def _reopened(self, key: StreamKey) -> None:
+        """A stream asked for again under one name: every name's connections settle
+        the re-open they owed for it (``ProtocolChecker.reopened``)."""
+        for checker in self.checkers.values():
+            checker.settle(key)
 
     def _make_room(self, coming: int = 0) -> None:
         """Forget the names without a live connection used longest ago while there are

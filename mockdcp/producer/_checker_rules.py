@@ -447,7 +447,9 @@ def reopened_in_time(
     reason: StreamEndReason, ended_at: float, now: float, within: float
 ) -> str | None:
     """``stream_end.not_reopened``: a stream ended early (STATE_CHANGED, TOO_SLOW,
-    BACKFILL_FAILED) is asked for again within ``within`` seconds.
+    BACKFILL_FAILED) is asked for again within ``within`` seconds, on any connection of
+    any node under any name (a vbucket that moved is asked of its new node, and
+    java-dcp-client names each node's connection apart: ``DcpChannel``'s DCP_OPEN).
 
     kv_engine ``docs/dcp/documentation/commands/stream-end.md`` (Too Slow: "when the
     client is ready to read from the stream again it should reconnect") and

@@ -26,7 +26,6 @@ from mockdcp.protocol import (
     HelloFeature,
     Status,
     StreamEndReason,
-    VBucketState,
     encode_failover_log,
     encode_rollback_value,
 )
@@ -100,9 +99,13 @@ def on_control(conn: Connection, frame: Frame, msg: DcpControl, now: float) -> N
 
 
 def on_failover_log(conn: Connection, frame: Frame, msg: DcpGetFailoverLog, now: float) -> None:
+    """DCP_GET_FAILOVER_LOG: the failover log of the node's copy, whatever its state (a
+    dead copy a move left included); NOT_MY_VBUCKET only where the node has none
+    (kv_engine ``EventuallyPersistentEngine::getFailoverLog`` checks that the vbucket
+    exists, not its state)."""
     view = conn.node.view
     vb = view.holds(msg.vbucket) if 0 <= msg.vbucket < view.num_vbuckets else None
-    if vb is None or not vb.online or vb.state is VBucketState.DEAD:
+    if vb is None or not vb.online:
         conn.replies.not_my_vbucket(frame)  # a node answers for the copies it holds
         return
     conn.replies.respond(frame, value=encode_failover_log(vb.failover.entries))

@@ -210,6 +210,12 @@ class Topology:
         self.cluster.apply_move(move)
         self.changed()
 
+    def end_move(self, move: VBucketMove) -> None:
+        """A move is done: ns_server deletes the copies it left on their nodes
+        (``Cluster.delete_old_copies``); until then those nodes answer
+        GET_FAILOVER_LOG for the vbucket from them."""
+        self.cluster.delete_old_copies(move.vbucket)
+
     def finish_rebalance(self) -> list[Node]:
         """The nodes rebalanced out: their connections drop and their listeners close
         (a removed node is gone)."""

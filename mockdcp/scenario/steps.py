@@ -647,7 +647,10 @@ class Rebalance(Step):
     """Move to the balanced map of the current nodes (ns_server's rebalance), a vbucket
     at a time: each moved active is handed over by a takeover (the same history and
     vbucket uuid: no consumer rolls back), the old copy goes dead (its streams end
-    STATE_CHANGED, requests there get NOT_MY_VBUCKET with the new config), and the
+    STATE_CHANGED, stream requests and OBSERVE_SEQNO there get NOT_MY_VBUCKET with the
+    new config; GET_FAILOVER_LOG is answered from the dead copy, and a dropped replica
+    stays a replica, until ns_server deletes them when the move is done, after the wait
+    that follows the takeover), and the
     config revision advances per move (pushed to clients that asked). ``vbuckets``:
     only these moves, in this order (each must be one the rebalance makes);
     ``interval``: seconds between moves (half before and half after each takeover, the
@@ -688,6 +691,7 @@ class Rebalance(Step):
                 topology.rebalancing = (i + 1, len(moves))
                 if self.interval and i < len(moves) - 1:
                     yield self.interval / 2
+                topology.end_move(move)  # the old copies, dead since the takeover, go
             topology.finish_rebalance()
         finally:
             topology.rebalancing = None

@@ -319,3 +319,73 @@ def test_listeners_hear_each_node_and_vbucket_touched() -> None:
     seen.clear()
     c.bucket.set(keys_in(vb, 1)[0], "{}")
     assert seen == [("b", vb)]
+
+
+def test_a_move_leaves_the_old_copy_dead_on_its_node_until_ns_server_deletes_it() -> None:
+    """ns_server's vbucket mover deletes the old copies once the move is done
+    (``janitor_agent:delete_vbucket_copies`` after "Moving vbucket ~p done"): between
+    the takeover and then the old node still has the vbucket, dead, with its failover
+    log (kv_engine ``getFailoverLog`` answers from it)."""
+    c = loaded(("a", "b"), 0, per_vb=3)
+    c.remove_node("b")
+    [move] = [m for m in c.plan_rebalance() if m.source[0] == "b"][:1]
+    vb = move.vbucket
+    old = c.active(vb)
+    entries = list(old.failover.entries)
+    c.prepare_move(move)
+    c.apply_move(move)
+    assert c.copy("b", vb) is None, "not in b's chain any more"
+    kept = c.old_copy("b", vb)
+    assert kept is old
+    assert kept.state is VBucketState.DEAD
+    assert kept.failover.entries == entries
+    view = c.view("b")
+    assert view.holds(vb) is old
+    assert not view.is_active(vb)
+    assert vb not in dict(view.high_seqnos())
+    assert dict(view.high_seqnos(int(VBucketState.DEAD))) == {vb: old.high_seqno}
+    assert c.delete_old_copies(vb) == [("b", vb)]
+    assert c.old_copy("b", vb) is None
+    assert view.holds(vb) is None
+    assert view.high_seqnos(int(VBucketState.DEAD)) == [], "what it lacks is not listed"
+    check_cluster(c)
+
+
+def test_a_rebalance_at_once_or_its_end_deletes_every_old_copy() -> None:
+    c = loaded(("a", "b", "c"), 1)
+    c.remove_node("c")
+    c.rebalance()
+    assert all(c.old_copy(n, vb) is None for n in ("a", "b", "c") for vb in range(4))
+    c = loaded(("a", "b", "c"), 1)
+    c.remove_node("c")
+    moves = c.plan_rebalance()
+    for move in moves:
+        c.prepare_move(move)
+        c.apply_move(move)
+    assert any(c.old_copy("c", m.vbucket) is not None for m in moves)
+    assert c.finish_rebalance() == ["c"]
+    assert c.nodes == ("a", "b")
+    assert all(c.old_copy(n, vb) is None for n in ("a", "b", "c") for vb in range(4))
+    check_cluster(c)
+
+
+def test_a_replica_a_move_drops_stays_a_replica_until_deleted_then_dies() -> None:
+    """ns_server sets a copy dead only when it deletes it (ns_memcached
+    ``delete_vbucket``: DEL_VBUCKET, the copy set dead first where it is not): a
+    dropped replica answers as a replica until the move ends."""
+    c = loaded(("a", "b", "c"), 1)
+    c.remove_node("c")
+    move = next(m for m in c.plan_rebalance() if m.source[1] == "c" and "c" in m.dropped)
+    vb = move.vbucket
+    c.prepare_move(move)
+    c.apply_move(move)
+    kept = c.old_copy("c", vb)
+    assert kept is not None
+    assert kept.state is VBucketState.REPLICA
+    assert c.view("c").holds(vb) is kept
+    generation = kept.generation
+    c.delete_old_copies(vb)
+    assert VBucketState(kept.state) is VBucketState.DEAD  # (mypy narrowed it above)
+    assert kept.generation > generation, "its streams end STATE_CHANGED"
+    assert c.view("c").holds(vb) is None
+    check_cluster(c)

@@ -882,3 +882,23 @@ def test_every_rule_has_a_test_here() -> None:
         for rule in re.findall(r'"([a-z_.]+)"', call)
     }
     assert set(RULES) - named == set()
+
+
+def test_an_early_end_re_opened_under_another_name_owes_nothing() -> None:
+    # issue 46 item 1: java-dcp-client re-opens a vbucket a move took away on the new
+    # node's channel, whose name differs from the old one's (DcpChannel puts a channel id
+    # in it); the old node's connection stays open while the old copy answers its
+    # GET_FAILOVER_LOG, and it owes no re-open of its own
+    r = Recording(limits=CheckerLimits(reopen_within=2.0))
+    r.connect(name='{"i":"client/channel-a"}')
+    r.stream(0)
+    r.snapshot(0, 1, 10, range(1, 11))
+    r.end(0, StreamEndReason.STATE_CHANGED, now=1.0)
+    old = r.conn
+    r.connect(now=1.2, name='{"i":"client/channel-b"}')
+    r.stream(0, 10, uuid=UUID, now=1.5)
+    r.found += old.tick(3.0)
+    assert r.found == []
+    r.end(0, StreamEndReason.STATE_CHANGED, now=11.0)  # the new one owes its own
+    r.tick(13.0)
+    assert r.rules() == ["stream_end.not_reopened"]

@@ -215,3 +215,111 @@ def test_the_checker_limits_set_on_one_node_hold_on_every_node_of_the_cluster() 
     assert first.checkers.checker("from-the-first").limits == quick
     joined = first.sibling("node9", host=first.host, kv_port=0, http_port=0)
     assert joined.checker_limits == quick
+
+
+def test_the_old_node_answers_the_failover_log_from_its_dead_copy_until_the_move_ends() -> None:
+    """kv_engine ``EventuallyPersistentEngine::getFailoverLog``: NOT_MY_VBUCKET only for
+    a vbucket the node does not have; ``observe_seqno``: NOT_MY_VBUCKET for a dead one;
+    a stream request: NOT_MY_VBUCKET unless active or replica (``DcpProducer::streamRequest``);
+    ``getAllVBucketSequenceNumbers`` lists the vbuckets the node has in the state asked
+    for, a dead one included. ns_server deletes the dead copy when the move is done
+    (``ns_single_vbucket_mover:on_move_done``, ``end_move``)."""
+    from mockdcp.protocol import (
+        DcpCloseStream,
+        DcpGetFailoverLog,
+        DcpStreamRequest,
+        GetAllVbSeqnos,
+        ObserveSeqno,
+        Response,
+        Status,
+        VBucketState,
+        decode_all_vb_seqnos,
+        decode_failover_log,
+    )
+    from tests.producer._session import Session
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=0)
+    topology = first.topology
+    old = topology.nodes["node1"]
+    topology.remove_node(1)
+    move = topology.plan_rebalance()[0]
+    assert move.source[0] == "node1"
+    vb = move.vbucket
+    bucket.set("k", b"v", vbucket=vb)
+    high = bucket.vbucket(vb).high_seqno
+    uuid = bucket.vbucket(vb).failover.newest_uuid
+    session = Session(bucket, node=old)
+    session.open_dcp()
+
+    def ask() -> tuple[Status, Status, Status, dict[int, int]]:
+        [log] = session.call(DcpGetFailoverLog(opaque=1, vbucket=vb))
+        [seen] = session.call(ObserveSeqno(opaque=2, vbucket=vb, vbucket_uuid=uuid))
+        request = DcpStreamRequest(
+            opaque=3,
+            vbucket=vb,
+            flags=0,
+            start_seqno=0,
+            end_seqno=2**64 - 1,
+            vbucket_uuid=0,
+            snap_start_seqno=0,
+            snap_end_seqno=0,
+        )
+        stream = next(m for m in session.call(request) if isinstance(m, Response))
+        [dead] = session.call(GetAllVbSeqnos(opaque=4, state=int(VBucketState.DEAD)))
+        session.read()
+        assert isinstance(log, Response)
+        assert isinstance(seen, Response)
+        assert isinstance(dead, Response)
+        if log.status == Status.SUCCESS:
+            assert decode_failover_log(log.value)[0][0] == uuid
+        statuses = (Status(log.status), Status(seen.status), Status(stream.status))
+        return (*statuses, dict(decode_all_vb_seqnos(dead.value)))
+
+    assert ask()[:2] == (Status.SUCCESS, Status.SUCCESS)
+    session.call(DcpCloseStream(opaque=5, vbucket=vb))
+    topology.prepare_move(move)
+    topology.apply_move(move)  # the takeover: node1's copy is dead
+    assert ask() == (Status.SUCCESS, Status.NOT_MY_VBUCKET, Status.NOT_MY_VBUCKET, {vb: high})
+    topology.end_move(move)  # ns_server deletes it
+    assert ask() == (Status.NOT_MY_VBUCKET, Status.NOT_MY_VBUCKET, Status.NOT_MY_VBUCKET, {})
+
+
+def test_a_dropped_replica_streams_until_ns_server_deletes_it() -> None:
+    """The replica a move drops stays a replica (``update_replication_post_move`` only
+    stops what fed it) until ``delete_vbucket_copies`` when the move is done; ns_memcached
+    sets it dead then (``delete_vbucket``), and kv_engine ends its streams STATE_CHANGED
+    (``DcpProducer::closeStreamDueToVbStateChange``)."""
+    from mockdcp.protocol import DcpStreamRequest, Response, Status, StreamEnd, StreamEndReason
+    from tests.producer._session import Session
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=3, replicas=1)
+    topology, model = first.topology, first.topology.cluster
+    topology.remove_node(2)
+    move = next(m for m in topology.plan_rebalance() if m.source[1] == "node2")
+    assert "node2" in move.dropped
+    vb = move.vbucket
+    session = Session(bucket, node=topology.nodes["node2"])
+    session.open_dcp()
+    request = DcpStreamRequest(
+        opaque=7,
+        vbucket=vb,
+        flags=0,  # a replica streams without ACTIVE_VB_ONLY
+        start_seqno=0,
+        end_seqno=2**64 - 1,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+    )
+    assert any(
+        isinstance(m, Response) and m.status == Status.SUCCESS for m in session.call(request)
+    )
+    session.read()
+    topology.prepare_move(move)
+    topology.apply_move(move)
+    assert model.copy("node2", vb) is None, "out of the map"
+    assert not [m for m in session.read() if isinstance(m, StreamEnd)], "still a replica"
+    topology.end_move(move)
+    ends = [m for m in session.read() if isinstance(m, StreamEnd)]
+    assert [(m.vbucket, m.reason) for m in ends] == [(vb, StreamEndReason.STATE_CHANGED)]
