@@ -151,11 +151,15 @@ def decide_stream_request(
     bucket: Bucket | NodeView,
     settings: DcpSettings,
     active_stream_exists: bool | Callable[[int | None], bool],
+    may_stream: Callable[[frozenset[int] | None, int | None], bool] | None = None,
 ) -> StreamRequestDecision:
     """Answer a stream request in the order of ``DcpProducer::streamRequest``'s checks.
 
     Returns a decision with status SUCCESS (and the adjusted range), ROLLBACK (and the
-    seqno), or the error status of the first failing check.
+    seqno), or the error status of the first failing check. ``may_stream(collections,
+    scope)``: the user's DcpStream privilege on the filter, asked where kv_engine makes
+    the filter (``Collections::VB::Filter``'s constructor calls ``checkPrivileges``):
+    EACCESS without it.
     """
     flags = req.flags
     problem = _check_flags(flags)
@@ -198,6 +202,8 @@ def decide_stream_request(
     )
     if isinstance(collections, StreamRequestDecision):
         return collections
+    if may_stream is not None and not may_stream(collections, value.scope):
+        return _fail(Status.EACCESS, "no DcpStream privilege on the stream's data")
     # 8: stream-id present exactly when enabled
     sid = req.stream_id if req.stream_id is not None else value.sid
     if (sid is not None) != settings.stream_ids:
