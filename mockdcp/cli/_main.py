@@ -63,8 +63,15 @@ def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http-port", type=int, default=8091, help="management port (0 = any)")
     p.add_argument("--bucket", default="default")
     p.add_argument("--vbuckets", type=int, default=1024, help="number of vbuckets (1..1024)")
-    p.add_argument("--user", default="Administrator")
-    p.add_argument("--password", default="password")
+    p.add_argument(
+        "--user",
+        action="append",
+        metavar="NAME[:PASSWORD[:ROLES]]",
+        help="a user (repeatable): its password and its roles, comma separated as ns_server "
+        "spells them (data_dcp_reader[default],data_reader[*]; default admin); a NAME alone "
+        "takes --password (default: Administrator, password, admin)",
+    )
+    p.add_argument("--password", default="password", help="the password of a --user NAME")
     p.add_argument("--seed", type=int, default=0, help="seed for uuids, CAS and data")
     p.add_argument(
         "--nodes",

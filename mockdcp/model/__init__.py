@@ -70,6 +70,8 @@ from mockdcp.model._rbac import (
     UserChange as UserChange,
     Users as Users,
     as_users as as_users,
+    check_password as check_password,
+    check_user_name as check_user_name,
     parse_roles as parse_roles,
 )
 from mockdcp.model._validate import check_value as check_value

@@ -419,6 +419,11 @@ class Users(Mapping[str, str]):
         self.revision = 0
 
     @classmethod
+    def default(cls) -> Users:
+        """A node's users when none are given: ``Administrator``/``password``, admin."""
+        return cls.admins({"Administrator": "password"})
+
+    @classmethod
     def admins(cls, passwords: Mapping[str, str]) -> Users:
         """Users with the admin role (the default ``Administrator``/``password``)."""
         return cls(User(name=n, password=p, roles=(Role("admin"),)) for n, p in passwords.items())
