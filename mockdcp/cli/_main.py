@@ -95,9 +95,6 @@ def _collection_paths(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
 
 def _network_options(p: argparse.ArgumentParser) -> None:
     """``serve``'s alternate address and TLS options (docs/tls.md);
@@ -123,26 +120,30 @@ def _network_options(p: argparse.ArgumentParser) -> None:
     ):
         # argparse parses a string default as it parses the option's value
         ext.add_argument(option, type=port, default=env(variable) or None, metavar="PORT")
-    tls = p.add_argument_group("TLS", "KV over TLS and HTTPS beside the plain ports")
+    tls = p.add_argument_group(
+        "TLS", "KV over TLS and HTTPS beside the plain ports (on by default)"
+    )
     tls.add_argument(
         "--tls",
-        action="store_true",
-        default=_env_flag("MOCKDCP_TLS"),
-        help="serve KV over TLS and HTTPS too (MOCKDCP_TLS=1)",
+        action=argparse.BooleanOptionalAction,
+        default=os.environ.get("MOCKDCP_TLS", "1").strip().lower()
+        not in ("0", "false", "no", "off"),
+        help="serve KV over TLS and HTTPS too, and list them in the cluster map, as a 7.x node "
+        "always does (the default; --no-tls or MOCKDCP_TLS=0 leaves them out)",
     )
     tls.add_argument(
         "--tls-port",
         type=_int_in(0, 65535),
-        default=11207,
+        default=None,
         metavar="PORT",
-        help="KV over TLS (default 11207; 0 = any free)",
+        help="KV over TLS (default 11207 for --port 11210: 3 below it; 0 = any free)",
     )
     tls.add_argument(
         "--https-port",
         type=_int_in(0, 65535),
-        default=18091,
+        default=None,
         metavar="PORT",
-        help="HTTPS management port (default 18091; 0 = any free)",
+        help="HTTPS management port (default 18091 for --http-port 8091; 0 = any free)",
     )
     tls.add_argument(
         "--tls-dir",

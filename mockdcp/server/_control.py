@@ -263,7 +263,7 @@ class ControlApi:
     async def ca(self, request: Request) -> Response:
         """The CA that signs the TLS ports' certificates (PEM); 404 without TLS."""
         if self.server.ca_pem is None:
-            raise Problem(404, "Not Found", "this server has no TLS (mockdcp serve --tls)")
+            raise Problem(404, "Not Found", "this server has no TLS (it was started with --no-tls)")
         return Response(self.server.ca_pem, media_type="application/x-pem-file")
 
     async def metrics(self, request: Request) -> Response:

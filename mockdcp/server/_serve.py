@@ -438,6 +438,9 @@ async def serve(
         external_http_port=external_http_port,
         external_kv_tls_port=external_kv_tls_port,
         external_https_port=external_https_port,
+        kv_port=port,
+        http_port=http_port,
+        nodes=nodes,
         **tls,
     )
     with contextlib.ExitStack() as files:
