@@ -68,6 +68,8 @@ MEANT: dict[str, tuple[str, ...]] = {
         "failover-drops-prepares",
     ),
     "apply-prepares": ("durable-write-aborted",),
+    "fatal-refusals": ("privileges-revoked-mid-stream",),
+    "give-up-on-auth": ("password-changed",),
     # not wrong: it passes the rollback scenarios by the other route
     "restart-from-zero": (),
 }
