@@ -476,10 +476,12 @@ def _ns(
     *,
     body: bool = False,
     errors: dict[str, dict[str, Any]] | None = None,
+    parameters: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """An ns_server route's operation: Basic credentials, ns_server's answers."""
     op: dict[str, Any] = {
         "summary": summary,
+        **({"parameters": parameters} if parameters else {}),
         "security": [{"basic": []}],
         "responses": {"200": ok, "401": _UNAUTHORIZED, "403": _FORBIDDEN, **(errors or {})},
     }
@@ -508,16 +510,20 @@ _PATHS.update(
             "get": _ns("The users (ns_server)", _json({"type": "array", "items": _USER}, "users"))
         },
         "/settings/rbac/users/{domain}": {
-            "parameters": _DOMAIN,
             "get": _ns(
                 "The users of a domain (local only)",
                 _json({"type": "array", "items": _USER}, "users"),
                 errors={"404": _NS_TEXT},
+                parameters=_DOMAIN,
             ),
         },
         "/settings/rbac/users/{domain}/{name}": {
-            "parameters": _DOMAIN + _NAME,
-            "get": _ns("One user", _json(_USER, "the user"), errors={"404": _NS_TEXT}),
+            "get": _ns(
+                "One user",
+                _json(_USER, "the user"),
+                errors={"404": _NS_TEXT},
+                parameters=_DOMAIN + _NAME,
+            ),
             "put": _ns(
                 "Create a user or replace its roles (the create_user step)",
                 _NS_TEXT,
