@@ -95,6 +95,15 @@ def _collection_paths(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _tls_default() -> bool | None:
+    """``--tls``'s default from ``MOCKDCP_TLS``: True (1), False (0), None (unset: on)."""
+    value = os.environ.get("MOCKDCP_TLS", "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return None
+
 
 def _network_options(p: argparse.ArgumentParser) -> None:
     """``serve``'s alternate address and TLS options (docs/tls.md);
@@ -126,10 +135,10 @@ def _network_options(p: argparse.ArgumentParser) -> None:
     tls.add_argument(
         "--tls",
         action=argparse.BooleanOptionalAction,
-        default=os.environ.get("MOCKDCP_TLS", "1").strip().lower()
-        not in ("0", "false", "no", "off"),
+        default=_tls_default(),
         help="serve KV over TLS and HTTPS too, and list them in the cluster map, as a 7.x node "
-        "always does (the default; --no-tls or MOCKDCP_TLS=0 leaves them out)",
+        "always does; by default its certificate is made on a TLS client's first use, with "
+        "--tls (MOCKDCP_TLS=1) at start; --no-tls (MOCKDCP_TLS=0) leaves TLS out",
     )
     tls.add_argument(
         "--tls-port",

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 class TlsArguments(TypedDict, total=False):
     """The TLS keywords of ``serve`` (and ``Server``, the pytest marker): the options of
     ``mockdcp serve``'s TLS group, same names and defaults: ``tls`` is on unless False
-    (``--no-tls``); ``tls_port`` and ``https_port`` default to ``default_tls_ports``."""
+    (``--no-tls``; True, ``--tls``: its material is made at start, not on first use);
+    ``tls_port`` and ``https_port`` default to ``default_tls_ports``."""
 
-    tls: bool
+    tls: bool | None
     tls_port: int | None
     https_port: int | None
     tls_dir: str | os.PathLike[str] | None
@@ -141,6 +142,9 @@ class NetworkOptions:
     bind_host: str
     external: AlternateAddress | None = None
     tls: TlsOptions | None = None
+    #: TLS was asked for (``tls=True``, ``--tls``): its material is made at start, as
+    #: before TLS was on by default; else on first use
+    tls_asked: bool = False
 
     @classmethod
     def build(
@@ -194,6 +198,7 @@ class NetworkOptions:
             bind_host=host,
             external=external,
             tls=_tls_options(arguments, defaults) if on else None,
+            tls_asked=arguments.get("tls") is True,
         )
 
     def prepare_tls(self) -> TlsSetup | None:
@@ -204,7 +209,7 @@ class NetworkOptions:
         from mockdcp.server._tls import prepare_tls
 
         hosts = [self.bind_host, *([self.external.hostname] if self.external else [])]
-        return prepare_tls(self.tls, hosts)
+        return prepare_tls(self.tls, hosts, now=self.tls_asked)
 
 
 def node_network(

@@ -160,8 +160,13 @@ class TlsSetup:
 
     @property
     def ca_file(self) -> Path | None:
-        """The file the CA is kept in (the generated CA's, or ``--tls-ca``)."""
-        return self.material().ca_file
+        """The file the CA is kept in (the generated CA's, or ``--tls-ca``); the
+        generated CA's is named before it is made or read (on first use)."""
+        if self._material is not None or self.options.cert_file is not None:
+            return self.material().ca_file
+        from mockdcp.server._tls_dir import CA_FILE, default_tls_dir
+
+        return (self.options.directory or default_tls_dir()) / CA_FILE
 
     async def accept(
         self, transport: trio.SocketStream, users: Container[str], *, https: bool = False
@@ -230,14 +235,15 @@ def server_context(
     return context
 
 
-def prepare_tls(options: TlsOptions, hosts: Iterable[str]) -> TlsSetup:
+def prepare_tls(options: TlsOptions, hosts: Iterable[str], *, now: bool = False) -> TlsSetup:
     """The TLS of a server with ``options``; the node certificate, when mockdcp makes
     it, is valid for ``hosts`` and ``options.names`` too. Certificate files given are
-    read now (``ServerError`` for files that cannot serve, ``_certs.load_files``); the
-    generated CA's material is made on first use.
+    read now (``ServerError`` for files that cannot serve, ``_certs.load_files``), and
+    with ``now`` (TLS asked for) the generated CA's material is made now too; else on
+    first use.
     """
     setup = TlsSetup(options=options, hosts=tuple(hosts))
-    if options.cert_file is not None:
+    if now or options.cert_file is not None:
         setup.material()
     return setup
 
