@@ -165,8 +165,11 @@ class CouchbaseEndpoints:
         return None
 
     async def whoami(self, request: Request) -> Response:
+        """The caller and its roles (ns_server's ``/whoami``)."""
         user = request.scope.get(USER_KEY)
-        return JSONResponse({"id": user, "domain": "local", "roles": [{"role": "admin"}]})
+        found = self.node.users.user(user) if user is not None else None
+        roles = [] if found is None else [r.as_json() for r in found.roles]
+        return JSONResponse({"id": user, "domain": "local", "roles": roles})
 
     async def pools(self, request: Request) -> Response:
         node = self.node

@@ -44,6 +44,9 @@ async def test_put_get_and_delete_a_user_as_a_node_answers(
         }
     ]
     assert (await http.get("/settings/rbac/users/local/dcp")).json()["id"] == "dcp"
+    async with httpx.AsyncClient(base_url=server.http_url, auth=("dcp", "secret1")) as dcp_http:
+        who = (await dcp_http.get("/whoami")).json()
+    assert (who["id"], [r["role"] for r in who["roles"]]) == ("dcp", ["data_dcp_reader"])
     # a PUT without a password keeps it and replaces the roles
     r = await put_user(http, "dcp", "roles=data_reader[default]")
     assert r.status_code == 200
