@@ -106,6 +106,8 @@ func TestStepConstructors(t *testing.T) {
 		WaitFor(ConsumerProgress{VBuckets: []int{1, 2}, Seqno: High, Acked: true, Connections: 1, Streams: true,
 			BytesAcked: 1, Rollback: true, Connection: "x"}, time.Second),
 		ExpectRollback(1).With("within", 2), ExpectReconnected(), Label("l"),
+		CreateUser("u", "secret", "admin").With("full_name", "U"), DeleteUser("u"), Grant("u", "admin"),
+		Revoke("u", "admin"), ChangePassword("u", "secret2"),
 	}
 	var names []string
 	for _, s := range built {

@@ -162,6 +162,37 @@ func DropCollection(collection string) Step {
 	return Step{Name: "drop_collection", Fields: map[string]any{"collection": collection}}
 }
 
+// -- users
+
+// CreateUser creates a local user with roles, comma separated as ns_server spells
+// them ("data_dcp_reader[default]", "admin"), or gives an existing one these roles.
+func CreateUser(name, password, roles string) Step {
+	return Step{Name: "create_user", Fields: map[string]any{"name": name, "password": password, "roles": roles}}
+}
+
+// DeleteUser deletes a user: its connections stay, its next login fails.
+func DeleteUser(name string) Step {
+	return Step{Name: "delete_user", Fields: map[string]any{"name": name}}
+}
+
+// Grant gives a user more roles.
+func Grant(user, roles string) Step {
+	return Step{Name: "grant", Fields: map[string]any{"user": user, "roles": roles}}
+}
+
+// Revoke takes roles from a user: its streams that lose DcpStream end
+// LOST_PRIVILEGES at their next snapshot marker, its DCP connections that lose
+// DcpProducer are closed.
+func Revoke(user, roles string) Step {
+	return Step{Name: "revoke", Fields: map[string]any{"user": user, "roles": roles}}
+}
+
+// ChangePassword sets a user's password: nothing drops, the next login with the old
+// one fails.
+func ChangePassword(user, password string) Step {
+	return Step{Name: "change_password", Fields: map[string]any{"user": user, "password": password}}
+}
+
 // -- faults
 
 // Disconnect drops every connection (With("connection", dcpName) for one).

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import argparse
     from pathlib import Path
 
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, Users
     from mockdcp.server import Identity, MockDcpServer
 
 
@@ -129,7 +129,7 @@ async def _serve(args: argparse.Namespace) -> None:
             host=args.host,
             port=args.port,
             http_port=args.http_port,
-            users={args.user: args.password},
+            users=users_option(args.user, args.password),
             bucket_obj=bucket,
             pcap=args.pcap,
             control_open=args.control_open,
@@ -190,6 +190,29 @@ def _print_corpus_log() -> None:
     corpus_log.addHandler(handler)
     corpus_log.setLevel(logging.INFO)
     corpus_log.propagate = False
+
+
+def users_option(values: list[str] | None, password: str) -> Users:
+    """``serve --user`` (repeatable): ``NAME:PASSWORD[:ROLES]`` (roles comma separated,
+    default ``admin``), or a ``NAME`` alone with ``--password``; none: the default
+    administrator. The password policy of the REST API is not applied here.
+    ``ServerError`` naming a bad one."""
+    from mockdcp.model import Role, User, Users, check_user_name, parse_roles
+    from mockdcp.util import ServerError
+
+    if not values:
+        return Users.admins({"Administrator": password})
+    made: list[User] = []
+    for value in values:
+        name, sep, rest = value.partition(":")
+        secret, _, roles = rest.partition(":") if sep else (password, "", "")
+        try:
+            check_user_name(name)
+            chosen = parse_roles(roles) if roles else (Role("admin"),)
+        except ValueError as exc:
+            raise ServerError(f"--user {name}: {exc}") from None
+        made.append(User(name=name, password=secret, roles=chosen))
+    return Users(made)
 
 
 def _limits(args: argparse.Namespace) -> dict[str, Any]:

@@ -91,8 +91,15 @@ def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http-port", type=int, default=8091, help="management port (0 = any)")
     p.add_argument("--bucket", default="default")
     p.add_argument("--vbuckets", type=int, default=1024, help="number of vbuckets (1..1024)")
-    p.add_argument("--user", default="Administrator")
-    p.add_argument("--password", default="password")
+    p.add_argument(
+        "--user",
+        action="append",
+        metavar="NAME[:PASSWORD[:ROLES]]",
+        help="a user (repeatable): its password and its roles, comma separated as ns_server "
+        "spells them (data_dcp_reader[default],data_reader[*]; default admin); a NAME alone "
+        "takes --password (default: Administrator, password, admin)",
+    )
+    p.add_argument("--password", default="password", help="the password of a --user NAME")
     p.add_argument("--seed", type=int, default=0, help="seed for uuids, CAS and data")
     p.add_argument(
         "--nodes",
@@ -131,6 +138,16 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _tls_default() -> bool | None:
+    """``--tls``'s default from ``MOCKDCP_TLS``: True (1), False (0), None (unset: on)."""
+    value = os.environ.get("MOCKDCP_TLS", "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
 def _network_options(p: argparse.ArgumentParser) -> None:
     """``serve``'s alternate address and TLS options (docs/tls.md);
     the external address and ``--tls`` also read ``MOCKDCP_*`` variables, so the Docker
@@ -155,26 +172,30 @@ def _network_options(p: argparse.ArgumentParser) -> None:
     ):
         # argparse parses a string default as it parses the option's value
         ext.add_argument(option, type=port, default=env(variable) or None, metavar="PORT")
-    tls = p.add_argument_group("TLS", "KV over TLS and HTTPS beside the plain ports")
+    tls = p.add_argument_group(
+        "TLS", "KV over TLS and HTTPS beside the plain ports (on by default)"
+    )
     tls.add_argument(
         "--tls",
-        action="store_true",
-        default=_env_flag("MOCKDCP_TLS"),
-        help="serve KV over TLS and HTTPS too (MOCKDCP_TLS=1)",
+        action=argparse.BooleanOptionalAction,
+        default=_tls_default(),
+        help="serve KV over TLS and HTTPS too, and list them in the cluster map, as a 7.x node "
+        "always does; by default its certificate is made on a TLS client's first use, with "
+        "--tls (MOCKDCP_TLS=1) at start; --no-tls (MOCKDCP_TLS=0) leaves TLS out",
     )
     tls.add_argument(
         "--tls-port",
         type=_int_in(0, 65535),
-        default=11207,
+        default=None,
         metavar="PORT",
-        help="KV over TLS (default 11207; 0 = any free)",
+        help="KV over TLS (default 11207 for --port 11210: 3 below it; 0 = any free)",
     )
     tls.add_argument(
         "--https-port",
         type=_int_in(0, 65535),
-        default=18091,
+        default=None,
         metavar="PORT",
-        help="HTTPS management port (default 18091; 0 = any free)",
+        help="HTTPS management port (default 18091 for --http-port 8091; 0 = any free)",
     )
     tls.add_argument(
         "--tls-dir",

@@ -201,7 +201,13 @@ def run_run(args: argparse.Namespace) -> int:
 
 def validate_file(path: str) -> list[str]:
     """The problems of one scenario file (empty when it is valid)."""
-    from mockdcp.scenario import ScenarioProblems, check_steps, load_scenario, scenario_bucket
+    from mockdcp.scenario import (
+        ScenarioProblems,
+        check_steps,
+        load_scenario,
+        scenario_bucket,
+        scenario_users,
+    )
 
     try:
         scenario = load_scenario(path)
@@ -212,6 +218,7 @@ def validate_file(path: str) -> list[str]:
             path,
             nodes=spec.nodes,
             replicas=spec.replicas,
+            users=scenario_users(scenario),
         )
     except ScenarioProblems as exc:
         return [str(p) for p in exc.problems]

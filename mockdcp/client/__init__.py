@@ -20,6 +20,7 @@ from mockdcp.client._output import (
     write_documents as write_documents,
 )
 from mockdcp.client._state import (
+    AuthenticationFailed as AuthenticationFailed,
     CallbackError as CallbackError,
     ConsumerError as ConsumerError,
     ConsumerState as ConsumerState,

@@ -28,6 +28,9 @@ It does what a correct consumer must (kv_engine docs/dcp/documentation):
   (the vbucket is moving or warming up; java-dcp-client retries these too), waiting
   twice as long after each refusal in a row (0.1 s, 0.2 s, ... up to 1 s);
 * DCP_NOOP answered, buffer acks sent at half the window;
+* a reconnect refused AUTH_ERROR (its password changed, its user deleted) is
+  reported and tried again with the same back-off: the node dropped nothing, and once
+  the credentials are right again it resumes (a refusal at the first login is raised);
 * a dropped connection, a frame it cannot decode (the framing can no longer be
   trusted), or a value that contradicts its datatype (flagged JSON, it does not parse;
   a malformed xattr section: ``_core.check_value``) is re-established and every stream
@@ -47,7 +50,12 @@ from typing import TYPE_CHECKING
 import trio
 
 from mockdcp.client._core import MAX_SEQNO, ConsumerCore, Emit, Reopen, Send
-from mockdcp.client._state import CallbackError, ConsumerError, ConsumerState
+from mockdcp.client._state import (
+    AuthenticationFailed,
+    CallbackError,
+    ConsumerError,
+    ConsumerState,
+)
 from mockdcp.protocol import (
     Frame,
     FrameReader,
@@ -238,7 +246,7 @@ class DcpConsumer:
                 )
             )
         if frame.status != Status.SUCCESS:
-            raise ConsumerError(f"authentication failed with status {frame.status:#x}")
+            raise AuthenticationFailed(f"authentication failed with status {frame.status:#x}")
         client.finish(frame.value)
 
     async def lookup_ids(self, paths: Iterable[str], *, scopes: bool = False) -> list[int]:
@@ -352,5 +360,14 @@ class DcpConsumer:
                 if not self.core.reconnect or self.connects == 0:  # never reached the producer
                     raise
                 log.info("connection lost (%s); resuming", exc)
+                await trio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except AuthenticationFailed as exc:
+                # refused on a reconnect (the password changed, the user was deleted):
+                # reported, and tried again with the same back-off; refused before any
+                # streaming, the credentials are wrong and that is the caller's to fix
+                if not self.core.reconnect or self._task_status is not None:
+                    raise
+                log.warning("%s; trying again in %.2fs", exc, delay)
                 await trio.sleep(delay)
                 delay = min(delay * 2, 1.0)

@@ -20,6 +20,12 @@ class ConsumerError(MockDcpError):
     """The producer refused the bootstrap or a stream in a way the consumer cannot fix."""
 
 
+class AuthenticationFailed(ConsumerError):
+    """The node refused the credentials (SASL AUTH_ERROR): a wrong or changed password,
+    a deleted user. After the consumer has streamed, a reconnect that meets it tries
+    again later (an operator may put the credentials right); before, it is raised."""
+
+
 class CallbackError(ConsumerError):
     """The ``on_event`` callback raised (the original exception is the cause).
 

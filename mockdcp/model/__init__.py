@@ -80,6 +80,19 @@ from mockdcp.model._manifest import (
     ManifestChange as ManifestChange,
 )
 from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
+from mockdcp.model._rbac import (
+    ROLES as ROLES,
+    Privilege as Privilege,
+    Role as Role,
+    UnknownRoles as UnknownRoles,
+    User as User,
+    UserChange as UserChange,
+    Users as Users,
+    as_users as as_users,
+    check_password as check_password,
+    check_user_name as check_user_name,
+    parse_roles as parse_roles,
+)
 from mockdcp.model._timers import ClockAdvanced as ClockAdvanced
 from mockdcp.model._validate import check_value as check_value
 from mockdcp.model._vbmap import (

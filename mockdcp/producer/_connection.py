@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Protocol
 
-    from mockdcp.model import Bucket, NodeView
+    from mockdcp.model import Bucket, NodeView, Users
     from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._stream import Stream
     from mockdcp.protocol import DcpOpenFlag, Frame, SaslServer, ServerProfile, Status
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
         the connection never imports the node)."""
 
         bucket: Bucket
-        users: Mapping[str, str]
+        users: Users
         host: str
         #: the server version the node behaves as
         profile: ServerProfile
@@ -521,6 +521,36 @@ class Connection:
     def holds_released(self) -> None:
         """The node lifted its holds: every stream may send again."""
         self.scheduler.holds_released()
+
+    def privileges_changed(self) -> bool:
+        """The user's roles changed: a producer connection without DcpProducer any
+        more is shut down; a stream without DcpStream on its data ends at its next
+        snapshot marker, one that has it again goes on (``_privileges``). True if the
+        shell must look at the connection again."""
+        from mockdcp.producer._privileges import keeps_dcp, may_stream
+
+        if self.closed or self.state is not ConnectionState.DCP_OPEN:
+            return False
+        users, bucket = self.node.users, self.node.bucket
+        if not keeps_dcp(users, self.user, bucket.name):
+            self.close("DcpProducer privilege no longer available")
+            return True
+        reason = (
+            StreamEndReason.LOST_PRIVILEGES if self.settings.collections else StreamEndReason.OK
+        )
+        losing: dict[Stream, StreamEndReason] = {}
+        for stream in self.streams:
+            if not stream.alive:
+                continue
+            selected = stream.stream_filter
+            if not may_stream(
+                users, self.user, bucket.name, bucket.manifest, selected.collections, selected.scope
+            ):
+                losing[stream] = reason
+                self.streams.mark_ready(stream)
+        changed = losing.keys() != self.scheduler.losing.keys()
+        self.scheduler.losing = losing
+        return changed
 
     def stall(self, seconds: float) -> None:
         """Write nothing for ``seconds`` (the stall fault)."""

@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from mockdcp.producer import events as ev
+from mockdcp.producer._privileges import may_stream
 from mockdcp.producer._stream import Stream
 from mockdcp.producer._stream_request import decide_stream_request
 from mockdcp.protocol import (
@@ -116,12 +117,18 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         existing = conn.streams.get(msg.vbucket, sid)
         return existing is not None and existing.alive
 
+    def privileged(collections: frozenset[int] | None, scope: int | None) -> bool:
+        node = conn.node
+        manifest = node.bucket.manifest
+        return may_stream(node.users, conn.user, node.bucket.name, manifest, collections, scope)
+
     decision = decide_stream_request(
         msg,
         bucket=conn.node.view,
         settings=conn.settings,
         active_stream_exists=active_stream_exists,
         profile=conn.node.profile,
+        may_stream=privileged,
     )
     rollback = decision.status == Status.ROLLBACK
     log.info(

@@ -4,7 +4,8 @@ client sends before its handler runs.
 A request is decoded (a bad shape gets EINVAL with the field), shown to the connection's
 protocol checker (``_checker``, from DCP_OPEN on: it only observes), admitted or refused for
 the connection's state (``_admission``: the status a real node gives for a command out of
-order), checked against a scenario's ``reject`` step, then handed to the handler its
+order), refused EACCESS when the connection's user lacks the privilege it needs
+(``_privileges``), checked against a scenario's ``reject`` step, then handed to the handler its
 message type has here: session commands (``_session_handlers``), lookups
 (``_lookup_handlers``), DCP (``_dcp_handlers``) and documents (``_document_handlers``).
 An unknown command gets UNKNOWN_COMMAND. A response from the client (a consumer answering
@@ -21,6 +22,7 @@ from mockdcp.producer._admission import admission_status
 from mockdcp.producer._dcp_handlers import HANDLERS as DCP_HANDLERS
 from mockdcp.producer._document_handlers import HANDLERS as DOCUMENT_HANDLERS
 from mockdcp.producer._lookup_handlers import HANDLERS as LOOKUP_HANDLERS
+from mockdcp.producer._privileges import request_status
 from mockdcp.producer._session_handlers import HANDLERS as SESSION_HANDLERS
 from mockdcp.protocol import (
     Magic,
@@ -67,6 +69,16 @@ def handle_frame(conn: Connection, frame: Frame, now: float) -> None:
     status = admission_status(conn.state, frame.opcode)
     if status is not None:
         replies.respond(frame, status, context=f"{status.name} for this command now")
+        return
+    status = request_status(
+        conn.node.users,
+        conn.user,
+        conn.node.bucket.name,
+        frame.opcode,
+        getattr(msg, "flags", 0) if frame.opcode == Opcode.DCP_OPEN else 0,
+    )
+    if status is not None:
+        replies.respond(frame, status, context="no access (a privilege the user lacks)")
         return
     rejected = conn.node.take_rejection(frame.opcode, frame.vbucket)
     if rejected is Status.NOT_MY_VBUCKET:

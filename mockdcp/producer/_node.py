@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from mockdcp.model import Users, as_users
 from mockdcp.producer._checker_rules import CheckerLimits
 from mockdcp.producer._topology import CLOSED_STATUSES
 from mockdcp.protocol import (
@@ -34,7 +35,7 @@ from mockdcp.protocol import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from mockdcp.model import Bucket, NodeView
+    from mockdcp.model import Bucket, NodeView, UserChange
     from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._connection import Connection
     from mockdcp.producer._faults import Corruption
@@ -83,7 +84,9 @@ class Node:
     alone is a one-node cluster's."""
 
     bucket: Bucket
-    users: Mapping[str, str]
+    #: the cluster's users (a name -> password mapping is made admins): shared by every
+    #: node of the cluster
+    users: Users = attrs.field(converter=as_users)
     #: the node's name in the cluster map's model (``node0``, ``node1``...)
     name: str = "node0"
     host: str = "127.0.0.1"
@@ -130,7 +133,12 @@ class Node:
 
     @classmethod
     def cluster(
-        cls, bucket: Bucket, users: Mapping[str, str], *, nodes: int = 1, replicas: int = 0
+        cls,
+        bucket: Bucket,
+        users: Mapping[str, str] | Users,
+        *,
+        nodes: int = 1,
+        replicas: int = 0,
     ) -> Node:
         """The first of ``nodes`` nodes of a new cluster serving ``bucket`` with
         ``replicas`` (no ports: the pure model a scenario's oracle is computed on);
@@ -376,6 +384,16 @@ class Node:
         self.bucket.failover(vbucket, lose_after=lose_after, lose_unpersisted=lose_unpersisted)
         if disconnect:
             self.disconnect("failover")
+
+    def users_changed(self, change: UserChange) -> None:
+        """A user or its roles changed (``change``): every connection of the cluster
+        looks again at what its user may do (``Connection.privileges_changed``), as
+        memcached re-reads a connection's privileges when ns_server pushes a new RBAC
+        revision. Authenticated connections keep their identity: a deleted user's or a
+        changed password's connections stay until their next authentication."""
+        for conn in self.all_connections():
+            if conn.user == change.user and conn.privileges_changed():
+                self.wake(conn)
 
     def disconnect(self, reason: str, name: str | None = None) -> int:
         """Drop the connections (those named ``name``, or all); how many."""

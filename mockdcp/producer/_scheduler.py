@@ -6,7 +6,10 @@ sent while outstanding < buffer size, checked before each message, so the produc
 overshoots by at most one message), never past a held vbucket's seqno (a scenario's
 ``wait``), and notes the events the write makes (``StreamWritten``, ``SeqnoWritten``) for
 the connection to release once the bytes are written. ``end_reset_streams`` ends, at once,
-the streams whose vbucket changed generation (failover, restart, state change).
+the streams whose vbucket changed generation (failover, restart, state change). A stream
+whose user lost its DcpStream privilege (``losing``) sends up to its next snapshot
+marker, then ends LOST_PRIVILEGES instead of sending the marker (kv_engine
+``DcpProducer::getAndValidateNextItemFromStream``).
 Sans-IO: bytes in, lists out.
 """
 
@@ -48,6 +51,10 @@ class StreamScheduler:
         self._event = event
         #: (vbucket, seqno) holds already reported as reached
         self.reached: set[tuple[int, int]] = set()
+        #: streams whose user lost DcpStream on their data: they end at their next
+        #: snapshot marker (``end_at_marker``); the reason sent (LOST_PRIVILEGES, or OK
+        #: for a connection that is not collection-aware)
+        self.losing: dict[Stream, StreamEndReason] = {}
 
     def can_send(self) -> bool:
         """A ready stream has something to send and the window is open."""
@@ -84,6 +91,18 @@ class StreamScheduler:
                     continue
                 hold = holds.get(stream.vbucket)
                 stop = None if hold is None else frames_up_to(stream.chunks[0], hold)
+                if stream in self.losing:
+                    # up to the next marker, and not into the next chunk (it may open
+                    # with one)
+                    first = stream.chunks[0]
+                    marker = next_marker(first)
+                    if marker == first.pos:
+                        self.end_at_marker(stream)
+                        stream.refill()
+                        stop = None
+                    else:
+                        marker = len(first.ends) if marker is None else marker
+                        stop = marker if stop is None else min(stop, marker)
                 budget = min(QUANTUM, limit - size)  # a throttle's limit may be small
                 taken = flow.take(stream.chunks, parts, budget, stop=stop)
                 if taken:
@@ -151,6 +170,13 @@ class StreamScheduler:
             self._event(ev.SeqnoWritten, vbucket=stream.vbucket, seqno=hold, flow_bytes=flow_bytes)
         )
 
+    def end_at_marker(self, stream: Stream) -> None:
+        """A losing stream reached a snapshot marker: it ends there, the marker and
+        everything queued after it dropped (kv_engine
+        ``ActiveStream::endIfRequiredPrivilegesLost``)."""
+        reason = self.losing.pop(stream)
+        stream.end(reason, discard_queue=True)
+
     def holds_released(self) -> None:
         """The node lifted its holds: every stream may send again."""
         self.reached.clear()
@@ -216,6 +242,15 @@ def frames_up_to(chunk: Chunk, seqno: int) -> int:
     while lo < len(chunk.ends) and _at_no_seqno(chunk.buf, _frame_start(chunk, lo)):
         lo += 1
     return lo
+
+
+def next_marker(chunk: Chunk) -> int | None:
+    """Index (in ``chunk.ends``) of the first snapshot marker from ``chunk.pos`` on, or
+    None if the chunk holds none."""
+    for index in range(chunk.pos, len(chunk.ends)):
+        if chunk.buf[_frame_start(chunk, index) + 1] == Opcode.DCP_SNAPSHOT_MARKER:
+            return index
+    return None
 
 
 def _frame_start(chunk: Chunk, index: int) -> int:

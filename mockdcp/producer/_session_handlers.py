@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mockdcp.producer._privileges import may_select
 from mockdcp.protocol import (
     Datatype,
     GetClusterConfig,
@@ -95,6 +96,10 @@ def _sasl_result(conn: Connection, frame: Frame, result: SaslResult) -> None:
 
 
 def on_select_bucket(conn: Connection, frame: Frame, msg: SelectBucket, now: float) -> None:
+    # access first, then existence (kv_engine ``select_bucket_executor.cc``)
+    if not may_select(conn.node.users, conn.user, msg.bucket):
+        conn.replies.respond(frame, Status.EACCESS, context=f"no access to bucket {msg.bucket!r}")
+        return
     if msg.bucket != conn.node.bucket.name:
         conn.replies.respond(frame, Status.KEY_ENOENT, context=f"no bucket {msg.bucket!r}")
         return

@@ -276,6 +276,11 @@ class Stream:
             self.state is StreamState.ENDING and not self.chunks
         )
 
+    @property
+    def stream_filter(self) -> StreamFilter:
+        """What the stream selects (its privileges are checked on it)."""
+        return self._filter
+
     def statistics(self) -> StreamStatistics:
         return StreamStatistics.of(self)
 

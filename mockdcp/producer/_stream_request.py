@@ -147,12 +147,16 @@ def decide_stream_request(
     settings: DcpSettings,
     active_stream_exists: bool | Callable[[int | None], bool],
     profile: ServerProfile = DEFAULT_PROFILE,
+    may_stream: Callable[[frozenset[int] | None, int | None], bool] | None = None,
 ) -> StreamRequestDecision:
     """Answer a stream request in the order of ``DcpProducer::streamRequest``'s checks,
     as a node of ``profile``'s version does.
 
     Returns a decision with status SUCCESS (and the adjusted range), ROLLBACK (and the
-    seqno), or the error status of the first failing check.
+    seqno), or the error status of the first failing check. ``may_stream(collections,
+    scope)``: the user's DcpStream privilege on the filter, asked where kv_engine makes
+    the filter (``Collections::VB::Filter``'s constructor calls ``checkPrivileges``):
+    EACCESS without it.
     """
     flags = stream_flags(req.flags, profile)
     if isinstance(flags, str):
@@ -194,6 +198,8 @@ def decide_stream_request(
     )
     if isinstance(collections, StreamRequestDecision):
         return collections
+    if may_stream is not None and not may_stream(collections, value.scope):
+        return _fail(Status.EACCESS, "no DcpStream privilege on the stream's data")
     # 8: stream-id present exactly when enabled
     sid = req.stream_id if req.stream_id is not None else value.sid
     if (sid is not None) != settings.stream_ids:

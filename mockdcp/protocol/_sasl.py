@@ -102,8 +102,10 @@ class SaslServer:
         self._iterations = iterations
         self._nonce = nonce_source
         self._salt = salt_source
-        #: (user, mechanism) → auth info; a salt is fixed per user, as a real server's is.
-        self._auth_info: dict[tuple[str, str], _AuthInfo] = {}
+        #: (user, mechanism, password) → auth info; a salt is fixed per user and
+        #: password, as a real server's is. ``users`` is read at each exchange: a user
+        #: deleted or a password changed fails the next authentication.
+        self._auth_info: dict[tuple[str, str, str], _AuthInfo] = {}
         self._scram: Any = None
         self._scram_mechanism: str | None = None
         self._scram_user: str | None = None
@@ -146,9 +148,9 @@ class SaslServer:
 
     def _lookup(self, mechanism: str, user: str) -> _AuthInfo:
         """scramp's auth_fn: the user's (cached) SCRAM keys, or throw-away ones."""
-        key = (user, mechanism)
+        password = self._users.get(user, secrets.token_hex(16))
+        key = (user, mechanism, password)  # a changed password makes new keys
         if key not in self._auth_info:
-            password = self._users.get(user, secrets.token_hex(16))
             m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
             info: _AuthInfo = m.make_auth_info(
                 password, iteration_count=self._iterations, salt=self._salt()

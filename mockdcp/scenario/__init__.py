@@ -6,11 +6,13 @@ from __future__ import annotations
 from mockdcp.scenario._bucket import (
     SCENARIO_EPOCH as SCENARIO_EPOCH,
     scenario_bucket as scenario_bucket,
+    scenario_users as scenario_users,
 )
 from mockdcp.scenario._check import Simulation as Simulation
 from mockdcp.scenario._convert import (
     BucketSpec as BucketSpec,
     ConsumerSettings as ConsumerSettings,
+    ConsumerUser as ConsumerUser,
     FailureMode as FailureMode,
     Need as Need,
     Problem as Problem,
@@ -36,6 +38,7 @@ __all__ = [
     "SCENARIO_EPOCH",
     "BucketSpec",
     "ConsumerSettings",
+    "ConsumerUser",
     "ExpectationResult",
     "FailureMode",
     "Need",
@@ -53,5 +56,6 @@ __all__ = [
     "parse_step",
     "parse_steps",
     "scenario_bucket",
+    "scenario_users",
     *_step_names,
 ]

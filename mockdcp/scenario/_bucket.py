@@ -1,11 +1,20 @@
-"""The bucket a scenario runs on, made in one place for every command that runs or checks
-one (``mockdcp serve --scenario``, ``run``, ``validate``, ``oracle --scenario``)."""
+"""The bucket (and the users) a scenario runs on, made in one place for every command
+that runs or checks one (``mockdcp serve --scenario``, ``run``, ``validate``,
+``oracle --scenario``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mockdcp.model import Bucket, ServerTimers, VirtualClock, ephemeral_settings, parse_time
+from mockdcp.model import (
+    Bucket,
+    ServerTimers,
+    Users,
+    VirtualClock,
+    ephemeral_settings,
+    parse_roles,
+    parse_time,
+)
 from mockdcp.util import ModelError, ScenarioError
 
 if TYPE_CHECKING:
@@ -26,6 +35,16 @@ def scenario_bucket(scenario: Scenario) -> Bucket:
         return _bucket(scenario)
     except ModelError as exc:
         raise ScenarioError(f"{scenario.source}: bucket: {exc}") from None
+
+
+def scenario_users(scenario: Scenario, users: Users | None = None) -> Users:
+    """The users a scenario's server starts with: ``users`` (default: the
+    administrator) and the scenario's consumer user, with its roles."""
+    users = Users.default() if users is None else users
+    spec = scenario.consumer.user
+    if spec is not None:
+        users.put(spec.name, password=spec.password, roles=parse_roles(spec.roles))
+    return users
 
 
 def _bucket(scenario: Scenario) -> Bucket:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.model import vbucket_of
+from mockdcp.model import Users, vbucket_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -164,13 +164,24 @@ class Simulation:
     pending: dict[tuple[int, bytes], bool] = attrs.field(factory=dict)
     #: the virtual clock's time after the steps so far (None: not moved yet)
     clock: float | None = None
+    #: the users and their roles as the steps so far will have left them (a copy)
+    users: Users = attrs.field(factory=Users.default)
 
     @classmethod
     def of(
-        cls, bucket: Bucket, topology: Topology | None = None, *, nodes: int = 1, replicas: int = 0
+        cls,
+        bucket: Bucket,
+        topology: Topology | None = None,
+        *,
+        nodes: int = 1,
+        replicas: int = 0,
+        users: Users | None = None,
     ) -> Simulation:
         """The simulation of ``bucket`` (and of the cluster ``topology`` serves it from:
-        without one, a new cluster of ``nodes`` with ``replicas``) as it is now."""
+        without one, a new cluster of ``nodes`` with ``replicas``) as it is now; its users
+        are ``users``, else the topology's, else the default administrator's."""
+        if users is None and topology is not None and topology.nodes:
+            users = next(iter(topology.nodes.values())).users
         from mockdcp.scenario._cluster_check import ClusterSim
 
         return cls(
@@ -183,6 +194,7 @@ class Simulation:
                 if topology is None
                 else ClusterSim.of(topology)
             ),
+            users=Users.default() if users is None else users.copy(),
         )
 
     @property

@@ -175,21 +175,43 @@ class FailureMode:
 
 
 @attrs.frozen(kw_only=True)
+class ConsumerUser:
+    """The user a consumer runs as: made with its ``roles`` (comma separated, as
+    ``create_user``'s) when the scenario's server starts, beside the administrator, and
+    given to the consumer as ``MOCKDCP_USER`` and ``MOCKDCP_PASSWORD``."""
+
+    name: str
+    password: str
+    roles: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        from mockdcp.model import Users, parse_roles
+
+        Users.default().put(self.name, password=self.password, roles=parse_roles(self.roles))
+
+
+@attrs.frozen(kw_only=True)
 class ConsumerSettings:
     """Settings under which a consumer meets the scenario in seconds rather than minutes:
     a consumer command gets them as ``MOCKDCP_BUFFER_SIZE`` (bytes) and
     ``MOCKDCP_NOOP_INTERVAL`` (seconds), ``MOCKDCP_CLUSTERMAP_NOTIFICATION`` (1: ask
     HELLO for config pushes) and ``MOCKDCP_CHANGE_STREAMS`` (1: ask for change streams,
-    the ``change_streams`` control), and ``mockdcp tail`` takes them as defaults."""
+    the ``change_streams`` control), and ``mockdcp tail`` takes them as defaults;
+    ``user``, the user it runs as (``MOCKDCP_USER``, ``MOCKDCP_PASSWORD``)."""
 
     buffer_size: int | None = None
     noop_interval: float | None = None
     clustermap_notification: bool | None = None
     change_streams: bool | None = None
+    #: the user it runs as (default: the administrator)
+    user: ConsumerUser | None = None
 
     def environment(self) -> dict[str, str]:
         """The ``MOCKDCP_*`` variables of the settings given."""
         env = {}
+        if self.user is not None:
+            env["MOCKDCP_USER"] = self.user.name
+            env["MOCKDCP_PASSWORD"] = self.user.password
         if self.buffer_size is not None:
             env["MOCKDCP_BUFFER_SIZE"] = str(self.buffer_size)
         if self.noop_interval is not None:

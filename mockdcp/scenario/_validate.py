@@ -11,7 +11,7 @@ from mockdcp.scenario._convert import Problem, ScenarioProblems
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, Users
     from mockdcp.producer import Topology
     from mockdcp.scenario.steps import Step
 
@@ -24,11 +24,13 @@ def check_steps(
     *,
     nodes: int = 1,
     replicas: int = 0,
+    users: Users | None = None,
 ) -> None:
     """Raise ``ScenarioProblems`` naming every step that cannot run on ``bucket`` (each
     step's own ``check``, against what the steps before it will have done), served by
-    ``topology``'s nodes (None: a new cluster of ``nodes`` with ``replicas``)."""
-    sim = Simulation.of(bucket, topology, nodes=nodes, replicas=replicas)
+    ``topology``'s nodes (None: a new cluster of ``nodes`` with ``replicas``), with
+    ``users`` (None: the topology's, or the default administrator)."""
+    sim = Simulation.of(bucket, topology, nodes=nodes, replicas=replicas, users=users)
     problems: list[Problem] = []
     for i, step in enumerate(steps):
         try:

@@ -42,7 +42,7 @@ from mockdcp.util import ModelError
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from mockdcp.model import Bucket, Manifest, ManifestChange
+    from mockdcp.model import Bucket, Manifest, ManifestChange, Role, UserChange, Users
     from mockdcp.producer import Node
 
 #: ``all``, one vbucket, or a list of them.
@@ -929,6 +929,126 @@ class Flush(Step):
         ctx.bucket.flush()
 
 
+# -- users -----------------------------------------------------------------------------
+
+
+def _roles(text: str) -> tuple[Role, ...]:
+    """``roles`` as ns_server's form field spells them (comma separated);
+    ``ValueError`` naming the bad ones."""
+    from mockdcp.model import parse_roles
+
+    return parse_roles(text)
+
+
+@attrs.frozen(kw_only=True)
+class CreateUser(Step):
+    """Create a local user with ``roles`` (comma separated, as ns_server spells them:
+    ``data_dcp_reader[default]``, ``bucket_admin[*]``, ``admin``), or give an existing
+    one these roles (and the password and display name when given): ns_server's
+    ``PUT /settings/rbac/users/local/{name}``."""
+
+    NAME = "create_user"
+    GROUP = "cluster"
+    name: str
+    password: str | None = None
+    roles: str = ""
+    full_name: str | None = None
+
+    def check(self, sim: Simulation) -> None:
+        self.change(sim.users)
+
+    def change(self, users: Users) -> UserChange:
+        """The model operation (``ModelError``/``ValueError`` before any change)."""
+        return users.put(
+            self.name, password=self.password, roles=_roles(self.roles), full_name=self.full_name
+        )
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.users_changed(self.change(ctx.node.users))
+
+
+@attrs.frozen(kw_only=True)
+class DeleteUser(Step):
+    """Delete a user: its connections stay until they authenticate again (which fails)."""
+
+    NAME = "delete_user"
+    GROUP = "cluster"
+    name: str
+
+    def check(self, sim: Simulation) -> None:
+        self.change(sim.users)
+
+    def change(self, users: Users) -> UserChange:
+        """The model operation (``ModelError`` for an unknown user)."""
+        return users.delete(self.name)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.users_changed(self.change(ctx.node.users))
+
+
+@attrs.frozen(kw_only=True)
+class Grant(Step):
+    """Give a user more ``roles`` (comma separated, as ``create_user``'s)."""
+
+    NAME = "grant"
+    GROUP = "cluster"
+    user: str
+    roles: str
+
+    def check(self, sim: Simulation) -> None:
+        self.change(sim.users)
+
+    def change(self, users: Users) -> UserChange:
+        """The model operation (``ModelError``/``ValueError`` before any change)."""
+        return users.grant(self.user, _roles(self.roles))
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.users_changed(self.change(ctx.node.users))
+
+
+@attrs.frozen(kw_only=True)
+class Revoke(Step):
+    """Take ``roles`` from a user. Its streams that lose DcpStream end LOST_PRIVILEGES
+    at their next snapshot marker (OK on a connection without collections); its DCP
+    connections that lose DcpProducer are closed; new requests get EACCESS."""
+
+    NAME = "revoke"
+    GROUP = "cluster"
+    user: str
+    roles: str
+
+    def check(self, sim: Simulation) -> None:
+        self.change(sim.users)
+
+    def change(self, users: Users) -> UserChange:
+        """The model operation (``ModelError``/``ValueError`` before any change)."""
+        return users.revoke(self.user, _roles(self.roles))
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.users_changed(self.change(ctx.node.users))
+
+
+@attrs.frozen(kw_only=True)
+class ChangePassword(Step):
+    """Set a user's password: nothing is dropped, the next authentication with the old
+    one fails (AUTH_ERROR)."""
+
+    NAME = "change_password"
+    GROUP = "cluster"
+    user: str
+    password: str
+
+    def check(self, sim: Simulation) -> None:
+        self.change(sim.users)
+
+    def change(self, users: Users) -> UserChange:
+        """The model operation (``ModelError`` before any change)."""
+        return users.change_password(self.user, self.password)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.users_changed(self.change(ctx.node.users))
+
+
 # -- faults ----------------------------------------------------------------------------
 
 
@@ -1269,6 +1389,11 @@ STEP_TYPES: tuple[type[Step], ...] = (
     ModifyCollection,
     FlushCollection,
     Flush,
+    CreateUser,
+    DeleteUser,
+    Grant,
+    Revoke,
+    ChangePassword,
     Disconnect,
     Stall,
     Throttle,
@@ -1291,14 +1416,17 @@ __all__ = [
     "Abort",
     "AddNode",
     "AdvanceClock",
+    "ChangePassword",
     "Checkpoint",
     "Commit",
     "ConsumerProgress",
     "Corrupt",
     "CreateCollection",
     "CreateScope",
+    "CreateUser",
     "Delay",
     "Delete",
+    "DeleteUser",
     "Disconnect",
     "DropCollection",
     "DropCursor",
@@ -1313,6 +1441,7 @@ __all__ = [
     "Flush",
     "FlushCollection",
     "Generate",
+    "Grant",
     "Label",
     "Load",
     "ModifyCollection",
@@ -1330,6 +1459,7 @@ __all__ = [
     "Replication",
     "Restart",
     "ResumeExpectation",
+    "Revoke",
     "RollbackExpectation",
     "SeqnoTarget",
     "Set",

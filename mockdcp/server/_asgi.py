@@ -188,8 +188,11 @@ class CouchbaseEndpoints:
         return None
 
     async def whoami(self, request: Request) -> Response:
+        """The caller and its roles (ns_server's ``/whoami``)."""
         user = request.scope.get(USER_KEY)
-        return JSONResponse({"id": user, "domain": "local", "roles": [{"role": "admin"}]})
+        found = self.node.users.user(user) if user is not None else None
+        roles = [] if found is None else [r.as_json() for r in found.roles]
+        return JSONResponse({"id": user, "domain": "local", "roles": roles})
 
     async def pools(self, request: Request) -> Response:
         node = self.node
@@ -409,8 +412,12 @@ def build_app(
     """The whole management-port application, behind its guard; ``tasks`` runs what
     outlives a request (a posted scenario); ``certificate_users``: the users of the
     HTTPS connections' client certificates."""
+    from mockdcp.server._rest_rbac import RbacEndpoints
+
     node = node or server.node
-    routes = CouchbaseEndpoints(node).routes() + _control.ControlApi(server, tasks).routes()
+    control = _control.ControlApi(server, tasks)
+    rbac = RbacEndpoints(node.users, control.apply_steps, USER_KEY)
+    routes = CouchbaseEndpoints(node).routes() + rbac.routes() + control.routes()
     handlers = {HTTPException: _http_error, _control.Problem: _problem}
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.router.redirect_slashes = False

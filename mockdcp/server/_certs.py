@@ -28,7 +28,6 @@ import fcntl
 import ipaddress
 import os
 import secrets
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
@@ -38,14 +37,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from mockdcp.server._tls_dir import CA_FILE as CA_FILE, default_tls_dir as default_tls_dir
 from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
+    from pathlib import Path
 
     from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
-CA_FILE = "ca.pem"
 CA_KEY_FILE = "ca-key.pem"
 #: days the CA is valid: it is trusted once and kept
 CA_DAYS = 3650
@@ -70,17 +70,6 @@ class Identity:
         key = serialization.load_pem_private_key(self.key_pem, password=None)
         assert isinstance(key, ec.EllipticCurvePrivateKey)  # only ours are signed with
         return key
-
-
-def default_tls_dir() -> Path:
-    """``$XDG_DATA_HOME/mockdcp``, else ``~/.local/share/mockdcp`` (XDG Base Directory
-    Specification); ``MOCKDCP_TLS_DIR`` overrides both."""
-    if os.environ.get("MOCKDCP_TLS_DIR"):
-        return Path(os.environ["MOCKDCP_TLS_DIR"])
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return Path(data) / "mockdcp"
 
 
 def _now() -> datetime.datetime:

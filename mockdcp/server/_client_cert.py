@@ -24,11 +24,11 @@ import enum
 from typing import TYPE_CHECKING
 
 import attrs
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
 if TYPE_CHECKING:
     from collections.abc import Container
+
+    from cryptography import x509
 
 
 class ClientCertAuth(enum.Enum):
@@ -51,13 +51,19 @@ class CertPath(enum.Enum):
     SAN_EMAIL = "san.email"
 
 
-_SAN_TYPES: dict[
-    CertPath, type[x509.UniformResourceIdentifier | x509.DNSName | x509.RFC822Name]
-] = {
-    CertPath.SAN_URI: x509.UniformResourceIdentifier,
-    CertPath.SAN_DNSNAME: x509.DNSName,
-    CertPath.SAN_EMAIL: x509.RFC822Name,
-}
+def _san_type(
+    path: CertPath,
+) -> type[x509.UniformResourceIdentifier | x509.DNSName | x509.RFC822Name]:
+    """The SAN entry type of ``path`` (cryptography is loaded when a certificate is read,
+    not when the server starts)."""
+    from cryptography import x509
+
+    types: dict[CertPath, type[x509.UniformResourceIdentifier | x509.DNSName | x509.RFC822Name]] = {
+        CertPath.SAN_URI: x509.UniformResourceIdentifier,
+        CertPath.SAN_DNSNAME: x509.DNSName,
+        CertPath.SAN_EMAIL: x509.RFC822Name,
+    }
+    return types[path]
 
 
 class Mapped(enum.Enum):
@@ -102,19 +108,23 @@ class ClientCertRule:
 
     def map(self, cert: x509.Certificate, users: Container[str]) -> CertUser:
         """The user ``cert`` authenticates as, among ``users``."""
+        from cryptography import x509
+
         if self.path is CertPath.SUBJECT_CN:
             return self._common_name(cert, users)
         try:
             sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         except x509.ExtensionNotFound:
             return CertUser(Mapped.ERROR, reason="the certificate has no subject alternative name")
-        for value in sans.get_values_for_type(_SAN_TYPES[self.path]):
+        for value in sans.get_values_for_type(_san_type(self.path)):
             name = self.user_name(str(value))
             if name and name in users:
                 return CertUser(Mapped.SUCCESS, name)
         return CertUser(Mapped.NO_MATCH, reason=f"no {self.path.value} names a user")
 
     def _common_name(self, cert: x509.Certificate, users: Container[str]) -> CertUser:
+        from cryptography.x509.oid import NameOID
+
         names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
         if not names:
             return CertUser(Mapped.ERROR, reason="the certificate has no common name")

@@ -24,7 +24,7 @@ from mockdcp.server import _control_state
 from mockdcp.server._control_openapi import openapi_document
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from starlette.requests import Request
 
@@ -235,6 +235,22 @@ class ControlApi:
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
 
+    async def apply_steps(self, steps: Sequence[Step], source: str) -> None:
+        """Check and apply ``steps`` as ``POST /mock/steps`` does, one request at a time
+        (ns_server's REST routes are spellings of steps); ``Problem`` 422/409 if they
+        cannot run."""
+        from mockdcp.scenario import ScenarioProblems, StepFailed
+
+        async with self._apply_lock:
+            runner = self.server.runner
+            try:
+                runner.check(steps, source)
+                await runner.apply(steps, source)
+            except ScenarioProblems as exc:
+                raise _invalid(exc, "Steps") from None
+            except StepFailed as exc:
+                raise Problem(409, "Step Failed", str(exc)) from None
+
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -247,7 +263,7 @@ class ControlApi:
     async def ca(self, request: Request) -> Response:
         """The CA that signs the TLS ports' certificates (PEM); 404 without TLS."""
         if self.server.ca_pem is None:
-            raise Problem(404, "Not Found", "this server has no TLS (mockdcp serve --tls)")
+            raise Problem(404, "Not Found", "this server has no TLS (it was started with --no-tls)")
         return Response(self.server.ca_pem, media_type="application/x-pem-file")
 
     async def metrics(self, request: Request) -> Response:

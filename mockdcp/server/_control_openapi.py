@@ -1,4 +1,6 @@
-"""The OpenAPI 3.1 document of the control API, served at ``/mock/openapi.json``.
+"""The OpenAPI 3.1 document of the control API, served at ``/mock/openapi.json``; with
+the ns_server routes that are spellings of steps (users and roles, ``_rest_rbac.py``),
+which answer as a node does (ns_server's JSON, not problem documents).
 
 Written by hand beside the handlers of ``_control.py`` (the routes are few, and the
 document is what clients and schemathesis read); tests/http checks that every control
@@ -439,6 +441,162 @@ _PATHS: dict[str, Any] = {
 }
 
 
+_FORM = "application/x-www-form-urlencoded"
+_NS_ERRORS = _json(
+    {
+        "type": "object",
+        "required": ["errors"],
+        "properties": {
+            "errors": {
+                "type": "object",
+                "description": "field -> ns_server's message ('_': the request as a whole)",
+                "additionalProperties": {"type": "string"},
+            }
+        },
+    },
+    "ns_server's field errors; nothing changed",
+)
+_NS_TEXT = _json({"type": "string"}, "ns_server's JSON string")
+_FORBIDDEN = _json(
+    {
+        "type": "object",
+        "required": ["message", "permissions"],
+        "properties": {
+            "message": {"type": "string"},
+            "permissions": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "the caller lacks cluster.admin.users!read or !write (only admin has them)",
+)
+_ROLE_FIELDS: dict[str, Any] = {
+    "role": {"type": "string"},
+    "bucket_name": {"type": "string"},
+    "scope_name": {"type": "string"},
+    "collection_name": {"type": "string"},
+}
+_ROLE = {"type": "object", "required": ["role"], "properties": _ROLE_FIELDS}
+_USER = {
+    "type": "object",
+    "required": ["id", "domain", "roles"],
+    "properties": {
+        "id": {"type": "string"},
+        "domain": {"const": "local"},
+        "name": {"type": "string"},
+        "roles": {"type": "array", "items": _ROLE},
+        "groups": {"type": "array", "items": {"type": "string"}},
+        "external_groups": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def _ns(
+    summary: str,
+    ok: dict[str, Any],
+    *,
+    body: bool = False,
+    errors: dict[str, dict[str, Any]] | None = None,
+    parameters: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """An ns_server route's operation: Basic credentials, ns_server's answers."""
+    op: dict[str, Any] = {
+        "summary": summary,
+        **({"parameters": parameters} if parameters else {}),
+        "security": [{"basic": []}],
+        "responses": {"200": ok, "401": _UNAUTHORIZED, "403": _FORBIDDEN, **(errors or {})},
+    }
+    if body:
+        form = {
+            "type": "object",
+            "properties": {
+                "password": {"type": "string"},
+                "roles": {
+                    "type": "string",
+                    "description": "comma separated: data_dcp_reader[default],admin",
+                },
+                "name": {"type": "string"},
+            },
+        }
+        op["requestBody"] = {"required": False, "content": {_FORM: {"schema": form}}}
+        op["responses"]["400"] = _NS_ERRORS
+    return op
+
+
+_NAME = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
+_DOMAIN = [{"name": "domain", "in": "path", "required": True, "schema": {"type": "string"}}]
+_PATHS.update(
+    {
+        "/settings/rbac/users": {
+            "get": _ns("The users (ns_server)", _json({"type": "array", "items": _USER}, "users"))
+        },
+        "/settings/rbac/users/{domain}": {
+            "get": _ns(
+                "The users of a domain (local only)",
+                _json({"type": "array", "items": _USER}, "users"),
+                errors={"404": _NS_TEXT},
+                parameters=_DOMAIN,
+            ),
+        },
+        "/settings/rbac/users/{domain}/{name}": {
+            "get": _ns(
+                "One user",
+                _json(_USER, "the user"),
+                errors={"404": _NS_TEXT},
+                parameters=_DOMAIN + _NAME,
+            ),
+            "put": _ns(
+                "Create a user or replace its roles (the create_user step)",
+                _NS_TEXT,
+                body=True,
+                errors={"404": _NS_TEXT},
+            ),
+            "delete": _ns(
+                "Delete a user (the delete_user step)", _NS_TEXT, errors={"404": _NS_TEXT}
+            ),
+        },
+        "/settings/rbac/roles": {
+            "get": _ns(
+                "The roles users may be given",
+                _json(
+                    {
+                        "type": "array",
+                        "items": {
+                            **_ROLE,
+                            "properties": {
+                                **_ROLE_FIELDS,
+                                "name": {"type": "string"},
+                                "desc": {"type": "string"},
+                            },
+                        },
+                    },
+                    "roles",
+                ),
+            )
+        },
+        "/controller/changePassword": {
+            "post": {
+                **_ns(
+                    "Change the caller's own password (the change_password step)",
+                    {"description": "changed (no body)"},
+                    errors={"404": _NS_TEXT, "400": _NS_ERRORS},
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        _FORM: {
+                            "schema": {
+                                "type": "object",
+                                "required": ["password"],
+                                "properties": {"password": {"type": "string"}},
+                            }
+                        }
+                    },
+                },
+            }
+        },
+    }
+)
+
+
 def openapi_document() -> dict[str, Any]:
     """The document (its parts are shared: do not modify it)."""
     return {
@@ -450,7 +608,10 @@ def openapi_document() -> dict[str, Any]:
                 "Drive a mock Couchbase DCP producer: apply steps, read its state, the "
                 "oracle and the expectations. On a loopback address no credentials are "
                 "needed; otherwise the bucket users' Basic credentials, unless the "
-                "server runs with --control-open. /mock/health is always open."
+                "server runs with --control-open. /mock/health is always open. The "
+                "ns_server routes for users and roles (/settings/rbac, "
+                "/controller/changePassword) always need an admin's credentials and "
+                "answer as a node does."
             ),
         },
         "paths": _PATHS,

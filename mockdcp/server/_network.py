@@ -5,9 +5,10 @@ Couchbase node gets from ``couchbase-cli setting-alternate-address`` (what Testc
 Couchbase module sets for a container whose ports are mapped): every cluster map the
 node sends, over CCCP, HTTP, in NOT_MY_VBUCKET bodies and pushes, then carries
 ``alternateAddresses.external`` for it (``protocol/_cluster_config.py``), and clients
-whose seed is that address use it. ``serve(tls=True, ...)`` are the TLS keywords
-(``TlsArguments``, ``_tls.py``). Both are checked here, before anything listens; the
-TLS material (``cryptography``) is loaded only when TLS is on.
+whose seed is that address use it. ``serve(tls=..., ...)`` are the TLS keywords
+(``TlsArguments``, ``_tls.py``): TLS is served unless ``tls=False``, as a 7.x node
+always serves and lists its TLS ports. Both are checked here, before anything listens;
+the TLS material (``cryptography``) is loaded on first use (``_tls.TlsSetup``).
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ if TYPE_CHECKING:
 
 class TlsArguments(TypedDict, total=False):
     """The TLS keywords of ``serve`` (and ``Server``, the pytest marker): the options of
-    ``mockdcp serve --tls``, same names and defaults."""
+    ``mockdcp serve``'s TLS group, same names and defaults: ``tls`` is on unless False
+    (``--no-tls``; True, ``--tls``: its material is made at start, not on first use);
+    ``tls_port`` and ``https_port`` default to ``default_tls_ports``."""
 
-    tls: bool
-    tls_port: int
-    https_port: int
+    tls: bool | None
+    tls_port: int | None
+    https_port: int | None
     tls_dir: str | os.PathLike[str] | None
     tls_cert: str | os.PathLike[str] | None
     tls_key: str | os.PathLike[str] | None
@@ -77,14 +80,19 @@ def _path(value: str | os.PathLike[str] | None) -> Path | None:
     return None if value is None else Path(os.fspath(value)).expanduser()
 
 
-def _tls_options(arguments: TlsArguments) -> TlsOptions:
+def default_tls_ports(kv_port: int, http_port: int, nodes: int = 1) -> tuple[int, int]:
+    """A node's TLS ports beside its plain ones: KV over TLS 3 below the KV port (11207
+    for 11210; after the plain ports for more than 3 nodes, whose KV ports are
+    consecutive), HTTPS 10000 above the management port (18091 for 8091); a free port
+    (0) where the plain one is 0."""
+    tls = 0 if kv_port == 0 else kv_port - 3 if nodes <= 3 and kv_port > 3 else kv_port + nodes
+    https = 0 if http_port == 0 or http_port + 10000 + nodes > 65535 else http_port + 10000
+    return (tls if tls + nodes <= 65535 else 0), https
+
+
+def _tls_options(arguments: TlsArguments, defaults: tuple[int, int]) -> TlsOptions:
     from mockdcp.server._client_cert import CertPath, ClientCertAuth, ClientCertRule
-    from mockdcp.server._tls import (
-        DEFAULT_HANDSHAKE_TIMEOUT,
-        DEFAULT_HTTPS_PORT,
-        DEFAULT_TLS_PORT,
-        TlsOptions,
-    )
+    from mockdcp.server._tls import DEFAULT_HANDSHAKE_TIMEOUT, TlsOptions
 
     try:
         mode = ClientCertAuth(arguments.get("client_cert_auth", ClientCertAuth.DISABLE))
@@ -101,9 +109,10 @@ def _tls_options(arguments: TlsArguments) -> TlsOptions:
         prefix=arguments.get("client_cert_prefix", ""),
         delimiter=arguments.get("client_cert_delimiter", ""),
     )
+    tls_port, https_port = arguments.get("tls_port"), arguments.get("https_port")
     return TlsOptions(
-        port=_checked_port("tls_port", arguments.get("tls_port", DEFAULT_TLS_PORT)),
-        https_port=_checked_port("https_port", arguments.get("https_port", DEFAULT_HTTPS_PORT)),
+        port=_checked_port("tls_port", defaults[0] if tls_port is None else tls_port),
+        https_port=_checked_port("https_port", defaults[1] if https_port is None else https_port),
         directory=_path(arguments.get("tls_dir")),
         cert_file=_path(arguments.get("tls_cert")),
         key_file=_path(arguments.get("tls_key")),
@@ -133,6 +142,9 @@ class NetworkOptions:
     bind_host: str
     external: AlternateAddress | None = None
     tls: TlsOptions | None = None
+    #: TLS was asked for (``tls=True``, ``--tls``): its material is made at start, as
+    #: before TLS was on by default; else on first use
+    tls_asked: bool = False
 
     @classmethod
     def build(
@@ -144,9 +156,13 @@ class NetworkOptions:
         external_http_port: int | None = None,
         external_kv_tls_port: int | None = None,
         external_https_port: int | None = None,
+        kv_port: int = 11210,
+        http_port: int = 8091,
+        nodes: int = 1,
         **tls: object,
     ) -> NetworkOptions:
-        """Check ``serve``'s keywords. Raises ``TypeError`` for an unknown keyword,
+        """Check ``serve``'s keywords (``kv_port``, ``http_port`` and ``nodes``: what the
+        TLS ports default from). Raises ``TypeError`` for an unknown keyword,
         ``ServerError`` for a bad value or an option without the one it needs."""
         unknown = sorted(set(tls) - TLS_KEYWORDS)
         if unknown:
@@ -163,11 +179,11 @@ class NetworkOptions:
         given = [name for name, value in ports.items() if value is not None]
         if given and not external_host:
             raise ServerError(f"{given[0]} needs external_host (--external-host)")
-        on = bool(arguments.get("tls", False))
+        on = arguments.get("tls") is not False  # a node serves TLS always
         needing = _tls_only(arguments) + [k for k in ports if "tls" in k or "https" in k]
         needing = [k for k in needing if k in arguments or ports.get(k) is not None]
         if not on and needing:
-            raise ServerError(f"{needing[0]} needs tls=True (--tls)")
+            raise ServerError(f"{needing[0]} needs TLS (not tls=False, --no-tls)")
         external = None
         if external_host:
             external = AlternateAddress(
@@ -177,7 +193,13 @@ class NetworkOptions:
                 kv_ssl=external_kv_tls_port,
                 mgmt_ssl=external_https_port,
             )
-        return cls(bind_host=host, external=external, tls=_tls_options(arguments) if on else None)
+        defaults = default_tls_ports(kv_port, http_port, nodes)
+        return cls(
+            bind_host=host,
+            external=external,
+            tls=_tls_options(arguments, defaults) if on else None,
+            tls_asked=arguments.get("tls") is True,
+        )
 
     def prepare_tls(self) -> TlsSetup | None:
         """The TLS contexts and CA (None without TLS); the node certificate is valid for
@@ -187,7 +209,7 @@ class NetworkOptions:
         from mockdcp.server._tls import prepare_tls
 
         hosts = [self.bind_host, *([self.external.hostname] if self.external else [])]
-        return prepare_tls(self.tls, hosts)
+        return prepare_tls(self.tls, hosts, now=self.tls_asked)
 
 
 def node_network(

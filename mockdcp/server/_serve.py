@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import attrs
 import trio
 
-from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket, ephemeral_settings
+from mockdcp.model import DEFAULT_FLUSH_INTERVAL, Bucket, Users, as_users, ephemeral_settings
 from mockdcp.producer import Node
 from mockdcp.protocol import (
     DEFAULT_PROFILE,
@@ -299,7 +299,7 @@ async def serve(
     http_port: int = 8091,
     bucket: str = "default",
     vbuckets: int = 1024,
-    users: Mapping[str, str] | None = None,
+    users: Mapping[str, str] | Users | None = None,
     seed: int = 0,
     idle_timeout: float | None = None,
     bucket_obj: Bucket | None = None,
@@ -343,7 +343,9 @@ async def serve(
     (``server.scenario_done`` is set when they end). ``pcap``: a file to record every
     KV connection into, as TCP flows (``tshark -r FILE -d tcp.port==KV_PORT,couchbase``).
     ``control_open``: the HTTP control API needs no credentials even when ``host`` is
-    not a loopback address.
+    not a loopback address. ``users``: the cluster's users (a ``Users`` with their
+    roles, or name -> password, each an admin; default ``Administrator``/``password``);
+    a scenario's consumer user is added to them.
 
     Limits a data node has: ``max_connections`` at once (one more is closed at once);
     ``output_limit`` bytes of unsent output per connection before it is no longer read
@@ -429,7 +431,14 @@ async def serve(
     )
     tune_process()  # the producer's allocator and numpy settings, once per process
     plan = _load_scenario(scenario)
+    cluster_users = as_users(dict(DEFAULT_USERS) if users is None else users)
     if plan is not None:
+        from mockdcp.scenario import scenario_users
+
+        try:
+            scenario_users(plan, cluster_users)
+        except ModelError as exc:
+            raise ServerError(f"{plan.source}: consumer user: {exc}") from exc
         seed = plan.seed
         from mockdcp.scenario import scenario_bucket
 
@@ -470,6 +479,9 @@ async def serve(
         external_http_port=external_http_port,
         external_kv_tls_port=external_kv_tls_port,
         external_https_port=external_https_port,
+        kv_port=port,
+        http_port=http_port,
+        nodes=nodes,
         **tls,
     )
     with contextlib.ExitStack() as files:
@@ -482,7 +494,7 @@ async def serve(
             host,
             port,
             http_port,
-            users,
+            cluster_users,
             idle_timeout,
             seed,
             plan,
@@ -582,7 +594,7 @@ class _Options:
     host: str
     port: int
     http_port: int
-    users: Mapping[str, str] | None
+    users: Users
     idle_timeout: float | None
     seed: int
     scenario: Scenario | None
@@ -677,7 +689,7 @@ class _Cluster:
         if self.first is None:
             node = Node(
                 bucket=self.topology.cluster.bucket,
-                users=dict(options.users or DEFAULT_USERS),
+                users=options.users,
                 name=name,
                 host=self.advertised,
                 kv_port=kv_port,

@@ -14,6 +14,12 @@ Accepting (``TlsSetup.accept``) runs the handshake within ``handshake_timeout`` 
 plaintext on a TLS port (a memcached request or an HTTP request) fails at once, a peer
 that sends nothing is dropped when the time is up; either way the connection is closed
 cleanly, never left hanging.
+
+A node serves its TLS ports always (``--no-tls`` leaves them out); the material they
+need (``cryptography``, the kept CA, a node certificate, the contexts) is made on first
+use, in a worker thread: a server that no client reaches over TLS never loads it, and
+``mockdcp serve`` is ready as fast without it (``TlsSetup.ready``). Certificate files
+given (``--tls-cert``) are read at start, so a bad one fails there.
 """
 
 from __future__ import annotations
@@ -26,15 +32,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 import trio
-from cryptography import x509
 
-from mockdcp.server import _certs
 from mockdcp.server._client_cert import ClientCertAuth, ClientCertRule, Mapped
 from mockdcp.server._tls_stream import TlsHandshakeError, TlsStream
 from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
     from collections.abc import Container, Iterable, Sequence
+
+    from mockdcp.server import _certs
 
 log = logging.getLogger("mockdcp.server")
 
@@ -93,18 +99,74 @@ class Accepted:
     user: str | None
 
 
-@attrs.frozen(kw_only=True)
-class TlsSetup:
-    """The TLS material of a running server (``prepare_tls``)."""
+@attrs.frozen
+class _Material:
+    """What TLS serves with (``prepare_material``)."""
 
-    options: TlsOptions
-    #: the KV port's context, and the management port's (ALPN ``http/1.1``)
     kv_context: ssl.SSLContext
     https_context: ssl.SSLContext
-    #: the CA clients trust (PEM), served at ``/mock/ca.pem``
     ca_pem: bytes
-    #: the file it is kept in (the generated CA's, or ``--tls-ca``)
     ca_file: Path | None
+
+
+@attrs.define(kw_only=True, eq=False)
+class TlsSetup:
+    """The TLS of a running server (``prepare_tls``): its options, and its material made
+    on first use (module docstring)."""
+
+    options: TlsOptions
+    #: the addresses the node certificate is for
+    hosts: tuple[str, ...] = ()
+    _material: _Material | None = None
+    _making: trio.Event | None = None
+
+    def material(self) -> _Material:
+        """The contexts and the CA, made now if not yet (blocking: ``ready`` makes
+        them off the event loop). Raises ``ServerError``."""
+        if self._material is None:
+            self._material = prepare_material(self.options, self.hosts)
+        return self._material
+
+    async def ready(self) -> _Material:
+        """The material, made in a worker thread the first time."""
+        if self._material is not None:
+            return self._material
+        if self._making is not None:
+            await self._making.wait()
+            return self.material()
+        self._making = trio.Event()
+        try:
+            self._material = await trio.to_thread.run_sync(
+                prepare_material, self.options, self.hosts
+            )
+        finally:
+            self._making.set()
+            self._making = None
+        return self._material
+
+    @property
+    def kv_context(self) -> ssl.SSLContext:
+        return self.material().kv_context
+
+    @property
+    def https_context(self) -> ssl.SSLContext:
+        """The management port's context (ALPN ``http/1.1``)."""
+        return self.material().https_context
+
+    @property
+    def ca_pem(self) -> bytes:
+        """The CA clients trust (PEM), served at ``/mock/ca.pem``."""
+        return self.material().ca_pem
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The file the CA is kept in (the generated CA's, or ``--tls-ca``); the
+        generated CA's is named before it is made or read (on first use)."""
+        if self._material is not None or self.options.cert_file is not None:
+            return self.material().ca_file
+        from mockdcp.server._tls_dir import CA_FILE, default_tls_dir
+
+        return (self.options.directory or default_tls_dir()) / CA_FILE
 
     async def accept(
         self, transport: trio.SocketStream, users: Container[str], *, https: bool = False
@@ -114,7 +176,13 @@ class TlsSetup:
         Raises ``TlsRefused`` (the handshake failed or timed out, the peer sent
         plaintext, or its certificate maps to no user), or the transport's errors.
         """
-        context = self.https_context if https else self.kv_context
+        try:
+            material = await self.ready()
+        except ServerError as exc:  # the CA directory cannot be used: logged, closed
+            log.error("TLS connection refused: %s", exc)
+            await transport.aclose()
+            raise OSError(f"no TLS material: {exc}") from exc
+        context = material.https_context if https else material.kv_context
         stream = TlsStream(transport, context, server_side=True)
         timeout = self.options.handshake_timeout
         try:
@@ -127,6 +195,8 @@ class TlsSetup:
         return Accepted(stream, self._user(stream, users))
 
     def _user(self, stream: TlsStream, users: Container[str]) -> str | None:
+        from cryptography import x509
+
         der = stream.getpeercert()
         if der is None or self.options.client_cert_auth is ClientCertAuth.DISABLE:
             return None
@@ -165,13 +235,24 @@ def server_context(
     return context
 
 
-def prepare_tls(options: TlsOptions, hosts: Iterable[str]) -> TlsSetup:
-    """The contexts and the CA for ``options``; the node certificate, when mockdcp
-    makes it, is valid for ``hosts`` and ``options.names`` too.
-
-    Raises ``ServerError`` for certificate files that cannot serve (``_certs.load_files``)
-    or a CA directory that cannot be used.
+def prepare_tls(options: TlsOptions, hosts: Iterable[str], *, now: bool = False) -> TlsSetup:
+    """The TLS of a server with ``options``; the node certificate, when mockdcp makes
+    it, is valid for ``hosts`` and ``options.names`` too. Certificate files given are
+    read now (``ServerError`` for files that cannot serve, ``_certs.load_files``), and
+    with ``now`` (TLS asked for) the generated CA's material is made now too; else on
+    first use.
     """
+    setup = TlsSetup(options=options, hosts=tuple(hosts))
+    if now or options.cert_file is not None:
+        setup.material()
+    return setup
+
+
+def prepare_material(options: TlsOptions, hosts: Iterable[str]) -> _Material:
+    """The contexts and the CA for ``options``. Raises ``ServerError`` for certificate
+    files that cannot serve or a CA directory that cannot be used."""
+    from mockdcp.server import _certs
+
     if options.cert_file is not None and options.key_file is not None:
         identity, ca_pem = _certs.load_files(options.cert_file, options.key_file, options.ca_file)
         ca_file = options.ca_file or options.cert_file
@@ -186,9 +267,7 @@ def prepare_tls(options: TlsOptions, hosts: Iterable[str]) -> TlsSetup:
         https = server_context(identity, ca_pem, mode, alpn=["http/1.1"])
     except (ssl.SSLError, OSError) as exc:
         raise ServerError(f"cannot serve TLS with these certificates: {exc}") from exc
-    return TlsSetup(
-        options=options, kv_context=kv, https_context=https, ca_pem=ca_pem, ca_file=ca_file
-    )
+    return _Material(kv_context=kv, https_context=https, ca_pem=ca_pem, ca_file=ca_file)
 
 
 def client_context(ca_pem: bytes | None = None) -> ssl.SSLContext:

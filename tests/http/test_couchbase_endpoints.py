@@ -7,6 +7,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 import trio
 
@@ -15,8 +16,6 @@ from mockdcp.server import serve
 from mockdcp.server._asgi import STREAM_POLL
 
 if TYPE_CHECKING:
-    import httpx
-
     from mockdcp.server import MockDcpServer
 
 
@@ -39,8 +38,26 @@ async def test_terse_config_has_the_vbucket_map_and_both_ports(
     http: httpx.AsyncClient, server: MockDcpServer
 ) -> None:
     config = (await http.get("/pools/default/b/default")).json()
-    assert config["nodesExt"][0]["services"] == {"kv": server.kv_port, "mgmt": server.http_port}
+    # a 7.x node serves and lists its TLS ports always (issue 42: gocbcore's ns_server://
+    # mode sizes its endpoints from them)
+    assert config["nodesExt"][0]["services"] == {
+        "kv": server.kv_port,
+        "mgmt": server.http_port,
+        "kvSSL": server.tls_port,
+        "mgmtSSL": server.https_port,
+    }
+    assert server.tls_port
+    assert server.https_port
     assert len(config["vBucketServerMap"]["vBucketMap"]) == 8
+
+
+async def test_without_tls_the_config_lists_the_plain_ports_only() -> None:
+    async with (
+        serve(port=0, http_port=0, vbuckets=4, tls=False) as plain,
+        httpx.AsyncClient(base_url=plain.http_url, auth=("Administrator", "password")) as http,
+    ):
+        config = (await http.get("/pools/default/b/default")).json()
+    assert config["nodesExt"][0]["services"] == {"kv": plain.kv_port, "mgmt": plain.http_port}
 
 
 async def test_config_names_the_host_the_client_addressed(http: httpx.AsyncClient) -> None:

@@ -92,10 +92,12 @@ async def test_the_ca_is_served_to_anyone_over_http_and_https(
         assert response.content == tls_server.ca_pem
 
 
-async def test_without_tls_the_ca_is_not_found(
-    server: MockDcpServer, anonymous: httpx.AsyncClient
-) -> None:
-    response = await anonymous.get("/mock/ca.pem")
+async def test_without_tls_the_ca_is_not_found() -> None:
+    async with (
+        serve(port=0, http_port=0, vbuckets=4, tls=False) as plain,
+        httpx.AsyncClient(base_url=plain.http_url, timeout=10) as anonymous,
+    ):
+        response = await anonymous.get("/mock/ca.pem")
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/problem+json"
 

@@ -48,7 +48,8 @@ EXTERNAL: dict[str, Any] = {
 @pytest.fixture
 async def mapped() -> AsyncIterator[MockDcpServer]:
     bucket = Bucket("default", 16, seed=9, clock=time.time)
-    async with serve(port=0, http_port=0, bucket_obj=bucket, **EXTERNAL) as server:
+    # the plain ports mapped only (no TLS: its ports would need mappings of their own)
+    async with serve(port=0, http_port=0, bucket_obj=bucket, tls=False, **EXTERNAL) as server:
         yield server
 
 

@@ -222,7 +222,12 @@ async def test_http_config_endpoints(server: MockDcpServer) -> None:
     assert json.loads(body)["implementationVersion"].startswith("8.0.")  # the newest by default
     status, body = await get("/pools/default/b/default")
     config = json.loads(body)
-    assert config["nodesExt"][0]["services"] == {"kv": server.kv_port, "mgmt": server.http_port}
+    assert config["nodesExt"][0]["services"] == {
+        "kv": server.kv_port,
+        "mgmt": server.http_port,
+        "kvSSL": server.tls_port,
+        "mgmtSSL": server.https_port,
+    }
     assert len(config["vBucketServerMap"]["vBucketMap"]) == 64
     status, body = await get("/pools/default/bs/default")
     assert status == 200

@@ -518,9 +518,12 @@ def test_bad_certificate_files_on_the_command_line_print_one_line(tmp_path: Path
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"tls_cert": "x.pem"}, "tls_cert needs tls=True"),
-        ({"client_cert_auth": "mandatory"}, "client_cert_auth needs tls=True"),
-        ({"external_host": "h", "external_kv_tls_port": 2}, "external_kv_tls_port needs tls=True"),
+        ({"tls": False, "tls_cert": "x.pem"}, "tls_cert needs TLS"),
+        ({"tls": False, "client_cert_auth": "mandatory"}, "client_cert_auth needs TLS"),
+        (
+            {"tls": False, "external_host": "h", "external_kv_tls_port": 2},
+            "external_kv_tls_port needs TLS",
+        ),
         ({"external_kv_port": 2}, "needs external_host"),
         ({"tls": True, "client_cert_auth": "sometimes"}, "client_cert_auth must be one of"),
         ({"tls": True, "client_cert_path": "subject.o"}, "client_cert_path must be one of"),
@@ -577,7 +580,7 @@ def test_server_in_a_thread_reports_its_tls_ports_and_ca(tmp_path: Path) -> None
         assert server.https_port
         assert server.ca_pem == (tmp_path / "ca.pem").read_bytes()
         assert server.tls_connection_string == f"couchbases://127.0.0.1:{server.tls_port}"
-    with Server(port=0, http_port=0, vbuckets=4) as plain:
+    with Server(port=0, http_port=0, vbuckets=4, tls=False) as plain:
         assert (plain.tls_port, plain.https_port, plain.ca_pem) == (None, None, None)
 
 

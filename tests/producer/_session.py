@@ -40,6 +40,8 @@ class Session:
         features: tuple[int, ...] = FEATURES,
         node: Node | None = None,
         now: float = 0.0,
+        user: str = "Administrator",
+        password: str = "password",
     ) -> None:
         self.node = node or Node(bucket=bucket, users={"Administrator": "password"})
         self.now = now
@@ -47,8 +49,9 @@ class Session:
         self.collections = HelloFeature.COLLECTIONS in features
         self._opaque = 0
         self.call(Hello(opaque=0, agent=b"test", features=features))
-        self.call(SaslAuth(opaque=0, mechanism="PLAIN", payload=b"\0Administrator\0password"))
-        self.call(SelectBucket(opaque=0, bucket=bucket.name))
+        creds = b"\0" + user.encode() + b"\0" + password.encode()
+        self.auth_reply = self.call(SaslAuth(opaque=0, mechanism="PLAIN", payload=creds))
+        self.select_reply = self.call(SelectBucket(opaque=0, bucket=bucket.name))
 
     def open_dcp(self, buffer_size: int = 0, name: bytes = b"session") -> None:
         flags = DcpOpenFlag.PRODUCER

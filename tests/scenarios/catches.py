@@ -76,6 +76,8 @@ MEANT: dict[str, tuple[str, ...]] = {
     ),
     "apply-prepares": ("durable-write-aborted",),
     "require-change-streams": ("change-streams-refused-by-7-0",),
+    "fatal-refusals": ("privileges-revoked-mid-stream",),
+    "give-up-on-auth": ("password-changed",),
     # not wrong: it passes the rollback scenarios by the other route
     "restart-from-zero": (),
 }

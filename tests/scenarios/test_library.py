@@ -54,6 +54,9 @@ for _name in CLUSTER:
 
 def reference_consumer(name: str) -> Callable[[str, int], DcpConsumer | ClusterConsumer]:
     options = CONSUMER_OPTIONS.get(name, {})
+    user = load_scenario(str(LIBRARY / f"{name}.yaml")).consumer.user
+    if user is not None:  # it runs as the scenario's user, as `mockdcp run` runs one
+        options = {**options, "user": user.name, "password": user.password}
     if name in CLUSTER:
         return lambda host, port: ClusterConsumer(host, port, **options)
     return lambda host, port: DcpConsumer(host, port, vbuckets=None, **options)
@@ -365,3 +368,24 @@ def test_mockdcp_run_fails_the_wrong_consumer(mode: str, scenario: str, reason: 
     assert code == 1
     failed = [f"{e['name']}: {e['detail']}" for e in report["expectations"] if not e["passed"]]
     assert any(reason in line for line in [*failed, report["failure"] or ""]), report
+
+
+@pytest.mark.parametrize(
+    ("mode", "scenario", "error"),
+    [
+        ("fatal-refusals", "privileges-revoked-mid-stream", "status 0x24"),
+        ("give-up-on-auth", "password-changed", "AuthenticationFailed"),
+    ],
+)
+async def test_the_user_scenarios_fail_a_consumer_that_dies_of_a_refusal(
+    mode: str, scenario: str, error: str
+) -> None:
+    path = LIBRARY / f"{scenario}.yaml"
+    user = load_scenario(str(path)).consumer.user
+    assert user is not None
+    outcome = await run_scenario(
+        path,
+        lambda host, port: make_consumer(mode, host, port, user=user.name, password=user.password),
+    )
+    assert not outcome.passed
+    assert error in (outcome.consumer_error or ""), outcome.explain()

@@ -33,6 +33,12 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
 * ``require-change-streams``: asks for change streams and takes a refusal as fatal, as
   gocbcore's DCP bootstrap does with ``UseChangeStreams``: on a node before 7.2 (or a
   couchstore bucket) it never opens a stream;
+* ``fatal-refusals``: re-opens a stream that ended LOST_PRIVILEGES at once (as
+  java-dcp-client, gocbcore and go-dcp do) and takes the EACCESS that answers it while
+  the privilege is still gone as fatal (go-dcp panics on any first stream request
+  error but ROLLBACK): it dies instead of waiting for the privilege;
+* ``give-up-on-auth``: exits when a reconnect is refused AUTH_ERROR (its password was
+  changed): it stops streaming for good where the node dropped nothing;
 * ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
   what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
   other route).
@@ -153,6 +159,23 @@ class ReopensEverything(ConsumerCore):
             if msg.reason != StreamEndReason.CLOSED and not any(
                 isinstance(a, Reopen) for a in actions
             ):
+                key = self.stream_of(frame)
+                self.state.position(*key).ended = False
+                self.finished = False
+                actions.append(Reopen(key, 0.05))
+        return actions
+
+
+class RefusalIsFatal(ConsumerCore):
+    """Re-opens a stream that ended LOST_PRIVILEGES at once; the core raises on the
+    EACCESS that answers it."""
+
+    def receive(self, frame: Frame) -> list[Action]:
+        actions = super().receive(frame)
+        if frame.magic is Magic.REQUEST and frame.opcode == Opcode.DCP_STREAM_END:
+            msg = decode_server_message(frame, collections=self.collections)
+            assert isinstance(msg, StreamEnd)
+            if msg.reason == StreamEndReason.LOST_PRIVILEGES:
                 key = self.stream_of(frame)
                 self.state.position(*key).ended = False
                 self.finished = False
@@ -310,6 +333,22 @@ class NoBackoff(DcpConsumer):
                 await trio.sleep(NO_BACKOFF_DELAY)
 
 
+class GivesUpOnAuth(DcpConsumer):
+    """The reference consumer, but a reconnect refused AUTH_ERROR ends it (the error
+    propagates out of ``run``)."""
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._task_status = task_status
+        delay = 0.05
+        while True:
+            try:
+                await self._session()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError,
+                    RemoteProtocolError):  # fmt: skip
+                await trio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+
 MODES: dict[str, type[ConsumerCore]] = {
     "ignore-rollbacks": IgnoresRollbacks,
     "keep-rolled-back": KeepsRolledBackDocuments,
@@ -326,7 +365,11 @@ MODES: dict[str, type[ConsumerCore]] = {
     "last-item-is-snapshot-end": TakesLastItemAsSnapshotEnd,
     "apply-prepares": AppliesPrepares,
     "require-change-streams": RequiresChangeStreams,
+    "fatal-refusals": RefusalIsFatal,
+    "give-up-on-auth": ConsumerCore,
 }
+#: the modes whose rule is broken by the driver, not the core
+DRIVERS: dict[str, type[DcpConsumer]] = {"no-backoff": NoBackoff, "give-up-on-auth": GivesUpOnAuth}
 
 
 def make_consumer(
@@ -361,7 +404,7 @@ def make_consumer(
             vbuckets=None, **options,
         )  # fmt: skip
     core = MODES[mode](vbuckets=None, name=f"wrong-{mode}", **options)
-    driver = NoBackoff if mode == "no-backoff" else DcpConsumer
+    driver = DRIVERS.get(mode, DcpConsumer)
     return driver(host, port, user=user, password=password, bucket=bucket, vbuckets=None, core=core)
 
 

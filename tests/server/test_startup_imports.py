@@ -1,7 +1,7 @@
 """What starting a server imports, and where (issue 44): the HTTP stack (hypercorn,
 Starlette, the application) in a worker thread, so that its imports do not hold the
 event loop, the KV port and ``mockdcp serve``'s ready line; serve() itself imports the
-scenario package only for a scenario.
+scenario package only for a scenario; the TLS material (cryptography) on first use.
 Each case runs in a fresh interpreter: this one has imported them already."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ importers = {}
 
 class Watch:
     def find_spec(self, name, path=None, target=None):
-        if name in ("hypercorn", "starlette", "mockdcp.scenario"):
+        if name in ("hypercorn", "starlette", "mockdcp.scenario", "cryptography"):
             importers.setdefault(name, threading.current_thread() is threading.main_thread())
         return None
 
@@ -54,6 +54,8 @@ def test_the_http_stack_is_imported_off_the_event_loop_and_a_scenario_only_for_o
     on_main_thread = report["on_main_thread"]
     assert {"hypercorn", "starlette"} <= set(on_main_thread)
     assert not any(on_main_thread.values()), on_main_thread
+    # TLS is served (issue 42) but its material is made on a TLS client's first use
+    assert "cryptography" not in on_main_thread
 
 
 def test_import_mockdcp_leaves_the_server_until_it_is_used() -> None:

@@ -117,6 +117,35 @@ public final class Steps {
     return Step.of("flush", Map.of());
   }
 
+  // ----------------------------------------------------------------------------------- users
+
+  /** Create a local user with {@code roles}, comma separated as ns_server spells them ({@code
+   * data_dcp_reader[default]}, {@code admin}), or give an existing one these roles. */
+  public static Step createUser(String name, String password, String roles) {
+    return Step.of("create_user", Map.of("name", name, "password", password, "roles", roles));
+  }
+
+  /** Delete a user: its connections stay, its next login fails. */
+  public static Step deleteUser(String name) {
+    return Step.of("delete_user", Map.of("name", name));
+  }
+
+  /** Give a user more roles. */
+  public static Step grant(String user, String roles) {
+    return Step.of("grant", Map.of("user", user, "roles", roles));
+  }
+
+  /** Take roles from a user: its streams that lose DcpStream end LOST_PRIVILEGES at their next
+   * snapshot marker, its DCP connections that lose DcpProducer are closed. */
+  public static Step revoke(String user, String roles) {
+    return Step.of("revoke", Map.of("user", user, "roles", roles));
+  }
+
+  /** Set a user's password: nothing drops, the next login with the old one fails. */
+  public static Step changePassword(String user, String password) {
+    return Step.of("change_password", Map.of("user", user, "password", password));
+  }
+
   // ---------------------------------------------------------------------------------- faults
 
   /** Drop the consumers' connections. */

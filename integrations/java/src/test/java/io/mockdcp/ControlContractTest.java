@@ -168,6 +168,12 @@ class ControlContractTest {
     s.put("failover", Steps.failover(1));
     s.put("moveVbucket", Steps.moveVbucket(0));
     s.put("flush", Steps.flush());
+    // in this order: each user step is checked against what the ones before it did
+    s.put("createUser", Steps.createUser("u", "secret1", "bucket_admin[default]"));
+    s.put("grant", Steps.grant("u", "data_dcp_reader[default]"));
+    s.put("revoke", Steps.revoke("u", "bucket_admin[default]"));
+    s.put("changePassword", Steps.changePassword("u", "secret2"));
+    s.put("deleteUser", Steps.deleteUser("u"));
     s.put("disconnect", Steps.disconnect());
     s.put("stall", Steps.stall(second));
     s.put("endStream", Steps.endStream("too_slow"));

@@ -1,0 +1,255 @@
+"""Users with roles on a producer connection: SASL against the users, EACCESS for what a
+user may not do, and privileges that change under a live connection
+(``mockdcp.producer._privileges``)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from mockdcp.model import Bucket, Users, parse_roles
+from mockdcp.producer import Node
+from mockdcp.protocol import (
+    DcpBufferAck,
+    DcpOpen,
+    DcpOpenFlag,
+    DcpStreamRequest,
+    Get,
+    Hello,
+    HelloFeature,
+    Mutation,
+    Response,
+    SaslAuth,
+    SaslClient,
+    SaslStep,
+    SelectBucket,
+    Set,
+    SnapshotMarker,
+    Status,
+    StreamEnd,
+    StreamEndReason,
+    SystemEvent,
+)
+
+from ._session import FEATURES, Session, decode_all
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from mockdcp.producer import Connection
+    from mockdcp.protocol import Message
+
+MAX = 2**64 - 1
+COLLECTIONS = (*FEATURES, HelloFeature.COLLECTIONS)
+
+
+def bucket() -> Bucket:
+    return Bucket(
+        "default",
+        1,
+        seed=5,
+        clock=lambda: 1_700_000_000.0,
+        collections={"inventory": ["hotel"]},
+    )
+
+
+def node_with(b: Bucket, **roles: str) -> Node:
+    users = Users.admins({"Administrator": "password"})
+    for name, text in roles.items():
+        users.put(name, password="secret", roles=parse_roles(text))
+    return Node(bucket=b, users=users)
+
+
+def statuses(out: Sequence[object]) -> list[int]:
+    return [m.status for m in out if isinstance(m, Response)]
+
+
+def stream_request(value: dict[str, object] | None = None, opaque: int = 7) -> DcpStreamRequest:
+    return DcpStreamRequest(
+        opaque=opaque,
+        vbucket=0,
+        flags=0,
+        start_seqno=0,
+        end_seqno=MAX,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+        value=json.dumps(value).encode() if value else b"",
+    )
+
+
+def enable_noop(s: Session) -> None:
+    from mockdcp.protocol import DcpControl
+
+    assert statuses(s.call(DcpControl(opaque=0, key="enable_noop", value="true"))) == [0]
+
+
+def test_sasl_plain_and_scram_check_each_user_and_a_changed_password_fails_the_next_auth() -> None:
+    b = bucket()
+    node = node_with(b, alice="data_dcp_reader[default]")
+    assert statuses([Session(b, node=node, user="alice", password="secret").auth_reply[0]]) == [0]
+    wrong = Session(b, node=node, user="alice", password="nope")
+    assert statuses(wrong.auth_reply) == [Status.AUTH_ERROR]
+    live = Session(b, node=node, user="alice", password="secret")
+    node.users_changed(node.users.change_password("alice", "changed"))
+    old = Session(b, node=node, user="alice", password="secret")
+    assert statuses(old.auth_reply) == [Status.AUTH_ERROR]
+    assert statuses(Session(b, node=node, user="alice", password="changed").auth_reply) == [0]
+    # the connection authenticated before the change goes on
+    assert statuses(live.call(Get(opaque=1, vbucket=0, key=b"k"))) == [Status.KEY_ENOENT]
+    # SCRAM on one connection: the old password fails after the change, the new succeeds
+    conn = node.open_connection(0.0)
+    for password, expected in (("secret", Status.AUTH_ERROR), ("changed", Status.SUCCESS)):
+        client = SaslClient("alice", password, "SCRAM-SHA256", nonce="fixednonce")
+        conn.receive_data(
+            SaslAuth(opaque=0, mechanism="SCRAM-SHA256", payload=client.first()).encode(), 0.0
+        )
+        first = read(conn)
+        assert isinstance(first[0], Response)
+        final = client.step(first[0].value)
+        conn.receive_data(SaslStep(opaque=0, mechanism="SCRAM-SHA256", payload=final).encode(), 0.0)
+        assert statuses(read(conn)) == [expected]
+    node.users_changed(node.users.delete("alice"))
+    assert statuses(Session(b, node=node, user="alice", password="changed").auth_reply) == [
+        Status.AUTH_ERROR
+    ]
+
+
+def read(conn: Connection) -> list[Message | Response]:
+    """What a bare connection wrote, decoded."""
+    return decode_all(conn.data_to_send(0.0), collections=False)
+
+
+def test_select_bucket_needs_some_privilege_in_the_bucket_and_comes_before_existence() -> None:
+    b = bucket()
+    node = node_with(b, admin="bucket_admin[default]", other="bucket_admin[other]")
+    users = node.users
+    users.put("nobody", password="secret", roles=())
+    assert statuses(Session(b, node=node, user="admin", password="secret").select_reply) == [0]
+    for user in ("other", "nobody"):
+        s = Session(b, node=node, user=user, password="secret")
+        assert statuses(s.select_reply) == [Status.EACCESS]
+    s = Session(b, node=node, user="nobody", password="secret")
+    assert statuses(s.call(SelectBucket(opaque=0, bucket="missing"))) == [Status.EACCESS]
+
+
+def test_dcp_open_needs_dcp_producer_and_documents_need_read_or_upsert() -> None:
+    b = bucket()
+    node = node_with(b, ba="bucket_admin[default]", reader="data_reader[default]")
+    s = Session(b, node=node, user="ba", password="secret")
+    out = s.call(DcpOpen(opaque=0, name=b"n", flags=int(DcpOpenFlag.PRODUCER)))
+    assert statuses(out) == [Status.EACCESS]
+    r = Session(b, node=node, user="reader", password="secret")
+    high = b.vbucket(0).high_seqno
+    assert statuses(r.call(Get(opaque=1, vbucket=0, key=b"k"))) == [Status.KEY_ENOENT]
+    out = r.call(Set(opaque=2, vbucket=0, key=b"k", value=b"{}", flags=0, expiry=0))
+    assert statuses(out) == [Status.EACCESS]
+    assert b.vbucket(0).high_seqno == high
+
+
+def test_a_stream_needs_dcp_stream_on_what_its_filter_selects() -> None:
+    b = bucket()
+    node = node_with(b, scoped="data_dcp_reader[default:inventory]")
+    s = Session(b, node=node, user="scoped", password="secret", features=COLLECTIONS)
+    s.open_dcp()
+    enable_noop(s)
+    assert statuses(s.call(stream_request(opaque=1))) == [Status.EACCESS]
+    assert statuses(s.call(stream_request({"scope": "8"}, opaque=2))) == [0]
+    d = Session(b, node=node, user="scoped", password="secret", features=COLLECTIONS)
+    d.open_dcp(name=b"other")
+    enable_noop(d)
+    assert statuses(d.call(stream_request({"collections": ["0"]}, opaque=3))) == [Status.EACCESS]
+
+
+def lost_privileges_session(*, collections: bool = True) -> tuple[Bucket, Node, Session]:
+    """A stream of a user with the bucket's DCP role and one on ``_default``: losing the
+    bucket's keeps DcpProducer (the scope's role gives it) but not DcpStream on the
+    whole bucket."""
+    b = bucket()
+    node = node_with(b, u="data_dcp_reader[default],data_dcp_reader[default:inventory]")
+    s = Session(b, node=node, user="u", password="secret", features=COLLECTIONS)
+    s.open_dcp()
+    enable_noop(s)
+    return b, node, s
+
+
+def test_revoking_dcp_stream_ends_the_stream_lost_privileges_at_its_next_marker() -> None:
+    b, node, s = lost_privileges_session()
+    b.set("a", b"{}", vbucket=0)
+    out = s.call(stream_request())
+    assert statuses(out) == [0]
+    assert [m for m in out + s.read() if isinstance(m, Mutation)]
+    node.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
+    assert not s.conn.closed
+    assert not [m for m in s.read() if not isinstance(m, Response)]  # nothing until a marker
+    b.set("b", b"{}", vbucket=0)
+    out = s.read()
+    assert not [m for m in out if isinstance(m, (SnapshotMarker, Mutation))]
+    ends = [m for m in out if isinstance(m, StreamEnd)]
+    assert [e.reason for e in ends] == [StreamEndReason.LOST_PRIVILEGES]
+    # a new request is refused
+    assert statuses(s.call(stream_request(opaque=9))) == [Status.EACCESS]
+
+
+def test_a_snapshot_being_sent_is_finished_before_the_lost_privileges_end() -> None:
+    b, node, s = lost_privileges_session()
+    for key in ("a", "b", "c"):
+        b.set(key, b"{}", vbucket=0)
+    b.checkpoint(0)
+    b.set("d", b"{}", vbucket=0)
+    from mockdcp.protocol import DcpControl
+
+    s.call(DcpControl(opaque=0, key="connection_buffer_size", value="1"))
+    s.conn.flow.resize(1)
+    out: list[Message | Response] = [
+        m for m in s.call(stream_request()) if not isinstance(m, Response)
+    ]
+    assert [type(m) for m in out] == [SnapshotMarker]  # the window holds the rest
+    node.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
+    for _ in range(20):
+        s.send(DcpBufferAck(opaque=0, nbytes=10_000).encode())
+        out += s.read()
+        if any(isinstance(m, StreamEnd) for m in out):
+            break
+    kinds = [type(m).__name__ for m in out if not isinstance(m, SystemEvent)]
+    assert kinds == ["SnapshotMarker", "Mutation", "Mutation", "Mutation", "StreamEnd"]
+    assert [m.key for m in out if isinstance(m, Mutation)] == [b"a", b"b", b"c"]
+    end = out[-1]
+    assert isinstance(end, StreamEnd)
+    assert end.reason == StreamEndReason.LOST_PRIVILEGES
+
+
+def test_granting_back_before_the_marker_keeps_the_stream() -> None:
+    b, node, s = lost_privileges_session()
+    assert statuses(s.call(stream_request())) == [0]
+    role = parse_roles("data_dcp_reader[default]")
+    node.users_changed(node.users.revoke("u", role))
+    node.users_changed(node.users.grant("u", role))
+    b.set("b", b"{}", vbucket=0)
+    out = s.read()
+    assert [type(m).__name__ for m in out if not isinstance(m, Response)] == [
+        "SnapshotMarker",
+        "Mutation",
+    ]
+
+
+def test_losing_dcp_producer_shuts_the_connection_down() -> None:
+    b = bucket()
+    node = node_with(b, u="data_dcp_reader[default]")
+    s = Session(b, node=node, user="u", password="secret")
+    s.open_dcp()
+    assert statuses(s.call(stream_request())) == [0]
+    other = Session(b, node=node)  # another user's connection stays
+    other.open_dcp(name=b"admin")
+    node.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
+    assert s.conn.closed
+    assert s.conn.close_reason == "DcpProducer privilege no longer available"
+    assert not other.conn.closed
+
+
+def test_hello_needs_no_privilege() -> None:
+    b = bucket()
+    node = node_with(b, nobody="")
+    conn = node.open_connection(0.0)
+    conn.receive_data(Hello(opaque=0, agent=b"x", features=FEATURES).encode(), 0.0)
+    assert statuses(read(conn)) == [0]
