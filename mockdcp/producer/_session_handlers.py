@@ -126,7 +126,10 @@ def _sasl_result(conn: Connection, frame: Frame, result: SaslResult) -> None:
 
 
 def on_select_bucket(conn: Connection, frame: Frame, msg: SelectBucket, now: float) -> None:
-    if msg.bucket != conn.node.bucket.name:
+    """The connection's bucket: it moves to that bucket's node, or KEY_ENOENT when
+    there is none (kv_engine ``select_bucket_executor.cc``; after DCP_OPEN the
+    admission refuses it, NOT_SUPPORTED)."""
+    if not conn.node.select_bucket(conn, msg.bucket):
         conn.replies.respond(frame, Status.KEY_ENOENT, context=f"no bucket {msg.bucket!r}")
         return
     conn.state = transition_connection(conn.state, ConnectionEvent.SELECT_BUCKET)

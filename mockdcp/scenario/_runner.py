@@ -176,6 +176,8 @@ class StepRunner:
             self.progress.applied += 1
 
     def _apply_now(self, step: st.Step) -> None:
+        if self.node.deleted and step.GROUP in st.ON_THE_BUCKET and not step.BUCKETS:
+            raise StepFailed(f"{step.NAME}: bucket {self.bucket.name!r} was deleted")
         changes = step.GROUP in ("storage", "cluster")
         heads = self._failover_heads() if changes else []
         try:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from mockdcp.scenario._check import Simulation
 from mockdcp.scenario._convert import Problem, ScenarioProblems
+from mockdcp.scenario.steps import ON_THE_BUCKET
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,6 +33,8 @@ def check_steps(
     problems: list[Problem] = []
     for i, step in enumerate(steps):
         try:
+            if sim.deleted and step.GROUP in ON_THE_BUCKET and not step.BUCKETS:
+                raise ValueError(f"bucket {bucket.name!r} is deleted by then (create_bucket it)")
             step.check(sim)
         except ValueError as exc:
             problems.append(Problem(str(exc), i, step.NAME, None, source))

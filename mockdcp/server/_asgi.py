@@ -159,10 +159,12 @@ class CouchbaseEndpoints:
             ),
         ]
 
-    def _bucket_or_404(self, request: Request) -> Response | None:
-        if request.path_params["bucket"] != self.node.bucket.name:
+    def _bucket_node(self, request: Request) -> Node | Response:
+        """The node serving the path's bucket on this data node, or ns_server's 404."""
+        node = self.node.buckets.node(request.path_params["bucket"], self.node.name)
+        if node is None:
             return Response(b"Requested resource not found.\r\n", 404, media_type="text/plain")
-        return None
+        return node
 
     async def whoami(self, request: Request) -> Response:
         user = request.scope.get(USER_KEY)
@@ -199,39 +201,46 @@ class CouchbaseEndpoints:
         )
 
     async def buckets(self, request: Request) -> Response:
-        return JSONResponse([self._bucket_info(_host(request, self.node.host))])
+        """Every bucket, in the order they were made."""
+        host = _host(request, self.node.host)
+        directory = self.node.buckets
+        nodes = [directory.node(name, self.node.name) for name in directory.names]
+        return JSONResponse([self._bucket_info(n, host) for n in nodes if n is not None])
 
     async def bucket_info(self, request: Request) -> Response:
-        missing = self._bucket_or_404(request)
-        if missing is not None:
-            return missing
-        return JSONResponse(self._bucket_info(_host(request, self.node.host)))
+        node = self._bucket_node(request)
+        if isinstance(node, Response):
+            return node
+        return JSONResponse(self._bucket_info(node, _host(request, self.node.host)))
 
     async def terse_config(self, request: Request) -> Response:
-        missing = self._bucket_or_404(request)
-        if missing is not None:
-            return missing
-        return JSONResponse(self.node.config(_host(request, self.node.host)))
+        node = self._bucket_node(request)
+        if isinstance(node, Response):
+            return node
+        return JSONResponse(node.config(_host(request, self.node.host)))
 
     async def streaming_config(self, request: Request) -> Response:
         """A chunked response that sends the config again whenever its revision changes."""
-        missing = self._bucket_or_404(request)
-        if missing is not None:
-            return missing
-        return ConfigStream(self.node, _host(request, self.node.host))
+        node = self._bucket_node(request)
+        if isinstance(node, Response):
+            return node
+        return ConfigStream(node, _host(request, self.node.host))
 
-    def _node_entries(self, host: str, *, members: bool = False) -> list[dict[str, Any]]:
-        """The nodes of the bucket (the map's server list), or with ``members`` every
-        node of the cluster but those rebalanced out (ns_server's ``/pools/default``
-        lists failed-over and added nodes too, with their ``clusterMembership``)."""
-        topology = self.node.topology
+    def _node_entries(
+        self, host: str, *, members: bool = False, bucket: Node | None = None
+    ) -> list[dict[str, Any]]:
+        """The nodes of the bucket (``bucket``'s map's server list), or with ``members``
+        every node of the cluster but those rebalanced out (ns_server's
+        ``/pools/default`` lists failed-over and added nodes too, with their
+        ``clusterMembership``)."""
+        topology = (bucket or self.node).topology
         if members:
             nodes = [
                 n for n in topology.nodes.values() if topology.status(n) is not NodeStatus.REMOVED
             ]
         else:
             nodes = topology.serving()
-        return [self._node_entry(n, host if n is self.node else n.host) for n in nodes]
+        return [self._node_entry(n, host if n.name == self.node.name else n.host) for n in nodes]
 
     def _node_entry(self, node: Node, host: str) -> dict[str, Any]:
         """A ``/pools/default`` node: with TLS, ``ports.httpsMgmt``; its alternate
@@ -249,7 +258,7 @@ class CouchbaseEndpoints:
             "services": ["kv"],
             "ports": {"direct": node.kv_port},
         }
-        if node is self.node:
+        if node.name == self.node.name:
             entry["thisNode"] = True
         net = node.network
         if net.mgmt_ssl is not None:
@@ -261,19 +270,35 @@ class CouchbaseEndpoints:
             entry["alternateAddresses"] = {n: a.as_json(own) for n, a in net.alternate.items()}
         return entry
 
-    def _bucket_info(self, host: str) -> dict[str, Any]:
-        name = self.node.bucket.name
-        info = self.node.config(host)
+    def _bucket_info(self, node: Node, host: str) -> dict[str, Any]:
+        """A bucket's entry of ``/pools/default/buckets``: its config, type, storage and
+        the settings it was made with (menelaus_web_buckets.erl
+        ``build_dynamic_bucket_info``: ``replicaNumber``, ``quota``; ``controllers`` with
+        ``flush`` only when flush is enabled, ``build_controllers``)."""
+        model = node.bucket
+        name = model.name
+        spec = node.buckets.spec(name)
+        info = node.config(host)
+        entries = self._node_entries(host, bucket=node)
         info.update(
             {
-                "bucketType": "membase",
-                "storageBackend": self.node.bucket.storage,
+                "bucketType": "membase" if spec is None else spec.type.config_type,
+                "storageBackend": model.storage,
                 "uri": f"/pools/default/buckets/{name}",
                 "streamingUri": f"/pools/default/bucketsStreaming/{name}",
-                "nodes": self._node_entries(host),
+                "nodes": entries,
             }
         )
-        model = self.node.bucket
+        if spec is not None:
+            quota = spec.ram_quota_mb * 1024 * 1024
+            controllers = {"compactAll": f"/pools/default/buckets/{name}/controller/compactBucket"}
+            if spec.flush_enabled:
+                controllers["flush"] = f"/pools/default/buckets/{name}/controller/doFlush"
+            info.update(
+                replicaNumber=spec.replicas,
+                quota={"ram": quota * len(entries), "rawRAM": quota},
+                controllers=controllers,
+            )
         if model.storage == "magma":  # ns_server 7.2+ reports a Magma bucket's retention
             info["historyRetentionSeconds"] = model.history_retention_seconds
             info["historyRetentionBytes"] = model.history_retention_bytes
