@@ -141,9 +141,6 @@ class Simulation:
     #: the buckets the cluster will have (``create_bucket``, ``delete_bucket``)
     buckets: set[str] = attrs.field(factory=set)
 
-    def __attrs_post_init__(self) -> None:
-        self.buckets.add(self.bucket.name)
-
     @classmethod
     def of(
         cls, bucket: Bucket, topology: Topology | None = None, *, nodes: int = 1, replicas: int = 0
@@ -153,7 +150,7 @@ class Simulation:
         from mockdcp.scenario._cluster_check import ClusterSim
 
         names = (
-            set()
+            {bucket.name}
             if topology is None or not topology.nodes
             else set(next(iter(topology.nodes.values())).buckets.names)
         )
