@@ -1246,6 +1246,7 @@ STEPS_BY_NAME: dict[str, type[Step]] = {cls.NAME: cls for cls in STEP_TYPES}
 
 __all__ = [
     "DEFAULT_COLLECTION",
+    "ON_THE_BUCKET",
     "STEPS_BY_NAME",
     "STEP_TYPES",
     "Abort",
@@ -1277,7 +1278,6 @@ __all__ = [
     "Load",
     "ModifyCollection",
     "MoveVbucket",
-    "ON_THE_BUCKET",
     "NodeDown",
     "NodeUp",
     "Persist",

@@ -365,7 +365,13 @@ def build_app(
     outlives a request (a posted scenario); ``certificate_users``: the users of the
     HTTPS connections' client certificates."""
     node = node or server.node
-    routes = CouchbaseEndpoints(node).routes() + _control.ControlApi(server, tasks).routes()
+    from mockdcp.server._rest_buckets import BucketRest
+
+    routes = [
+        *CouchbaseEndpoints(node).routes(),
+        *BucketRest(server, node).routes(),  # ns_server's writes (buckets, collections)
+        *_control.ControlApi(server, tasks).routes(),
+    ]
     handlers = {HTTPException: _http_error, _control.Problem: _problem}
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.router.redirect_slashes = False

@@ -61,7 +61,8 @@ async def test_select_bucket_picks_a_bucket_and_each_streams_only_its_own(
     two: MockDcpServer,
 ) -> None:
     other = two.buckets.first_node("other").bucket
-    assert other is not two.bucket and other.num_vbuckets == 8
+    assert other is not two.bucket
+    assert other.num_vbuckets == 8
     for i in range(20):
         two.bucket.set(f"d::{i}", b"{}")
         other.set(f"o::{i}", b"{}")
@@ -105,7 +106,8 @@ async def test_the_config_endpoints_answer_per_bucket(two: MockDcpServer) -> Non
             terse = (await http.get(f"/pools/default/b/{name}")).json()
             assert terse["name"] == name
             info = (await http.get(f"/pools/default/buckets/{name}")).json()
-            assert info["bucketType"] == "membase" and info["quota"]["rawRAM"] == 100 * 2**20
+            assert info["bucketType"] == "membase"
+            assert info["quota"]["rawRAM"] == 100 * 2**20
         uuids = {(await http.get(f"/pools/default/b/{n}")).json()["uuid"] for n in _names(listed)}
         assert len(uuids) == 2
         assert (await http.get("/pools/default/b/nope")).status_code == 404
@@ -133,7 +135,8 @@ async def test_a_bucket_deleted_under_a_connection_closes_it_and_comes_back_new(
     assert (await _client(two.kv_port, "other"))[1] == Status.KEY_ENOENT
     await two.apply({"create_bucket": {"name": "other"}})
     fresh = other.bucket.vbucket(vb)
-    assert fresh.high_seqno == 0 and fresh.failover.entries[0][0] != uuid
+    assert fresh.high_seqno == 0
+    assert fresh.failover.entries[0][0] != uuid
     # the consumer's checkpoint lies above the new high seqno: a rollback to 0
     c, status = await _client(two.kv_port, "other")
     assert status == Status.SUCCESS
@@ -142,10 +145,12 @@ async def test_a_bucket_deleted_under_a_connection_closes_it_and_comes_back_new(
         vb, start_seqno=high, vbucket_uuid=uuid, snap_start_seqno=high, snap_end_seqno=high
     )
     answer = await c.call(request)
-    assert answer.status == Status.ROLLBACK and decode_rollback_value(answer.value) == 0
-    assert decode_failover_log(
-        (await c.call(c.stream_request(vb))).value
-    )[0][0] == fresh.failover.entries[0][0]
+    assert answer.status == Status.ROLLBACK
+    assert decode_rollback_value(answer.value) == 0
+    assert (
+        decode_failover_log((await c.call(c.stream_request(vb))).value)[0][0]
+        == fresh.failover.entries[0][0]
+    )
 
 
 async def test_steps_on_a_deleted_bucket_fail_and_bad_bucket_steps_change_nothing(
@@ -159,7 +164,9 @@ async def test_steps_on_a_deleted_bucket_fail_and_bad_bucket_steps_change_nothin
         await two.apply({"create_bucket": {"name": "third", "type": "memcached"}})
     with pytest.raises(mockdcp.scenario.ScenarioProblems, match="is deleted by then"):
         await two.apply(
-            {"delete_bucket": {"name": "other"}}, {"set": {"key": "k", "value": "v"}}, bucket="other"
+            {"delete_bucket": {"name": "other"}},
+            {"set": {"key": "k", "value": "v"}},
+            bucket="other",
         )
     assert two.buckets.names == ["default", "other"]
     await two.apply({"delete_bucket": {"name": "other"}})
