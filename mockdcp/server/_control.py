@@ -238,8 +238,17 @@ class ControlApi:
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    def _bucket(self, request: Request) -> str | None:
+        """``?bucket=NAME`` (None: the first bucket); 404 for a bucket there is not."""
+        name = request.query_params.get("bucket")
+        if name is not None and not self.server.buckets.exists(name):
+            raise Problem(
+                404, "Not Found", f"no bucket {name!r} (the buckets: {self.server.buckets.names})"
+            )
+        return name
+
     async def state(self, request: Request) -> Response:
-        return JSONResponse(_control_state.server_state(self.server))
+        return JSONResponse(_control_state.server_state(self.server, self._bucket(request)))
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
@@ -269,8 +278,11 @@ class ControlApi:
 
         data = await read_json(request)
         source = "POST /mock/steps"
+        bucket = None
+        if isinstance(data, dict):  # {"bucket": NAME, "steps": [...]}: that bucket's
+            bucket, data = _bucket_steps(data, self.server)
         async with self._apply_lock:
-            runner = self.server.runner
+            runner = self.server.runner_for(bucket)
             try:
                 steps = parse_steps(data, source=source)
                 runner.check(steps, source)
@@ -328,13 +340,14 @@ class ControlApi:
             self._scenario_running = False
 
     async def oracle(self, request: Request) -> Response:
+        bucket = self._bucket(request)
         corpus = self.server.corpus
-        if corpus is not None and corpus.get("on_disk"):
+        if bucket is None and corpus is not None and corpus.get("on_disk"):
             return JSONResponse(on_disk_oracle(self.server.bucket, str(corpus["path"])))
-        return JSONResponse(self.server.bucket.oracle().to_json())
+        return JSONResponse(self.server.oracle(bucket).to_json())
 
     async def expectations(self, request: Request) -> Response:
-        results = [e.as_dict() for e in self.server.expectations()]
+        results = [e.as_dict() for e in self.server.expectations(self._bucket(request))]
         return JSONResponse({"expectations": results, "passed": all(e["passed"] for e in results)})
 
 
@@ -349,6 +362,24 @@ _SCENARIO_TYPES = frozenset(
         "text/plain",
     }
 )
+
+
+def _bucket_steps(data: dict[str, Any], server: MockDcpServer) -> tuple[str | None, object]:
+    """``POST /mock/steps``'s object form: its ``bucket`` (checked) and ``steps``."""
+    extra = sorted(set(data) - {"bucket", "steps"})
+    if extra or "steps" not in data:
+        raise Problem(
+            422,
+            "Invalid Steps",
+            "the body is a JSON array of steps, or an object with steps and a bucket"
+            + (f" (unknown member {extra[0]!r})" if extra else " (steps missing)"),
+        )
+    bucket = data.get("bucket")
+    if bucket is not None and not (isinstance(bucket, str) and server.buckets.exists(bucket)):
+        raise Problem(
+            404, "Not Found", f"no bucket {bucket!r} (the buckets: {server.buckets.names})"
+        )
+    return bucket, data["steps"]
 
 
 def on_disk_oracle(bucket: Bucket, corpus: str) -> dict[str, Any]:

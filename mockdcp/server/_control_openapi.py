@@ -22,11 +22,25 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _get(summary: str, ok: dict[str, Any], *, open_: bool = False) -> dict[str, Any]:
+#: ``?bucket=NAME``: the bucket a control read is about (issue 42)
+_BUCKET_PARAMETER = {
+    "name": "bucket",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "the bucket (serve --bucket); the first bucket when absent; 404 for none",
+}
+
+
+def _get(
+    summary: str, ok: dict[str, Any], *, open_: bool = False, per_bucket: bool = False
+) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
         "responses": {"200": ok, "4XX": _PROBLEM},
     }
+    if per_bucket:
+        op["parameters"] = [_BUCKET_PARAMETER]
     if not open_:
         op["security"] = _SECURITY
         op["responses"]["401"] = _UNAUTHORIZED
@@ -185,6 +199,11 @@ _STATE = {
     "required": ["bucket", "connections", "streams", "vbuckets", "totals", "scenario"],
     "properties": {
         "bucket": {"type": "string"},
+        "buckets": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "every bucket of the server, in the order they were made",
+        },
         "num_vbuckets": _INT,
         "kv_port": _INT,
         "http_port": _INT,
@@ -259,6 +278,15 @@ _SCENARIO = {
 }
 
 
+_BUCKET_STEPS = {
+    "type": "object",
+    "description": "steps for one bucket (serve --bucket): the first bucket's without it",
+    "required": ["steps"],
+    "additionalProperties": False,
+    "properties": {"bucket": {"type": "string"}, "steps": _STEPS_BODY},
+}
+
+
 def _problems(*codes: str) -> dict[str, Any]:
     return dict.fromkeys(codes, _PROBLEM)
 
@@ -296,11 +324,12 @@ _PATHS: dict[str, Any] = {
     "/mock/state": _get(
         "Connections, streams, per-vbucket seqnos and the scenario's progress",
         _json(_STATE, "a snapshot of the node"),
+        per_bucket=True,
     ),
     "/mock/openapi.json": _get("This document", _json({"type": "object"}, "OpenAPI 3.1")),
     "/mock/steps": _post(
         "Apply steps, in order, before the reply",
-        {"application/json": {"schema": _STEPS_BODY}},
+        {"application/json": {"schema": {"oneOf": [_STEPS_BODY, _BUCKET_STEPS]}}},
         (
             "200",
             _json(
@@ -387,6 +416,7 @@ _PATHS: dict[str, Any] = {
             "the oracle's rows, sorted by scope, collection and key (with corpus, gone "
             "and collections for a bucket over an on-disk corpus)",
         ),
+        per_bucket=True,
     ),
     "/mock/expectations": _get(
         "The outcomes of the expect steps applied so far",
@@ -401,6 +431,7 @@ _PATHS: dict[str, Any] = {
             },
             "the expectations",
         ),
+        per_bucket=True,
     ),
     "/mock/ca.pem": _get(
         "The CA that signs the TLS ports' certificates (404 without TLS); always open",

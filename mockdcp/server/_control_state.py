@@ -176,12 +176,15 @@ def cluster_metrics(node: Node) -> tuple[dict[str, int], dict[str, int]]:
     return by_status, {"rev": topology.rev, "replica_lag": lag, "rebalance_moves_left": left}
 
 
-def server_state(server: MockDcpServer) -> dict[str, Any]:
-    """``node_state`` of a running server, with its scenario progress and whether the
-    background flusher is held."""
-    runner = server._runner  # made on first use: no steps, no progress to show
-    state = node_state(server.node, scenario=None if runner is None else runner.progress.as_dict())
-    state["persistence_paused"] = server.persistence_paused
+def server_state(server: MockDcpServer, bucket: str | None = None) -> dict[str, Any]:
+    """``node_state`` of a running server's ``bucket`` (None: the first), with its
+    steps' progress, whether its background flusher is held, and every bucket's name
+    (``buckets``). ``ModelError`` for a bucket there is not."""
+    node = server.bucket_node(bucket)
+    runner = server._runner if node is server.node else server.runner_for(bucket)
+    state = node_state(node, scenario=None if runner is None else runner.progress.as_dict())
+    state["buckets"] = server.buckets.names
+    state["persistence_paused"] = node.bucket.flusher.paused
     if server.corpus is not None:
         state["corpus"] = server.corpus
     kv = server.kv

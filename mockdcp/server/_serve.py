@@ -224,14 +224,16 @@ class MockDcpServer:
         and the pipeline use."""
         return self.bucket_node(bucket).bucket.oracle()
 
-    def expectations(self) -> list[ExpectationResult]:
-        """The outcomes of the ``expect`` steps applied so far."""
+    def expectations(self, bucket: str | None = None) -> list[ExpectationResult]:
+        """The outcomes of the ``expect`` steps applied so far (to ``bucket``)."""
+        if bucket is not None:
+            return list(self.runner_for(bucket).progress.expectations)
         return [] if self._runner is None else list(self._runner.progress.expectations)
 
-    def state(self) -> dict[str, object]:
-        """A JSON-ready snapshot: connections and their streams, per-vbucket seqnos,
-        the scenario's progress."""
-        return server_state(self)
+    def state(self, bucket: str | None = None) -> dict[str, object]:
+        """A JSON-ready snapshot of ``bucket`` (None: the first): connections and their
+        streams, per-vbucket seqnos, the scenario's progress."""
+        return server_state(self, bucket)
 
     # -- direct steps (kept for tests written against them) ------------------------------
 
@@ -272,11 +274,11 @@ class MockDcpServer:
         return [c.statistics() for c in self.node.matching()]
 
 
-def server_state(server: MockDcpServer) -> dict[str, object]:
+def server_state(server: MockDcpServer, bucket: str | None = None) -> dict[str, object]:
     """See ``MockDcpServer.state`` (the shape of ``GET /mock/state``)."""
     from mockdcp.server._control_state import server_state as state
 
-    return state(server)
+    return state(server, bucket)
 
 
 @attrs.frozen(kw_only=True)

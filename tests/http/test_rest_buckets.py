@@ -53,7 +53,10 @@ async def test_a_bucket_made_over_rest_is_listed_with_its_settings_and_deleted(
             {"ramQuota": "The RAM Quota must be specified and must be a positive integer."},
         ),
         ({"name": "b", "ramQuota": "-5"}, {"ramQuota": "The RAM Quota cannot be negative."}),
-        ({"name": "b", "ramQuota": "100", "bucketType": "x"}, {"bucketType": "invalid bucket type"}),
+        (
+            {"name": "b", "ramQuota": "100", "bucketType": "x"},
+            {"bucketType": "invalid bucket type"},
+        ),
         (
             {"name": "b", "ramQuota": "100", "replicaNumber": "4"},
             {"replicaNumber": "Replica number larger than 3 is not supported."},
@@ -229,3 +232,29 @@ async def test_a_scope_or_collection_a_node_refuses_changes_nothing(
     else:
         assert answer.json() == body
     assert server.bucket.manifest.uid == uid
+
+
+async def test_the_control_api_takes_a_bucket_for_steps_state_oracle_and_expectations(
+    server: MockDcpServer, http: httpx.AsyncClient
+) -> None:
+    assert (await http.post(BUCKETS, data={"name": "b2", "ramQuota": "100"})).status_code == 202
+    body = {"bucket": "b2", "steps": [{"set": {"key": "only-b2", "value": "v"}}]}
+    applied = await http.post("/mock/steps", json=body)
+    assert applied.status_code == 200
+    assert not server.oracle().rows()
+    rows = (await http.get("/mock/oracle", params={"bucket": "b2"})).json()["rows"]
+    assert [r["key"] for r in rows] == ["only-b2"]
+    state = (await http.get("/mock/state", params={"bucket": "b2"})).json()
+    assert state["bucket"] == "b2"
+    assert state["buckets"] == ["default", "b2"]
+    assert state["scenario"]["applied"] == 1
+    assert (await http.get("/mock/state")).json()["bucket"] == "default"
+    assert (await http.get("/mock/expectations", params={"bucket": "b2"})).status_code == 200
+    for answer in (
+        await http.get("/mock/state", params={"bucket": "nope"}),
+        await http.post("/mock/steps", json={"bucket": "nope", "steps": []}),
+    ):
+        assert answer.status_code == 404
+    unknown = await http.post("/mock/steps", json={"bucket": "b2", "step": []})
+    assert unknown.status_code == 422
+    assert "unknown member 'step'" in unknown.json()["detail"]
