@@ -89,6 +89,11 @@ class Step:
     #: runner's bucket (they run while it is deleted)
     BUCKETS: ClassVar[bool] = False
 
+    #: the bucket the step acts on (``serve --bucket``, ``create_bucket``); None: the
+    #: scenario's (the runner's) bucket. ``wait``, ``expect`` and the bucket steps
+    #: take none.
+    bucket: str | None = None
+
     def check(self, sim: Simulation) -> None:
         """Raise ``ValueError`` if this step cannot run on the bucket as the steps before
         it will have left it (``sim``), and record what it will do there. Types were

@@ -11,6 +11,8 @@ import trio
 
 from mockdcp.client import ConsumerState, DcpConsumer
 
+from ..integration._raw import wait_until
+
 if TYPE_CHECKING:
     import httpx
 
@@ -130,9 +132,8 @@ async def test_scopes_and_collections_answer_the_new_manifest_uid_and_stream_the
         dropped = await http.delete(f"{BUCKETS}/default/scopes/inventory/collections/hotel")
         assert dropped.json() == {"uid": "3"}
         assert (await http.delete(f"{BUCKETS}/default/scopes/inventory")).json() == {"uid": "4"}
-        with trio.fail_after(20):
-            while state.system_events < 4 * 8:  # four changes, a system event a vbucket
-                await trio.sleep(0.05)
+        with trio.fail_after(20):  # four changes, a system event a vbucket
+            await wait_until(lambda: state.system_events >= 4 * 8)
         nursery.cancel_scope.cancel()
     assert server.runner.progress.applied == 4  # the same steps as /mock/steps
 

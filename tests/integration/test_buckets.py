@@ -197,3 +197,32 @@ async def test_a_bad_bucket_option_is_a_clear_error_before_anything_listens() ->
     with pytest.raises(ServerError, match="given twice"):
         async with mockdcp.serve(port=0, http_port=0, vbuckets=4, buckets=["a", "a"]):
             pass
+
+
+async def test_a_step_with_a_bucket_field_acts_on_that_bucket(two: MockDcpServer) -> None:
+    await two.apply(
+        {"create_bucket": {"name": "third"}},
+        {"generate": {"docs": 10, "bucket": "third"}},
+        {"set": {"key": "o", "value": "v", "bucket": "other"}},
+        {"persist": {"bucket": "other"}},
+    )
+    assert len(two.oracle("third").rows()) == 10
+    assert [r["key"] for r in two.oracle("other").rows()] == ["o"]
+    assert not two.oracle().rows()
+    other = two.buckets.first_node("other").bucket
+    assert other.vbucket(other.vbucket_of("o")).persisted_seqno == 1
+    for steps, problem in (
+        ([{"set": {"key": "k", "value": "v", "bucket": "nope"}}], "no bucket 'nope'"),
+        ([{"wait": {"seconds": 0, "bucket": "other"}}], "wait takes no bucket field"),
+        (
+            [
+                {"delete_bucket": {"name": "other"}},
+                {"set": {"key": "k", "value": "v", "bucket": "other"}},
+            ],
+            r"no bucket 'other' \(the buckets then: \['default', 'third'\]\)",
+        ),
+        ([{"delete": {"key": "absent", "bucket": "other"}}], "absent"),
+    ):
+        with pytest.raises(mockdcp.scenario.ScenarioProblems, match=problem):
+            await two.apply(*steps)
+    assert two.buckets.names == ["default", "other", "third"]
