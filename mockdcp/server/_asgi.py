@@ -201,10 +201,10 @@ class CouchbaseEndpoints:
         )
 
     async def buckets(self, request: Request) -> Response:
-        """Every bucket, in the order they were made."""
+        """Every bucket, sorted by name (menelaus_web_buckets.erl ``handle_bucket_list``)."""
         host = _host(request, self.node.host)
         directory = self.node.buckets
-        nodes = [directory.node(name, self.node.name) for name in directory.names]
+        nodes = [directory.node(name, self.node.name) for name in sorted(directory.names)]
         return JSONResponse([self._bucket_info(n, host) for n in nodes if n is not None])
 
     async def bucket_info(self, request: Request) -> Response:

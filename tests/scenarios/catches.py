@@ -32,6 +32,7 @@ WRITE = "python -m tests.scenarios.catches --write"
 
 #: the rollback scenarios: each must catch a consumer that keeps what a rollback undid
 ROLLBACK = (
+    "bucket-recreated",
     "double-failover",
     "failover-drops-prepares",
     "flush",
@@ -68,6 +69,7 @@ MEANT: dict[str, tuple[str, ...]] = {
         "failover-drops-prepares",
     ),
     "apply-prepares": ("durable-write-aborted",),
+    "first-listed-bucket": ("another-bucket-beside",),
     # not wrong: it passes the rollback scenarios by the other route
     "restart-from-zero": (),
 }
