@@ -271,16 +271,15 @@ class ControlApi:
         )
 
     async def post_steps(self, request: Request) -> Response:
-        """A JSON array of steps: all parsed and checked against the bucket first (422
-        naming each bad step and field, nothing applied), then applied in order before
-        the reply; a ``wait`` or ``expect`` step holds the reply until it is met."""
+        """A JSON array of steps: all parsed and checked against the bucket (``?bucket=``,
+        the first by default) first (422 naming each bad step and field, nothing
+        applied), then applied in order before the reply; a ``wait`` or ``expect`` step
+        holds the reply until it is met."""
         from mockdcp.scenario import ScenarioProblems, StepFailed, parse_steps
 
         data = await read_json(request)
         source = "POST /mock/steps"
-        bucket = None
-        if isinstance(data, dict):  # {"bucket": NAME, "steps": [...]}: that bucket's
-            bucket, data = _bucket_steps(data, self.server)
+        bucket = self._bucket(request)  # ?bucket=NAME: that bucket's steps
         async with self._apply_lock:
             runner = self.server.runner_for(bucket)
             try:
@@ -362,24 +361,6 @@ _SCENARIO_TYPES = frozenset(
         "text/plain",
     }
 )
-
-
-def _bucket_steps(data: dict[str, Any], server: MockDcpServer) -> tuple[str | None, object]:
-    """``POST /mock/steps``'s object form: its ``bucket`` (checked) and ``steps``."""
-    extra = sorted(set(data) - {"bucket", "steps"})
-    if extra or "steps" not in data:
-        raise Problem(
-            422,
-            "Invalid Steps",
-            "the body is a JSON array of steps, or an object with steps and a bucket"
-            + (f" (unknown member {extra[0]!r})" if extra else " (steps missing)"),
-        )
-    bucket = data.get("bucket")
-    if bucket is not None and not (isinstance(bucket, str) and server.buckets.exists(bucket)):
-        raise Problem(
-            404, "Not Found", f"no bucket {bucket!r} (the buckets: {server.buckets.names})"
-        )
-    return bucket, data["steps"]
 
 
 def on_disk_oracle(bucket: Bucket, corpus: str) -> dict[str, Any]:

@@ -278,34 +278,31 @@ _SCENARIO = {
 }
 
 
-_BUCKET_STEPS = {
-    "type": "object",
-    "description": "steps for one bucket (serve --bucket): the first bucket's without it",
-    "required": ["steps"],
-    "additionalProperties": False,
-    "properties": {"bucket": {"type": "string"}, "steps": _STEPS_BODY},
-}
-
-
 def _problems(*codes: str) -> dict[str, Any]:
     return dict.fromkeys(codes, _PROBLEM)
 
 
 def _post(
-    summary: str, body: dict[str, Any], ok: tuple[str, dict[str, Any]], *errors: str
+    summary: str,
+    body: dict[str, Any],
+    ok: tuple[str, dict[str, Any]],
+    *errors: str,
+    per_bucket: bool = False,
 ) -> dict[str, Any]:
-    return {
-        "post": {
-            "summary": summary,
-            "security": _SECURITY,
-            "requestBody": {"required": True, "content": body},
-            "responses": {
-                ok[0]: ok[1],
-                "401": _UNAUTHORIZED,
-                **_problems("400", "408", "413", "415", *errors),
-            },
-        }
+    op: dict[str, Any] = {
+        "summary": summary,
+        "security": _SECURITY,
+        "requestBody": {"required": True, "content": body},
+        "responses": {
+            ok[0]: ok[1],
+            "401": _UNAUTHORIZED,
+            **_problems("400", "408", "413", "415", *errors),
+        },
     }
+    if per_bucket:
+        op["parameters"] = [_BUCKET_PARAMETER]
+        op["responses"].update(_problems("404"))
+    return {"post": op}
 
 
 _PATHS: dict[str, Any] = {
@@ -329,7 +326,7 @@ _PATHS: dict[str, Any] = {
     "/mock/openapi.json": _get("This document", _json({"type": "object"}, "OpenAPI 3.1")),
     "/mock/steps": _post(
         "Apply steps, in order, before the reply",
-        {"application/json": {"schema": {"oneOf": [_STEPS_BODY, _BUCKET_STEPS]}}},
+        {"application/json": {"schema": _STEPS_BODY}},
         (
             "200",
             _json(
@@ -344,6 +341,7 @@ _PATHS: dict[str, Any] = {
         ),
         "409",
         "422",
+        per_bucket=True,
     ),
     "/mock/scenario": _post(
         "Load a scenario and run its steps in the background",
