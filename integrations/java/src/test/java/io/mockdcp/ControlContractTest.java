@@ -168,6 +168,12 @@ class ControlContractTest {
     s.put("failover", Steps.failover(1));
     s.put("moveVbucket", Steps.moveVbucket(0));
     s.put("flush", Steps.flush());
+    s.put("createScope", Steps.createScope("s"));
+    s.put("createCollection", Steps.createCollection("s.c"));
+    s.put("dropCollection", Steps.dropCollection("s.c"));
+    s.put("dropScope", Steps.dropScope("s"));
+    s.put("createBucket", Steps.createBucket("b").with("flush_enabled", true));
+    s.put("deleteBucket", Steps.deleteBucket("b"));
     s.put("disconnect", Steps.disconnect());
     s.put("stall", Steps.stall(second));
     s.put("endStream", Steps.endStream("too_slow"));
