@@ -14,8 +14,11 @@ from mockdcp.util import ModelError
 from ._session import Session
 
 
+USERS = {"Administrator": "password"}
+
+
 def _node() -> Node:
-    return Node(bucket=Bucket("default", 4, seed=1, clock=lambda: 0.0), users={"Administrator": "password"})
+    return Node(bucket=Bucket("default", 4, seed=1, clock=lambda: 0.0), users=USERS)
 
 
 def test_a_second_bucket_has_its_own_model_uuids_and_nodes() -> None:
@@ -59,7 +62,7 @@ def test_deleting_a_bucket_closes_its_connections_and_a_new_one_starts_anew() ->
     assert session.conn.closed
     assert node.buckets.names == ["default"]
     assert node.buckets.node("other", node.name) is None
-    with pytest.raises(ModelError, match="The bucket to be deleted was not found."):
+    with pytest.raises(ModelError, match=r"The bucket to be deleted was not found\."):
         node.buckets.delete("other")
     again = node.buckets.create(BucketSpec(name="other"))
     assert again is other  # the same node: its event log and steps go on
