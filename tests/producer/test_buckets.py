@@ -13,7 +13,6 @@ from mockdcp.util import ModelError
 
 from ._session import Session
 
-
 USERS = {"Administrator": "password"}
 
 
