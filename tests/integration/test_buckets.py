@@ -226,3 +226,38 @@ async def test_a_step_with_a_bucket_field_acts_on_that_bucket(two: MockDcpServer
         with pytest.raises(mockdcp.scenario.ScenarioProblems, match=problem):
             await two.apply(*steps)
     assert two.buckets.names == ["default", "other", "third"]
+
+
+def test_serve_takes_several_buckets_and_refuses_an_unknown_type_by_name() -> None:
+    import json
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0"]
+    proc = subprocess.Popen(
+        [
+            *command,
+            "--json",
+            "--vbuckets",
+            "4",
+            "--bucket",
+            "orders",
+            "--bucket",
+            "audit:couchbase",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        assert ready["bucket"] == "orders"
+        assert ready["buckets"] == ["orders", "audit"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    refused = subprocess.run(
+        [*command, "--bucket", "x:memcached"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2
+    assert "unknown bucket type 'memcached'" in refused.stderr
