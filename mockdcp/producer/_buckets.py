@@ -69,6 +69,14 @@ class Buckets:
         slot = self._slots.get(name)
         return None if slot is None or slot.deleted else slot.spec
 
+    def declare(self, spec: BucketSpec) -> None:
+        """The settings an existing bucket was made with (the server's first bucket:
+        ``serve``'s ``--bucket`` and ``--replicas``); ``ModelError`` for no such bucket."""
+        slot = self._slots.get(spec.name)
+        if slot is None or slot.deleted:
+            raise ModelError(f"no bucket {spec.name!r}")
+        slot.spec = spec
+
     def exists(self, name: str) -> bool:
         return self.spec(name) is not None
 

@@ -308,8 +308,8 @@ class CouchbaseEndpoints:
 
 class ConfigStream(Response):
     """The streaming config response: the config, four newlines, and again whenever its
-    revision changes, until the client goes away (``http.disconnect``) or the server
-    stops. A task, not an async generator, so nothing is left to finalize."""
+    revision changes, until the client goes away (``http.disconnect``), the bucket is
+    deleted or the server stops. A task, not an async generator, so nothing is left to finalize."""
 
     def __init__(self, node: Node, host: str) -> None:  # no body: no content-length
         self.node = node
@@ -322,14 +322,20 @@ class ConfigStream(Response):
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         await send(start)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._configs, send)
+            nursery.start_soon(self._configs, send, nursery.cancel_scope)
             while (await receive())["type"] != "http.disconnect":
                 pass
             nursery.cancel_scope.cancel()
 
-    async def _configs(self, send: Send) -> None:
+    async def _configs(self, send: Send, done: trio.CancelScope) -> None:
+        """The configs, until the bucket is deleted: then the response ends (a deleted
+        bucket's streaming config is gone; the client's next request gets 404)."""
         sent: tuple[int, int] | None = None
         while True:
+            if self.node.deleted:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                done.cancel()
+                return
             current = (self.node.config_epoch, self.node.config_rev)
             if current != sent:
                 body = json.dumps(self.node.config(self.host)).encode() + b"\n\n\n\n"

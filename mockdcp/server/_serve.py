@@ -792,6 +792,9 @@ async def _serve(
     flushers.start(model)
     for shell in shells:
         topology.join(shell.node)
+    first = node.buckets.spec(model.name)
+    if first is not None:  # its replicas as the cluster places them, as it reports them
+        node.buckets.declare(attrs.evolve(first, replicas=replicas, storage=model.storage))
     for spec in more_buckets:  # checked by ``_bucket_specs``: names new and valid
         node.buckets.create(spec)
     server = MockDcpServer(

@@ -261,3 +261,15 @@ def test_serve_takes_several_buckets_and_refuses_an_unknown_type_by_name() -> No
     )
     assert refused.returncode == 2
     assert "unknown bucket type 'memcached'" in refused.stderr
+
+
+async def test_a_deleted_buckets_streaming_config_ends(two: MockDcpServer) -> None:
+    async with httpx.AsyncClient(base_url=two.http_url, auth=BASIC) as http:
+        chunks: list[bytes] = []
+        with trio.fail_after(10):
+            async with http.stream("GET", "/pools/default/bs/other") as streamed:
+                async for chunk in streamed.aiter_bytes():
+                    chunks.append(chunk)
+                    if len(chunks) == 1:
+                        two.buckets.delete("other")  # the response then ends
+    assert chunks[0].endswith(b"\n\n\n\n")
