@@ -158,27 +158,12 @@ class Buckets:
     def _nodes(self, cluster: Cluster, template: Topology) -> Node:
         """A new bucket's nodes, one per data node of ``template``, sharing their
         addresses; the first."""
-        from mockdcp.producer._node import Node
         from mockdcp.producer._topology import Topology
 
         topology = Topology(cluster)
         topology.conn_ids = template.conn_ids
         for name in cluster.nodes:
-            like = template.nodes[name]
-            Node(
-                bucket=cluster.bucket,
-                users=like.users,
-                name=name,
-                host=like.host,
-                kv_port=like.kv_port,
-                http_port=like.http_port,
-                network=like.network,
-                version=like.version,
-                idle_timeout=like.idle_timeout,
-                wake=like.wake,
-                topology=topology,
-                buckets=self,
-            )
+            template.nodes[name].for_bucket(topology)  # joins ``topology``
         return next(iter(topology.nodes.values()))
 
     def delete(self, name: str) -> int:

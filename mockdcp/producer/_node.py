@@ -190,6 +190,25 @@ class Node:
         self.topology.nodes.pop(name, None)  # joined by the caller, in its own order
         return node
 
+    def for_bucket(self, topology: Topology) -> Node:
+        """This data node's node for another bucket, ``topology``'s (``Buckets.create``):
+        its name, address, users and timings; that bucket's model and map; connections,
+        event log and protocol checkers of its own. Joins ``topology``."""
+        return Node(
+            bucket=topology.cluster.bucket,
+            users=self.users,
+            name=self.name,
+            host=self.host,
+            kv_port=self.kv_port,
+            http_port=self.http_port,
+            network=self.network,
+            version=self.version,
+            idle_timeout=self.idle_timeout,
+            wake=self.wake,
+            topology=topology,
+            buckets=self.buckets,
+        )
+
     @property
     def view(self) -> NodeView:
         """The bucket as this node holds it: its copies (``NodeView``)."""
