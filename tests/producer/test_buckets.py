@@ -8,7 +8,7 @@ import pytest
 
 from mockdcp.model import Bucket, BucketSpec, BucketType, bucket_name_error
 from mockdcp.producer import Node
-from mockdcp.protocol import SelectBucket, Status
+from mockdcp.protocol import Response, SelectBucket, Status
 from mockdcp.util import ModelError
 
 from ._session import Session
@@ -39,11 +39,13 @@ def test_select_bucket_moves_the_connection_to_its_buckets_node() -> None:
     other = node.buckets.create(BucketSpec(name="other"))
     session = Session(node.bucket, node=node)
     (answer,) = session.call(SelectBucket(opaque=1, bucket="other"))
+    assert isinstance(answer, Response)
     assert answer.status == Status.SUCCESS
     assert session.conn.node is other
     assert session.conn.conn_id in other.connections
     assert session.conn.conn_id not in node.connections
     (missing,) = session.call(SelectBucket(opaque=2, bucket="nope"))
+    assert isinstance(missing, Response)
     assert missing.status == Status.KEY_ENOENT
     assert session.conn.node is other
 
