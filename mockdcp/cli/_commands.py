@@ -87,7 +87,7 @@ def _network(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _serve(args: argparse.Namespace) -> None:
     from mockdcp.cli import _live
-    from mockdcp.model import Bucket
+    from mockdcp.model import Bucket, make_clock
     from mockdcp.server import serve
 
     if args.json:
@@ -95,6 +95,9 @@ async def _serve(args: argparse.Namespace) -> None:
 
     scenario = getattr(args, "scenario", None)
     specs = args.bucket or []
+    clock = make_clock(
+        getattr(args, "clock", "wall"), getattr(args, "clock_start", None), time.time
+    )
     bucket = (
         None
         if scenario
@@ -102,7 +105,7 @@ async def _serve(args: argparse.Namespace) -> None:
             specs[0].name if specs else "default",
             args.vbuckets,
             seed=args.seed,
-            clock=time.time,
+            clock=clock,
             collections=getattr(args, "collections", None) or {},
             storage=args.storage,
             history_retention_bytes=args.history_retention_bytes,

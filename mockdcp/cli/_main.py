@@ -245,6 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
         "before MB-57304, whose backfills interleave)",
     )
     serve.add_argument(
+        "--clock",
+        choices=("wall", "virtual"),
+        default="wall",
+        help="the bucket's clock: the wall clock, or a virtual one that only the "
+        "advance_clock step moves (running the expiry pager and compaction meanwhile)",
+    )
+    serve.add_argument(
+        "--clock-start",
+        metavar="ISO",
+        help="--clock virtual: the time it starts at (e.g. 2024-01-01T00:00:00Z; default now)",
+    )
+    serve.add_argument(
         "--server-version",
         metavar="X.Y.Z",
         help="what /pools and VERSION report (default 7.6.2-3721-enterprise)",

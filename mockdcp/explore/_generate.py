@@ -356,6 +356,14 @@ def _purge(d: _Drafting) -> list[st.Step]:
     return [st.Purge(vbuckets=d.vbuckets())]
 
 
+def _advance_clock(d: _Drafting) -> list[st.Step] | None:
+    """Server time on a virtual clock: minutes (a pager run), a day, or past the
+    metadata purge age (tombstones purged: a consumer behind may roll back to 0)."""
+    if d.sim.bucket.virtual_clock is None:
+        return None
+    return [st.AdvanceClock(seconds=d.rng.choice((600, 3600, 86_400, 4 * 86_400)))]
+
+
 def _drop_cursor(d: _Drafting) -> list[st.Step]:
     return [st.DropCursor(vbuckets=d.vbuckets())]
 
@@ -547,6 +555,7 @@ DRAWERS: dict[type[st.Step], Drawer] = {
     st.Persistence: Drawer(3, _persistence, _persistence_taken),
     st.Purge: Drawer(2, _purge),
     st.DropCursor: Drawer(2, _drop_cursor),
+    st.AdvanceClock: Drawer(1, _advance_clock, _lost),
     st.Restart: Drawer(1, _restart, _lost),
     st.Failover: Drawer(3, _failover, _lost),
     st.FailoverNode: Drawer(2, _failover_node, _lost),

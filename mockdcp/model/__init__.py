@@ -24,11 +24,20 @@ from mockdcp.model._checkpoint import (
     Cursor as Cursor,
     MemoryBatch as MemoryBatch,
 )
+from mockdcp.model._clock import (
+    METADATA_PURGE_AGE as METADATA_PURGE_AGE,
+    ServerTimers as ServerTimers,
+    VirtualClock as VirtualClock,
+    iso_time as iso_time,
+    make_clock as make_clock,
+    parse_time as parse_time,
+)
 from mockdcp.model._cluster import (
     Cluster as Cluster,
     NodeListener as NodeListener,
     NodeView as NodeView,
 )
+from mockdcp.model._disk_store import DiskSnapshot as DiskSnapshot
 from mockdcp.model._documents import (
     Documents as Documents,
     KvError as KvError,
@@ -66,13 +75,14 @@ from mockdcp.model._manifest import (
     ManifestChange as ManifestChange,
 )
 from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
+from mockdcp.model._timers import ClockAdvanced as ClockAdvanced
 from mockdcp.model._validate import check_value as check_value
 from mockdcp.model._vbmap import (
     MAX_REPLICAS as MAX_REPLICAS,
     VBucketMap as VBucketMap,
     VBucketMove as VBucketMove,
 )
-from mockdcp.model._vbucket import DiskSnapshot as DiskSnapshot, VBucket as VBucket
+from mockdcp.model._vbucket import VBucket as VBucket
 from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:

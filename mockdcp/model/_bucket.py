@@ -12,6 +12,7 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
+from mockdcp.model._clock import ServerTimers, VirtualClock
 from mockdcp.model._flusher import Flusher
 from mockdcp.model._item import (
     DURABILITY_LEVELS,
@@ -34,6 +35,7 @@ from mockdcp.model._manifest import (
     declare,
 )
 from mockdcp.model._oracle import Oracle
+from mockdcp.model._timers import ClockAdvanced, advance
 from mockdcp.model._validate import (
     as_bytes,
     check_columns,
@@ -91,6 +93,7 @@ class Bucket:
         history_retention_bytes: int | None = None,
         history_retention_seconds: int | None = None,
         backfills_per_connection: int = BACKFILLS_PER_CONNECTION,
+        timers: ServerTimers | None = None,
     ) -> None:
         """``pause_collector`` holds the garbage collector off around a bulk write: the
         model changes no process-wide state itself, so the shell passes
@@ -117,7 +120,11 @@ class Bucket:
         ``dcp_backfill_in_progress_per_connection_limit``, 1 by default since MB-57304;
         a larger value stages an older node, whose backfills of one connection
         interleave). It is read when a connection opens (``backfills_per_connection``
-        may be changed between connections)."""
+        may be changed between connections).
+
+        ``clock`` is the wall clock (the shell's ``time.time``) or a ``VirtualClock``,
+        which only ``advance_clock`` moves; ``timers``: the intervals of the node's
+        timed tasks that run as it moves (``ServerTimers``, a node's defaults)."""
         retention = _check_retention(storage, history_retention_bytes, history_retention_seconds)
         self.backfills_per_connection = check_backfill_limit(backfills_per_connection)
         if not 1 <= num_vbuckets <= MAX_VBUCKETS:
@@ -130,6 +137,8 @@ class Bucket:
         self.history_retention_bytes, self.history_retention_seconds = retention
         self.rng = random.Random(seed)
         self.clock = clock
+        #: the intervals of the expiry pager, compaction and the backfill idle limit
+        self.timers = ServerTimers() if timers is None else timers
         self.pause_collector = pause_collector
         self._last_cas = 0
         self.listeners: list[Listener] = []
@@ -158,6 +167,27 @@ class Bucket:
         """Magma with a retention (kv_engine ``KVBucket::isHistoryRetentionEnabled``):
         ``change_streams`` may be enabled."""
         return bool(self.history_retention_bytes or self.history_retention_seconds)
+
+    @property
+    def virtual_clock(self) -> VirtualClock | None:
+        """The bucket's clock if it is virtual (moved by ``advance_clock``), else None."""
+        return self.clock if isinstance(self.clock, VirtualClock) else None
+
+    def advance_clock(self, to: float) -> ClockAdvanced:
+        """Move the virtual clock to ``to`` (seconds since the epoch), running what a
+        node does on its timers meanwhile (``mockdcp.model._timers``: the expiry pager,
+        compaction purging old tombstones, Magma's history retention by seconds).
+        ``ModelError`` on a wall-clock bucket or for a time before the clock's; nothing
+        changes then."""
+        clock = self.virtual_clock
+        if clock is None:
+            raise ModelError(
+                f"bucket {self.name!r} runs on the wall clock: advance_clock needs a "
+                "virtual clock (serve --clock virtual)"
+            )
+        if not to >= clock.now:
+            raise ModelError(f"advance_clock cannot go back: the clock is at {clock!r}")
+        return advance(self, clock, to)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -530,6 +560,33 @@ class Bucket:
                 "delete_time": when,
             },
         )
+
+    def expire_due(self, docs: Sequence[tuple[int, int, bytes]]) -> int:
+        """The expiry pager's run (``mockdcp.model._timers``): each (vbucket, collection,
+        key) expired as ``expire`` expires it, in the order given, the streams of each
+        vbucket told once after. A document no longer live, or with a durable write
+        pending, or in a vbucket that takes no writes, is left; returns how many
+        expired."""
+        done: set[int] = set()
+        expired = 0
+        for vbid, cid, key in docs:
+            vb = self.vbuckets[vbid]
+            old = vb.get(key, cid)
+            if old is None or old.deleted or (vb.pending and (cid, key) in vb.pending):
+                continue
+            if vb.state is not VBucketState.ACTIVE or not vb.online:
+                continue
+            vb.mutate(
+                self._next_cas(),
+                key=key,
+                collection_id=cid,
+                kind=ItemKind.EXPIRATION,
+                delete_time=old.expiry or int(self.clock()),
+            )
+            done.add(vbid)
+            expired += 1
+        self.notify(sorted(done))
+        return expired
 
     def touch(
         self, key: bytes | str, expiry: int, *, collection_id: int = 0, vbucket: int | None = None

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import mmap
 import struct
 from collections.abc import Iterator, Sequence
@@ -117,6 +118,8 @@ _FIELDS = struct.Struct(">2xHxBHIIQQQII")
 _DELETION_FIELDS = struct.Struct(">2xHxBHIIQQQ")
 #: the byte offset of the rev seqno in a frame (a mutation's or a tombstone's)
 REV_AT = 32
+#: the byte offset of a mutation's expiry in its frame (``_FIELDS``)
+_EXPIRY_AT = 44
 
 
 def head_lengths(tags: NDArray[np.uint8]) -> NDArray[np.int64]:
@@ -364,6 +367,21 @@ class ColdView:
         self.alive[tombs] = False
         return len(tombs), seg.first_seqno + int(tombs[-1])
 
+    def tombstones_by_age(self, before: float) -> tuple[float, float]:
+        """The lowest seqno of an alive tombstone deleted before ``before``, and of one
+        deleted at or after it (``inf`` for none): compaction's purge by age."""
+        seg = self.segment
+        if seg.delete_times is None:
+            return math.inf, math.inf
+        held = max(0, self.upto - seg.first_seqno + 1)
+        tombs = np.flatnonzero(self.alive[:held] & ((seg.tags[:held] & TAG_TOMBSTONE) != 0))
+        old = seg.delete_times[tombs] < before
+        first_old, first_young = np.flatnonzero(old), np.flatnonzero(~old)
+        return (
+            seg.first_seqno + int(tombs[first_old[0]]) if len(first_old) else math.inf,
+            seg.first_seqno + int(tombs[first_young[0]]) if len(first_young) else math.inf,
+        )
+
     def find(self, collection_id: int, key: bytes) -> int:
         """The slot of the key's live version in this copy, or -1."""
         for slot in self.segment.slots_of(collection_id, key):
@@ -393,6 +411,26 @@ class ColdView:
         first = max(0, after_seqno - self.segment.first_seqno + 1)
         out: NDArray[np.intp] = np.flatnonzero(self.alive[first:]) + first
         return out
+
+    def expiring(self, by: float) -> list[Item]:
+        """The hash table's view of the alive documents (tombstones left out, flushed
+        collections too) whose expiry is set and at or before ``by``, in seqno order:
+        the expiry pager's read of the cold tier, the expiries read from the frames at
+        once rather than an item made per slot."""
+        seg = self.segment
+        slots = self.live_slots()
+        slots = slots[(seg.tags[slots] & TAG_TOMBSTONE) == 0]
+        if self.flushed:
+            slots = slots[~np.isin(seg.cids[slots], np.array(sorted(self.flushed), np.uint32))]
+        if not len(slots):
+            return []
+        raw = np.frombuffer(seg.buf, np.uint8)
+        at = seg.starts[slots] + _EXPIRY_AT
+        expiry = np.zeros(len(slots), np.uint64)
+        for i in range(4):  # big-endian uint32
+            expiry = (expiry << np.uint64(8)) | raw[at + i].astype(np.uint64)
+        due = slots[(expiry > 0) & (expiry <= by)]
+        return [seg.item(s) for s in due.tolist()]
 
     def items(self) -> Iterator[Item]:
         """The hash table's view of the alive slots (not flushed), in seqno order."""

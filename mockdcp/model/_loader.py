@@ -223,8 +223,7 @@ class ColdLoad:
         expiry: Sequence[int] | int,
         tombstone: int,
     ) -> int:
-        """Frame validated rows (mutations, or tombstones of the ``tombstone`` tag
-        bits) into their vbuckets' buffers, with their columns."""
+        """Frame validated rows (mutations, or ``tombstone`` tag bits) into buffers."""
         import numpy as np
 
         from mockdcp.model._cold import DELETION_HEAD, HEAD, build_tags, head_dtype, key_hashes

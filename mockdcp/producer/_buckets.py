@@ -139,6 +139,7 @@ class Buckets:
             storage=spec.storage,
             backfills_per_connection=base.backfills_per_connection,
             pause_collector=base.pause_collector,
+            timers=base.timers,
         )
         model.flusher.interval = base.flusher.interval
         names = list(template.cluster.map.nodes)

@@ -25,8 +25,9 @@ import attrs
 
 from mockdcp.producer import events as ev
 from mockdcp.producer._backfills import BackfillQueue
+from mockdcp.producer._checker_tap import CheckerTap
 from mockdcp.producer._containment import contain
-from mockdcp.producer._controls import DcpSettings
+from mockdcp.producer._controls import DcpSettings, apply_control
 from mockdcp.producer._dispatch import handle_frame
 from mockdcp.producer._encoder import ItemEncoder
 from mockdcp.producer._faults import Faults
@@ -43,23 +44,20 @@ from mockdcp.producer._state import (
 )
 from mockdcp.protocol import (
     ClusterMapChangeNotification,
-    DcpNoop,
     FrameReader,
     HelloFeature,
     RemoteProtocolError,
-    StreamEnd,
     StreamEndReason,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Protocol
 
     from mockdcp.model import Bucket, NodeView
-    from mockdcp.producer._checker import CheckerRegistry, ConnectionChecker
-    from mockdcp.producer._checker_rules import Violation
+    from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._stream import Stream
-    from mockdcp.protocol import Frame, Response, SaslServer, Status
+    from mockdcp.protocol import DcpOpenFlag, Frame, SaslServer, Status
 
     class NodeServices(Protocol):
         """What a connection needs of the node that owns it (``Node`` provides it;
@@ -169,8 +167,8 @@ class Connection:
         #: the time of the last verb called (replies delayed by a fault count from it)
         self.now = now
         self.opened_at = now
-        #: the protocol checker watching this connection, from DCP_OPEN on
-        self.checker: ConnectionChecker | None = None
+        #: the protocol checker's tap: what it is shown, what it found
+        self.tap = CheckerTap(conn_id, lambda: self.name.decode(errors="replace"), self._record)
         #: an OBSERVE_SEQNO was answered (``SeqnoObserved`` reported once)
         self.observing = False
         self.replies = Replies(self, output_limit)
@@ -182,8 +180,6 @@ class Connection:
         self._encoder: ItemEncoder | None = None
         #: events of the last ``buffers_to_send``, released by ``data_written``
         self._unwritten: list[ev.ProducerEvent] = []
-        #: how many of them the protocol checker was told of (``_tell_checker``)
-        self._told = 0
         #: False once a TLS client certificate authenticated the connection: it cannot
         #: change its identity with SASL (kv_engine ``Connection::tryAuthUserFromX509Cert``)
         self.sasl_enabled = True
@@ -264,9 +260,8 @@ class Connection:
         self.faults.wrote(now, size)
         self.replies.queue.handed_out(size)
         self.bytes_sent += size
-        if self.checker is not None:
-            self._tell_checker(now)
-            self.observe(self.checker.tick, now)
+        self.tap.handed_out(self._unwritten, now)
+        self.tap.tick(now)
         return parts
 
     def _replies_due(self) -> list[bytes | memoryview]:
@@ -280,46 +275,13 @@ class Connection:
         """The buffers of the last ``buffers_to_send`` are on the socket: release the
         events that describe them (stream progress, noops sent)."""
         self.replies.queue.written()
-        if self.checker is not None:
-            self._tell_checker(now)
-        events, self._unwritten, self._told = self._unwritten, [], 0
+        self.tap.handed_out(self._unwritten, now)
+        self.tap.written()
+        events, self._unwritten = self._unwritten, []
         for event in events:
             if isinstance(event, ev.StreamWritten):
                 self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
             self._record(attrs.evolve(event, time=now))
-
-    def _tell_checker(self, now: float) -> None:
-        """Tell the protocol checker what was handed out to be written since it was last
-        told, when it is handed out, not once written: the shell writes, then reports
-        the write, and a consumer may answer (a DCP_NOOP's reply, a stream request after
-        a STREAM_END) before that report; what it answers must already be known."""
-        assert self.checker is not None
-        events = self._unwritten
-        if self._told < len(events):
-            told, self._told = events[self._told :], len(events)
-            self.observe(self._written_to_checker, self.checker, told, now)
-
-    @staticmethod
-    def _written_to_checker(
-        checker: ConnectionChecker, events: list[ev.ProducerEvent], now: float
-    ) -> list[Violation]:
-        """Tell the checker what a write carries: each stream's last seqno, STREAM_ENDs
-        and DCP_NOOPs."""
-        found: list[Violation] = []
-        for event in events:
-            if isinstance(event, ev.StreamWritten):
-                checker.written(event.vbucket, event.stream_id, event.seqno)
-            elif isinstance(event, ev.StreamEnded) and event.reason:
-                end = StreamEnd(
-                    opaque=event.opaque,
-                    vbucket=event.vbucket,
-                    reason=StreamEndReason[event.reason],
-                    stream_id=event.stream_id,
-                )
-                found += checker.sent(end, now)
-            elif isinstance(event, ev.NoopSent):
-                found += checker.sent(DcpNoop(opaque=event.opaque), now)
-        return found
 
     @property
     def output_limit(self) -> int:
@@ -354,10 +316,9 @@ class Connection:
             times.append(
                 self.keepalive.deadline(self.settings.noop_interval, self.node.idle_timeout)
             )
-        if self.checker is not None:
-            checked = self.checker.deadline()
-            if checked is not None:
-                times.append(checked)
+        checked = self.tap.deadline()
+        if checked is not None:
+            times.append(checked)
         return min(times) if times else None
 
     def check_idle(self, now: float) -> None:
@@ -386,8 +347,7 @@ class Connection:
         self.close_reason = reason
         self.state = transition_connection(self.state, ConnectionEvent.CLOSE)
         self.streams.close_all()
-        if self.checker is not None:
-            self.checker.closed_at(self.now)
+        self.tap.closed_at(self.now)
         self.node.forget(self)
         log.info(
             "connection %d (%s) closed: %s",
@@ -481,63 +441,13 @@ class Connection:
 
     def watch(self, frame: Frame, now: float) -> None:
         """DCP_OPEN succeeded (``frame``): the checker of the connection's name watches
-        it from now on (a second DCP_OPEN starts watching afresh)."""
-        if self.checker is not None:
-            self.checker.closed_at(now)
-        name = self.name.decode(errors="replace")
-        try:
-            checker, found = self.node.checkers.checker(name).connect(
-                self.conn_id,
-                now,
-                opened_at=self.opened_at,
-                frame=frame,
-                flow=self.flow,
-                settings=self.settings,
-            )
-        except Exception:
-            log.exception("connection %d: the protocol checker failed", self.conn_id)
-            return
-        self.checker = checker
-        self.replies.observe = self._reply_sent
-        self.report(found)
-
-    def _reply_sent(self, response: Response) -> None:
-        if self.checker is not None:
-            self.observe(self.checker.sent, response, self.now)
-
-    def observe(self, verb: Callable[..., list[Violation]], *args: object) -> None:
-        """Run one of the checker's verbs and ``report`` what it found. The checker
-        only observes: one that fails is a bug of its own, logged, and the producer
-        goes on as if it were not there."""
-        try:
-            self.report(verb(*args))
-        except Exception:
-            log.exception("connection %d: the protocol checker failed", self.conn_id)
-
-    def report(self, violations: list[Violation]) -> None:
-        """Record what the checker found (``ProtocolViolation`` events)."""
-        for v in violations:
-            log.info(
-                "connection %d (%s): %s: %s [%s]",
-                self.conn_id,
-                self.name.decode(errors="replace"),
-                v.rule,
-                v.message,
-                v.summary,
-            )
-            self._record(
-                ev.ProtocolViolation(
-                    time=v.time,
-                    conn_id=self.conn_id,
-                    name=self.name.decode(errors="replace"),
-                    rule=v.rule,
-                    message=v.message,
-                    vbucket=v.vbucket,
-                    stream_id=v.stream_id,
-                    summary=v.summary,
-                    frame=v.frame.hex(),
-                )
-            )
+        it from now on (``CheckerTap.watch``), every reply shown to it."""
+        tap, flow, settings = self.tap, self.flow, self.settings
+        tap.watch(
+            self.node.checkers, frame, now, opened_at=self.opened_at, flow=flow, settings=settings
+        )
+        if tap.checker is not None:
+            self.replies.observe = lambda response: tap.reply(response, self.now)
 
     # -- what handlers use ------------------------------------------------------------
 
@@ -556,6 +466,37 @@ class Connection:
         self.state = transition_connection(self.state, ConnectionEvent.AUTH)
         self.emit(ev.Authenticated, user=user)
 
+    def negotiated(self, features: Iterable[int]) -> None:
+        """HELLO granted ``features``: the settings they decide follow them."""
+        self.features = frozenset(features)
+        self.settings.collections = HelloFeature.COLLECTIONS in self.features
+        snappy = {HelloFeature.SNAPPY, HelloFeature.SNAPPY_EVERYWHERE}
+        self.settings.snappy = bool(snappy & self.features)
+
+    def bucket_selected(self) -> None:
+        """SELECT_BUCKET succeeded."""
+        self.state = transition_connection(self.state, ConnectionEvent.SELECT_BUCKET)
+
+    def opened(self, name: bytes, flags: DcpOpenFlag) -> None:
+        """DCP_OPEN succeeded: the connection is the producer ``name`` with ``flags``."""
+        self.settings.open_flags = flags
+        self.name = name
+        self.state = transition_connection(self.state, ConnectionEvent.DCP_OPEN)
+
+    def control(self, key: str, value: str) -> Status:
+        """DCP_CONTROL ``key`` = ``value`` (``apply_control``, its status); streams
+        opened from now on get an encoder of the new settings."""
+        self.settings.history_capable = self.node.bucket.storage == "magma"
+        status = apply_control(self.settings, key, value)
+        self._encoder = None
+        return status
+
+    def observed(self) -> bool:
+        """An OBSERVE_SEQNO was answered: True the first time (``SeqnoObserved`` is
+        reported once)."""
+        first, self.observing = not self.observing, True
+        return first
+
     def config_bytes(self) -> bytes:
         """The cluster config as this client should see it (its address for ``$HOST``)."""
         return self.node.config_bytes(self.peer_host)
@@ -565,10 +506,6 @@ class Connection:
         if self._encoder is None:
             self._encoder = ItemEncoder(self.settings)
         return self._encoder
-
-    def settings_changed(self) -> None:
-        """DCP_CONTROL changed the settings: streams opened from now on get a new encoder."""
-        self._encoder = None
 
     # -- steps from outside -------------------------------------------------------------
 

@@ -10,8 +10,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from mockdcp.producer import events as ev
-from mockdcp.producer._controls import apply_control
-from mockdcp.producer._state import ConnectionEvent, transition_connection
 from mockdcp.producer._stream import Stream
 from mockdcp.producer._stream_request import decide_stream_request
 from mockdcp.protocol import (
@@ -77,9 +75,7 @@ def on_dcp_open(conn: Connection, frame: Frame, msg: DcpOpen, now: float) -> Non
     if HelloFeature.UNORDERED_EXECUTION in conn.features:
         conn.replies.respond(frame, Status.NOT_SUPPORTED, context="unordered execution")
         return
-    conn.settings.open_flags = flags
-    conn.name = msg.name
-    conn.state = transition_connection(conn.state, ConnectionEvent.DCP_OPEN)
+    conn.opened(msg.name, flags)
     conn.node.claim_producer_name(msg.name, conn)
     conn.keepalive.restart(now)
     import numpy  # noqa: F401  (at connection set-up, not on the first batch)
@@ -90,13 +86,11 @@ def on_dcp_open(conn: Connection, frame: Frame, msg: DcpOpen, now: float) -> Non
 
 
 def on_control(conn: Connection, frame: Frame, msg: DcpControl, now: float) -> None:
-    conn.settings.history_capable = conn.node.bucket.storage == "magma"
-    status = apply_control(conn.settings, msg.key, msg.value)
+    status = conn.control(msg.key, msg.value)
     if msg.key == "connection_buffer_size" and status == Status.SUCCESS:
         conn.flow.resize(conn.settings.buffer_size)
     if msg.key == "set_noop_interval" or msg.key == "enable_noop":
         conn.keepalive.restart(now)
-    conn.settings_changed()
     conn.replies.respond(
         frame,
         status,
@@ -178,7 +172,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         change_streams=conn.settings.change_streams,
         sync_writes=conn.settings.sync_writes,
         sync_replication=conn.settings.sync_replication,
-        observer=None if conn.checker is None else conn.checker.snapshot,
+        observer=conn.tap.snapshot_observer,
         backfills=conn.backfills,
     )
     conn.streams.add(stream)

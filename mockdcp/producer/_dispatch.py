@@ -50,8 +50,7 @@ HANDLERS: dict[type, Callable[[Connection, Frame, Any, float], None]] = {
 def handle_frame(conn: Connection, frame: Frame, now: float) -> None:
     """Answer one frame from the client (see the module docstring)."""
     if frame.magic in (Magic.RESPONSE, Magic.SERVER_RESPONSE, Magic.ALT_RESPONSE):
-        if conn.checker is not None:
-            conn.observe(conn.checker.request, None, frame, now)
+        conn.tap.request(None, frame, now)
         handle_response(conn, frame)
         return
     if frame.magic not in (Magic.REQUEST, Magic.ALT_REQUEST):
@@ -64,8 +63,7 @@ def handle_frame(conn: Connection, frame: Frame, now: float) -> None:
         log.info("connection %d: bad %#04x request: %s", conn.conn_id, frame.opcode, exc)
         replies.respond(frame, exc.status, context=str(exc))
         return
-    if conn.checker is not None:  # the protocol checker sees the request before its answer
-        conn.observe(conn.checker.request, msg, frame, now)
+    conn.tap.request(msg, frame, now)  # the protocol checker sees it before its answer
     status = admission_status(conn.state, frame.opcode)
     if status is not None:
         replies.respond(frame, status, context=f"{status.name} for this command now")

@@ -35,8 +35,7 @@ def on_observe_seqno(conn: Connection, frame: Frame, msg: ObserveSeqno, now: flo
     if reply is None:
         conn.replies.not_my_vbucket(frame)
         return
-    if reply.status == Status.SUCCESS and not conn.observing:
-        conn.observing = True
+    if reply.status == Status.SUCCESS and conn.observed():
         persisted = ObserveSeqnoResult.decode(reply.value).persisted_seqno
         conn.emit(ev.SeqnoObserved, vbucket=msg.vbucket, persisted_seqno=persisted)
     conn.replies.reply(frame, reply)

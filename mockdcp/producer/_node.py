@@ -468,6 +468,14 @@ class Node:
             n += ended
         return n
 
+    def end_idle_backfills(self, start: float, end: float) -> int:
+        """The bucket's clock moved from ``start`` to ``end``: the streams whose backfill
+        made no progress for the bucket's ``backfill_idle_limit`` meanwhile end SLOW
+        (``mockdcp.producer._idle``); how many."""
+        from mockdcp.producer._idle import end_idle_backfills
+
+        return end_idle_backfills(self, start, end, self.bucket.timers.backfill_idle_limit)
+
     def stall(self, seconds: float, name: str | None = None) -> int:
         """Stop writing to the connections for ``seconds``; how many."""
         conns = self.matching(name)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.producer._state import ConnectionEvent, transition_connection
 from mockdcp.protocol import (
     Datatype,
     GetClusterConfig,
@@ -77,10 +76,7 @@ def on_hello(conn: Connection, frame: Frame, msg: Hello, now: float) -> None:
         # asked for both, a node grants only the brief form (kv_engine
         # ``hello_packet_executor.cc``)
         granted.remove(HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION)
-    conn.features = frozenset(granted)
-    conn.settings.collections = HelloFeature.COLLECTIONS in conn.features
-    snappy = {HelloFeature.SNAPPY, HelloFeature.SNAPPY_EVERYWHERE}
-    conn.settings.snappy = bool(snappy & conn.features)
+    conn.negotiated(granted)
     conn.replies.respond(frame, value=encode_hello_features(granted))
 
 
@@ -132,7 +128,7 @@ def on_select_bucket(conn: Connection, frame: Frame, msg: SelectBucket, now: flo
     if not conn.node.select_bucket(conn, msg.bucket):
         conn.replies.respond(frame, Status.KEY_ENOENT, context=f"no bucket {msg.bucket!r}")
         return
-    conn.state = transition_connection(conn.state, ConnectionEvent.SELECT_BUCKET)
+    conn.bucket_selected()
     conn.replies.respond(frame)
 
 

@@ -227,6 +227,25 @@ def decide_stream_request(
     )
     if rollback:
         return StreamRequestDecision(status=Status.ROLLBACK, rollback_seqno=seqno, reason=why)
+    return _accepted(req, vb, settings, value, collections, sid, (start, end, snap_start, snap_end))
+
+
+def _accepted(
+    req: DcpStreamRequest,
+    vb: VBucket,
+    settings: DcpSettings,
+    value: StreamRequestValue,
+    collections: frozenset[int] | None,
+    sid: int | None,
+    seqnos: tuple[int, int, int, int],
+) -> StreamRequestDecision:
+    """The last checks of ``decide_stream_request`` once no rollback is needed (12-15),
+    and the accepted stream's decision: ``seqnos`` are its start, end, snapshot start
+    and end as the checks before adjusted them."""
+    flags = req.flags
+    start, end, snap_start, snap_end = seqnos
+    high = vb.high_seqno
+    ignore_purged = bool(flags & StreamFlag.IGNORE_PURGED_TOMBSTONES)
     # 12: TO_LATEST and DISK_ONLY move the end
     disk_only = bool(flags & StreamFlag.DISK_ONLY)
     if flags & StreamFlag.TO_LATEST:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import TYPE_CHECKING
 
 import attrs
@@ -110,6 +111,29 @@ def check_upto(upto: int | None, sel: Vbuckets, bounds: dict[int, int], what: st
         raise ValueError(f"upto {upto} is beyond the {what} of vbucket {vb} ({bounds[vb]})")
 
 
+_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_SPAN_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, None: 1.0}
+#: the longest ``advance_clock`` (a hundred years)
+MAX_SPAN = 100 * 365 * 86_400.0
+
+
+def parse_span(value: object) -> float | None:
+    """Server time to move by (``advance_clock``): seconds from a number or a string
+    with a unit (``90s``, ``10m``, ``2h``, ``30d``); None stays None; ``ValueError``
+    else."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _SPAN.match(value)):
+        seconds = float(m.group(1)) * _SPAN_UNITS[m.group(2)]
+    else:
+        raise ValueError(f"seconds is a number or a string like '30d', not {value!r}")
+    if not 0 <= seconds <= MAX_SPAN:
+        raise ValueError(f"seconds must be between 0 and a hundred years, not {value!r}")
+    return seconds
+
+
 def compact_json(value: object) -> str:
     """A step's JSON value as a document body (no spaces)."""
     return json.dumps(value, separators=(",", ":"))
@@ -140,6 +164,8 @@ class Simulation:
     pending: dict[tuple[int, bytes], bool] = attrs.field(factory=dict)
     #: the buckets the cluster will have (``create_bucket``, ``delete_bucket``)
     buckets: set[str] = attrs.field(factory=set)
+    #: the virtual clock's time after the steps so far (None: not moved yet)
+    clock: float | None = None
 
     @classmethod
     def of(
@@ -289,4 +315,4 @@ class Simulation:
         self.buckets.discard(name)
 
 
-__all__ = ["Simulation", "resolve_collection", "resolve_vbuckets"]
+__all__ = ["Simulation", "parse_span", "resolve_collection", "resolve_vbuckets"]

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from mockdcp.scenario._check import parse_span
 from mockdcp.scenario.steps import (
     STEPS_BY_NAME,
     SeqnoTarget,
+    Span,
     Step,
     Value,
     Vbuckets,
@@ -80,11 +82,26 @@ class BucketSpec:
     #: ``dcp_backfill_in_progress_per_connection_limit``, 1 since MB-57304; more stages
     #: an older node whose backfills of one connection interleave)
     backfills_per_connection: int = 1
+    #: the bucket's virtual clock starts at this ISO 8601 time (default
+    #: 2023-11-14T22:13:20Z); ``advance_clock`` moves it
+    clock_start: str | None = None
+    #: seconds between two expiry pager runs (kv_engine ``exp_pager_stime``), and the
+    #: age past which compaction purges tombstones (``persistent_metadata_purge_age``)
+    exp_pager_stime: int = 600
+    metadata_purge_age: int = 259_200
     #: data nodes serving the bucket, and replica copies of each vbucket
     nodes: int = 1
     replicas: int = 0
 
     def __attrs_post_init__(self) -> None:
+        if self.clock_start is not None:
+            from mockdcp.model import parse_time
+            from mockdcp.util import ModelError
+
+            try:
+                parse_time(self.clock_start)
+            except ModelError as exc:
+                raise ValueError(f"bucket: clock_start: {exc}") from None
         if not 1 <= self.nodes <= MAX_NODES:
             raise ValueError(f"bucket: nodes is 1..{MAX_NODES}, not {self.nodes}")
         if not 0 <= self.replicas <= min(3, self.nodes - 1):
@@ -267,6 +284,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(Vbuckets, _vbuckets)
     conv.register_structure_hook(Value, _value)
     conv.register_structure_hook(SeqnoTarget, _seqno_target)
+    conv.register_structure_hook(Span, lambda v, _: parse_span(v))
     conv.register_structure_hook(Need, _need)
     return conv
 

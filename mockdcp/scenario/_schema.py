@@ -39,6 +39,14 @@ _VALUE: dict[str, object] = {
     "description": "a JSON object or list (stored compactly) or a string (stored as is)",
     "oneOf": [{"type": "object"}, {"type": "array"}, {"type": "string"}],
 }
+_SPAN: dict[str, object] = {
+    "description": "seconds, or a number with a unit: 90s, 10m, 2h, 30d",
+    "oneOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m|h|d)?\s*$"},
+        {"type": "null"},
+    ],
+}
 _SEQNO: dict[str, object] = {
     "oneOf": [{"type": "integer", "minimum": 0}, {"const": "high"}, {"type": "null"}],
 }
@@ -51,6 +59,8 @@ def _type_schema(tp: object) -> dict[str, object]:
         return dict(_VALUE)
     if tp == st.SeqnoTarget:
         return dict(_SEQNO)
+    if tp == st.Span:
+        return dict(_SPAN)
     if tp is float:
         return dict(_DURATION)
     if tp is int:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Union
 
 import attrs
 
-from mockdcp.model import KEEP
+from mockdcp.model import KEEP, iso_time, parse_time
 from mockdcp.scenario._check import (
     Simulation,
     check_u32,
@@ -31,11 +31,13 @@ from mockdcp.scenario._check import (
     for_vbuckets,
     key_bytes,
     opcode_of,
+    parse_span,
     resolve_collection,
     resolve_vbuckets,
     split_collection,
     status_of,
 )
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -51,6 +53,8 @@ Value = Union[str, dict[str, object], list[object]]  # noqa: UP007
 SeqnoTarget = Union[int, Literal["high"], None]  # noqa: UP007
 #: Seconds (number) or a string with a unit: ``500ms``, ``10s``, ``2m``.
 Duration = float
+#: Server time: seconds (number) or a string with a unit: ``90s``, ``10m``, ``2h``, ``30d``.
+Span = Union[int, float, str, None]  # noqa: UP007
 #: The default collection, as users spell it.
 DEFAULT_COLLECTION = "_default._default"
 
@@ -440,6 +444,61 @@ class Restart(Step):
     def apply(self, ctx: StepContext) -> None:
         vbs = ctx.vbuckets(self.vbuckets)
         ctx.node.restart(None if self.vbuckets == "all" else vbs)
+
+
+@attrs.frozen(kw_only=True)
+class AdvanceClock(Step):
+    """Move the bucket's virtual clock (``serve --clock virtual``; a scenario's bucket
+    clock is virtual) by ``seconds`` (``30d``, ``2h``...) or ``to`` an ISO 8601 time,
+    and do what a node does on its timers meanwhile, in time order: the expiry pager
+    (every ``exp_pager_stime``, 600 s: expired documents become expirations, sent as
+    each connection negotiated), compaction (every 30 s: persisted tombstones older
+    than the metadata purge age, 3 days, are purged and the purge seqno rises; Magma's
+    history older than ``history_retention_seconds`` goes), and a backfill held back by
+    its consumer (flow-control window full) for ``dcp_backfill_idle_limit_seconds``
+    (720 s) ends STREAM_END SLOW. Refused on a wall-clock server and backwards.
+    Connection timers (noops, flow control) keep real time."""
+
+    NAME = "advance_clock"
+    GROUP = "storage"
+    seconds: Span = None
+    to: str | None = None
+
+    def check(self, sim: Simulation) -> None:
+        clock = sim.bucket.virtual_clock
+        if (self.seconds is None) == (self.to is None):
+            raise ValueError("advance_clock takes one of seconds or to")
+        if clock is None:
+            raise ValueError(
+                "advance_clock needs a virtual clock: this server runs on the wall clock "
+                "(serve --clock virtual)"
+            )
+        now = clock.now if sim.clock is None else sim.clock
+        target = self._target(now)
+        if target < now:
+            raise ValueError(
+                f"advance_clock cannot go back: to {self.to} is before the clock ({iso_time(now)})"
+            )
+        sim.clock = target
+        # the pager and compaction decide liveness and seqnos from here on
+        sim.certain, sim.live = False, {}
+
+    def _target(self, now: float) -> float:
+        if self.to is not None:
+            try:
+                return parse_time(self.to)
+            except ModelError as exc:
+                raise ValueError(f"to: {exc}") from None
+        seconds = parse_span(self.seconds)  # a number, or "30d" from Python
+        assert seconds is not None
+        return now + seconds
+
+    def apply(self, ctx: StepContext) -> None:
+        clock = ctx.bucket.virtual_clock
+        if clock is None:  # checked; a bucket swapped since still refuses
+            raise ValueError("advance_clock needs a virtual clock")
+        moved = ctx.bucket.advance_clock(self._target(clock.now))
+        ctx.node.end_idle_backfills(moved.start, moved.end)
 
 
 # -- cluster ---------------------------------------------------------------------------
@@ -1213,6 +1272,7 @@ STEP_TYPES: tuple[type[Step], ...] = (
     PurgeHistory,
     DropCursor,
     Restart,
+    AdvanceClock,
     Failover,
     SetVbucketState,
     MoveVbucket,
@@ -1256,6 +1316,7 @@ __all__ = [
     "STEP_TYPES",
     "Abort",
     "AddNode",
+    "AdvanceClock",
     "Checkpoint",
     "Commit",
     "ConsumerProgress",
@@ -1300,6 +1361,7 @@ __all__ = [
     "SeqnoTarget",
     "Set",
     "SetVbucketState",
+    "Span",
     "Stall",
     "Step",
     "SyncWrite",

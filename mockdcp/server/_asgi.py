@@ -36,6 +36,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
+from mockdcp.model import METADATA_PURGE_AGE
 from mockdcp.producer import NodeStatus
 from mockdcp.protocol import ServicePorts
 from mockdcp.server import _control
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from mockdcp.model import Bucket
     from mockdcp.producer import Node
     from mockdcp.server._http import CertificateUsers
     from mockdcp.server._serve import MockDcpServer
@@ -137,6 +139,19 @@ def _host(request: Request, default: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+#: ns_server's default auto-compaction thresholds (database fragmentation 30%)
+_AUTO_COMPACTION: dict[str, object] = {
+    "parallelDBAndViewCompaction": False,
+    "databaseFragmentationThreshold": {"percentage": 30, "size": "undefined"},
+}
+
+
+def _purge_days(bucket: Bucket) -> float:
+    """The bucket's metadata purge age in days, as ns_server's ``purgeInterval``."""
+    days = bucket.timers.metadata_purge_age / 86_400
+    return int(days) if days == int(days) else round(days, 4)
+
+
 class CouchbaseEndpoints:
     """The ns_server endpoints of one ``Node`` (module docstring)."""
 
@@ -151,6 +166,7 @@ class CouchbaseEndpoints:
             Route("/pools/default/buckets", self.buckets, methods=["GET"]),
             Route("/pools/default/buckets/{bucket}", self.bucket_info, methods=["GET"]),
             Route("/pools/default/b/{bucket}", self.terse_config, methods=["GET"]),
+            Route("/settings/autoCompaction", self.auto_compaction, methods=["GET"]),
             Route("/pools/default/bs/{bucket}", self.streaming_config, methods=["GET"]),
             Route(
                 "/pools/default/bucketsStreaming/{bucket}",
@@ -186,6 +202,17 @@ class CouchbaseEndpoints:
                     }
                 ],
                 "uuid": node.bucket_uuid,
+            }
+        )
+
+    async def auto_compaction(self, request: Request) -> Response:
+        """The cluster's auto-compaction settings (ns_server
+        ``menelaus_web_autocompaction:handle_get_global_settings``): ``purgeInterval`` is
+        the metadata purge age in days (3 by default), the bucket's here."""
+        return JSONResponse(
+            {
+                "autoCompactionSettings": _AUTO_COMPACTION,
+                "purgeInterval": _purge_days(self.node.bucket),
             }
         )
 
@@ -299,6 +326,13 @@ class CouchbaseEndpoints:
                 quota={"ram": quota * len(entries), "rawRAM": quota},
                 controllers=controllers,
             )
+        # ns_server (``menelaus_web_buckets``) reports no purgeInterval for a bucket on the
+        # cluster's settings, and the bucket's own beside its settings otherwise
+        if model.timers.metadata_purge_age == METADATA_PURGE_AGE:
+            info["autoCompactionSettings"] = False
+        else:
+            info["autoCompactionSettings"] = _AUTO_COMPACTION
+            info["purgeInterval"] = _purge_days(model)
         if model.storage == "magma":  # ns_server 7.2+ reports a Magma bucket's retention
             info["historyRetentionSeconds"] = model.history_retention_seconds
             info["historyRetentionBytes"] = model.history_retention_bytes

@@ -223,6 +223,19 @@ _STATE = {
             "additionalProperties": _INT,
         },
         "persistence_paused": {"type": "boolean"},
+        "clock": {
+            "type": "object",
+            "description": (
+                "the bucket's clock: wall, or virtual (moved by advance_clock) with its "
+                "time; the intervals of the node's timed tasks in seconds"
+            ),
+            "required": ["kind", "timers"],
+            "properties": {
+                "kind": {"type": "string", "enum": ["wall", "virtual"]},
+                "now": {"type": "string", "format": "date-time"},
+                "timers": {"type": "object", "additionalProperties": _INT},
+            },
+        },
         "scenario": {"oneOf": [_PROGRESS, {"type": "null"}]},
     },
 }

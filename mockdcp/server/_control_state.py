@@ -18,7 +18,7 @@ from mockdcp.producer import DEFAULT_OUTPUT_LIMIT, RETIRED_COUNTERS
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from mockdcp.model import VBucket
+    from mockdcp.model import Bucket, VBucket
     from mockdcp.producer import Connection, Node
     from mockdcp.server._serve import MockDcpServer
 
@@ -176,6 +176,18 @@ def cluster_metrics(node: Node) -> tuple[dict[str, int], dict[str, int]]:
     return by_status, {"rev": topology.rev, "replica_lag": lag, "rebalance_moves_left": left}
 
 
+def clock_state(bucket: Bucket) -> dict[str, Any]:
+    """The bucket's clock: ``wall`` or ``virtual`` with its time (ISO 8601), and the
+    intervals of the node's timed tasks in seconds."""
+    from mockdcp.model import iso_time
+
+    virtual = bucket.virtual_clock
+    timers = attrs.asdict(bucket.timers)
+    if virtual is None:
+        return {"kind": "wall", "timers": timers}
+    return {"kind": "virtual", "now": iso_time(virtual.now), "timers": timers}
+
+
 def server_state(server: MockDcpServer, bucket: str | None = None) -> dict[str, Any]:
     """``node_state`` of a running server's ``bucket`` (None: the first), with its
     steps' progress, whether its background flusher is held, and every bucket's name
@@ -185,6 +197,7 @@ def server_state(server: MockDcpServer, bucket: str | None = None) -> dict[str, 
     state = node_state(node, scenario=None if runner is None else runner.progress.as_dict())
     state["buckets"] = server.buckets.names
     state["persistence_paused"] = node.bucket.flusher.paused
+    state["clock"] = clock_state(node.bucket)
     if server.corpus is not None:
         state["corpus"] = server.corpus
     kv = server.kv

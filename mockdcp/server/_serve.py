@@ -37,7 +37,7 @@ from mockdcp.server._nodes import NodeShell
 from mockdcp.util import ModelError, ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from mockdcp.model import BucketSpec, Oracle
     from mockdcp.producer import Buckets, ConnectionStatistics, Topology
@@ -352,6 +352,8 @@ async def serve(
     buckets: Sequence[BucketSpec | str] = (),
     corpus: str | os.PathLike[str] | None = None,
     on_disk: bool = False,
+    clock: str = "wall",
+    clock_start: str | float | None = None,
     **tls: Unpack[TlsArguments],
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
@@ -382,6 +384,13 @@ async def serve(
     ``dcp_backfill_in_progress_per_connection_limit``, 1; more stages a node before
     MB-57304), as ``Bucket(backfills_per_connection=...)``.
     ``server_version``: what ``/pools`` and VERSION report (default 7.6.2).
+    ``clock``: ``wall`` (the default: the bucket's time is the wall clock) or
+    ``virtual``: the bucket's clock starts at ``clock_start`` (an ISO 8601 time or
+    seconds since the epoch; default now) and moves only by the ``advance_clock`` step,
+    which runs the node's timers meanwhile (the expiry pager, compaction purging old
+    tombstones, Magma's retention by age). Connection timers (noops, flow control) keep
+    real time. A scenario's bucket clock is always virtual (its ``bucket:`` block says
+    ``clock_start``).
     ``corpus``: a Parquet corpus directory (``mockdcp corpus``) loaded before the block
     runs instead of Faker documents, as ``mockdcp serve --corpus`` loads it; with
     ``on_disk``, served as the bucket's disk from its import's files (imported once into
@@ -417,6 +426,7 @@ async def serve(
             "docs is a count >= 0, for the default bucket only: a scenario seeds its own data"
         )
     fingerprint = _check_corpus(corpus, on_disk, scenario=scenario is not None, docs=docs)
+    model_clock = bucket_clock(clock, clock_start, given=scenario is not None or bucket_obj)
     if max_connections < 1 or (output_limit is not None and output_limit < 1):
         raise ServerError("max_connections and output_limit must be positive")
     if auth_timeout is not None and not auth_timeout > 0:
@@ -445,7 +455,7 @@ async def serve(
                 bucket,
                 vbuckets,
                 seed=seed,
-                clock=time.time,
+                clock=model_clock,
                 collections=collections or {},
                 storage=storage,
                 history_retention_bytes=history_retention_bytes,
@@ -503,6 +513,23 @@ async def serve(
                     yield server
                 finally:
                     nursery.cancel_scope.cancel()
+
+
+def bucket_clock(clock: str, start: str | float | None, *, given: object) -> Callable[[], float]:
+    """The bucket clock ``serve``'s ``clock`` and ``clock_start`` ask for
+    (``mockdcp.model.make_clock``); ``ServerError`` for a bad one, or either with a
+    scenario or a bucket given (they bring their own clock)."""
+    from mockdcp.model import make_clock
+
+    if given and (clock != "wall" or start is not None):
+        raise ServerError(
+            "clock and clock_start are for the default bucket: a scenario's bucket clock "
+            "is virtual (its bucket block says clock_start), a bucket given has its own"
+        )
+    try:
+        return make_clock(clock, start, time.time)
+    except ModelError as exc:
+        raise ServerError(str(exc)) from None
 
 
 def _check_corpus(

@@ -172,3 +172,12 @@ def test_no_fault_or_cluster_step_comes_before_the_consumer_is_in() -> None:
                 if isinstance(step, st.Wait) and step.consumer is not None:
                     break
                 assert step.GROUP in ("data", "control"), (i, step)
+
+
+def test_advance_clock_is_drawn_on_a_scenario_s_virtual_clock() -> None:
+    opts = GenerateOptions(seed=4, tags=frozenset({"storage"}), steps=20)
+    drawn = [
+        s for i in range(40) for s in generate(opts, i).steps if isinstance(s, st.AdvanceClock)
+    ]
+    assert drawn
+    assert {s.seconds for s in drawn} <= {600, 3600, 86_400, 4 * 86_400}

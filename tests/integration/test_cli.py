@@ -180,3 +180,26 @@ async def test_tail_into_a_pipe_that_closes_exits_quietly(server: MockDcpServer)
     assert first
     assert proc.returncode == 0, errors
     assert b"Traceback" not in errors
+
+
+def test_serve_clock_virtual_starts_the_bucket_clock_at_clock_start() -> None:
+    import httpx
+
+    proc, ready = _serve("--docs", "0", "--vbuckets", "4", "--clock", "virtual", "--clock-start",
+                         "2024-01-01T00:00:00Z")  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{ready['http_port']}/mock/state"
+        state = httpx.get(url, auth=("Administrator", "password"), timeout=10).json()
+        assert state["clock"]["kind"] == "virtual"
+        assert state["clock"]["now"] == "2024-01-01T00:00:00Z"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    bad = subprocess.run(
+        [sys.executable, "-m", "mockdcp", "serve", "--clock-start", "2024-01-01T00:00:00Z"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0
+    assert "clock_start needs clock='virtual'" in bad.stderr

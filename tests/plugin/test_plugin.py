@@ -161,6 +161,25 @@ def test_ini_sets_the_default_vbuckets_and_the_marker_overrides_it(
     pytester.runpytest().assert_outcomes(passed=3)
 
 
+def test_the_marker_gives_a_virtual_clock_that_steps_advance(pytester: pytest.Pytester) -> None:
+    pytester.makeini(TRIO_INI)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.mockdcp(vbuckets=2, clock="virtual", clock_start="2024-01-01T00:00:00Z")
+        async def test_clock(mockdcp):
+            await mockdcp.apply(
+                {"set": {"key": "k", "value": "1", "expiry": 1704067230}},
+                {"advance_clock": {"seconds": "10m"}},
+            )
+            assert mockdcp.oracle() == {}
+            assert mockdcp.state()["clock"]["now"] == "2024-01-01T00:10:00Z"
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
 def test_bad_ini_vbuckets_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nmockdcp_default_vbuckets = lots\n")
     pytester.makepyfile("def test_nothing(): pass")

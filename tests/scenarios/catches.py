@@ -41,6 +41,7 @@ ROLLBACK = (
     "restart-with-lost-writes",
     "rollback-after-failover",
     "rollback-mid-snapshot",
+    "offline-past-the-purge-age",
     "rollback-to-zero-after-purge",
     "rollback-while-a-vbucket-moves",
 )
@@ -56,7 +57,7 @@ MEANT: dict[str, tuple[str, ...]] = {
     "ignore-noops": ("noops-keep-idle-connection-alive",),
     "no-backoff": ("reconnect-storm",),
     "dedup-snapshots": ("history-snapshots-with-duplicates", "history-backfill-split"),
-    "drop-deletions": ("purge-while-away",),
+    "drop-deletions": ("purge-while-away", "ttl-passes-while-away"),
     "contiguous-seqnos": (
         "durable-write-aborted",
         "prepare-only-seqno-advanced",
@@ -192,6 +193,17 @@ def table(recorded: dict[str, dict[str, dict[str, str]]], library: list[str]) ->
     return "\n".join(lines)
 
 
+def _tagged(tag: str) -> set[str]:
+    """The library's scenarios with ``tag``."""
+    from mockdcp.scenario import load_scenario
+
+    return {
+        path.stem
+        for path in (ROOT / "mockdcp" / "scenarios").glob("*.yaml")
+        if tag in load_scenario(str(path)).tags
+    }
+
+
 def library() -> list[str]:
     from mockdcp.cli._scenario_commands import bundled_scenarios
 
@@ -202,12 +214,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.scenarios.catches", description=__doc__)
     parser.add_argument("modes", nargs="*", metavar="MODE")
     parser.add_argument("--write", action="store_true", help="run and rewrite the record")
+    parser.add_argument(
+        "--scenarios",
+        metavar="NAME,...",
+        help="run only these scenarios and merge their cells into the record (new ones)",
+    )
     args = parser.parse_args(argv)
     recorded = load() if RECORDED.exists() else {}
+    names = tuple(args.scenarios.split(",")) if args.scenarios else ()
     if args.write:
         for mode in args.modes or modes():
-            report = check(mode)
-            recorded[mode] = cells(report, mode)
+            if names and mode in ONLY:  # run on its tag's scenarios only
+                tagged = _tagged(ONLY[mode][0])
+                run = tuple(n for n in names if n in tagged)
+                report = check(mode, run) if run else {"scenarios": [], "counts": {}, "seconds": 0}
+                got = cells(report, mode)
+                recorded[mode].update({n: got[n] for n in names})
+            elif names:
+                report = check(mode, names)
+                recorded[mode].update(cells(report, mode))
+            else:
+                report = check(mode)
+                recorded[mode] = cells(report, mode)
             print(f"{mode}: {report['counts']} in {report['seconds']:.0f}s", file=sys.stderr)
             RECORDED.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     TABLE.write_text(table(recorded, library()), encoding="utf-8")
