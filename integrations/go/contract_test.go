@@ -102,6 +102,8 @@ func TestStepConstructors(t *testing.T) {
 		Set("k", "v").With("collection", "s.c"), Delete("k"), Expire("k"), Generate(3).With("prefix", "p").With("start", 3),
 		Checkpoint(1), Persist(1, 2).With("upto", 3), Persistence(true), Purge(), DropCursor(), Restart(),
 		Failover(0), MoveVbucket(2), Flush(), CreateScope("s"), CreateCollection("s.c"), DropCollection("s.c"),
+		DropScope("s"), CreateBucket("b").With("flush_enabled", true), Set("k", "v").With("bucket", "b"),
+		DeleteBucket("b"),
 		Disconnect().With("connection", "x"), EndStream("closed", 1), Wait(time.Second),
 		WaitFor(ConsumerProgress{VBuckets: []int{1, 2}, Seqno: High, Acked: true, Connections: 1, Streams: true,
 			BytesAcked: 1, Rollback: true, Connection: "x"}, time.Second),

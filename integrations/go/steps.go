@@ -193,6 +193,23 @@ func ChangePassword(user, password string) Step {
 	return Step{Name: "change_password", Fields: map[string]any{"user": user, "password": password}}
 }
 
+// DropScope drops a scope and every collection in it.
+func DropScope(name string) Step {
+	return Step{Name: "drop_scope", Fields: map[string]any{"name": name}}
+}
+
+// CreateBucket makes a bucket on every node (With("storage", "magma"),
+// With("flush_enabled", true)...); a name deleted before comes back new: new vbucket
+// uuids, seqnos from 0. Any step takes With("bucket", name) to act on that bucket.
+func CreateBucket(name string) Step {
+	return Step{Name: "create_bucket", Fields: map[string]any{"name": name}}
+}
+
+// DeleteBucket deletes a bucket: every connection to it closes.
+func DeleteBucket(name string) Step {
+	return Step{Name: "delete_bucket", Fields: map[string]any{"name": name}}
+}
+
 // -- faults
 
 // Disconnect drops every connection (With("connection", dcpName) for one).

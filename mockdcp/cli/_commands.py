@@ -27,6 +27,7 @@ def _ready_line(server: MockDcpServer, args: argparse.Namespace) -> str:
         "http_port": server.http_port,
         "host": server.host,
         "bucket": server.bucket.name,
+        "buckets": server.buckets.names,
         "vbuckets": server.bucket.num_vbuckets,
         "connection_string": server.connection_string,
         "http": server.http_url,
@@ -93,6 +94,7 @@ async def _serve(args: argparse.Namespace) -> None:
         _live.use_json_logs()
 
     scenario = getattr(args, "scenario", None)
+    specs = args.bucket or []
     clock = make_clock(
         getattr(args, "clock", "wall"), getattr(args, "clock_start", None), time.time
     )
@@ -100,7 +102,7 @@ async def _serve(args: argparse.Namespace) -> None:
         None
         if scenario
         else Bucket(
-            args.bucket,
+            specs[0].name if specs else "default",
             args.vbuckets,
             seed=args.seed,
             clock=clock,
@@ -137,6 +139,7 @@ async def _serve(args: argparse.Namespace) -> None:
             scenario=scenario,
             nodes=args.nodes,
             replicas=args.replicas,
+            buckets=specs,
             server_version=args.server_version,
             corpus=corpus,
             on_disk=bool(getattr(args, "on_disk", False)),

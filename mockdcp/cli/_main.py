@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from mockdcp.model import BucketSpec
+
 
 def _vbucket_range(text: str) -> list[int]:
     """``0-15``, ``3``, ``0,5,9-11`` → vbucket ids."""
@@ -85,11 +87,29 @@ def _seconds(text: str) -> float:
     return n
 
 
+def _bucket_spec(text: str) -> BucketSpec:
+    """``--bucket NAME[:TYPE]``: a name a node refuses or an unknown type, named."""
+    from mockdcp.model import BucketSpec
+    from mockdcp.util import ModelError
+
+    try:
+        return BucketSpec.parse(text)
+    except ModelError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from exc
+
+
 def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=11210, help="KV port (0 = any free port)")
     p.add_argument("--http-port", type=int, default=8091, help="management port (0 = any)")
-    p.add_argument("--bucket", default="default")
+    p.add_argument(
+        "--bucket",
+        action="append",
+        type=_bucket_spec,
+        metavar="NAME[:TYPE]",
+        help="a bucket to serve (repeatable; the first is the steps' default; TYPE:"
+        " couchbase); default: one couchbase bucket named default",
+    )
     p.add_argument("--vbuckets", type=int, default=1024, help="number of vbuckets (1..1024)")
     p.add_argument(
         "--user",

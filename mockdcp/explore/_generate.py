@@ -218,6 +218,7 @@ def _fork(sim: Simulation) -> Simulation:
         live=dict(sim.live),
         cluster=copy.deepcopy(sim.cluster),
         pending=dict(sim.pending),
+        buckets=set(sim.buckets),
     )
 
 

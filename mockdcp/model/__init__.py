@@ -14,6 +14,11 @@ from mockdcp.model._bucket import (
     BACKFILLS_PER_CONNECTION as BACKFILLS_PER_CONNECTION,
     Bucket as Bucket,
 )
+from mockdcp.model._bucket_spec import (
+    BucketSpec as BucketSpec,
+    BucketType as BucketType,
+    bucket_name_error as bucket_name_error,
+)
 from mockdcp.model._checkpoint import (
     Checkpoint as Checkpoint,
     Cursor as Cursor,

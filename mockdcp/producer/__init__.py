@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mockdcp.producer._buckets import Buckets as Buckets
 from mockdcp.producer._node import (
     RETIRED_COUNTERS as RETIRED_COUNTERS,
     Node as Node,

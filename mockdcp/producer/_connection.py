@@ -95,6 +95,7 @@ if TYPE_CHECKING:
         def forget(self, conn: Connection) -> None: ...
         def record(self, event: ev.ProducerEvent) -> None: ...
         def take_rejection(self, opcode: int, vbucket: int | None) -> Status | None: ...
+        def select_bucket(self, conn: Connection, bucket: str) -> bool: ...
 
 
 log = logging.getLogger("mockdcp.producer")
@@ -175,7 +176,9 @@ class Connection:
         #: an OBSERVE_SEQNO was answered (``SeqnoObserved`` reported once)
         self.observing = False
         self.replies = Replies(self, output_limit)
-        self.scheduler = StreamScheduler(self.streams, self.flow, lambda: node.holds, self.event)
+        self.scheduler = StreamScheduler(
+            self.streams, self.flow, lambda: self.node.holds, self.event
+        )
         self._reader = FrameReader()
         self._sasl_server: SaslServer | None = None
         self._encoder: ItemEncoder | None = None
@@ -188,6 +191,14 @@ class Connection:
         if certificate_user is not None:
             self.authenticated(certificate_user)
             self.sasl_enabled = False
+
+    def rehome(self, node: NodeServices) -> None:
+        """SELECT_BUCKET chose another bucket: ``node`` (that bucket's, on the same data
+        node) serves this connection from now on. Only before DCP_OPEN (no stream yet)."""
+        self.node = node
+        self.backfills = BackfillQueue(
+            node.bucket.backfills_per_connection, on_free=self._backfill_turn
+        )
 
     # -- the three verbs ---------------------------------------------------------------
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
     from mockdcp.model import Bucket, NodeView, UserChange
+    from mockdcp.producer._buckets import Buckets
     from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._connection import Connection
     from mockdcp.producer._faults import Corruption
@@ -103,6 +104,8 @@ class Node:
     wake: Callable[[Connection], None] = _no_wake
     #: the cluster this node is part of (made for it when None: a one-node cluster)
     topology: Topology = attrs.field(default=None)
+    #: the cluster's buckets (``_buckets``; made for this node's bucket when None)
+    buckets: Buckets = attrs.field(default=None)
     producers: dict[bytes, Connection] = attrs.field(factory=dict)
     connections: dict[int, Connection] = attrs.field(factory=dict)
     #: vbucket -> seqno: no stream sends past it until ``release`` (triggers)
@@ -130,6 +133,12 @@ class Node:
             self.topology = Topology(Cluster(self.bucket, (self.name,)))
         if self.name not in self.topology.nodes:
             self.topology.join(self)
+        if self.buckets is None:
+            from mockdcp.model import BucketSpec
+            from mockdcp.producer._buckets import Buckets
+
+            spec = BucketSpec(name=self.bucket.name, storage=self.bucket.storage)
+            self.buckets = Buckets(self.topology, spec)
 
     @classmethod
     def cluster(
@@ -179,6 +188,7 @@ class Node:
             bucket_uuid=self.bucket_uuid,
             wake=self.wake,
             topology=self.topology,
+            buckets=self.buckets,
             holds=self.holds,
             rejections=self.rejections,
             events=self.events,
@@ -189,6 +199,25 @@ class Node:
         node._checkers = self.checkers
         self.topology.nodes.pop(name, None)  # joined by the caller, in its own order
         return node
+
+    def for_bucket(self, topology: Topology) -> Node:
+        """This data node's node for another bucket, ``topology``'s (``Buckets.create``):
+        its name, address, users and timings; that bucket's model and map; connections,
+        event log and protocol checkers of its own. Joins ``topology``."""
+        return Node(
+            bucket=topology.cluster.bucket,
+            users=self.users,
+            name=self.name,
+            host=self.host,
+            kv_port=self.kv_port,
+            http_port=self.http_port,
+            network=self.network,
+            profile=self.profile,
+            idle_timeout=self.idle_timeout,
+            wake=self.wake,
+            topology=topology,
+            buckets=self.buckets,
+        )
 
     @property
     def version(self) -> str:
@@ -249,6 +278,31 @@ class Node:
         elif self.topology.status(self) in CLOSED_STATUSES:
             conn.close(f"node {self.name} is {self.topology.status(self).value}")
         return conn
+
+    def adopt(self, conn: Connection, old: Node) -> None:
+        """``conn`` selected this node's bucket (``Buckets.select``): it leaves ``old``
+        (its node until now) and is served by this one from its next request."""
+        old.connections.pop(conn.conn_id, None)
+        if old.producers.get(conn.name) is conn:
+            del old.producers[conn.name]
+        self.connections[conn.conn_id] = conn
+        conn.rehome(self)
+
+    def select_bucket(self, conn: Connection, bucket: str) -> bool:
+        """SELECT_BUCKET ``bucket`` on this data node (``Buckets.select``)."""
+        return self.buckets.select(conn, bucket)
+
+    @property
+    def deleted(self) -> bool:
+        """This node's bucket was deleted (``delete_bucket``) and not made again."""
+        return self.buckets.deleted(self.bucket.name)
+
+    def replace_bucket(self, bucket: Bucket) -> None:
+        """The bucket was made again under its name (``Buckets.create``): a new model,
+        a new uuid; the connections, the event log and the steps stay this node's."""
+        self.bucket = bucket
+        self.bucket_uuid = f"{bucket.rng.getrandbits(128):032x}"
+        self._view = None
 
     def forget(self, conn: Connection) -> None:
         """A connection closed: it leaves the node and frees its producer name."""

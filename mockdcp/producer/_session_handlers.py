@@ -96,11 +96,13 @@ def _sasl_result(conn: Connection, frame: Frame, result: SaslResult) -> None:
 
 
 def on_select_bucket(conn: Connection, frame: Frame, msg: SelectBucket, now: float) -> None:
-    # access first, then existence (kv_engine ``select_bucket_executor.cc``)
+    """The connection's bucket: it moves to that bucket's node, or KEY_ENOENT when
+    there is none (kv_engine ``select_bucket_executor.cc``; after DCP_OPEN the
+    admission refuses it, NOT_SUPPORTED); access is asked first, EACCESS without it."""
     if not may_select(conn.node.users, conn.user, msg.bucket):
         conn.replies.respond(frame, Status.EACCESS, context=f"no access to bucket {msg.bucket!r}")
         return
-    if msg.bucket != conn.node.bucket.name:
+    if not conn.node.select_bucket(conn, msg.bucket):
         conn.replies.respond(frame, Status.KEY_ENOENT, context=f"no bucket {msg.bucket!r}")
         return
     conn.bucket_selected()

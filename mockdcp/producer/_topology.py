@@ -23,6 +23,7 @@ advance the revision. Pure: the shell supplies the time and the I/O.
 from __future__ import annotations
 
 import enum
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from mockdcp.protocol import encode_config, node_ext
@@ -76,14 +77,25 @@ class Topology:
         #: makes the node ``add_node`` adds, with its ports (the shell's; without one, a
         #: sibling of the first node with no ports of its own)
         self.spawn: Callable[[str], Node] | None = None
-        self._conn_ids = 0
+        #: connection ids, shared by the topologies of the cluster's buckets
+        self.conn_ids = itertools.count(1)
         cluster.listeners.append(self._on_copy_change)
 
     def next_conn_id(self) -> int:
-        """Connection ids are unique across the cluster's nodes (the steps and the
-        protocol checkers name connections by them)."""
-        self._conn_ids += 1
-        return self._conn_ids
+        """Connection ids are unique across the cluster's nodes and buckets (the steps
+        and the protocol checkers name connections by them)."""
+        return next(self.conn_ids)
+
+    def replace_cluster(self, cluster: Cluster) -> None:
+        """The bucket was made again (``Buckets.create``): its nodes serve ``cluster``'s
+        new model, and the config takes a new revision."""
+        self.cluster.listeners.remove(self._on_copy_change)
+        self.cluster = cluster
+        self._manifest_uid = cluster.bucket.manifest.uid
+        cluster.listeners.append(self._on_copy_change)
+        for node in self.nodes.values():
+            node.replace_bucket(cluster.bucket)
+        self.changed()
 
     # -- nodes ----------------------------------------------------------------------------
 

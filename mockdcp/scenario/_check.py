@@ -162,6 +162,8 @@ class Simulation:
     cluster: ClusterSim | None = None
     #: (collection, key) -> a durable write of it pending (after the steps so far)
     pending: dict[tuple[int, bytes], bool] = attrs.field(factory=dict)
+    #: the buckets the cluster will have (``create_bucket``, ``delete_bucket``)
+    buckets: set[str] = attrs.field(factory=set)
     #: the virtual clock's time after the steps so far (None: not moved yet)
     clock: float | None = None
     #: the users and their roles as the steps so far will have left them (a copy)
@@ -184,6 +186,11 @@ class Simulation:
             users = next(iter(topology.nodes.values())).users
         from mockdcp.scenario._cluster_check import ClusterSim
 
+        names = (
+            {bucket.name}
+            if topology is None or not topology.nodes
+            else set(next(iter(topology.nodes.values())).buckets.names)
+        )
         return cls(
             bucket,
             [vb.high_seqno for vb in bucket.vbuckets],
@@ -195,6 +202,7 @@ class Simulation:
                 else ClusterSim.of(topology)
             ),
             users=Users.default() if users is None else users.copy(),
+            buckets=names,
         )
 
     @property
@@ -296,6 +304,30 @@ class Simulation:
         self.high = [0] * self.num_vbuckets
         self.persisted = [0] * self.num_vbuckets
         self.live, self.certain, self.pending = {}, False, {}
+
+    @property
+    def deleted(self) -> bool:
+        """The steps so far will have deleted this bucket (and not made it again)."""
+        return self.bucket.name not in self.buckets
+
+    def create_bucket(self, name: str, storage: str) -> None:
+        """``create_bucket``: ``ValueError`` (ns_server's message) for a name taken; this
+        bucket made again starts empty with only the default collection."""
+        if name in self.buckets:
+            raise ValueError("Bucket with given name already exists")
+        self.buckets.add(name)
+        if name == self.bucket.name:
+            from mockdcp.model import Manifest
+
+            self.flush()
+            self.manifest = Manifest()
+            self.manifest.history_allowed = self.manifest.history_default = storage == "magma"
+
+    def delete_bucket(self, name: str) -> None:
+        """``delete_bucket``: ``ValueError`` for a bucket the cluster will not have."""
+        if name not in self.buckets:
+            raise ValueError(f"no bucket {name!r} to delete (the buckets: {sorted(self.buckets)})")
+        self.buckets.discard(name)
 
 
 __all__ = ["Simulation", "parse_span", "resolve_collection", "resolve_vbuckets"]

@@ -57,6 +57,29 @@ def _now() -> float:
         return float("-inf")
 
 
+@attrs.frozen
+class _OtherBucket:
+    """The ``StepContext`` of a step applied to another bucket than the runner's."""
+
+    node: Node
+    runner: StepRunner
+
+    @property
+    def bucket(self) -> Bucket:
+        return self.node.bucket
+
+    @property
+    def seed(self) -> int:
+        return self.runner.seed
+
+    @property
+    def progress(self) -> Progress:
+        return self.runner.progress
+
+    def vbuckets(self, selection: st.Vbuckets) -> list[int]:
+        return resolve_vbuckets(selection, self.node.bucket.num_vbuckets)
+
+
 class StepFailed(ScenarioError):
     """A step could not be applied, or a ``wait`` timed out: the scenario stops."""
 
@@ -176,6 +199,11 @@ class StepRunner:
             self.progress.applied += 1
 
     def _apply_now(self, step: st.Step) -> None:
+        if step.bucket is not None and step.bucket != self.bucket.name:
+            self._apply_elsewhere(step, step.bucket)
+            return
+        if self.node.deleted and step.GROUP in st.ON_THE_BUCKET and not step.BUCKETS:
+            raise StepFailed(f"{step.NAME}: bucket {self.bucket.name!r} was deleted")
         changes = step.GROUP in ("storage", "cluster")
         heads = self._failover_heads() if changes else []
         try:
@@ -184,6 +212,15 @@ class StepRunner:
             raise StepFailed(f"{step.NAME}: {exc}") from exc
         if changes:
             self._note_branches(heads)
+
+    def _apply_elsewhere(self, step: st.Step, bucket: str) -> None:
+        """A step with a ``bucket`` field: applied to that bucket's first node (its
+        writes, its connections), in this runner's progress."""
+        try:
+            node = self.node.buckets.first_node(bucket)
+            step.apply(_OtherBucket(node, self))
+        except (ModelError, ValueError) as exc:
+            raise StepFailed(f"{step.NAME}: {exc}") from exc
 
     def _failover_heads(self) -> list[tuple[int, int]]:
         return [vb.failover.entries[0] for vb in self.node.bucket.vbuckets]

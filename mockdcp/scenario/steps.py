@@ -42,7 +42,15 @@ from mockdcp.util import ModelError
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from mockdcp.model import Bucket, Manifest, ManifestChange, Role, UserChange, Users
+    from mockdcp.model import (
+        Bucket,
+        BucketSpec,
+        Manifest,
+        ManifestChange,
+        Role,
+        UserChange,
+        Users,
+    )
     from mockdcp.producer import Node
 
 #: ``all``, one vbucket, or a list of them.
@@ -89,6 +97,14 @@ class Step:
 
     #: ``wait`` and ``expect`` suspend a step list until their condition holds
     WAITS: ClassVar[bool] = False
+    #: ``create_bucket`` and ``delete_bucket`` act on the cluster's buckets, not on the
+    #: runner's bucket (they run while it is deleted)
+    BUCKETS: ClassVar[bool] = False
+
+    #: the bucket the step acts on (``serve --bucket``, ``create_bucket``); None: the
+    #: scenario's (the runner's) bucket. ``wait``, ``expect`` and the bucket steps
+    #: take none.
+    bucket: str | None = None
 
     def check(self, sim: Simulation) -> None:
         """Raise ``ValueError`` if this step cannot run on the bucket as the steps before
@@ -1049,6 +1065,75 @@ class ChangePassword(Step):
         ctx.node.users_changed(self.change(ctx.node.users))
 
 
+# -- buckets ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class CreateBucket(Step):
+    """Make bucket ``name`` on every data node, as ns_server's ``POST
+    /pools/default/buckets`` does: its own vbuckets (as many as the first bucket's),
+    collections, config, DCP and oracle. A name deleted before comes back new: new
+    vbucket uuids, seqnos from 0, only ``_default._default`` (go-dcp issue #128).
+    ``type``: couchbase; ``storage``: couchstore or magma; ``replicas`` placed as far as
+    the nodes allow; ``flush_enabled``: ``doFlush`` allowed; ``ram_quota_mb`` >= 100."""
+
+    NAME = "create_bucket"
+    GROUP = "cluster"
+    BUCKETS = True
+    name: str
+    type: str = "couchbase"
+    storage: str = "couchstore"
+    replicas: int = 0
+    flush_enabled: bool = False
+    ram_quota_mb: int = 100
+
+    def spec(self) -> BucketSpec:
+        """The bucket this step makes (``ModelError`` for one a node refuses)."""
+        from mockdcp.model import BucketSpec, BucketType
+
+        spec = BucketSpec(
+            name=self.name,
+            type=BucketType.parse(self.type),
+            storage=self.storage,
+            replicas=self.replicas,
+            flush_enabled=self.flush_enabled,
+            ram_quota_mb=self.ram_quota_mb,
+        )
+        spec.check()
+        return spec
+
+    def check(self, sim: Simulation) -> None:
+        from mockdcp.util import ModelError
+
+        try:
+            self.spec()
+        except ModelError as exc:
+            raise ValueError(str(exc)) from None
+        sim.create_bucket(self.name, self.storage)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.buckets.create(self.spec())
+
+
+@attrs.frozen(kw_only=True)
+class DeleteBucket(Step):
+    """Delete bucket ``name``, as ns_server's ``DELETE /pools/default/buckets/{name}``
+    does: every connection to it closes (kv_engine ``daemon/bucket_destroyer.cc``
+    disconnects the bucket's clients), its streams with them; SELECT_BUCKET and the
+    config endpoints answer it unknown until ``create_bucket`` makes it again."""
+
+    NAME = "delete_bucket"
+    GROUP = "cluster"
+    BUCKETS = True
+    name: str
+
+    def check(self, sim: Simulation) -> None:
+        sim.delete_bucket(self.name)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.buckets.delete(self.name)
+
+
 # -- faults ----------------------------------------------------------------------------
 
 
@@ -1394,6 +1479,8 @@ STEP_TYPES: tuple[type[Step], ...] = (
     Grant,
     Revoke,
     ChangePassword,
+    CreateBucket,
+    DeleteBucket,
     Disconnect,
     Stall,
     Throttle,
@@ -1406,11 +1493,14 @@ STEP_TYPES: tuple[type[Step], ...] = (
     Expect,
     Label,
 )
+#: the groups of steps that act on the runner's bucket (refused while it is deleted)
+ON_THE_BUCKET = frozenset({"data", "storage", "cluster"})
 #: YAML/JSON key -> step class
 STEPS_BY_NAME: dict[str, type[Step]] = {cls.NAME: cls for cls in STEP_TYPES}
 
 __all__ = [
     "DEFAULT_COLLECTION",
+    "ON_THE_BUCKET",
     "STEPS_BY_NAME",
     "STEP_TYPES",
     "Abort",
@@ -1421,11 +1511,13 @@ __all__ = [
     "Commit",
     "ConsumerProgress",
     "Corrupt",
+    "CreateBucket",
     "CreateCollection",
     "CreateScope",
     "CreateUser",
     "Delay",
     "Delete",
+    "DeleteBucket",
     "DeleteUser",
     "Disconnect",
     "DropCollection",

@@ -182,10 +182,12 @@ class CouchbaseEndpoints:
             ),
         ]
 
-    def _bucket_or_404(self, request: Request) -> Response | None:
-        if request.path_params["bucket"] != self.node.bucket.name:
+    def _bucket_node(self, request: Request) -> Node | Response:
+        """The node serving the path's bucket on this data node, or ns_server's 404."""
+        node = self.node.buckets.node(request.path_params["bucket"], self.node.name)
+        if node is None:
             return Response(b"Requested resource not found.\r\n", 404, media_type="text/plain")
-        return None
+        return node
 
     async def whoami(self, request: Request) -> Response:
         """The caller and its roles (ns_server's ``/whoami``)."""
@@ -245,39 +247,46 @@ class CouchbaseEndpoints:
         )
 
     async def buckets(self, request: Request) -> Response:
-        return JSONResponse([self._bucket_info(_host(request, self.node.host))])
+        """Every bucket, sorted by name (menelaus_web_buckets.erl ``handle_bucket_list``)."""
+        host = _host(request, self.node.host)
+        directory = self.node.buckets
+        nodes = [directory.node(name, self.node.name) for name in sorted(directory.names)]
+        return JSONResponse([self._bucket_info(n, host) for n in nodes if n is not None])
 
     async def bucket_info(self, request: Request) -> Response:
-        missing = self._bucket_or_404(request)
-        if missing is not None:
-            return missing
-        return JSONResponse(self._bucket_info(_host(request, self.node.host)))
+        node = self._bucket_node(request)
+        if isinstance(node, Response):
+            return node
+        return JSONResponse(self._bucket_info(node, _host(request, self.node.host)))
 
     async def terse_config(self, request: Request) -> Response:
-        missing = self._bucket_or_404(request)
-        if missing is not None:
-            return missing
-        return JSONResponse(self.node.config(_host(request, self.node.host)))
+        node = self._bucket_node(request)
+        if isinstance(node, Response):
+            return node
+        return JSONResponse(node.config(_host(request, self.node.host)))
 
     async def streaming_config(self, request: Request) -> Response:
         """A chunked response that sends the config again whenever its revision changes."""
-        missing = self._bucket_or_404(request)
-        if missing is not None:
-            return missing
-        return ConfigStream(self.node, _host(request, self.node.host))
+        node = self._bucket_node(request)
+        if isinstance(node, Response):
+            return node
+        return ConfigStream(node, _host(request, self.node.host))
 
-    def _node_entries(self, host: str, *, members: bool = False) -> list[dict[str, Any]]:
-        """The nodes of the bucket (the map's server list), or with ``members`` every
-        node of the cluster but those rebalanced out (ns_server's ``/pools/default``
-        lists failed-over and added nodes too, with their ``clusterMembership``)."""
-        topology = self.node.topology
+    def _node_entries(
+        self, host: str, *, members: bool = False, bucket: Node | None = None
+    ) -> list[dict[str, Any]]:
+        """The nodes of the bucket (``bucket``'s map's server list), or with ``members``
+        every node of the cluster but those rebalanced out (ns_server's
+        ``/pools/default`` lists failed-over and added nodes too, with their
+        ``clusterMembership``)."""
+        topology = (bucket or self.node).topology
         if members:
             nodes = [
                 n for n in topology.nodes.values() if topology.status(n) is not NodeStatus.REMOVED
             ]
         else:
             nodes = topology.serving()
-        return [self._node_entry(n, host if n is self.node else n.host) for n in nodes]
+        return [self._node_entry(n, host if n.name == self.node.name else n.host) for n in nodes]
 
     def _node_entry(self, node: Node, host: str) -> dict[str, Any]:
         """A ``/pools/default`` node: with TLS, ``ports.httpsMgmt``; its alternate
@@ -296,7 +305,7 @@ class CouchbaseEndpoints:
             "services": ["kv"],
             "ports": {"direct": node.kv_port},
         }
-        if node is self.node:
+        if node.name == self.node.name:
             entry["thisNode"] = True
         net = node.network
         if net.mgmt_ssl is not None:
@@ -308,19 +317,35 @@ class CouchbaseEndpoints:
             entry["alternateAddresses"] = {n: a.as_json(own) for n, a in net.alternate.items()}
         return entry
 
-    def _bucket_info(self, host: str) -> dict[str, Any]:
-        name = self.node.bucket.name
-        info = self.node.config(host)
+    def _bucket_info(self, node: Node, host: str) -> dict[str, Any]:
+        """A bucket's entry of ``/pools/default/buckets``: its config, type, storage and
+        the settings it was made with (menelaus_web_buckets.erl
+        ``build_dynamic_bucket_info``: ``replicaNumber``, ``quota``; ``controllers`` with
+        ``flush`` only when flush is enabled, ``build_controllers``)."""
+        model = node.bucket
+        name = model.name
+        spec = node.buckets.spec(name)
+        info = node.config(host)
+        entries = self._node_entries(host, bucket=node)
         info.update(
             {
-                "bucketType": "membase",
-                "storageBackend": self.node.bucket.storage,
+                "bucketType": "membase" if spec is None else spec.type.config_type,
+                "storageBackend": model.storage,
                 "uri": f"/pools/default/buckets/{name}",
                 "streamingUri": f"/pools/default/bucketsStreaming/{name}",
-                "nodes": self._node_entries(host),
+                "nodes": entries,
             }
         )
-        model = self.node.bucket
+        if spec is not None:
+            quota = spec.ram_quota_mb * 1024 * 1024
+            controllers = {"compactAll": f"/pools/default/buckets/{name}/controller/compactBucket"}
+            if spec.flush_enabled:
+                controllers["flush"] = f"/pools/default/buckets/{name}/controller/doFlush"
+            info.update(
+                replicaNumber=spec.replicas,
+                quota={"ram": quota * len(entries), "rawRAM": quota},
+                controllers=controllers,
+            )
         # ns_server (``menelaus_web_buckets``) reports no purgeInterval for a bucket on the
         # cluster's settings, and the bucket's own beside its settings otherwise
         if model.timers.metadata_purge_age == METADATA_PURGE_AGE:
@@ -356,8 +381,8 @@ def _ephemeral_info(info: dict[str, Any], bucket: Bucket) -> None:
 
 class ConfigStream(Response):
     """The streaming config response: the config, four newlines, and again whenever its
-    revision changes, until the client goes away (``http.disconnect``) or the server
-    stops. A task, not an async generator, so nothing is left to finalize."""
+    revision changes, until the client goes away (``http.disconnect``), the bucket is
+    deleted or the server stops. A task, not an async generator, so nothing is left to finalize."""
 
     def __init__(self, node: Node, host: str) -> None:  # no body: no content-length
         self.node = node
@@ -370,14 +395,20 @@ class ConfigStream(Response):
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         await send(start)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._configs, send)
+            nursery.start_soon(self._configs, send, nursery.cancel_scope)
             while (await receive())["type"] != "http.disconnect":
                 pass
             nursery.cancel_scope.cancel()
 
-    async def _configs(self, send: Send) -> None:
+    async def _configs(self, send: Send, done: trio.CancelScope) -> None:
+        """The configs, until the bucket is deleted: then the response ends (a deleted
+        bucket's streaming config is gone; the client's next request gets 404)."""
         sent: tuple[int, int] | None = None
         while True:
+            if self.node.deleted:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                done.cancel()
+                return
             current = (self.node.config_epoch, self.node.config_rev)
             if current != sent:
                 body = json.dumps(self.node.config(self.host)).encode() + b"\n\n\n\n"
@@ -415,9 +446,16 @@ def build_app(
     from mockdcp.server._rest_rbac import RbacEndpoints
 
     node = node or server.node
+    from mockdcp.server._rest_buckets import BucketRest
+
     control = _control.ControlApi(server, tasks)
     rbac = RbacEndpoints(node.users, control.apply_steps, USER_KEY)
-    routes = CouchbaseEndpoints(node).routes() + rbac.routes() + control.routes()
+    routes = [
+        *CouchbaseEndpoints(node).routes(),
+        *BucketRest(server, node).routes(),  # ns_server's writes (buckets, collections)
+        *rbac.routes(),  # ns_server's users and roles
+        *control.routes(),
+    ]
     handlers = {HTTPException: _http_error, _control.Problem: _problem}
     app = Starlette(routes=routes, exception_handlers=handlers)
     app.router.redirect_slashes = False

@@ -254,8 +254,17 @@ class ControlApi:
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    def _bucket(self, request: Request) -> str | None:
+        """``?bucket=NAME`` (None: the first bucket); 404 for a bucket there is not."""
+        name = request.query_params.get("bucket")
+        if name is not None and not self.server.buckets.exists(name):
+            raise Problem(
+                404, "Not Found", f"no bucket {name!r} (the buckets: {self.server.buckets.names})"
+            )
+        return name
+
     async def state(self, request: Request) -> Response:
-        return JSONResponse(_control_state.server_state(self.server))
+        return JSONResponse(_control_state.server_state(self.server, self._bucket(request)))
 
     async def openapi(self, request: Request) -> Response:
         return JSONResponse(openapi_document())
@@ -278,15 +287,17 @@ class ControlApi:
         )
 
     async def post_steps(self, request: Request) -> Response:
-        """A JSON array of steps: all parsed and checked against the bucket first (422
-        naming each bad step and field, nothing applied), then applied in order before
-        the reply; a ``wait`` or ``expect`` step holds the reply until it is met."""
+        """A JSON array of steps: all parsed and checked against the bucket (``?bucket=``,
+        the first by default) first (422 naming each bad step and field, nothing
+        applied), then applied in order before the reply; a ``wait`` or ``expect`` step
+        holds the reply until it is met."""
         from mockdcp.scenario import ScenarioProblems, StepFailed, parse_steps
 
         data = await read_json(request)
         source = "POST /mock/steps"
+        bucket = self._bucket(request)  # ?bucket=NAME: that bucket's steps
         async with self._apply_lock:
-            runner = self.server.runner
+            runner = self.server.runner_for(bucket)
             try:
                 steps = parse_steps(data, source=source)
                 runner.check(steps, source)
@@ -344,13 +355,14 @@ class ControlApi:
             self._scenario_running = False
 
     async def oracle(self, request: Request) -> Response:
+        bucket = self._bucket(request)
         corpus = self.server.corpus
-        if corpus is not None and corpus.get("on_disk"):
+        if bucket is None and corpus is not None and corpus.get("on_disk"):
             return JSONResponse(on_disk_oracle(self.server.bucket, str(corpus["path"])))
-        return JSONResponse(self.server.bucket.oracle().to_json())
+        return JSONResponse(self.server.oracle(bucket).to_json())
 
     async def expectations(self, request: Request) -> Response:
-        results = [e.as_dict() for e in self.server.expectations()]
+        results = [e.as_dict() for e in self.server.expectations(self._bucket(request))]
         return JSONResponse({"expectations": results, "passed": all(e["passed"] for e in results)})
 
 

@@ -24,11 +24,25 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _get(summary: str, ok: dict[str, Any], *, open_: bool = False) -> dict[str, Any]:
+#: ``?bucket=NAME``: the bucket a control read is about (issue 42)
+_BUCKET_PARAMETER = {
+    "name": "bucket",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "the bucket (serve --bucket); the first bucket when absent; 404 for none",
+}
+
+
+def _get(
+    summary: str, ok: dict[str, Any], *, open_: bool = False, per_bucket: bool = False
+) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
         "responses": {"200": ok, "4XX": _PROBLEM},
     }
+    if per_bucket:
+        op["parameters"] = [_BUCKET_PARAMETER]
     if not open_:
         op["security"] = _SECURITY
         op["responses"]["401"] = _UNAUTHORIZED
@@ -193,6 +207,11 @@ _STATE = {
             "version string it reports",
             "properties": {"release": {"type": "string"}, "reports": {"type": "string"}},
         },
+        "buckets": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "every bucket of the server, in the order they were made",
+        },
         "num_vbuckets": _INT,
         "kv_port": _INT,
         "http_port": _INT,
@@ -285,20 +304,26 @@ def _problems(*codes: str) -> dict[str, Any]:
 
 
 def _post(
-    summary: str, body: dict[str, Any], ok: tuple[str, dict[str, Any]], *errors: str
+    summary: str,
+    body: dict[str, Any],
+    ok: tuple[str, dict[str, Any]],
+    *errors: str,
+    per_bucket: bool = False,
 ) -> dict[str, Any]:
-    return {
-        "post": {
-            "summary": summary,
-            "security": _SECURITY,
-            "requestBody": {"required": True, "content": body},
-            "responses": {
-                ok[0]: ok[1],
-                "401": _UNAUTHORIZED,
-                **_problems("400", "408", "413", "415", *errors),
-            },
-        }
+    op: dict[str, Any] = {
+        "summary": summary,
+        "security": _SECURITY,
+        "requestBody": {"required": True, "content": body},
+        "responses": {
+            ok[0]: ok[1],
+            "401": _UNAUTHORIZED,
+            **_problems("400", "408", "413", "415", *errors),
+        },
     }
+    if per_bucket:
+        op["parameters"] = [_BUCKET_PARAMETER]
+        op["responses"].update(_problems("404"))
+    return {"post": op}
 
 
 _PATHS: dict[str, Any] = {
@@ -317,6 +342,7 @@ _PATHS: dict[str, Any] = {
     "/mock/state": _get(
         "Connections, streams, per-vbucket seqnos and the scenario's progress",
         _json(_STATE, "a snapshot of the node"),
+        per_bucket=True,
     ),
     "/mock/openapi.json": _get("This document", _json({"type": "object"}, "OpenAPI 3.1")),
     "/mock/steps": _post(
@@ -336,6 +362,7 @@ _PATHS: dict[str, Any] = {
         ),
         "409",
         "422",
+        per_bucket=True,
     ),
     "/mock/scenario": _post(
         "Load a scenario and run its steps in the background",
@@ -408,6 +435,7 @@ _PATHS: dict[str, Any] = {
             "the oracle's rows, sorted by scope, collection and key (with corpus, gone "
             "and collections for a bucket over an on-disk corpus)",
         ),
+        per_bucket=True,
     ),
     "/mock/expectations": _get(
         "The outcomes of the expect steps applied so far",
@@ -422,6 +450,7 @@ _PATHS: dict[str, Any] = {
             },
             "the expectations",
         ),
+        per_bucket=True,
     ),
     "/mock/ca.pem": _get(
         "The CA that signs the TLS ports' certificates (404 without TLS); always open",

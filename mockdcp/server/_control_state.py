@@ -189,13 +189,16 @@ def clock_state(bucket: Bucket) -> dict[str, Any]:
     return {"kind": "virtual", "now": iso_time(virtual.now), "timers": timers}
 
 
-def server_state(server: MockDcpServer) -> dict[str, Any]:
-    """``node_state`` of a running server, with its scenario progress and whether the
-    background flusher is held."""
-    runner = server._runner  # made on first use: no steps, no progress to show
-    state = node_state(server.node, scenario=None if runner is None else runner.progress.as_dict())
-    state["persistence_paused"] = server.persistence_paused
-    state["clock"] = clock_state(server.bucket)
+def server_state(server: MockDcpServer, bucket: str | None = None) -> dict[str, Any]:
+    """``node_state`` of a running server's ``bucket`` (None: the first), with its
+    steps' progress, whether its background flusher is held, and every bucket's name
+    (``buckets``). ``ModelError`` for a bucket there is not."""
+    node = server.bucket_node(bucket)
+    runner = server._runner if node is server.node else server.runner_for(bucket)
+    state = node_state(node, scenario=None if runner is None else runner.progress.as_dict())
+    state["buckets"] = server.buckets.names
+    state["persistence_paused"] = node.bucket.flusher.paused
+    state["clock"] = clock_state(node.bucket)
     if server.corpus is not None:
         state["corpus"] = server.corpus
     kv = server.kv

@@ -46,8 +46,8 @@ from mockdcp.util import ModelError, ServerError, collector_paused, raise_unwrap
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-    from mockdcp.model import Oracle
-    from mockdcp.producer import ConnectionStatistics, Topology
+    from mockdcp.model import BucketSpec, Oracle
+    from mockdcp.producer import Buckets, ConnectionStatistics, Topology
     from mockdcp.protocol import StreamEndReason
     from mockdcp.scenario import ConsumerProgress, ExpectationResult, Scenario, Step, StepRunner
     from mockdcp.server._corpus import Fingerprint
@@ -77,6 +77,8 @@ class MockDcpServer:
     #: the TLS contexts and CA (None without TLS)
     tls: TlsSetup | None = None
     _runner: StepRunner | None = None
+    #: the runners of the other buckets (``runner_for``)
+    _runners: dict[str, StepRunner] = attrs.field(factory=dict)
     #: set when the scenario's steps have all run (at once without a scenario)
     scenario_done: trio.Event = attrs.field(factory=trio.Event)
     #: every node's listeners, in join order (``nodes``)
@@ -123,6 +125,31 @@ class MockDcpServer:
         return self.node.bucket
 
     @property
+    def buckets(self) -> Buckets:
+        """The cluster's buckets (``Buckets``: names, create, delete)."""
+        return self.node.buckets
+
+    def bucket_node(self, bucket: str | None = None) -> Node:
+        """The first node of ``bucket`` (None: the first bucket's, ``node``);
+        ``ModelError`` for a bucket there is not."""
+        if bucket is None:
+            return self.node
+        return self.buckets.first_node(bucket)
+
+    def runner_for(self, bucket: str | None = None) -> StepRunner:
+        """The step runner of ``bucket`` (None: the first bucket's, ``runner``): each
+        bucket's steps, waits and expectations are its own."""
+        node = self.bucket_node(bucket)
+        if node is self.node:
+            return self.runner
+        from mockdcp.scenario import StepRunner
+
+        runner = self._runners.get(node.bucket.name)
+        if runner is None or runner.node is not node:
+            runner = self._runners[node.bucket.name] = StepRunner(node, seed=self.seed)
+        return runner
+
+    @property
     def runner(self) -> StepRunner:
         """The step runner (made on first use: the scenario machinery loads after
         "ready"; it reads the node's event log, so nothing observed before is lost)."""
@@ -159,15 +186,17 @@ class MockDcpServer:
 
     # -- the step API -------------------------------------------------------------------
 
-    async def apply(self, *steps: Step | Mapping[str, object]) -> None:
+    async def apply(self, *steps: Step | Mapping[str, object], bucket: str | None = None) -> None:
         """Apply steps (objects, or ``{name: {fields}}`` mappings as in YAML/JSON) in
-        order. The whole list is checked first: ``ScenarioProblems`` changes nothing.
-        ``wait``/``expect`` steps suspend until met; ``StepFailed`` if a step cannot
-        be applied or a wait times out (the server keeps running)."""
+        order, to ``bucket`` (None: the first bucket). The whole list is checked first:
+        ``ScenarioProblems`` changes nothing. ``wait``/``expect`` steps suspend until
+        met; ``StepFailed`` if a step cannot be applied or a wait times out (the server
+        keeps running); ``ModelError`` for a bucket there is not."""
         from mockdcp.scenario import parse_steps
 
+        runner = self.runner_for(bucket)
         try:
-            await self.runner.apply(parse_steps(list(steps), source="<apply>"), "<apply>")
+            await runner.apply(parse_steps(list(steps), source="<apply>"), "<apply>")
         finally:
             for shell in self.shells:  # a node taken down refuses once this returns
                 with trio.fail_after(10):
@@ -196,19 +225,22 @@ class MockDcpServer:
         else:
             self.bucket.flusher.resume()
 
-    def oracle(self) -> Oracle:
-        """What a correct consumer holds: (collection, key) -> the newest live item, and
-        ``.rows()``, the rows ``GET /mock/oracle`` and the pipeline use."""
-        return self.bucket.oracle()
+    def oracle(self, bucket: str | None = None) -> Oracle:
+        """What a correct consumer of ``bucket`` (None: the first) holds: (collection,
+        key) -> the newest live item, and ``.rows()``, the rows ``GET /mock/oracle``
+        and the pipeline use."""
+        return self.bucket_node(bucket).bucket.oracle()
 
-    def expectations(self) -> list[ExpectationResult]:
-        """The outcomes of the ``expect`` steps applied so far."""
+    def expectations(self, bucket: str | None = None) -> list[ExpectationResult]:
+        """The outcomes of the ``expect`` steps applied so far (to ``bucket``)."""
+        if bucket is not None:
+            return list(self.runner_for(bucket).progress.expectations)
         return [] if self._runner is None else list(self._runner.progress.expectations)
 
-    def state(self) -> dict[str, object]:
-        """A JSON-ready snapshot: connections and their streams, per-vbucket seqnos,
-        the scenario's progress."""
-        return server_state(self)
+    def state(self, bucket: str | None = None) -> dict[str, object]:
+        """A JSON-ready snapshot of ``bucket`` (None: the first): connections and their
+        streams, per-vbucket seqnos, the scenario's progress."""
+        return server_state(self, bucket)
 
     # -- direct steps (kept for tests written against them) ------------------------------
 
@@ -249,11 +281,11 @@ class MockDcpServer:
         return [c.statistics() for c in self.node.matching()]
 
 
-def server_state(server: MockDcpServer) -> dict[str, object]:
+def server_state(server: MockDcpServer, bucket: str | None = None) -> dict[str, object]:
     """See ``MockDcpServer.state`` (the shape of ``GET /mock/state``)."""
     from mockdcp.server._control_state import server_state as state
 
-    return state(server)
+    return state(server, bucket)
 
 
 @attrs.frozen(kw_only=True)
@@ -328,6 +360,7 @@ async def serve(
     external_https_port: int | None = None,
     nodes: int = 1,
     replicas: int = 0,
+    buckets: Sequence[BucketSpec | str] = (),
     corpus: str | os.PathLike[str] | None = None,
     on_disk: bool = False,
     clock: str = "wall",
@@ -409,6 +442,9 @@ async def serve(
     ``ServerError`` for certificate files that cannot serve and options that need
     ``tls=True`` without it.
     """
+    specs = _bucket_specs(buckets)
+    if specs:
+        bucket = specs[0].name
     if docs < 0 or (docs and (scenario is not None or bucket_obj is not None)):
         raise ServerError(
             "docs is a count >= 0, for the default bucket only: a scenario seeds its own data"
@@ -503,7 +539,9 @@ async def serve(
             control_open,
             profile,
         )
-        async with _serve(options, model, capture, http, nodes, replicas) as server:
+        if plan is not None and len(specs) > 1:
+            raise ServerError("a scenario serves its own bucket: give no more --bucket")
+        async with _serve(options, model, capture, http, nodes, replicas, specs[1:]) as server:
             if docs:
                 await _load_documents(server, docs)
             if corpus is None or fingerprint is None:
@@ -646,6 +684,64 @@ def _check_nodes(nodes: int, replicas: int, *, external_ports: Sequence[int | No
         )
 
 
+def _bucket_specs(buckets: Sequence[BucketSpec | str]) -> list[BucketSpec]:
+    """``serve(buckets=...)``: each a ``BucketSpec`` or ``NAME[:TYPE]``; ``ServerError``
+    naming a name a node refuses, an unknown type, or a name given twice."""
+    from mockdcp.model import BucketSpec
+
+    specs: list[BucketSpec] = []
+    try:
+        for item in buckets:
+            spec = BucketSpec.parse(item) if isinstance(item, str) else item
+            spec.check()
+            specs.append(spec)
+    except ModelError as exc:
+        raise ServerError(f"bucket: {exc}") from exc
+    names = [s.name for s in specs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ServerError(f"bucket {twice[0]!r} given twice")
+    return specs
+
+
+@attrs.define
+class _Flushers:
+    """The flusher task of each bucket (``_flusher.run_flusher``): started when a bucket
+    is made, cancelled when it is deleted."""
+
+    nursery: trio.Nursery | None = None
+    pending: list[Bucket] = attrs.field(factory=list)
+    scopes: dict[int, trio.CancelScope] = attrs.field(factory=dict)
+
+    def run(self, nursery: trio.Nursery) -> None:
+        self.nursery = nursery
+        for model in self.pending:
+            self.start(model)
+        self.pending.clear()
+
+    def start(self, model: Bucket) -> None:
+        model.pause_collector = collector_paused
+        if not model.flusher.enabled:
+            return
+        if self.nursery is None:
+            self.pending.append(model)
+            return
+        scope = self.scopes[id(model)] = trio.CancelScope()
+        self.nursery.start_soon(self._flush, model, scope)
+
+    def stop(self, model: Bucket) -> None:
+        scope = self.scopes.pop(id(model), None)
+        if scope is not None:
+            scope.cancel()
+        elif model in self.pending:
+            self.pending.remove(model)
+
+    @staticmethod
+    async def _flush(model: Bucket, scope: trio.CancelScope) -> None:
+        with scope:
+            await run_flusher(model.flusher)
+
+
 def _port(base: int, index: int) -> int:
     """Node ``index``'s port: consecutive from ``base``, or free (0) with 0."""
     return base + index if base else 0
@@ -748,6 +844,7 @@ async def _serve(
     http: HttpService,
     num_nodes: int = 1,
     replicas: int = 0,
+    more_buckets: Sequence[BucketSpec] = (),
 ) -> AsyncIterator[MockDcpServer]:
     from mockdcp.model import Cluster
     from mockdcp.producer import Topology
@@ -768,8 +865,18 @@ async def _serve(
         raise
     node = shells[0].node
     topology = node.topology
+    flushers = _Flushers()
+    node.buckets.seed = options.seed
+    node.buckets.on_create.append(flushers.start)
+    node.buckets.on_delete.append(flushers.stop)
+    flushers.start(model)
     for shell in shells:
         topology.join(shell.node)
+    first = node.buckets.spec(model.name)
+    if first is not None:  # its replicas as the cluster places them, as it reports them
+        node.buckets.declare(attrs.evolve(first, replicas=replicas, storage=model.storage))
+    for spec in more_buckets:  # checked by ``_bucket_specs``: names new and valid
+        node.buckets.create(spec)
     server = MockDcpServer(
         node=node,
         kv=shells[0].kv,
@@ -815,12 +922,12 @@ async def _serve(
                 nursery.start_soon(server.run_rest, later, plan.source, first_wait)
             else:
                 server.scenario_done.set()
-            if model.flusher.enabled:  # the bucket persists by itself (model/_flusher.py)
-                nursery.start_soon(run_flusher, model.flusher)
+            flushers.run(nursery)  # each bucket persists by itself (model/_flusher.py)
             try:
                 yield server
             finally:
-                node.close_all("server shutting down")
+                for each in node.buckets.every_node():
+                    each.close_own("server shutting down")
                 topology.on_change.remove(poke)
                 topology.spawn = None
                 nursery.cancel_scope.cancel()

@@ -32,6 +32,7 @@ WRITE = "python -m tests.scenarios.catches --write"
 
 #: the rollback scenarios: each must catch a consumer that keeps what a rollback undid
 ROLLBACK = (
+    "bucket-recreated",
     "double-failover",
     "ephemeral-backfill-purged-mid-stream",
     "ephemeral-restart",
@@ -78,6 +79,7 @@ MEANT: dict[str, tuple[str, ...]] = {
     "require-change-streams": ("change-streams-refused-by-7-0",),
     "fatal-refusals": ("privileges-revoked-mid-stream",),
     "give-up-on-auth": ("password-changed",),
+    "first-listed-bucket": ("another-bucket-beside",),
     # not wrong: it passes the rollback scenarios by the other route
     "restart-from-zero": (),
 }

@@ -39,6 +39,9 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
   error but ROLLBACK): it dies instead of waiting for the privilege;
 * ``give-up-on-auth``: exits when a reconnect is refused AUTH_ERROR (its password was
   changed): it stops streaming for good where the node dropped nothing;
+* ``first-listed-bucket``: streams the first bucket ``GET /pools/default/buckets``
+  lists (by name, as ns_server sorts them), as a tool not told its bucket does, not the
+  one ``$MOCKDCP_BUCKET`` names: on a node with one bucket that is its own;
 * ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
   what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
   other route).
@@ -367,6 +370,7 @@ MODES: dict[str, type[ConsumerCore]] = {
     "require-change-streams": RequiresChangeStreams,
     "fatal-refusals": RefusalIsFatal,
     "give-up-on-auth": ConsumerCore,
+    "first-listed-bucket": ConsumerCore,
 }
 #: the modes whose rule is broken by the driver, not the core
 DRIVERS: dict[str, type[DcpConsumer]] = {"no-backoff": NoBackoff, "give-up-on-auth": GivesUpOnAuth}
@@ -419,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         int(env.get("MOCKDCP_KV_PORT", "11210")),
         user=env.get("MOCKDCP_USER", "Administrator"),
         password=env.get("MOCKDCP_PASSWORD", "password"),
-        bucket=env.get("MOCKDCP_BUCKET", "default"),
+        bucket=_first_listed(env)
+        if args.mode == "first-listed-bucket"
+        else env.get("MOCKDCP_BUCKET", "default"),
         nodes=int(env.get("MOCKDCP_NODES", "1")),
     )
     output = env.get("MOCKDCP_OUTPUT")
@@ -431,6 +437,22 @@ def main(argv: list[str] | None = None) -> int:
         if output:
             write_documents(consumer.state, output)
     return 0
+
+
+def _first_listed(env: os._Environ[str]) -> str:
+    """The first bucket the node's ``/pools/default/buckets`` lists (the
+    ``first-listed-bucket`` mode's mistake)."""
+    import base64
+    import json
+    import urllib.request
+
+    host, port = env.get("MOCKDCP_HOST", "127.0.0.1"), env.get("MOCKDCP_HTTP_PORT", "8091")
+    user, password = env.get("MOCKDCP_USER", "Administrator"), env.get("MOCKDCP_PASSWORD", "")
+    request = urllib.request.Request(f"http://{host}:{port}/pools/default/buckets")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return str(json.load(answer)[0]["name"])
 
 
 async def _run(consumer: DcpConsumer | ClusterConsumer, output: str | None) -> None:

@@ -146,6 +146,38 @@ public final class Steps {
     return Step.of("change_password", Map.of("user", user, "password", password));
   }
 
+  /** Create a scope. */
+  public static Step createScope(String name) {
+    return Step.of("create_scope", Map.of("name", name));
+  }
+
+  /** Drop a scope and every collection in it. */
+  public static Step dropScope(String name) {
+    return Step.of("drop_scope", Map.of("name", name));
+  }
+
+  /** Create {@code scope.name}. */
+  public static Step createCollection(String collection) {
+    return Step.of("create_collection", Map.of("collection", collection));
+  }
+
+  /** Drop {@code scope.name}. */
+  public static Step dropCollection(String collection) {
+    return Step.of("drop_collection", Map.of("collection", collection));
+  }
+
+  /** Make a bucket on every node ({@code with("storage", "magma")}, {@code
+   * with("flush_enabled", true)}...); a name deleted before comes back new: new vbucket uuids,
+   * seqnos from 0. Any step takes {@code with("bucket", name)} to act on that bucket. */
+  public static Step createBucket(String name) {
+    return Step.of("create_bucket", Map.of("name", name));
+  }
+
+  /** Delete a bucket: every connection to it closes. */
+  public static Step deleteBucket(String name) {
+    return Step.of("delete_bucket", Map.of("name", name));
+  }
+
   // ---------------------------------------------------------------------------------- faults
 
   /** Drop the consumers' connections. */

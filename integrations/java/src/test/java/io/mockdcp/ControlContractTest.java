@@ -174,6 +174,12 @@ class ControlContractTest {
     s.put("revoke", Steps.revoke("u", "bucket_admin[default]"));
     s.put("changePassword", Steps.changePassword("u", "secret2"));
     s.put("deleteUser", Steps.deleteUser("u"));
+    s.put("createScope", Steps.createScope("s"));
+    s.put("createCollection", Steps.createCollection("s.c"));
+    s.put("dropCollection", Steps.dropCollection("s.c"));
+    s.put("dropScope", Steps.dropScope("s"));
+    s.put("createBucket", Steps.createBucket("b").with("flush_enabled", true));
+    s.put("deleteBucket", Steps.deleteBucket("b"));
     s.put("disconnect", Steps.disconnect());
     s.put("stall", Steps.stall(second));
     s.put("endStream", Steps.endStream("too_slow"));
