@@ -320,7 +320,7 @@ steps:
   - wait: {consumer: {seqno: high}}
   - end_stream: {vbuckets: [0], reason: state_changed}
   - set: {key: b, value: {n: 1}}
-  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - wait: {consumer: {seqno: high}, timeout: 60s}
 """
 
 
@@ -330,7 +330,9 @@ def test_a_wait_never_holds_back_the_stream_end_its_progress_needs(tmp_path: Pat
     code, report = check(str(scenario), consumer=TAIL)
     (result,) = report["scenarios"]
     assert result["verdict"] == "pass", result["reason"]
-    assert result["seconds"] < 10  # not after the wait's timeout
+    # not after the wait's timeout (a minute: the fast tier once took 10.9 s under load
+    # with the 10 s timeout this test had, and passed)
+    assert result["seconds"] < 60
     assert code == 0
 
 

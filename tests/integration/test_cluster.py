@@ -356,7 +356,8 @@ async def test_the_cluster_consumer_follows_pushes_and_polls_only_without_them(
         assert not polled.pushes
         await trio.sleep(0.3)  # a poll timed before the grants were known ends
         assert await _quiet_fetches(pushed, 1.0) == 0
-        assert await _quiet_fetches(polled, 1.0) >= 4
+        # about 10 a second; 3 in the fast tier once under load: it polls, no more
+        assert await _quiet_fetches(polled, 1.0) >= 2
         rev = pushed.rev
         await cluster.apply({"add_node": {}}, {"rebalance": {}})
         with trio.fail_after(10):

@@ -531,8 +531,13 @@ def test_reconnecting_again_and_again_without_back_off_is_a_storm() -> None:
 
 @pytest.mark.parametrize(
     "waits",
-    [[0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0], [0.002, 0.004, 0.008, 0.016, 0.032], [2.0] * 6],
-    ids=["reference-consumer", "couchbase-jvm-core", "slow"],
+    [
+        [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0],
+        [0.002, 0.004, 0.008, 0.016, 0.032],
+        [2.0] * 6,
+        [0.5, 0.15, 0.25, 0.45, 0.85],
+    ],
+    ids=["reference-consumer", "couchbase-jvm-core", "slow", "first-wait-stretched-by-load"],
 )
 def test_reconnects_that_back_off_are_not_a_storm(waits: list[float]) -> None:
     r = Recording()
