@@ -546,7 +546,15 @@ def no_storm(gaps: Sequence[float], limits: CheckerLimits, what: str) -> str | N
     doubles its wait too. ``gaps``: the seconds between each failure (a closed
     connection, a NOT_MY_VBUCKET or ETMPFAIL answer) and the next attempt, oldest
     first. The last ``storm_count`` of them, each under ``storm_gap``, are a storm
-    unless they back off: the last ``storm_growth`` times the first or more."""
+    unless they back off: the last ``storm_growth`` times the first or more.
+
+    A name's reconnects are counted per node (its checker keeps ``gaps`` for each): a
+    cluster consumer holds one connection to every node under one name, and a failover
+    or a rebalance closes them all at once, so the gaps between one node's close and
+    another node's open are no retries. java-dcp-client opens a channel to every KV node
+    of the config (``Conductor``: one ``DcpChannel`` per node address, each with the
+    same DCP_OPEN name), gocbcore one connection per node (``KVConfig.PoolSize`` 1,
+    which go-dcp keeps), and the reference consumer one per node of the map."""
     n = limits.storm_count
     if len(gaps) < n:
         return None

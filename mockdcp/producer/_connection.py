@@ -67,6 +67,8 @@ if TYPE_CHECKING:
 
         bucket: Bucket
         users: Mapping[str, str]
+        #: the node's name in the cluster (the checker counts reconnects per node)
+        name: str
         host: str
         version: str
         idle_timeout: float
@@ -482,6 +484,7 @@ class Connection:
                 frame=frame,
                 flow=self.flow,
                 settings=self.settings,
+                node=self.node.name,
             )
         except Exception:
             log.exception("connection %d: the protocol checker failed", self.conn_id)
