@@ -9,7 +9,8 @@ Clustermap Change Notification"), and it reads the map again (on one connection 
 it) when a node pushes a newer revision, and at once when a node tells it a vbucket is
 not there any more: a stream request answered NOT_MY_VBUCKET, a stream ended
 STATE_CHANGED (kv_engine ``DcpProducer::closeStreamDueToVbStateChange``), a connection
-lost. It polls the map (every ``poll`` seconds, 0.1 by default) only while no node it
+lost; and when a lost connection is back (a push sent meanwhile is not sent again). It
+polls the map (every ``poll`` seconds, 0.1 by default) only while no node it
 streams from has granted the pushes (``clustermap_notification=False``, or nodes whose
 HELLO answer leaves the feature out). A vbucket whose active moved is then asked for on
 its new node, from where the state says it is, as java-dcp-client's ``Conductor`` and
@@ -100,6 +101,9 @@ class _Member(DcpConsumer):
     streams on it from another task)."""
 
     live = False
+    #: called when the connection is lost and when it is back after a loss: the map
+    #: may have changed meanwhile, and a push sent while it was down is never sent again
+    away: Callable[[], None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(*args, **kwargs)
@@ -111,11 +115,17 @@ class _Member(DcpConsumer):
 
     async def request_streams(self) -> None:
         self.live = True  # before the list is taken: a vbucket added later is sent
+        if self.connects > 1 and self.away is not None:
+            self.away()  # back after a loss
         await super().request_streams()
 
     async def _session(self) -> None:
         try:
             await super()._session()
+        except _LOST:
+            if self.away is not None:
+                self.away()
+            raise
         finally:
             self.live = False
 
@@ -124,8 +134,11 @@ class _Member(DcpConsumer):
         if vb not in self.core.vbuckets:
             self.core.vbuckets.append(vb)
         if self.live:
-            for request in self.core.stream_requests(vb):
-                await self._send(request)
+            try:
+                for request in self.core.stream_requests(vb):
+                    await self._send(request)
+            except _LOST:
+                pass  # the connection is going: its next session asks for every vbucket
 
     def drop(self, vb: int) -> None:
         if vb in self.core.vbuckets:
@@ -241,6 +254,10 @@ class ClusterConsumer:
         if revision > self.rev:
             self._poke.set()
 
+    def reread(self) -> None:
+        """Read the map again now (a connection lost, or back after a loss)."""
+        self._poke.set()
+
     def lost(self, vb: int, address: str) -> None:
         """The node at ``address`` said ``vb`` is not there: read the map again now. An
         answer to a request sent before the vbucket was routed elsewhere is stale: the
@@ -304,6 +321,7 @@ class ClusterConsumer:
                 on_event=self.on_event,
                 core=core,
             )
+            member.away = self.reread
             self.members[address] = member
             scope = trio.CancelScope()
             self._scopes[address] = scope

@@ -1,6 +1,8 @@
-"""Runner bugs explore found with the reference consumer (the scenarios it shrank them
-to): a seqno wait after a reconnect, on every node of a cluster, and a wait after a
-stream ended and its vbucket got a write. Each timed out before its fix."""
+"""Bugs explore found with the reference consumer (the scenarios it shrank them to): a
+seqno wait after a reconnect, on every node of a cluster, a wait after a stream ended
+and its vbucket got a write (the runner's), and a cluster map change missed while the
+cluster consumer's connections were down (the consumer's). Each timed out before its
+fix."""
 
 from __future__ import annotations
 
@@ -41,6 +43,27 @@ steps:
 """
 
 
+#: explore --seed 39 --nodes 3 --replicas 1 --vbuckets 8, schedule 23: a node failed over
+#: and rebalanced out while every connection is down and refused; the surviving nodes'
+#: pushes of the new map went out while nobody listened, and the removed node's vbuckets
+#: (6 and 7) were asked of it for ever
+MISSED_PUSH = """
+name: map-changed-while-away
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 19}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - failover_node: {node: 2}
+  - rebalance: {}
+  - refuse_connections: {}
+  - disconnect: {}
+  - wait: {seconds: 0.37}
+  - refuse_connections: {enabled: false}
+  - generate: {docs: 8, prefix: g2}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+
 @pytest.mark.parametrize(("nodes", "replicas"), [(1, 0), (3, 1)])
 async def test_a_wait_after_a_reconnect_counts_what_the_consumer_resumed_from(
     tmp_path: Path, nodes: int, replicas: int
@@ -64,5 +87,15 @@ async def test_a_wait_after_an_ended_stream_and_a_write_is_met(tmp_path: Path) -
     outcome = await run_scenario(
         path, lambda host, port: DcpConsumer(host, port, vbuckets=None), limit=30
     )
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+
+
+async def test_the_cluster_consumer_reads_the_map_again_after_its_connections_were_down(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "missed-push.yaml"
+    path.write_text(MISSED_PUSH)
+    outcome = await run_scenario(path, ClusterConsumer, limit=30)
     assert outcome.passed, outcome.explain()
     assert outcome.converged, outcome.explain()
