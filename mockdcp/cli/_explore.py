@@ -229,14 +229,15 @@ async def explore(state: ExploreState, on_result: Any = None) -> None:  # noqa: 
     """Run the schedules ``jobs`` at once (see the module docstring), then shrink."""
     options = state.options
     counter = itertools.count()
-    deadline = None if options.seconds is None else trio.current_time() + options.seconds
+    # real seconds (the schedules may run under a virtual clock)
+    deadline = None if options.seconds is None else time.perf_counter() + options.seconds
 
     async def worker() -> None:
         while True:
             index = next(counter)
             if options.runs is not None and index >= options.runs:
                 return
-            if deadline is not None and trio.current_time() >= deadline:
+            if deadline is not None and time.perf_counter() >= deadline:
                 return
             scenario = generate(options.generate, index)
             result = await run_schedule(scenario, options)
@@ -480,8 +481,10 @@ def run_explore(args: argparse.Namespace) -> int:
         return 2
     out = sys.stderr if args.json else sys.stdout
     state = ExploreState(options)
+    from mockdcp.cli._explore_inprocess import virtual_clock
+
     try:
-        trio.run(_with_progress, state, out)
+        trio.run(_with_progress, state, out, clock=virtual_clock(options.factory))
     except KeyboardInterrupt:
         _interrupted(state)
     except BaseExceptionGroup as group:  # from a nursery: Ctrl-C inside a schedule

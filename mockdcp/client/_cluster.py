@@ -43,7 +43,7 @@ from mockdcp.protocol import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from mockdcp.client._core import Action
     from mockdcp.client._streams import StreamKey
@@ -150,7 +150,8 @@ class _Member(DcpConsumer):
 class ClusterConsumer:
     """See the module docstring. Takes ``DcpConsumer``'s options (``vbuckets`` None:
     every vbucket of the map); ``state`` and ``on_event`` are shared by every node's
-    connection."""
+    connection. ``connect``: opens a connection to a node's (host, port) (default
+    ``trio.open_tcp_stream``; explore's in-process runs pass an in-memory one)."""
 
     #: a ``ConsumerCore`` subclass whose rules every node's connection follows (put
     #: before the node's own: a test's consumer that breaks one rule, across the cluster)
@@ -170,9 +171,11 @@ class ClusterConsumer:
         state: ConsumerState | None = None,
         on_event: Callable[[int, object], None] | None = None,
         poll: float | None = None,
+        connect: Callable[[str, int], Awaitable[trio.abc.Stream]] | None = None,
         **core_options: Any,  # noqa: ANN401 - ConsumerCore's
     ) -> None:
         self.seeds = [(host, port)]
+        self.connect = connect
         self.user, self.password, self.bucket, self.name = user, password, bucket, name
         self.mechanism = mechanism
         self.wanted = None if vbuckets is None else list(vbuckets)
@@ -216,6 +219,7 @@ class ClusterConsumer:
                         mechanism=self.mechanism,
                         vbuckets=[],
                         collections=False,
+                        connect=self._opener(host, port),
                     )
                     client._reader = FrameReader()
                     client._stream = await client._connect()
@@ -234,6 +238,12 @@ class ClusterConsumer:
         if client is not None and client._stream is not None:
             with trio.CancelScope(shield=True):
                 await client._stream.aclose()
+
+    def _opener(self, host: str, port: int) -> Callable[[], Awaitable[trio.abc.Stream]] | None:
+        """What opens a connection to ``host``:``port`` (None: TCP, ``DcpConsumer``'s)."""
+        if self.connect is None:
+            return None
+        return partial(self.connect, host, port)
 
     def _known(self) -> list[tuple[str, int]]:
         out = []
@@ -320,6 +330,7 @@ class ClusterConsumer:
                 vbuckets=[],
                 on_event=self.on_event,
                 core=core,
+                connect=self._opener(host, int(port)),
             )
             member.away = self.reread
             self.members[address] = member
