@@ -248,3 +248,11 @@ def test_master_takes_runs_not_time(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--runs, not --time" in capsys.readouterr().err
     assert main(["explore", "--partitions", "2", "--", "true"]) == 2
     assert "with --master" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("runs", "partitions"), [(6, 2), (7, 3), (2, 2), (10, 1)])
+def test_the_spark_shares_take_every_schedule_once(runs: int, partitions: int) -> None:
+    from mockdcp.cli._explore_spark import share
+
+    taken = [i for p in range(partitions) for i in share(runs, partitions, p)]
+    assert sorted(taken) == list(range(runs))
