@@ -56,6 +56,10 @@ log = logging.getLogger("mockdcp.client")
 DEFAULT_POLL = 0.1
 #: seconds at least between two readings of the map
 MIN_GAP = 0.01
+#: seconds a reading of the map may take on its connection before it is given up and
+#: the connection closed (a reply whose length is broken waits for bytes that never
+#: come): the Couchbase SDKs' default KV timeout, 2.5 s
+MAP_TIMEOUT = 2.5
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
     {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
@@ -206,31 +210,42 @@ class ClusterConsumer:
         """The cluster map, from the node kept for it or any other known one."""
         addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
         for host, port in addresses:
-            client = self._config_client
-            try:
-                if client is None or (client.host, client.port) != (host, port):
-                    await self._close_config_client()
-                    client = DcpConsumer(
-                        host,
-                        port,
-                        user=self.user,
-                        password=self.password,
-                        bucket=self.bucket,
-                        mechanism=self.mechanism,
-                        vbuckets=[],
-                        collections=False,
-                        connect=self._opener(host, port),
-                    )
-                    client._reader = FrameReader()
-                    client._stream = await client._connect()
-                    self._config_client = client
-                    await client._login()
-                frame = await client._expect_ok(
-                    GetClusterConfig(opaque=client.core.next_opaque()), "GET_CLUSTER_CONFIG"
-                )
-                return json.loads(frame.value)  # type: ignore[no-any-return]
-            except (*_LOST, ValueError):
+            with trio.move_on_after(MAP_TIMEOUT):
+                config = await self._fetch_from(host, port)
+                if config is not None:
+                    return config
+                continue
+            log.info("no cluster map from %s:%d within %gs", host, port, MAP_TIMEOUT)
+            await self._close_config_client()
+        return None
+
+    async def _fetch_from(self, host: str, port: int) -> dict[str, Any] | None:
+        """The cluster map from ``host``:``port`` (None: that node did not give it)."""
+        client = self._config_client
+        try:
+            if client is None or (client.host, client.port) != (host, port):
                 await self._close_config_client()
+                client = DcpConsumer(
+                    host,
+                    port,
+                    user=self.user,
+                    password=self.password,
+                    bucket=self.bucket,
+                    mechanism=self.mechanism,
+                    vbuckets=[],
+                    collections=False,
+                    connect=self._opener(host, port),
+                )
+                client._reader = FrameReader()
+                client._stream = await client._connect()
+                self._config_client = client
+                await client._login()
+            frame = await client._expect_ok(
+                GetClusterConfig(opaque=client.core.next_opaque()), "GET_CLUSTER_CONFIG"
+            )
+            return json.loads(frame.value)  # type: ignore[no-any-return]
+        except (*_LOST, ValueError):
+            await self._close_config_client()
         return None
 
     async def _close_config_client(self) -> None:

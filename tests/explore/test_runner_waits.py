@@ -1,8 +1,8 @@
 """Bugs explore found with the reference consumer (the scenarios it shrank them to): a
 seqno wait after a reconnect, on every node of a cluster, a wait after a stream ended
-and its vbucket got a write (the runner's), and a cluster map change missed while the
-cluster consumer's connections were down (the consumer's). Each timed out before its
-fix."""
+and its vbucket got a write (the runner's), a cluster map change missed while the
+cluster consumer's connections were down and a map reply whose length was broken (the
+consumer's). Each timed out before its fix."""
 
 from __future__ import annotations
 
@@ -63,6 +63,23 @@ steps:
   - wait: {consumer: {seqno: high}, timeout: 8s}
 """
 
+#: explore --seed 7 --nodes 3 --replicas 1 --vbuckets 8, schedule 10 (shrunk): the next
+#: frame's length broken on every connection; the map connection's next frame is the
+#: reply to the map read after the rebalance, one byte short, and the consumer waited
+#: for the byte for ever, never learning where vbuckets 3-5 went
+CORRUPT_MAP = """
+name: corrupt-map-reply
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 16}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - corrupt: {}
+  - remove_node: {node: 1}
+  - rebalance: {}
+  - generate: {docs: 16, prefix: g2}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
 
 @pytest.mark.parametrize(("nodes", "replicas"), [(1, 0), (3, 1)])
 async def test_a_wait_after_a_reconnect_counts_what_the_consumer_resumed_from(
@@ -96,6 +113,14 @@ async def test_the_cluster_consumer_reads_the_map_again_after_its_connections_we
 ) -> None:
     path = tmp_path / "missed-push.yaml"
     path.write_text(MISSED_PUSH)
+    outcome = await run_scenario(path, ClusterConsumer, limit=30)
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+
+
+async def test_the_cluster_consumer_gives_up_a_map_reply_that_never_ends(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt-map.yaml"
+    path.write_text(CORRUPT_MAP)
     outcome = await run_scenario(path, ClusterConsumer, limit=30)
     assert outcome.passed, outcome.explain()
     assert outcome.converged, outcome.explain()
