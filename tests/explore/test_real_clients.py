@@ -17,11 +17,12 @@ from tests.interop import matrix
 
 pytestmark = [pytest.mark.interop, pytest.mark.full]
 
-#: (client, explore options): one node and a cluster for each Go client
+#: (client, explore options): one node for each client, and a cluster for gocbcore
 BUDGETS = [
     ("gocbcore", ("--seed", "1", "--runs", "6")),
     ("gocbcore", ("--seed", "2", "--runs", "6", "--nodes", "3", "--replicas", "1")),
     ("go-dcp", ("--seed", "1", "--runs", "6")),
+    ("java-dcp-client", ("--seed", "1", "--runs", "4")),
 ]
 
 
