@@ -9,8 +9,11 @@ fuzzers), with the ``thorough`` profile; ``python -m pytest --full`` runs both.
 
 The whole fast tier runs in ``FAST_WORKERS`` processes (pytest-xdist): most of its time
 is spent waiting on the wall clock (a scenario's faults, a consumer's reconnect), not on
-the two cores. ``-n N`` chooses otherwise (``-n 0``: one process); a run of named tests,
-and the full tier (one Docker image, the interop builds), stay in one process.
+the two cores. The whole full tier runs in ``FULL_WORKERS``, its real clients too wait
+more than they compute; every test that uses the Docker engine goes to one process (one
+engine and one image a session: ``--dist loadgroup`` and the ``docker`` group), and the
+interop builds take a lock (tests/interop/conftest.py). ``-n N`` chooses otherwise
+(``-n 0``: one process); a run of named tests stays in one process.
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ pytest_plugins = ["tests.docker.fixtures"]
 
 #: processes for the whole fast tier (5.6 min with 4 on this 2-core machine, quiet)
 FAST_WORKERS = 6
+#: processes for the whole full tier (27-28 min in one on this 2-core machine)
+FULL_WORKERS = 3
+#: the fixtures that reach the Docker engine: their tests share one process
+DOCKER_FIXTURES = frozenset(
+    {"docker_engine", "base_image_tag", "docker_context", "mockdcp_image", "container_mode"}
+)
 
 _TIER_KEY = pytest.StashKey[Tier]()
 _LEFT_OUT_KEY = pytest.StashKey[int]()
@@ -57,19 +66,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """``python -m pytest`` (the whole fast tier, its tests found from ``testpaths``) runs
-    in ``FAST_WORKERS`` processes, set before pytest-xdist reads ``-n``."""
+    """``python -m pytest`` (a whole tier, its tests found from ``testpaths``) runs in
+    ``FAST_WORKERS`` processes, ``--full-only`` in ``FULL_WORKERS``, set before
+    pytest-xdist reads ``-n``."""
     whole_suite = config.args_source is pytest.Config.ArgsSource.TESTPATHS
-    full = config.getoption("--full") or config.getoption("--full-only")
-    if (
+    if not (
         whole_suite
-        and not full
         and config.pluginmanager.hasplugin("xdist")
         and config.getoption("numprocesses", None) is None
         and not config.getoption("collectonly")
         and "PYTEST_XDIST_WORKER" not in os.environ
     ):
-        config.option.numprocesses = FAST_WORKERS
+        return
+    full_only = config.getoption("--full-only")
+    config.option.numprocesses = FULL_WORKERS if full_only else FAST_WORKERS
+    if full_only or config.getoption("--full"):
+        config.option.dist = "loadgroup"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,7 +97,11 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.load_profile(os.environ.get("MOCKDCP_HYPOTHESIS", default))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if DOCKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("docker"))
     kept, left_out = split(items, config.stash[_TIER_KEY])
     config.stash[_LEFT_OUT_KEY] = len(left_out)
     if left_out:

@@ -5,7 +5,7 @@ runs on a fresh server with free ports; the consumer command starts with the
 ``MOCKDCP_*`` variables of ``mockdcp run`` plus the scenario's consumer settings,
 ``MOCKDCP_SCENARIO`` (its name), ``MOCKDCP_OUTPUT`` (where it may write what it holds),
 ``MOCKDCP_COLLECTIONS`` and ``MOCKDCP_SCOPE`` (which collections hold the scenario's
-documents: ``collections_env``). A scenario passes when its steps all ran, every
+documents, as ``mockdcp run`` tells them). A scenario passes when its steps all ran, every
 expectation was met, the protocol checker reported nothing of the consumer, and the
 output (if it wrote one) holds exactly the oracle's documents. Up to ``jobs`` scenarios
 run at once; each has a time limit. The consumer's standard output and error are kept
@@ -170,18 +170,6 @@ def applicable(scenario: Scenario, capabilities: frozenset[str] | None) -> str |
     return f"needs {', '.join(missing)} (the consumer supports {declared})"
 
 
-def collections_env(scenario: Scenario) -> dict[str, str]:
-    """``MOCKDCP_COLLECTIONS`` (the collections the scenario writes documents to,
-    ``scope.name`` separated by commas) and ``MOCKDCP_SCOPE`` (the one scope they are all
-    in; empty if they span several): a consumer configured for named collections of one
-    scope (go-dcp's ``scopeName`` and ``collectionNames``, Trendyol/go-dcp
-    ``config/dcp.go``) learns from them what to stream (issue 46)."""
-    return {
-        "MOCKDCP_COLLECTIONS": ",".join(scenario.collections()),
-        "MOCKDCP_SCOPE": scenario.scope(),
-    }
-
-
 def _meta(scenario: Scenario) -> dict[str, Any]:
     rep = scenario.reproduces
     return {
@@ -251,7 +239,7 @@ async def check_scenario(scenario: Scenario, options: CheckOptions) -> ScenarioR
 async def _run(
     scenario: Scenario, options: CheckOptions, output: Path, result: ScenarioResult
 ) -> None:
-    from mockdcp.cli._scenario_commands import consumer_env
+    from mockdcp.cli._scenario_commands import collections_env, consumer_env
     from mockdcp.producer import CheckerLimits
     from mockdcp.server import serve
 
@@ -277,15 +265,20 @@ async def _run(
             result.reason = f"the consumer command could not start: {exc}"
             return
         consumer = _Consumer(proc)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(consumer.read)
-            nursery.start_soon(consumer.watch)
-            trouble = await _until_done(server, consumer, options)
-            if trouble is None:
-                _persist_after(server)
-                await _settle(server, output)
-            await consumer.stop()
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(consumer.read)
+                nursery.start_soon(consumer.watch)
+                trouble = await _until_done(server, consumer, options)
+                if trouble is None:
+                    _persist_after(server)
+                    await _settle(server, output)
+                await consumer.stop()
+                nursery.cancel_scope.cancel()
+        finally:
+            # cancelled (Ctrl-C, a run stopped early): the consumer is never left behind
+            with trio.CancelScope(shield=True):
+                await consumer.stop()
         _judge(server, scenario, consumer, output, trouble, result)
 
 
@@ -643,6 +636,5 @@ __all__ = [
     "applicable",
     "check_all",
     "check_scenario",
-    "collections_env",
     "evidence",
 ]

@@ -93,12 +93,16 @@ async def run_scenario(
                     command, env=env, stdout=sys.stderr.fileno()
                 )
                 nursery.start_soon(_watch, proc, report, server)
-            with trio.move_on_after(limit) as scope:
-                await server.scenario_done.wait()
-            if scope.cancelled_caught:
-                report.failure = f"the scenario did not finish within {limit:g}s"
-            if proc is not None:
-                await _stop(proc)
+            try:
+                with trio.move_on_after(limit) as scope:
+                    await server.scenario_done.wait()
+                if scope.cancelled_caught:
+                    report.failure = f"the scenario did not finish within {limit:g}s"
+            finally:
+                # also when cancelled (Ctrl-C): the consumer is never left behind
+                if proc is not None:
+                    with trio.CancelScope(shield=True):
+                        await _stop(proc)
             nursery.cancel_scope.cancel()
         progress = server.runner.progress
         report.expectations = [e.as_dict() for e in progress.expectations]
@@ -112,7 +116,23 @@ def _settings(path: str) -> dict[str, str]:
     from mockdcp.scenario import load_scenario
 
     scenario = load_scenario(path)
-    return {"MOCKDCP_SCENARIO": scenario.name, **scenario.consumer.environment()}
+    return {
+        "MOCKDCP_SCENARIO": scenario.name,
+        **scenario.consumer.environment(),
+        **collections_env(scenario),
+    }
+
+
+def collections_env(scenario: Scenario) -> dict[str, str]:
+    """``MOCKDCP_COLLECTIONS`` (the collections the scenario writes documents to,
+    ``scope.name`` separated by commas) and ``MOCKDCP_SCOPE`` (the one scope they are all
+    in; empty if they span several): a consumer configured for named collections of one
+    scope (go-dcp's ``scopeName`` and ``collectionNames``, Trendyol/go-dcp
+    ``config/dcp.go``) learns from them what to stream (issue 46)."""
+    return {
+        "MOCKDCP_COLLECTIONS": ",".join(scenario.collections()),
+        "MOCKDCP_SCOPE": scenario.scope(),
+    }
 
 
 async def _watch(proc: trio.Process, report: RunReport, server: MockDcpServer) -> None:
@@ -270,4 +290,4 @@ def run_scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["RunReport", "consumer_env", "run_scenario"]
+__all__ = ["RunReport", "collections_env", "consumer_env", "run_scenario"]

@@ -24,6 +24,7 @@ from mockdcp.model._cluster import (
     NodeListener as NodeListener,
     NodeView as NodeView,
 )
+from mockdcp.model._disk_store import DiskSnapshot as DiskSnapshot
 from mockdcp.model._documents import (
     Documents as Documents,
     KvError as KvError,
@@ -67,7 +68,7 @@ from mockdcp.model._vbmap import (
     VBucketMap as VBucketMap,
     VBucketMove as VBucketMove,
 )
-from mockdcp.model._vbucket import DiskSnapshot as DiskSnapshot, VBucket as VBucket
+from mockdcp.model._vbucket import VBucket as VBucket
 from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:

@@ -69,103 +69,47 @@ connection drains chunks under flow control. Rules, each with its source:
 
 from __future__ import annotations
 
-import bisect
 import math
-from array import array
-from collections import deque
-from itertools import accumulate, compress
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.model import TAG_COLLECTION, TAG_DURABLE, TAG_EMPTY, TAG_SYSTEM
-from mockdcp.producer._encoder import SYNC_DISK, SYNC_MEMORY, Frames, ItemEncoder
-from mockdcp.producer._filter import Selection, StreamFilter
-from mockdcp.producer._numpy import numpy_module
+from mockdcp.producer._backfill_readers import ById, oso_applies, queue_backfill, read_backfill
+from mockdcp.producer._encoder import SYNC_DISK, SYNC_MEMORY, ItemEncoder
+from mockdcp.producer._filter import StreamFilter
+from mockdcp.producer._markers import MarkerKind
+from mockdcp.producer._memory_reader import queue_memory_read, read_memory
+from mockdcp.producer._ready_queue import ReadyQueue
 from mockdcp.producer._state import StreamEvent, StreamState, transition_stream
+from mockdcp.producer._stream_frames import (
+    PIECE_BYTES,
+    Chunk,
+    PendingFrames,
+)
 from mockdcp.protocol import (
-    OsoSnapshot,
-    OsoSnapshotFlag,
-    SnapshotFlag,
-    SnapshotMarker,
-    SnapshotMarkerVersion,
     StreamEnd,
     StreamEndReason,
-    SystemEventType,
-    encode_seqno_advanced_frame,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
-    import numpy
-    from numpy.typing import NDArray
-
-    from mockdcp.model import Cursor, Item, MemoryBatch, VBucket
+    from mockdcp.model import Cursor, VBucket
+    from mockdcp.producer._backfill_readers import BackfillRead
     from mockdcp.producer._backfills import BackfillQueue
     from mockdcp.producer._stream_request import StreamRequestDecision
 
-    #: frame sizes (int64), one per frame of a run
-    Sizes = NDArray[numpy.int64]
     #: told of each snapshot the stream queues: (vbucket, stream id, start, end, OSO)
     SnapshotObserver = Callable[[int, int | None, int, int, bool], None]
 
-_SEQNO = attrgetter("seqno")
-#: ``TAG_DURABLE`` alone, for ``bytes.translate`` to delete
-_DURABLE = bytes([TAG_DURABLE])
-
-#: the tag of a stream message made by the stream (SEQNO_ADVANCED, OSO markers): no
-#: collection prefix, no value form (``ItemEncoder``)
-_EXTRA_TAG = TAG_COLLECTION | TAG_EMPTY | TAG_SYSTEM
-
-
-def _extra(*frames: bytes) -> Frames:
-    """Stream messages made here (opaque 0, no stream-id) as frames to queue."""
-    heads = list(frames)
-    ends = list(accumulate(map(len, heads)))
-    return Frames(heads, [b""] * len(heads), bytes([_EXTRA_TAG]) * len(heads), ends, 0)
-
-
-def _take(pieces: Sequence[bytes], positions: Sequence[int]) -> Sequence[bytes]:
-    """The pieces at ``positions``: lazy pieces of the cold tier (``take``) stay lazy."""
-    take = getattr(pieces, "take", None)
-    if take is not None:
-        out: Sequence[bytes] = take(positions)
-        return out
-    return list(map(pieces.__getitem__, positions))  # C loops, no Python per frame
-
-
-def _ends(sizes: Sizes) -> Sequence[int]:
-    """End offsets (an ``array("q")``) of frames of these sizes, one after the other."""
-    np = numpy_module()
-    return array("q", np.cumsum(sizes).tobytes())
-
-
-def _joined(*parts: Frames) -> Frames:
-    """Frames one after the other (their end offsets shifted, not counted again)."""
-    np = numpy_module()
-    heads: list[bytes] = []
-    tails: list[bytes] = []
-    ends = []
-    total = 0
-    for part in parts:
-        heads += part.heads
-        tails += part.tails
-        if part.ends:
-            shifted = np.asarray(part.ends, np.int64) + (total - part.base)
-            ends.append(shifted)
-            total = int(shifted[-1])
-    joined = np.concatenate(ends) if ends else np.empty(0, np.int64)
-    tags = b"".join(p.tags for p in parts)
-    return Frames(heads, tails, tags, array("q", joined.tobytes()), 0)
-
-
-#: Bytes of canonical frames encoded per chunk (memory batch or backfill). Encoding a
-#: whole checkpoint (thousands of frames) for every stream at once made the server
-#: fault in hundreds of megabytes of fresh pages for a million-item stream (``mockdcp
-#: bench``); a queue of one piece per stream keeps the encoded-ahead memory small.
-PIECE_BYTES = 256 * 1024
+__all__ = [
+    "PIECE_BYTES",
+    "Chunk",
+    "PendingFrames",
+    "Stream",
+    "StreamStatistics",
+    "wire_end_reason",
+]
 
 
 def wire_end_reason(reason: StreamEndReason) -> StreamEndReason:
@@ -184,35 +128,6 @@ def wire_end_reason(reason: StreamEndReason) -> StreamEndReason:
     if reason is StreamEndReason.ROLLBACK:
         return StreamEndReason.STATE_CHANGED
     return reason
-
-
-@attrs.define(slots=True)
-class Chunk:
-    """Encoded stream messages: ``buf`` holds frames ending at ``ends`` (less ``base``);
-    ``pos`` is the index of the next frame to send and ``offset`` its byte offset."""
-
-    buf: bytearray
-    #: each frame's end offset in ``buf``, plus ``base``
-    ends: Sequence[int]
-    base: int = 0
-    pos: int = 0
-    offset: int = 0
-
-    @property
-    def done(self) -> bool:
-        return self.pos >= len(self.ends)
-
-
-@attrs.frozen
-class PendingFrames:
-    """Frames read (a memory batch or a backfill) and not yet all queued, each in its
-    connection's value form (``ItemEncoder.prepare``)."""
-
-    frames: Frames
-    last_seqno: int
-    #: the end the stream sends once they are queued (its end seqno read, its filter
-    #: emptied)
-    then_end: StreamEndReason | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -261,7 +176,6 @@ class Stream:
         start_seqno = request.start_seqno
         collections = request.collections
         self.state = StreamState.PENDING
-        self.chunks: deque[Chunk] = deque()
         self._encoder = encoder
         self.cursor_name = cursor_name
         self._cursor: Cursor | None = None
@@ -279,17 +193,19 @@ class Stream:
         self._sync_replication = sync_replication
         #: a split backfill's history part is next, with the end both markers share
         self._history_end: int | None = None
-        self._start_seqno = start_seqno
-        self._requested_snap_end = request.snap_end_seqno
-        self._marker_version = request.marker_version
-        self._disk_only = request.disk_only
-        self._ignore_purged = request.ignore_purged_tombstones
-        self._client_purge = request.client_purge_seqno
+        self._request = request
         self._generation = vb.generation
-        self._requested_snap_start = request.snap_start_seqno
-        self._first_marker_sent = False
-        self._next_marker_checkpoint = True
-        self.last_marker_end = 0
+        self.queue = ReadyQueue(
+            encoder=encoder,
+            opaque=opaque,
+            vbucket=vb.vbid,
+            stream_id=request.stream_id,
+            kind=MarkerKind(request.snap_start_seqno, sync_replication, request.marker_version),
+            visible_upto=vb.visible_upto,
+            observer=observer,
+        )
+        #: the encoded chunks the connection drains (the ready queue's)
+        self.chunks = self.queue.chunks
         self.last_read_seqno = start_seqno
         self.last_sent_seqno = start_seqno
         self._backfill_end = 0
@@ -298,13 +214,7 @@ class Stream:
         self._backfill_due = False
         #: a backfill started and has not finished reading
         self._reading = False
-        #: frames queued piece by piece, and the index of the next one
-        self._pending: PendingFrames | None = None
-        self._pending_pos = 0
-        self.items_sent = 0
-        self.markers_sent = 0
         self.backfills = 0
-        self.observer = observer
         #: the reason of the STREAM_END queued, once one is
         self.end_reason: StreamEndReason | None = None
 
@@ -347,8 +257,8 @@ class Stream:
             vbucket=self.vbucket,
             stream_id=self.stream_id,
             state=self.state.value,
-            items_sent=self.items_sent,
-            markers_sent=self.markers_sent,
+            items_sent=self.queue.items_sent,
+            markers_sent=self.queue.markers_sent,
             backfills=self.backfills,
             last_sent_seqno=self.last_sent_seqno,
             last_read_seqno=self.last_read_seqno,
@@ -363,23 +273,22 @@ class Stream:
             return
         reason = wire_end_reason(reason)
         if discard_queue:
-            self.chunks.clear()
-            self._pending = None
-        elif self._pending is not None:
-            self._flush_pending()
+            self.queue.clear()
+        elif self.queue.pending is not None:
+            self._take_pending(math.inf)
         self._release_cursor()
         self._to(StreamEvent.END)
         self.end_reason = reason
-        frame = StreamEnd(
-            opaque=self.opaque, vbucket=self.vbucket, reason=reason, stream_id=self.stream_id
-        ).encode()
-        self.chunks.append(Chunk(bytearray(frame), [len(frame)]))
+        self.queue.control(
+            StreamEnd(
+                opaque=self.opaque, vbucket=self.vbucket, reason=reason, stream_id=self.stream_id
+            ).encode()
+        )
 
     def close(self) -> None:
         """CLOSE_STREAM without STREAM_END: forget everything at once (kv_engine
         ``DcpProducer::closeStream``)."""
-        self.chunks.clear()
-        self._pending = None
+        self.queue.clear()
         self._release_cursor()
         self._to(StreamEvent.CLOSE)
 
@@ -401,8 +310,8 @@ class Stream:
         """
         if self.chunks or not self.alive:
             return bool(self.chunks)
-        if self._pending is not None and self.vb.generation == self._generation:
-            self._queue_piece()
+        if self.queue.pending is not None and self.vb.generation == self._generation:
+            self._take_pending(PIECE_BYTES)
             return True
         if self.vb.generation != self._generation:
             # The vbucket was reset (failover, restart, state change): kv_engine
@@ -413,8 +322,8 @@ class Stream:
         # happened (nothing new in the model) or when something is queued.
         for _ in range(64):
             before = (self.state, self.last_read_seqno, self.backfills)
-            if self._pending is not None:
-                self._queue_piece()
+            if self.queue.pending is not None:
+                self._take_pending(PIECE_BYTES)
                 break
             if self.state is StreamState.PENDING:
                 self._start()
@@ -432,7 +341,7 @@ class Stream:
         if self.last_read_seqno >= self.end_seqno:
             self.end(StreamEndReason.OK)
             return
-        if not self._disk_only and self._register_cursor():
+        if not self._request.disk_only and self._register_cursor():
             self._to(StreamEvent.MEMORY)
             return
         self._to(StreamEvent.BACKFILL)
@@ -444,11 +353,12 @@ class Stream:
         return cursor is not None
 
     def _open_backfill(self) -> None:
-        """Read the disk snapshot after ``last_read_seqno`` (kv_engine
-        ``ActiveStream::markDiskSnapshot``, ``DCPBackfillBySeqnoDisk::create``): the frames
-        the stream's filter selects, queued in pieces after a DISK marker, or in key order
-        between OSO markers (``_oso_order``). It waits for its turn in the connection's
-        backfill queue (``_backfills``) first, and reads the disk when it starts."""
+        """Read the disk after ``last_read_seqno`` (kv_engine
+        ``ActiveStream::markDiskSnapshot``, ``DCPBackfillBySeqnoDisk::create``) with its
+        reader (``_backfill_readers``): the frames the stream's filter selects, queued
+        in pieces after a DISK marker, or in key order between OSO markers. It waits for
+        its turn in the connection's backfill queue (``_backfills``) first, and reads
+        the disk when it starts."""
         if self._backfills is not None and not self._backfills.start(self):
             self._backfill_due = True
             return
@@ -456,232 +366,58 @@ class Stream:
         self._reading = True
         self.backfills += 1
         start = self.last_read_seqno + 1
-        purge = 0 if self._ignore_purged else self.vb.purge_seqno
-        if start != 1 and start <= purge and self._client_purge != purge:
+        request = self._request
+        purge = 0 if request.ignore_purged_tombstones else self.vb.purge_seqno
+        if start != 1 and start <= purge and request.client_purge_seqno != purge:
             # kv_engine ``DCPBackfillBySeqnoDisk::create``: tombstones were purged past
             # the start while the backfill waited; the stream dies with Rollback
             self.end(StreamEndReason.ROLLBACK)
             return
-        history_start = self.vb.history_start_seqno if self._change_streams else 0
-        history = bool(history_start) and start >= history_start
-        if history:
-            snap = self.vb.history_snapshot(self.last_read_seqno)
-        else:
-            snap = self.vb.disk_snapshot(self.last_read_seqno, frames=True)
-        end = min(snap.end_seqno, self.end_seqno)
-        if self._history_end is not None:  # the split's second part: the first's end
-            end, self._history_end = min(end, self._history_end), None
-        split = bool(history_start) and start < history_start <= end
-        limit = history_start - 1 if split else end
-        count = bisect.bisect_right(snap.seqnos, limit)
-        self._backfill_end = limit
-        if split:
-            self._history_end = end
-        if not count:
-            return
-        heads, tails, tags, cids = snap.heads, snap.tails, snap.tags, snap.cids
-        if count < len(heads):
-            heads, tails, tags, cids = heads[:count], tails[:count], tags[:count], cids[:count]
-        # the frames' canonical sizes, kept beside them: their end offsets without
-        # reading each frame's pieces
-        np = numpy_module()
-        sizes = np.frombuffer(snap.sizes, np.uint32, count).astype(np.int64)
-        by_seqno = self.vb.disk_by_seqno
+        oso = oso_applies(self._oso_mode, self._filter, start, self.backfills)
+        read = read_backfill(
+            self.vb,
+            self.last_read_seqno,
+            self.end_seqno,
+            history_start=self.vb.history_start_seqno if self._change_streams else 0,
+            history_end=self._history_end,
+            oso=ById(self._oso_mode) if oso else None,
+        )
+        self._backfill_end, self._history_end = read.limit, read.end if read.split else None
+        if read.count:
+            self._queue_backfill(read)
 
-        def items_at(at: Sequence[int]) -> list[Item]:
-            return snap.items_at(by_seqno, at)
-
-        oso = self._oso_applies(start) and not history and not split
-        selection = self._filter.select(tags, cids, items_at, skip=self._dropped_collections())
+    def _queue_backfill(self, read: BackfillRead) -> None:
+        """Queue what the stream sends of a backfill's ``read`` (``queue_backfill``)."""
         if self._sync_writes and not self._filter.aware and self.vb.manifest_uid:
             # kv_engine ``markLegacyDiskSnapshot``: sync writes on a legacy stream only
             # while the bucket has nothing but the default collection
             self.end(StreamEndReason.BACKFILL_FAILED)
             return
-        picked = self._pick(
-            heads, tails, tags, selection, items_at, snap.seqnos, sizes, self._sync(False)
+        queued = queue_backfill(
+            read,
+            self.queue,
+            self._filter,
+            self._encoder,
+            sync=self._sync(memory=False),
+            skip=self.vb.dropped_collections(),
+            sync_writes=self._sync_writes,
         )
-        if picked is None:  # nothing for this stream
-            if self._filter.aware and not oso and not split:
-                self._queue_marker(
-                    start, end, SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, disk=snap
-                )
-                self._queue_extras([self._seqno_advanced(end)], end)
-            if selection.ended:  # a legacy stream's _default was dropped
-                self.end(self._ending_reason())
-            return
-        frames, _, last = picked
-        if oso:
-            frames = self._oso_order(frames, selection, items_at, count, end)
-            # the OSO snapshot covers [1, end]: the next marker starts after it
-            self._first_marker_sent, self.last_marker_end = True, end
-            if self.observer is not None:
-                self.observer(self.vbucket, self.stream_id, start, end, True)
-        else:
-            # a legacy disk snapshot ends on the default collection's last item (kv_engine
-            # backfill_by_seqno_disk.cc ``markLegacyDiskSnapshot``); the stream has read
-            # the rest, which is not for it, and goes on after the whole snapshot
-            marker_end = end if self._filter.aware or self._sync_writes else last
-            flags = SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT
-            if history:
-                flags |= SnapshotFlag.HISTORY | SnapshotFlag.MAY_CONTAIN_DUPLICATE_KEYS
-                # a split's history marker repeats the end of the one before it
-                marker_end = max(marker_end, self.last_marker_end)
-            self._queue_marker(start, marker_end, flags, disk=snap, overlap=history)
-            if last < end and self._filter.aware and not selection.ended and not split:
-                frames = _joined(frames, _extra(self._seqno_advanced(end)))
-        reason = self._ending_reason() if selection.ended else None
-        if selection.ended:
-            self._backfill_end = last
-        self._pending = PendingFrames(frames, last if not oso else end, then_end=reason)
-        self._pending_pos = 0
+        if queued.backfill_end is not None:
+            self._backfill_end = queued.backfill_end
+        self._pending_done(queued.done)
+        if queued.end is not None:
+            self.end(queued.end)
 
-    def _pick(
-        self,
-        heads: Sequence[bytes],
-        tails: Sequence[bytes],
-        tags: bytes,
-        selection: Selection,
-        items_at: Callable[[Sequence[int]], Sequence[Item]],
-        seqnos: Sequence[int],
-        sizes: Sizes,
-        sync: int = 0,
-    ) -> tuple[Frames, int, int] | None:
-        """The selected frames of a backfill in this connection's value form, with the
-        seqnos of the first and last of them; ``None`` if none is selected."""
-        if selection.positions is None:
-            frames = self._encoder.prepare(heads, tails, tags, _ends(sizes), 0, items_at, sync=sync)
-            return frames, seqnos[0], seqnos[len(heads) - 1]
-        return self._chosen(heads, tails, tags, selection, items_at, sizes, sync)
-
-    def _chosen(
-        self,
-        heads: Sequence[bytes],
-        tails: Sequence[bytes],
-        tags: bytes,
-        selection: Selection,
-        items_at: Callable[[Sequence[int]], Sequence[Item]],
-        sizes: Sizes | None,
-        sync: int = 0,
-        visible: tuple[list[bytes], list[bytes], Sequence[int], int] | None = None,
-    ) -> tuple[Frames, int, int] | None:
-        """The frames at the selection's positions (``None`` if there is none) in this
-        connection's value form, with the seqnos of the first and last of them; the
-        chosen frames' end offsets come from the run's frame ``sizes``. ``visible``: a
-        memory batch's frames without prepares and aborts, as the checkpoint keeps them
-        (``MemoryBatch.visible``), for a selection of all of those (``mask``)."""
-        positions = selection.positions
-        assert positions is not None
-        if not positions:
-            return None
-        np = numpy_module()
-        mask = selection.mask
-        base = 0
-        if mask is not None and visible is not None:
-            heads, tails, ends, base = visible
-            tags = tags.translate(None, _DURABLE)
-        elif mask is not None and isinstance(heads, list) and isinstance(tails, list):
-            assert sizes is not None
-            # every frame but the prepares and aborts: C loops, no take per frame
-            heads, tails = list(compress(heads, mask)), list(compress(tails, mask))
-            tags = tags.translate(None, _DURABLE)
-            ends = _ends(sizes[np.frombuffer(mask, np.bool_)])
-        else:
-            assert sizes is not None
-            at = np.asarray(positions, np.int64)
-            heads, tails = _take(heads, positions), _take(tails, positions)
-            tags = np.frombuffer(tags, np.uint8)[at].tobytes()
-            ends = _ends(sizes[at])
-
-        def chosen_at(indices: Sequence[int]) -> Sequence[Item]:
-            return items_at([positions[i] for i in indices])
-
-        frames = self._encoder.prepare(heads, tails, tags, ends, base, chosen_at, sync=sync)
-        first, last = items_at([positions[0], positions[-1]])
-        return frames, first.seqno, last.seqno
-
-    def _sync(self, memory: bool) -> int:
+    def _sync(self, *, memory: bool) -> int:
         """``ItemEncoder.prepare``'s ``sync`` for a read of the vbucket now: 0 unless the
         connection enabled sync writes and the vbucket has had durable writes."""
         if not self._sync_writes or not self.vb.durable_writes:
             return 0
         return SYNC_MEMORY if memory else SYNC_DISK
 
-    def _visible_upto(self, seqno: int) -> int:
-        """The highest seqno at or below ``seqno`` of a visible item (neither a prepare
-        nor an abort) in the vbucket's log; 0 if none."""
-        log = self.vb.log
-        i = bisect.bisect_right(log, seqno, key=_SEQNO)
-        while i and log[i - 1].tag == TAG_DURABLE:
-            i -= 1
-        return log[i - 1].seqno if i else 0
-
-    def _dropped_collections(self) -> frozenset[int]:
-        """Collections dropped in this vbucket: a disk backfill skips their documents."""
-        return frozenset(
-            e.event_collection_id
-            for e in self.vb.system_events
-            if e.event is SystemEventType.END_COLLECTION and e.event_collection_id is not None
-        )
-
-    def _ending_reason(self) -> StreamEndReason:
-        """The end of a stream whose filter emptied: FILTER_EMPTY, or OK for a legacy
-        consumer (kv_engine ``DcpProducer::mapEndStreamStatus``)."""
-        return StreamEndReason.FILTER_EMPTY if self._filter.aware else StreamEndReason.OK
-
-    def _seqno_advanced(self, seqno: int) -> bytes:
-        return encode_seqno_advanced_frame(vbucket=self.vbucket, by_seqno=seqno)
-
-    def _queue_extras(self, extra: list[bytes], last_seqno: int) -> None:
-        """Queue stream messages made here (opaque and stream-id patched like the rest)."""
-        frames = _extra(*extra)
-        self._pending = PendingFrames(frames, last_seqno)
-        self._pending_pos = 0
-        self._take_pending(math.inf)
-
-    def _oso_applies(self, start: int) -> bool:
-        """An OSO backfill (kv_engine ``ActiveStream::tryAndScheduleOSOBackfill``): the
-        connection enabled it, the stream filters one collection, and this is its first
-        backfill, from seqno 0 (docs/dcp/documentation/commands/oso_snapshot.md)."""
-        cols = self._filter.collections
-        return (
-            self._oso_mode in ("true", "true_with_seqno_advanced")
-            and self._filter.aware
-            and cols is not None
-            and len(cols) == 1
-            and start == 1
-            and self.backfills == 1
-        )
-
-    def _oso_order(
-        self,
-        frames: Frames,
-        selection: Selection,
-        items_at: Callable[[Sequence[int]], Sequence[Item]],
-        count: int,
-        end: int,
-    ) -> Frames:
-        """The selected frames in key order between OSO_SNAPSHOT start and end; system
-        events first (the collection's creation); SEQNO_ADVANCED to the snapshot end
-        before the end marker in ``true_with_seqno_advanced`` mode when the last item
-        sent is not at that seqno."""
-        positions = selection.positions
-        chosen = items_at(positions if positions is not None else range(count))
-        order = sorted(range(len(chosen)), key=lambda i: (not chosen[i].system, chosen[i].key))
-        heads = [frames.heads[i] for i in order]
-        tails = [frames.tails[i] for i in order]
-        tags = bytes(frames.tags[i] for i in order)
-        ordered = Frames(heads, tails, tags, ItemEncoder.ends_of(heads, tails, tags), 0)
-        start = OsoSnapshot(opaque=0, vbucket=self.vbucket, flags=OsoSnapshotFlag.START)
-        after: list[bytes] = []
-        if self._oso_mode == "true_with_seqno_advanced" and (
-            not order or chosen[order[-1]].seqno != end
-        ):
-            after.append(self._seqno_advanced(end))
-        after.append(
-            OsoSnapshot(opaque=0, vbucket=self.vbucket, flags=OsoSnapshotFlag.END).encode()
-        )
-        return _joined(_extra(start.encode()), ordered, _extra(*after))
+    def _extras(self, extra: list[bytes], last_seqno: int) -> None:
+        """Queue stream messages made here at once (``ReadyQueue.extras``)."""
+        self._pending_done(self.queue.extras(extra, last_seqno))
 
     def _backfill_step(self) -> None:
         """The backfill's frames are queued: go on from its end (memory, or a new
@@ -694,14 +430,14 @@ class Stream:
         if self._history_end is not None:  # the history part of a split backfill
             self._open_backfill()
             return
-        if self.last_read_seqno >= self.end_seqno or self._disk_only:
+        if self.last_read_seqno >= self.end_seqno or self._request.disk_only:
             self.end(StreamEndReason.OK)
             return
         if not self._register_cursor():
             # Checkpoints moved on while we read: read disk again from here.
             self._open_backfill()
             return
-        self._next_marker_checkpoint = True
+        self.queue.next_marker_checkpoint = True
         self._to(StreamEvent.MEMORY)
 
     def _memory_step(self) -> None:
@@ -716,204 +452,42 @@ class Stream:
         batch = cursor.next_batch()
         if batch is None:
             return
-        upto = self.end_seqno if batch.last_seqno > self.end_seqno else None
-        selection = self._filter.select(batch.tags, batch.cids, batch.items_at, upto=upto)
-        sync = self._sync(True)
-        if selection.positions is None:  # every frame of the batch, as the checkpoint has it
-            frames = self._encoder.prepare(
-                batch.heads,
-                batch.tails,
-                batch.tags,
-                batch.ends,
-                batch.base,
-                batch.items_at,
-                sync=sync,
-            )
-            picked: tuple[Frames, int, int] | None = (
-                frames,
-                batch.first_seqno,
-                batch.last_seqno,
-            )
-        else:
-            shown = batch.visible() if selection.mask is not None else None
-            sizes = None
-            if shown is None:
-                np = numpy_module()
-                sizes = np.diff(np.asarray(batch.ends, np.int64), prepend=batch.base)
-            picked = self._chosen(
-                batch.heads if shown is None else (),  # ``visible`` replaces them
-                batch.tails if shown is None else (),
-                batch.tags,
-                selection,
-                batch.items_at,
-                sizes,
-                sync,
-                shown,
-            )
-        # the snapshot this batch is: to the end seqno, or to the event that emptied the
-        # filter (the stream ends there)
-        snap_end = min(batch.last_seqno, self.end_seqno)
-        if selection.ended:
-            assert picked is not None or not self._filter.aware
-            snap_end = picked[2] if picked is not None else snap_end
-        self.last_read_seqno = snap_end
-        reason: StreamEndReason | None = None
-        if selection.ended:
-            reason = self._ending_reason()
-        elif snap_end >= self.end_seqno:
-            reason = StreamEndReason.OK
-        hidden = selection.hidden >= 0 and self._filter.aware
-        if picked is None:
-            if hidden:
-                # only prepares or aborts the stream does not send: a marker and a
-                # SEQNO_ADVANCED at the last of them (kv_engine
-                # ``sendSnapshotAndSeqnoAdvanced``, MB-48368)
-                (held,) = batch.items_at([selection.hidden])
-                seqno = min(held.seqno, snap_end)
-                self._queue_memory_marker(batch, seqno, seqno)
-                self._queue_extras([self._seqno_advanced(seqno)], seqno)
-            elif (
-                self._filter.aware
-                and not self._first_marker_sent
-                and (self._requested_snap_end > self._start_seqno)
-            ):
-                # the consumer resumes inside a snapshot: complete it (kv_engine
-                # ``ActiveStream::sendSnapshotAndSeqnoAdvanced``)
-                self._queue_memory_marker(batch, batch.first_seqno, snap_end)
-                self._queue_extras([self._seqno_advanced(snap_end)], snap_end)
-            if reason is not None:
-                self.end(reason)
+        read = read_memory(
+            batch,
+            self._filter,
+            self._encoder,
+            end_seqno=self.end_seqno,
+            sync=self._sync(memory=True),
+            sync_replication=self._sync_replication,
+        )
+        self.last_read_seqno = read.snap_end
+        resumes_inside = self._request.snap_end_seqno > self._request.start_seqno
+        done = queue_memory_read(
+            read,
+            self.queue,
+            self._filter,
+            change_streams=self._change_streams,
+            resumes_inside=resumes_inside,
+        )
+        if read.picked is not None:
+            self._take_pending(PIECE_BYTES)
             return
-        frames, first, last = picked
-        visible = self._visible_chosen(batch, selection)
-        if self._filter.aware and (not self._filter.passthrough or hidden):
-            # a filtered snapshot ends where the batch does (SEQNO_ADVANCED to it)
-            self._queue_memory_marker(batch, batch.first_seqno, snap_end, visible)
-            if last < snap_end:
-                frames = _joined(frames, _extra(self._seqno_advanced(snap_end)))
-        else:
-            self._queue_memory_marker(batch, first, last, visible)
-        self._pending = PendingFrames(frames, last, then_end=reason)
-        self._pending_pos = 0
-        self._queue_piece()
+        self._pending_done(done)
+        if read.reason is not None:
+            self.end(read.reason)
 
-    def _visible_chosen(self, batch: MemoryBatch, selection: Selection) -> int | None:
-        """The max visible seqno of a filtered memory snapshot: the seqno of the last
-        visible item (neither a prepare nor an abort) the filter lets through, as
-        kv_engine's ``ActiveStream::processItemsInner`` counts only what the stream
-        sends; None for a batch sent whole, or with no visible item chosen (the
-        vbucket's max visible seqno then, ``_visible_upto``). Only v2.0 markers carry it."""
-        positions = selection.positions
-        if positions is None or not self._sync_replication:
-            return None
-        tags = batch.tags
-        for i in range(len(positions) - 1, -1, -1):
-            if tags[positions[i]] != TAG_DURABLE:
-                (item,) = batch.items_at([positions[i]])
-                return int(item.seqno)
-        return None
+    def _take_pending(self, budget: float) -> None:
+        """Queue about ``budget`` bytes of the pending frames (``ReadyQueue.take``)."""
+        self._pending_done(self.queue.take(budget))
 
-    def _queue_memory_marker(
-        self, batch: MemoryBatch, first: int, last: int, visible: int | None = None
-    ) -> None:
-        new_checkpoint = batch.starts_checkpoint or self._next_marker_checkpoint
-        start = first
-        if batch.starts_checkpoint and batch.checkpoint_start_seqno > self.last_marker_end:
-            start = max(batch.checkpoint_start_seqno, self._requested_snap_start)
-        flags = SnapshotFlag.MEMORY | (SnapshotFlag.CHECKPOINT if new_checkpoint else 0)
-        if self._change_streams and batch.checkpoint.historical:
-            flags |= SnapshotFlag.HISTORY  # memory snapshots never repeat a key
-        self._queue_marker(start, last, flags, visible=visible)
-        self._next_marker_checkpoint = False
-
-    def _queue_marker(
-        self,
-        start: int,
-        end: int,
-        flags: int,
-        *,
-        disk: object | None = None,
-        overlap: bool = False,
-        visible: int | None = None,
-    ) -> None:
-        """Queue a marker; its start never at or below the last marker's end, but for
-        the history marker of a split backfill (``overlap``), which repeats the end of
-        the de-duplicated one before it (kv_engine ``ActiveStream::markDiskSnapshot``
-        with ``HistoryFollowingNoHistory``). ``visible``: a v2.0 marker's max visible
-        seqno when not the vbucket's up to ``end`` (a filtered memory snapshot's)."""
-        if not self._first_marker_sent:
-            start = min(start, self._requested_snap_start)
-            self._first_marker_sent = True
-        elif start <= self.last_marker_end and not overlap:
-            start = (
-                self.last_marker_end + 1
-            )  # markers never overlap (kv_engine asserts it on active vbuckets)
-        version = SnapshotMarkerVersion.V1
-        extra: dict[str, int] = {}
-        if self._sync_replication:
-            version = SnapshotMarkerVersion.V2_0
-            if visible is None:
-                visible = self._visible_upto(end)
-            extra = {"max_visible_seqno": visible}
-            if disk is not None:
-                extra["max_visible_seqno"] = min(visible, getattr(disk, "max_visible_seqno", 0))
-                extra["high_completed_seqno"] = getattr(disk, "high_completed_seqno", 0)
-                if self._marker_version is SnapshotMarkerVersion.V2_2:
-                    version = SnapshotMarkerVersion.V2_2
-                    extra["purge_seqno"] = getattr(disk, "purge_seqno", 0)
-        elif disk is not None and self._marker_version is SnapshotMarkerVersion.V2_2:
-            version = SnapshotMarkerVersion.V2_2
-            extra = {
-                "max_visible_seqno": end,
-                "high_completed_seqno": getattr(disk, "high_completed_seqno", 0),
-                "purge_seqno": getattr(disk, "purge_seqno", 0),
-            }
-        frame = SnapshotMarker(
-            opaque=self.opaque,
-            vbucket=self.vbucket,
-            start_seqno=start,
-            end_seqno=end,
-            flags=int(flags),
-            version=version,
-            stream_id=self.stream_id,
-            **extra,
-        ).encode()
-        self.chunks.append(Chunk(bytearray(frame), [len(frame)]))
-        self.last_marker_end = end
-        self.markers_sent += 1
-        if self.observer is not None:
-            self.observer(self.vbucket, self.stream_id, start, end, False)
-
-    def _queue_piece(self) -> None:
-        """Queue the next pending frames, about ``PIECE_BYTES`` of them."""
-        self._take_pending(PIECE_BYTES)
-
-    def _flush_pending(self) -> None:
-        """Queue the rest of the pending frames at once (the stream is ending)."""
-        self._take_pending(math.inf)
-
-    def _take_pending(self, budget: float) -> bool:
-        """Queue pending frames from the next one on, about ``budget`` bytes of them (at
-        least one frame); True when that was the last of them."""
-        pending = self._pending
-        assert pending is not None
-        ends, pos = pending.frames.ends, self._pending_pos
-        base = ends[pos - 1] if pos else pending.frames.base
-        stop = min(bisect.bisect_left(ends, base + budget, pos) + 1, len(ends))
-        self._queue_frames(pending.frames, pos, stop)
-        self._pending_pos = stop
-        if stop < len(ends):
-            return False
-        self._pending = None
-        self.last_sent_seqno = max(self.last_sent_seqno, pending.last_seqno)
+    def _pending_done(self, done: PendingFrames | None) -> None:
+        """Pending frames are all queued (``done``; None: not yet): the stream has sent
+        up to their last seqno, a backfill's place goes to the next stream, and the end
+        they carry is queued."""
+        if done is None:
+            return
+        self.last_sent_seqno = max(self.last_sent_seqno, done.last_seqno)
         if self.state is StreamState.BACKFILLING and self._history_end is None:
             self._backfill_done()  # read and queued: the next stream's backfill may start
-        if pending.then_end is not None:
-            self.end(pending.then_end)
-        return True
-
-    def _queue_frames(self, frames: Frames, start: int, stop: int) -> None:
-        """Queue prepared frames ``start:stop``."""
-        buf, ends, base = self._encoder.encode(frames, start, stop, self.opaque, self.stream_id)
-        self.chunks.append(Chunk(buf, ends, base))
-        self.items_sent += stop - start
+        if done.then_end is not None:
+            self.end(done.then_end)

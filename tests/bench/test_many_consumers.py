@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.full
 
 VBUCKETS = 64
-pytestmark = pytest.mark.full
 
 #: 2,000 documents (not the issue's 20,000): 200 consumers of 20,000 would be 4 million
 #: events through the Python reference consumer, minutes on a 2-core machine.
@@ -145,13 +144,17 @@ async def test_200_consumers_stream_every_vbucket_and_memory_returns(
     before = await _settled_rss(serve_process)
     peak = await _round(serve_process, expected)
     after = await _settled_rss(serve_process)
-    await _round(serve_process, expected)
-    again = await _settled_rss(serve_process)
+    rounds = [after]
+    for _ in range(3):
+        await _round(serve_process, expected)
+        rounds.append(await _settled_rss(serve_process))
     print(
         f"\n{CONSUMERS} consumers x {VBUCKETS} vbuckets x {DOCS} docs: server RSS "
         f"before {before / MiB:.1f} MiB, peak {peak / MiB:.1f} MiB, "
         f"after {after / MiB:.1f} MiB ({(after - before) / CONSUMERS / 1024:.0f} KiB "
-        f"per connection kept), after a second round {again / MiB:.1f} MiB"
+        f"per connection kept), after each further round "
+        + ", ".join(f"{r / MiB:.1f}" for r in rounds[1:])
+        + " MiB"
     )
     # Was ~0.6 MiB per connection kept (115 MiB for 200), and more with every round.
     # Part of what stays is the node's event log (the last 100,000 events, ~20 MB when
@@ -160,11 +163,16 @@ async def test_200_consumers_stream_every_vbucket_and_memory_returns(
     # one before collections streaming on a busy 2-core machine. The protocol checker
     # keeps the histories of names gone idle (at most ``max_idle_streams``, 2 MiB) and
     # the heap it fragments: 56-61 MiB kept where it was 44-55 without it on this
-    # machine. The bound is well under what the leak kept; a second round keeps little
-    # more than the first (the leak grew with every round).
+    # machine.
     assert after - before < 80 * MiB
-    assert again - before < 80 * MiB
-    assert again - after < 24 * MiB
+    assert rounds[-1] - before < 100 * MiB
+    # A leak grows with every round; high water does not. The second round alone grew
+    # 15-29 MiB (the event log filling, the heap's high water rising under load: CI
+    # failed a 24 MiB bound on one round at 1c4f482), then rounds level off: 120, 124,
+    # 135, 133 MiB after rounds 2-5 in one run here. The last two rounds together, after
+    # the event log is full, keep little (13 MiB in that run); the leak kept ~115 MiB per
+    # round.
+    assert rounds[-1] - rounds[1] < 32 * MiB
 
 
 # -- a stalled consumer -------------------------------------------------------------------

@@ -4,10 +4,13 @@ reports (JUnit against a schema, JSON, HTML), bad consumer commands and outputs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -329,3 +332,66 @@ def test_a_wait_never_holds_back_the_stream_end_its_progress_needs(tmp_path: Pat
     assert result["verdict"] == "pass", result["reason"]
     assert result["seconds"] < 10  # not after the wait's timeout
     assert code == 0
+
+
+#: a consumer that says its pid, ignores SIGINT (as a JVM under some launchers does) and
+#: waits: only the SIGTERM check sends its consumer ends it
+STUBBORN = (
+    "import os, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for this purpose: its parent, check, has not reaped it yet
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_ctrl_c_leaves_no_consumer_behind(tmp_path: Path, command: str) -> None:
+    told = tmp_path / "pid"
+    scenario = (
+        "rollback-mid-snapshot"
+        if command == "check"
+        else str(ROOT / "mockdcp" / "scenarios" / "rollback-mid-snapshot.yaml")
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mockdcp",
+            command,
+            scenario,
+            "--",
+            sys.executable,
+            "-c",
+            STUBBORN,
+            str(told),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,  # SIGINT goes to mockdcp alone, not to the consumer too
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (told.exists() and told.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = int(told.read_text())
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        assert not _alive(pid)
+    finally:
+        proc.kill()
+        if told.exists() and told.read_text():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(told.read_text()), signal.SIGKILL)

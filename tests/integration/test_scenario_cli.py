@@ -98,3 +98,27 @@ def test_scenarios_lists_the_bundled_library() -> None:
         row = json.loads(line)
         assert row["name"]
         assert not row["description"].startswith("INVALID")
+
+
+def test_run_tells_the_consumer_the_scenarios_collections_and_scope(
+    tmp_path: pathlib.Path,
+) -> None:
+    # as `mockdcp check` does (issue 46): a consumer of named collections learns them
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: told\ndescription: one write to a collection\nseed: 1\n"
+        "bucket: {vbuckets: 1, collections: {inventory: [hotel]}}\n"
+        "steps:\n  - set: {key: a, value: {n: 1}, collection: inventory.hotel}\n"
+        "  - wait: {seconds: 5}\n"
+    )
+    told = tmp_path / "told.json"
+    keep = (
+        "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
+        "('MOCKDCP_COLLECTIONS', 'MOCKDCP_SCOPE')}, open(sys.argv[1], 'w'))"
+    )
+    result = mockdcp("run", str(path), "--json", "--", sys.executable, "-c", keep, str(told))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(told.read_text()) == {
+        "MOCKDCP_COLLECTIONS": "inventory.hotel",
+        "MOCKDCP_SCOPE": "inventory",
+    }

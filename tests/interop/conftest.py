@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -23,6 +24,14 @@ BUILD_TIMEOUT = 1500
 
 
 def _build(script: Path) -> None:
+    """Runs a build script (it does nothing when its output is up to date), one process
+    at a time: the full tier's processes share the build directories."""
+    with open(script.parent / ".build.lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _run_build(script)
+
+
+def _run_build(script: Path) -> None:
     result = subprocess.run(
         ["bash", str(script)], capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
     )

@@ -53,13 +53,14 @@ def test_disk_frames_stay_beside_their_seqnos_through_every_step(steps: list[Any
         apply(b, op)
         vb = b.vbucket(0)
         by_seqno = vb.disk_by_seqno
-        assert list(vb.disk_seqnos) == sorted(by_seqno)
-        assert vb.disk_heads == [by_seqno[s].head for s in vb.disk_seqnos]
-        assert vb.disk_tails == [by_seqno[s].tail for s in vb.disk_seqnos]
-        assert bytes(vb.disk_tags) == bytes(by_seqno[s].tag for s in vb.disk_seqnos)
-        assert list(vb.disk_cids) == [by_seqno[s].collection_id for s in vb.disk_seqnos]
-        assert list(vb.disk_sizes) == [by_seqno[s].size for s in vb.disk_seqnos]
-        assert sorted(it.seqno for it in vb.disk.values()) == list(vb.disk_seqnos)
+        cols = vb.store.columns
+        assert list(cols.seqnos) == sorted(by_seqno)
+        assert cols.heads == [by_seqno[s].head for s in cols.seqnos]
+        assert cols.tails == [by_seqno[s].tail for s in cols.seqnos]
+        assert bytes(cols.tags) == bytes(by_seqno[s].tag for s in cols.seqnos)
+        assert list(cols.cids) == [by_seqno[s].collection_id for s in cols.seqnos]
+        assert list(cols.sizes) == [by_seqno[s].size for s in cols.seqnos]
+        assert sorted(it.seqno for it in vb.disk.values()) == list(cols.seqnos)
         for after in (0, vb.persisted_seqno // 2):
             items = vb.disk_snapshot(after).items
             frames = vb.disk_snapshot(after, frames=True)

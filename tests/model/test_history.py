@@ -197,7 +197,7 @@ class TestHistoryColumns:
 
     @staticmethod
     def _by_items(b: Bucket, after: int) -> tuple[object, ...]:
-        from mockdcp.model._vbucket import HistoryColumns
+        from mockdcp.model._history_log import HistoryColumns
 
         vb = b.vbucket(0)
         kept, vb.history_columns = vb.history_columns, HistoryColumns()  # not the log

@@ -112,9 +112,15 @@ def test_set_many_writes_the_model_and_frames_of_set_item_by_item(
         assert model_state(many) == model_state(one)
     one.persist()
     many.persist()
-    assert [vb.disk_heads for vb in many.vbuckets] == [vb.disk_heads for vb in one.vbuckets]
-    assert [vb.disk_tails for vb in many.vbuckets] == [vb.disk_tails for vb in one.vbuckets]
-    assert [vb.disk_tags for vb in many.vbuckets] == [vb.disk_tags for vb in one.vbuckets]
+    assert [vb.store.columns.heads for vb in many.vbuckets] == [
+        vb.store.columns.heads for vb in one.vbuckets
+    ]
+    assert [vb.store.columns.tails for vb in many.vbuckets] == [
+        vb.store.columns.tails for vb in one.vbuckets
+    ]
+    assert [vb.store.columns.tags for vb in many.vbuckets] == [
+        vb.store.columns.tags for vb in one.vbuckets
+    ]
 
 
 def test_set_many_guesses_datatypes_and_takes_one_value_for_every_row() -> None:

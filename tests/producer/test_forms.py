@@ -482,7 +482,7 @@ def test_filtered_streams_send_what_the_codec_encodes_item_by_item(
             dropped = {
                 getattr(e, "event_collection_id", None) for e in vb.system_events if e.deleted
             }
-            history = [vb.disk_by_seqno[s] for s in vb.disk_seqnos]
+            history = [vb.disk_by_seqno[s] for s in vb.store.columns.seqnos]
             history = [it for it in history if it.system or it.collection_id not in dropped]
         want_items = reference_selection(history, collections, scope, form)
         want = [

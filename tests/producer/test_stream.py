@@ -61,7 +61,7 @@ def test_a_batch_larger_than_a_piece_is_queued_piece_by_piece() -> None:
     mutations = [m for m in messages if isinstance(m, Mutation)]
     assert [m.by_seqno for m in mutations] == list(range(1, 21))
     assert {m.opaque for m in messages} == {0xABCD}
-    assert stream.items_sent == 20
+    assert stream.queue.items_sent == 20
     assert stream.last_sent_seqno == 20
 
 

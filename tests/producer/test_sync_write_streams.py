@@ -303,3 +303,20 @@ def test_a_legacy_memory_marker_has_the_max_visible_seqno_of_the_default_collect
         ("mutation", b"a", b"2", 4),
         ("prepare", b"q", b"5", 7),
     ]
+
+
+def test_a_v2_marker_over_a_cold_loaded_vbucket_carries_its_max_visible_seqno() -> None:
+    """The cold tier's documents are visible: a v2.0 disk marker of a bulk-loaded
+    vbucket carries their last seqno as its max visible seqno (kv_engine
+    ``ActiveStream::markDiskSnapshot``), not 0 as a count of the write log alone (the
+    cold tier's items are in no log) gave it; a prepare written after them does not
+    move it."""
+    b = bucket()
+    b.load_cold([b"a", b"b", b"c"], [b"1", b"2", b"3"])
+    b.persist()
+    msgs = stream(session(b, collections=False))
+    assert summary(msgs)[0] == ("marker", 0, 3, 3)
+    b.sync_write("d", "4", vbucket=0, outcome="pending")
+    b.persist()
+    msgs = stream(session(b, collections=False))
+    assert summary(msgs)[0] == ("marker", 0, 4, 3)
