@@ -58,8 +58,9 @@ DEFAULT_POLL = 0.1
 MIN_GAP = 0.01
 #: seconds a reading of the map may take on its connection before it is given up and
 #: the connection closed (a reply whose length is broken waits for bytes that never
-#: come): the Couchbase SDKs' default KV timeout, 2.5 s
-MAP_TIMEOUT = 2.5
+#: come; a node answers in milliseconds): well under the 2 s in which ``mockdcp check``
+#: wants a stream ended STATE_CHANGED asked for again, which may need the map first
+MAP_TIMEOUT = 0.5
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
     {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
