@@ -49,6 +49,7 @@ from mockdcp.explore import (
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterable, Iterator
 
     from mockdcp.explore import ConsumerFactory
     from mockdcp.scenario import Scenario
@@ -225,18 +226,27 @@ def judge(result: ScenarioResult) -> list[Finding]:
 # -- the whole run ------------------------------------------------------------------------
 
 
-async def explore(state: ExploreState, on_result: Any = None) -> None:  # noqa: ANN401
-    """Run the schedules ``jobs`` at once (see the module docstring), then shrink."""
+async def explore(
+    state: ExploreState,
+    on_result: Any = None,  # noqa: ANN401
+    *,
+    indices: Iterable[int] | None = None,
+    shrinking: bool = True,
+) -> None:
+    """Run the schedules ``jobs`` at once (see the module docstring), then shrink (unless
+    not ``shrinking``). ``indices``: only these schedules (a Spark task's share), else
+    ``runs`` of them from 0, or as many as ``seconds`` allow."""
     options = state.options
-    counter = itertools.count()
-    deadline = None if options.seconds is None else trio.current_time() + options.seconds
+    counter: Iterator[int] = itertools.count() if indices is None else iter(indices)
+    # real seconds (the schedules may run under a virtual clock)
+    deadline = None if options.seconds is None else time.perf_counter() + options.seconds
 
     async def worker() -> None:
         while True:
-            index = next(counter)
-            if options.runs is not None and index >= options.runs:
+            index = next(counter, None)
+            if index is None or (options.runs is not None and index >= options.runs):
                 return
-            if deadline is not None and trio.current_time() >= deadline:
+            if deadline is not None and time.perf_counter() >= deadline:
                 return
             scenario = generate(options.generate, index)
             result = await run_schedule(scenario, options)
@@ -253,7 +263,8 @@ async def explore(state: ExploreState, on_result: Any = None) -> None:  # noqa: 
         for _ in range(options.jobs):
             nursery.start_soon(worker)
     state.explore_seconds = time.perf_counter() - began
-    await shrink_found(state)
+    if shrinking:
+        await shrink_found(state)
 
 
 async def shrink_found(state: ExploreState) -> None:
@@ -376,6 +387,10 @@ def options_from(args: argparse.Namespace) -> ExploreOptions:
         raise ExploreError(f"--runs is at least 1, not {runs}")
     if args.time is not None and args.time <= 0:
         raise ExploreError("--time must be positive")
+    if args.master is not None and args.time is not None:
+        raise ExploreError("--master runs a number of schedules: give --runs, not --time")
+    if args.partitions is not None and (args.master is None or args.partitions < 1):
+        raise ExploreError("--partitions is at least 1, with --master")
     if not 1 <= args.shrink_runs <= 20:
         raise ExploreError(f"--shrink-runs is 1..20, not {args.shrink_runs}")
     out = None if args.out is None else Path(args.out)
@@ -432,6 +447,14 @@ def add_parser(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers action
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     p.add_argument("--junit", metavar="FILE", help="JUnit XML, a test per schedule")
     p.add_argument("--html", metavar="FILE", help="an HTML page with each failure")
+    p.add_argument(
+        "--master",
+        metavar="URL",
+        help="run the schedules as Spark tasks on this master (local[2], spark://HOST:PORT)",
+    )
+    p.add_argument(
+        "--partitions", type=int, default=None, help="Spark tasks (the master's parallelism)"
+    )
 
 
 def _line(index: int, result: ScenarioResult, found: Found | None) -> str:
@@ -480,8 +503,14 @@ def run_explore(args: argparse.Namespace) -> int:
         return 2
     out = sys.stderr if args.json else sys.stdout
     state = ExploreState(options)
+    from mockdcp.cli._explore_inprocess import virtual_clock
+
     try:
-        trio.run(_with_progress, state, out)
+        if args.master is not None:
+            if not _on_spark(state, args.master, args.partitions, out):
+                return 2
+        else:
+            trio.run(_with_progress, state, out, clock=virtual_clock(options.factory))
     except KeyboardInterrupt:
         _interrupted(state)
     except BaseExceptionGroup as group:  # from a nursery: Ctrl-C inside a schedule
@@ -506,6 +535,24 @@ def run_explore(args: argparse.Namespace) -> int:
     if state.found:
         return 1
     return 130 if state.interrupted else 0
+
+
+def _on_spark(state: ExploreState, master: str, partitions: int | None, out: TextIO) -> bool:
+    """``--master``: the schedules as Spark tasks (``_explore_spark``); False (said why)
+    when Spark cannot run them."""
+    from mockdcp.cli._explore_spark import explore_on_spark
+    from mockdcp.data import PipelineError
+
+    def show(index: int, result: ScenarioResult, found: Found | None) -> None:
+        if found is not None:
+            print(_line(index, result, found), file=out)
+
+    try:
+        explore_on_spark(state, master, partitions, show)
+    except PipelineError as exc:
+        print(f"mockdcp explore: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _interrupted(state: ExploreState) -> None:

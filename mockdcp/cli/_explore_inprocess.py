@@ -7,15 +7,25 @@ settle time and reasons), with what the consumer holds (``state.documents()``) c
 with the oracle in place of its ``$MOCKDCP_OUTPUT``: the same ``ScenarioResult``, so the
 same anomalies. An exception of the consumer's is its crash; one of the server's is a
 ``mockdcp error``.
+
+A consumer whose factory takes ``connect`` (``takes_connect``: the reference consumer)
+reaches the nodes over in-memory streams (``MemoryNetwork``: each connection handed to
+the node's KV service as an accepted one, refused while the node's ports are closed), so
+that ``mockdcp explore`` can run it under trio's ``MockClock`` with
+``autojump_threshold=0`` (``VIRTUAL``): with no socket in the way, every task blocked
+means only a timer can wake one, and the clock jumps to it, so a schedule's waits,
+faults' timers, noops and back-offs cost no real time.
 """
 
 from __future__ import annotations
 
+import errno
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
+import trio.testing
 
 from mockdcp.cli._check import (
     CHECK_ACK_STALL,
@@ -25,15 +35,50 @@ from mockdcp.cli._check import (
     Verdict,
     evidence,
 )
-from mockdcp.explore import held
+from mockdcp.explore import held, takes_connect
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mockdcp.explore import ConsumerFactory, InProcessConsumer
     from mockdcp.scenario import Scenario
     from mockdcp.server import MockDcpServer
 
 #: examples kept per kind of difference
 EXAMPLES = 5
+
+
+def virtual_clock(factory: ConsumerFactory | None) -> trio.abc.Clock | None:
+    """The clock to run in-process schedules of ``factory``'s consumers under: a
+    ``MockClock`` that jumps to the next timer as soon as every task is blocked, for a
+    consumer reached over in-memory streams (module docstring); None (the real clock)
+    for any other."""
+    if factory is None or not takes_connect(factory):
+        return None
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+class MemoryNetwork:
+    """The server's nodes reached over in-memory streams (module docstring):
+    ``connect(host, port)`` hands one end of a stream pair to the KV service of the node
+    whose KV port is ``port`` (its task in ``nursery``, set before the consumer runs)
+    and returns the other; a port no node listens on refuses
+    (``ConnectionRefusedError``), as TCP does."""
+
+    def __init__(self, server: MockDcpServer) -> None:
+        self.server = server
+        self.nursery: trio.Nursery | None = None
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+        await trio.lowlevel.checkpoint()
+        if self.nursery is None:
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "the network is not up")
+        for shell in self.server.shells:
+            if shell.node.kv_port == port and shell.listening:
+                client, accepted = trio.testing.memory_stream_pair()
+                self.nursery.start_soon(shell.kv.handle, accepted)
+                return client
+        raise ConnectionRefusedError(errno.ECONNREFUSED, f"connection refused: {host}:{port}")
 
 
 def compare(consumer: InProcessConsumer, server: MockDcpServer) -> dict[str, Any]:
@@ -117,7 +162,15 @@ async def _run(
         server.node.checker_limits = CheckerLimits(
             ack_stall=CHECK_ACK_STALL, reopen_within=CHECK_REOPEN_WITHIN
         )
-        consumer = make(server.host, server.kv_port, len(server.nodes))
+        network = None
+        if takes_connect(make):
+            network = MemoryNetwork(server)
+            connecting = cast("Callable[..., InProcessConsumer]", make)
+            consumer = connecting(
+                server.host, server.kv_port, len(server.nodes), connect=network.connect
+            )
+        else:
+            consumer = make(server.host, server.kv_port, len(server.nodes))
         crash: list[str] = []
         over = trio.Event()  # the scenario ended, or the consumer did (as check stops)
 
@@ -136,6 +189,8 @@ async def _run(
 
         trouble = None
         async with trio.open_nursery() as nursery:
+            if network is not None:
+                network.nursery = nursery  # its connections end with the consumer
             nursery.start_soon(consume)
             nursery.start_soon(scenario_over)
             with trio.move_on_after(limit) as scope:
@@ -167,4 +222,4 @@ async def _run(
             result.reason = f"output verified ({result.verification['matched']} documents)"
 
 
-__all__ = ["compare", "run_in_process"]
+__all__ = ["MemoryNetwork", "compare", "run_in_process", "virtual_clock"]

@@ -9,7 +9,8 @@ Clustermap Change Notification"), and it reads the map again (on one connection 
 it) when a node pushes a newer revision, and at once when a node tells it a vbucket is
 not there any more: a stream request answered NOT_MY_VBUCKET, a stream ended
 STATE_CHANGED (kv_engine ``DcpProducer::closeStreamDueToVbStateChange``), a connection
-lost. It polls the map (every ``poll`` seconds, 0.1 by default) only while no node it
+lost; and when a lost connection is back (a push sent meanwhile is not sent again). It
+polls the map (every ``poll`` seconds, 0.1 by default) only while no node it
 streams from has granted the pushes (``clustermap_notification=False``, or nodes whose
 HELLO answer leaves the feature out). A vbucket whose active moved is then asked for on
 its new node, from where the state says it is, as java-dcp-client's ``Conductor`` and
@@ -42,7 +43,7 @@ from mockdcp.protocol import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from mockdcp.client._core import Action
     from mockdcp.client._streams import StreamKey
@@ -55,6 +56,11 @@ log = logging.getLogger("mockdcp.client")
 DEFAULT_POLL = 0.1
 #: seconds at least between two readings of the map
 MIN_GAP = 0.01
+#: seconds a reading of the map may take on its connection before it is given up and
+#: the connection closed (a reply whose length is broken waits for bytes that never
+#: come; a node answers in milliseconds): well under the 2 s in which ``mockdcp check``
+#: wants a stream ended STATE_CHANGED asked for again, which may need the map first
+MAP_TIMEOUT = 0.5
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
     {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
@@ -100,6 +106,9 @@ class _Member(DcpConsumer):
     streams on it from another task)."""
 
     live = False
+    #: called when the connection is lost and when it is back after a loss: the map
+    #: may have changed meanwhile, and a push sent while it was down is never sent again
+    away: Callable[[], None] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
         super().__init__(*args, **kwargs)
@@ -111,11 +120,17 @@ class _Member(DcpConsumer):
 
     async def request_streams(self) -> None:
         self.live = True  # before the list is taken: a vbucket added later is sent
+        if self.connects > 1 and self.away is not None:
+            self.away()  # back after a loss
         await super().request_streams()
 
     async def _session(self) -> None:
         try:
             await super()._session()
+        except _LOST:
+            if self.away is not None:
+                self.away()
+            raise
         finally:
             self.live = False
 
@@ -124,8 +139,11 @@ class _Member(DcpConsumer):
         if vb not in self.core.vbuckets:
             self.core.vbuckets.append(vb)
         if self.live:
-            for request in self.core.stream_requests(vb):
-                await self._send(request)
+            try:
+                for request in self.core.stream_requests(vb):
+                    await self._send(request)
+            except _LOST:
+                pass  # the connection is going: its next session asks for every vbucket
 
     def drop(self, vb: int) -> None:
         if vb in self.core.vbuckets:
@@ -137,7 +155,8 @@ class _Member(DcpConsumer):
 class ClusterConsumer:
     """See the module docstring. Takes ``DcpConsumer``'s options (``vbuckets`` None:
     every vbucket of the map); ``state`` and ``on_event`` are shared by every node's
-    connection."""
+    connection. ``connect``: opens a connection to a node's (host, port) (default
+    ``trio.open_tcp_stream``; explore's in-process runs pass an in-memory one)."""
 
     #: a ``ConsumerCore`` subclass whose rules every node's connection follows (put
     #: before the node's own: a test's consumer that breaks one rule, across the cluster)
@@ -157,9 +176,11 @@ class ClusterConsumer:
         state: ConsumerState | None = None,
         on_event: Callable[[int, object], None] | None = None,
         poll: float | None = None,
+        connect: Callable[[str, int], Awaitable[trio.abc.Stream]] | None = None,
         **core_options: Any,  # noqa: ANN401 - ConsumerCore's
     ) -> None:
         self.seeds = [(host, port)]
+        self.connect = connect
         self.user, self.password, self.bucket, self.name = user, password, bucket, name
         self.mechanism = mechanism
         self.wanted = None if vbuckets is None else list(vbuckets)
@@ -190,30 +211,42 @@ class ClusterConsumer:
         """The cluster map, from the node kept for it or any other known one."""
         addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
         for host, port in addresses:
-            client = self._config_client
-            try:
-                if client is None or (client.host, client.port) != (host, port):
-                    await self._close_config_client()
-                    client = DcpConsumer(
-                        host,
-                        port,
-                        user=self.user,
-                        password=self.password,
-                        bucket=self.bucket,
-                        mechanism=self.mechanism,
-                        vbuckets=[],
-                        collections=False,
-                    )
-                    client._reader = FrameReader()
-                    client._stream = await client._connect()
-                    self._config_client = client
-                    await client._login()
-                frame = await client._expect_ok(
-                    GetClusterConfig(opaque=client.core.next_opaque()), "GET_CLUSTER_CONFIG"
-                )
-                return json.loads(frame.value)  # type: ignore[no-any-return]
-            except (*_LOST, ValueError):
+            with trio.move_on_after(MAP_TIMEOUT):
+                config = await self._fetch_from(host, port)
+                if config is not None:
+                    return config
+                continue
+            log.info("no cluster map from %s:%d within %gs", host, port, MAP_TIMEOUT)
+            await self._close_config_client()
+        return None
+
+    async def _fetch_from(self, host: str, port: int) -> dict[str, Any] | None:
+        """The cluster map from ``host``:``port`` (None: that node did not give it)."""
+        client = self._config_client
+        try:
+            if client is None or (client.host, client.port) != (host, port):
                 await self._close_config_client()
+                client = DcpConsumer(
+                    host,
+                    port,
+                    user=self.user,
+                    password=self.password,
+                    bucket=self.bucket,
+                    mechanism=self.mechanism,
+                    vbuckets=[],
+                    collections=False,
+                    connect=self._opener(host, port),
+                )
+                client._reader = FrameReader()
+                client._stream = await client._connect()
+                self._config_client = client
+                await client._login()
+            frame = await client._expect_ok(
+                GetClusterConfig(opaque=client.core.next_opaque()), "GET_CLUSTER_CONFIG"
+            )
+            return json.loads(frame.value)  # type: ignore[no-any-return]
+        except (*_LOST, ValueError):
+            await self._close_config_client()
         return None
 
     async def _close_config_client(self) -> None:
@@ -221,6 +254,12 @@ class ClusterConsumer:
         if client is not None and client._stream is not None:
             with trio.CancelScope(shield=True):
                 await client._stream.aclose()
+
+    def _opener(self, host: str, port: int) -> Callable[[], Awaitable[trio.abc.Stream]] | None:
+        """What opens a connection to ``host``:``port`` (None: TCP, ``DcpConsumer``'s)."""
+        if self.connect is None:
+            return None
+        return partial(self.connect, host, port)
 
     def _known(self) -> list[tuple[str, int]]:
         out = []
@@ -240,6 +279,10 @@ class ClusterConsumer:
         """A node pushed config ``revision``: read the map now if it is newer."""
         if revision > self.rev:
             self._poke.set()
+
+    def reread(self) -> None:
+        """Read the map again now (a connection lost, or back after a loss)."""
+        self._poke.set()
 
     def lost(self, vb: int, address: str) -> None:
         """The node at ``address`` said ``vb`` is not there: read the map again now. An
@@ -303,7 +346,9 @@ class ClusterConsumer:
                 vbuckets=[],
                 on_event=self.on_event,
                 core=core,
+                connect=self._opener(host, int(port)),
             )
+            member.away = self.reread
             self.members[address] = member
             scope = trio.CancelScope()
             self._scopes[address] = scope

@@ -12,6 +12,7 @@ from mockdcp.explore._consumers import (
     is_spec as is_spec,
     load_factory as load_factory,
     reference_consumer as reference_consumer,
+    takes_connect as takes_connect,
 )
 from mockdcp.explore._format import scenario_yaml as scenario_yaml, step_data as step_data
 from mockdcp.explore._generate import (
@@ -69,5 +70,6 @@ __all__ = [
     "shrink",
     "size",
     "step_data",
+    "takes_connect",
     "validate",
 ]

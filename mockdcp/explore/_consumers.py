@@ -1,18 +1,28 @@
 """Python consumers ``explore`` runs in-process (``-- module:callable``): a callable
 ``(host, kv_port, nodes) -> consumer`` whose consumer has ``async run()`` (reconnecting
 as it needs to; cancelled when the schedule is judged) and ``state.documents()`` (what
-it holds, judged against the oracle), as the reference consumer has."""
+it holds, judged against the oracle), as the reference consumer has.
+
+A factory that also takes a ``connect`` keyword (``async (host, port) -> trio stream``,
+as ``reference_consumer`` does) opens every connection with it: explore then runs it
+over in-memory streams under a virtual clock (``takes_connect``)."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
+
+    import trio
+
+    #: opens a connection to a node: ``await connect(host, port)``
+    Connect = Callable[[str, int], Awaitable[trio.abc.Stream]]
 
 #: ``package.module:callable``
 SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -31,14 +41,32 @@ class ConsumerFactory(Protocol):
     def __call__(self, host: str, port: int, nodes: int) -> InProcessConsumer: ...
 
 
-def reference_consumer(host: str, port: int, nodes: int) -> InProcessConsumer:
+def reference_consumer(
+    host: str, port: int, nodes: int, *, connect: Connect | None = None
+) -> InProcessConsumer:
     """The reference consumer as ``mockdcp tail`` runs it: a connection per node (the
-    cluster's map followed) when the cluster has several, else one to the node."""
+    cluster's map followed) when the cluster has several, else one to the node; each
+    connection opened with ``connect`` (default: TCP)."""
     from mockdcp.client import ClusterConsumer, DcpConsumer
 
     if nodes > 1:
-        return ClusterConsumer(host, port)
-    return DcpConsumer(host, port, vbuckets=None)
+        return ClusterConsumer(host, port, connect=connect)
+    if connect is None:
+        return DcpConsumer(host, port, vbuckets=None)
+    return DcpConsumer(host, port, vbuckets=None, connect=lambda: connect(host, port))
+
+
+def takes_connect(factory: ConsumerFactory) -> bool:
+    """The factory takes a ``connect`` keyword (module docstring)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    parameter = parameters.get("connect")
+    return parameter is not None and parameter.kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
 
 
 def is_spec(command: list[str]) -> bool:
@@ -67,4 +95,11 @@ def held(consumer: InProcessConsumer) -> Mapping[Any, Any]:
     return dict(consumer.state.documents())
 
 
-__all__ = ["ConsumerFactory", "InProcessConsumer", "is_spec", "load_factory", "reference_consumer"]
+__all__ = [
+    "ConsumerFactory",
+    "InProcessConsumer",
+    "is_spec",
+    "load_factory",
+    "reference_consumer",
+    "takes_connect",
+]

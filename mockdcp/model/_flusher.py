@@ -82,7 +82,9 @@ class Flusher:
         if self.paused or self.interval is None:
             return []
         interval = self.interval
-        return sorted(vbid for vbid, since in self._dirty.items() if now - since >= interval)
+        # the same sum as ``next_deadline``'s: at exactly that deadline (a virtual clock)
+        # ``now - since`` may round below ``interval`` and nothing would ever be due
+        return sorted(vbid for vbid, since in self._dirty.items() if now >= since + interval)
 
     def flush(self, now: float) -> list[int]:
         """Persist every vbucket due at ``now`` (up to its high seqno); the vbuckets

@@ -204,9 +204,12 @@ class ProtocolChecker:
         self.uuids: dict[int, tuple[int, ...]] = {}
         #: the name's live connections
         self.connections: dict[int, ConnectionChecker] = {}
-        #: seconds from each connection's close to the next connection's open
-        self.reconnect_gaps: list[float] = []
-        self.last_closed: float | None = None
+        #: node -> seconds from each of the name's connections to it closing to the next
+        #: one opening there, and when the last one there closed: reconnects are counted
+        #: per node (``no_storm``: a cluster consumer holds a connection to every node
+        #: under one name)
+        self.reconnect_gaps: dict[str, list[float]] = {}
+        self.last_closed: dict[str, float] = {}
         #: per stream: when its last request was refused for now (NOT_MY_VBUCKET,
         #: ETMPFAIL), and the seconds from each refusal to the next request
         self.refused_at: dict[StreamKey, float] = {}
@@ -261,17 +264,21 @@ class ProtocolChecker:
         open_flags: int = 0,
         flow: FlowWindow | None = None,
         settings: DcpSettings | None = None,
+        node: str = "",
     ) -> tuple[ConnectionChecker, list[Violation]]:
         """A connection of this name opened (DCP_OPEN ``frame``; the TCP connection
-        opened at ``opened_at``). ``flow`` and ``settings``: the connection's own window
-        and negotiated settings to read (None: the checker keeps its own from what it is
-        fed). Returns its checker and the violations the connection itself shows (a
-        reconnect storm)."""
-        conn = ConnectionChecker(self, conn_id, flow=flow, settings=settings, open_flags=open_flags)
+        opened at ``opened_at``) to ``node``. ``flow`` and ``settings``: the connection's
+        own window and negotiated settings to read (None: the checker keeps its own from
+        what it is fed). Returns its checker and the violations the connection itself
+        shows (a reconnect storm: the name's reconnects to the same node, ``no_storm``)."""
+        conn = ConnectionChecker(
+            self, conn_id, flow=flow, settings=settings, open_flags=open_flags, node=node
+        )
         found = []
-        if self.last_closed is not None:
-            gap = max(0.0, (now if opened_at is None else opened_at) - self.last_closed)
-            gaps = self.reconnect_gaps
+        closed = self.last_closed.get(node)
+        if closed is not None:
+            gap = max(0.0, (now if opened_at is None else opened_at) - closed)
+            gaps = self.reconnect_gaps.setdefault(node, [])
             gaps.append(gap)
             del gaps[:-_GAPS_KEPT]
             message = no_storm(gaps, self.limits, "reconnects")
@@ -299,9 +306,12 @@ class ConnectionChecker:
         flow: FlowWindow | None = None,
         settings: DcpSettings | None = None,
         open_flags: int = 0,
+        node: str = "",
     ) -> None:
         self.parent = parent
         self.conn_id = conn_id
+        #: the node the connection is to (reconnects are counted per node)
+        self.node = node
         self.limits = parent.limits
         #: the window and settings are the connection's (read only) or kept here
         self._own = flow is None
@@ -471,7 +481,7 @@ class ConnectionChecker:
         self.closed = True
         self._reopen.clear()
         parent = self.parent
-        parent.last_closed = now
+        parent.last_closed[self.node] = now
         parent.connections.pop(self.conn_id, None)
         if not parent.connections and parent.on_idle is not None:
             parent.on_idle(parent)

@@ -552,7 +552,15 @@ def no_storm(gaps: Sequence[float], limits: CheckerLimits, what: str) -> str | N
     that times the shortest. A busy machine adds to each wait unevenly: the reference
     consumer's 50 ms first wait was once measured 0.5 s in the fast tier under load,
     its last (800 ms) 0.85 s, which the first comparison alone took for a storm; a
-    doubling back-off still grows 16 times over five waits from its shortest."""
+    doubling back-off still grows 16 times over five waits from its shortest.
+
+    A name's reconnects are counted per node (its checker keeps ``gaps`` for each): a
+    cluster consumer holds one connection to every node under one name, and a failover
+    or a rebalance closes them all at once, so the gaps between one node's close and
+    another node's open are no retries. java-dcp-client opens a channel to every KV node
+    of the config (``Conductor``: one ``DcpChannel`` per node address, each with the
+    same DCP_OPEN name), gocbcore one connection per node (``KVConfig.PoolSize`` 1,
+    which go-dcp keeps), and the reference consumer one per node of the map."""
     n = limits.storm_count
     if len(gaps) < n:
         return None

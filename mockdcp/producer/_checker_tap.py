@@ -50,14 +50,23 @@ class CheckerTap:
         opened_at: float,
         flow: FlowWindow,
         settings: DcpSettings,
+        node: str = "",
     ) -> None:
-        """DCP_OPEN succeeded (``frame``): the checker of the connection's name watches
-        it from now on (a second DCP_OPEN starts watching afresh)."""
+        """DCP_OPEN succeeded (``frame``) on a connection to ``node`` (its name in the
+        cluster: the checker counts reconnects per node): the checker of the
+        connection's name watches it from now on (a second DCP_OPEN starts watching
+        afresh)."""
         if self.checker is not None:
             self.checker.closed_at(now)
         try:
             checker, found = checkers.checker(self._name()).connect(
-                self.conn_id, now, opened_at=opened_at, frame=frame, flow=flow, settings=settings
+                self.conn_id,
+                now,
+                opened_at=opened_at,
+                frame=frame,
+                flow=flow,
+                settings=settings,
+                node=node,
             )
         except Exception:
             log.exception("connection %d: the protocol checker failed", self.conn_id)

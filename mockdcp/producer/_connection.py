@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 
         bucket: Bucket
         users: Users
+        #: the node's name in the cluster (the checker counts reconnects per node)
+        name: str
         host: str
         #: the server version the node behaves as
         profile: ServerProfile
@@ -448,7 +450,13 @@ class Connection:
         it from now on (``CheckerTap.watch``), every reply shown to it."""
         tap, flow, settings = self.tap, self.flow, self.settings
         tap.watch(
-            self.node.checkers, frame, now, opened_at=self.opened_at, flow=flow, settings=settings
+            self.node.checkers,
+            frame,
+            now,
+            opened_at=self.opened_at,
+            flow=flow,
+            settings=settings,
+            node=self.node.name,
         )
         if tap.checker is not None:
             self.replies.observe = lambda response: tap.reply(response, self.now)

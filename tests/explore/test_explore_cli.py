@@ -222,3 +222,37 @@ def test_time_draws_schedules_until_it_is_spent() -> None:
     assert (code, report["found"]) == (0, [])
     assert report["schedules"] >= 2
     assert report["schedules_per_minute"] > 0
+
+
+@pytest.mark.full
+def test_master_local_2_finds_what_a_local_run_finds() -> None:
+    """``--master local[2]``: the schedules as Spark tasks, two partitions, each index's
+    seed from the run's seed alone: the same schedules, results and findings as a
+    local run (issue 39 item 8)."""
+    args = ["--seed", "3", "--runs", "6", "--tag", "data", "--shrink-time", "0"]
+    consumer = ["tests.explore.wrong:drop_deletions"]
+    _, local = explore(*args, consumer=consumer)
+    code, spark = explore(*args, "--master", "local[2]", consumer=consumer)
+    assert code == 1
+    assert spark["schedules"] == local["schedules"] == 6
+
+    def findings(report: dict[str, Any]) -> list[tuple[int, int, str]]:
+        return [(f["index"], f["seed"], f["anomaly"]) for f in report["found"]]
+
+    assert findings(spark) == findings(local)
+    assert findings(spark)  # the planted bug is found at all
+
+
+def test_master_takes_runs_not_time(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", "--master", "local[2]", "--time", "5", "--", "true"]) == 2
+    assert "--runs, not --time" in capsys.readouterr().err
+    assert main(["explore", "--partitions", "2", "--", "true"]) == 2
+    assert "with --master" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("runs", "partitions"), [(6, 2), (7, 3), (2, 2), (10, 1)])
+def test_the_spark_shares_take_every_schedule_once(runs: int, partitions: int) -> None:
+    from mockdcp.cli._explore_spark import share
+
+    taken = [i for p in range(partitions) for i in share(runs, partitions, p)]
+    assert sorted(taken) == list(range(runs))

@@ -1,6 +1,8 @@
-"""Runner bugs explore found with the reference consumer (the scenarios it shrank them
-to): a seqno wait after a reconnect, on every node of a cluster, and a wait after a
-stream ended and its vbucket got a write. Each timed out before its fix."""
+"""Bugs explore found with the reference consumer (the scenarios it shrank them to): a
+seqno wait after a reconnect, on every node of a cluster, a wait after a stream ended
+and its vbucket got a write (the runner's), a cluster map change missed while the
+cluster consumer's connections were down and a map reply whose length was broken (the
+consumer's). Each timed out before its fix."""
 
 from __future__ import annotations
 
@@ -41,6 +43,68 @@ steps:
 """
 
 
+#: explore --seed 39 --nodes 3 --replicas 1 --vbuckets 8, schedule 23: a node failed over
+#: and rebalanced out while every connection is down and refused; the surviving nodes'
+#: pushes of the new map went out while nobody listened, and the removed node's vbuckets
+#: (6 and 7) were asked of it for ever
+MISSED_PUSH = """
+name: map-changed-while-away
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 19}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - failover_node: {node: 2}
+  - rebalance: {}
+  - refuse_connections: {}
+  - disconnect: {}
+  - wait: {seconds: 0.37}
+  - refuse_connections: {enabled: false}
+  - generate: {docs: 8, prefix: g2}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+#: explore --seed 7 --nodes 3 --replicas 1 --vbuckets 8, schedule 10 (shrunk): the next
+#: frame's length broken on every connection; the map connection's next frame is the
+#: reply to the map read after the rebalance, one byte short, and the consumer waited
+#: for the byte for ever, never learning where vbuckets 3-5 went
+CORRUPT_MAP = """
+name: corrupt-map-reply
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 16}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - corrupt: {}
+  - remove_node: {node: 1}
+  - rebalance: {}
+  - generate: {docs: 16, prefix: g2}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+#: explore --seed 8 --nodes 3 --replicas 1 --vbuckets 8, schedule 390: the map read after
+#: the failover's STREAM_END STATE_CHANGED waited out a corrupted reply before the
+#: streams were asked for again, later than check's 2 s (a 2.5 s map timeout)
+CORRUPT_THEN_FAILOVER = """
+name: corrupt-then-failover
+seed: 1
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 20}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - failover_node: {node: 1}
+  - rebalance: {}
+  - wait: {seconds: 0.16}
+  - corrupt: {}
+  - set: {key: k2, value: {n: 2, v: 864}}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - persistence: {paused: true}
+  - set: {key: k2, value: {n: 2, v: 545}}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - failover: {}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+"""
+
+
 @pytest.mark.parametrize(("nodes", "replicas"), [(1, 0), (3, 1)])
 async def test_a_wait_after_a_reconnect_counts_what_the_consumer_resumed_from(
     tmp_path: Path, nodes: int, replicas: int
@@ -66,3 +130,36 @@ async def test_a_wait_after_an_ended_stream_and_a_write_is_met(tmp_path: Path) -
     )
     assert outcome.passed, outcome.explain()
     assert outcome.converged, outcome.explain()
+
+
+async def test_the_cluster_consumer_reads_the_map_again_after_its_connections_were_down(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "missed-push.yaml"
+    path.write_text(MISSED_PUSH)
+    outcome = await run_scenario(path, ClusterConsumer, limit=30)
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+
+
+async def test_the_cluster_consumer_gives_up_a_map_reply_that_never_ends(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt-map.yaml"
+    path.write_text(CORRUPT_MAP)
+    outcome = await run_scenario(path, ClusterConsumer, limit=30)
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+
+
+def test_the_cluster_consumer_reopens_in_time_after_a_corrupted_map_reply() -> None:
+    import trio
+
+    from mockdcp.cli._explore_inprocess import run_in_process, virtual_clock
+    from mockdcp.explore import reference_consumer
+    from mockdcp.scenario import parse_scenario
+
+    scenario = parse_scenario(CORRUPT_THEN_FAILOVER)
+    result = trio.run(
+        lambda: run_in_process(scenario, reference_consumer, limit=60),
+        clock=virtual_clock(reference_consumer),
+    )
+    assert result.verdict == "pass", (result.reason, result.evidence)

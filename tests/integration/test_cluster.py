@@ -345,8 +345,12 @@ async def test_the_cluster_consumer_follows_pushes_and_polls_only_without_them(
     consumer whose HELLO the nodes granted pushes reads the map when a newer revision
     is pushed, not on a timer; one without them polls every 0.1 s."""
     pushed = _CountingConsumer(cluster.host, cluster.kv_port, vbuckets=range(8))
-    polled = _CountingConsumer(
-        cluster.host, cluster.kv_port, vbuckets=range(8), clustermap_notification=False
+    polled = _CountingConsumer(  # a name of its own: one name's producers replace each other
+        cluster.host,
+        cluster.kv_port,
+        vbuckets=range(8),
+        clustermap_notification=False,
+        name="polled",
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(pushed.run)

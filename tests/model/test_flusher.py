@@ -117,3 +117,15 @@ def test_on_change_is_called_for_writes_and_on_release(bucket: Bucket) -> None:
     f.pause()
     f.resume()
     assert len(calls) == 2
+
+
+def test_a_write_is_due_at_exactly_its_deadline(bucket: Bucket) -> None:
+    """A clock that wakes the flusher at exactly ``next_deadline`` (trio's MockClock, as
+    explore's in-process runs use): 2.3 + 0.3 - 2.3 rounds below 0.3, and the flusher
+    woke at the same deadline for ever."""
+    f = flusher(bucket, 0.3)
+    item = bucket.set("k", b"{}")
+    assert f.flush(2.3) == []
+    deadline = f.next_deadline()
+    assert deadline is not None
+    assert f.flush(deadline) == [item.vbucket]

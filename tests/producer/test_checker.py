@@ -80,10 +80,12 @@ class Recording:
 
     # -- the frames ------------------------------------------------------------------------
 
-    def connect(self, now: float = 0.0, name: str = "consumer") -> None:
+    def connect(self, now: float = 0.0, name: str = "consumer", node: str = "") -> None:
         self._conn_id += 1
         frame = to_frame(DcpOpen(opaque=1, name=name.encode(), flags=int(DcpOpenFlag.PRODUCER)))
-        self._conn, found = self.registry.checker(name).connect(self._conn_id, now, frame=frame)
+        self._conn, found = self.registry.checker(name).connect(
+            self._conn_id, now, frame=frame, node=node
+        )
         self.found += found
 
     def close(self, now: float) -> None:
@@ -543,6 +545,37 @@ def test_reconnects_that_back_off_are_not_a_storm(waits: list[float]) -> None:
     r = Recording()
     reconnects(r, waits)
     assert r.found == []
+
+
+def test_a_cluster_consumers_reconnects_are_counted_per_node() -> None:
+    """Explore's seed 39 on 3 nodes (schedule 38): two failovers that disconnect close
+    the reference consumer's connection to each node, each reconnected about 0.1 s later
+    under the one name; counted across nodes, six reconnects were a storm."""
+    r = Recording()
+    nodes = ["n0", "n1", "n2"]
+    conns = {}
+    for node in nodes:
+        r.connect(0.0, node=node)
+        conns[node] = r.conn
+    now = 1.0
+    for _ in range(2):  # a failover closes every node's connection; each reconnects
+        for node in nodes:
+            conns[node].closed_at(now)
+        now += 0.1
+        for node in nodes:
+            r.connect(now, node=node)
+            conns[node] = r.conn
+            now += 0.01
+        now += 1.0
+    assert r.found == []
+    # the same reconnects to one node, without back-off, are one
+    for _ in range(3):
+        conns["n0"].closed_at(now)
+        now += 0.1
+        r.connect(now, node="n0")
+        conns["n0"] = r.conn
+    [v] = r.found
+    assert v.rule == "reconnect.storm"
 
 
 # -- flow control ------------------------------------------------------------------------------

@@ -1,0 +1,80 @@
+"""In-process schedules under a virtual clock (issue 39 item 4): a consumer whose factory
+takes ``connect`` reaches the nodes over in-memory streams, and its schedule's waits and
+timers cost no real time; any other consumer keeps sockets and the real clock."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+import trio.testing
+
+from mockdcp.cli._explore_inprocess import MemoryNetwork, run_in_process, virtual_clock
+from mockdcp.explore import reference_consumer, takes_connect
+from mockdcp.scenario import Scenario, parse_scenario
+from mockdcp.server import serve
+from tests.explore import wrong
+
+if TYPE_CHECKING:
+    from mockdcp.cli._check import ScenarioResult
+
+#: writes around a 30 s pause, a node down and up on a cluster: 35 s of the schedule's
+#: own time, and a consumer that must reconnect to the node that came back
+LONG = """
+name: long-waits
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 12}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - wait: {seconds: 30}
+  - node_down: {node: 1}
+  - wait: {seconds: 5}
+  - node_up: {node: 1}
+  - set: {key: k1, value: {after: pause}}
+  - wait: {consumer: {seqno: high}, timeout: 20s}
+"""
+
+
+def _long() -> Scenario:
+    return parse_scenario(LONG)
+
+
+def _run_virtual(scenario: Scenario) -> tuple[ScenarioResult, float]:
+    clock = virtual_clock(reference_consumer)
+    assert isinstance(clock, trio.testing.MockClock)
+    started = time.perf_counter()
+    result = trio.run(lambda: run_in_process(scenario, reference_consumer, limit=120), clock=clock)
+    return result, time.perf_counter() - started
+
+
+def test_a_schedules_waits_cost_no_real_time_under_the_virtual_clock() -> None:
+    result, seconds = _run_virtual(_long())
+    assert result.verdict == "pass", (result.reason, result.evidence)
+    assert seconds < 20  # the steps alone wait 35 s on a real clock
+
+
+def test_only_a_factory_that_takes_connect_gets_the_virtual_clock() -> None:
+    assert takes_connect(reference_consumer)
+    assert isinstance(virtual_clock(reference_consumer), trio.testing.MockClock)
+    assert not takes_connect(wrong.drop_deletions)
+    assert virtual_clock(wrong.drop_deletions) is None
+    assert virtual_clock(None) is None
+
+
+async def test_the_memory_network_refuses_a_port_no_node_listens_on() -> None:
+    async with serve(port=0, http_port=0, vbuckets=4, nodes=2) as server:
+        network = MemoryNetwork(server)
+        with pytest.raises(ConnectionRefusedError):  # not up yet
+            await network.connect(server.host, server.kv_port)
+        async with trio.open_nursery() as nursery:
+            network.nursery = nursery
+            stream = await network.connect(server.host, server.nodes[1].kv_port)
+            await stream.aclose()
+            await server.apply({"node_down": {"node": 1}})
+            with pytest.raises(ConnectionRefusedError):
+                await network.connect(server.host, server.nodes[1].kv_port)
+            with pytest.raises(ConnectionRefusedError):
+                await network.connect(server.host, 1)
+            nursery.cancel_scope.cancel()
