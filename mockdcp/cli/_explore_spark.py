@@ -58,7 +58,7 @@ def explore_on_spark(
     """Run ``state``'s schedules as Spark tasks on ``master`` (module docstring), judge
     them into ``state``, then shrink here. ``PipelineError`` when Spark cannot start or
     a task fails."""
-    from mockdcp.pipeline._spark import spark_errors, spark_session
+    from mockdcp.pipeline import spark_errors, spark_session
 
     options = state.options
     assert options.runs is not None

@@ -82,6 +82,10 @@ if TYPE_CHECKING:
         read_oracle as read_oracle,
         write_oracle as write_oracle,
     )
+    from mockdcp.pipeline._spark import (
+        spark_errors as spark_errors,
+        spark_session as spark_session,
+    )
     from mockdcp.pipeline._verify import (
         Columns as Columns,
         VerifyReport as VerifyReport,
@@ -108,6 +112,8 @@ _NAMES = {
     "verify": "_verify",
     "read_output": "_local_verify",
     "verify_rows": "_local_verify",
+    "spark_errors": "_spark",
+    "spark_session": "_spark",
 }
 
 #: corpus loading lives below, in ``mockdcp.data``; re-exported here for the pipeline's users

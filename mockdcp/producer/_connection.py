@@ -132,6 +132,26 @@ class ConnectionStatistics:
     #: replies queued plus bytes handed to the socket and not yet written
     unsent_bytes: int = 0
 
+    @classmethod
+    def of(cls, conn: Connection) -> ConnectionStatistics:
+        return cls(
+            conn_id=conn.conn_id,
+            name=conn.name.decode(errors="replace"),
+            state=conn.state.value,
+            streams=len(conn.streams),
+            bytes_received=conn.bytes_received,
+            bytes_sent=conn.bytes_sent,
+            unacked_bytes=conn.flow.unacked,
+            acked_bytes=conn.flow.acked,
+            buffer_size=conn.settings.buffer_size,
+            noops_sent=conn.keepalive.sent,
+            noops_answered=conn.keepalive.answered,
+            messages_sent=conn.flow.messages,
+            acks=conn.flow.acks,
+            output_limit=conn.replies.queue.limit,
+            unsent_bytes=conn.replies.queue.unsent,
+        )
+
 
 class Connection:
     """The producer state machine of one KV connection (see the module docstring).
@@ -399,23 +419,7 @@ class Connection:
         self.streams.mark_ready(stream)
 
     def statistics(self) -> ConnectionStatistics:
-        return ConnectionStatistics(
-            conn_id=self.conn_id,
-            name=self.name.decode(errors="replace"),
-            state=self.state.value,
-            streams=len(self.streams),
-            bytes_received=self.bytes_received,
-            bytes_sent=self.bytes_sent,
-            unacked_bytes=self.flow.unacked,
-            acked_bytes=self.flow.acked,
-            buffer_size=self.settings.buffer_size,
-            noops_sent=self.keepalive.sent,
-            noops_answered=self.keepalive.answered,
-            messages_sent=self.flow.messages,
-            acks=self.flow.acks,
-            output_limit=self.replies.queue.limit,
-            unsent_bytes=self.replies.queue.unsent,
-        )
+        return ConnectionStatistics.of(self)
 
     def _maybe_noop(self, now: float) -> None:
         if not self.settings.noop_enabled:
@@ -546,7 +550,7 @@ class Connection:
         more is shut down; a stream without DcpStream on its data ends at its next
         snapshot marker, one that has it again goes on (``_privileges``). True if the
         shell must look at the connection again."""
-        from mockdcp.producer._privileges import keeps_dcp, may_stream
+        from mockdcp.producer._privileges import keeps_dcp, losing_streams
 
         if self.closed or self.state is not ConnectionState.DCP_OPEN:
             return False
@@ -554,19 +558,9 @@ class Connection:
         if not keeps_dcp(users, self.user, bucket.name):
             self.close("DcpProducer privilege no longer available")
             return True
-        reason = (
-            StreamEndReason.LOST_PRIVILEGES if self.settings.collections else StreamEndReason.OK
-        )
-        losing: dict[Stream, StreamEndReason] = {}
-        for stream in self.streams:
-            if not stream.alive:
-                continue
-            selected = stream.stream_filter
-            if not may_stream(
-                users, self.user, bucket.name, bucket.manifest, selected.collections, selected.scope
-            ):
-                losing[stream] = reason
-                self.streams.mark_ready(stream)
+        losing = losing_streams(self.streams, users, self.user, bucket, self.settings.collections)
+        for stream in losing:
+            self.streams.mark_ready(stream)
         changed = losing.keys() != self.scheduler.losing.keys()
         self.scheduler.losing = losing
         return changed

@@ -24,12 +24,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.model import Privilege
-from mockdcp.protocol import DcpOpenFlag, Opcode, Status
+from mockdcp.protocol import DcpOpenFlag, Opcode, Status, StreamEndReason
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from mockdcp.model import Manifest, Users
+    from mockdcp.model import Bucket, Manifest, Users
+    from mockdcp.producer._stream import Stream
 
 P = Privilege
 
@@ -112,3 +113,26 @@ def may_stream(
 def keeps_dcp(users: Users, user: str | None, bucket: str) -> bool:
     """A producer connection of ``user`` may go on (DcpProducer in ``bucket``)."""
     return users.allowed(user, P.DCP_PRODUCER, bucket)
+
+
+def losing_streams(
+    streams: Iterable[Stream], users: Users, user: str | None, bucket: Bucket, collections: bool
+) -> dict[Stream, StreamEndReason]:
+    """The live streams whose user may no longer stream what they select (DcpStream on
+    their filter, ``may_stream``) and how each ends at its next snapshot marker:
+    LOST_PRIVILEGES on a connection that negotiated collections, OK without (kv_engine
+    ``DcpProducer::getAndValidateNextItemFromStream``)."""
+    reason = StreamEndReason.LOST_PRIVILEGES if collections else StreamEndReason.OK
+    return {
+        stream: reason
+        for stream in streams
+        if stream.alive
+        and not may_stream(
+            users,
+            user,
+            bucket.name,
+            bucket.manifest,
+            stream.filter.collections,
+            stream.filter.scope,
+        )
+    }

@@ -198,7 +198,8 @@ class Stream:
         self.cursor_name = cursor_name
         self._cursor: Cursor | None = None
         aware = encoder.form.collections
-        self._filter = StreamFilter(
+        #: what the stream selects (the user's privileges are checked on it)
+        self.filter = StreamFilter(
             None if collections is None else set(collections) if aware else {0},
             scope=request.scope,
             aware=aware,
@@ -275,11 +276,6 @@ class Stream:
         return self.state is StreamState.DEAD or (
             self.state is StreamState.ENDING and not self.chunks
         )
-
-    @property
-    def stream_filter(self) -> StreamFilter:
-        """What the stream selects (its privileges are checked on it)."""
-        return self._filter
 
     def statistics(self) -> StreamStatistics:
         return StreamStatistics.of(self)
@@ -393,7 +389,7 @@ class Stream:
             # the start while the backfill waited; the stream dies with Rollback
             self.end(StreamEndReason.ROLLBACK)
             return
-        oso = oso_applies(self._oso_mode, self._filter, start, self.backfills)
+        oso = oso_applies(self._oso_mode, self.filter, start, self.backfills)
         read = read_backfill(
             self.vb,
             self.last_read_seqno,
@@ -410,7 +406,7 @@ class Stream:
     def _queue_backfill(self, read: BackfillRead) -> None:
         """Queue what the stream sends of a backfill's ``read`` (``queue_backfill``)."""
         legacy_rule = not self._memory_backfills  # the disk's (``SequenceList``)
-        if legacy_rule and self._sync_writes and not self._filter.aware and self.vb.manifest_uid:
+        if legacy_rule and self._sync_writes and not self.filter.aware and self.vb.manifest_uid:
             # kv_engine ``markLegacyDiskSnapshot``: sync writes on a legacy stream only
             # while the bucket has nothing but the default collection
             self.end(StreamEndReason.BACKFILL_FAILED)
@@ -418,7 +414,7 @@ class Stream:
         queued = queue_backfill(
             read,
             self.queue,
-            self._filter,
+            self.filter,
             self._encoder,
             sync=self._sync(memory=False),
             skip=self.vb.dropped_collections(),
@@ -476,7 +472,7 @@ class Stream:
             return
         read = read_memory(
             batch,
-            self._filter,
+            self.filter,
             self._encoder,
             end_seqno=self.end_seqno,
             sync=self._sync(memory=True),
@@ -487,7 +483,7 @@ class Stream:
         done = queue_memory_read(
             read,
             self.queue,
-            self._filter,
+            self.filter,
             change_streams=self._change_streams,
             resumes_inside=resumes_inside,
         )

@@ -577,9 +577,13 @@ _PATHS.update(
                 _NS_TEXT,
                 body=True,
                 errors={"404": _NS_TEXT},
+                parameters=_DOMAIN + _NAME,
             ),
             "delete": _ns(
-                "Delete a user (the delete_user step)", _NS_TEXT, errors={"404": _NS_TEXT}
+                "Delete a user (the delete_user step)",
+                _NS_TEXT,
+                errors={"404": _NS_TEXT},
+                parameters=_DOMAIN + _NAME,
             ),
         },
         "/settings/rbac/roles": {
