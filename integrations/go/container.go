@@ -129,6 +129,10 @@ func runContainer(ctx context.Context, t testing.TB, c *config, host string) (*S
 		args = append(args, "--tls")
 		env["MOCKDCP_EXTERNAL_KV_TLS_PORT"] = strconv.Itoa(published[containerKVTLS])
 		env["MOCKDCP_EXTERNAL_HTTPS_PORT"] = strconv.Itoa(published[containerHTTPS])
+	} else {
+		// a node serves TLS by default (mockdcp serve too): without WithTLS, none (its
+		// ports would not be published)
+		args = append(args, "--no-tls")
 	}
 	var ready readyLine
 	waitReady := wait.ForLog(`\{"event": ?"ready".*\}`).AsRegexp().

@@ -91,6 +91,9 @@ func startLocal(ctx context.Context, t testing.TB, c *config) (*Server, error) {
 	args := []string{"serve", "--host", "127.0.0.1", "--port", "0", "--http-port", "0"}
 	if c.tls {
 		args = append(args, "--tls", "--tls-port", "0", "--https-port", "0")
+	} else {
+		// a node serves TLS by default (mockdcp serve too): without WithTLS, none
+		args = append(args, "--no-tls")
 	}
 	args = append(args, c.serveArgs()...)
 

@@ -180,9 +180,8 @@ public record MockDcpOptions(
     if (!user.equals(DEFAULT_USER) || !password.equals(DEFAULT_PASSWORD)) {
       out.addAll(List.of("--user", user, "--password", password));
     }
-    if (tls) {
-      out.add("--tls");
-    }
+    // a node serves TLS by default (mockdcp serve too): without tls(true), none
+    out.add(tls ? "--tls" : "--no-tls");
     if (nodes != 1) {
       out.addAll(List.of("--nodes", Integer.toString(nodes)));
     }

@@ -167,17 +167,19 @@ class LocalMockDcpTest {
   @Test
   void optionsMakeTheCommandLine() {
     MockDcpOptions defaults = MockDcpOptions.defaults();
-    assertEquals(List.of("--docs", "0"), defaults.serveArgs());
+    assertEquals(List.of("--docs", "0", "--no-tls"), defaults.serveArgs());
     assertEquals(List.of("--vbuckets", "64", "--docs", "10", "--tls"),
         defaults.withVbuckets(64).withDocs(10).withTls(true).serveArgs());
-    assertEquals(List.of(), defaults.withScenario("x").serveArgs());
+    assertEquals(List.of("--no-tls"), defaults.withScenario("x").serveArgs());
     // nodes and replicas: passed only when not the default (1 node, no replicas)
     assertFalse(defaults.withNodes(1).serveArgs().contains("--nodes"));
     assertFalse(defaults.serveArgs().contains("--replicas"));
-    assertEquals(List.of("--docs", "0", "--nodes", "3"), defaults.withNodes(3).serveArgs());
-    assertEquals(List.of("--docs", "0", "--nodes", "3", "--replicas", "2"),
+    assertEquals(List.of("--docs", "0", "--no-tls", "--nodes", "3"),
+        defaults.withNodes(3).serveArgs());
+    assertEquals(List.of("--docs", "0", "--no-tls", "--nodes", "3", "--replicas", "2"),
         defaults.withReplicas(2).withNodes(3).serveArgs()); // either order
-    assertEquals(List.of("--docs", "0", "--user", "u", "--password", "p", "--seed", "9"),
+    assertEquals(
+        List.of("--docs", "0", "--user", "u", "--password", "p", "--no-tls", "--seed", "9"),
         defaults.withCredentials("u", "p").withArgs("--seed", "9").serveArgs());
     assertThrows(IllegalArgumentException.class, () -> defaults.withScenario("x").withDocs(1));
     assertThrows(IllegalArgumentException.class, () -> defaults.withVbuckets(0));
