@@ -957,7 +957,23 @@ def _roles(text: str) -> tuple[Role, ...]:
 
 
 @attrs.frozen(kw_only=True)
-class CreateUser(Step):
+class UserStep(Step):
+    """A change to the users (one of ns_server's ``/settings/rbac`` calls): checked on
+    the simulation's copy of the users, applied to the node's, each through ``change``,
+    the model operation."""
+
+    def change(self, users: Users) -> UserChange:
+        raise NotImplementedError
+
+    def check(self, sim: Simulation) -> None:
+        self.change(sim.users)
+
+    def apply(self, ctx: StepContext) -> None:
+        ctx.node.users_changed(self.change(ctx.node.users))
+
+
+@attrs.frozen(kw_only=True)
+class CreateUser(UserStep):
     """Create a local user with ``roles`` (comma separated, as ns_server spells them:
     ``data_dcp_reader[default]``, ``bucket_admin[*]``, ``admin``), or give an existing
     one these roles (and the password and display name when given): ns_server's
@@ -970,40 +986,28 @@ class CreateUser(Step):
     roles: str = ""
     full_name: str | None = None
 
-    def check(self, sim: Simulation) -> None:
-        self.change(sim.users)
-
     def change(self, users: Users) -> UserChange:
         """The model operation (``ModelError``/``ValueError`` before any change)."""
         return users.put(
             self.name, password=self.password, roles=_roles(self.roles), full_name=self.full_name
         )
 
-    def apply(self, ctx: StepContext) -> None:
-        ctx.node.users_changed(self.change(ctx.node.users))
-
 
 @attrs.frozen(kw_only=True)
-class DeleteUser(Step):
+class DeleteUser(UserStep):
     """Delete a user: its connections stay until they authenticate again (which fails)."""
 
     NAME = "delete_user"
     GROUP = "cluster"
     name: str
 
-    def check(self, sim: Simulation) -> None:
-        self.change(sim.users)
-
     def change(self, users: Users) -> UserChange:
         """The model operation (``ModelError`` for an unknown user)."""
         return users.delete(self.name)
 
-    def apply(self, ctx: StepContext) -> None:
-        ctx.node.users_changed(self.change(ctx.node.users))
-
 
 @attrs.frozen(kw_only=True)
-class Grant(Step):
+class Grant(UserStep):
     """Give a user more ``roles`` (comma separated, as ``create_user``'s)."""
 
     NAME = "grant"
@@ -1011,19 +1015,13 @@ class Grant(Step):
     user: str
     roles: str
 
-    def check(self, sim: Simulation) -> None:
-        self.change(sim.users)
-
     def change(self, users: Users) -> UserChange:
         """The model operation (``ModelError``/``ValueError`` before any change)."""
         return users.grant(self.user, _roles(self.roles))
 
-    def apply(self, ctx: StepContext) -> None:
-        ctx.node.users_changed(self.change(ctx.node.users))
-
 
 @attrs.frozen(kw_only=True)
-class Revoke(Step):
+class Revoke(UserStep):
     """Take ``roles`` from a user. Its streams that lose DcpStream end LOST_PRIVILEGES
     at their next snapshot marker (OK on a connection without collections); its DCP
     connections that lose DcpProducer are closed; new requests get EACCESS."""
@@ -1033,19 +1031,13 @@ class Revoke(Step):
     user: str
     roles: str
 
-    def check(self, sim: Simulation) -> None:
-        self.change(sim.users)
-
     def change(self, users: Users) -> UserChange:
         """The model operation (``ModelError``/``ValueError`` before any change)."""
         return users.revoke(self.user, _roles(self.roles))
 
-    def apply(self, ctx: StepContext) -> None:
-        ctx.node.users_changed(self.change(ctx.node.users))
-
 
 @attrs.frozen(kw_only=True)
-class ChangePassword(Step):
+class ChangePassword(UserStep):
     """Set a user's password: nothing is dropped, the next authentication with the old
     one fails (AUTH_ERROR)."""
 
@@ -1054,15 +1046,9 @@ class ChangePassword(Step):
     user: str
     password: str
 
-    def check(self, sim: Simulation) -> None:
-        self.change(sim.users)
-
     def change(self, users: Users) -> UserChange:
         """The model operation (``ModelError`` before any change)."""
         return users.change_password(self.user, self.password)
-
-    def apply(self, ctx: StepContext) -> None:
-        ctx.node.users_changed(self.change(ctx.node.users))
 
 
 # -- buckets ---------------------------------------------------------------------------
