@@ -73,13 +73,19 @@ def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
     ("options", "selected"),
     [
         ((), ["test_fuzzed_frames_never_hurt_the_server[quick]"]),
-        (("--full-only",), ["test_fuzzed_frames_never_hurt_the_server[thorough]"]),
-        (
+        # each is a fresh pytest (3.4 CPU seconds): the full tier runs the other spellings
+        pytest.param(
+            ("--full-only",),
+            ["test_fuzzed_frames_never_hurt_the_server[thorough]"],
+            marks=pytest.mark.full,
+        ),
+        pytest.param(
             ("--full",),
             [
                 "test_fuzzed_frames_never_hurt_the_server[quick]",
                 "test_fuzzed_frames_never_hurt_the_server[thorough]",
             ],
+            marks=pytest.mark.full,
         ),
     ],
     ids=["default", "full-only", "full"],
@@ -91,6 +97,7 @@ def test_the_command_line_selects_a_tier(options: tuple[str, ...], selected: lis
     assert listed == selected
 
 
+@pytest.mark.full  # a fresh pytest
 def test_a_tier_without_selected_tests_exits_0_and_says_why() -> None:
     # every test of tests/bench is of the full tier: the fast tier selects none of them
     result = _pytest("-q", "tests/bench/test_bench_collections.py")
@@ -99,6 +106,7 @@ def test_a_tier_without_selected_tests_exits_0_and_says_why() -> None:
     assert "--full-only" in result.stdout
 
 
+@pytest.mark.full  # a fresh pytest
 def test_both_options_at_once_are_refused() -> None:
     result = _pytest("--collect-only", "-q", "--full", "--full-only", "tests/test_tiers.py")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR

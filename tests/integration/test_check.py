@@ -56,7 +56,7 @@ def comparable(report: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.full  # 100 s; the fast tier runs each library scenario with tail (test_library)
+@pytest.mark.full  # 100 s; the fast tier runs each library scenario in-process (test_library)
 def test_the_reference_consumer_passes_the_whole_library(tmp_path: Path) -> None:
     junit, page = tmp_path / "check.xml", tmp_path / "check.html"
     code, report = check("-j", "2", "--junit", str(junit), "--html", str(page), consumer=TAIL)

@@ -117,9 +117,11 @@ def test_without_pytest_trio_an_async_test_of_the_fixtures_says_what_to_install(
 
 def test_plugin_loads_from_its_entry_point_in_a_fresh_process(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(SYNC_STREAMING)
-    result = pytester.runpytest_subprocess("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.mockdcp(scenario=None, vbuckets=None, docs=0*"])
+    # one fresh interpreter (the costly part): the test passes only if the entry point
+    # gave it the fixture; the marker's help is read in this process
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.mockdcp(scenario=None, vbuckets=None, docs=0*"])
 
 
 def test_each_test_gets_a_fresh_server(pytester: pytest.Pytester) -> None:

@@ -38,10 +38,17 @@ def test_bad_steps_fail_the_schema(step: dict[str, object]) -> None:
 
 
 def test_every_library_scenario_validates_against_the_schema() -> None:
+    # one validator for all: jsonschema.validate checks the schema itself on every call,
+    # which cost 13 CPU seconds over the library against 0.4 s for the documents
+    schema = scenario_schema()
+    validator_class = jsonschema.validators.validator_for(schema)
+    validator_class.check_schema(schema)
+    validator = validator_class(schema)
     folder = resources.files("mockdcp") / "scenarios"
-    for entry in folder.iterdir():
-        if entry.name.endswith(".yaml"):
-            jsonschema.validate(yaml.safe_load(entry.read_text()), scenario_schema())
+    names = [entry.name for entry in folder.iterdir() if entry.name.endswith(".yaml")]
+    assert len(names) >= 44
+    for name in names:
+        validator.validate(yaml.safe_load((folder / name).read_text()))
 
 
 @pytest.mark.parametrize(

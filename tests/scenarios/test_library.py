@@ -125,6 +125,10 @@ def test_the_library_has_cluster_scenarios() -> None:
     assert len(CLUSTER) >= 9
 
 
+def test_the_fast_tier_runs_library_scenarios_that_exist() -> None:
+    assert RUN_IN_THE_FAST_TIER.issubset(p.stem for p in SCENARIOS)
+
+
 @pytest.mark.parametrize("name", CLUSTER)
 async def test_a_consumer_that_does_not_follow_moved_vbuckets_fails_each_cluster_scenario(
     name: str,
@@ -308,7 +312,34 @@ def mockdcp_run(scenario: str, *consumer: str) -> tuple[int, dict[str, Any]]:
     return done.returncode, report
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+#: the scenarios `mockdcp run ... -- mockdcp tail` runs in the fast tier: one of each kind
+#: of bucket, server and consumer flag (the fast tier runs every scenario in-process with
+#: the reference consumer above; the full tier runs the rest here and the whole library
+#: through `mockdcp check` in tests/integration/test_check.py)
+RUN_IN_THE_FAST_TIER = frozenset(
+    {
+        "rollback-after-failover",  # a fault and a rollback, one node
+        "corrupt-frame",  # a connection fault
+        "slow-consumer-flow-control",  # --buffer-size
+        "history-snapshots-with-duplicates",  # Magma history, --change-streams
+        "durable-write-aborted",  # --sync-writes
+        "rebalance-in-while-streaming",  # a cluster, --cluster
+        "password-changed",  # the scenario's user
+        "another-bucket-beside",  # several buckets
+        "ephemeral-restart",  # an ephemeral bucket
+        "ttl-passes-while-away",  # the virtual clock
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=() if p.stem in RUN_IN_THE_FAST_TIER else pytest.mark.full)
+        for p in SCENARIOS
+    ],
+    ids=by_name,
+)
 def test_mockdcp_run_passes_every_library_scenario_with_tail(path: Path) -> None:
     flags = TAIL_FLAGS.get(path.stem, [])
     code, report = mockdcp_run(path.stem, sys.executable, "-m", "mockdcp", "tail", "--json", *flags)
