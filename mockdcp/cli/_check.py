@@ -244,7 +244,13 @@ async def _run(
     from mockdcp.server import serve
 
     _remove(output)
-    async with serve(host=options.host, port=0, http_port=0, scenario=scenario.source) as server:
+    async with serve(
+        host=options.host,
+        port=0,
+        http_port=0,
+        scenario=scenario.source,
+        consumer_starts_within=options.connect_within,
+    ) as server:
         server.node.checker_limits = CheckerLimits(
             ack_stall=CHECK_ACK_STALL, reopen_within=CHECK_REOPEN_WITHIN
         )

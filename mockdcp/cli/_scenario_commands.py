@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+from functools import partial
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ from mockdcp.util import MockDcpError
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Awaitable, Callable
 
     from mockdcp.scenario import Scenario
     from mockdcp.server import MockDcpServer
@@ -55,6 +57,11 @@ class RunReport:
         return {"passed": self.passed, **attrs.asdict(self)}
 
 
+#: seconds the consumer ``mockdcp run`` starts has to connect before the scenario's waits
+#: on it start counting (``serve``'s ``consumer_starts_within``)
+CONSUMER_STARTS_WITHIN = 60.0
+
+
 def consumer_env(server: MockDcpServer) -> dict[str, str]:
     """The variables a consumer command gets (as ``mockdcp run --help`` documents them)."""
     user, password = next(iter(server.node.users.items()))
@@ -80,7 +87,10 @@ async def run_scenario(
     from mockdcp.cli import _live
     from mockdcp.server import serve
 
-    async with serve(host=host, port=0, http_port=0, scenario=path) as server:
+    starts_within = CONSUMER_STARTS_WITHIN if command else None
+    async with serve(
+        host=host, port=0, http_port=0, scenario=path, consumer_starts_within=starts_within
+    ) as server:
         report = RunReport(scenario=path)
         async with trio.open_nursery() as nursery:
             if live:
@@ -95,7 +105,11 @@ async def run_scenario(
                 nursery.start_soon(_watch, proc, report, server)
             try:
                 with trio.move_on_after(limit) as scope:
-                    await server.scenario_done.wait()
+                    async with trio.open_nursery() as either:
+                        # the scenario ends, or the consumer fails before it does
+                        either.start_soon(_first, server.scenario_done.wait, either)
+                        if proc is not None:
+                            either.start_soon(_first, partial(_failed, proc, server), either)
                 if scope.cancelled_caught:
                     report.failure = f"the scenario did not finish within {limit:g}s"
             finally:
@@ -133,6 +147,19 @@ def collections_env(scenario: Scenario) -> dict[str, str]:
         "MOCKDCP_COLLECTIONS": ",".join(scenario.collections()),
         "MOCKDCP_SCOPE": scenario.scope(),
     }
+
+
+async def _first(wait: Callable[[], Awaitable[object]], nursery: trio.Nursery) -> None:
+    await wait()
+    nursery.cancel_scope.cancel()
+
+
+async def _failed(proc: trio.Process, server: MockDcpServer) -> None:
+    """Returns once the consumer has exited with an error before the scenario ended
+    (there is nothing left to wait for); never if it exits cleanly, or after."""
+    code = await proc.wait()
+    if code == 0 or server.scenario_done.is_set():
+        await trio.sleep_forever()
 
 
 async def _watch(proc: trio.Process, report: RunReport, server: MockDcpServer) -> None:

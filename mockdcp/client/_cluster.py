@@ -61,6 +61,10 @@ MIN_GAP = 0.01
 #: come; a node answers in milliseconds): well under the 2 s in which ``mockdcp check``
 #: wants a stream ended STATE_CHANGED asked for again, which may need the map first
 MAP_TIMEOUT = 0.5
+#: seconds the first map may take to come, over as many attempts as fit: a node that is
+#: starting, or a machine so loaded that one connect, login and reading take longer than
+#: ``MAP_TIMEOUT``, is asked again rather than given up at once
+FIRST_MAP_WITHIN = 30.0
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
     {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
@@ -376,6 +380,7 @@ class ClusterConsumer:
         try:
             async with trio.open_nursery() as nursery:
                 started = False
+                began = trio.current_time()
                 while True:
                     config = await self._fetch()
                     if config is not None:
@@ -384,7 +389,13 @@ class ClusterConsumer:
                             started = True
                             task_status.started()
                     elif not started:
-                        raise OSError(f"no node of {self.seeds} answered with a cluster map")
+                        if trio.current_time() - began > FIRST_MAP_WITHIN:
+                            raise OSError(
+                                f"no node of {self.seeds} answered with a cluster map"
+                                f" within {FIRST_MAP_WITHIN:g}s"
+                            )
+                        await trio.sleep(self.poll)
+                        continue
                     with trio.move_on_after(math.inf if self.pushes else self.poll):
                         await self._poke.wait()
                     self._poke = trio.Event()

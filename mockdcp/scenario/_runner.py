@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from mockdcp.producer.events import ConnectionOpened
 from mockdcp.scenario import steps as st
 from mockdcp.scenario._check import resolve_vbuckets
 from mockdcp.scenario._triggers import Branch, ExpectationCheck, ProgressTrigger
@@ -122,6 +123,8 @@ class StepRunner:
         #: when the last storage or cluster step was applied (a purge can make a
         #: consumer's position unreachable without a new branch)
         self.last_change: float | None = None
+        #: whether a consumer has connected yet (a wait's timeout counts from then)
+        self.connected = any(isinstance(e, ConnectionOpened) for e in self.history)
         node.subscribers.append(self._on_event)
 
     @property
@@ -135,6 +138,8 @@ class StepRunner:
 
     def _on_event(self, event: ProducerEvent) -> None:
         self.history.append(event)
+        if isinstance(event, ConnectionOpened):
+            self.connected = True
         for observe in list(self._observers):
             observe(event)
         self._changed.set()
@@ -151,10 +156,18 @@ class StepRunner:
         check_steps(steps, self.node.bucket, source, self.node.topology)
 
     async def apply(
-        self, steps: Sequence[st.Step], source: str = "<steps>", *, first: int = 0
+        self,
+        steps: Sequence[st.Step],
+        source: str = "<steps>",
+        *,
+        first: int = 0,
+        consumer_starts_within: float | None = None,
     ) -> None:
         """Check every step, then apply them in order (see the module docstring).
         ``first``: the number of the first step in its file (0-based), for reports.
+        ``consumer_starts_within``: the steps run beside a consumer started with them
+        (``mockdcp run``, ``check``): a wait on the consumer counts its timeout from the
+        consumer's first connection, which must come within these seconds.
 
         Raises ``ScenarioProblems`` (nothing applied) or ``StepFailed``.
         """
@@ -167,7 +180,9 @@ class StepRunner:
                 elif isinstance(step, st.Wait | st.Expect):
                     self.node.release()
                     await (
-                        self._wait(step) if isinstance(step, st.Wait) else self._expect(step, index)
+                        self._wait(step, consumer_starts_within)
+                        if isinstance(step, st.Wait)
+                        else self._expect(step, index)
                     )
                 else:
                     self._apply_now(step)
@@ -240,10 +255,12 @@ class StepRunner:
 
     # -- the steps that wait ----------------------------------------------------------
 
-    async def _wait(self, step: st.Wait) -> None:
+    async def _wait(self, step: st.Wait, consumer_starts_within: float | None) -> None:
         if step.consumer is None:
             await trio.sleep(step.seconds or 0)
             return
+        if consumer_starts_within is not None:
+            await self._first_connection(consumer_starts_within)
         trigger = ProgressTrigger.start(
             step.consumer, self.node.bucket, self.node.connections.keys()
         )
@@ -268,6 +285,20 @@ class StepRunner:
             self._observers.remove(trigger.observe)
         if scope.cancelled_caught:
             raise StepFailed(f"wait timed out after {step.timeout:g}s: {trigger.describe()}")
+
+    async def _first_connection(self, within: float) -> None:
+        """Beside a consumer started with the scenario, a wait on the consumer's progress
+        counts its timeout from the consumer's first connection: how long a consumer takes
+        to start (a JVM, an interpreter on a loaded machine) is not progress the scenario
+        asks of it. ``within`` bounds the start (``mockdcp check`` bounds it sooner:
+        ``--connect-timeout``)."""
+        if self.connected:
+            return
+        with trio.move_on_after(within):
+            while not self.connected:
+                await self._changes()
+        if not self.connected:
+            raise StepFailed(f"the consumer never connected within {within:g}s (a wait on it)")
 
     def _stream_starts(self) -> dict[tuple[int, int, int | None], int]:
         """(connection id, vbucket, stream id) -> the start seqno of the stream last

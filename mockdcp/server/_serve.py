@@ -107,13 +107,21 @@ class MockDcpServer:
         """Every node, numbered from 0 in join order, with its ports and status."""
         return [NodeInfo.of(i, shell) for i, shell in enumerate(self.shells)]
 
-    async def run_rest(self, steps: list[Step], source: str, first: int) -> None:
+    async def run_rest(
+        self,
+        steps: list[Step],
+        source: str,
+        first: int,
+        consumer_starts_within: float | None = None,
+    ) -> None:
         """Run a scenario's steps after its initial ones; a failure is recorded in the
         progress (``state()``), never raised into the server."""
         from mockdcp.scenario import StepFailed
 
         try:
-            await self.runner.apply(steps, source, first=first)
+            await self.runner.apply(
+                steps, source, first=first, consumer_starts_within=consumer_starts_within
+            )
         except StepFailed as exc:
             log.warning("scenario stopped: %s", exc)
         finally:
@@ -365,6 +373,7 @@ async def serve(
     on_disk: bool = False,
     clock: str = "wall",
     clock_start: str | float | None = None,
+    consumer_starts_within: float | None = None,
     **tls: Unpack[TlsArguments],
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
@@ -408,6 +417,10 @@ async def serve(
     cluster map report); a scenario's ``bucket: {server_version: ...}`` when not given.
     An unknown version, or a bucket retaining history on a version before 7.2, is a
     ``ServerError``.
+    ``consumer_starts_within``: a consumer is started with the scenario (``mockdcp run
+    -- CMD``, ``mockdcp check``): a ``wait`` on the consumer counts its timeout from the
+    consumer's first connection, which must come within these seconds (a JVM, or an
+    interpreter on a loaded machine, takes seconds to start); None: from the wait's start.
     ``clock``: ``wall`` (the default: the bucket's time is the wall clock) or
     ``virtual``: the bucket's clock starts at ``clock_start`` (an ISO 8601 time or
     seconds since the epoch; default now) and moves only by the ``advance_clock`` step,
@@ -538,6 +551,7 @@ async def serve(
             network,
             control_open,
             profile,
+            consumer_starts_within,
         )
         if plan is not None and len(specs) > 1:
             raise ServerError("a scenario serves its own bucket: give no more --bucket")
@@ -641,6 +655,8 @@ class _Options:
     control_open: bool
     #: the server version the nodes behave as and report
     profile: ServerProfile = DEFAULT_PROFILE
+    #: seconds a consumer started with the scenario has to connect (``serve``)
+    consumer_starts_within: float | None = None
 
 
 @attrs.frozen
@@ -919,7 +935,9 @@ async def _serve(
             for shell in shells:
                 nursery.start_soon(shell.supervise, server)
             if plan is not None:
-                nursery.start_soon(server.run_rest, later, plan.source, first_wait)
+                nursery.start_soon(
+                    server.run_rest, later, plan.source, first_wait, options.consumer_starts_within
+                )
             else:
                 server.scenario_done.set()
             flushers.run(nursery)  # each bucket persists by itself (model/_flusher.py)

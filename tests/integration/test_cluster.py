@@ -368,3 +368,28 @@ async def test_the_cluster_consumer_follows_pushes_and_polls_only_without_them(
             await wait_until(lambda: pushed.rev > rev and len(pushed.members) == 4)
         assert pushed.rev == cluster.topology.rev
         nursery.cancel_scope.cancel()
+
+
+class _SlowFirstMaps(ClusterConsumer):
+    """A ``ClusterConsumer`` whose first readings of the map come back empty, as they do
+    when a loaded machine takes longer than ``MAP_TIMEOUT`` to connect, log in and read."""
+
+    empty = 2
+
+    async def _fetch(self) -> dict[str, Any] | None:
+        if self.empty:
+            self.empty -= 1
+            return None
+        return await super()._fetch()
+
+
+async def test_the_cluster_consumer_asks_again_when_its_first_map_is_late(
+    cluster: MockDcpServer,
+) -> None:
+    consumer = _SlowFirstMaps(cluster.host, cluster.kv_port, vbuckets=range(8))
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(10):
+            await nursery.start(consumer.run)
+            await wait_until(lambda: len(consumer.members) == 3)
+        assert consumer.empty == 0
+        nursery.cancel_scope.cancel()

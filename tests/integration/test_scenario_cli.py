@@ -49,6 +49,20 @@ def test_run_passes_a_scenario_the_reference_consumer_copes_with(tmp_path: pathl
     assert report["expectations"][0]["name"] == "rollback of vbucket 0"
 
 
+def test_a_consumer_slower_to_start_than_a_waits_timeout_still_gets_the_whole_wait(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The wait's 1 s counts from the consumer's first connection, not from the start of
+    the scenario: a consumer that takes 4 s to start (a JVM, a loaded machine) passes."""
+    path = tmp_path / "s.yaml"
+    path.write_text(PASSING.replace("timeout: 20s", "timeout: 1s"))
+    late = "import os, sys, time; time.sleep(4); os.execv(sys.executable, sys.argv[1:])"
+    result = mockdcp("run", str(path), "--json", "--", sys.executable, "-c", late, *TAIL)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["passed"] is True, report
+    assert result.returncode == 0
+
+
 def test_run_fails_when_an_expectation_fails(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(

@@ -25,7 +25,7 @@ from mockdcp.protocol import (
     StreamEndReason,
     VBucketState,
 )
-from mockdcp.scenario import StepRunner, steps
+from mockdcp.scenario import StepFailed, StepRunner, steps
 
 if TYPE_CHECKING:
     from mockdcp.producer import Connection
@@ -284,3 +284,64 @@ def test_collection_steps_change_the_manifest_and_the_oracle() -> None:
     assert (cid, b"h") not in n.bucket.oracle()
     apply(n, steps.DropScope(name="inventory"))
     assert n.bucket.manifest.paths() == ["_default._default"]
+
+
+def _wait_for_everything(timeout: float) -> steps.Wait:
+    return steps.Wait(consumer=steps.ConsumerProgress(seqno="high"), timeout=timeout)
+
+
+def test_a_waits_timeout_counts_from_the_consumers_first_connection() -> None:
+    """A consumer that takes 20 s to start (a JVM, a loaded machine) still gets the
+    wait's 5 s to make progress once connected; it never streams, so the wait fails at
+    25 s, not at 5 s."""
+    import trio
+    import trio.testing
+
+    n = node(items=1)
+    failed_at: list[float] = []
+
+    async def main() -> None:
+        runner = StepRunner(n)
+
+        async def consumer_starts_late() -> None:
+            await trio.sleep(20)
+            opened(n)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consumer_starts_late)
+            with pytest.raises(StepFailed, match="wait timed out after 5s"):
+                await runner.apply([_wait_for_everything(5)], consumer_starts_within=60)
+            failed_at.append(trio.current_time())
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert failed_at == [pytest.approx(25, abs=0.5)]
+
+
+def test_a_consumer_that_never_connects_fails_the_wait_once_its_start_is_overdue() -> None:
+    import trio
+    import trio.testing
+
+    async def main() -> float:
+        runner = StepRunner(node(items=1))
+        with pytest.raises(StepFailed, match="the consumer never connected within 60s"):
+            await runner.apply([_wait_for_everything(5)], consumer_starts_within=60)
+        return trio.current_time()
+
+    failed_at = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert failed_at == pytest.approx(60, abs=0.5)
+
+
+def test_steps_applied_alone_count_a_waits_timeout_from_its_start() -> None:
+    """Over the HTTP or Python API the consumer runs already (or the wait is for its
+    connection): the timeout is the wait's own."""
+    import trio
+    import trio.testing
+
+    async def main() -> float:
+        runner = StepRunner(node(items=1))
+        with pytest.raises(StepFailed, match="wait timed out after 5s"):
+            await runner.apply([_wait_for_everything(5)])
+        return trio.current_time()
+
+    failed_at = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert failed_at == pytest.approx(5, abs=0.5)
