@@ -318,8 +318,8 @@ async def test_state_and_metrics_show_the_nodes_the_map_and_the_replicas(
     async with httpx.AsyncClient() as http:
         text = (await http.get(f"{cluster.http_url}/metrics")).text
     assert 'mockdcp_nodes{status="active"} 3' in text
-    assert "mockdcp_replica_lag_items 1" in text
-    assert f"mockdcp_config_revision {cluster.node.config_rev}" in text
+    assert 'mockdcp_replica_lag_items{bucket="default"} 1' in text
+    assert f'mockdcp_config_revision{{bucket="default"}} {cluster.node.config_rev}' in text
 
 
 class _CountingConsumer(ClusterConsumer):
