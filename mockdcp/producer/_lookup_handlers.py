@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mockdcp.producer import _lookups as lookups, events as ev
+from mockdcp.producer._privileges import visible_manifest
 from mockdcp.protocol import (
     GetAllVbSeqnos,
     GetCollectionId,
@@ -42,7 +43,9 @@ def on_observe_seqno(conn: Connection, frame: Frame, msg: ObserveSeqno, now: flo
 
 
 def on_manifest(conn: Connection, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
-    conn.replies.reply(frame, lookups.collections_manifest(conn.node.bucket))
+    node = conn.node
+    shown = visible_manifest(node.users, conn.user, node.bucket.name, node.bucket.manifest)
+    conn.replies.reply(frame, lookups.collections_manifest(node.bucket, shown))
 
 
 def on_collection_id(conn: Connection, frame: Frame, msg: GetCollectionId, now: float) -> None:

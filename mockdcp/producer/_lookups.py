@@ -18,6 +18,8 @@ import attrs
 from mockdcp.protocol import Datatype, Status, VBucketState, manifest_uid_error_body
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from mockdcp.model import Bucket, NodeView
     from mockdcp.protocol import GetAllVbSeqnos, GetCollectionId, GetScopeId, ObserveSeqno
 
@@ -91,9 +93,20 @@ def observe_seqno(node: NodeView, msg: ObserveSeqno) -> Reply | None:
     return Reply(status=Status.KEY_ENOENT, context="unknown vbucket uuid")
 
 
-def collections_manifest(bucket: Bucket) -> Reply:
-    """GET_COLLECTIONS_MANIFEST: the bucket's manifest as JSON."""
-    body = json.dumps(bucket.manifest.to_json(), separators=(",", ":")).encode()
+def collections_manifest(bucket: Bucket, shown: Mapping[int, Sequence[int]] | None = None) -> Reply:
+    """GET_COLLECTIONS_MANIFEST: the bucket's manifest as JSON; ``shown``: scope id ->
+    collection ids, the only ones listed (what the user may see:
+    ``_privileges.visible_manifest``)."""
+    manifest = bucket.manifest.to_json()
+    if shown is not None:
+        scopes = []
+        for scope in manifest["scopes"]:
+            cids = shown.get(int(scope["uid"], 16))
+            if cids is not None:
+                collections = [c for c in scope["collections"] if int(c["uid"], 16) in cids]
+                scopes.append({**scope, "collections": collections})
+        manifest["scopes"] = scopes
+    body = json.dumps(manifest, separators=(",", ":")).encode()
     return Reply(value=body, datatype=Datatype.JSON)
 
 
