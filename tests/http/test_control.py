@@ -215,12 +215,15 @@ async def test_the_openapi_document_describes_every_control_route(
     served = (await http.get("/mock/openapi.json")).json()
     assert served == openapi_document()
     assert served["openapi"].startswith("3.1")
+    from mockdcp.server._rest_buckets import BucketRest
     from mockdcp.server._rest_rbac import RbacEndpoints
 
     async with trio.open_nursery() as tasks:
         control = ControlApi(server, tasks)
         routes = (
-            control.routes() + RbacEndpoints(server.node.users, control.apply_steps, "").routes()
+            control.routes()
+            + RbacEndpoints(server.node.users, control.apply_steps, "").routes()
+            + BucketRest(server, server.node).routes()  # issue 42 item 6
         )
     for route in routes:
         assert route.methods is not None
