@@ -482,6 +482,13 @@ async def test_a_bucket_made_on_a_cluster_spans_its_nodes_as_they_stand(
         "failed_over",
         "added",
     ]
+    state = server.state(bucket="late")
+    assert [n["status"] for n in state["cluster"]["nodes"]] == [  # type: ignore[index]
+        "active",
+        "active",
+        "failed_over",
+        "added",
+    ]
     await server.apply({"rebalance": {}})
     assert topology.cluster.map.actives_on("node3")
     await server.apply({"delete_bucket": {"name": "travel"}})
