@@ -6,7 +6,10 @@ vbuckets, the buckets one after another, and the nodes leaving are ejected once 
 bucket is done (ns_server ``src/ns_rebalancer.erl``: ``rebalance_kv`` runs the bucket
 rebalances in turn, then the ejected nodes leave); a failover, a node going down or
 coming back does so for every bucket on it (ns_server ``src/failover.erl`` fails the
-node over bucket by bucket, promoting each bucket's replicas).
+node over bucket by bucket, promoting each bucket's replicas), and a restart of the
+nodes restarts every bucket, all being in the one memcached process of each node
+(kv_engine ``daemon/bucket_manager.h``: the process holds every bucket,
+``BucketManager::all_buckets_ptr``).
 
 Each bucket has a ``Topology`` of its own (its map and its revision); the data nodes
 keep them in step: the same nodes, in the same order, with the same statuses. Node
@@ -119,6 +122,15 @@ class DataNodes:
         for topology, n in list(self._each(number)):
             topology.failover_node(n, graceful=graceful)
         return failed
+
+    def restart(self) -> None:
+        """The nodes restart (an unclean restart of memcached, which holds every
+        bucket): each bucket that exists, the step's first, loses what it had not
+        persisted, warms up and drops its connections (``Node.restart``)."""
+        for topology in self.topologies:
+            name = topology.cluster.bucket.name
+            if self.buckets.topology(name) is topology:  # not a deleted bucket's
+                self.buckets.first_node(name).restart(None)
 
     def node_down(self, number: int) -> None:
         """Node ``number`` stops, for every bucket."""

@@ -486,7 +486,9 @@ class DropCursor(Step):
 class Restart(Step):
     """An unclean node restart: unpersisted items are lost, warmup adds a failover
     entry, every connection drops. On an ephemeral bucket everything is lost: empty
-    vbuckets with new uuids (consumers roll back to 0)."""
+    vbuckets with new uuids (consumers roll back to 0). With ``vbuckets: all`` every
+    bucket of the server restarts (they live in one process); with a list, only those
+    vbuckets of the step's bucket."""
 
     NAME = "restart"
     GROUP = "storage"
@@ -498,8 +500,10 @@ class Restart(Step):
         sim.lose(for_vbuckets(self, sim), lose_after=lost, lose_unpersisted=True)
 
     def apply(self, ctx: StepContext) -> None:
-        vbs = ctx.vbuckets(self.vbuckets)
-        ctx.node.restart(None if self.vbuckets == "all" else vbs)
+        if self.vbuckets == "all":
+            every_bucket(ctx.node).restart()
+        else:
+            ctx.node.restart(ctx.vbuckets(self.vbuckets))
 
 
 @attrs.frozen(kw_only=True)

@@ -132,3 +132,26 @@ def test_the_topology_steps_keep_every_buckets_nodes_in_step() -> None:
     for each in (node, other):
         assert "node1" not in each.topology.cluster.map.nodes
         assert each.topology.status("node1").value == "failed_over"
+
+
+def test_a_restart_of_the_node_restarts_every_bucket() -> None:
+    """memcached holds every bucket: ``restart`` (all vbuckets) loses each bucket's
+    unpersisted writes and drops its connections; a vbucket list restarts only those
+    vbuckets of the step's bucket."""
+    from mockdcp.scenario import StepRunner, parse_steps
+
+    node = _node()
+    other = node.buckets.create(BucketSpec(name="other"))
+    for i in range(8):
+        node.bucket.set(f"d{i}", b"{}")
+        other.bucket.set(f"o{i}", b"{}")
+    session = Session(node.bucket, node=node)
+    session.call(SelectBucket(opaque=1, bucket="other"))
+    StepRunner(node).apply_now(parse_steps([{"restart": {}}], source="<test>"))
+    assert session.conn.closed
+    for each in (node, other):
+        assert [vb.high_seqno for vb in each.bucket.vbuckets] == [0, 0, 0, 0]
+    other.bucket.set("again", b"{}")
+    vb = other.bucket.vbucket_of("again")
+    StepRunner(node).apply_now(parse_steps([{"restart": {"vbuckets": [vb]}}], source="<t>"))
+    assert other.bucket.vbucket(vb).high_seqno == 1  # the default bucket's step
