@@ -18,7 +18,7 @@ import attrs
 from mockdcp.protocol import Datatype, Status, VBucketState, manifest_uid_error_body
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from mockdcp.model import Bucket, NodeView
     from mockdcp.protocol import GetAllVbSeqnos, GetCollectionId, GetScopeId, ObserveSeqno
@@ -116,11 +116,14 @@ def _split_path(path: str) -> tuple[str, str]:
     return scope or "_default", name or "_default"
 
 
-def collection_id(bucket: Bucket, msg: GetCollectionId) -> Reply:
+def collection_id(
+    bucket: Bucket, msg: GetCollectionId, may_see: Callable[[str, str | None], bool] | None = None
+) -> Reply:
     """GET_COLLECTION_ID of ``scope.collection``: manifest uid and collection id;
     UNKNOWN_SCOPE when the scope is not there, UNKNOWN_COLLECTION when the collection is
-    not, EINVAL unless the path has exactly one dot (kv_engine
-    ``Collections::Manager::getCollectionID``; ``.`` is ``_default._default``)."""
+    not (or ``may_see(scope, collection)`` says the user cannot see it), EINVAL unless
+    the path has exactly one dot (kv_engine ``Collections::Manager::getCollectionID``;
+    ``.`` is ``_default._default``)."""
     from mockdcp.protocol import encode_id_lookup_extras
 
     if msg.path.count(".") != 1:
@@ -130,15 +133,18 @@ def collection_id(bucket: Bucket, msg: GetCollectionId) -> Reply:
     if manifest.scope_named(scope) is None:
         return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {scope!r}")
     coll = manifest.collection_named(scope, name)
-    if coll is None:
+    if coll is None or (may_see is not None and not may_see(scope, name)):
         return _unknown(bucket, Status.UNKNOWN_COLLECTION, f"unknown collection {name!r}")
     return Reply(extras=encode_id_lookup_extras(manifest.uid, coll.cid))
 
 
-def scope_id(bucket: Bucket, msg: GetScopeId) -> Reply:
+def scope_id(
+    bucket: Bucket, msg: GetScopeId, may_see: Callable[[str, str | None], bool] | None = None
+) -> Reply:
     """GET_SCOPE_ID of the scope of a path (``scope``, ``scope.`` or
     ``scope.collection``: the part before the dot, empty is ``_default``); EINVAL with more
-    than one dot (kv_engine ``Collections::Manager::getScopeID``)."""
+    than one dot (kv_engine ``Collections::Manager::getScopeID``); UNKNOWN_SCOPE for one
+    there is not, or that ``may_see(scope, None)`` says the user cannot see."""
     from mockdcp.protocol import encode_id_lookup_extras
 
     path = msg.path
@@ -146,6 +152,6 @@ def scope_id(bucket: Bucket, msg: GetScopeId) -> Reply:
         return Reply(status=Status.EINVAL, context=f"invalid scope path {path!r}")
     name = _split_path(path)[0]
     sc = bucket.manifest.scope_named(name)
-    if sc is None:
+    if sc is None or (may_see is not None and not may_see(name, None)):
         return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {name!r}")
     return Reply(extras=encode_id_lookup_extras(bucket.manifest.uid, sc.sid))

@@ -23,10 +23,12 @@ a request and at each snapshot marker, with the users of ``mockdcp.model.Users``
   requested and before each snapshot marker
   (``DcpProducer::getAndValidateNextItemFromStream`` →
   ``ActiveStream::endIfRequiredPrivilegesLost``: STREAM_END LOST_PRIVILEGES).
-* ``visible_manifest``: GET_COLLECTIONS_MANIFEST lists the collections on which the
-  user has some privilege, and the scopes holding one or that it reaches as a whole
-  (kv_engine ``EventuallyPersistentEngine::get_collection_manifest``: visible unless
-  FailNoPrivileges; ``collections/manifest.cc`` ``Manifest::to_json``).
+* ``visible_manifest``/``may_see``: GET_COLLECTIONS_MANIFEST lists the collections on
+  which the user has some privilege, and the scopes holding one or that it reaches as a
+  whole (kv_engine ``EventuallyPersistentEngine::get_collection_manifest``: visible
+  unless FailNoPrivileges; ``collections/manifest.cc`` ``Manifest::to_json``);
+  GET_COLLECTION_ID and GET_SCOPE_ID answer UNKNOWN_COLLECTION / UNKNOWN_SCOPE for one
+  it cannot see (``get_collection_id``, ``get_scope_id``).
 * ``keeps_dcp``: a DCP connection whose user lost DcpProducer is shut down (kv_engine
   ``Connection::tryToProgressDcpStream``: "DcpProducer privilege no longer available").
 
@@ -172,6 +174,18 @@ def document_status(
     return status
 
 
+def may_see(
+    users: Users, user: str | None, bucket: str, scope: str, collection: str | None = None
+) -> bool:
+    """Is ``scope`` (``scope.collection``) of ``bucket`` visible to ``user``: does it
+    have some privilege there (Read is not FailNoPrivileges)? What GET_COLLECTION_ID,
+    GET_SCOPE_ID and GET_COLLECTIONS_MANIFEST ask (kv_engine
+    ``EventuallyPersistentEngine::get_collection_id``, ``get_scope_id``,
+    ``get_collection_manifest``)."""
+    status = data_status(users, user, bucket, P.READ, scope, collection)
+    return status not in (Status.UNKNOWN_COLLECTION, Status.UNKNOWN_SCOPE)
+
+
 def visible_manifest(
     users: Users, user: str | None, bucket: str, manifest: Manifest
 ) -> dict[int, list[int]]:
@@ -182,12 +196,9 @@ def visible_manifest(
         cids = [
             cid
             for cid, coll in manifest.collections.items()
-            if coll.scope_id == sid
-            and data_status(users, user, bucket, P.READ, scope.name, coll.name)
-            != Status.UNKNOWN_COLLECTION
+            if coll.scope_id == sid and may_see(users, user, bucket, scope.name, coll.name)
         ]
-        visible = data_status(users, user, bucket, P.READ, scope.name) != Status.UNKNOWN_SCOPE
-        if cids or visible:
+        if cids or may_see(users, user, bucket, scope.name):
             shown[sid] = cids
     return shown
 

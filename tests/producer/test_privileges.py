@@ -382,3 +382,21 @@ def test_hello_needs_no_privilege() -> None:
     conn = node.open_connection(0.0)
     conn.receive_data(Hello(opaque=0, agent=b"x", features=FEATURES).encode(), 0.0)
     assert statuses(read(conn)) == [0]
+
+
+def test_collection_and_scope_ids_of_what_the_user_cannot_see_are_unknown() -> None:
+    """kv_engine ``get_collection_id``/``get_scope_id``: a collection or scope the user
+    has no privilege on answers as if it did not exist."""
+    from mockdcp.protocol import GetCollectionId, GetScopeId
+
+    b = scoped_bucket()
+    node = node_with(b, hotel="data_reader[default:inventory:hotel]")
+    s = Session(b, node=node, user="hotel", password="secret", features=COLLECTIONS)
+    assert statuses(s.call(GetCollectionId(opaque=1, path="inventory.hotel"))) == [0]
+    assert statuses(s.call(GetCollectionId(opaque=2, path="inventory.airline"))) == [
+        Status.UNKNOWN_COLLECTION
+    ]
+    assert statuses(s.call(GetScopeId(opaque=3, path="inventory"))) == [0]
+    assert statuses(s.call(GetScopeId(opaque=4, path="tenant"))) == [Status.UNKNOWN_SCOPE]
+    admin = Session(b, node=node, features=COLLECTIONS)
+    assert statuses(admin.call(GetCollectionId(opaque=5, path="inventory.airline"))) == [0]
