@@ -8,8 +8,8 @@ under flow control and holds), ``_stream_request`` (the decision on a stream req
 ``_stream`` (one stream: backfill, memory, end), ``_encoder`` and ``_filter`` (the shared
 frames per connection and filter), ``_checker`` and ``_checker_rules`` (the protocol
 checker on every DCP connection, and its rules), ``_topology`` (the cluster the nodes
-make: the map they serve, its revision, the topology steps), ``events`` (what the node
-reports).
+make: the map they serve, its revision, the topology steps), ``_data_nodes`` (those
+steps over every bucket), ``events`` (what the node reports).
 
 ``Node`` loads at once; the connection and stream machinery (and with it the message
 classes) load on first use, so ``mockdcp serve`` listens before paying for them.
@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.producer._buckets import Buckets as Buckets
+from mockdcp.producer._data_nodes import DataNodes as DataNodes
 from mockdcp.producer._node import (
     RETIRED_COUNTERS as RETIRED_COUNTERS,
     Node as Node,

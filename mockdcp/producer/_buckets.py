@@ -101,6 +101,11 @@ class Buckets:
             raise ModelError(f"no bucket {bucket!r} (the buckets: {', '.join(self.names)})")
         return next(iter(topology.nodes.values()))
 
+    def topologies(self) -> list[Topology]:
+        """Every bucket's topology, deleted ones' included, the first bucket's first
+        (what the topology steps keep in step: ``DataNodes``)."""
+        return [slot.topology for slot in self._slots.values()]
+
     def every_node(self) -> list[Node]:
         """The nodes of every bucket, deleted ones' included (what a shutdown closes)."""
         return [n for slot in self._slots.values() for n in slot.topology.nodes.values()]
@@ -121,8 +126,10 @@ class Buckets:
     # -- the bucket's life ----------------------------------------------------------------
 
     def create(self, spec: BucketSpec) -> Node:
-        """Make bucket ``spec`` on every data node of the first bucket's map (``ModelError``
-        with ns_server's message for a name taken or refused); its first node."""
+        """Make bucket ``spec`` on every data node (``ModelError`` with ns_server's
+        message for a name taken or refused); its first node. Its vbuckets are placed
+        over the nodes of the first bucket's map; the nodes added and not yet
+        rebalanced in, marked to leave, down or gone are so for it too (``_follow``)."""
         spec.check()
         slot = self._slots.get(spec.name)
         if slot is not None and not slot.deleted:
@@ -142,29 +149,32 @@ class Buckets:
             timers=base.timers,
         )
         model.flusher.interval = base.flusher.interval
-        names = list(template.cluster.map.nodes)
+        primary = next(iter(self._slots.values())).topology  # kept in step by DataNodes
+        names = list(primary.cluster.map.nodes)
         cluster = Cluster(model, names, min(spec.replicas, len(names) - 1), seed=generation)
         cluster.auto_replicate = template.cluster.auto_replicate
+        _follow(cluster, primary.cluster)
         if slot is not None:
             slot.spec, slot.deleted, slot.generation = spec, False, generation
             slot.topology.replace_cluster(cluster)
             first = next(iter(slot.topology.nodes.values()))
         else:
-            first = self._nodes(cluster, template)
+            first = self._nodes(cluster, primary)
             self._slots[spec.name] = BucketSlot(spec, first.topology)
         for hook in list(self.on_create):
             hook(model)
         return first
 
     def _nodes(self, cluster: Cluster, template: Topology) -> Node:
-        """A new bucket's nodes, one per data node of ``template``, sharing their
-        addresses; the first."""
+        """A new bucket's nodes, one per data node of ``template`` (in its order, with
+        its statuses), sharing their addresses; the first."""
         from mockdcp.producer._topology import Topology
 
         topology = Topology(cluster)
         topology.conn_ids = template.conn_ids
-        for name in cluster.nodes:
-            template.nodes[name].for_bucket(topology)  # joins ``topology``
+        for node in template.nodes.values():  # the same numbers, those gone included
+            node.for_bucket(topology)  # joins ``topology``
+        topology.follow(template)
         return next(iter(topology.nodes.values()))
 
     def delete(self, name: str) -> int:
@@ -182,3 +192,18 @@ class Buckets:
         for hook in list(self.on_delete):
             hook(model)
         return closed
+
+
+def _follow(cluster: Cluster, template: Cluster) -> None:
+    """A new bucket's ``cluster`` as the cluster's nodes stand (``template``, the first
+    bucket's): the nodes added and not yet rebalanced in join it, holding nothing; those
+    marked to leave are marked; those down are down (ns_server makes a bucket on the
+    nodes of the cluster; a node down has its vbuckets when it is back)."""
+    for name in template.nodes:
+        if name not in cluster.nodes:
+            cluster.add_node(name)
+    for name in sorted(template.leaving):
+        cluster.remove_node(name)
+    for name in sorted(template.down):
+        if name in cluster.nodes:
+            cluster.node_down(name)

@@ -10,7 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from mockdcp.producer import events as ev
-from mockdcp.producer._privileges import may_stream
+from mockdcp.producer._privileges import stream_status
 from mockdcp.producer._stream import Stream
 from mockdcp.producer._stream_request import decide_stream_request
 from mockdcp.protocol import (
@@ -117,10 +117,10 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         existing = conn.streams.get(msg.vbucket, sid)
         return existing is not None and existing.alive
 
-    def privileged(collections: frozenset[int] | None, scope: int | None) -> bool:
+    def privilege(collections: frozenset[int] | None, scope: int | None) -> Status | None:
         node = conn.node
         manifest = node.bucket.manifest
-        return may_stream(node.users, conn.user, node.bucket.name, manifest, collections, scope)
+        return stream_status(node.users, conn.user, node.bucket.name, manifest, collections, scope)
 
     decision = decide_stream_request(
         msg,
@@ -128,7 +128,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         settings=conn.settings,
         active_stream_exists=active_stream_exists,
         profile=conn.node.profile,
-        may_stream=privileged,
+        privilege=privilege,
     )
     rollback = decision.status == Status.ROLLBACK
     log.info(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mockdcp.model import Documents, KvError, MemoryFull
 from mockdcp.producer import _lookups as lookups
+from mockdcp.producer._privileges import document_status
 from mockdcp.protocol import (
     Add,
     Datatype,
@@ -55,14 +56,31 @@ def _run(
     msg: DocumentRequest,
     command: Callable[[Documents, int, int, bytes], None],
 ) -> None:
-    """Split the key, run ``command(documents, vbucket, collection, key)``, and answer
-    its ``KvError`` with the status a node gives."""
+    """Split the key, check the user's privilege on its collection
+    (``_privileges.document_status``), run ``command(documents, vbucket, collection,
+    key)``, and answer its ``KvError`` with the status a node gives."""
     try:
         cid, key = split_collection(msg.key, conn.settings.collections)
     except RemoteProtocolError as exc:
         conn.replies.respond(frame, exc.status, context=str(exc))
         return
-    view = conn.node.view
+    node = conn.node
+    refused = document_status(
+        node.users,
+        conn.user,
+        node.bucket.name,
+        node.bucket.manifest,
+        frame.opcode,
+        cid,
+        collections=conn.settings.collections,
+    )
+    if refused in (Status.UNKNOWN_COLLECTION, Status.UNKNOWN_SCOPE):
+        conn.replies.reply(frame, lookups._unknown(node.bucket, refused))
+        return
+    if refused is not None:
+        conn.replies.respond(frame, refused, context="no access (a privilege the user lacks)")
+        return
+    view = node.view
     if 0 <= msg.vbucket < view.num_vbuckets and not view.is_active(msg.vbucket):
         conn.replies.not_my_vbucket(frame)  # documents are read and written on actives
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mockdcp.producer import _lookups as lookups, events as ev
+from mockdcp.producer._privileges import may_see, visible_manifest
 from mockdcp.protocol import (
     GetAllVbSeqnos,
     GetCollectionId,
@@ -42,15 +43,25 @@ def on_observe_seqno(conn: Connection, frame: Frame, msg: ObserveSeqno, now: flo
 
 
 def on_manifest(conn: Connection, frame: Frame, msg: GetCollectionsManifest, now: float) -> None:
-    conn.replies.reply(frame, lookups.collections_manifest(conn.node.bucket))
+    node = conn.node
+    shown = visible_manifest(node.users, conn.user, node.bucket.name, node.bucket.manifest)
+    conn.replies.reply(frame, lookups.collections_manifest(node.bucket, shown))
+
+
+def _may_see(conn: Connection) -> Callable[[str, str | None], bool]:
+    """Whether the connection's user may see a scope or collection (``may_see``)."""
+    node = conn.node
+    return lambda scope, collection: may_see(
+        node.users, conn.user, node.bucket.name, scope, collection
+    )
 
 
 def on_collection_id(conn: Connection, frame: Frame, msg: GetCollectionId, now: float) -> None:
-    conn.replies.reply(frame, lookups.collection_id(conn.node.bucket, msg))
+    conn.replies.reply(frame, lookups.collection_id(conn.node.bucket, msg, _may_see(conn)))
 
 
 def on_scope_id(conn: Connection, frame: Frame, msg: GetScopeId, now: float) -> None:
-    conn.replies.reply(frame, lookups.scope_id(conn.node.bucket, msg))
+    conn.replies.reply(frame, lookups.scope_id(conn.node.bucket, msg, _may_see(conn)))
 
 
 #: The lookups' part of the dispatch table (``_dispatch``).

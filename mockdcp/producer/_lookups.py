@@ -18,6 +18,8 @@ import attrs
 from mockdcp.protocol import Datatype, Status, VBucketState, manifest_uid_error_body
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
     from mockdcp.model import Bucket, NodeView
     from mockdcp.protocol import GetAllVbSeqnos, GetCollectionId, GetScopeId, ObserveSeqno
 
@@ -91,9 +93,20 @@ def observe_seqno(node: NodeView, msg: ObserveSeqno) -> Reply | None:
     return Reply(status=Status.KEY_ENOENT, context="unknown vbucket uuid")
 
 
-def collections_manifest(bucket: Bucket) -> Reply:
-    """GET_COLLECTIONS_MANIFEST: the bucket's manifest as JSON."""
-    body = json.dumps(bucket.manifest.to_json(), separators=(",", ":")).encode()
+def collections_manifest(bucket: Bucket, shown: Mapping[int, Sequence[int]] | None = None) -> Reply:
+    """GET_COLLECTIONS_MANIFEST: the bucket's manifest as JSON; ``shown``: scope id ->
+    collection ids, the only ones listed (what the user may see:
+    ``_privileges.visible_manifest``)."""
+    manifest = bucket.manifest.to_json()
+    if shown is not None:
+        scopes = []
+        for scope in manifest["scopes"]:
+            cids = shown.get(int(scope["uid"], 16))
+            if cids is not None:
+                collections = [c for c in scope["collections"] if int(c["uid"], 16) in cids]
+                scopes.append({**scope, "collections": collections})
+        manifest["scopes"] = scopes
+    body = json.dumps(manifest, separators=(",", ":")).encode()
     return Reply(value=body, datatype=Datatype.JSON)
 
 
@@ -103,11 +116,14 @@ def _split_path(path: str) -> tuple[str, str]:
     return scope or "_default", name or "_default"
 
 
-def collection_id(bucket: Bucket, msg: GetCollectionId) -> Reply:
+def collection_id(
+    bucket: Bucket, msg: GetCollectionId, may_see: Callable[[str, str | None], bool] | None = None
+) -> Reply:
     """GET_COLLECTION_ID of ``scope.collection``: manifest uid and collection id;
     UNKNOWN_SCOPE when the scope is not there, UNKNOWN_COLLECTION when the collection is
-    not, EINVAL unless the path has exactly one dot (kv_engine
-    ``Collections::Manager::getCollectionID``; ``.`` is ``_default._default``)."""
+    not (or ``may_see(scope, collection)`` says the user cannot see it), EINVAL unless
+    the path has exactly one dot (kv_engine ``Collections::Manager::getCollectionID``;
+    ``.`` is ``_default._default``)."""
     from mockdcp.protocol import encode_id_lookup_extras
 
     if msg.path.count(".") != 1:
@@ -117,15 +133,18 @@ def collection_id(bucket: Bucket, msg: GetCollectionId) -> Reply:
     if manifest.scope_named(scope) is None:
         return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {scope!r}")
     coll = manifest.collection_named(scope, name)
-    if coll is None:
+    if coll is None or (may_see is not None and not may_see(scope, name)):
         return _unknown(bucket, Status.UNKNOWN_COLLECTION, f"unknown collection {name!r}")
     return Reply(extras=encode_id_lookup_extras(manifest.uid, coll.cid))
 
 
-def scope_id(bucket: Bucket, msg: GetScopeId) -> Reply:
+def scope_id(
+    bucket: Bucket, msg: GetScopeId, may_see: Callable[[str, str | None], bool] | None = None
+) -> Reply:
     """GET_SCOPE_ID of the scope of a path (``scope``, ``scope.`` or
     ``scope.collection``: the part before the dot, empty is ``_default``); EINVAL with more
-    than one dot (kv_engine ``Collections::Manager::getScopeID``)."""
+    than one dot (kv_engine ``Collections::Manager::getScopeID``); UNKNOWN_SCOPE for one
+    there is not, or that ``may_see(scope, None)`` says the user cannot see."""
     from mockdcp.protocol import encode_id_lookup_extras
 
     path = msg.path
@@ -133,6 +152,6 @@ def scope_id(bucket: Bucket, msg: GetScopeId) -> Reply:
         return Reply(status=Status.EINVAL, context=f"invalid scope path {path!r}")
     name = _split_path(path)[0]
     sc = bucket.manifest.scope_named(name)
-    if sc is None:
+    if sc is None or (may_see is not None and not may_see(name, None)):
         return _unknown(bucket, Status.UNKNOWN_SCOPE, f"unknown scope {name!r}")
     return Reply(extras=encode_id_lookup_extras(bucket.manifest.uid, sc.sid))

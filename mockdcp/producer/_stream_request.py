@@ -147,16 +147,17 @@ def decide_stream_request(
     settings: DcpSettings,
     active_stream_exists: bool | Callable[[int | None], bool],
     profile: ServerProfile = DEFAULT_PROFILE,
-    may_stream: Callable[[frozenset[int] | None, int | None], bool] | None = None,
+    privilege: Callable[[frozenset[int] | None, int | None], Status | None] | None = None,
 ) -> StreamRequestDecision:
     """Answer a stream request in the order of ``DcpProducer::streamRequest``'s checks,
     as a node of ``profile``'s version does.
 
     Returns a decision with status SUCCESS (and the adjusted range), ROLLBACK (and the
-    seqno), or the error status of the first failing check. ``may_stream(collections,
+    seqno), or the error status of the first failing check. ``privilege(collections,
     scope)``: the user's DcpStream privilege on the filter, asked where kv_engine makes
     the filter (``Collections::VB::Filter``'s constructor calls ``checkPrivileges``):
-    EACCESS without it.
+    None with it, else the status refusing the stream (EACCESS, or UNKNOWN_COLLECTION /
+    UNKNOWN_SCOPE with the manifest uid for data the user cannot see).
     """
     flags = stream_flags(req.flags, profile)
     if isinstance(flags, str):
@@ -198,8 +199,12 @@ def decide_stream_request(
     )
     if isinstance(collections, StreamRequestDecision):
         return collections
-    if may_stream is not None and not may_stream(collections, value.scope):
+    refused = None if privilege is None else privilege(collections, value.scope)
+    if refused == Status.EACCESS:
         return _fail(Status.EACCESS, "no DcpStream privilege on the stream's data")
+    if refused is not None:  # data the user cannot see: as if it did not exist
+        body = manifest_uid_error_body(bucket.manifest.uid)
+        return _fail(refused, "no privilege on the stream's data", body)
     # 8: stream-id present exactly when enabled
     sid = req.stream_id if req.stream_id is not None else value.sid
     if (sid is not None) != settings.stream_ids:

@@ -104,6 +104,12 @@ class Topology:
         ``add_node``)."""
         self.nodes[node.name] = node
 
+    def follow(self, template: Topology) -> None:
+        """The statuses of ``template``'s nodes that left (failed over, rebalanced
+        out) are this topology's too: a bucket made on a cluster knows its nodes as
+        the cluster's other buckets do (``Buckets.create``)."""
+        self._gone = {name: status for name, status in template._gone.items() if name in self.nodes}
+
     def number(self, node: Node | str) -> int:
         name = node if isinstance(node, str) else node.name
         return list(self.nodes).index(name)
@@ -190,11 +196,15 @@ class Topology:
 
     # -- steps ----------------------------------------------------------------------------
 
-    def add_node(self) -> Node:
+    def add_node(self, like: Node | None = None) -> Node:
         """A new node joins (made by ``spawn``, listening); it holds nothing until a
-        rebalance. Its number is the next one."""
-        name = f"node{len(self.nodes)}"
-        if self.spawn is not None:
+        rebalance. Its number is the next one. ``like``: the data node another
+        bucket's topology just added (``DataNodes.add_node``): this bucket's node on
+        it (``Node.for_bucket``) joins."""
+        name = f"node{len(self.nodes)}" if like is None else like.name
+        if like is not None:
+            node = like.for_bucket(self)
+        elif self.spawn is not None:
             node = self.spawn(name)
         else:
             first = next(iter(self.nodes.values()))

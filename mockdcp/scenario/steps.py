@@ -51,7 +51,7 @@ if TYPE_CHECKING:
         UserChange,
         Users,
     )
-    from mockdcp.producer import Node
+    from mockdcp.producer import DataNodes, Node
 
 #: ``all``, one vbucket, or a list of them.
 Vbuckets = Union[Literal["all"], int, tuple[int, ...]]  # noqa: UP007 - cattrs resolves it
@@ -486,7 +486,9 @@ class DropCursor(Step):
 class Restart(Step):
     """An unclean node restart: unpersisted items are lost, warmup adds a failover
     entry, every connection drops. On an ephemeral bucket everything is lost: empty
-    vbuckets with new uuids (consumers roll back to 0)."""
+    vbuckets with new uuids (consumers roll back to 0). With ``vbuckets: all`` every
+    bucket of the server restarts (they live in one process); with a list, only those
+    vbuckets of the step's bucket."""
 
     NAME = "restart"
     GROUP = "storage"
@@ -498,8 +500,10 @@ class Restart(Step):
         sim.lose(for_vbuckets(self, sim), lose_after=lost, lose_unpersisted=True)
 
     def apply(self, ctx: StepContext) -> None:
-        vbs = ctx.vbuckets(self.vbuckets)
-        ctx.node.restart(None if self.vbuckets == "all" else vbs)
+        if self.vbuckets == "all":
+            every_bucket(ctx.node).restart()
+        else:
+            ctx.node.restart(ctx.vbuckets(self.vbuckets))
 
 
 @attrs.frozen(kw_only=True)
@@ -627,6 +631,14 @@ class MoveVbucket(Step):
 # -- the cluster's nodes ------------------------------------------------------------------
 
 
+def every_bucket(node: Node) -> DataNodes:
+    """The topology steps over every bucket of ``node``'s cluster, its own first (every
+    bucket spans every data node: ``mockdcp.producer._data_nodes``)."""
+    from mockdcp.producer import DataNodes
+
+    return DataNodes(node.buckets, node.topology)
+
+
 @attrs.frozen(kw_only=True)
 class AddNode(Step):
     """A new data node joins the cluster (listening on the next ports), holding nothing
@@ -639,7 +651,7 @@ class AddNode(Step):
         sim.nodes.add_node()
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.topology.add_node()
+        every_bucket(ctx.node).add_node()
 
 
 @attrs.frozen(kw_only=True)
@@ -655,7 +667,7 @@ class RemoveNode(Step):
         sim.nodes.remove_node(self.node)
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.topology.remove_node(self.node)
+        every_bucket(ctx.node).remove_node(self.node)
 
 
 @attrs.frozen(kw_only=True)
@@ -691,26 +703,12 @@ class Rebalance(Step):
             pass
 
     def moves(self, ctx: StepContext) -> Iterator[float]:
-        """Carry the rebalance out; yields the seconds to wait at each point where time
-        passes (the runner sleeps them; ``apply`` does not)."""
-        topology = ctx.node.topology
-        moves = topology.plan_rebalance(self.vbuckets)
-        topology.rebalancing = (0, len(moves))
-        try:
-            for i, move in enumerate(moves):
-                topology.prepare_move(move)
-                if self.mid_move and i == len(moves) - 1:
-                    return
-                if self.interval:
-                    yield self.interval / 2
-                topology.apply_move(move)
-                topology.rebalancing = (i + 1, len(moves))
-                if self.interval and i < len(moves) - 1:
-                    yield self.interval / 2
-                topology.end_move(move)  # the old copies, dead since the takeover, go
-            topology.finish_rebalance()
-        finally:
-            topology.rebalancing = None
+        """Carry the rebalance out over every bucket (``DataNodes.rebalance``: the
+        other buckets' moves, then this one's); yields the seconds to wait at each point
+        where time passes (the runner sleeps them; ``apply`` does not)."""
+        yield from every_bucket(ctx.node).rebalance(
+            self.vbuckets, interval=self.interval, mid_move=self.mid_move
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -731,7 +729,7 @@ class FailoverNode(Step):
         sim.certain = False
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.topology.failover_node(self.node, graceful=self.graceful)
+        every_bucket(ctx.node).failover_node(self.node, graceful=self.graceful)
 
 
 @attrs.frozen(kw_only=True)
@@ -748,7 +746,7 @@ class NodeDown(Step):
         sim.certain = False
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.topology.node_down(self.node)
+        every_bucket(ctx.node).node_down(self.node)
 
 
 @attrs.frozen(kw_only=True)
@@ -764,7 +762,7 @@ class NodeUp(Step):
         sim.nodes.node_up(self.node)
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.topology.node_up(self.node)
+        every_bucket(ctx.node).node_up(self.node)
 
 
 @attrs.frozen(kw_only=True)

@@ -16,6 +16,7 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 from starlette.responses import JSONResponse as _StarletteJSON, PlainTextResponse, Response
 from starlette.routing import Route
@@ -24,7 +25,7 @@ from mockdcp.server import _control_state
 from mockdcp.server._control_openapi import openapi_document
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from starlette.requests import Request
 
@@ -110,36 +111,61 @@ async def read_json(request: Request) -> object:
         raise Problem(400, "Bad Request", f"the body is not JSON: {exc}") from None
 
 
+@attrs.frozen
+class BucketMetrics:
+    """One bucket's ``/metrics`` counters: ``totals`` (``_control_state.totals``, with
+    ``steps_applied``), its streams by state, and ``cluster``: its map's ``rev``,
+    ``replica_lag`` and ``rebalance_moves_left`` (``_control_state.bucket_metrics``)."""
+
+    totals: Mapping[str, int]
+    streams: Mapping[str, int]
+    cluster: Mapping[str, int]
+
+
 def prometheus_text(
-    totals: Mapping[str, int],
-    streams: Mapping[str, int],
-    nodes: Mapping[str, int] | None = None,
-    cluster: Mapping[str, int] | None = None,
+    buckets: Mapping[str, BucketMetrics], nodes: Mapping[str, int] | None = None
 ) -> str:
-    """``/metrics`` in the Prometheus text exposition format (version 0.0.4); ``nodes``:
-    the cluster's nodes by status, ``cluster``: ``rev``, ``replica_lag`` (items the
-    replicas miss, in all) and ``rebalance_moves_left``."""
+    """``/metrics`` in the Prometheus text exposition format (version 0.0.4).
+
+    ``buckets``: each bucket's counters (``BucketMetrics``), every series of them
+    labelled ``bucket="NAME"``, as Couchbase's own exporter labels a bucket's stats
+    (kv_engine ``statistics/labelled_collector.cc``: ``BucketStatCollector`` adds the
+    ``bucket`` label to each stat it collects, e.g. ``kv_dcp_items_sent{bucket=...}``);
+    ``nodes``: the cluster's data nodes by status (no bucket: every bucket spans them).
+    """
     lines: list[str] = []
+    names = list(buckets)
+
+    def label(bucket: str, extra: str = "") -> str:
+        escaped = bucket.replace("\\", "\\\\").replace('"', '\\"')
+        return "{" + f'bucket="{escaped}"' + (f",{extra}" if extra else "") + "}"
 
     def metric(name: str, kind: str, text: str, samples: list[tuple[str, int]]) -> None:
         lines.extend([f"# HELP {name} {text}", f"# TYPE {name} {kind}"])
         lines.extend(f"{name}{labels} {value}" for labels, value in samples)
 
-    def counter(name: str, text: str, key: str) -> None:
-        metric(f"mockdcp_{name}_total", "counter", text, [("", totals[key])])
+    def per_bucket(name: str, kind: str, text: str, value: Callable[[BucketMetrics], int]) -> None:
+        metric(name, kind, text, [(label(b), value(buckets[b])) for b in names])
 
-    metric(
+    def counter(name: str, text: str, key: str) -> None:
+        per_bucket(f"mockdcp_{name}_total", "counter", text, lambda m: m.totals[key])
+
+    per_bucket(
         "mockdcp_connections",
         "gauge",
         "KV connections open now.",
-        [("", totals["connections_open"])],
+        lambda m: m.totals["connections_open"],
     )
     counter("connections", "KV connections accepted.", "connections_opened")
     metric(
         "mockdcp_streams",
         "gauge",
         "DCP streams open now, by state.",
-        [(f'{{state="{state}"}}', n) for state, n in sorted(streams.items())],
+        [
+            (label(b, f'state="{state}"'), n)
+            for b in names
+            for state, n in sorted(buckets[b].streams.items())
+        ],
     )
     counter(
         "streams_opened", "DCP streams opened (stream requests that succeeded).", "streams_opened"
@@ -170,25 +196,24 @@ def prometheus_text(
             "Data nodes of the cluster, by status.",
             [(f'{{status="{status}"}}', n) for status, n in sorted(nodes.items())],
         )
-    if cluster is not None:
-        metric(
-            "mockdcp_config_revision",
-            "gauge",
-            "The cluster map's revision.",
-            [("", cluster["rev"])],
-        )
-        metric(
-            "mockdcp_replica_lag_items",
-            "gauge",
-            "Seqnos the replicas are behind their actives, summed over every replica.",
-            [("", cluster["replica_lag"])],
-        )
-        metric(
-            "mockdcp_rebalance_moves_left",
-            "gauge",
-            "vbucket moves the rebalance under way has still to make (0: none under way).",
-            [("", cluster["rebalance_moves_left"])],
-        )
+    per_bucket(
+        "mockdcp_config_revision",
+        "gauge",
+        "The bucket's cluster map revision.",
+        lambda m: m.cluster["rev"],
+    )
+    per_bucket(
+        "mockdcp_replica_lag_items",
+        "gauge",
+        "Seqnos the replicas are behind their actives, summed over every replica.",
+        lambda m: m.cluster["replica_lag"],
+    )
+    per_bucket(
+        "mockdcp_rebalance_moves_left",
+        "gauge",
+        "vbucket moves the rebalance under way has still to make (0: none under way).",
+        lambda m: m.cluster["rebalance_moves_left"],
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -276,13 +301,22 @@ class ControlApi:
         return Response(self.server.ca_pem, media_type="application/x-pem-file")
 
     async def metrics(self, request: Request) -> Response:
-        totals = _control_state.totals(self.node)
-        runner = self.server._runner  # made on first use
-        totals["steps_applied"] = 0 if runner is None else runner.progress.applied
-        streams = _control_state.streams_by_state(self.node)
-        nodes, cluster = _control_state.cluster_metrics(self.node)
+        """Every bucket's series, labelled with its name (``prometheus_text``)."""
+        buckets = {}
+        for name in self.server.buckets.names:
+            node = self.server.bucket_node(name)
+            totals = _control_state.totals(node)
+            # the runners are made on first use
+            runner = self.server._runner if node is self.server.node else None
+            runner = self.server._runners.get(name) if runner is None else runner
+            totals["steps_applied"] = 0 if runner is None else runner.progress.applied
+            buckets[name] = BucketMetrics(
+                totals,
+                _control_state.streams_by_state(node),
+                _control_state.bucket_metrics(node),
+            )
         return PlainTextResponse(
-            prometheus_text(totals, streams, nodes, cluster),
+            prometheus_text(buckets, _control_state.nodes_by_status(self.node)),
             media_type="text/plain; version=0.0.4",
         )
 

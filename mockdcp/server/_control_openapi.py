@@ -1,6 +1,7 @@
 """The OpenAPI 3.1 document of the control API, served at ``/mock/openapi.json``; with
-the ns_server routes that are spellings of steps (users and roles, ``_rest_rbac.py``),
-which answer as a node does (ns_server's JSON, not problem documents).
+the ns_server routes that are spellings of steps (users and roles, ``_rest_rbac.py``;
+buckets, scopes and collections, ``_rest_buckets.py``), which answer as a node does
+(ns_server's JSON, not problem documents).
 
 Written by hand beside the handlers of ``_control.py`` (the routes are few, and the
 document is what clients and schemathesis read); tests/http checks that every control
@@ -630,6 +631,118 @@ _PATHS.update(
 )
 
 
+_NS_NOT_FOUND = {
+    "description": "no such bucket (ns_server's text), or no such scope or collection",
+    "content": {
+        "text/plain": {"schema": {"type": "string"}},
+        "application/json": _NS_ERRORS["content"]["application/json"],
+    },
+}
+_UID = _json(
+    {"type": "object", "required": ["uid"], "properties": {"uid": {"type": "string"}}},
+    "the new manifest uid (hex): wait for it with GET_COLLECTIONS_MANIFEST",
+)
+_EMPTY = {"description": "done (no body)"}
+
+
+def _form_body(required: list[str], fields: dict[str, str]) -> dict[str, Any]:
+    properties = {name: {"type": kind} for name, kind in fields.items()}
+    schema = {"type": "object", "required": required, "properties": properties}
+    return {"required": bool(required), "content": {_FORM: {"schema": schema}}}
+
+
+def _bucket_write(
+    summary: str,
+    ok: dict[str, Any],
+    params: list[str],
+    *,
+    status: str = "200",
+    body: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One of ``_rest_buckets.py``'s routes: Basic credentials, ns_server's answers."""
+    op: dict[str, Any] = {
+        "summary": summary,
+        "security": [{"basic": []}],
+        "responses": {status: ok, "400": _NS_ERRORS, "401": _UNAUTHORIZED, "404": _NS_NOT_FOUND},
+    }
+    if params:
+        op["parameters"] = [
+            {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+            for p in params
+        ]
+    if body is not None:
+        op["requestBody"] = body
+    return op
+
+
+_BUCKETS = "/pools/default/buckets"
+_PATHS.update(
+    {
+        _BUCKETS: {
+            "post": _bucket_write(
+                "Create a bucket (the create_bucket step): 202 with its Location",
+                {"description": "accepted (no body)"},
+                [],
+                status="202",
+                body=_form_body(
+                    ["name"],
+                    {
+                        "name": "string",
+                        "bucketType": "string",
+                        "ramQuota": "string",
+                        "ramQuotaMB": "string",
+                        "storageBackend": "string",
+                        "replicaNumber": "string",
+                        "flushEnabled": "string",
+                    },
+                ),
+            )
+        },
+        _BUCKETS + "/{bucket}": {
+            "delete": _bucket_write("Delete a bucket (the delete_bucket step)", _EMPTY, ["bucket"])
+        },
+        _BUCKETS + "/{bucket}/controller/doFlush": {
+            "post": _bucket_write(
+                "Flush a bucket made with flushEnabled=1 (the flush step)", _EMPTY, ["bucket"]
+            )
+        },
+        _BUCKETS + "/{bucket}/scopes": {
+            "get": _bucket_write(
+                "The bucket's scopes and collections (uids in hex)",
+                _json({"type": "object"}, "the collections manifest"),
+                ["bucket"],
+            ),
+            "post": _bucket_write(
+                "Create a scope (the create_scope step)",
+                _UID,
+                ["bucket"],
+                body=_form_body(["name"], {"name": "string"}),
+            ),
+        },
+        _BUCKETS + "/{bucket}/scopes/{scope}": {
+            "delete": _bucket_write("Drop a scope (the drop_scope step)", _UID, ["bucket", "scope"])
+        },
+        _BUCKETS + "/{bucket}/scopes/{scope}/collections": {
+            "post": _bucket_write(
+                "Create a collection (the create_collection step)",
+                _UID,
+                ["bucket", "scope"],
+                body=_form_body(
+                    ["name"], {"name": "string", "maxTTL": "string", "history": "string"}
+                ),
+            )
+        },
+        _BUCKETS + "/{bucket}/scopes/{scope}/collections/{collection}": {
+            "delete": _bucket_write(
+                "Drop a collection (the drop_collection step)",
+                _UID,
+                ["bucket", "scope", "collection"],
+            )
+        },
+    }
+)
+
+
 def openapi_document() -> dict[str, Any]:
     """The document (its parts are shared: do not modify it)."""
     return {
@@ -643,8 +756,9 @@ def openapi_document() -> dict[str, Any]:
                 "needed; otherwise the bucket users' Basic credentials, unless the "
                 "server runs with --control-open. /mock/health is always open. The "
                 "ns_server routes for users and roles (/settings/rbac, "
-                "/controller/changePassword) always need an admin's credentials and "
-                "answer as a node does."
+                "/controller/changePassword) and for buckets, scopes and collections "
+                "(/pools/default/buckets) always need credentials and answer as a node "
+                "does."
             ),
         },
         "paths": _PATHS,

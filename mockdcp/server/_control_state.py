@@ -158,23 +158,30 @@ def cluster_state(node: Node) -> dict[str, Any]:
     }
 
 
-def cluster_metrics(node: Node) -> tuple[dict[str, int], dict[str, int]]:
-    """The nodes by status (every status named), and the map's revision, the replicas'
-    lag (seqnos behind their actives, in all) and the rebalance's moves left."""
+def nodes_by_status(node: Node) -> dict[str, int]:
+    """The cluster's data nodes by status (every status named): every bucket spans the
+    same nodes, so ``node``'s bucket's topology counts them."""
     from mockdcp.producer import NodeStatus
 
     topology = node.topology
-    cluster = topology.cluster
     by_status = dict.fromkeys((s.value for s in NodeStatus), 0)
     for n in topology.nodes.values():
         by_status[topology.status(n).value] += 1
+    return by_status
+
+
+def bucket_metrics(node: Node) -> dict[str, int]:
+    """``node``'s bucket's map revision, its replicas' lag (seqnos behind their
+    actives, in all) and the moves its rebalance under way has left."""
+    topology = node.topology
+    cluster = topology.cluster
     lag = 0
     for vb in range(node.bucket.num_vbuckets):
         high = cluster.active(vb).high_seqno
         lag += sum(max(0, high - c.high_seqno) for c in cluster.replicas(vb).values())
     moving = topology.rebalancing
     left = 0 if moving is None else moving[1] - moving[0]
-    return by_status, {"rev": topology.rev, "replica_lag": lag, "rebalance_moves_left": left}
+    return {"rev": topology.rev, "replica_lag": lag, "rebalance_moves_left": left}
 
 
 def clock_state(bucket: Bucket) -> dict[str, Any]:

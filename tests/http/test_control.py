@@ -93,19 +93,20 @@ async def test_metrics_count_frames_bytes_acks_and_outlive_the_connection(
     r = await http.get("/metrics")
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
     after = _metrics(r.text)
-    assert live["mockdcp_connections"] == 1
-    assert live['mockdcp_streams{state="in_memory"}'] == 8
-    assert after["mockdcp_connections"] == 0
-    assert after["mockdcp_connections_total"] == 1
-    assert after["mockdcp_streams_opened_total"] == 8
+    b = '{bucket="default"}'
+    assert live[f"mockdcp_connections{b}"] == 1
+    assert live['mockdcp_streams{bucket="default",state="in_memory"}'] == 8
+    assert after[f"mockdcp_connections{b}"] == 0
+    assert after[f"mockdcp_connections_total{b}"] == 1
+    assert after[f"mockdcp_streams_opened_total{b}"] == 8
     # 300 mutations and at least one snapshot marker per vbucket
-    assert after["mockdcp_frames_sent_total"] >= 308
-    assert after["mockdcp_bytes_sent_total"] > 300 * 200
-    assert after["mockdcp_acks_total"] >= 1
-    assert after["mockdcp_acked_bytes_total"] > 0
-    assert after["mockdcp_rollbacks_total"] == 0
+    assert after[f"mockdcp_frames_sent_total{b}"] >= 308
+    assert after[f"mockdcp_bytes_sent_total{b}"] > 300 * 200
+    assert after[f"mockdcp_acks_total{b}"] >= 1
+    assert after[f"mockdcp_acked_bytes_total{b}"] > 0
+    assert after[f"mockdcp_rollbacks_total{b}"] == 0
     for name in ("frames_sent", "bytes_sent", "acks"):
-        assert after[f"mockdcp_{name}_total"] >= live[f"mockdcp_{name}_total"]
+        assert after[f"mockdcp_{name}_total{b}"] >= live[f"mockdcp_{name}_total{b}"]
 
 
 async def test_metrics_count_a_rollback(http: httpx.AsyncClient, server: MockDcpServer) -> None:
@@ -128,7 +129,39 @@ async def test_metrics_count_a_rollback(http: httpx.AsyncClient, server: MockDcp
         with trio.fail_after(10):
             await wait_until(lambda: bool(state.rollbacks))
         nursery.cancel_scope.cancel()
-    assert _metrics((await http.get("/metrics")).text)["mockdcp_rollbacks_total"] >= 1
+    metrics = _metrics((await http.get("/metrics")).text)
+    assert metrics['mockdcp_rollbacks_total{bucket="default"}'] >= 1
+
+
+async def test_metrics_label_each_buckets_series_with_its_name(
+    http: httpx.AsyncClient, server: MockDcpServer
+) -> None:
+    """Every bucket's series, not only the first's, each labelled ``bucket``."""
+    from mockdcp.model import BucketSpec
+
+    travel = server.buckets.create(BucketSpec(name="travel"))
+    for i in range(5):
+        travel.bucket.set(f"t{i}", b"{}")
+    await http.post("/mock/steps?bucket=travel", json=[{"set": {"key": "x", "value": {}}}])
+    consumer = DcpConsumer(
+        server.host, server.kv_port, vbuckets=range(8), bucket="travel", reconnect=False
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(consumer.run)
+        with trio.fail_after(10):
+            await wait_until(lambda: consumer.state.items >= 6)
+        text = (await http.get("/metrics")).text
+        nursery.cancel_scope.cancel()
+    metrics = _metrics(text)
+    assert metrics['mockdcp_streams_opened_total{bucket="travel"}'] == 8
+    assert metrics['mockdcp_streams_opened_total{bucket="default"}'] == 0
+    assert metrics['mockdcp_streams{bucket="travel",state="in_memory"}'] == 8
+    assert metrics['mockdcp_connections{bucket="travel"}'] == 1
+    assert metrics['mockdcp_steps_applied_total{bucket="travel"}'] == 1
+    assert metrics['mockdcp_steps_applied_total{bucket="default"}'] == 0
+    assert metrics['mockdcp_config_revision{bucket="travel"}'] == travel.config_rev
+    assert metrics['mockdcp_nodes{status="active"}'] == 1  # the cluster's: no bucket
+    assert not [line for line in text.splitlines() if line.startswith("mockdcp_frames_sent_total ")]
 
 
 @pytest.mark.parametrize("path", ["/mock/state", "/metrics", "/mock/openapi.json"])
@@ -182,12 +215,15 @@ async def test_the_openapi_document_describes_every_control_route(
     served = (await http.get("/mock/openapi.json")).json()
     assert served == openapi_document()
     assert served["openapi"].startswith("3.1")
+    from mockdcp.server._rest_buckets import BucketRest
     from mockdcp.server._rest_rbac import RbacEndpoints
 
     async with trio.open_nursery() as tasks:
         control = ControlApi(server, tasks)
         routes = (
-            control.routes() + RbacEndpoints(server.node.users, control.apply_steps, "").routes()
+            control.routes()
+            + RbacEndpoints(server.node.users, control.apply_steps, "").routes()
+            + BucketRest(server, server.node).routes()  # issue 42 item 6
         )
     for route in routes:
         assert route.methods is not None

@@ -35,7 +35,7 @@ async def test_posted_steps_are_applied_before_the_reply(
     vb = (await http.get("/mock/state")).json()["vbuckets"][item.vbucket]
     assert vb["high_seqno"] == vb["persisted_seqno"] == item.seqno
     metrics = (await http.get("/metrics")).text
-    assert "mockdcp_steps_applied_total 2" in metrics.splitlines()
+    assert 'mockdcp_steps_applied_total{bucket="default"} 2' in metrics.splitlines()
 
 
 async def test_a_list_with_one_bad_step_is_422_naming_it_and_changes_nothing(

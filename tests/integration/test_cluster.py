@@ -318,8 +318,8 @@ async def test_state_and_metrics_show_the_nodes_the_map_and_the_replicas(
     async with httpx.AsyncClient() as http:
         text = (await http.get(f"{cluster.http_url}/metrics")).text
     assert 'mockdcp_nodes{status="active"} 3' in text
-    assert "mockdcp_replica_lag_items 1" in text
-    assert f"mockdcp_config_revision {cluster.node.config_rev}" in text
+    assert 'mockdcp_replica_lag_items{bucket="default"} 1' in text
+    assert f'mockdcp_config_revision{{bucket="default"}} {cluster.node.config_rev}' in text
 
 
 class _CountingConsumer(ClusterConsumer):
@@ -393,3 +393,131 @@ async def test_the_cluster_consumer_asks_again_when_its_first_map_is_late(
             await wait_until(lambda: len(consumer.members) == 3)
         assert consumer.empty == 0
         nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def two_buckets() -> AsyncIterator[MockDcpServer]:
+    """Three nodes, one replica, buckets ``default`` and ``travel``: each holds
+    documents."""
+    from mockdcp.model import BucketSpec
+
+    async with mockdcp.serve(
+        port=0,
+        http_port=0,
+        vbuckets=8,
+        nodes=3,
+        replicas=1,
+        flush_interval=None,
+        buckets=["default", BucketSpec(name="travel", replicas=1)],
+    ) as server:
+        for name in ("default", "travel"):
+            bucket = server.bucket_node(name).bucket
+            for i in range(40):
+                bucket.set(f"{name}::{i}", f'{{"i":{i}}}')
+            bucket.persist()
+        yield server
+
+
+async def _stream_all(port: int, bucket: str, expected: dict[int, int]) -> dict[int, int]:
+    """Stream each vbucket of ``bucket`` that ``expected`` names from 0 on the node at
+    ``port`` (a connection each), until it has sent its expected mutations: vbucket ->
+    mutations."""
+    got = dict.fromkeys(expected, 0)
+    for vb in expected:
+        c = await RawClient.connect(port)
+        await c.call(Hello(opaque=c.next_opaque(), agent=b"cluster", features=FEATURES))
+        await c.call(SaslAuth(opaque=c.next_opaque(), mechanism="PLAIN", payload=AUTH))
+        assert (await c.call(SelectBucket(opaque=c.next_opaque(), bucket=bucket))).status == 0
+        flags = int(DcpOpenFlag.PRODUCER)
+        assert (await c.call(DcpOpen(opaque=c.next_opaque(), name=b"b", flags=flags))).status == 0
+        r = await c.call(c.stream_request(vb))
+        assert r.status == Status.SUCCESS, (bucket, vb, r.status)
+        with trio.move_on_after(5):
+            while got[vb] < expected[vb]:
+                if (await c.frame()).opcode == 0x57:  # DCP_MUTATION
+                    got[vb] += 1
+    return got
+
+
+async def test_every_bucket_spans_a_node_added_and_rebalanced_in(
+    two_buckets: MockDcpServer,
+) -> None:
+    """ns_server rebalances each bucket: after add_node and rebalance both buckets'
+    maps (their configs, nodes and nodesExt) list the new node, and it streams both
+    buckets' vbuckets it is now active for."""
+    server = two_buckets
+    await server.apply({"add_node": {}})
+    await server.apply({"rebalance": {}})
+    assert [n.status for n in server.nodes] == ["active"] * 4
+    new = server.nodes[3]
+    async with httpx.AsyncClient(auth=("Administrator", "password")) as http:
+        for name in ("default", "travel"):
+            node = server.bucket_node(name)
+            cmap = node.topology.cluster.map
+            assert "node3" in cmap.nodes
+            mine = cmap.actives_on("node3")
+            assert mine, name
+            info = (await http.get(f"{server.http_url}/pools/default/buckets/{name}")).json()
+            assert f"127.0.0.1:{new.kv_port}" in info["vBucketServerMap"]["serverList"]
+            assert len(info["nodesExt"]) == 4
+            config = json.loads(node.buckets.node(name, "node3").config_bytes())  # type: ignore[union-attr]
+            assert config["rev"] == node.config_rev
+            expected = {vb: node.topology.cluster.active(vb).high_seqno for vb in mine}
+            assert sum(expected.values()) > 0
+            assert await _stream_all(new.kv_port, name, expected) == expected
+
+
+async def test_a_failover_promotes_the_replicas_of_every_bucket(two_buckets: MockDcpServer) -> None:
+    server = two_buckets
+    before = {
+        name: server.bucket_node(name).topology.cluster.map.actives_on("node1")
+        for name in ("default", "travel")
+    }
+    assert all(before.values())
+    await server.apply({"failover_node": {"node": 1}})
+    for name in ("default", "travel"):
+        cluster = server.bucket_node(name).topology.cluster
+        assert "node1" not in cluster.map.nodes
+        for vb in before[name]:
+            promoted = cluster.map.active(vb)
+            assert promoted in ("node0", "node2")
+            assert cluster.copy(promoted, vb) is cluster.active(vb)
+            assert cluster.active(vb).high_seqno > 0
+        assert server.bucket_node(name).topology.status("node1").value == "failed_over"
+    state = server.state(bucket="travel")
+    statuses = [n["status"] for n in state["cluster"]["nodes"]]  # type: ignore[index]
+    assert statuses == ["active", "failed_over", "active"]
+
+
+async def test_a_bucket_made_on_a_cluster_spans_its_nodes_as_they_stand(
+    two_buckets: MockDcpServer,
+) -> None:
+    """A bucket created after a node was added (not rebalanced in) and another failed
+    over: the added node is added for it too, the failed-over one is gone, numbers as
+    the cluster's; recreated under its name on several nodes, the same."""
+    server = two_buckets
+    await server.apply({"add_node": {}})
+    await server.apply({"failover_node": {"node": 2}})
+    await server.apply({"create_bucket": {"name": "late"}})
+    topology = server.bucket_node("late").topology
+    assert list(topology.nodes) == ["node0", "node1", "node2", "node3"]
+    assert [topology.status(n).value for n in topology.nodes] == [
+        "active",
+        "active",
+        "failed_over",
+        "added",
+    ]
+    state = server.state(bucket="late")
+    assert [n["status"] for n in state["cluster"]["nodes"]] == [  # type: ignore[index]
+        "active",
+        "active",
+        "failed_over",
+        "added",
+    ]
+    await server.apply({"rebalance": {}})
+    assert topology.cluster.map.actives_on("node3")
+    await server.apply({"delete_bucket": {"name": "travel"}})
+    await server.apply({"create_bucket": {"name": "travel"}})
+    travel = server.bucket_node("travel").topology
+    assert set(travel.cluster.map.nodes) == {"node0", "node1", "node3"}
+    assert travel.cluster.map.actives_on("node3")

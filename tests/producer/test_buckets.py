@@ -103,3 +103,55 @@ def test_a_bucket_option_parses_name_and_type_and_refuses_an_unknown_type_by_nam
     with pytest.raises(ModelError, match="a type after the colon"):
         BucketSpec.parse("orders:")
     assert bucket_name_error("default") is None
+
+
+def test_the_topology_steps_keep_every_buckets_nodes_in_step() -> None:
+    """Every bucket spans every data node (``_data_nodes``): add, rebalance, down, up
+    and failover act on each bucket's map; a graceful failover one bucket cannot take
+    (no replica) is refused before any bucket changes."""
+    from mockdcp.producer._data_nodes import DataNodes
+
+    node = Node.cluster(Bucket("default", 8, seed=1, clock=lambda: 0.0), USERS, nodes=2)
+    other = node.buckets.create(BucketSpec(name="other", replicas=1))
+    nodes = DataNodes(node.buckets, other.topology)
+    added = nodes.add_node()
+    assert added.name == "node2"
+    assert list(other.topology.nodes) == ["node0", "node1", "node2"]
+    assert list(nodes.rebalance()) == []
+    for each in (node, other):
+        assert each.topology.cluster.map.actives_on("node2")
+        assert each.topology.status("node2").value == "active"
+    nodes.node_down(2)
+    assert other.topology.status("node2").value == "down"
+    nodes.node_up(2)
+    maps = (node.topology.cluster.map, other.topology.cluster.map)
+    with pytest.raises(ModelError, match=r"bucket .default.: vbucket .* no replica"):
+        nodes.failover_node(1, graceful=True)  # default has no replica
+    assert (node.topology.cluster.map, other.topology.cluster.map) == maps
+    nodes.failover_node(1)
+    for each in (node, other):
+        assert "node1" not in each.topology.cluster.map.nodes
+        assert each.topology.status("node1").value == "failed_over"
+
+
+def test_a_restart_of_the_node_restarts_every_bucket() -> None:
+    """memcached holds every bucket: ``restart`` (all vbuckets) loses each bucket's
+    unpersisted writes and drops its connections; a vbucket list restarts only those
+    vbuckets of the step's bucket."""
+    from mockdcp.scenario import StepRunner, parse_steps
+
+    node = _node()
+    other = node.buckets.create(BucketSpec(name="other"))
+    for i in range(8):
+        node.bucket.set(f"d{i}", b"{}")
+        other.bucket.set(f"o{i}", b"{}")
+    session = Session(node.bucket, node=node)
+    session.call(SelectBucket(opaque=1, bucket="other"))
+    StepRunner(node).apply_now(parse_steps([{"restart": {}}], source="<test>"))
+    assert session.conn.closed
+    for each in (node, other):
+        assert [vb.high_seqno for vb in each.bucket.vbuckets] == [0, 0, 0, 0]
+    other.bucket.set("again", b"{}")
+    vb = other.bucket.vbucket_of("again")
+    StepRunner(node).apply_now(parse_steps([{"restart": {"vbuckets": [vb]}}], source="<t>"))
+    assert other.bucket.vbucket(vb).high_seqno == 1  # the default bucket's step

@@ -158,7 +158,136 @@ def test_a_stream_needs_dcp_stream_on_what_its_filter_selects() -> None:
     d = Session(b, node=node, user="scoped", password="secret", features=COLLECTIONS)
     d.open_dcp(name=b"other")
     enable_noop(d)
-    assert statuses(d.call(stream_request({"collections": ["0"]}, opaque=3))) == [Status.EACCESS]
+    # no privilege at all on _default: kv_engine hides it (Filter::checkPrivileges)
+    out = d.call(stream_request({"collections": ["0"]}, opaque=3))
+    assert statuses(out) == [Status.UNKNOWN_COLLECTION]
+    assert isinstance(out[0], Response)
+    assert json.loads(out[0].value)["manifest_uid"] == f"{b.manifest.uid:x}"
+
+
+def scoped_bucket() -> Bucket:
+    return Bucket(
+        "default",
+        1,
+        seed=5,
+        clock=lambda: 1_700_000_000.0,
+        collections={"inventory": ["hotel", "airline"], "tenant": ["orders"]},
+    )
+
+
+def collection_key(b: Bucket, path: str, key: bytes) -> bytes:
+    from mockdcp.protocol import encode_leb128
+
+    scope, name = path.split(".")
+    found = b.manifest.collection_named(scope, name)
+    assert found is not None
+    return encode_leb128(found.cid) + key
+
+
+def test_a_role_on_one_collection_reaches_its_documents_only() -> None:
+    """kv_engine checks a document command on the key's collection
+    (``checkCollectionAccess``): EACCESS where the user has some privilege there,
+    UNKNOWN_COLLECTION where it has none (a collection it cannot see); a client
+    without collections gets EINVAL for those (``remapErrorCode``)."""
+    b = scoped_bucket()
+    node = node_with(b, reader="data_reader[default:inventory:hotel]")
+    s = Session(b, node=node, user="reader", password="secret", features=COLLECTIONS)
+    hotel = collection_key(b, "inventory.hotel", b"k")
+    assert statuses(s.call(Get(opaque=1, vbucket=0, key=hotel))) == [Status.KEY_ENOENT]
+    high = b.vbucket(0).high_seqno
+    out = s.call(Set(opaque=2, vbucket=0, key=hotel, value=b"{}", flags=0, expiry=0))
+    assert statuses(out) == [Status.EACCESS]
+    for path in ("inventory.airline", "tenant.orders", "_default._default"):
+        out = s.call(Get(opaque=3, vbucket=0, key=collection_key(b, path, b"k")))
+        assert statuses(out) == [Status.UNKNOWN_COLLECTION], path
+        assert isinstance(out[0], Response)
+        assert json.loads(out[0].value)["manifest_uid"] == f"{b.manifest.uid:x}"
+    assert b.vbucket(0).high_seqno == high
+    legacy = Session(b, node=node, user="reader", password="secret")
+    assert statuses(legacy.call(Get(opaque=4, vbucket=0, key=b"k"))) == [Status.EINVAL]
+    # a role on the whole scope: its other collections are refused EACCESS, not hidden
+    writer = node_with(b, w="data_writer[default:inventory]")
+    w = Session(b, node=writer, user="w", password="secret", features=COLLECTIONS)
+    airline = collection_key(b, "inventory.airline", b"k")
+    assert statuses(w.call(Get(opaque=5, vbucket=0, key=airline))) == [Status.EACCESS]
+    out = w.call(Set(opaque=6, vbucket=0, key=airline, value=b"{}", flags=0, expiry=0))
+    assert statuses(out) == [Status.SUCCESS]
+    orders = collection_key(b, "tenant.orders", b"k")
+    out = w.call(Set(opaque=7, vbucket=0, key=orders, value=b"{}", flags=0, expiry=0))
+    assert statuses(out) == [Status.UNKNOWN_COLLECTION]
+
+
+def test_a_collection_filtered_stream_needs_dcp_stream_on_each_collection_only() -> None:
+    """An unfiltered stream needs DcpStream on the bucket; a filter over collections
+    the user may stream opens; over one it cannot see: UNKNOWN_COLLECTION; over one it
+    may read but not stream: EACCESS; a scope it cannot see: UNKNOWN_SCOPE."""
+    b = scoped_bucket()
+    node = node_with(
+        b, u="data_dcp_reader[default:inventory:hotel],data_reader[default:inventory:airline]"
+    )
+    manifest = b.manifest
+
+    def cid(path: str) -> str:
+        scope, name = path.split(".")
+        found = manifest.collection_named(scope, name)
+        assert found is not None
+        return f"{found.cid:x}"
+
+    cases: list[tuple[dict[str, object] | None, int]] = [
+        (None, Status.EACCESS),
+        ({"collections": [cid("inventory.hotel")]}, Status.SUCCESS),
+        ({"collections": [cid("inventory.airline")]}, Status.EACCESS),
+        (
+            {"collections": [cid("inventory.hotel"), cid("tenant.orders")]},
+            Status.UNKNOWN_COLLECTION,
+        ),
+        # one unknown collection dominates an EACCESS (Filter::checkPrivileges)
+        (
+            {"collections": [cid("inventory.airline"), cid("tenant.orders")]},
+            Status.UNKNOWN_COLLECTION,
+        ),
+        ({"scope": "8"}, Status.EACCESS),  # inventory: reached, not as a whole
+    ]
+    tenant = manifest.scope_named("tenant")
+    assert tenant is not None
+    cases.append(({"scope": f"{tenant.sid:x}"}, Status.UNKNOWN_SCOPE))
+    for i, (value, expected) in enumerate(cases):
+        s = Session(b, node=node, user="u", password="secret", features=COLLECTIONS)
+        s.open_dcp(name=f"c{i}".encode())
+        enable_noop(s)
+        answers = statuses(s.call(stream_request(value, opaque=10 + i)))
+        assert answers[:1] == [expected], (value, answers)
+
+
+def test_the_collections_manifest_lists_what_the_user_may_see() -> None:
+    """kv_engine ``get_collection_manifest``: a collection is listed unless the user has
+    no privilege on it; a scope when it holds a listed collection or the user reaches
+    it as a whole."""
+    from mockdcp.protocol import GetCollectionsManifest
+
+    b = scoped_bucket()
+    node = node_with(
+        b,
+        hotel="data_reader[default:inventory:hotel]",
+        scope="data_dcp_reader[default:tenant]",
+        all="data_reader[default]",
+    )
+
+    def listed(user: str) -> dict[str, list[str]]:
+        s = Session(b, node=node, user=user, password="secret", features=COLLECTIONS)
+        (answer,) = s.call(GetCollectionsManifest(opaque=1))
+        assert isinstance(answer, Response)
+        body = json.loads(answer.value)
+        assert body["uid"] == f"{b.manifest.uid:x}"
+        return {sc["name"]: [c["name"] for c in sc["collections"]] for sc in body["scopes"]}
+
+    assert listed("hotel") == {"inventory": ["hotel"]}
+    assert listed("scope") == {"tenant": ["orders"]}
+    assert listed("all") == {
+        "_default": ["_default"],
+        "inventory": ["hotel", "airline"],
+        "tenant": ["orders"],
+    }
 
 
 def lost_privileges_session(*, collections: bool = True) -> tuple[Bucket, Node, Session]:
@@ -253,3 +382,21 @@ def test_hello_needs_no_privilege() -> None:
     conn = node.open_connection(0.0)
     conn.receive_data(Hello(opaque=0, agent=b"x", features=FEATURES).encode(), 0.0)
     assert statuses(read(conn)) == [0]
+
+
+def test_collection_and_scope_ids_of_what_the_user_cannot_see_are_unknown() -> None:
+    """kv_engine ``get_collection_id``/``get_scope_id``: a collection or scope the user
+    has no privilege on answers as if it did not exist."""
+    from mockdcp.protocol import GetCollectionId, GetScopeId
+
+    b = scoped_bucket()
+    node = node_with(b, hotel="data_reader[default:inventory:hotel]")
+    s = Session(b, node=node, user="hotel", password="secret", features=COLLECTIONS)
+    assert statuses(s.call(GetCollectionId(opaque=1, path="inventory.hotel"))) == [0]
+    assert statuses(s.call(GetCollectionId(opaque=2, path="inventory.airline"))) == [
+        Status.UNKNOWN_COLLECTION
+    ]
+    assert statuses(s.call(GetScopeId(opaque=3, path="inventory"))) == [0]
+    assert statuses(s.call(GetScopeId(opaque=4, path="tenant"))) == [Status.UNKNOWN_SCOPE]
+    admin = Session(b, node=node, features=COLLECTIONS)
+    assert statuses(admin.call(GetCollectionId(opaque=5, path="inventory.airline"))) == [0]
