@@ -188,6 +188,8 @@ class Bucket:
             )
             for i in range(num_vbuckets)
         ]
+        for vb in self.vbuckets:  # persisted writes fold into the cold tier (_compaction)
+            vb.compacts = self.ephemeral is None
         #: the background persistence policy; off (interval None) until the server
         #: sets its interval and drives it (``mockdcp/server/_flusher.py``)
         self.flusher = Flusher(self)

@@ -25,7 +25,7 @@ import attrs
 from mockdcp.model._frame_columns import FrameColumns
 from mockdcp.model._item import (
     SYSTEM_COLLECTION_ID,
-    TAG_DURABLE,
+    TAG_SYSTEM,
     CommittedItem,
     DurableItem,
     Item,
@@ -178,9 +178,14 @@ class DiskStore:
         leave the disk."""
         cold = self.cold
         assert cold is not None
-        for item in written:
-            if item.seqno > cold.upto and item.tag != TAG_DURABLE and not item.system:
-                cold.kill(item.collection_id, item.key)
+        upto = cold.upto
+        docs = [  # not a system event nor a prepare or abort (``TAG_DURABLE``)
+            (item.collection_id, item.key)
+            for item in written
+            if item.seqno > upto and not item.tag & TAG_SYSTEM
+        ]
+        for cid, key in cold.candidates(docs):
+            cold.kill(cid, key)
 
     def purge(self, upto: int) -> tuple[list[Item], int]:
         """Remove on-disk tombstones at or below ``upto``: the hot ones removed, and how
@@ -216,6 +221,21 @@ class DiskStore:
             oldest, young = min(oldest, old_seqno), min(young, young_seqno)
         upto = min(young - 1, self.persisted_seqno)
         return None if oldest > upto else int(upto)
+
+    def fold(self, view: ColdView, docs: Sequence[tuple[int, bytes]], run: Sequence[Item]) -> None:
+        """Compaction moved ``run`` (the write log after the cold tier, up to the end of
+        ``view``, which holds it all) into the cold tier ``view``: the disk's versions
+        among them (of keys ``docs``) leave the hot disk (``_compaction``)."""
+        by_key = self.by_key
+        for doc in docs:
+            del by_key[doc]
+        # a dict keeps its table when emptied: copies are their size
+        self.by_key = dict(by_key)
+        self.by_seqno = {
+            s: it for s, it in self.by_seqno.items() if s < run[0].seqno or s > view.upto
+        }
+        self.columns.cut(run[0].seqno, view.upto)
+        self.cold = view
 
     def load_cold(self, segment: ColdSegment, upto: int | None, purged: int = 0) -> ColdView:
         """The cold tier is ``segment`` up to ``upto`` (default all of it)."""
