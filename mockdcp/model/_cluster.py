@@ -395,7 +395,7 @@ class Cluster:
         (``_compaction``): their copies elsewhere follow their write logs, which
         compaction would cut."""
         for vb in self.bucket.vbuckets:
-            vb.compacts = False
+            vb.store.compacts = False
 
     def remove_node(self, node: str) -> None:
         """Mark ``node`` to leave: the next ``rebalance`` moves its copies away and

@@ -10,20 +10,21 @@ rest). A node keeps about 56 bytes per item beyond key and value; the model's ho
 kept an ``Item``, two frame pieces, a hash-table entry, a write-log entry and the disk's
 entries (about 520 bytes); the cold tier (``_cold``) keeps 80 to 100.
 
-The rule (``compact``, after each persist): once a vbucket that folds
-(``VBucket.compacts``: a couchbase bucket's vbucket on one node without replicas) with
-no sync write and no history retained has persisted ``max(FOLD_MIN, a quarter of its
-cold tier)`` writes past its cold tier, the run of plain writes (mutations and
-tombstones: no system event, no prepare, commit or abort) from there up to the persisted
-seqno and below every checkpoint joins the cold tier. The open checkpoint is closed
-first when no cursor reads it and it is all persisted (kv_engine expels such items; a
-stream asking for them later backfills them from disk, as there). A new
-``ColdSegment`` holds the old segment's slots and the run's frames as written, every
-version (a rollback cuts the segment and an older version comes back, as the write log
-gave it back); its view keeps each old slot's liveness and makes a new slot alive where
-its item is the disk's version of its key. The run's items leave the write log, the
-hash table and the hot disk; readers find them in the cold tier (``VBucket.get``,
-``DiskStore.snapshot``, ``_restore.truncate``, ``_replication.catch_up``).
+The rule (``compact``, after each ``Bucket.persist``: the flusher's, a step's): once a
+vbucket that folds (``DiskStore.compacts``: a couchbase bucket's vbucket on one node
+without replicas) with no sync write and no history retained has persisted
+``max(FOLD_MIN, a quarter of its cold tier)`` writes past its cold tier, the run of
+plain writes (mutations and tombstones: no system event, no prepare, commit or abort)
+from there up to the persisted seqno and below every checkpoint joins the cold tier. The
+open checkpoint is closed first when no cursor reads it and it is all persisted
+(kv_engine expels such items; a stream asking for them later backfills them from disk,
+as there). A new ``ColdSegment`` holds the old segment's slots and the run's frames as
+written, every version (a rollback cuts the segment and an older version comes back, as
+the write log gave it back); its view keeps each old slot's liveness and makes a new
+slot alive where its item is the disk's version of its key. The run's items leave the
+write log, the hash table and the hot disk; readers find them in the cold tier
+(``VBucket.get``, ``DiskStore.snapshot``, ``_restore.truncate``,
+``_replication.catch_up``).
 
 The segment's seqnos are consecutive, so a system event or a sync write after the cold
 tier stops folding in that vbucket (``BLOCKED``): later writes stay in the hot tier. An
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 #: the fewest persisted writes past the cold tier that compaction folds at once
 FOLD_MIN = 256
-#: ``VBucket.fold_after`` when a system event or a sync write follows the cold tier
+#: ``DiskStore.fold_after`` when a system event or a sync write follows the cold tier
 BLOCKED = sys.maxsize
 
 _SEQNO = attrgetter("seqno")
@@ -66,19 +67,18 @@ def compact(vb: VBucket, minimum: int | None = None) -> int:
 
     if minimum is None:
         minimum = FOLD_MIN
-
     store = vb.store
     cold = store.cold
     if (
-        not vb.compacts
-        or vb.fold_after == BLOCKED
+        not vb.store.compacts
+        or vb.store.fold_after == BLOCKED
         or vb.durability.durable_writes
         or vb.history.retains
         or (cold is not None and (type(cold.segment) is not ColdSegment or cold.flushed))
     ):
         return 0
     held = 0 if cold is None else cold.upto - cold.segment.first_seqno + 1
-    base = max(vb.fold_after, 0 if cold is None else cold.upto)
+    base = max(vb.store.fold_after, 0 if cold is None else cold.upto)
     due = max(minimum, held // 4)
     persisted = store.persisted_seqno
     if persisted - base < due:
@@ -86,6 +86,8 @@ def compact(vb: VBucket, minimum: int | None = None) -> int:
     if not vb.cursors and vb.high_seqno <= persisted:
         vb.close_checkpoint()  # expelled at once: persisted, no cursor in it
     upto = min(persisted, vb.checkpoints[0].start_seqno - 1)
+    if upto - base < due:
+        return 0  # the checkpoints still hold most of it (a stream's cursor)
     log = vb.log
     i = bisect.bisect_right(log, base, key=_SEQNO)
     run = log[i : bisect.bisect_right(log, upto, key=_SEQNO)]
@@ -93,19 +95,19 @@ def compact(vb: VBucket, minimum: int | None = None) -> int:
     if cold is None:
         if stops:  # the run starts after the last system event or sync write
             i += stops[-1] + 1
-            vb.fold_after = run[stops[-1]].seqno
+            vb.store.fold_after = run[stops[-1]].seqno
             run = run[stops[-1] + 1 :]
     elif (run and run[0].seqno != cold.upto + 1) or stops:
-        vb.fold_after = BLOCKED  # the segment cannot take what follows
+        vb.store.fold_after = BLOCKED  # the segment cannot take what follows
         run = run[: stops[0]] if stops and run[0].seqno == cold.upto + 1 else []
-    if (vb.fold_after != BLOCKED and len(run) < due) or not run:
+    if (vb.store.fold_after != BLOCKED and len(run) < due) or not run:
         return 0  # the checkpoints still hold most of it
     items = vb.items
     docs = list(map(_DOC, run))  # (collection, key): ``Item.doc_key`` of a plain item
     on_disk = list(map(is_, map(store.by_key.get, docs), run))
     in_table = list(map(is_, map(items.get, docs), run))
     if any(map(gt, on_disk, in_table)):
-        vb.fold_after = BLOCKED  # the hash table forgot a version the disk keeps
+        vb.store.fold_after = BLOCKED  # the hash table forgot a version the disk keeps
         return 0
     view = _extended(vb.vbid, cold, run, on_disk)
     for doc in compress(docs, in_table):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from operator import itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -35,7 +36,12 @@ from mockdcp.model._item import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from mockdcp.model._checkpoint_manager import Row
     from mockdcp.model._cold import ColdSegment, ColdView
+
+
+#: a ``Row``'s (collection, key)
+_DOC_OF_ROW = itemgetter(1, 0)
 
 
 class SeqnoLookup(Protocol):
@@ -88,6 +94,10 @@ class DiskStore:
     def __init__(self, seqno: int = 0) -> None:
         self.reset(seqno)
 
+    #: persisted writes fold into the cold tier (``_compaction``): set by the bucket of a
+    #: couchbase bucket, cleared by a cluster with replicas or nodes to add
+    compacts = False
+
     def reset(self, seqno: int) -> None:
         """Empty, everything up to ``seqno`` persisted."""
         self.persisted_seqno = seqno
@@ -100,6 +110,8 @@ class DiskStore:
         self.columns = FrameColumns()
         #: the bulk-loaded documents kept in columns (``_cold``; None: none)
         self.cold: ColdView | None = None
+        #: compaction folds the write log after this seqno (``_compaction.compact``)
+        self.fold_after = 0
 
     def __getitem__(self, seqno: int) -> Item:
         """The on-disk item at ``seqno`` (hot, or a cold slot's)."""
@@ -172,6 +184,10 @@ class DiskStore:
             del self.by_key[old.doc_key]
             del self.by_seqno[old.seqno]
             self.columns.remove(old.seqno)
+
+    def cold_may_hold(self, rows: Sequence[Row]) -> bool:
+        """May the cold tier hold a key of ``rows`` (a bulk write's: ``ColdView.candidates``)?"""
+        return self.cold is not None and bool(self.cold.candidates(list(map(_DOC_OF_ROW, rows))))
 
     def kill_cold(self, written: Sequence[Item]) -> None:
         """The cold slots of keys ``written`` (persisted now) has a newer version of

@@ -28,11 +28,10 @@ Parts (an ephemeral vbucket would compose a sequence list instead of the disk):
 from __future__ import annotations
 
 import bisect
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from mockdcp.model._checkpoint_manager import CheckpointManager
-from mockdcp.model._compaction import compact
 from mockdcp.model._disk_store import DiskSnapshot, DiskStore
 from mockdcp.model._durability import DurabilityMonitor, visible_upto
 from mockdcp.model._failover import FailoverTable
@@ -63,8 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["DiskSnapshot", "VBucket", "collection_high_seqnos", "high_seqnos"]
 
 _SEQNO = attrgetter("seqno")
-#: a ``Row``'s (collection, key)
-_DOC_OF_ROW = itemgetter(1, 0)
 
 
 class VBucket(VBucketChecks):
@@ -108,9 +105,6 @@ class VBucket(VBucketChecks):
         #: False while the node holding this copy is down (``Cluster.node_down``): it
         #: takes no writes until the node is up again
         self.online = True
-        #: persisted writes move into the cold tier (``_compaction``): set by the bucket
-        #: of a couchbase bucket, cleared by a cluster with replicas or nodes to add
-        self.compacts = False
         self.checkpoint_manager = CheckpointManager(
             vbid,
             max_items=checkpoint_max_items,
@@ -134,8 +128,6 @@ class VBucket(VBucketChecks):
         self.system_events: list[SystemEventItem] = []
         #: collection id -> the highest seqno of an item or event of that collection
         self.collection_high: dict[int, int] = {}
-        #: compaction folds the write log after this seqno (``_compaction.compact``)
-        self.fold_after = 0
         self.checkpoint_manager.reset(seqno + 1)
 
     # -- reading ---------------------------------------------------------------------
@@ -262,12 +254,11 @@ class VBucket(VBucketChecks):
         """Write mutations (key, collection, value, datatype, flags, expiry, CAS) in
         order, as ``write`` would one by one (the bucket has validated them): in bulk
         (``CheckpointManager.append_rows``) unless a revision of a history collection
-        must not be de-duplicated, a key may have its last version in the cold tier
-        (``ColdView.candidates``), or the open checkpoint keeps its visible frames apart
-        (``Checkpoint.append``)."""
-        history, cold = self.history, self.store.cold
+        must not be de-duplicated, a key may have its last version in the cold tier, or
+        the open checkpoint keeps its visible frames apart (``Checkpoint.append``)."""
+        history = self.history
         if (
-            (cold is not None and cold.candidates(list(map(_DOC_OF_ROW, rows))))
+            self.store.cold_may_hold(rows)
             or self.checkpoints[-1].visible is not None
             or (history.retains and not history.collections.isdisjoint(r[1] for r in rows))
         ):
@@ -347,8 +338,7 @@ class VBucket(VBucketChecks):
 
         Read from the write log, not the checkpoints: de-duplication in the open
         checkpoint may already have removed a version that is the newest one at
-        ``upto`` (set A, set B, set A; persist up to B must keep the first A). Then
-        compaction may fold the persisted writes into the cold tier (``_compaction``).
+        ``upto`` (set A, set B, set A; persist up to B must keep the first A).
         """
         log = self.log
         i = bisect.bisect_right(log, self.store.persisted_seqno, key=_SEQNO)
@@ -356,7 +346,6 @@ class VBucket(VBucketChecks):
         self.store.persist(written, upto, durable=bool(self.durability.durable_writes))
         self.history.persisted(written)
         self.checkpoint_manager.expel(self.store.persisted_seqno)
-        compact(self)
 
     def purge(self, upto: int) -> int:
         """Remove on-disk tombstones at or below ``upto``; return how many."""

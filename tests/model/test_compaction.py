@@ -17,7 +17,7 @@ T0 = 1_700_000_000.0
 def bucket(vbuckets: int = 1, *, compacts: bool = True) -> Bucket:
     b = Bucket("default", vbuckets, seed=1, clock=lambda: T0, collections={"s": ["c"]})
     for vb in b.vbuckets:
-        vb.compacts = compacts
+        vb.store.compacts = compacts
     return b
 
 
@@ -126,7 +126,7 @@ def test_a_system_event_after_the_cold_tier_stops_folding() -> None:
     write_many(b, [b"b%04d" % i for i in range(300)], "{}")
     b.persist(0)
     assert vb.cold.upto == upto
-    assert vb.fold_after == _compaction.BLOCKED
+    assert vb.store.fold_after == _compaction.BLOCKED
     assert sum(not it.system for it in vb.items.values()) == 300
 
 
@@ -138,12 +138,12 @@ def test_sync_writes_and_clusters_with_copies_do_not_fold() -> None:
     assert b.vbucket(0).cold is None
     two = bucket(2)
     Cluster(two, ("n0", "n1"), replicas=1)
-    assert not any(vb.compacts for vb in two.vbuckets)
+    assert not any(vb.store.compacts for vb in two.vbuckets)
     one = bucket(2)
     cluster = Cluster(one, ("n0",))
-    assert all(vb.compacts for vb in one.vbuckets)
+    assert all(vb.store.compacts for vb in one.vbuckets)
     cluster.add_node("n1")
-    assert not any(vb.compacts for vb in one.vbuckets)
+    assert not any(vb.store.compacts for vb in one.vbuckets)
 
 
 def test_folded_tombstones_purge() -> None:
