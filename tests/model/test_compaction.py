@@ -235,3 +235,24 @@ def test_fold_min_is_what_the_module_says() -> None:
 @pytest.fixture(autouse=True)
 def _fold_min() -> None:
     assert _compaction.FOLD_MIN == 256
+
+
+def test_a_rebalance_moves_folded_vbuckets_whole() -> None:
+    b = bucket(4)
+    cluster = Cluster(b, ("n0",))
+    keys = [b"k%04d" % i for i in range(3000)]
+    for k in keys:
+        b.set(k, "{}")
+    for k in keys[:500]:
+        b.set(k, '{"v":2}')
+    b.persist()
+    assert all(vb.cold is not None for vb in b.vbuckets)
+
+    def table() -> list[Any]:
+        return [sorted((k, fields(it)) for k, it in vb.hash_table()) for vb in b.vbuckets]
+
+    before = table()
+    cluster.add_node("n1")
+    assert cluster.rebalance()  # two vbuckets move to the new node
+    assert {cluster.map.active(vb) for vb in range(4)} == {"n0", "n1"}
+    assert table() == before
