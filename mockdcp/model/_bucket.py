@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 from mockdcp.model._clock import ServerTimers, VirtualClock
+from mockdcp.model._compaction import compact
 from mockdcp.model._ephemeral import (
     Ephemeral,
     MemoryUse,
@@ -188,6 +189,8 @@ class Bucket:
             )
             for i in range(num_vbuckets)
         ]
+        for vb in self.vbuckets:  # persisted writes fold into the cold tier (_compaction)
+            vb.store.compacts = self.ephemeral is None
         #: the background persistence policy; off (interval None) until the server
         #: sets its interval and drives it (``mockdcp/server/_flusher.py``)
         self.flusher = Flusher(self)
@@ -746,6 +749,7 @@ class Bucket:
                 vb.check_persist(upto)
         for vb in targets:
             vb.persist(vb.high_seqno if upto is None else upto)
+            compact(vb)  # persisted writes may fold into the cold tier
             self._retain(vb)
         self.notify(vb.vbid for vb in targets)
 

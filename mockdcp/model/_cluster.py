@@ -82,6 +82,8 @@ class Cluster:
         self.auto_replicate = False
         self._views: dict[str, NodeView] = {}
         bucket.listeners.append(self._on_bucket_change)
+        if len(nodes) > 1 or replicas:
+            self._stop_compaction()
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -386,6 +388,14 @@ class Cluster:
         if node in self._copies:
             raise ModelError(f"node {node!r} is already in the cluster")
         self._copies[node] = {}
+        self._stop_compaction()
+
+    def _stop_compaction(self) -> None:
+        """The actives no longer fold their writes into the cold tier
+        (``_compaction``): their copies elsewhere follow their write logs, which
+        compaction would cut."""
+        for vb in self.bucket.vbuckets:
+            vb.store.compacts = False
 
     def remove_node(self, node: str) -> None:
         """Mark ``node`` to leave: the next ``rebalance`` moves its copies away and

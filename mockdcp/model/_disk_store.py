@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from operator import itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -25,7 +26,7 @@ import attrs
 from mockdcp.model._frame_columns import FrameColumns
 from mockdcp.model._item import (
     SYSTEM_COLLECTION_ID,
-    TAG_DURABLE,
+    TAG_SYSTEM,
     CommittedItem,
     DurableItem,
     Item,
@@ -35,7 +36,12 @@ from mockdcp.model._item import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from mockdcp.model._checkpoint_manager import Row
     from mockdcp.model._cold import ColdSegment, ColdView
+
+
+#: a ``Row``'s (collection, key)
+_DOC_OF_ROW = itemgetter(1, 0)
 
 
 class SeqnoLookup(Protocol):
@@ -88,6 +94,10 @@ class DiskStore:
     def __init__(self, seqno: int = 0) -> None:
         self.reset(seqno)
 
+    #: persisted writes fold into the cold tier (``_compaction``): set by the bucket of a
+    #: couchbase bucket, cleared by a cluster with replicas or nodes to add
+    compacts = False
+
     def reset(self, seqno: int) -> None:
         """Empty, everything up to ``seqno`` persisted."""
         self.persisted_seqno = seqno
@@ -100,6 +110,8 @@ class DiskStore:
         self.columns = FrameColumns()
         #: the bulk-loaded documents kept in columns (``_cold``; None: none)
         self.cold: ColdView | None = None
+        #: compaction folds the write log after this seqno (``_compaction.compact``)
+        self.fold_after = 0
 
     def __getitem__(self, seqno: int) -> Item:
         """The on-disk item at ``seqno`` (hot, or a cold slot's)."""
@@ -173,14 +185,23 @@ class DiskStore:
             del self.by_seqno[old.seqno]
             self.columns.remove(old.seqno)
 
+    def cold_may_hold(self, rows: Sequence[Row]) -> bool:
+        """May the cold tier hold a key of ``rows`` (a bulk write's: ``ColdView.candidates``)?"""
+        return self.cold is not None and bool(self.cold.candidates(list(map(_DOC_OF_ROW, rows))))
+
     def kill_cold(self, written: Sequence[Item]) -> None:
         """The cold slots of keys ``written`` (persisted now) has a newer version of
         leave the disk."""
         cold = self.cold
         assert cold is not None
-        for item in written:
-            if item.seqno > cold.upto and item.tag != TAG_DURABLE and not item.system:
-                cold.kill(item.collection_id, item.key)
+        upto = cold.upto
+        docs = [  # not a system event nor a prepare or abort (``TAG_DURABLE``)
+            (item.collection_id, item.key)
+            for item in written
+            if item.seqno > upto and not item.tag & TAG_SYSTEM
+        ]
+        for cid, key in cold.candidates(docs):
+            cold.kill(cid, key)
 
     def purge(self, upto: int) -> tuple[list[Item], int]:
         """Remove on-disk tombstones at or below ``upto``: the hot ones removed, and how
@@ -216,6 +237,21 @@ class DiskStore:
             oldest, young = min(oldest, old_seqno), min(young, young_seqno)
         upto = min(young - 1, self.persisted_seqno)
         return None if oldest > upto else int(upto)
+
+    def fold(self, view: ColdView, docs: Sequence[tuple[int, bytes]], run: Sequence[Item]) -> None:
+        """Compaction moved ``run`` (the write log after the cold tier, up to the end of
+        ``view``, which holds it all) into the cold tier ``view``: the disk's versions
+        among them (of keys ``docs``) leave the hot disk (``_compaction``)."""
+        by_key = self.by_key
+        for doc in docs:
+            del by_key[doc]
+        # a dict keeps its table when emptied: copies are their size
+        self.by_key = dict(by_key)
+        self.by_seqno = {
+            s: it for s, it in self.by_seqno.items() if s < run[0].seqno or s > view.upto
+        }
+        self.columns.cut(run[0].seqno, view.upto)
+        self.cold = view
 
     def load_cold(self, segment: ColdSegment, upto: int | None, purged: int = 0) -> ColdView:
         """The cold tier is ``segment`` up to ``upto`` (default all of it)."""

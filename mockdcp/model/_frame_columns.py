@@ -88,6 +88,14 @@ class FrameColumns:
         del self.cids[j]
         del self.sizes[j]
 
+    def cut(self, low: int, high: int) -> None:
+        """Take out every frame whose seqno is in ``low..high`` (the items compaction
+        moved into the cold tier: ``_compaction``)."""
+        i, j = bisect.bisect_left(self.seqnos, low), bisect.bisect_right(self.seqnos, high)
+        if i < j:
+            del self.seqnos[i:j], self.heads[i:j], self.tails[i:j]
+            del self.tags[i:j], self.cids[i:j], self.sizes[i:j]
+
     def rebuild(self, by_seqno: Mapping[int, Item]) -> None:
         """Hold exactly the items of ``by_seqno`` (after a purge took many out)."""
         seqnos = array("q", sorted(by_seqno))

@@ -47,6 +47,32 @@ class _SeqnoIndex:
         return self.items[k]
 
 
+def _outside(cids: array[int], collections: frozenset[int]) -> list[int]:
+    """The positions of ``cids`` (an ``array("I")``) not in ``collections``, found with
+    numpy: a history backfill of a million revisions compared them one by one in
+    Python (0.75 s of a 300,000-revision ``mockdcp bench history --from-disk``)."""
+    import numpy as np
+
+    column = np.frombuffer(cids, np.uint32)
+    if len(collections) == 1:
+        (only,) = collections
+        outside = column != only
+    else:
+        outside = ~np.isin(column, np.fromiter(collections, np.uint32, len(collections)))
+    out: list[int] = np.flatnonzero(outside).tolist()
+    return out
+
+
+def _without(count: int, drop: list[int]) -> list[bool]:
+    """``count`` flags, False at the positions ``drop`` (for ``itertools.compress``)."""
+    import numpy as np
+
+    keep = np.ones(count, np.bool_)
+    keep[drop] = False
+    out: list[bool] = keep.tolist()
+    return out
+
+
 class HistoryLog:
     """``start_seqno`` (0: none), the ``bytes`` of frames from it to the persisted seqno,
     and ``columns``: the persisted log from the start in columns, extended as the
@@ -132,13 +158,13 @@ class HistoryLog:
             seqnos, cids, items = cols.seqnos[i:j], cols.cids[i:j], log[i:j]
             heads, tails = cols.heads[i:j], cols.tails[i:j]
             tags, sizes = cols.tags[i:j], cols.sizes[i:j]
-            if not hist.issuperset(cids):
+            others = _outside(cids, hist)
+            if others:
                 # a few entries outside the history collections (system events, keys of
                 # collections without history): only the newest on disk of each stays
-                others = [k for k, c in enumerate(cids) if c not in hist]
-                drop = {k for k in others if by_seqno.get(seqnos[k]) is not items[k]}
+                drop = [k for k in others if by_seqno.get(seqnos[k]) is not items[k]]
                 if drop:
-                    keep = [k not in drop for k in range(len(cids))]
+                    keep = _without(len(cids), drop)
                     seqnos = array("q", compress(seqnos, keep))
                     cids = array("I", compress(cids, keep))
                     heads, tails = list(compress(heads, keep)), list(compress(tails, keep))

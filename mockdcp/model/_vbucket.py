@@ -258,7 +258,7 @@ class VBucket(VBucketChecks):
         the open checkpoint keeps its visible frames apart (``Checkpoint.append``)."""
         history = self.history
         if (
-            self.store.cold is not None
+            self.store.cold_may_hold(rows)
             or self.checkpoints[-1].visible is not None
             or (history.retains and not history.collections.isdisjoint(r[1] for r in rows))
         ):

@@ -176,7 +176,7 @@ class BackfillRead:
 
     def items_at(self, at: Sequence[int]) -> list[Item]:
         """The items of frames ``at`` (read at once: a later persist may replace them)."""
-        return self.snap.items_at(self.vb.disk_by_seqno, at)
+        return self.snap.items_at(self.vb.store, at)
 
 
 def read_backfill(

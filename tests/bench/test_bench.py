@@ -1,6 +1,6 @@
-"""``mockdcp bench stream``, ``cold`` and ``docs`` run end to end and report their figures
-(the figures themselves are read at full size: docs/performance.md), and the spellings from before
-the modes still select them."""
+"""``mockdcp bench stream``, ``cold``, ``written`` and ``docs`` run end to end and report
+their figures (the figures themselves are read at full size: docs/performance.md), and
+the spellings from before the modes still select them."""
 
 from __future__ import annotations
 
@@ -83,6 +83,17 @@ def test_bench_cold_reports_the_cold_tier_figures_for_a_small_run(spelling: str)
     assert report["complete"] is True
     assert report["figures"]["load_items_per_s"] > 0
     assert report["figures"]["disk_events_per_s"] > 0
+
+
+def test_bench_written_folds_the_persisted_writes_into_the_cold_tier() -> None:
+    report = bench_report("written", "--items", "20000", "--vbuckets", "4")
+    assert report["mode"] == "written"
+    assert report["complete"] is True
+    figures = report["figures"]
+    assert figures["hot_share"] < 0.5  # most of them folded
+    assert figures["written_items_per_cpu_s"] > 0
+    assert figures["disk_events_per_s"] > 0
+    assert "bytes_per_item_beyond_key_value" in figures
 
 
 def test_bench_refuses_sizes_it_cannot_measure() -> None:

@@ -178,7 +178,7 @@ def test_disk_frames_equal_the_codec_item_by_item(
     )
     assert frames is not None
     buf, ends, base = encoder.encode(frames, 0, len(frames.heads), 5, sid)
-    items = [vb.disk_by_seqno[s] for s in snap.seqnos]
+    items = [vb.store[s] for s in snap.seqnos]
     assert frames_of(bytes(buf), ends, base) == expected(items, encoder.form, 5, sid)
 
 

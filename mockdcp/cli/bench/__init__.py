@@ -2,7 +2,7 @@
 module over a shared harness (``_harness``: loading, serving and streaming to the bench
 consumer process ``_consumer``, and the report every mode writes).
 
-Modes: ``stream`` (the default), ``cold``, ``docs``, ``corpus``, ``cluster``,
+Modes: ``stream`` (the default), ``cold``, ``written``, ``docs``, ``corpus``, ``cluster``,
 ``rebalance``, ``history``, ``durable``, ``startup`` and ``compare`` (a git ref against
 the working tree, side by side). The options of the bench before the modes
 (``--docs N``, ``--cold``, ``--corpus DIR --on-disk``, ``--nodes N``, ``--rebalance``,

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 MODES = (
     "stream",
     "cold",
+    "written",
     "docs",
     "corpus",
     "cluster",
@@ -29,6 +30,7 @@ _STREAMING = {"items", "value_size", "vbuckets", "from_disk", "legacy"}
 MODE_OPTIONS: dict[str, set[str]] = {
     "stream": _STREAMING | {"consumers", "filter", "stream_ids", "tls"},
     "cold": {"items", "value_size", "vbuckets", "legacy"},
+    "written": {"items", "value_size", "vbuckets", "legacy"},
     "docs": {"items", "vbuckets"},
     "corpus": {"corpus", "vbuckets"},
     "cluster": _STREAMING | {"nodes", "replicas"},
