@@ -13,10 +13,6 @@ ROOT = Path(__file__).resolve().parents[1] / "mockdcp"
 LIMITS = {
     ("model/_vbucket.py", "VBucket"): 350,
     ("producer/_stream.py", "Stream"): 350,
-    # issue 40's target is 400; privileges that change (a stream losing DcpStream) and a
-    # connection moving to another bucket's node brought it to 419 in the wave that added
-    # them: a ratchet until those move into parts of their own
-    ("producer/_connection.py", "Connection"): 420,
 }
 
 
@@ -58,3 +54,52 @@ def test_handlers_change_the_connection_through_its_verbs() -> None:
             for target in targets:
                 text = ast.unparse(target)
                 assert not text.startswith("conn."), f"{path.name}:{node.lineno}: {text} ="
+
+
+# -- issue 40's target: no class over 400 lines, anywhere in the package --------------
+
+#: most lines of any class of ``mockdcp/`` (nested ones included)
+CLASS_LIMIT = 400
+#: classes allowed over ``CLASS_LIMIT`` for now, each with why: the model's ``Bucket``
+#: and ``Cluster`` are being split into parts with the change feed (issue 40 item 3),
+#: in a branch of their own; the allowance goes when that lands
+OVER_CLASS_LIMIT = {
+    ("model/_bucket.py", "Bucket"),
+    ("model/_cluster.py", "Cluster"),
+}
+
+
+def classes_over(root: Path, limit: int) -> list[tuple[str, str, int]]:
+    """(path under ``root``, class, lines) of every class over ``limit`` lines."""
+    return [
+        (path.relative_to(root).as_posix(), node.name, _span(node))
+        for path in sorted(root.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and _span(node) > limit
+    ]
+
+
+def test_no_class_of_the_package_is_over_400_lines() -> None:
+    over = [
+        f"{name} ({path}) has {lines} lines"
+        for path, name, lines in classes_over(ROOT, CLASS_LIMIT)
+        if (path, name) not in OVER_CLASS_LIMIT
+    ]
+    assert not over, f"over {CLASS_LIMIT} lines: {over}"
+
+
+def test_each_class_allowed_over_400_lines_still_is() -> None:
+    """An allowance goes as soon as its class is within the limit."""
+    over = {(path, name) for path, name, _ in classes_over(ROOT, CLASS_LIMIT)}
+    assert over >= OVER_CLASS_LIMIT, f"within {CLASS_LIMIT} lines now: {OVER_CLASS_LIMIT - over}"
+
+
+def test_the_class_check_finds_a_long_class_and_a_nested_one(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(5))
+    nested = body.replace("    ", "        ")
+    (tmp_path / "m.py").write_text(
+        f"class Long:\n{body}\n\nclass Outer:\n    class Inner:\n{nested}"
+    )
+    found = [("m.py", "Long", 6), ("m.py", "Outer", 7), ("m.py", "Inner", 6)]
+    assert classes_over(tmp_path, 5) == found
+    assert classes_over(tmp_path, 6) == [("m.py", "Outer", 7)]

@@ -15,12 +15,25 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.client._bootstrap import (
+    OPTIONAL_CONTROLS as OPTIONAL_CONTROLS,
+    control_pairs,
+    hello_features,
+    optional_refusal,
+    with_change_streams,
+)
+from mockdcp.client._routing import (
+    OPAQUE_SLOT as OPAQUE_SLOT,
+    STREAM_OPAQUE_BASE as STREAM_OPAQUE_BASE,
+    StreamRoutes,
+)
 from mockdcp.client._state import ConsumerError, ConsumerState, StreamRefused, Version
 from mockdcp.client._streams import ManifestView, StreamFilter, StreamKey
+from mockdcp.client._sync_writes import resolve as resolve_sync_write
 from mockdcp.protocol import (
     Abort,
     ClusterMapChangeNotification,
@@ -36,7 +49,6 @@ from mockdcp.protocol import (
     Expiration,
     Frame,
     Hello,
-    HelloFeature,
     Magic,
     Message,
     Mutation,
@@ -64,12 +76,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("mockdcp.client")
 
 MAX_SEQNO = 0xFFFFFFFFFFFFFFFF
-STREAM_OPAQUE_BASE = 0x1000
-#: A stream's opaque is ``STREAM_OPAQUE_BASE + vbucket + OPAQUE_SLOT * i`` for the i-th
-#: of the consumer's filters (vbuckets are below 1024).
-OPAQUE_SLOT = 0x10000
-#: DCP_CONTROLs a node may refuse without the bootstrap failing (``control_refused``)
-OPTIONAL_CONTROLS = frozenset({"change_streams"})
 #: Pause before re-opening a stream that ended with a reason other than OK.
 REOPEN_DELAY = 0.05
 #: Pause before asking again for a stream refused with a status worth retrying; it
@@ -162,10 +168,7 @@ class ConsumerCore:
         self.reconnect = reconnect
         self.open_flags = open_flags
         self.stream_flags = stream_flags
-        self.extra_controls = list(controls)
-        if change_streams and "change_streams" not in dict(self.extra_controls):
-            # history snapshots where the node has them; optional (``control_refused``)
-            self.extra_controls.append(("change_streams", "true"))
+        self.extra_controls = with_change_streams(controls, change_streams)
         #: optional controls the node refused (key -> status): ``control_refused``
         self.refused: dict[str, int] = {}
         #: ``enable_sync_writes`` (and ``consumer_name``) are sent: prepares are held,
@@ -178,9 +181,8 @@ class ConsumerCore:
         self.finished = False
         self._opaque = 1
         self._unacked = 0
-        #: stream-request opaque -> vbucket, and -> stream id
-        self._opaques: dict[int, int] = {}
-        self._sids: dict[int, int | None] = {}
+        #: stream-request opaque -> the stream its frames belong to
+        self.routes = StreamRoutes()
         #: streams asked for and not ended
         self.open: set[StreamKey] = set()
         self._snap: dict[StreamKey, tuple[int, int]] = {}
@@ -216,22 +218,11 @@ class ConsumerCore:
     # -- bootstrap ------------------------------------------------------------------------
 
     def hello(self) -> Hello:
-        """HELLO with what the consumer needs (COLLECTIONS when collection-aware)."""
-        features = [
-            HelloFeature.XATTR,
-            HelloFeature.XERROR,
-            HelloFeature.SELECT_BUCKET,
-            HelloFeature.JSON,
-        ]
-        if self.collections:
-            features.append(HelloFeature.COLLECTIONS)
-        if self.clustermap_notification:
-            features += [
-                HelloFeature.DUPLEX,
-                HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION,
-                HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF,
-            ]
-        return Hello(opaque=self.next_opaque(), agent=b"mockdcp-client", features=tuple(features))
+        """HELLO with what the consumer needs (``_bootstrap.hello_features``)."""
+        features = hello_features(
+            collections=self.collections, clustermap_notification=self.clustermap_notification
+        )
+        return Hello(opaque=self.next_opaque(), agent=b"mockdcp-client", features=features)
 
     def take_cluster_config(self, config: bytes) -> None:
         """GET_CLUSTER_CONFIG's answer: with ``vbuckets`` None, every vbucket it maps."""
@@ -244,32 +235,23 @@ class ConsumerCore:
         return DcpOpen(opaque=self.next_opaque(), name=self.name.encode(), flags=int(flags))
 
     def control_refused(self, key: str, status: int) -> bool:
-        """A DCP_CONTROL was refused: True if the consumer goes on without it (it is
-        kept in ``refused``). ``change_streams`` is optional: a node before 7.2 does not
-        know it (EINVAL: kv_engine ``DcpProducer::control`` at ``v7.0.0``) and a couchstore
-        bucket cannot retain history (NOT_SUPPORTED), and either streams de-duplicated
-        snapshots, which this consumer applies as well (java-dcp-client and the Kafka
-        connector send it as an optional control; gocbcore fails the connection
-        instead). Any other refused control stops the bootstrap."""
-        if key not in OPTIONAL_CONTROLS:
+        """A DCP_CONTROL was refused: True if the consumer goes on without it (an
+        optional one, ``_bootstrap.optional_refusal``: kept in ``refused``)."""
+        if not optional_refusal(key, status):
             return False
-        log.info("control %s refused (status %#x): streaming without it", key, status)
         self.refused[key] = status
         return True
 
     def controls(self) -> list[DcpControl]:
-        """The DCP_CONTROLs after DCP_OPEN, in order."""
-        controls = [
-            ("enable_noop", "true"),
-            ("set_noop_interval", str(self.noop_interval)),
-            ("connection_buffer_size", str(self.buffer_size)),
-            *([("enable_stream_id", "true")] if self.stream_ids else []),
-            *self.extra_controls,
-        ]
-        if self.sync_writes:
-            # kv_engine sends v2.0 markers (max visible seqno) only with a consumer name
-            sync = [("enable_sync_writes", "true"), ("consumer_name", self.name)]
-            controls += [c for c in sync if c[0] not in dict(self.extra_controls)]
+        """The DCP_CONTROLs after DCP_OPEN, in order (``_bootstrap.control_pairs``)."""
+        controls = control_pairs(
+            name=self.name,
+            noop_interval=self.noop_interval,
+            buffer_size=self.buffer_size,
+            stream_ids=self.stream_ids,
+            extra=self.extra_controls,
+            sync_writes=self.sync_writes,
+        )
         return [DcpControl(opaque=self.next_opaque(), key=k, value=v) for k, v in controls]
 
     # -- streams --------------------------------------------------------------------------
@@ -289,12 +271,9 @@ class ConsumerCore:
         slot, spec = self._spec(sid)
         pos = self.state.position(vb, sid)
         self.state.manifests.setdefault((vb, sid), ManifestView.for_filter(spec))
-        opaque = STREAM_OPAQUE_BASE + vb + OPAQUE_SLOT * slot
-        self._opaques[opaque] = vb
-        self._sids[opaque] = sid
         self.open.add((vb, sid))
         return DcpStreamRequest(
-            opaque=opaque,
+            opaque=self.routes.opaque(vb, sid, slot),
             vbucket=vb,
             flags=int(self.stream_flags),
             start_seqno=pos.seqno,
@@ -317,21 +296,9 @@ class ConsumerCore:
         """The requests for every stream of every vbucket that is not done."""
         return [request for vb in self.vbuckets for request in self.stream_requests(vb)]
 
-    def is_stream_response(self, frame: Frame) -> bool:
-        """True for the answer to one of the consumer's stream requests."""
-        return (
-            frame.magic is Magic.RESPONSE
-            and frame.opcode == Opcode.DCP_STREAM_REQ
-            and frame.opaque in self._opaques
-        )
-
     def stream_of(self, frame: Frame) -> StreamKey:
-        """The stream a frame belongs to: by the opaque of its stream request, as the
-        clients route (the stream-id frame info when the opaque is not one of ours)."""
-        vb = self._opaques.get(frame.opaque)
-        if vb is None:
-            return frame.vbucket, frame.stream_id()
-        return vb, self._sids.get(frame.opaque)
+        """The stream a frame belongs to (``StreamRoutes.stream_of``)."""
+        return self.routes.stream_of(frame)
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -341,7 +308,7 @@ class ConsumerCore:
         Raises ``ConsumerError`` for a stream refused in a way the consumer cannot fix,
         ``RemoteProtocolError`` for a frame it cannot decode."""
         if frame.magic is Magic.RESPONSE:
-            if self.is_stream_response(frame):
+            if self.routes.is_stream_response(frame):
                 return self.on_stream_response(self.stream_of(frame), frame)
             return []
         msg = decode_server_message(frame, collections=self.collections)
@@ -422,14 +389,7 @@ class ConsumerCore:
             log.info("stream %s: its filter names nothing left (%#x); done", key, frame.status)
             # its drop events may have been purged while the consumer was away: what it
             # has of the filter's collections in this vbucket is gone
-            gone = set(spec.collections)
-            if spec.scope is not None:
-                view = self.state.manifests.get(key)
-                if view is not None:
-                    gone |= {
-                        c for c, info in view.collections.items() if info.scope_id == spec.scope
-                    }
-            for cid in gone:
+            for cid in spec.collections_in(self.state.manifests.get(key)):
                 self.state.cleared[(vb, cid)] = _AFTER_EVERY_SEQNO
             self._end(key, int(frame.status))
             return [Emit(vb, StreamRefused(vbucket=vb, stream_id=sid, status=int(frame.status)))]
@@ -508,46 +468,14 @@ class ConsumerCore:
     def _on_sync_write(
         self, key: StreamKey, msg: Prepare | Commit | Abort
     ) -> Mutation | Deletion | None:
-        """A durable write (kv_engine docs/dcp/documentation/commands/prepare.md,
-        commit.md, abort.md): a prepare is held, never delivered; its commit delivers
-        the held document at the commit's seqno (a mutation, or a deletion for a
-        prepared deletion); an abort drops it. Each takes a seqno of the snapshot."""
-        vb, sid = key
-        cid = msg.collection_id or 0
-        held = self.state.prepares
-        if isinstance(msg, Prepare):
-            held[(vb, sid, cid, msg.key)] = msg
-            self._advance(key, msg.by_seqno)
-            return None
-        prepare = held.pop((vb, sid, cid, msg.key), None)
-        if isinstance(msg, Abort):  # from disk its prepare may be gone: nothing to drop
-            self.state.aborts += 1
-            self._advance(key, msg.abort_seqno)
-            return None
-        if prepare is None or prepare.by_seqno != msg.prepared_seqno:
-            self.state.violations.append(
-                f"vb {vb}{_sid_text(sid)} commit at {msg.commit_seqno} of prepare "
-                f"{msg.prepared_seqno} never received"
-            )
-            self._advance(key, msg.commit_seqno)
-            return None
-        fields: dict[str, Any] = {
-            "opaque": msg.opaque,
-            "vbucket": vb,
-            "cas": prepare.cas,
-            "by_seqno": msg.commit_seqno,
-            "rev_seqno": prepare.rev_seqno,
-            "key": prepare.key,
-            "collection_id": prepare.collection_id,
-            "value": prepare.value,
-            "datatype": prepare.datatype,
-        }
-        document: Mutation | Deletion
-        if prepare.deleted:
-            document = Deletion(**fields)
+        """A durable write (``_sync_writes``): a prepare is held, never delivered; its
+        commit delivers the held document at the commit's seqno; an abort drops it.
+        Each takes a seqno of the snapshot."""
+        document, seqno = resolve_sync_write(self.state, key, msg)
+        if document is None:
+            self._advance(key, seqno)
         else:
-            document = Mutation(flags=prepare.flags, expiration=prepare.expiration, **fields)
-        self._on_item(key, document)
+            self._on_item(key, document)
         return document
 
     def _on_item(self, key: StreamKey, msg: Mutation | Deletion | Expiration) -> None:

@@ -75,6 +75,16 @@ class StreamFilter:
             doc["scope"] = format(self.scope, "x")
         return json.dumps(doc, separators=(",", ":")).encode() if doc else b""
 
+    def collections_in(self, view: ManifestView | None) -> set[int]:
+        """The collections this filter selects as ``view`` (its stream's manifest, if
+        one was kept) knows them: its collections, or every collection of its scope the
+        view has seen."""
+        selected = set(self.collections)
+        if self.scope is not None and view is not None:
+            scope = self.scope
+            selected |= {c for c, info in view.collections.items() if info.scope_id == scope}
+        return selected
+
 
 @attrs.frozen
 class CollectionInfo:

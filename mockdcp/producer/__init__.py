@@ -1,7 +1,9 @@
 """Per-connection and per-stream producer state machines. Pure: no I/O, no clock.
 
-A module a job: ``_node`` (the node: its connections and every step that acts on
-them), ``_connection`` (the byte pump of one connection), ``_dispatch`` (the one handler
+A module a job: ``_node`` (the node: its connections), ``_connection_steps`` and
+``_rejections`` (the steps that act on them), ``_connection`` (the byte pump of one
+connection), ``_access`` (who it is, what its user may still do), ``_bucket_move``
+(SELECT_BUCKET's move to another bucket's node), ``_dispatch`` (the one handler
 table) and the handlers (``_session_handlers``, ``_lookup_handlers``, ``_dcp_handlers``,
 ``_document_handlers``), ``_replies`` (every answer), ``_scheduler`` (streams drained
 under flow control and holds), ``_stream_request`` (the decision on a stream request),
@@ -24,8 +26,8 @@ from mockdcp.producer._data_nodes import DataNodes as DataNodes
 from mockdcp.producer._node import (
     RETIRED_COUNTERS as RETIRED_COUNTERS,
     Node as Node,
-    Rejection as Rejection,
 )
+from mockdcp.producer._rejections import Rejection as Rejection
 from mockdcp.producer._topology import (
     CLOSED_STATUSES as CLOSED_STATUSES,
     NodeStatus as NodeStatus,

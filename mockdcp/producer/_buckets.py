@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.model import Bucket, BucketSpec, Cluster
+from mockdcp.producer._bucket_move import move_connection
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class Buckets:
         if target is None:
             return False
         if target is not here:
-            target.adopt(conn, here)
+            move_connection(conn, here, target)
         return True
 
     # -- the bucket's life ----------------------------------------------------------------

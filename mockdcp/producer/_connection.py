@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.producer import events as ev
+from mockdcp.producer._access import Access
 from mockdcp.producer._backfills import BackfillQueue
 from mockdcp.producer._checker_tap import CheckerTap
 from mockdcp.producer._containment import contain
@@ -56,8 +57,9 @@ if TYPE_CHECKING:
 
     from mockdcp.model import Bucket, NodeView, Users
     from mockdcp.producer._checker import CheckerRegistry
+    from mockdcp.producer._rejections import Rejections
     from mockdcp.producer._stream import Stream
-    from mockdcp.protocol import DcpOpenFlag, Frame, SaslServer, ServerProfile, Status
+    from mockdcp.protocol import DcpOpenFlag, Frame, ServerProfile, Status
 
     class NodeServices(Protocol):
         """What a connection needs of the node that owns it (``Node`` provides it;
@@ -71,6 +73,8 @@ if TYPE_CHECKING:
         #: the server version the node behaves as
         profile: ServerProfile
         idle_timeout: float
+        #: the ``reject`` step's rejections pending
+        rejections: Rejections
 
         @property
         def version(self) -> str: ...
@@ -96,7 +100,6 @@ if TYPE_CHECKING:
         def claim_producer_name(self, name: bytes, conn: Connection) -> None: ...
         def forget(self, conn: Connection) -> None: ...
         def record(self, event: ev.ProducerEvent) -> None: ...
-        def take_rejection(self, opcode: int, vbucket: int | None) -> Status | None: ...
         def select_bucket(self, conn: Connection, bucket: str) -> bool: ...
 
 
@@ -178,7 +181,8 @@ class Connection:
         self.features: frozenset[int] = frozenset()
         self.settings = DcpSettings()
         self.name = b""
-        self.user: str | None = None
+        #: who the connection is (its user, its SASL exchange) and the privilege re-check
+        self.access = Access(node.users, sasl_enabled=certificate_user is None)
         self.streams = StreamRegistry()
         #: its streams' backfills, the bucket's ``backfills_per_connection`` reading the
         #: disk at a time (kv_engine's default: one)
@@ -202,17 +206,12 @@ class Connection:
             self.streams, self.flow, lambda: self.node.holds, self.event
         )
         self._reader = FrameReader()
-        self._sasl_server: SaslServer | None = None
         self._encoder: ItemEncoder | None = None
         #: events of the last ``buffers_to_send``, released by ``data_written``
         self._unwritten: list[ev.ProducerEvent] = []
-        #: False once a TLS client certificate authenticated the connection: it cannot
-        #: change its identity with SASL (kv_engine ``Connection::tryAuthUserFromX509Cert``)
-        self.sasl_enabled = True
         self.emit(ev.ConnectionOpened, peer=self.peer_host)
-        if certificate_user is not None:
+        if certificate_user is not None:  # it cannot change identity with SASL (``_access``)
             self.authenticated(certificate_user)
-            self.sasl_enabled = False
 
     def rehome(self, node: NodeServices) -> None:
         """SELECT_BUCKET chose another bucket: ``node`` (that bucket's, on the same data
@@ -468,17 +467,13 @@ class Connection:
     # -- what handlers use ------------------------------------------------------------
 
     @property
-    def sasl(self) -> SaslServer:
-        """The connection's SASL exchange (made on first use)."""
-        if self._sasl_server is None:
-            from mockdcp.protocol import SaslServer
-
-            self._sasl_server = SaslServer(self.node.users)
-        return self._sasl_server
+    def user(self) -> str | None:
+        """The authenticated user (``Access``), None before."""
+        return self.access.user
 
     def authenticated(self, user: str) -> None:
         """The connection is ``user``'s from now on (SASL, or its client certificate)."""
-        self.user = user
+        self.access.user = user
         self.state = transition_connection(self.state, ConnectionEvent.AUTH)
         self.emit(ev.Authenticated, user=user)
 
@@ -533,13 +528,7 @@ class Connection:
         """
         if not self.settings.collections and reason in _COLLECTION_END_REASONS:
             reason = StreamEndReason.OK
-        n = 0
-        for stream in self.streams.of_vbucket(vbid):
-            if stream.alive:
-                stream.end(reason)
-                self.streams.mark_ready(stream)
-                n += 1
-        return n
+        return self.scheduler.end_streams(self.streams.of_vbucket(vbid), reason)
 
     def holds_released(self) -> None:
         """The node lifted its holds: every stream may send again."""
@@ -548,22 +537,15 @@ class Connection:
     def privileges_changed(self) -> bool:
         """The user's roles changed: a producer connection without DcpProducer any
         more is shut down; a stream without DcpStream on its data ends at its next
-        snapshot marker, one that has it again goes on (``_privileges``). True if the
-        shell must look at the connection again."""
-        from mockdcp.producer._privileges import keeps_dcp, losing_streams
-
+        snapshot marker, one that has it again goes on (``Access.recheck``). True if
+        the shell must look at the connection again."""
         if self.closed or self.state is not ConnectionState.DCP_OPEN:
             return False
-        users, bucket = self.node.users, self.node.bucket
-        if not keeps_dcp(users, self.user, bucket.name):
+        losing = self.access.recheck(self.node.bucket, self.streams, self.settings.collections)
+        if losing is None:
             self.close("DcpProducer privilege no longer available")
             return True
-        losing = losing_streams(self.streams, users, self.user, bucket, self.settings.collections)
-        for stream in losing:
-            self.streams.mark_ready(stream)
-        changed = losing.keys() != self.scheduler.losing.keys()
-        self.scheduler.losing = losing
-        return changed
+        return self.scheduler.lose(losing)
 
     def stall(self, seconds: float) -> None:
         """Write nothing for ``seconds`` (the stall fault)."""

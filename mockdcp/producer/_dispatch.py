@@ -80,7 +80,7 @@ def handle_frame(conn: Connection, frame: Frame, now: float) -> None:
     if status is not None:
         replies.respond(frame, status, context="no access (a privilege the user lacks)")
         return
-    rejected = conn.node.take_rejection(frame.opcode, frame.vbucket)
+    rejected = conn.node.rejections.take(frame.opcode, frame.vbucket)
     if rejected is Status.NOT_MY_VBUCKET:
         replies.not_my_vbucket(frame)
         return

@@ -3,7 +3,8 @@
 Pure (no I/O): the trio shell gives the node a ``wake`` callback at construction and asks
 it for new connections (``open_connection``); every step that acts on connections
 (disconnect, drop_cursor, end_stream, faults, refuse_connections, restart, holds for
-triggers) goes through the node, so the shell never walks connections itself.
+triggers) goes through the node or its parts (``steps``: ``_connection_steps``;
+``rejections``: ``_rejections``), so the shell never walks connections itself.
 
 Everything the connections observe of their consumers arrives here as typed events
 (``record``): kept in a bounded log and handed to subscribers (triggers, expectations,
@@ -15,34 +16,33 @@ across that name's reconnects) watch every DCP connection and report what they f
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from mockdcp.model import Users, as_users
 from mockdcp.producer._checker_rules import CheckerLimits
+from mockdcp.producer._connection_steps import ConnectionSteps
+from mockdcp.producer._rejections import Rejections
 from mockdcp.producer._topology import CLOSED_STATUSES
 from mockdcp.protocol import (
     DEFAULT_PROFILE,
     NodeNetwork,
     ServicePorts,
-    Status,
     VBucketState,
-    cluster_config,
     encode_config,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
-    from mockdcp.model import Bucket, NodeView, UserChange
+    from mockdcp.model import Bucket, NodeView
     from mockdcp.producer._buckets import Buckets
     from mockdcp.producer._checker import CheckerRegistry
     from mockdcp.producer._connection import Connection
-    from mockdcp.producer._faults import Corruption
     from mockdcp.producer._topology import Topology
     from mockdcp.producer.events import ProducerEvent
-    from mockdcp.protocol import ServerProfile, StreamEndReason
+    from mockdcp.protocol import ServerProfile
 
 #: kv_engine ``dcp_idle_timeout``: a noop-enabled connection silent this long is dropped.
 DEFAULT_IDLE_TIMEOUT = 360.0
@@ -58,17 +58,6 @@ RETIRED_COUNTERS = (
     "messages_sent",
     "acks",
 )
-
-
-@attrs.define
-class Rejection:
-    """The next ``count`` requests with ``opcode`` (on ``vbucket``, if given) get
-    ``status`` instead of their answer (the ``reject`` step)."""
-
-    opcode: int
-    status: Status
-    count: int = 1
-    vbucket: int | None = None
 
 
 def _no_wake(conn: Connection) -> None:
@@ -110,7 +99,7 @@ class Node:
     connections: dict[int, Connection] = attrs.field(factory=dict)
     #: vbucket -> seqno: no stream sends past it until ``release`` (triggers)
     holds: dict[int, int] = attrs.field(factory=dict)
-    rejections: list[Rejection] = attrs.field(factory=list)
+    rejections: Rejections = attrs.field(factory=Rejections)
     events: deque[ProducerEvent] = attrs.field(factory=lambda: deque(maxlen=EVENT_LOG_SIZE))
     subscribers: list[Callable[[ProducerEvent], None]] = attrs.field(factory=list)
     #: events so far by kind ("stream_opened"...; "rollback": ROLLBACK answers), /metrics
@@ -122,6 +111,10 @@ class Node:
     _initial_limits: CheckerLimits = attrs.field(factory=CheckerLimits, alias="checker_limits")
     _checkers: CheckerRegistry | None = attrs.field(default=None, init=False)
     _view: NodeView | None = attrs.field(default=None, init=False)
+    #: the steps that act on the cluster's connections (faults, end_stream...)
+    steps: ConnectionSteps = attrs.field(
+        init=False, default=attrs.Factory(ConnectionSteps, takes_self=True)
+    )
 
     def __attrs_post_init__(self) -> None:
         if not self.bucket_uuid:
@@ -279,15 +272,6 @@ class Node:
             conn.close(f"node {self.name} is {self.topology.status(self).value}")
         return conn
 
-    def adopt(self, conn: Connection, old: Node) -> None:
-        """``conn`` selected this node's bucket (``Buckets.select``): it leaves ``old``
-        (its node until now) and is served by this one from its next request."""
-        old.connections.pop(conn.conn_id, None)
-        if old.producers.get(conn.name) is conn:
-            del old.producers[conn.name]
-        self.connections[conn.conn_id] = conn
-        conn.rehome(self)
-
     def select_bucket(self, conn: Connection, bucket: str) -> bool:
         """SELECT_BUCKET ``bucket`` on this data node (``Buckets.select``)."""
         return self.buckets.select(conn, bucket)
@@ -394,24 +378,6 @@ class Node:
         addressed us (``Topology.config``)."""
         return self.topology.config(self, host)
 
-    def solo_config(self, host: str | None, rev: int, epoch: int) -> dict[str, Any]:
-        """The config of a one-node cluster with no replica: every vbucket here."""
-        return cluster_config(
-            bucket=self.bucket.name,
-            bucket_uuid=self.bucket_uuid,
-            host=host or self.host,
-            kv_port=self.kv_port,
-            http_port=self.http_port,
-            num_vbuckets=self.bucket.num_vbuckets,
-            rev=rev,
-            rev_epoch=epoch,
-            manifest_uid=self.bucket.manifest.uid,
-            network=self.network,
-            history=self.bucket.retains_history,
-            ephemeral=self.bucket.ephemeral is not None,
-            profile=self.profile,
-        )
-
     def config_bytes(self, host: str | None = None) -> bytes:
         return encode_config(self.config(host))
 
@@ -439,16 +405,6 @@ class Node:
         if disconnect:
             self.disconnect("failover")
 
-    def users_changed(self, change: UserChange) -> None:
-        """A user or its roles changed (``change``): every connection of the cluster
-        looks again at what its user may do (``Connection.privileges_changed``), as
-        memcached re-reads a connection's privileges when ns_server pushes a new RBAC
-        revision. Authenticated connections keep their identity: a deleted user's or a
-        changed password's connections stay until their next authentication."""
-        for conn in self.all_connections():
-            if conn.user == change.user and conn.privileges_changed():
-                self.wake(conn)
-
     def disconnect(self, reason: str, name: str | None = None) -> int:
         """Drop the connections (those named ``name``, or all); how many."""
         conns = self.matching(name)
@@ -466,91 +422,6 @@ class Node:
         for vb in [None] if vbuckets is None else vbuckets:
             self.bucket.restart(vb)
         self.close_all("node restarted")
-
-    def drop_cursor(
-        self, vbuckets: Iterable[int] | None = None, name: str | None = None
-    ) -> list[tuple[int, str]]:
-        """The memory-to-disk switch for chosen streams, now: drops the cursors of the
-        streams of ``vbuckets`` (all when None) on the connections named ``name`` (all
-        when None) that allow cursor dropping. Returns the (vbucket, cursor) dropped."""
-        wanted = None if vbuckets is None else set(vbuckets)
-        dropped: list[tuple[int, str]] = []
-        for conn in self.matching(name):
-            if not conn.settings.cursor_dropping:
-                continue
-            for stream in conn.streams:
-                if wanted is None or stream.vbucket in wanted:
-                    dropped += self.bucket.drop_cursor(stream.vbucket, stream.cursor_name)
-        return dropped
-
-    def end_streams(
-        self, vbuckets: Iterable[int], reason: StreamEndReason, name: str | None = None
-    ) -> int:
-        """End the live streams of ``vbuckets`` with STREAM_END(``reason``); how many."""
-        n = 0
-        for conn in self.matching(name):
-            ended = sum(conn.end_streams(vb, reason) for vb in vbuckets)
-            if ended:
-                self.wake(conn)
-            n += ended
-        return n
-
-    def end_idle_backfills(self, start: float, end: float) -> int:
-        """The bucket's clock moved from ``start`` to ``end``: the streams whose backfill
-        made no progress for the bucket's ``backfill_idle_limit`` meanwhile end SLOW
-        (``mockdcp.producer._idle``); how many."""
-        from mockdcp.producer._idle import end_idle_backfills
-
-        return end_idle_backfills(self, start, end, self.bucket.timers.backfill_idle_limit)
-
-    def stall(self, seconds: float, name: str | None = None) -> int:
-        """Stop writing to the connections for ``seconds``; how many."""
-        conns = self.matching(name)
-        for conn in conns:
-            conn.stall(seconds)
-            self.wake(conn)
-        return len(conns)
-
-    def throttle(self, rate: float, seconds: float, name: str | None = None) -> int:
-        """Write at most ``rate`` bytes/s to the connections for ``seconds``; how many."""
-        conns = self.matching(name)
-        for conn in conns:
-            conn.throttle(rate, seconds)
-            self.wake(conn)
-        return len(conns)
-
-    def delay(
-        self, seconds: float, opcodes: frozenset[int] | None, count: int, name: str | None = None
-    ) -> int:
-        """Hold back the replies to the next ``count`` matching requests; how many
-        connections."""
-        conns = self.matching(name)
-        for conn in conns:
-            conn.faults.delay(seconds, opcodes, count)
-        return len(conns)
-
-    def corrupt(self, kind: Corruption, name: str | None = None) -> int:
-        """Damage the next frame written to the connections; how many."""
-        conns = self.matching(name)
-        for conn in conns:
-            conn.faults.corrupt(kind)
-            self.wake(conn)
-        return len(conns)
-
-    def reject(self, rejection: Rejection) -> None:
-        """Answer the next matching requests with a status (the ``reject`` step)."""
-        self.rejections.append(rejection)
-
-    def take_rejection(self, opcode: int, vbucket: int | None) -> Status | None:
-        """The status a request must get instead of its answer, if a rejection
-        matches it (counted down)."""
-        for r in self.rejections:
-            if r.opcode == opcode and (r.vbucket is None or r.vbucket == vbucket):
-                r.count -= 1
-                if r.count <= 0:
-                    self.rejections.remove(r)
-                return r.status
-        return None
 
     def move_vbuckets(self, vbuckets: Iterable[int]) -> None:
         """The vbuckets move to another node: they become dead here (their streams end

@@ -22,7 +22,7 @@ from mockdcp.producer._state import StreamState
 from mockdcp.protocol import Opcode, StreamEndReason, stream_frame_seqno, stream_item_seqno
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from mockdcp.producer._flow import FlowWindow
     from mockdcp.producer._output import OutputQueue
@@ -176,6 +176,27 @@ class StreamScheduler:
         ``ActiveStream::endIfRequiredPrivilegesLost``)."""
         reason = self.losing.pop(stream)
         stream.end(reason, discard_queue=True)
+
+    def lose(self, losing: dict[Stream, StreamEndReason]) -> bool:
+        """The user's privileges changed: the streams ``losing`` end at their next
+        snapshot marker (with the reason each is given), the others go on. Each looks
+        again; True if the streams losing are not the ones they were."""
+        for stream in losing:
+            self.streams.mark_ready(stream)
+        changed = losing.keys() != self.losing.keys()
+        self.losing = losing
+        return changed
+
+    def end_streams(self, streams: Iterable[Stream], reason: StreamEndReason) -> int:
+        """End the live ``streams`` with ``reason`` (the end_stream step): each sends
+        what it queued, then its STREAM_END, in its turn; how many."""
+        n = 0
+        for stream in streams:
+            if stream.alive:
+                stream.end(reason)
+                self.streams.mark_ready(stream)
+                n += 1
+        return n
 
     def holds_released(self) -> None:
         """The node lifted its holds: every stream may send again."""

@@ -71,22 +71,22 @@ def on_error_map(conn: Connection, frame: Frame, msg: GetErrorMap, now: float) -
 
 def on_sasl_list(conn: Connection, frame: Frame, msg: SaslListMechs, now: float) -> None:
     # a certificate-authenticated connection lists none (kv_engine ``getSaslMechanisms``)
-    names = conn.sasl.mechanisms_string() if conn.sasl_enabled else ""
+    names = conn.access.sasl.mechanisms_string() if conn.access.sasl_enabled else ""
     conn.replies.respond(frame, value=names.encode())
 
 
 def on_sasl_auth(conn: Connection, frame: Frame, msg: SaslAuth, now: float) -> None:
-    if not conn.sasl_enabled:  # kv_engine ``SaslStartCommandContext::initial``
+    if not conn.access.sasl_enabled:  # kv_engine ``SaslStartCommandContext::initial``
         conn.replies.respond(frame, Status.NOT_SUPPORTED)
         return
-    _sasl_result(conn, frame, conn.sasl.start(msg.mechanism, msg.payload))
+    _sasl_result(conn, frame, conn.access.sasl.start(msg.mechanism, msg.payload))
 
 
 def on_sasl_step(conn: Connection, frame: Frame, msg: SaslStep, now: float) -> None:
-    if not conn.sasl_enabled:
+    if not conn.access.sasl_enabled:
         conn.replies.respond(frame, Status.NOT_SUPPORTED)
         return
-    _sasl_result(conn, frame, conn.sasl.step(msg.mechanism, msg.payload))
+    _sasl_result(conn, frame, conn.access.sasl.step(msg.mechanism, msg.payload))
 
 
 def _sasl_result(conn: Connection, frame: Frame, result: SaslResult) -> None:

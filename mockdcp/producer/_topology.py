@@ -26,7 +26,7 @@ import enum
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.protocol import encode_config, node_ext
+from mockdcp.protocol import cluster_config, encode_config, node_ext
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
@@ -147,8 +147,8 @@ class Topology:
         cmap = self.cluster.map
         servers = self.serving()
         if len(servers) == 1 and servers[0] is node and cmap.num_replicas == 0:
-            return node.solo_config(host, self.rev, self.epoch)
-        config = node.solo_config(host, self.rev, self.epoch)
+            return solo_config(node, host, self.rev, self.epoch)
+        config = solo_config(node, host, self.rev, self.epoch)
         config["nodes"] = [
             {
                 "couchApiBase": f"http://{s.host}:{s.http_port}/{node.bucket.name}",
@@ -288,3 +288,25 @@ class Topology:
         if status in (NodeStatus.FAILED_OVER, NodeStatus.REMOVED):
             raise ModelError(f"node {number} was {status.value.replace('_', ' ')}")
         return node
+
+
+def solo_config(node: Node, host: str | None, rev: int, epoch: int) -> dict[str, Any]:
+    """The config ``node`` serves as a one-node cluster with no replica (every vbucket
+    there; ``Topology.config`` lists the other nodes over it): its bucket, address,
+    ports, capabilities and version profile."""
+    bucket = node.bucket
+    return cluster_config(
+        bucket=bucket.name,
+        bucket_uuid=node.bucket_uuid,
+        host=host or node.host,
+        kv_port=node.kv_port,
+        http_port=node.http_port,
+        num_vbuckets=bucket.num_vbuckets,
+        rev=rev,
+        rev_epoch=epoch,
+        manifest_uid=bucket.manifest.uid,
+        network=node.network,
+        history=bucket.retains_history,
+        ephemeral=bucket.ephemeral is not None,
+        profile=node.profile,
+    )

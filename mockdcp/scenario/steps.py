@@ -479,7 +479,7 @@ class DropCursor(Step):
     connection: str | None = None
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.drop_cursor(ctx.vbuckets(self.vbuckets), self.connection)
+        ctx.node.steps.drop_cursor(ctx.vbuckets(self.vbuckets), self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -558,7 +558,7 @@ class AdvanceClock(Step):
         if clock is None:  # checked; a bucket swapped since still refuses
             raise ValueError("advance_clock needs a virtual clock")
         moved = ctx.bucket.advance_clock(self._target(clock.now))
-        ctx.node.end_idle_backfills(moved.start, moved.end)
+        ctx.node.steps.end_idle_backfills(moved.start, moved.end)
 
 
 # -- cluster ---------------------------------------------------------------------------
@@ -967,7 +967,7 @@ class UserStep(Step):
         self.change(sim.users)
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.users_changed(self.change(ctx.node.users))
+        ctx.node.steps.users_changed(self.change(ctx.node.users))
 
 
 @attrs.frozen(kw_only=True)
@@ -1143,7 +1143,7 @@ class Stall(Step):
     connection: str | None = None
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.stall(self.seconds, self.connection)
+        ctx.node.steps.stall(self.seconds, self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -1161,7 +1161,7 @@ class Throttle(Step):
             raise ValueError("bytes_per_second must be positive")
 
     def apply(self, ctx: StepContext) -> None:
-        ctx.node.throttle(self.bytes_per_second, self.seconds, self.connection)
+        ctx.node.steps.throttle(self.bytes_per_second, self.seconds, self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -1182,7 +1182,7 @@ class Delay(Step):
 
     def apply(self, ctx: StepContext) -> None:
         opcodes = None if self.request is None else frozenset({opcode_of(self.request)})
-        ctx.node.delay(self.seconds, opcodes, self.count, self.connection)
+        ctx.node.steps.delay(self.seconds, opcodes, self.count, self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -1199,7 +1199,7 @@ class Corrupt(Step):
     def apply(self, ctx: StepContext) -> None:
         from mockdcp.producer import Corruption
 
-        ctx.node.corrupt(Corruption(self.kind), self.connection)
+        ctx.node.steps.corrupt(Corruption(self.kind), self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -1228,7 +1228,7 @@ class EndStream(Step):
         from mockdcp.protocol import StreamEndReason
 
         reason = StreamEndReason[self.reason.upper()]
-        ctx.node.end_streams(ctx.vbuckets(self.vbuckets), reason, self.connection)
+        ctx.node.steps.end_streams(ctx.vbuckets(self.vbuckets), reason, self.connection)
 
 
 @attrs.frozen(kw_only=True)
@@ -1255,7 +1255,8 @@ class Reject(Step):
         from mockdcp.protocol import Status
 
         status = Status(status_of(self.status))
-        ctx.node.reject(Rejection(opcode_of(self.request), status, self.count, self.vbucket))
+        rejection = Rejection(opcode_of(self.request), status, self.count, self.vbucket)
+        ctx.node.rejections.add(rejection)
 
 
 @attrs.frozen(kw_only=True)

@@ -279,11 +279,11 @@ class MockDcpServer:
         self, vbucket: int | None = None, connection: str | None = None
     ) -> list[tuple[int, str]]:
         """The memory-to-disk switch for chosen streams, now (``Node.drop_cursor``)."""
-        return self.node.drop_cursor(None if vbucket is None else [vbucket], connection)
+        return self.node.steps.drop_cursor(None if vbucket is None else [vbucket], connection)
 
     def end_stream(self, vbucket: int, reason: StreamEndReason) -> int:
         """End the live streams of ``vbucket`` on every connection with ``reason``."""
-        return self.node.end_streams([vbucket], reason)
+        return self.node.steps.end_streams([vbucket], reason)
 
     def connections(self) -> list[ConnectionStatistics]:
         return [c.statistics() for c in self.node.matching()]

@@ -323,6 +323,24 @@ class TestStreamEnd:
             StreamRefused(vbucket=0, stream_id=None, status=Status.UNKNOWN_COLLECTION)
         ]
 
+    def test_a_refused_scope_filter_clears_the_scopes_collections_it_saw(self) -> None:
+        """The scope was dropped while the consumer was away: every collection of it the
+        stream's manifest knows is gone (``StreamFilter.collections_in``), not others."""
+        fed = Fed(streams=[StreamFilter(scope=8)])
+        fed.open()
+        fed.accept()
+        fed.feed(_marker(1, 2), _begin(1, 9, b"rail", 8, 2), _begin(2, 10, b"bus", 8, 3))
+        fed.feed(_end(StreamEndReason.STATE_CHANGED))
+        assert len(fed.sent.requests()) == 1
+        fed.feed_bytes(
+            Response(
+                opcode=Opcode.DCP_STREAM_REQ, status=Status.UNKNOWN_SCOPE, opaque=OPAQUE
+            ).encode()
+        )
+        assert fed.state.position(0).ended
+        # their creations cleared what came before them; now everything of them is gone
+        assert fed.state.cleared == {(0, 9): 1 << 64, (0, 10): 1 << 64}
+
     def test_an_unknown_collection_on_a_pass_through_stream_is_an_error(self) -> None:
         fed = Fed()
         fed.open()

@@ -268,7 +268,7 @@ def test_a_stream_told_its_turn_after_a_backfill_that_sent_nothing_still_gets_it
     while session.conn.data_to_send(session.now, 1 << 30):
         pass
     assert all(s.state is StreamState.IN_MEMORY for s in session.conn.streams)
-    assert len(session.node.drop_cursor()) == 4
+    assert len(session.node.steps.drop_cursor()) == 4
     for i in range(30):
         b.set(f"new{i}", b"n" * 20_000, vbucket=0)
     b.checkpoint(0)

@@ -86,7 +86,7 @@ def ended_too_slow_at_one_second(b: Bucket) -> tuple[Node, Session]:
     s = connected(b, node)
     s.call(request(0, 0, (0, 0), 0))
     s.now = 1.0
-    node.end_streams([0], StreamEndReason.TOO_SLOW)
+    node.steps.end_streams([0], StreamEndReason.TOO_SLOW)
     return node, s
 
 

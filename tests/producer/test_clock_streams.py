@@ -92,7 +92,7 @@ def _held_backfill(buffer_size: int) -> tuple[Session, Bucket, list[object]]:
 
 def _advance(s: Session, bucket: Bucket, seconds: float) -> int:
     moved = bucket.advance_clock(bucket.clock() + seconds)
-    return s.node.end_idle_backfills(moved.start, moved.end)
+    return s.node.steps.end_idle_backfills(moved.start, moved.end)
 
 
 def test_a_backfill_held_by_a_full_window_for_the_idle_limit_ends_slow() -> None:

@@ -91,7 +91,7 @@ def test_sasl_plain_and_scram_check_each_user_and_a_changed_password_fails_the_n
     wrong = Session(b, node=node, user="alice", password="nope")
     assert statuses(wrong.auth_reply) == [Status.AUTH_ERROR]
     live = Session(b, node=node, user="alice", password="secret")
-    node.users_changed(node.users.change_password("alice", "changed"))
+    node.steps.users_changed(node.users.change_password("alice", "changed"))
     old = Session(b, node=node, user="alice", password="secret")
     assert statuses(old.auth_reply) == [Status.AUTH_ERROR]
     assert statuses(Session(b, node=node, user="alice", password="changed").auth_reply) == [0]
@@ -109,7 +109,7 @@ def test_sasl_plain_and_scram_check_each_user_and_a_changed_password_fails_the_n
         final = client.step(first[0].value)
         conn.receive_data(SaslStep(opaque=0, mechanism="SCRAM-SHA256", payload=final).encode(), 0.0)
         assert statuses(read(conn)) == [expected]
-    node.users_changed(node.users.delete("alice"))
+    node.steps.users_changed(node.users.delete("alice"))
     assert statuses(Session(b, node=node, user="alice", password="changed").auth_reply) == [
         Status.AUTH_ERROR
     ]
@@ -308,7 +308,7 @@ def test_revoking_dcp_stream_ends_the_stream_lost_privileges_at_its_next_marker(
     out = s.call(stream_request())
     assert statuses(out) == [0]
     assert [m for m in out + s.read() if isinstance(m, Mutation)]
-    node.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
+    node.steps.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
     assert not s.conn.closed
     assert not [m for m in s.read() if not isinstance(m, Response)]  # nothing until a marker
     b.set("b", b"{}", vbucket=0)
@@ -334,7 +334,7 @@ def test_a_snapshot_being_sent_is_finished_before_the_lost_privileges_end() -> N
         m for m in s.call(stream_request()) if not isinstance(m, Response)
     ]
     assert [type(m) for m in out] == [SnapshotMarker]  # the window holds the rest
-    node.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
+    node.steps.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
     for _ in range(20):
         s.send(DcpBufferAck(opaque=0, nbytes=10_000).encode())
         out += s.read()
@@ -352,8 +352,8 @@ def test_granting_back_before_the_marker_keeps_the_stream() -> None:
     b, node, s = lost_privileges_session()
     assert statuses(s.call(stream_request())) == [0]
     role = parse_roles("data_dcp_reader[default]")
-    node.users_changed(node.users.revoke("u", role))
-    node.users_changed(node.users.grant("u", role))
+    node.steps.users_changed(node.users.revoke("u", role))
+    node.steps.users_changed(node.users.grant("u", role))
     b.set("b", b"{}", vbucket=0)
     out = s.read()
     assert [type(m).__name__ for m in out if not isinstance(m, Response)] == [
@@ -370,7 +370,7 @@ def test_losing_dcp_producer_shuts_the_connection_down() -> None:
     assert statuses(s.call(stream_request())) == [0]
     other = Session(b, node=node)  # another user's connection stays
     other.open_dcp(name=b"admin")
-    node.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
+    node.steps.users_changed(node.users.revoke("u", parse_roles("data_dcp_reader[default]")))
     assert s.conn.closed
     assert s.conn.close_reason == "DcpProducer privilege no longer available"
     assert not other.conn.closed
