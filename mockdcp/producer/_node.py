@@ -409,6 +409,7 @@ class Node:
             network=self.network,
             history=self.bucket.retains_history,
             ephemeral=self.bucket.ephemeral is not None,
+            magma=self.bucket.storage == "magma",
             profile=self.profile,
         )
 
