@@ -186,6 +186,42 @@ def test_wall_timers_run_what_fell_due_when_the_shell_hands_the_time_in() -> Non
     assert b.clock() == wall.now  # the model moved no clock
 
 
+def test_wall_timers_look_again_only_at_vbuckets_that_changed_or_came_of_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A compaction every 30 s must not scan a large bucket each time: a vbucket
+    unchanged since the last pass, whose tombstones are too young, is skipped."""
+    from mockdcp.model._disk_store import DiskStore
+
+    looked: list[int] = []
+    bound = DiskStore.purge_bound
+
+    def counting(store: DiskStore, before: float) -> int | None:
+        looked.append(id(store))
+        return bound(store, before)
+
+    monkeypatch.setattr(DiskStore, "purge_bound", counting)
+    wall = Wall()
+    b = Bucket("default", 4, seed=1, clock=wall, timers=ServerTimers(metadata_purge_age=3600))
+    b.flusher.interval = 0.005
+    timers = WallTimers(b, T0)
+    b.set("a", "1", vbucket=0)
+    b.delete("a", vbucket=0)
+    wall.now = T0 + 30
+    timers.run(wall.now)
+    assert len(looked) == 4
+    wall.now = T0 + 60
+    timers.run(wall.now)
+    assert len(looked) == 4  # nothing changed, the tombstone is young
+    b.set("b", "1", vbucket=1)
+    wall.now = T0 + 90
+    timers.run(wall.now)
+    assert looked[4:] == [id(b.vbuckets[1].store)]
+    wall.now = T0 + 3630
+    assert timers.run(wall.now).purged == 1  # of age: looked at again
+    assert b.vbuckets[0].purge_seqno == 2
+
+
 def test_wall_timers_of_an_ephemeral_bucket_run_its_purger() -> None:
     wall = Wall()
     b = Bucket(
