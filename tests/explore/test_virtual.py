@@ -108,3 +108,32 @@ def test_the_reference_consumer_reads_on_while_its_reopens_pause() -> None:
     Slept where it came, each pause held the frames behind it, one after another."""
     result, _seconds = _run_virtual(parse_scenario(REOPENS))
     assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+def test_explore_over_ephemeral_buckets_and_older_releases_finds_nothing() -> None:
+    """Issue 41 item 4: schedules on an ephemeral bucket (evicting or not) and on nodes
+    of an older release, run in-process with the reference consumer: no anomaly."""
+    from mockdcp.explore import GenerateOptions, generate
+
+    opts = GenerateOptions(seed=1, steps=16)
+    picked: dict[str, list[Scenario]] = {"evicting": [], "ephemeral": [], "older": []}
+    for i in range(200):
+        s = generate(opts, i)
+        kind = (
+            "evicting"
+            if s.bucket.eviction_policy == "nruEviction"
+            else "ephemeral"
+            if s.bucket.type == "ephemeral"
+            else "older"
+            if s.bucket.server_version
+            else None
+        )
+        if kind is not None and len(picked[kind]) < 3:
+            picked[kind].append(s)
+        if all(len(found) == 3 for found in picked.values()):
+            break
+    for kind, schedules in picked.items():
+        assert len(schedules) == 3, kind
+        for scenario in schedules:
+            result, _seconds = _run_virtual(scenario)
+            assert result.verdict == "pass", (scenario.name, result.reason, result.evidence)
