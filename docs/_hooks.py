@@ -173,6 +173,12 @@ def versions_table() -> str:
             ["EINVAL" if p.checks_stream_flags else "ignored" for p in profiles],
         )
     )
+    rows.append(
+        (
+            "idle backfill (`dcp_backfill_idle_limit_seconds`)",
+            ["ends SLOW" if p.ends_idle_backfills else "waits" for p in profiles],
+        )
+    )
     caps = [set(p.bucket_capabilities(history=True)) for p in profiles]
     for name, cells in has(caps):
         rows.append((f"bucket capability `{name}`", [yes[c] for c in cells]))

@@ -433,7 +433,11 @@ def add_parser(sub: Any) -> None:  # noqa: ANN401 - argparse's subparsers action
     p.add_argument("--vbuckets", type=int, default=4, help="vbuckets (4)")
     p.add_argument("--steps", type=int, default=12, help="steps per schedule at most (12)")
     p.add_argument("--tag", metavar="GROUP,...", help="only steps of these groups")
-    p.add_argument("--exclude", metavar="GROUP,...", help="no steps of these groups")
+    p.add_argument(
+        "--exclude",
+        metavar="GROUP,...",
+        help="no steps of these groups (ephemeral, versions: no such buckets or nodes)",
+    )
     p.add_argument("-j", "--jobs", type=_int_in(1, 64), default=1, help="schedules at once")
     p.add_argument(
         "--timeout", type=_seconds, default=DEFAULT_LIMIT, help="seconds per schedule (60)"

@@ -44,6 +44,7 @@ gives the live state a test compares with ``Bucket.oracle()``.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -76,7 +77,7 @@ from mockdcp.protocol import (
 )
 
 if TYPE_CHECKING:
-    from mockdcp.client._streams import StreamFilter
+    from mockdcp.client._streams import StreamFilter, StreamKey
 
 log = logging.getLogger("mockdcp.client")
 
@@ -148,6 +149,9 @@ class DcpConsumer:
         self._stream: trio.abc.Stream | None = None
         self._reader = FrameReader()
         self._task_status: trio.TaskStatus[None] | None = None
+        #: per stream, when its re-open after a pause is due (trio time), while a session
+        #: reads (``_session``); None: not reading (a pause is slept where it comes)
+        self._reopens: dict[StreamKey, float] | None = None
 
     @property
     def state(self) -> ConsumerState:
@@ -182,6 +186,23 @@ class DcpConsumer:
             if frame is not None:
                 return frame
             data = await self._stream.receive_some(256 * 1024)
+            if not data:
+                raise trio.BrokenResourceError("producer closed the connection")
+            self._reader.feed(data)
+
+    async def _next_frame_by(self, deadline: float) -> Frame | None:
+        """The next frame, or None at ``deadline`` (trio time) if none came by then
+        (nothing read is lost: a receive cancelled has received nothing)."""
+        assert self._stream is not None
+        while True:
+            frame = self._reader.next_frame()
+            if frame is not None:
+                return frame
+            data = None
+            with trio.move_on_at(deadline):
+                data = await self._stream.receive_some(256 * 1024)
+            if data is None:
+                return None
             if not data:
                 raise trio.BrokenResourceError("producer closed the connection")
             self._reader.feed(data)
@@ -309,11 +330,36 @@ class DcpConsumer:
             elif isinstance(action, Emit):
                 self._emit(action.vbucket, action.event)
             elif isinstance(action, Reopen):
-                if action.delay:
-                    await trio.sleep(action.delay)
-                await self._send(self.core.stream_request(*action.key))
+                await self._reopen(action)
         if self.core.finished:
             self.finished.set()
+
+    async def _reopen(self, action: Reopen) -> None:
+        """Ask for the stream again, now or after its pause. While a session reads, the
+        pause is waited for reading on: the consumer goes on answering noops, acking,
+        and taking the answers to requests sent before (a ROLLBACK among them), as
+        java-dcp-client's scheduled re-open does; a pause slept here would hold every
+        stream's frames for it, one pause after another."""
+        reopens = self._reopens
+        if reopens is not None:
+            reopens.pop(action.key, None)
+            if action.delay:
+                reopens[action.key] = trio.current_time() + action.delay
+                return
+        elif action.delay:
+            await trio.sleep(action.delay)
+        await self._send(self.core.stream_request(*action.key))
+
+    async def _reopen_due(self) -> float:
+        """Send the re-opens whose pause is over; when the next one is due (or inf)."""
+        reopens = self._reopens
+        assert reopens is not None
+        now = trio.current_time()
+        for key, due in sorted(reopens.items(), key=lambda kv: kv[1]):
+            if due <= now:
+                del reopens[key]
+                await self._send(self.core.stream_request(*key))
+        return min(reopens.values(), default=math.inf)
 
     def _emit(self, vb: int, event: object) -> None:
         if self.on_event is not None:
@@ -333,10 +379,13 @@ class DcpConsumer:
             if self._task_status is not None:
                 self._task_status.started()
                 self._task_status = None
+            self._reopens = {}
             while True:
-                frame = await self._next_frame()
-                await self._handle_frame(frame)
+                frame = await self._next_frame_by(await self._reopen_due())
+                if frame is not None:
+                    await self._handle_frame(frame)
         finally:
+            self._reopens = None  # a new session asks for every stream anew
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 

@@ -16,6 +16,7 @@ from mockdcp.explore._consumers import (
 )
 from mockdcp.explore._format import scenario_yaml as scenario_yaml, step_data as step_data
 from mockdcp.explore._generate import (
+    BUCKET_THEMES as BUCKET_THEMES,
     DRAWERS as DRAWERS,
     GROUPS as GROUPS,
     PATTERNS as PATTERNS,
@@ -23,6 +24,7 @@ from mockdcp.explore._generate import (
     Drawer as Drawer,
     GenerateOptions as GenerateOptions,
     OptionError as OptionError,
+    bucket_draw as bucket_draw,
     draw_steps as draw_steps,
     generate as generate,
     is_valid as is_valid,

@@ -27,6 +27,16 @@ cluster step is preceded, more often than not, by a trigger (``TRIGGERS``): a wa
 the consumer's progress (all caught up, mid-snapshot on one vbucket, streams open) or
 for time, so faults land where consumers are fragile.
 
+The bucket a schedule runs on is drawn too, from its seed alone (``bucket_draw``): now
+and then an ephemeral bucket (a purge age of a minute, an hour or a day, so that
+``advance_clock`` and ``ephemeral_purge`` purge its tombstones; half the time
+nruEviction under a quota small enough that a bulk write evicts, each eviction a
+deletion the consumer must apply), and now and then nodes of an older release
+(``server_version`` 7.0, 7.2 or 7.6: what the consumer negotiates changes). Steps the
+bucket refuses (persistence on an ephemeral bucket) are refused by the simulation and
+drawn again; on an evicting bucket no document is certainly live after a write (the
+pager may have deleted it), so no step needs one.
+
 Every schedule ends with the consumer caught up (``wait: {consumer: {seqno: high}}``,
 whose timeout is the liveness judge) and ``expect: {conformant: true}`` (the protocol
 checker's judgement, which ``mockdcp run`` reports too).
@@ -36,7 +46,7 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -78,7 +88,11 @@ THEMES: dict[str, tuple[type[st.Step], ...]] = {
         st.RefuseConnections,
     ),
     "stream_end": (st.EndStream,),
+    "ephemeral": (st.EphemeralPurge,),
 }
+#: what ``--exclude`` knows of the bucket a schedule draws: ``ephemeral`` (never an
+#: ephemeral bucket) and ``versions`` (always the newest release)
+BUCKET_THEMES = ("ephemeral", "versions")
 GROUPS = ("data", "storage", "cluster", "faults")
 #: the step names a group covers (a step's own name is a group too)
 MAX_VBUCKETS = 1024
@@ -129,12 +143,12 @@ class GenerateOptions:
             raise OptionError(f"--vbuckets is {self.nodes}..{MAX_VBUCKETS}, not {self.vbuckets}")
         if not 1 <= self.steps <= MAX_STEPS:
             raise OptionError(f"--steps is 1..{MAX_STEPS}, not {self.steps}")
-        known = set(GROUPS) | set(THEMES) | set(st.STEPS_BY_NAME)
+        known = set(GROUPS) | set(THEMES) | set(BUCKET_THEMES) | set(st.STEPS_BY_NAME)
         for name in sorted(self.tags | self.exclude):
             if name not in known:
                 raise OptionError(
                     f"unknown group {name!r} (groups: {', '.join(GROUPS)}; themes: "
-                    f"{', '.join(THEMES)}; or a step name)"
+                    f"{', '.join(dict.fromkeys([*THEMES, *BUCKET_THEMES]))}; or a step name)"
                 )
 
     def allows(self, cls: type[st.Step]) -> bool:
@@ -175,6 +189,13 @@ class _Drafting:
     #: a wait for the consumer's progress was met: it is connected
     connected: bool = False
 
+    @property
+    def evicts(self) -> bool:
+        """An ephemeral bucket with nruEviction under a quota: a write may make the pager
+        delete the oldest documents."""
+        eph = self.sim.bucket.ephemeral
+        return eph is not None and eph.eviction_policy == "nruEviction" and bool(eph.memory_quota)
+
     def fresh(self, prefix: str) -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
@@ -198,6 +219,14 @@ class _Drafting:
 
     def nodes_in(self, *statuses: str) -> list[int]:
         return [i for i, s in enumerate(self.sim.nodes.status) if s in statuses]
+
+    def evicted(self) -> None:
+        """A write on an evicting bucket: no document is certainly live any more (the
+        pager may have deleted any), and its deletions moved the seqnos past what the
+        simulation counts (what the consumer was sent is no longer known)."""
+        self.live.clear()
+        self.deleted = 0
+        self.sent = [None] * len(self.sent)
 
     def forget(self) -> None:
         """A step that can lose writes: no document is certainly live any more, and the
@@ -362,6 +391,14 @@ def _advance_clock(d: _Drafting) -> list[st.Step] | None:
     if d.sim.bucket.virtual_clock is None:
         return None
     return [st.AdvanceClock(seconds=d.rng.choice((600, 3600, 86_400, 4 * 86_400)))]
+
+
+def _ephemeral_purge(d: _Drafting) -> list[st.Step] | None:
+    """An ephemeral bucket's purger now: tombstones of the bucket's purge age, or all of
+    them (``age: 0``; a consumer behind the purge seqno rolls back)."""
+    if d.sim.bucket.ephemeral is None:
+        return None
+    return [st.EphemeralPurge(vbuckets=d.vbuckets(), age=d.rng.choice((None, 0)))]
 
 
 def _drop_cursor(d: _Drafting) -> list[st.Step]:
@@ -556,6 +593,7 @@ DRAWERS: dict[type[st.Step], Drawer] = {
     st.Purge: Drawer(2, _purge),
     st.DropCursor: Drawer(2, _drop_cursor),
     st.AdvanceClock: Drawer(1, _advance_clock, _lost),
+    st.EphemeralPurge: Drawer(4, _ephemeral_purge),
     st.Restart: Drawer(1, _restart, _lost),
     st.Failover: Drawer(3, _failover, _lost),
     st.FailoverNode: Drawer(2, _failover_node, _lost),
@@ -587,6 +625,12 @@ PATTERNS: tuple[tuple[float, tuple[type[st.Step], ...]], ...] = (
     (1, (st.Set, st.Persistence, st.Restart)),  # unpersisted writes lost by a restart
     (1, (st.CreateCollection, st.Set, st.Rebalance, st.DropCollection)),
     (1, (st.Generate, st.Checkpoint, st.Set, st.Disconnect)),  # resume mid-snapshot
+)
+#: ... and on an ephemeral bucket: a tombstone purged (by the purger, or by age as the
+#: clock passes the purge age) behind a consumer that reconnects
+EPHEMERAL_PATTERNS: tuple[tuple[float, tuple[type[st.Step], ...]], ...] = (
+    (2, (st.Delete, st.EphemeralPurge, st.Disconnect)),
+    (2, (st.Delete, st.AdvanceClock, st.Disconnect)),
 )
 SINGLE = 12.0
 #: how often a fault or cluster step gets a trigger before it
@@ -643,6 +687,8 @@ def _try(d: _Drafting, group: Sequence[st.Step]) -> bool:
         drawer = DRAWERS.get(type(step))
         if drawer is not None and drawer.taken is not None:
             drawer.taken(d, step)
+    if d.evicts and any(step.GROUP == "data" for step in group):
+        d.evicted()
     d.reconnecting = isinstance(group[-1], st.Disconnect)
     d.connected = d.connected or any(isinstance(s, st.Wait) and s.consumer for s in group)
     return True
@@ -696,6 +742,37 @@ def schedule_seed(seed: int, index: int) -> int:
     return (seed * 1_000_003 + index * 7_919 + 0x5EED) % 2**63
 
 
+#: how often a schedule's bucket is ephemeral, and how often its nodes are of a release
+#: older than the newest (see the module docstring)
+EPHEMERAL_ODDS = 0.15
+OLD_VERSION_ODDS = 0.15
+OLD_VERSIONS = ("7.0", "7.2", "7.6")
+#: an ephemeral bucket's tombstone purge ages, in seconds: advance_clock's draws pass them
+PURGE_AGES = (60, 3600, 86_400)
+#: nruEviction quotas, in bytes: a bulk write (150-400 documents) goes past them
+EVICTION_QUOTAS = (16_384, 65_536)
+
+
+#: steps only an ephemeral bucket takes
+_EPHEMERAL_ONLY = (st.EphemeralPurge,)
+
+
+def bucket_draw(options: GenerateOptions, own: int) -> dict[str, Any]:
+    """The ``bucket:`` fields schedule seed ``own`` draws beyond the options' (an
+    ephemeral bucket, an older release; ``BUCKET_THEMES`` excluded are not drawn), from
+    a generator of their own: a schedule that draws neither has the steps it had
+    before these were drawn."""
+    rng = random.Random(own ^ 0xB0C4E7)
+    spec: dict[str, Any] = {}
+    if rng.random() < EPHEMERAL_ODDS and "ephemeral" not in options.exclude:
+        spec.update(type="ephemeral", ephemeral_purge_age=rng.choice(PURGE_AGES))
+        if rng.random() < 0.5:
+            spec.update(eviction_policy="nruEviction", memory_quota=rng.choice(EVICTION_QUOTAS))
+    if rng.random() < OLD_VERSION_ODDS and "versions" not in options.exclude:
+        spec["server_version"] = rng.choice(OLD_VERSIONS)
+    return spec
+
+
 def draw_steps(options: GenerateOptions, index: int) -> tuple[int, list[st.Step]]:
     """Schedule ``index``'s seed and steps (see the module docstring)."""
     own = schedule_seed(options.seed, index)
@@ -706,8 +783,11 @@ def draw_steps(options: GenerateOptions, index: int) -> tuple[int, list[st.Step]
     allowed = _allowed(options)
     if not allowed:
         raise OptionError("--tag/--exclude leave no step to draw")
+    if bucket.ephemeral is None:  # drawn on an ephemeral bucket only: the others' draws
+        allowed = [c for c in allowed if c not in _EPHEMERAL_ONLY]  # stay as they were
     weights = [DRAWERS[c].weight for c in allowed]
-    patterns = [(w, p) for w, p in PATTERNS if all(c in allowed for c in p)]
+    drawn = PATTERNS + (EPHEMERAL_PATTERNS if bucket.ephemeral is not None else ())
+    patterns = [(w, p) for w, p in drawn if all(c in allowed for c in p)]
     steps: list[st.Step] = []
     # start with data the consumer streams
     if st.Generate in allowed:
@@ -751,7 +831,12 @@ def draw_steps(options: GenerateOptions, index: int) -> tuple[int, list[st.Step]
 def _scenario(
     options: GenerateOptions, seed: int, steps: Sequence[st.Step], name: str = "explore"
 ) -> Scenario:
-    spec = BucketSpec(vbuckets=options.vbuckets, nodes=options.nodes, replicas=options.replicas)
+    spec = BucketSpec(
+        vbuckets=options.vbuckets,
+        nodes=options.nodes,
+        replicas=options.replicas,
+        **bucket_draw(options, seed),
+    )
     needs: tuple[Need, ...] = (Need.SEVERAL_NODES,) if options.nodes > 1 else ()
     return Scenario(
         name=name,
@@ -829,7 +914,9 @@ def is_valid(scenario: Scenario) -> bool:
 
 
 __all__ = [
+    "BUCKET_THEMES",
     "DRAWERS",
+    "EPHEMERAL_PATTERNS",
     "GROUPS",
     "PATTERNS",
     "THEMES",
@@ -837,6 +924,7 @@ __all__ = [
     "Drawer",
     "GenerateOptions",
     "OptionError",
+    "bucket_draw",
     "draw_steps",
     "generate",
     "is_valid",

@@ -98,7 +98,11 @@ from mockdcp.model._rbac import (
     check_user_name as check_user_name,
     parse_roles as parse_roles,
 )
-from mockdcp.model._timers import ClockAdvanced as ClockAdvanced
+from mockdcp.model._timers import (
+    ClockAdvanced as ClockAdvanced,
+    WallTimers as WallTimers,
+    advance_buckets as advance_buckets,
+)
 from mockdcp.model._validate import check_value as check_value
 from mockdcp.model._vbmap import (
     MAX_REPLICAS as MAX_REPLICAS,

@@ -19,6 +19,9 @@ within the time moved runs then (``mockdcp.model._timers``). Nothing here reads 
 * ``backfill_idle_limit``: seconds a backfill may make no progress before its stream
   ends SLOW (kv_engine ``configuration.json`` ``dcp_backfill_idle_limit_seconds``, 720,
   added in 8.0.0).
+* ``ephemeral_purge_interval``: seconds between two runs of an ephemeral bucket's
+  tombstone purger (kv_engine ``configuration.json``
+  ``ephemeral_metadata_purge_interval``, 60).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from collections.abc import Callable
 
 import attrs
 
+from mockdcp.model._ephemeral import EPHEMERAL_PURGE_INTERVAL
 from mockdcp.util import ModelError
 
 #: kv_engine ``configuration.json`` ``exp_pager_stime``
@@ -53,6 +57,9 @@ class ServerTimers:
     metadata_purge_age: int = attrs.field(default=METADATA_PURGE_AGE, validator=_positive)
     compaction_interval: int = attrs.field(default=COMPACTION_INTERVAL, validator=_positive)
     backfill_idle_limit: int = attrs.field(default=BACKFILL_IDLE_LIMIT, validator=_positive)
+    ephemeral_purge_interval: int = attrs.field(
+        default=EPHEMERAL_PURGE_INTERVAL, validator=_positive
+    )
 
 
 class VirtualClock:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.protocol import stream_item_seqno
+
 if TYPE_CHECKING:
     from collections import deque
 
@@ -31,8 +33,10 @@ class FlowWindow:
     #: buffer acknowledgements received, and stream messages sent (for /metrics)
     acks: int = 0
     messages: int = 0
-    #: the buffer and offset of the last message ``take`` moved (what was written last)
-    last: tuple[bytearray, int] | None = None
+    #: the seqno of the last item (a message at a seqno) the last ``take`` moved, None if
+    #: it moved none: what a write carried of its stream, though a STREAM_END or a
+    #: marker may follow it
+    last_item: int | None = None
 
     @property
     def open(self) -> bool:
@@ -72,6 +76,7 @@ class FlowWindow:
         with one bisection per chunk rather than one check per message.
         """
         taken = 0
+        self.last_item = None
         while chunks and taken < quantum:
             chunk = chunks[0]
             if stop is not None and chunk.pos >= stop:
@@ -89,7 +94,11 @@ class FlowWindow:
             end = ends[last] - chunk.base
             # chunks are never written after they are queued: send views, not copies
             parts.append(memoryview(chunk.buf)[start:end])
-            self.last = (chunk.buf, ends[last - 1] - chunk.base if last else 0)
+            for index in range(last, chunk.pos - 1, -1):  # the last of them at a seqno
+                seqno = stream_item_seqno(chunk.buf, ends[index - 1] - chunk.base if index else 0)
+                if seqno is not None:
+                    self.last_item = seqno
+                    break
             nbytes = end - start
             taken += nbytes
             if self.size:

@@ -8,7 +8,10 @@ added in 8.0.0) cancels a disk backfill whose scan has not moved for the limit, 
 disk is over ``dcp_backfill_idle_disk_threshold`` and cancelling frees space; the stream
 is set dead with ``DcpStreamEndStatus::Slow`` and, being in its backfill, its queued
 items are dropped before the STREAM_END (``ActiveStream::endStream``). Takeover streams
-are immune.
+are immune. It appeared in 8.0.0 (MB-62703, kv_engine commit 57b242f0e; no
+``dcp_backfill_idle_*`` in ``configuration.json`` at any ``v7.6.x`` tag): a node of an
+older ``--server-version`` (``ServerProfile.ends_idle_backfills`` false) never ends an
+idle backfill, which waits for its consumer as long as it takes.
 
 The mock measures the limit on the bucket's virtual clock (``advance_clock``): the
 clock stands still between two moves, so a backfill that progressed since the last
@@ -38,7 +41,9 @@ _PROGRESS: weakref.WeakKeyDictionary[Stream, tuple[int, float]] = weakref.WeakKe
 def end_idle_backfills(node: Node, start: float, end: float, limit: float) -> int:
     """The server clock moved from ``start`` to ``end``: end SLOW the streams of every
     node of the cluster whose backfill has made no progress for ``limit`` seconds of
-    it; how many."""
+    it; how many. None on a node older than 8.0 (``ends_idle_backfills``: MB-62703)."""
+    if not node.profile.ends_idle_backfills:
+        return 0
     ended = 0
     for conn in node.matching():
         held = not conn.flow.open

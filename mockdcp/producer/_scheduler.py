@@ -129,9 +129,9 @@ class StreamScheduler:
         return size
 
     def _wrote(self, stream: Stream, events: list[ev.ProducerEvent]) -> None:
-        """Note the last item of ``stream`` in this write (an event once written)."""
-        assert self.flow.last is not None
-        seqno = stream_item_seqno(*self.flow.last)
+        """Note the last item of ``stream`` in this write (an event once written), also
+        when a STREAM_END or a marker comes after it in the write."""
+        seqno = self.flow.last_item
         if seqno is None:
             return
         events.append(

@@ -308,5 +308,6 @@ def solo_config(node: Node, host: str | None, rev: int, epoch: int) -> dict[str,
         network=node.network,
         history=bucket.retains_history,
         ephemeral=bucket.ephemeral is not None,
+        magma=bucket.storage == "magma",
         profile=node.profile,
     )

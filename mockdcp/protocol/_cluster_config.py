@@ -134,17 +134,29 @@ def node_ext(
 #: capabilities only a bucket with a disk has (ns_server ``bucket_info_cache.erl``:
 #: ``couchapi`` when it can have views, ``rangeScan`` when it is persistent)
 PERSISTENT_ONLY = frozenset({"couchapi", "rangeScan"})
+#: capabilities only a couchstore bucket has: views (ns_server ``ns_bucket.erl``
+#: ``can_have_views``: ``storage_mode(BucketConfig) =:= couchstore``)
+COUCHSTORE_ONLY = frozenset({"couchapi"})
 
 
 def bucket_capabilities(
-    profile: ServerProfile = DEFAULT_PROFILE, *, history: bool = False, ephemeral: bool = False
+    profile: ServerProfile = DEFAULT_PROFILE,
+    *,
+    history: bool = False,
+    ephemeral: bool = False,
+    magma: bool = False,
 ) -> list[str]:
     """A bucket's ``bucketCapabilities`` on the ``profile``'s version (ns_server
     ``bucket_info_cache.erl`` ``build_bucket_capabilities``): ``nonDedupedHistory`` on
     Magma from 7.2; an ephemeral bucket has neither ``couchapi`` nor ``rangeScan``
-    (clients read a missing ``couchapi`` as ephemeral, gocbcore ``cfgBucket``)."""
+    (clients read a missing ``couchapi`` as ephemeral, gocbcore ``cfgBucket``); a
+    ``magma`` bucket has no ``couchapi`` (no views: ``ns_bucket.erl``
+    ``can_have_views`` is true for couchstore only)."""
     caps = profile.bucket_capabilities(history=history)
-    return [c for c in caps if not (ephemeral and c in PERSISTENT_ONLY)]
+    dropped = (PERSISTENT_ONLY if ephemeral else frozenset()) | (
+        COUCHSTORE_ONLY if magma else frozenset()
+    )
+    return [c for c in caps if c not in dropped]
 
 
 def cluster_config(
@@ -162,13 +174,14 @@ def cluster_config(
     network: NodeNetwork | None = None,
     history: bool = False,
     ephemeral: bool = False,
+    magma: bool = False,
     profile: ServerProfile = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
     """The terse bucket config of a one-node cluster serving every vbucket; ``network``:
     its TLS ports and alternate addresses (none by default); ``history``: the bucket
     retains history (Magma), advertised as the ``nonDedupedHistory`` capability from 7.2;
-    ``ephemeral``: an ephemeral bucket; ``profile``: the server version
-    (``bucket_capabilities``)."""
+    ``ephemeral``: an ephemeral bucket; ``magma``: a Magma bucket; ``profile``: the
+    server version (``bucket_capabilities``)."""
     network = network or NodeNetwork()
     ports = ServicePorts(
         kv=kv_port, mgmt=http_port, kv_ssl=network.kv_ssl, mgmt_ssl=network.mgmt_ssl
@@ -198,7 +211,9 @@ def cluster_config(
             "vBucketMap": vbmap,
         },
         "bucketCapabilitiesVer": "",
-        "bucketCapabilities": bucket_capabilities(profile, history=history, ephemeral=ephemeral),
+        "bucketCapabilities": bucket_capabilities(
+            profile, history=history, ephemeral=ephemeral, magma=magma
+        ),
         "clusterCapabilitiesVer": [1, 0],
         "clusterCapabilities": {"n1ql": ["enhancedPreparedStatements"]},
     }

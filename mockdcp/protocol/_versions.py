@@ -164,6 +164,13 @@ class ServerProfile:
     checks_stream_flags: bool
     #: bucket capabilities (before the ``nonDedupedHistory`` of a history bucket)
     capabilities: tuple[str, ...]
+    #: a backfill idle for ``dcp_backfill_idle_limit_seconds`` ends STREAM_END SLOW
+    #: (kv_engine MB-62703, commit 57b242f0e "End backfilling (disk) streams which make
+    #: no progress", first in ``v8.0.0``: ``configuration.json`` at ``v7.6.x`` has no
+    #: ``dcp_backfill_idle_*``); before it an idle backfill waits for its consumer for
+    #: as long as it takes, holding its disk snapshot (the commit's "can indefinitely
+    #: hold disk resources")
+    ends_idle_backfills: bool
     #: the public source of the profile (the release's tags)
     source: str
 
@@ -213,6 +220,7 @@ PROFILES: dict[str, ServerProfile] = {
             stream_flags=_FLAGS_70,
             checks_stream_flags=False,
             capabilities=_CAPS_70,
+            ends_idle_backfills=False,
             source=_source("v7.0.0"),
         ),
         ServerProfile(
@@ -225,6 +233,7 @@ PROFILES: dict[str, ServerProfile] = {
             stream_flags=_FLAGS_72,
             checks_stream_flags=True,
             capabilities=_CAPS_72,
+            ends_idle_backfills=False,
             source=_source("v7.2.0"),
         ),
         ServerProfile(
@@ -237,6 +246,7 @@ PROFILES: dict[str, ServerProfile] = {
             stream_flags=_FLAGS_76,
             checks_stream_flags=True,
             capabilities=_CAPS_76,
+            ends_idle_backfills=False,
             source=_source("v7.6.0"),
         ),
         ServerProfile(
@@ -249,6 +259,7 @@ PROFILES: dict[str, ServerProfile] = {
             stream_flags=_FLAGS_76,
             checks_stream_flags=True,
             capabilities=_CAPS_80,
+            ends_idle_backfills=True,
             source=_source("v8.0.0"),
         ),
     )

@@ -166,6 +166,9 @@ class Simulation:
     buckets: set[str] = attrs.field(factory=set)
     #: the virtual clock's time after the steps so far (None: not moved yet)
     clock: float | None = None
+    #: the simulations of every bucket of the cluster, this one's included (shared: the
+    #: node's one clock moves them all, ``advance_clock``); empty: this one alone
+    peers: list[Simulation] = attrs.field(factory=list, eq=False, repr=False)
     #: the users and their roles as the steps so far will have left them (a copy)
     users: Users = attrs.field(factory=Users.default)
 

@@ -32,6 +32,7 @@ def check_steps(
     ``topology``'s nodes (None: a new cluster of ``nodes`` with ``replicas``), with
     ``users`` (None: the topology's, or the default administrator)."""
     sim = Simulation.of(bucket, topology, nodes=nodes, replicas=replicas, users=users)
+    sim.peers.append(sim)
     sims = {bucket.name: sim}
     fresh: set[str] = set()  # the buckets the steps make (simulated empty)
     problems: list[Problem] = []
@@ -83,5 +84,9 @@ def _target(
         )
         other = Simulation.of(model, None if node is None else node.topology)
         other.buckets = sim.buckets  # one cluster: the bucket steps seen by every bucket
+        other.peers = sim.peers  # and one clock (``advance_clock``)
+        other.peers.append(other)
+        if sim.clock is not None:  # moved already: its timers ran on this bucket too
+            other.clock, other.certain = sim.clock, False
         sims[name] = other
     return sims[name]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, Union
 
 import attrs
 
-from mockdcp.model import KEEP, iso_time, parse_time
+from mockdcp.model import KEEP, advance_buckets, iso_time, parse_time
 from mockdcp.scenario._check import (
     Simulation,
     check_u32,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         Role,
         UserChange,
         Users,
+        VirtualClock,
     )
     from mockdcp.producer import DataNodes, Node
 
@@ -516,8 +517,9 @@ class AdvanceClock(Step):
     than the metadata purge age, 3 days, are purged and the purge seqno rises; Magma's
     history older than ``history_retention_seconds`` goes), and a backfill held back by
     its consumer (flow-control window full) for ``dcp_backfill_idle_limit_seconds``
-    (720 s) ends STREAM_END SLOW. Refused on a wall-clock server and backwards.
-    Connection timers (noops, flow control) keep real time."""
+    (720 s) ends STREAM_END SLOW (from server version 8.0). The clock is the node's:
+    every bucket's timers run, whichever bucket the step names. Refused on a wall-clock
+    server and backwards. Connection timers (noops, flow control) keep real time."""
 
     NAME = "advance_clock"
     GROUP = "storage"
@@ -539,9 +541,10 @@ class AdvanceClock(Step):
             raise ValueError(
                 f"advance_clock cannot go back: to {self.to} is before the clock ({iso_time(now)})"
             )
-        sim.clock = target
-        # the pager and compaction decide liveness and seqnos from here on
-        sim.certain, sim.live = False, {}
+        for each in sim.peers or [sim]:  # the node's clock: every bucket's timers run
+            each.clock = target
+            # the pager and compaction decide liveness and seqnos from here on
+            each.certain, each.live = False, {}
 
     def _target(self, now: float) -> float:
         if self.to is not None:
@@ -557,8 +560,22 @@ class AdvanceClock(Step):
         clock = ctx.bucket.virtual_clock
         if clock is None:  # checked; a bucket swapped since still refuses
             raise ValueError("advance_clock needs a virtual clock")
-        moved = ctx.bucket.advance_clock(self._target(clock.now))
-        ctx.node.steps.end_idle_backfills(moved.start, moved.end)
+        nodes = _on_clock(ctx.node, clock)
+        moved = advance_buckets([n.bucket for n in nodes], clock, self._target(clock.now))
+        for node, each in zip(nodes, moved, strict=True):
+            node.steps.end_idle_backfills(each.start, each.end)
+
+
+def _on_clock(node: Node, clock: VirtualClock) -> list[Node]:
+    """``node`` and a node of each other bucket of its cluster that runs on ``clock``
+    (the node's clock, which ``create_bucket`` gives every bucket it makes)."""
+    nodes, seen = [node], {id(node.bucket)}
+    for name in node.buckets.names:
+        other = node.buckets.first_node(name)
+        if other.bucket.clock is clock and id(other.bucket) not in seen:
+            seen.add(id(other.bucket))
+            nodes.append(other)
+    return nodes
 
 
 # -- cluster ---------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from mockdcp.server._kv import (
 )
 from mockdcp.server._network import NetworkOptions, TlsArguments, node_network
 from mockdcp.server._nodes import NodeShell
+from mockdcp.server._timers import WallClockTimers
 from mockdcp.util import ModelError, ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
@@ -421,7 +422,8 @@ async def serve(
     -- CMD``, ``mockdcp check``): a ``wait`` on the consumer counts its timeout from the
     consumer's first connection, which must come within these seconds (a JVM, or an
     interpreter on a loaded machine, takes seconds to start); None: from the wait's start.
-    ``clock``: ``wall`` (the default: the bucket's time is the wall clock) or
+    ``clock``: ``wall`` (the default: the bucket's time is the wall clock, and the server
+    runs the node's timers as they fall due: ``mockdcp/server/_timers.py``) or
     ``virtual``: the bucket's clock starts at ``clock_start`` (an ISO 8601 time or
     seconds since the epoch; default now) and moves only by the ``advance_clock`` step,
     which runs the node's timers meanwhile (the expiry pager, compaction purging old
@@ -886,6 +888,10 @@ async def _serve(
     node.buckets.on_create.append(flushers.start)
     node.buckets.on_delete.append(flushers.stop)
     flushers.start(model)
+    timers = WallClockTimers()  # the pager, compaction, the purger on the wall clock
+    node.buckets.on_create.append(timers.add)
+    node.buckets.on_delete.append(timers.remove)
+    timers.add(model)
     for shell in shells:
         topology.join(shell.node)
     first = node.buckets.spec(model.name)
@@ -941,6 +947,7 @@ async def _serve(
             else:
                 server.scenario_done.set()
             flushers.run(nursery)  # each bucket persists by itself (model/_flusher.py)
+            nursery.start_soon(timers.run)  # and runs its timers (model/_timers.py)
             try:
                 yield server
             finally:

@@ -181,3 +181,62 @@ def test_advance_clock_is_drawn_on_a_scenario_s_virtual_clock() -> None:
     ]
     assert drawn
     assert {s.seconds for s in drawn} <= {600, 3600, 86_400, 4 * 86_400}
+
+
+def test_a_seeds_schedules_stage_ephemeral_buckets_and_older_releases() -> None:
+    """Issue 41 item 4: some schedules run on an ephemeral bucket (with its purger and
+    the clock past its purge age; some evicting under a small quota), some on nodes of
+    an older release; each valid, drawn from the schedule's seed."""
+    from mockdcp.explore._generate import OLD_VERSIONS
+
+    opts = GenerateOptions(seed=1, steps=16)
+    schedules = [generate(opts, i) for i in range(80)]
+    ephemeral = [s for s in schedules if s.bucket.type == "ephemeral"]
+    evicting = [s for s in ephemeral if s.bucket.eviction_policy == "nruEviction"]
+    older = [s for s in schedules if s.bucket.server_version is not None]
+    assert ephemeral
+    assert evicting
+    assert all(s.bucket.memory_quota for s in evicting)
+    assert {s.bucket.server_version for s in older} == set(OLD_VERSIONS)
+    assert all(s.bucket.type == "couchbase" for s in schedules if s not in ephemeral)
+    kinds = {type(step) for s in ephemeral for step in s.steps}
+    assert {st.EphemeralPurge, st.AdvanceClock} <= kinds
+    assert not {st.Persist, st.Persistence, st.Purge} & kinds  # an ephemeral bucket has none
+    for s in ephemeral:
+        purge_age = s.bucket.ephemeral_purge_age
+        assert purge_age is not None
+        assert purge_age <= 86_400  # an advance_clock drawn can pass it
+    for s in ephemeral + older:
+        assert is_valid(s)
+    first = schedules.index(ephemeral[0])
+    assert schedules[first] == generate(opts, first)  # from the schedule's seed alone
+
+
+def test_excluding_the_bucket_themes_keeps_the_couchbase_bucket_of_the_newest_release() -> None:
+    opts = GenerateOptions(seed=1, steps=16, exclude=frozenset({"ephemeral", "versions"}))
+    for i in range(40):
+        bucket = generate(opts, i).bucket
+        assert (bucket.type, bucket.server_version) == ("couchbase", None)
+    drawing = GenerateOptions(seed=1, steps=16)
+    for i in range(40):  # a schedule that drew neither is the same either way
+        drawn = generate(drawing, i)
+        if (drawn.bucket.type, drawn.bucket.server_version) == ("couchbase", None):
+            assert generate(opts, i).steps == drawn.steps
+
+
+def test_on_an_evicting_bucket_no_step_needs_a_document_live() -> None:
+    """The pager may have deleted any document a write pushed out: after a write no
+    delete, expire or touch is drawn until a new document is written and no wait for a
+    seqno mid-snapshot (the evictions moved the seqnos)."""
+    opts = GenerateOptions(seed=2, steps=20)
+    seen = 0
+    for i in range(120):
+        s = generate(opts, i)
+        if s.bucket.eviction_policy != "nruEviction":
+            continue
+        seen += 1
+        for step in s.steps:
+            assert not isinstance(step, st.Delete | st.Expire | st.Touch), (i, step)
+            if isinstance(step, st.Wait) and step.consumer is not None:
+                assert not isinstance(step.consumer.seqno, int), (i, step)
+    assert seen

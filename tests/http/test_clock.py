@@ -59,6 +59,7 @@ async def test_a_virtual_clock_moves_only_by_the_step_and_runs_the_pager() -> No
                 "metadata_purge_age": 259_200,
                 "compaction_interval": 30,
                 "backfill_idle_limit": 720,
+                "ephemeral_purge_interval": 60,
             },
         }
         back = await http.post("/mock/steps", json=[{"advance_clock": {"to": START}}])

@@ -10,10 +10,12 @@ import pytest
 from mockdcp.model import (
     Bucket,
     Documents,
+    Ephemeral,
     ItemKind,
     KvError,
     ServerTimers,
     VirtualClock,
+    WallTimers,
     iso_time,
     parse_time,
 )
@@ -146,6 +148,99 @@ def test_a_wall_clock_bucket_refuses_and_backwards_is_refused() -> None:
     with pytest.raises(ModelError, match="cannot go back"):
         b.advance_clock(T0 + 5)
     assert b.clock() == T0 + 10
+
+
+class Wall:
+    """A wall clock the test sets (the shell reads ``time.time``)."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_wall_timers_run_what_fell_due_when_the_shell_hands_the_time_in() -> None:
+    wall = Wall()
+    b = Bucket("default", 1, seed=1, clock=wall)
+    b.flusher.interval = 0.005
+    timers = WallTimers(b, T0)
+    assert timers.due() == T0 + 30  # the first compaction; the pager's at 600 s
+    b.set("ttl", "{}", expiry=int(T0) + 100)
+    b.set("a", "1")
+    b.delete("a")
+    wall.now = T0 + 30
+    run = timers.run(wall.now)
+    assert (run.compactions, run.pager_runs, run.expired) == (1, 0, 0)
+    assert timers.due() == T0 + 60
+    assert timers.run(wall.now).compactions == 0  # nothing ran twice
+    wall.now = T0 + 600
+    run = timers.run(wall.now)
+    assert (run.pager_runs, run.expired, run.purged) == (1, 1, 0)
+    gone = b.vbuckets[0].items[(0, b"ttl")]
+    assert gone.kind is ItemKind.EXPIRATION
+    assert gone.cas >> 16 == int((T0 + 600) * 1e9) >> 16  # at the wall clock's time
+    assert timers.due() == T0 + 630
+    wall.now = T0 + 3 * DAY + 120
+    assert timers.run(wall.now).purged == 2  # the deletion and the expiration, 3 days old
+    assert b.clock() == wall.now  # the model moved no clock
+
+
+def test_wall_timers_look_again_only_at_vbuckets_that_changed_or_came_of_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A compaction every 30 s must not scan a large bucket each time: a vbucket
+    unchanged since the last pass, whose tombstones are too young, is skipped."""
+    from mockdcp.model._disk_store import DiskStore
+
+    looked: list[int] = []
+    bound = DiskStore.purge_bound
+
+    def counting(store: DiskStore, before: float) -> int | None:
+        looked.append(id(store))
+        return bound(store, before)
+
+    monkeypatch.setattr(DiskStore, "purge_bound", counting)
+    wall = Wall()
+    b = Bucket("default", 4, seed=1, clock=wall, timers=ServerTimers(metadata_purge_age=3600))
+    b.flusher.interval = 0.005
+    timers = WallTimers(b, T0)
+    b.set("a", "1", vbucket=0)
+    b.delete("a", vbucket=0)
+    wall.now = T0 + 30
+    timers.run(wall.now)
+    assert len(looked) == 4
+    wall.now = T0 + 60
+    timers.run(wall.now)
+    assert len(looked) == 4  # nothing changed, the tombstone is young
+    b.set("b", "1", vbucket=1)
+    wall.now = T0 + 90
+    timers.run(wall.now)
+    assert looked[4:] == [id(b.vbuckets[1].store)]
+    wall.now = T0 + 3630
+    assert timers.run(wall.now).purged == 1  # of age: looked at again
+    assert b.vbuckets[0].purge_seqno == 2
+
+
+def test_wall_timers_of_an_ephemeral_bucket_run_its_purger() -> None:
+    wall = Wall()
+    b = Bucket(
+        "cache",
+        1,
+        seed=1,
+        clock=wall,
+        bucket_type="ephemeral",
+        ephemeral=Ephemeral(purge_age=10),
+        timers=ServerTimers(ephemeral_purge_interval=5),
+    )
+    timers = WallTimers(b, T0)
+    assert timers.due() == T0 + 5
+    b.set("a", "1")
+    b.delete("a")
+    b.set("b", "1")
+    wall.now = T0 + 10
+    assert timers.run(wall.now).purged == 1
+    assert b.vbuckets[0].purge_seqno == 2
 
 
 def test_replicas_do_not_expire_their_copies() -> None:

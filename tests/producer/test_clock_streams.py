@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mockdcp.model import Bucket, VirtualClock
 from mockdcp.producer import Node
 from mockdcp.protocol import (
+    PROFILES,
     DcpBufferAck,
     DcpControl,
     DcpOpen,
@@ -70,9 +73,10 @@ def _disk_bucket() -> Bucket:
     return bucket
 
 
-def _held_backfill(buffer_size: int) -> tuple[Session, Bucket, list[object]]:
+def _held_backfill(buffer_size: int, version: str = "8.0") -> tuple[Session, Bucket, list[object]]:
     bucket = _disk_bucket()
-    s = Session(bucket, features=())
+    node = Node(bucket=bucket, users={"Administrator": "password"}, profile=PROFILES[version])
+    s = Session(bucket, node=node, features=())
     s.open_dcp(buffer_size=buffer_size)
     s.read()
     sent = s.call(
@@ -108,6 +112,23 @@ def test_a_backfill_held_by_a_full_window_for_the_idle_limit_ends_slow() -> None
     ends = [m for m in tail if isinstance(m, StreamEnd)]
     assert [e.reason for e in ends] == [StreamEndReason.TOO_SLOW]
     assert not [m for m in tail if isinstance(m, Mutation)]  # its queued items dropped
+
+
+@pytest.mark.parametrize("version", ["7.0", "7.2", "7.6"])
+def test_before_8_0_an_idle_backfill_waits_for_its_consumer(version: str) -> None:
+    """MB-62703 (kv_engine 57b242f0e, first in v8.0.0) added the idle limit: an older
+    node never ends the backfill; it resumes when the consumer reads again."""
+    s, bucket, sent = _held_backfill(buffer_size=50_000, version=version)
+    (stream,) = list(s.conn.streams)
+    assert _advance(s, bucket, 30 * 86_400) == 0  # a month idle
+    StepRunner(s.node).apply_now([steps.AdvanceClock(seconds=3600)])
+    assert stream.alive
+    assert stream.backfill_running
+    for _ in range(20):
+        s.send(DcpBufferAck(opaque=0, nbytes=1 << 20).encode())  # the consumer reads again
+        sent += s.read()
+    assert len([m for m in sent if isinstance(m, Mutation)]) == 30
+    assert not [m for m in sent if isinstance(m, StreamEnd)]
 
 
 def test_a_backfill_that_progresses_between_moves_is_not_idle() -> None:

@@ -182,6 +182,26 @@ def test_a_stream_ended_short_of_a_hold_sends_its_stream_end() -> None:
     assert [e.reason for e in events if isinstance(e, ev.StreamEnded)] == ["CLOSED"]
 
 
+def test_a_write_that_ends_with_the_stream_end_still_notes_its_last_item() -> None:
+    """Items and the STREAM_END after them in one write: the stream was written up to
+    its last item (the protocol checker judges a resume against it: a consumer that got
+    seqno 5 and resumes from 5 did not resume above what it was sent; found by explore,
+    seed 3, schedule 79)."""
+    b = loaded(vbuckets=1, per_vbucket=5)
+    sched, streams, _ = scheduler(b)
+    (stream,) = streams.of_vbucket(0)
+    stream.refill()
+    stream.end(StreamEndReason.STATE_CHANGED)
+    streams.mark_ready(stream)
+    parts: list[bytes | memoryview] = []
+    events: list[ev.ProducerEvent] = []
+    sched.drain(parts, 0, 1 << 20, events)
+    assert len(mutations_by_vbucket(parts)) == 5
+    assert [type(e) for e in events] == [ev.StreamWritten, ev.StreamEnded]
+    (written,) = [e for e in events if isinstance(e, ev.StreamWritten)]
+    assert written.seqno == 5
+
+
 def test_a_stream_end_behind_frames_past_the_hold_stays_held() -> None:
     b = loaded(vbuckets=1, per_vbucket=5)
     sched, streams, _ = scheduler(b, holds={0: 3})

@@ -206,3 +206,17 @@ def test_a_profile_is_one_frozen_record() -> None:
     assert isinstance(p, ServerProfile)
     with pytest.raises(AttributeError):
         p.name = "7.1"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("version", list(PROFILES))
+def test_a_magma_bucket_lists_no_couchapi(version: str) -> None:
+    """ns_server ``bucket_info_cache.erl`` lists ``couchapi`` when ``ns_bucket.erl``
+    ``can_have_views`` holds: couchstore only (a Magma bucket has no views)."""
+    magma = node(version, storage="magma").config()["bucketCapabilities"]
+    couchstore = node(version).config()["bucketCapabilities"]
+    assert isinstance(magma, list)
+    assert isinstance(couchstore, list)
+    assert "couchapi" not in magma
+    assert "couchapi" in couchstore
+    assert set(couchstore) - set(magma) <= {"couchapi"}
+    assert "rangeScan" in magma or "rangeScan" not in couchstore  # persistent: kept

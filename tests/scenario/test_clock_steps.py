@@ -124,3 +124,48 @@ def test_from_python_seconds_may_carry_a_unit_and_a_bad_one_is_a_problem() -> No
     assert problems(b, steps.AdvanceClock(seconds="a week")) == [
         "seconds is a number or a string like '30d', not 'a week'"
     ]
+
+
+def test_advance_clock_runs_every_buckets_timers() -> None:
+    """The clock is the node's: moving it runs the pager and compaction of each bucket
+    (``create_bucket`` gives the new bucket the node's clock), whichever bucket acts."""
+    from mockdcp.model import BucketSpec
+
+    n = Node(bucket=virtual(), users={"u": "p"})
+    other = n.buckets.create(BucketSpec(name="other")).bucket
+    other.flusher.interval = 0.005
+    assert other.clock is n.bucket.clock
+    runner = StepRunner(n)
+    runner.apply_now(
+        [
+            steps.Set(key="ttl", value="{}", expiry=int(T0) + 60, bucket="other"),
+            steps.Set(key="gone", value="{}", bucket="other"),
+            steps.Delete(key="gone", bucket="other"),
+            steps.Set(key="ttl", value="{}", expiry=int(T0) + 60),
+            steps.AdvanceClock(seconds=3 * 86_400 + 60),  # on the scenario's bucket
+        ]
+    )
+    for bucket in (n.bucket, other):
+        item = bucket.vbucket(bucket.vbucket_of("ttl")).get(b"ttl")
+        assert item is not None
+        assert item.kind is ItemKind.EXPIRATION, bucket.name
+    assert other.vbucket(other.vbucket_of("gone")).purge_seqno > 0  # compaction ran there
+    assert n.bucket.clock() == other.clock() == T0 + 3 * 86_400 + 60
+    runner.apply_now([steps.AdvanceClock(seconds=60, bucket="other")])  # from the other
+    assert n.bucket.clock() == T0 + 3 * 86_400 + 120
+
+
+def test_the_check_knows_every_bucket_moved() -> None:
+    """After ``advance_clock`` on one bucket, another bucket's ``to`` is checked against
+    the moved clock (the node's one clock)."""
+    from mockdcp.model import BucketSpec
+
+    n = Node(bucket=virtual(), users={"u": "p"})
+    n.buckets.create(BucketSpec(name="other"))
+    back = [
+        steps.AdvanceClock(seconds=3600),
+        steps.AdvanceClock(to="2023-11-14T22:30:00Z", bucket="other"),  # T0 + 1000 s
+    ]
+    with pytest.raises(ScenarioProblems, match="cannot go back") as caught:
+        check_steps(back, n.bucket, topology=n.topology)
+    assert [p.step for p in caught.value.problems] == [1]
