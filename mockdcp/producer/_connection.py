@@ -473,7 +473,7 @@ class Connection:
         if self._sasl_server is None:
             from mockdcp.protocol import SaslServer
 
-            self._sasl_server = SaslServer(self.node.users)
+            self._sasl_server = SaslServer(self.node.users, keys=self.node.users.scram_keys)
         return self._sasl_server
 
     def authenticated(self, user: str) -> None:
