@@ -61,6 +61,10 @@ MIN_GAP = 0.01
 #: come; a node answers in milliseconds): well under the 2 s in which ``mockdcp check``
 #: wants a stream ended STATE_CHANGED asked for again, which may need the map first
 MAP_TIMEOUT = 0.5
+#: seconds the first reading of the map may take: it also connects and authenticates
+#: (PBKDF2 on both sides) in a consumer that may be starting (importing) on a loaded
+#: machine, where half a second failed ``mockdcp check``'s cluster scenarios at times
+FIRST_MAP_TIMEOUT = 5.0
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
     {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
@@ -207,16 +211,17 @@ class ClusterConsumer:
 
     # -- the map ------------------------------------------------------------------------
 
-    async def _fetch(self) -> dict[str, Any] | None:
-        """The cluster map, from the node kept for it or any other known one."""
+    async def _fetch(self, within: float = MAP_TIMEOUT) -> dict[str, Any] | None:
+        """The cluster map, from the node kept for it or any other known one, each
+        given ``within`` seconds."""
         addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
         for host, port in addresses:
-            with trio.move_on_after(MAP_TIMEOUT):
+            with trio.move_on_after(within):
                 config = await self._fetch_from(host, port)
                 if config is not None:
                     return config
                 continue
-            log.info("no cluster map from %s:%d within %gs", host, port, MAP_TIMEOUT)
+            log.info("no cluster map from %s:%d within %gs", host, port, within)
             await self._close_config_client()
         return None
 
@@ -377,7 +382,7 @@ class ClusterConsumer:
             async with trio.open_nursery() as nursery:
                 started = False
                 while True:
-                    config = await self._fetch()
+                    config = await self._fetch(MAP_TIMEOUT if started else FIRST_MAP_TIMEOUT)
                     if config is not None:
                         await self._apply(config, nursery)
                         if not started:
