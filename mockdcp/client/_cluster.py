@@ -201,6 +201,8 @@ class ClusterConsumer:
         #: vbucket -> the node it is streamed from
         self.owner: dict[int, str] = {}
         self.rev = 0
+        #: a map was read (the first reading has ``FIRST_MAP_TIMEOUT``)
+        self._map_read = False
         self._poke = trio.Event()
         self._config_client: DcpConsumer | None = None
 
@@ -211,9 +213,10 @@ class ClusterConsumer:
 
     # -- the map ------------------------------------------------------------------------
 
-    async def _fetch(self, within: float = MAP_TIMEOUT) -> dict[str, Any] | None:
+    async def _fetch(self) -> dict[str, Any] | None:
         """The cluster map, from the node kept for it or any other known one, each
-        given ``within`` seconds."""
+        given ``MAP_TIMEOUT`` seconds (``FIRST_MAP_TIMEOUT`` until a map was read)."""
+        within = MAP_TIMEOUT if self._map_read else FIRST_MAP_TIMEOUT
         addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
         for host, port in addresses:
             with trio.move_on_after(within):
@@ -382,8 +385,9 @@ class ClusterConsumer:
             async with trio.open_nursery() as nursery:
                 started = False
                 while True:
-                    config = await self._fetch(MAP_TIMEOUT if started else FIRST_MAP_TIMEOUT)
+                    config = await self._fetch()
                     if config is not None:
+                        self._map_read = True
                         await self._apply(config, nursery)
                         if not started:
                             started = True
