@@ -551,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
         "directory)",
     )
 
-    from mockdcp.cli._explore import add_parser as add_explore
+    from mockdcp.cli._explore_parser import add_parser as add_explore
 
     add_explore(sub)
 

@@ -61,9 +61,13 @@ MIN_GAP = 0.01
 #: come; a node answers in milliseconds): well under the 2 s in which ``mockdcp check``
 #: wants a stream ended STATE_CHANGED asked for again, which may need the map first
 MAP_TIMEOUT = 0.5
+#: seconds the first reading of the map may take: it also connects and authenticates
+#: (PBKDF2 on both sides) in a consumer that may be starting (importing) on a loaded
+#: machine, where half a second failed ``mockdcp check``'s cluster scenarios at times
+FIRST_MAP_TIMEOUT = 5.0
 #: seconds the first map may take to come, over as many attempts as fit: a node that is
 #: starting, or a machine so loaded that one connect, login and reading take longer than
-#: ``MAP_TIMEOUT``, is asked again rather than given up at once
+#: ``FIRST_MAP_TIMEOUT``, is asked again rather than given up at once
 FIRST_MAP_WITHIN = 30.0
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
@@ -201,6 +205,8 @@ class ClusterConsumer:
         #: vbucket -> the node it is streamed from
         self.owner: dict[int, str] = {}
         self.rev = 0
+        #: a map was read (the first reading has ``FIRST_MAP_TIMEOUT``)
+        self._map_read = False
         self._poke = trio.Event()
         self._config_client: DcpConsumer | None = None
 
@@ -212,15 +218,17 @@ class ClusterConsumer:
     # -- the map ------------------------------------------------------------------------
 
     async def _fetch(self) -> dict[str, Any] | None:
-        """The cluster map, from the node kept for it or any other known one."""
+        """The cluster map, from the node kept for it or any other known one, each
+        given ``MAP_TIMEOUT`` seconds (``FIRST_MAP_TIMEOUT`` until a map was read)."""
+        within = MAP_TIMEOUT if self._map_read else FIRST_MAP_TIMEOUT
         addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
         for host, port in addresses:
-            with trio.move_on_after(MAP_TIMEOUT):
+            with trio.move_on_after(within):
                 config = await self._fetch_from(host, port)
                 if config is not None:
                     return config
                 continue
-            log.info("no cluster map from %s:%d within %gs", host, port, MAP_TIMEOUT)
+            log.info("no cluster map from %s:%d within %gs", host, port, within)
             await self._close_config_client()
         return None
 
@@ -384,6 +392,7 @@ class ClusterConsumer:
                 while True:
                     config = await self._fetch()
                     if config is not None:
+                        self._map_read = True
                         await self._apply(config, nursery)
                         if not started:
                             started = True

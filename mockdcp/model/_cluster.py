@@ -640,7 +640,9 @@ class NodeView:
         bucket = cluster.bucket
         self.name = bucket.name
         self.num_vbuckets = bucket.num_vbuckets
-        self._absent = [_absent_copy(vb) for vb in range(bucket.num_vbuckets)]
+        #: the dead copy read for a vbucket it has none of, made when first read (a
+        #: node holding every vbucket, one node alone, never reads one)
+        self._absent: dict[int, VBucket] = {}
 
     @property
     def manifest(self) -> Manifest:
@@ -668,7 +670,10 @@ class NodeView:
             raise ModelError(f"no vbucket {vbid!r} (the bucket has {self.num_vbuckets})")
         copy = self.holds(vbid)
         if copy is None or not copy.online:
-            return self._absent[vbid]
+            absent = self._absent.get(vbid)
+            if absent is None:
+                absent = self._absent[vbid] = _absent_copy(vbid)
+            return absent
         return copy
 
     @property

@@ -49,7 +49,7 @@ class Access:
         if self._sasl_server is None:
             from mockdcp.protocol import SaslServer
 
-            self._sasl_server = SaslServer(self.users)
+            self._sasl_server = SaslServer(self.users, keys=self.users.scram_keys)
         return self._sasl_server
 
     def recheck(

@@ -93,7 +93,12 @@ class SaslServer:
         *,
         nonce_source: Callable[[], str] = _random_nonce,
         salt_source: Callable[[], bytes] = _random_salt,
+        keys: dict[tuple[str, str, str], _AuthInfo] | None = None,
     ) -> None:
+        """``keys``: the SCRAM keys already made, shared with the other connections (a
+        server makes a user's salt and keys once, when it loads the password: kv_engine
+        ``cbsasl/CBSASL.md``, "User database"), filled here as users authenticate;
+        without it, this connection's own."""
         unknown = [m for m in mechanisms if m != PLAIN and m not in SCRAM_MECHANISMS]
         if unknown:
             raise ValueError(f"unsupported SASL mechanisms: {unknown}")
@@ -105,7 +110,7 @@ class SaslServer:
         #: (user, mechanism, password) → auth info; a salt is fixed per user and
         #: password, as a real server's is. ``users`` is read at each exchange: a user
         #: deleted or a password changed fails the next authentication.
-        self._auth_info: dict[tuple[str, str, str], _AuthInfo] = {}
+        self._auth_info: dict[tuple[str, str, str], _AuthInfo] = {} if keys is None else keys
         self._scram: Any = None
         self._scram_mechanism: str | None = None
         self._scram_user: str | None = None
@@ -150,7 +155,8 @@ class SaslServer:
         """scramp's auth_fn: the user's (cached) SCRAM keys, or throw-away ones."""
         password = self._users.get(user, secrets.token_hex(16))
         key = (user, mechanism, password)  # a changed password makes new keys
-        if key not in self._auth_info:
+        known = self._auth_info.get(key)
+        if known is None or known[3] != self._iterations:
             m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
             info: _AuthInfo = m.make_auth_info(
                 password, iteration_count=self._iterations, salt=self._salt()

@@ -4,11 +4,12 @@ regression)."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
-from mockdcp.cli.bench._compare import PATHS, compare, ratios
+from mockdcp.cli.bench._compare import PATHS, _site_packages, compare, install, ratios
 from tests.bench._run import bench_refusal, bench_report
 
 if TYPE_CHECKING:
@@ -39,6 +40,21 @@ def test_a_rate_is_new_over_old_and_a_time_old_over_new() -> None:
 def test_compare_needs_a_ref_that_names_a_commit() -> None:
     assert b"give the git ref" in bench_refusal("compare")
     assert b"names no commit" in bench_refusal("compare", "no-such-ref-anywhere")
+
+
+def test_a_kept_environment_sees_this_interpreters_dependencies(tmp_path: Path) -> None:
+    """An environment kept from an earlier compare named the dependencies of the
+    interpreter that made it, which may be gone (its virtual environment deleted): it is
+    given the running interpreter's again before it is reused."""
+    home = tmp_path / ("0" * 40)
+    site = _site_packages(home / "venv")
+    site.mkdir(parents=True)
+    (site / "_mockdcp_compare_deps.pth").write_text("/a/venv/that/is/gone\n")
+    (home / "installed").write_text("copy\n")
+    python, how = install(tmp_path, "0" * 40, tmp_path)
+    assert (python, how) == (str(home / "venv" / "bin" / "python"), "copy")
+    shown = (site / "_mockdcp_compare_deps.pth").read_text().split()
+    assert shown == [p for p in sys.path if p.endswith("site-packages")]
 
 
 @pytest.mark.full

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 import pytest
@@ -47,3 +49,17 @@ def test_bench_startup_reports_import_listening_ready_and_fixture_times() -> Non
     assert figures["serve_default_docs_kv_listening_s"] < figures["serve_default_docs_ready_s"]
     assert figures["serve_http_up_at_ready"] is True
     assert len(report["samples"]["serve"]) == 5  # at least five spawns
+
+
+def test_the_command_line_parser_imports_neither_explore_nor_the_scenario_package() -> None:
+    """Every ``mockdcp`` command, ``serve`` first, builds the whole parser: building it
+    must not import what only ``explore`` runs (the explorer, and through it the scenario
+    package: about a quarter of ``serve``'s start)."""
+    script = (
+        "import sys, json; from mockdcp.cli._main import build_parser; build_parser(); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith("
+        "('mockdcp.explore', 'mockdcp.scenario', 'mockdcp.cli._explore.')) "
+        "or m in ('mockdcp.cli._explore', 'mockdcp.cli._check'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True).stdout
+    assert json.loads(out) == []

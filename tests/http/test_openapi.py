@@ -60,3 +60,14 @@ def test_every_control_operation_answers_as_documented_and_never_5xx(
         [positive_data_acceptance] if case.method == "POST" or named else []
     )
     case.call_and_validate(base_url=live_url, excluded_checks=excluded)
+
+
+def test_the_http_stack_imports_the_step_vocabulary_only_for_the_document() -> None:
+    """The HTTP stack is imported beside a server's first streams (``_http.py``): the
+    scenario package, which the OpenAPI document describes, waits for that document."""
+    script = (
+        "import sys; import mockdcp.server._asgi, mockdcp.server._control; "
+        "print(any(m.startswith('mockdcp.scenario') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, check=True)
+    assert out.stdout.split() == [b"False"]

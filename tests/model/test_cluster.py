@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mockdcp import ModelError
-from mockdcp.model import Cluster
+from mockdcp.model import Cluster, VBucket
 from mockdcp.model._replication import is_prefix
 from mockdcp.protocol import VBucketState
 from tests.model._cluster import check_cluster, keys_in, new_bucket
@@ -389,3 +389,31 @@ def test_a_replica_a_move_drops_stays_a_replica_until_deleted_then_dies() -> Non
     assert kept.generation > generation, "its streams end STATE_CHANGED"
     assert c.view("c").holds(vb) is None
     check_cluster(c)
+
+
+def test_a_view_makes_the_dead_copy_of_a_vbucket_only_when_it_reads_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node's view reads a dead copy for a vbucket it holds none of; one node alone
+    holds them all and makes none (each was a vbucket of its own, made at the first
+    stream request: 1,024 of them for the default bucket)."""
+    from mockdcp.model import _cluster
+
+    made: list[int] = []
+    real = _cluster._absent_copy
+
+    def counted(vb: int) -> VBucket:
+        made.append(vb)
+        return real(vb)
+
+    monkeypatch.setattr(_cluster, "_absent_copy", counted)
+    alone = Cluster(new_bucket(), ("a",), 0)
+    assert [alone.view("a").vbucket(vb).state for vb in range(4)] == [VBucketState.ACTIVE] * 4
+    assert made == []
+    c = loaded(("a", "b"), 0)
+    view = c.view("a")
+    lacking = next(vb for vb in range(4) if c.map.active(vb) != "a")
+    dead = view.vbucket(lacking)
+    assert dead.state is VBucketState.DEAD
+    assert view.vbucket(lacking) is dead
+    assert made == [lacking]

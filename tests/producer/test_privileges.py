@@ -115,6 +115,28 @@ def test_sasl_plain_and_scram_check_each_user_and_a_changed_password_fails_the_n
     ]
 
 
+def test_the_connections_of_a_cluster_share_a_users_scram_keys() -> None:
+    """A user's SCRAM keys are made once for every connection (``Users.scram_keys``):
+    the second connection's server-first carries the same salt, and authenticates."""
+    b = bucket()
+    node = node_with(b, alice="data_dcp_reader[default]")
+    salts = []
+    for nonce in ("one", "two"):
+        conn = node.open_connection(0.0)
+        client = SaslClient("alice", "secret", "SCRAM-SHA512", nonce=nonce)
+        conn.receive_data(
+            SaslAuth(opaque=0, mechanism="SCRAM-SHA512", payload=client.first()).encode(), 0.0
+        )
+        first = read(conn)
+        assert isinstance(first[0], Response)
+        salts.append(first[0].value.split(b",")[1])
+        final = client.step(first[0].value)
+        conn.receive_data(SaslStep(opaque=0, mechanism="SCRAM-SHA512", payload=final).encode(), 0.0)
+        assert statuses(read(conn)) == [Status.SUCCESS]
+    assert salts[0] == salts[1]
+    assert list(node.users.scram_keys) == [("alice", "SCRAM-SHA512", "secret")]
+
+
 def read(conn: Connection) -> list[Message | Response]:
     """What a bare connection wrote, decoded."""
     return decode_all(conn.data_to_send(0.0), collections=False)

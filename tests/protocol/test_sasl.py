@@ -177,6 +177,33 @@ def test_salt_is_stable_per_user_and_mechanism() -> None:
     assert one.split(b",")[1] == two.split(b",")[1]
 
 
+def test_connections_sharing_keys_make_a_users_scram_keys_once() -> None:
+    """The keys (4,096 rounds of PBKDF2) are made once per user and password for every
+    connection given the same ``keys``, as a server makes them when it loads the
+    password; a changed password makes new ones."""
+    salts = iter([b"a" * 16, b"b" * 16, b"c" * 16])
+    keys: dict[tuple[str, str, str], tuple[bytes, bytes, bytes, int]] = {}
+    users = dict(USERS)
+
+    def connection() -> SaslServer:
+        return SaslServer(
+            users, nonce_source=lambda: "n", salt_source=lambda: next(salts), keys=keys
+        )
+
+    one = connection().start("SCRAM-SHA512", b"n,,n=Administrator,r=c1").payload
+    two = connection().start("SCRAM-SHA512", b"n,,n=Administrator,r=c2").payload
+    assert one.split(b",")[1] == two.split(b",")[1] == b"s=" + base64.b64encode(b"a" * 16)
+    assert list(keys) == [("Administrator", "SCRAM-SHA512", "password")]
+    users["Administrator"] = "changed"
+    three = connection().start("SCRAM-SHA512", b"n,,n=Administrator,r=c3").payload
+    assert three.split(b",")[1] == b"s=" + base64.b64encode(b"b" * 16)
+    # a connection of its own (no shared keys) makes its own
+    own = SaslServer(users, nonce_source=lambda: "n", salt_source=lambda: next(salts))
+    assert own.start("SCRAM-SHA512", b"n,,n=Administrator,r=c4").payload.split(b",")[1] == (
+        b"s=" + base64.b64encode(b"c" * 16)
+    )
+
+
 def test_unsupported_mechanism_in_configuration_is_refused() -> None:
     with pytest.raises(ValueError, match="unsupported"):
         SaslServer(USERS, mechanisms=("CRAM-MD5",))

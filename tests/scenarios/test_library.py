@@ -97,6 +97,23 @@ def test_library_scenario_declares_its_tags_and_the_failure_it_reproduces(path: 
     assert 0 < len(scenario.reproduces.summary) <= 100
 
 
+#: the longest a library scenario may watch for a protocol violation: an unanswered noop
+#: shows within twice the checker's noop interval under ``check`` (0.5 s); a longer
+#: window is a fixed wait
+CONFORMANT_WINDOW = 2.0
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+def test_library_scenario_watches_for_violations_no_longer_than_it_needs(path: Path) -> None:
+    """``expect: {conformant: true}`` passes only once its ``within`` is over (the
+    default 10 s): under ``mockdcp check`` every run of the scenario waits that long."""
+    from mockdcp.scenario import Expect
+
+    scenario = load_scenario(str(path))
+    windows = [s.within for s in scenario.steps if isinstance(s, Expect) and s.conformant]
+    assert all(w <= CONFORMANT_WINDOW for w in windows), windows
+
+
 @pytest.mark.parametrize("name", CONSUMER_OPTIONS)
 def test_consumer_settings_are_the_scenarios_own(name: str) -> None:
     # what the tests give the reference consumer is what the scenario asks of any

@@ -113,13 +113,21 @@ def _site_packages(venv: Path) -> Path:
     return venv / "lib" / version / "site-packages"
 
 
+def _deps_path(venv: Path) -> None:
+    """The running interpreter's dependencies (and build backend) visible to ``venv``,
+    after its own packages (a ``.pth`` file)."""
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    (_site_packages(venv) / "_mockdcp_compare_deps.pth").write_text("\n".join(here) + "\n")
+
+
 def install(root: Path, commit: str, cache: Path) -> tuple[str, str]:
     """The python of an environment holding ``commit``'s mockdcp (made once per commit,
     then reused), and how it was installed (``pip`` or ``copy``)."""
     home = cache / commit
     python = home / "venv" / "bin" / "python"
     done = home / "installed"
-    if done.exists():
+    if done.exists():  # its dependencies: this interpreter's (an earlier one may be gone)
+        _deps_path(home / "venv")
         return str(python), done.read_text().strip()
     shutil.rmtree(home, ignore_errors=True)
     src = home / "src"
@@ -133,9 +141,7 @@ def install(root: Path, commit: str, cache: Path) -> tuple[str, str]:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(home / "venv")], check=True)
     site_dir = _site_packages(home / "venv")
-    # the working tree's dependencies (and build backend), after the venv's own packages
-    here = [p for p in sys.path if p.endswith("site-packages")]
-    (site_dir / "_mockdcp_compare_deps.pth").write_text("\n".join(here) + "\n")
+    _deps_path(home / "venv")
     pip = subprocess.run(
         [
             *(sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"),
