@@ -1,8 +1,9 @@
 """The bucket: vbuckets, and the steps that change them.
 
 Every step validates all of its arguments first and raises ``ModelError`` before changing
-anything. Every change tells ``listeners`` which vbucket changed (the producer wakes the
-streams of that vbucket). Deterministic: uuids come from ``random.Random(seed)``, CAS and
+anything. Every change is published on ``feed`` as one ``Change`` record
+(``mockdcp.model._changes``: the flusher, the cluster and the producer's streams are
+told what changed). Deterministic: uuids come from ``random.Random(seed)``, CAS and
 delete times from the injected ``clock`` (seconds since the epoch).
 """
 
@@ -12,6 +13,9 @@ import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
+import attrs
+
+from mockdcp.model._changes import BranchCut, Change, ChangeFeed
 from mockdcp.model._clock import ServerTimers, VirtualClock
 from mockdcp.model._ephemeral import (
     Ephemeral,
@@ -62,7 +66,6 @@ from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
 
 Clock = Callable[[], float]
-Listener = Callable[[int], None]
 
 MAX_VBUCKETS = 1024
 
@@ -176,7 +179,8 @@ class Bucket:
         self.timers = ServerTimers() if timers is None else timers
         self.pause_collector = pause_collector
         self._last_cas = 0
-        self.listeners: list[Listener] = []
+        #: every change of the bucket, published (``publish``) as one ``Change``
+        self.feed = ChangeFeed()
         self.vbuckets = [
             VBucket(
                 i,
@@ -238,30 +242,39 @@ class Bucket:
     def _targets(self, vbucket: int | None) -> list[VBucket]:
         return list(self.vbuckets) if vbucket is None else [self.vbucket(vbucket)]
 
-    def notify(self, vbids: Iterable[int]) -> None:
-        """Tell the listeners (the producer's streams) that ``vbids`` changed (on an
-        ephemeral bucket, once the sequence list holds the writes and the pager made
-        room: ``_ephemeral_settle``)."""
+    def publish(self, change: Change) -> None:
+        """Hand ``change`` to the feed's subscribers: on an ephemeral bucket once the
+        sequence lists hold its writes and the pager made room (``_ephemeral_settle``,
+        whose deletions join the change)."""
+        if change.reset:
+            self._memory.forget(change.reset)
         if self.ephemeral is not None:
-            vbids = self._ephemeral_settle(vbids)
-        for vbid in vbids:
-            for listener in list(self.listeners):
-                listener(vbid)
+            change = self._ephemeral_settle(change)
+        self.feed.publish(change)
+
+    def touched(self, vbids: Iterable[int]) -> None:
+        """Publish that the active copies of ``vbids`` changed (writes, a storage step
+        that cuts nothing)."""
+        self.publish(Change(tuple(vbids)))
+
+    def branch_cut(self, vb: VBucket) -> BranchCut:
+        """The branch ``vb``'s newest failover entry opened."""
+        uuid, seqno = vb.failover.entries[0]
+        return BranchCut(vb.vbid, uuid, seqno)
 
     # -- the ephemeral bucket (``_ephemeral``) -------------------------------------------
 
-    def _ephemeral_settle(self, vbids: Iterable[int]) -> list[int]:
-        """The sequence lists of ``vbids`` hold every write; with nruEviction above the
-        high watermark, the pager's deletions are written (each a tombstone at the next
-        seqno of its vbucket). Returns the vbuckets changed."""
+    def _ephemeral_settle(self, change: Change) -> Change:
+        """The sequence lists of the vbuckets changed hold every write; with nruEviction
+        above the high watermark, the pager's deletions are written (each a tombstone at
+        the next seqno of its vbucket) and join the change."""
         settings = self.ephemeral
         assert settings is not None
-        changed = list(vbids)
         vbuckets = self.vbuckets
-        for vbid in changed:
+        for vbid in change.vbuckets:
             sync_sequence_list(vbuckets[vbid])
         if settings.memory_quota is None or settings.eviction_policy != "nruEviction":
-            return changed
+            return change
         victims = eviction_victims(settings, vbuckets, self._memory.used(vbuckets))
         for item in victims:
             vb = vbuckets[item.vbucket]
@@ -274,7 +287,10 @@ class Bucket:
             )
             sync_sequence_list(vb)
             self.auto_deleted += 1
-        return sorted({*changed, *(it.vbucket for it in victims)})
+        if not victims:
+            return change
+        vbids = tuple(sorted({*change.vbuckets, *(it.vbucket for it in victims)}))
+        return attrs.evolve(change, vbuckets=vbids)
 
     def memory_used(self) -> int:
         """Bytes the items take (an ephemeral bucket's quota counts them)."""
@@ -311,7 +327,7 @@ class Bucket:
         when = self.clock() if now is None else now
         limit = self.ephemeral.purge_age if age is None else age
         n = sum(purge_by_age(vb, when, limit).count for vb in targets)
-        self.notify(vb.vbid for vb in targets)
+        self.touched(vb.vbid for vb in targets)
         return n
 
     def _next_cas(self) -> int:
@@ -384,7 +400,7 @@ class Bucket:
 
     def _write(self, vb: VBucket, item_fields: dict[str, object]) -> Item:
         item = vb.mutate(self._next_cas(), **item_fields)
-        self.notify((vb.vbid,))
+        self.publish(Change((vb.vbid,)))
         return item
 
     def set(
@@ -610,7 +626,7 @@ class Bucket:
             item = vb.commit(k, collection_id)
         elif outcome == "abort":
             item = vb.abort(k, collection_id, self._next_cas())
-        self.notify((vb.vbid,))
+        self.publish(Change((vb.vbid,)))
         return item
 
     def pending_prepare(
@@ -636,7 +652,7 @@ class Bucket:
         seqno. ``ModelError`` if it has none."""
         k, vb = self._pending(key, collection_id, vbucket, "commit")
         item = vb.commit(k, collection_id)
-        self.notify((vb.vbid,))
+        self.publish(Change((vb.vbid,)))
         return item
 
     def abort(
@@ -646,7 +662,7 @@ class Bucket:
         committed document, if any, stays as it was). ``ModelError`` if it has none."""
         k, vb = self._pending(key, collection_id, vbucket, "abort")
         item = vb.abort(k, collection_id, self._next_cas())
-        self.notify((vb.vbid,))
+        self.publish(Change((vb.vbid,)))
         return item
 
     def delete(
@@ -705,7 +721,7 @@ class Bucket:
             )
             done.add(vbid)
             expired += 1
-        self.notify(sorted(done))
+        self.touched(sorted(done))
         return expired
 
     def touch(
@@ -734,7 +750,7 @@ class Bucket:
         targets = self._targets(vbucket)
         for vb in targets:
             vb.close_checkpoint()
-        self.notify(vb.vbid for vb in targets)
+        self.touched(vb.vbid for vb in targets)
 
     def persist(self, vbucket: int | None = None, upto: int | None = None) -> None:
         """Write items up to ``upto`` (default: everything) to disk.
@@ -747,7 +763,7 @@ class Bucket:
         for vb in targets:
             vb.persist(vb.high_seqno if upto is None else upto)
             self._retain(vb)
-        self.notify(vb.vbid for vb in targets)
+        self.touched(vb.vbid for vb in targets)
 
     def _retain(self, vb: VBucket) -> None:
         """Hold the vbucket's history within the retention (its share of the bytes,
@@ -775,7 +791,7 @@ class Bucket:
                 self._retain(vb)
             else:
                 vb.purge_history(upto)
-        self.notify(vb.vbid for vb in targets)
+        self.touched(vb.vbid for vb in targets)
 
     def purge(self, vbucket: int | None = None, upto: int | None = None) -> int:
         """Remove on-disk tombstones at or below ``upto`` (default: the persisted seqno).
@@ -792,7 +808,7 @@ class Bucket:
             for vb in targets:
                 vb.check_purge(upto)
         n = sum(vb.purge(vb.persisted_seqno if upto is None else upto) for vb in targets)
-        self.notify(vb.vbid for vb in targets)
+        self.touched(vb.vbid for vb in targets)
         return n
 
     def drop_cursor(
@@ -802,7 +818,7 @@ class Bucket:
         ``ActiveStream::handleSlowStream``)."""
         targets = self._targets(vbucket)
         dropped = [(vb.vbid, n) for vb in targets for n in vb.drop_cursor(name)]
-        self.notify({vbid for vbid, _ in dropped})
+        self.touched(sorted({vbid for vbid, _ in dropped}))
         return dropped
 
     def restart(self, vbucket: int | None = None) -> None:
@@ -813,23 +829,36 @@ class Bucket:
         anew (kv_engine ``EphemeralBucket::makeVBucket`` with no persisted state), empty,
         with a new failover table (a new uuid at seqno 0): consumers roll back to 0."""
         targets = self._targets(vbucket)
+        branched = []
         for vb in targets:
             if self.ephemeral is not None:
                 lose_everything(vb)
             else:
                 vb.warmup()
+            if self.ephemeral is not None or vb.state is VBucketState.ACTIVE:
+                branched.append(vb)
             self._catch_up(vb)
-        self.notify(vb.vbid for vb in targets)
+        self._publish_reset(targets, branched)
 
-    def failover(
+    def _publish_reset(self, targets: Sequence[VBucket], branched: Sequence[VBucket]) -> None:
+        """Publish that ``targets`` were reset (history cut or state changed: their
+        streams end) and ``branched`` of them got a new failover entry."""
+        vbids = tuple(vb.vbid for vb in targets)
+        cuts = tuple(self.branch_cut(vb) for vb in branched)
+        self.publish(Change(vbids, reset=frozenset(vbids), branches=cuts))
+
+    def cut_branch(
         self,
         vbucket: int | None = None,
         *,
         lose_after: int | None = None,
         lose_unpersisted: bool = True,
     ) -> None:
-        """A replica that had everything up to ``lose_after`` takes over: what came after
-        is lost and a failover entry opens a new branch there (kv_engine ``failover-table.cc``).
+        """Cut the branch of ``vbucket`` (all when None), as a failover of its active
+        does: a replica that had everything up to ``lose_after`` takes over, what came
+        after is lost and a failover entry opens a new branch there (kv_engine
+        ``failover-table.cc``). ``failover`` is the same operation, under the name the
+        Python API has always given it (failing a node over is ``Cluster.failover_node``).
 
         ``lose_after`` defaults to the persisted seqno (``lose_unpersisted``) or the high
         seqno (nothing lost: only the branch changes). It may be below the persisted seqno:
@@ -846,9 +875,11 @@ class Bucket:
                 if lose_after is not None
                 else (vb.persisted_seqno if lose_unpersisted else vb.high_seqno)
             )
-            vb.take_over(seqno)
+            vb.cut_branch(seqno)
             self._catch_up(vb)
-        self.notify(vb.vbid for vb in targets)
+        self._publish_reset(targets, targets)
+
+    failover = cut_branch
 
     def set_vbucket_state(self, vbucket: int, state: VBucketState | int) -> None:
         """Change a vbucket's state; streams of it end with STATE_CHANGED (kv_engine
@@ -863,7 +894,7 @@ class Bucket:
         except ValueError:
             raise ModelError(f"no vbucket state {state!r}") from None
         if vb.set_state(new):
-            self.notify((vb.vbid,))
+            self._publish_reset([vb], [vb] if new is VBucketState.ACTIVE else [])
 
     def flush(self) -> None:
         """Bucket flush: every vbucket emptied and its seqnos restarted from 0 with a new
@@ -871,7 +902,7 @@ class Bucket:
         for vb in self.vbuckets:
             vb.flush()
             self._catch_up(vb)
-        self.notify(range(self.num_vbuckets))
+        self._publish_reset(self.vbuckets, self.vbuckets)
 
     # -- collections steps (the manifest) ------------------------------------------------
 
@@ -903,7 +934,7 @@ class Bucket:
         for vb in self.vbuckets:
             if vb.online:
                 self._write_events(vb, change.events)
-        self.notify(range(self.num_vbuckets))
+        self.publish(Change(range(self.num_vbuckets), collections=True))
 
     def _catch_up(self, vb: VBucket) -> None:
         """After history was cut (failover, restart, flush), write the manifest changes

@@ -9,9 +9,11 @@ replica behaves as before. The other copies are replicas, filled by ``replicate`
 graceful failover, node down and up) apply the rules of ``_transitions`` and keep the
 map, the copies and the bucket in step.
 
-Listeners (``listeners``) are told each (node, vbucket) whose copy changed; the bucket's
-own listeners are still told each vbucket whose active changed (a write, or a new
-active). Every step validates its arguments and raises ``ModelError`` before changing
+Each step publishes what it changed on the bucket's feed (``Bucket.publish``: one
+``Change`` with the (node, vbucket) copies it touched or reset, the actives, the new
+branches), and the cluster follows the bucket's own changes from the same feed
+(``_on_change``: replicas attach again after a cut, and take what their actives wrote).
+Every step validates its arguments and raises ``ModelError`` before changing
 anything. Pure: uuids of new copies come from ``random.Random`` seeded with ``seed``.
 """
 
@@ -19,9 +21,9 @@ from __future__ import annotations
 
 import random
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from mockdcp.model._changes import Change, ChangeNote
 from mockdcp.model._ephemeral import lose_everything
 from mockdcp.model._replication import as_replica, attach, catch_up, new_replica
 from mockdcp.model._transitions import crash, promote, retire, take_over, warm_up
@@ -31,12 +33,11 @@ from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
     from mockdcp.model._bucket import Bucket
     from mockdcp.model._manifest import Manifest
     from mockdcp.model._oracle import Oracle
-
-#: told (node, vbucket) when that node's copy of that vbucket changed
-NodeListener = Callable[[str, int], None]
 
 #: the node of a one-node cluster when none is named
 DEFAULT_NODE = "node0"
@@ -69,19 +70,17 @@ class Cluster:
         self._leaving: set[str] = set()
         #: (node or None, vbucket or None): replication paused for the copies matching
         self._paused: set[tuple[str | None, int | None]] = set()
-        self.listeners: list[NodeListener] = []
         for vb, active in enumerate(bucket.vbuckets):
             node = self.map.active(vb)
             assert node is not None
             self._copies[node][vb] = active
             for replica_node in self.map.replicas(vb):
                 self._build(replica_node, vb, active, persist_upto=active.persisted_seqno)
-        self._generations = [vb.generation for vb in bucket.vbuckets]
         #: replicate each change of an active at once (the server's replication
         #: streams); False: only ``replicate`` copies (the model's own tests)
         self.auto_replicate = False
         self._views: dict[str, NodeView] = {}
-        bucket.listeners.append(self._on_bucket_change)
+        bucket.feed.subscribe(self._on_change)
 
     # -- lookups ---------------------------------------------------------------------
 
@@ -132,14 +131,17 @@ class Cluster:
         is a replica. Those of ``vbucket`` (None: all) go, dead (their streams end
         STATE_CHANGED); the (node, vbucket) deleted."""
         gone = []
+        note = ChangeNote()
         for node, old in self._old.items():
             for vb in [v for v in old if vbucket is None or v == vbucket]:
                 copy = old.pop(vb)
-                if copy.state is not VBucketState.DEAD:
+                alive = copy.state is not VBucketState.DEAD
+                if alive:
                     retire(copy)
+                note.copy(node, vb, reset=alive)
                 gone.append((node, vb))
         self._old = {node: old for node, old in self._old.items() if old}
-        self._notify(gone)
+        self._publish(note)
         return gone
 
     def active(self, vbucket: int) -> VBucket:
@@ -184,39 +186,36 @@ class Cluster:
         if node in self._down:
             raise ModelError(f"node {node!r} is down")
 
-    # -- notification ----------------------------------------------------------------
+    # -- the change feed -------------------------------------------------------------
 
-    def _notify(self, touched: Iterable[tuple[str, int]], actives: Iterable[int] = ()) -> None:
-        """Tell the listeners each (node, vbucket) touched, then the bucket's listeners
-        each vbucket whose active changed (which tells ours again, harmlessly)."""
-        for node, vb in sorted(set(touched)):
-            for listener in list(self.listeners):
-                listener(node, vb)
-        self.bucket.notify(sorted(set(actives)))
+    def _publish(self, note: ChangeNote) -> None:
+        """Publish what a step changed (nothing when it changed nothing)."""
+        if note:
+            self.bucket.publish(note.change())
 
-    def _on_bucket_change(self, vbid: int) -> None:
-        """A vbucket's active changed (a write, or a step of the bucket's own): tell our
-        listeners; when its history was cut (a new generation: the bucket's failover,
-        restart or flush), its replicas attach again and roll back where they must."""
-        node = self.map.active(vbid)
-        if node is not None:
-            for listener in list(self.listeners):
-                listener(node, vbid)
-        active = self.bucket.vbuckets[vbid]
-        if active.generation != self._generations[vbid]:
-            self._generations[vbid] = active.generation
-            self._reattach(vbid)
-        if self.auto_replicate and node is not None:
-            self._follow(vbid, active)
+    def _on_change(self, change: Change) -> None:
+        """A change on the bucket's feed (a write, a step of the bucket's or of ours):
+        the replicas of each active reset attach again, rolling back where their
+        histories parted; with ``auto_replicate`` each replica of an active changed
+        takes what it wrote (``_follow``). What that changed is published in turn."""
+        if not change.vbuckets:
+            return
+        note = ChangeNote()
+        for vbid in change.vbuckets:
+            if vbid in change.reset:
+                for node, vb in self._reattach(vbid):
+                    note.copy(node, vb, reset=True)
+            if self.auto_replicate and self.map.active(vbid) is not None:
+                self._follow(vbid, self.bucket.vbuckets[vbid], note)
+        self._publish(note)
 
-    def _follow(self, vb: int, active: VBucket) -> None:
+    def _follow(self, vb: int, active: VBucket, note: ChangeNote) -> None:
         """Replication streams at work (``auto_replicate``): each replica of ``vb`` that
         is not paused, on an up node, takes what its active wrote, and persists as far as
         the active has (a replica's flusher keeps pace with its active's: a write the
         active has not persisted is in the replica's memory only)."""
         if not active.online:
             return
-        touched = []
         for n in self.map.replicas(vb):
             if n in self._down or self.is_paused(n, vb):
                 continue
@@ -227,8 +226,7 @@ class Cluster:
                 replica.persist(upto)
             elif not (copied or rolled):
                 continue
-            touched.append((n, vb))
-        self._notify(touched)
+            note.copy(n, vb, reset=rolled)
 
     def _stream(self, node: str, vb: int, active: VBucket) -> tuple[int, bool]:
         """The replication stream into ``node``'s copy of ``vb``: it attaches (rolling
@@ -265,7 +263,7 @@ class Cluster:
         is not paused, whose node is up and whose active's node is up; how many items
         they took."""
         total = 0
-        touched = []
+        note = ChangeNote()
         for n, vb in self._targets(node, vbucket):
             active = self.bucket.vbuckets[vb]
             if n in self._down or not active.online or self.is_paused(n, vb):
@@ -273,8 +271,8 @@ class Cluster:
             copied, rolled = self._stream(n, vb, active)
             total += copied
             if copied or rolled:
-                touched.append((n, vb))
-        self._notify(touched)
+                note.copy(n, vb, reset=rolled)
+        self._publish(note)
         return total
 
     def pause_replication(self, node: str | None = None, vbucket: int | None = None) -> None:
@@ -301,14 +299,14 @@ class Cluster:
         seqno."""
         if upto is not None and (not isinstance(upto, int) or upto < 0):
             raise ModelError(f"persist upto {upto!r}: a seqno is a non-negative integer")
-        touched = []
+        note = ChangeNote()
         for n, vb in self._targets(node, vbucket):
             replica = self._copies[n][vb]
             seqno = replica.high_seqno if upto is None else min(upto, replica.high_seqno)
             if n not in self._down and seqno > replica.persisted_seqno:
                 replica.persist(seqno)
-                touched.append((n, vb))
-        self._notify(touched)
+                note.copy(n, vb)
+        self._publish(note)
 
     # -- copies ------------------------------------------------------------------------
 
@@ -345,18 +343,24 @@ class Cluster:
             self.bucket._catch_up(copy)
         return copy
 
-    def _move(self, move: VBucketMove) -> list[tuple[str, int]]:
+    def _move(self, move: VBucketMove, note: ChangeNote) -> None:
         """Give ``move.vbucket`` the chain ``move.target`` (its nodes up): a takeover
         when the active moves, a new empty active when it had none, new replicas built
         from the active, the copies that leave the chain kept on their nodes until the move
-        ends (``delete_old_copies``). The (node, vbucket) touched."""
+        ends (``delete_old_copies``). What it changed goes to ``note``."""
         vb = move.vbucket
         old_node, new_node = move.source[0], move.target[0]
         assert new_node is not None, "a move always has an active"
         active = self.bucket.vbuckets[vb]
+        note.active(vb)
         if old_node is None:
             active = self._fresh_active(vb, new_node)
+            note.active(vb, reset=True)
+            note.branch(self.bucket.branch_cut(active))
         elif old_node != new_node:
+            note.active(vb, reset=True)
+            note.copy(old_node, vb, reset=True)
+            note.copy(new_node, vb, reset=True)
             new = self._copies[new_node].get(vb)
             if new is None:
                 new = self._build(new_node, vb, active)
@@ -375,7 +379,9 @@ class Cluster:
             gone = self._copies[node].pop(vb, None)
             if gone is not None:
                 self._keep_old(node, gone)
-        return [(n, vb) for n in {*move.source, *move.target} if n is not None]
+        for n in {*move.source, *move.target}:
+            if n is not None:
+                note.copy(n, vb)
 
     # -- topology steps ----------------------------------------------------------------
 
@@ -412,14 +418,16 @@ class Cluster:
         target = self.map.rebalanced(keep)
         moves = self.map.moves_to(target)
         self.map = target
-        touched = [pair for move in moves for pair in self._move(move)]
+        note = ChangeNote()
+        for move in moves:
+            self._move(move, note)
         self.delete_old_copies()  # every move done: ns_server deletes what they left
         for node in self._leaving:
             assert not self._copies[node], "a leaving node keeps no copy after a rebalance"
             del self._copies[node]
         self._forget(self._leaving)
         self._leaving.clear()
-        self._notify(touched, (m.vbucket for m in moves))
+        self._publish(note)
         return moves
 
     # -- a rebalance a move at a time (the server's: configs and waits between moves) ----
@@ -469,7 +477,9 @@ class Cluster:
             if node is not None:
                 self._check_up(node)
         self.map = self.map.with_chain(move.vbucket, move.target)
-        self._notify(self._move(move), [move.vbucket])
+        note = ChangeNote()
+        self._move(move, note)
+        self._publish(note)
 
     def finish_rebalance(self) -> list[str]:
         """The leaving nodes that hold no copy any more leave the cluster and the map's
@@ -510,11 +520,13 @@ class Cluster:
         target = self.map.with_chain(vbucket, chain)
         move = VBucketMove(vbucket, self.map.chain(vbucket), target.chain(vbucket))
         self.map = target
-        self._notify(self._move(move), [vbucket])
+        note = ChangeNote()
+        self._move(move, note)
+        self._publish(note)
         self.delete_old_copies(vbucket)  # a move of its own: done at once
         return move
 
-    def failover(self, node: str, *, graceful: bool = False) -> list[int]:
+    def failover_node(self, node: str, *, graceful: bool = False) -> list[int]:
         """Fail ``node`` over: it leaves the map and the cluster, its copies go dead.
 
         Hard (default): for each vbucket it was active for, its first replica on an up
@@ -538,10 +550,10 @@ class Cluster:
             self._leaving.discard(node)
             return []
         if graceful:
-            return self._graceful_failover(node)
-        return self._hard_failover(node)
+            return self._graceful_failover_node(node)
+        return self._hard_failover_node(node)
 
-    def _graceful_failover(self, node: str) -> list[int]:
+    def _graceful_failover_node(self, node: str) -> list[int]:
         self._check_up(node)
         plan = []
         for vb in self.map.actives_on(node):
@@ -555,33 +567,41 @@ class Cluster:
         self.map.with_failed_over(node)  # ModelError for the last node, before any move
         for vb, target in plan:
             self.take_over(vb, target)
-        self._hard_failover(node)
+        self._hard_failover_node(node)
         return [vb for vb, _ in plan]
 
-    def _hard_failover(self, node: str) -> list[int]:
+    def _hard_failover_node(self, node: str) -> list[int]:
         new_map = self.map.with_failed_over(node, down=self._down)
         changed = self.map.actives_on(node)
+        note = ChangeNote()
         for vb in changed:
             promoted = new_map.active(vb)
             if promoted is None:
-                self._fresh_active(vb, None)
-                continue
-            copy = self._copies[promoted][vb]
-            promote(copy, *self._limits)
-            self.bucket.vbuckets[vb] = copy
-            if copy.online:
-                self.bucket._catch_up(copy)
-        touched = [(node, vb) for vb in self._copies[node]]
-        for copy in self._copies.pop(node).values():
-            if copy.state is not VBucketState.DEAD:
+                copy = self._fresh_active(vb, None)
+            else:
+                copy = self._copies[promoted][vb]
+                promote(copy, *self._limits)
+                self.bucket.vbuckets[vb] = copy
+                if copy.online:
+                    self.bucket._catch_up(copy)
+                note.copy(promoted, vb, reset=True)
+            note.active(vb, reset=True)
+            note.branch(self.bucket.branch_cut(copy))
+        for vb, copy in self._copies.pop(node).items():
+            alive = copy.state is not VBucketState.DEAD
+            if alive:
                 retire(copy)
+            note.copy(node, vb, reset=alive)
         self.map = new_map
         self._forget([node])
         self._leaving.discard(node)
         for vb in changed:
-            touched += [(n, vb) for n in new_map.chain(vb) if n is not None]
-            touched += self._reattach(vb)
-        self._notify(touched, changed)
+            for n in new_map.chain(vb):
+                if n is not None:
+                    note.copy(n, vb)
+            for pair in self._reattach(vb):
+                note.copy(*pair, reset=True)
+        self._publish(note)
         return changed
 
     def node_down(self, node: str) -> None:
@@ -590,13 +610,19 @@ class Cluster:
         actives stay its own until it is back (``node_up``) or failed over. On an
         ephemeral bucket each copy loses everything (``_ephemeral.lose_everything``)."""
         self._check_up(node)
-        for copy in self._copies[node].values():
-            if self.bucket.ephemeral is not None:
+        ephemeral = self.bucket.ephemeral is not None
+        note = ChangeNote()
+        for vb, copy in self._copies[node].items():
+            if ephemeral:
                 lose_everything(copy)
             crash(copy)
+            note.copy(node, vb, reset=True)
         self._down.add(node)
-        actives = self.map.actives_on(node) if node in self.map.nodes else []
-        self._notify(((node, vb) for vb in self._copies[node]), actives)
+        for vb in self.map.actives_on(node) if node in self.map.nodes else []:
+            note.active(vb, reset=True)
+            if ephemeral:  # a new failover table
+                note.branch(self.bucket.branch_cut(self._copies[node][vb]))
+        self._publish(note)
 
     def node_up(self, node: str) -> None:
         """``node`` is back (``warm_up``): a new failover entry for each vbucket it is
@@ -608,13 +634,18 @@ class Cluster:
         self._down.discard(node)
         for copy in self._copies[node].values():
             warm_up(copy)
-        actives = self.map.actives_on(node) if node in self.map.nodes else []
-        for vb in actives:
-            self.bucket._catch_up(self._copies[node][vb])
-        touched = [(node, vb) for vb in self._copies[node]]
+        note = ChangeNote()
+        for vb in self.map.actives_on(node) if node in self.map.nodes else []:
+            copy = self._copies[node][vb]
+            self.bucket._catch_up(copy)
+            note.active(vb)
+            if copy.state is VBucketState.ACTIVE:  # ``warm_up``'s new failover entry
+                note.branch(self.bucket.branch_cut(copy))
         for vb in sorted(self._copies[node]):
-            touched += self._reattach(vb)
-        self._notify(touched, actives)
+            note.copy(node, vb)
+            for pair in self._reattach(vb):
+                note.copy(*pair, reset=True)
+        self._publish(note)
 
 
 class NodeView:

@@ -98,7 +98,7 @@ class BulkLoad:
                 rows = per_vb.pop(vbid)
                 bucket.vbuckets[vbid].write_rows(rows)
                 written += len(rows)
-        bucket.notify(vbids)
+        bucket.touched(vbids)
         return written
 
 
@@ -401,7 +401,7 @@ class ColdLoad:
         with bucket.pause_collector():
             for vb, segment, _, _ in built:
                 vb.load_cold(segment)
-        bucket.notify([vb.vbid for vb, _, _, _ in built])
+        bucket.touched([vb.vbid for vb, _, _, _ in built])
         if refused is not None:
             raise ModelError(f"row {refused[0]}: key: {refused[1]}")
 
