@@ -17,6 +17,7 @@ LIMITS = {
     # connection moving to another bucket's node brought it to 419 in the wave that added
     # them: a ratchet until those move into parts of their own
     ("producer/_connection.py", "Connection"): 420,
+    ("model/_bucket.py", "Bucket"): 400,
 }
 
 
