@@ -17,6 +17,7 @@ the one the failover log shows (kv_engine ``failover-table.cc``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -56,24 +57,41 @@ class Change:
 
 
 class ChangeFeed:
-    """The subscribers of one bucket's changes, told each ``Change`` in order."""
+    """The subscribers of one bucket's changes, told each ``Change`` in the order they
+    were published: one published while the subscribers are being told of another (a
+    cluster's replicas rolled back by a cut) waits until every subscriber has been told
+    of that one."""
 
-    __slots__ = ("_subscribers",)
+    __slots__ = ("_delivering", "_later", "_subscribers")
 
     def __init__(self) -> None:
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: tuple[Subscriber, ...] = ()
+        self._later: deque[Change] = deque()
+        self._delivering = False
 
     def subscribe(self, subscriber: Subscriber) -> None:
-        self._subscribers.append(subscriber)
+        self._subscribers = (*self._subscribers, subscriber)
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         """Stop telling ``subscriber`` (nothing if it was not subscribed)."""
-        if subscriber in self._subscribers:
-            self._subscribers.remove(subscriber)
+        self._subscribers = tuple(s for s in self._subscribers if s != subscriber)
 
     def publish(self, change: Change) -> None:
-        for subscriber in list(self._subscribers):
-            subscriber(change)
+        if self._delivering:
+            self._later.append(change)
+            return
+        self._delivering = True
+        try:
+            for subscriber in self._subscribers:
+                subscriber(change)
+            later = self._later
+            while later:
+                change = later.popleft()
+                for subscriber in self._subscribers:
+                    subscriber(change)
+        finally:
+            self._delivering = False
+            self._later.clear()
 
 
 class ChangeNote:

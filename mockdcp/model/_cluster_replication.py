@@ -31,8 +31,8 @@ class ClusterReplication(ClusterCore):
         the replicas of each active reset attach again, rolling back where their
         histories parted; with ``auto_replicate`` each replica of an active changed
         takes what it wrote (``_follow``). What that changed is published in turn."""
-        if not change.vbuckets:
-            return
+        if not change.vbuckets or not (change.reset or self.auto_replicate):
+            return  # a write with nothing to replicate: the hot path
         note = ChangeNote()
         for vbid in change.vbuckets:
             if vbid in change.reset:

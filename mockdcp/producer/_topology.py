@@ -182,11 +182,12 @@ class Topology:
         once (the copies a cluster step names, then each active's node), with whether
         that copy was reset (its streams end). A new manifest is a new revision."""
         active_of = self.cluster.map.active
-        for node, vbid in sorted(change.copies):
-            reset = (node, vbid) in change.copies_reset or (
-                vbid in change.reset and active_of(vbid) == node
-            )
-            self._tell(node, vbid, reset)
+        if change.copies:
+            for node, vbid in sorted(change.copies):
+                reset = (node, vbid) in change.copies_reset or (
+                    vbid in change.reset and active_of(vbid) == node
+                )
+                self._tell(node, vbid, reset)
         for vbid in change.vbuckets:
             active = active_of(vbid)
             if active is not None and (active, vbid) not in change.copies:

@@ -405,3 +405,20 @@ def test_a_replica_a_move_drops_stays_a_replica_until_deleted_then_dies() -> Non
     assert kept.generation > generation, "its streams end STATE_CHANGED"
     assert c.view("c").holds(vb) is None
     check_cluster(c)
+
+
+def test_replicas_a_branch_cut_rolls_back_are_published_reset() -> None:
+    """A cut of the active's branch (``Bucket.cut_branch``) rolls its replicas that were
+    ahead back when they attach again: the feed says those copies were reset, so
+    their nodes end the streams on them (their history was cut, kv_engine
+    ``docs/dcp/documentation/failure-scenarios.md``)."""
+    c = loaded(("a", "b"), 1)
+    changes: list[Change] = []
+    c.bucket.feed.subscribe(changes.append)
+    (replica,) = c.map.replicas(0)
+    c.bucket.cut_branch(0, lose_after=2)
+    cut, rolled = changes
+    assert cut.reset == frozenset({0})
+    assert [(b.vbucket, b.seqno) for b in cut.branches] == [(0, 2)]
+    assert rolled.copies_reset == frozenset({(replica, 0)})
+    assert c.replicas(0)[replica].high_seqno <= 2
