@@ -211,18 +211,21 @@ class StepRunner:
                 raise StepFailed(f"{step.NAME}: {exc}") from exc
             return
         cuts: list[BranchCut] = []
-        feed = self.node.bucket.feed
+        before = self.node.bucket
 
         def note(change: Change) -> None:
             cuts.extend(change.branches)
 
-        feed.subscribe(note)
+        before.feed.subscribe(note)
         try:
             step.apply(self)
         except (ModelError, ValueError) as exc:
             raise StepFailed(f"{step.NAME}: {exc}") from exc
         finally:
-            feed.unsubscribe(note)
+            before.feed.unsubscribe(note)
+        after = self.node.bucket
+        if after is not before:  # the bucket made again: each vbucket on a new branch
+            cuts += [after.branch_cut(vb) for vb in after.vbuckets[: before.num_vbuckets]]
         self._note_branches(cuts)
 
     def _apply_elsewhere(self, step: st.Step, bucket: str) -> None:
