@@ -168,6 +168,7 @@ class Bucket(BulkLoads, DurableWrites, StorageSteps, CollectionsSteps, BucketCor
         self._last_cas = 0
         #: every change of the bucket, published (``publish``) as one ``Change``
         self.feed = ChangeFeed()
+        self._writes = tuple(Change((vbid,)) for vbid in range(num_vbuckets))
         self.vbuckets = [
             VBucket(
                 i,
@@ -243,7 +244,7 @@ class Bucket(BulkLoads, DurableWrites, StorageSteps, CollectionsSteps, BucketCor
 
     def _write(self, vb: VBucket, item_fields: dict[str, object]) -> Item:
         item = vb.mutate(self._next_cas(), **item_fields)
-        self.publish(Change((vb.vbid,)))
+        self.wrote(vb.vbid)
         return item
 
     def set(

@@ -45,6 +45,8 @@ class BucketCore(CasClock):
     feed: ChangeFeed
     ephemeral: Ephemeral | None
     _memory: MemoryUse
+    #: vbucket -> the change a write to it publishes (made once: ``wrote``)
+    _writes: tuple[Change, ...]
     auto_deleted: int
 
     @property
@@ -74,6 +76,11 @@ class BucketCore(CasClock):
         if self.ephemeral is not None:
             change = self._ephemeral_settle(change)
         self.feed.publish(change)
+
+    def wrote(self, vbid: int) -> None:
+        """Publish a write to the active of ``vbid`` (the hot path: its record was made
+        with the bucket, nothing is allocated)."""
+        self.publish(self._writes[vbid])
 
     def touched(self, vbids: Iterable[int]) -> None:
         """Publish that the active copies of ``vbids`` changed (writes, a storage step

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.model._bucket_core import BucketCore, check_no_prepare
-from mockdcp.model._changes import Change
 from mockdcp.model._item import DURABILITY_LEVELS, CommittedItem, DurableItem, Item, vbucket_of
 from mockdcp.model._validate import as_bytes, check_datatype, check_u32, check_value, guess_datatype
 from mockdcp.util import ModelError
@@ -73,7 +72,7 @@ class DurableWrites(BucketCore):
             item = vb.commit(k, collection_id)
         elif outcome == "abort":
             item = vb.abort(k, collection_id, self._next_cas())
-        self.publish(Change((vb.vbid,)))
+        self.wrote(vb.vbid)
         return item
 
     def pending_prepare(
@@ -99,7 +98,7 @@ class DurableWrites(BucketCore):
         seqno. ``ModelError`` if it has none."""
         k, vb = self._pending(key, collection_id, vbucket, "commit")
         item = vb.commit(k, collection_id)
-        self.publish(Change((vb.vbid,)))
+        self.wrote(vb.vbid)
         return item
 
     def abort(
@@ -109,5 +108,5 @@ class DurableWrites(BucketCore):
         committed document, if any, stays as it was). ``ModelError`` if it has none."""
         k, vb = self._pending(key, collection_id, vbucket, "abort")
         item = vb.abort(k, collection_id, self._next_cas())
-        self.publish(Change((vb.vbid,)))
+        self.wrote(vb.vbid)
         return item

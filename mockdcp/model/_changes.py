@@ -127,10 +127,17 @@ class ChangeNote:
         return bool(self.vbuckets or self.copies or self.branches)
 
     def change(self) -> Change:
+        """The frozen record (a replica's write, the commonest, makes no empty set)."""
         return Change(
-            tuple(sorted(self.vbuckets)),
-            reset=frozenset(self.reset),
-            branches=tuple(self.branches[vb] for vb in sorted(self.branches)),
+            tuple(sorted(self.vbuckets)) if self.vbuckets else (),
+            reset=frozenset(self.reset) if self.reset else _NONE,
+            branches=tuple(self.branches[vb] for vb in sorted(self.branches))
+            if self.branches
+            else (),
             copies=frozenset(self.copies),
-            copies_reset=frozenset(self.copies_reset),
+            copies_reset=frozenset(self.copies_reset) if self.copies_reset else _NO_COPIES,
         )
+
+
+_NONE: frozenset[int] = frozenset()
+_NO_COPIES: frozenset[tuple[str, int]] = frozenset()

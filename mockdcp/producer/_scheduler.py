@@ -7,10 +7,9 @@ overshoots by at most one message), never past a held vbucket's seqno (a scenari
 ``wait``), and notes the events the write makes (``StreamWritten``, ``SeqnoWritten``) for
 the connection to release once the bytes are written. ``end_reset_streams`` ends, at once,
 the streams of a vbucket the model reset (failover, restart, state change: the change
-feed says so). A stream
-whose user lost its DcpStream privilege (``losing``) sends up to its next snapshot
-marker, then ends LOST_PRIVILEGES instead of sending the marker (kv_engine
-``DcpProducer::getAndValidateNextItemFromStream``).
+feed says so). A stream whose user lost its DcpStream privilege (``losing``) sends up
+to its next snapshot marker, then ends LOST_PRIVILEGES instead of sending the marker
+(kv_engine ``DcpProducer::getAndValidateNextItemFromStream``).
 Sans-IO: bytes in, lists out.
 """
 
