@@ -768,7 +768,7 @@ class PreparedOnDisk:
             for segment in segments:
                 bucket.vbuckets[segment.vbid].load_cold(segment)
         bucket.advance_cas(int(body["last_cas"]))
-        bucket.notify([s.vbid for s in segments])
+        bucket.touched([s.vbid for s in segments])
         return OnDiskReport(
             int(body["rows"]) if self.imported else 0,
             int(body["documents"]),

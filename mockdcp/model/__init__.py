@@ -19,6 +19,11 @@ from mockdcp.model._bucket_spec import (
     BucketType as BucketType,
     bucket_name_error as bucket_name_error,
 )
+from mockdcp.model._changes import (
+    BranchCut as BranchCut,
+    Change as Change,
+    ChangeFeed as ChangeFeed,
+)
 from mockdcp.model._checkpoint import (
     Checkpoint as Checkpoint,
     Cursor as Cursor,
@@ -34,7 +39,6 @@ from mockdcp.model._clock import (
 )
 from mockdcp.model._cluster import (
     Cluster as Cluster,
-    NodeListener as NodeListener,
     NodeView as NodeView,
 )
 from mockdcp.model._disk_store import DiskSnapshot as DiskSnapshot

@@ -238,15 +238,21 @@ def _seqno(item: Item) -> int:
 
 class MemoryUse:
     """Bytes the bucket's items take: each vbucket's sum of its hash table's frame sizes,
-    recounted only for a vbucket whose seqnos or generation moved since."""
+    recounted only for a vbucket whose seqnos moved since, or that was reset (its
+    history cut: ``forget``, told by the bucket as it publishes the change)."""
 
     def __init__(self) -> None:
-        self._counted: dict[int, tuple[tuple[int, int, int], int]] = {}
+        self._counted: dict[int, tuple[tuple[int, int], int]] = {}
+
+    def forget(self, vbids: Iterable[int]) -> None:
+        """The vbuckets ``vbids`` were reset: count them again."""
+        for vbid in vbids:
+            self._counted.pop(vbid, None)
 
     def used(self, vbuckets: Sequence[VBucket]) -> int:
         total = 0
         for vb in vbuckets:
-            stamp = (vb.generation, vb.high_seqno, vb.purge_seqno)
+            stamp = (vb.high_seqno, vb.purge_seqno)
             known = self._counted.get(vb.vbid)
             if known is None or known[0] != stamp:
                 known = (stamp, sum(it.size for _, it in vb.hash_table()))

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mockdcp.model._bucket import Bucket
+    from mockdcp.model._changes import Change
 
 #: What ``mockdcp serve`` uses: a node flushes within milliseconds.
 DEFAULT_FLUSH_INTERVAL = 0.005
@@ -40,16 +41,16 @@ class Flusher:
         self._bucket = bucket
         self.interval = interval
         self.paused = False
-        #: vbuckets changed since the last ``poll`` (filled by the bucket's listener)
+        #: vbuckets changed since the last ``poll`` (filled from the bucket's feed)
         self._changed: set[int] = set()
         #: vbucket -> the time it was first seen with unpersisted writes
         self._dirty: dict[int, float] = {}
         self.on_change: Callable[[], None] | None = None
-        bucket.listeners.append(self._on_vbucket_change)
+        bucket.feed.subscribe(self._on_change)
 
-    def _on_vbucket_change(self, vbid: int) -> None:
-        self._changed.add(vbid)
-        if self.on_change is not None and self.interval is not None:
+    def _on_change(self, change: Change) -> None:
+        self._changed.update(change.vbuckets)
+        if change.vbuckets and self.on_change is not None and self.interval is not None:
             self.on_change()
 
     @property
@@ -88,7 +89,7 @@ class Flusher:
 
     def flush(self, now: float) -> list[int]:
         """Persist every vbucket due at ``now`` (up to its high seqno); the vbuckets
-        persisted. Each persist tells the bucket's listeners, as ``Bucket.persist`` does."""
+        persisted. Each persist is published on the bucket's feed, as ``Bucket.persist``'s."""
         due = self.poll(now)
         for vbid in due:
             self._dirty.pop(vbid, None)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from mockdcp.model._bucket import Bucket
+    from mockdcp.model._bucket_loads import BulkLoads
     from mockdcp.model._cold import ColdSegment
     from mockdcp.model._vbucket import VBucket
 
@@ -33,7 +33,7 @@ class BulkLoad:
     """One batch of ``bucket``: ``steps()`` validates, then writes it (see
     ``Bucket.set_many_steps``)."""
 
-    def __init__(self, bucket: Bucket, columns: Columns, rows_per_step: int) -> None:
+    def __init__(self, bucket: BulkLoads, columns: Columns, rows_per_step: int) -> None:
         self.bucket = bucket
         self.columns = columns
         self.rows_per_step = max(1, rows_per_step)
@@ -98,7 +98,7 @@ class BulkLoad:
                 rows = per_vb.pop(vbid)
                 bucket.vbuckets[vbid].write_rows(rows)
                 written += len(rows)
-        bucket.notify(vbids)
+        bucket.touched(vbids)
         return written
 
 
@@ -120,7 +120,7 @@ class ColdLoad:
     #: the first size of a vbucket's buffer (virtual: only what is written is resident)
     FIRST_CAPACITY = 1 << 20
 
-    def __init__(self, bucket: Bucket) -> None:
+    def __init__(self, bucket: BulkLoads) -> None:
         for vb in bucket.vbuckets:
             vb.check_writable()
             if vb.holds_documents():
@@ -401,7 +401,7 @@ class ColdLoad:
         with bucket.pause_collector():
             for vb, segment, _, _ in built:
                 vb.load_cold(segment)
-        bucket.notify([vb.vbid for vb, _, _, _ in built])
+        bucket.touched([vb.vbid for vb, _, _, _ in built])
         if refused is not None:
             raise ModelError(f"row {refused[0]}: key: {refused[1]}")
 

@@ -387,7 +387,7 @@ class VBucket(VBucketChecks):
         if self.state is VBucketState.ACTIVE:
             self.failover.add_entry(self.high_seqno)
 
-    def take_over(self, seqno: int) -> None:
+    def cut_branch(self, seqno: int) -> None:
         """A copy that had everything up to ``seqno`` becomes the active: history is cut
         after it, a failover entry opens a branch there (kv_engine ``failover-table.cc``)."""
         self.truncate(seqno)

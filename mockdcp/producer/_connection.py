@@ -405,9 +405,10 @@ class Connection:
         self.emit(ev.ConfigPushed, revision=notice.revision, brief=brief)
         return True
 
-    def on_vbucket_change(self, vbid: int) -> bool:
-        """The model changed ``vbid``: mark its streams ready. True if any."""
-        ended = self.scheduler.end_reset_streams(
+    def on_vbucket_change(self, vbid: int, *, reset: bool = False) -> bool:
+        """The model changed ``vbid``: mark its streams ready, or end them now when its
+        copy was ``reset``. True if any."""
+        ended = reset and self.scheduler.end_reset_streams(
             self.streams.of_vbucket(vbid), self.replies.queue, self._unwritten
         )
         return self.streams.mark_vbucket_ready(vbid) or ended

@@ -341,10 +341,11 @@ class Node:
             return conns
         return [c for c in conns if c.name.decode(errors="replace") == name]
 
-    def vbucket_changed(self, vbid: int) -> None:
-        """This node's copy of ``vbid`` changed: its streams look again."""
+    def vbucket_changed(self, vbid: int, *, reset: bool = False) -> None:
+        """This node's copy of ``vbid`` changed: its streams look again, or end when
+        the copy was ``reset`` (its history cut or its state changed)."""
         for conn in list(self.connections.values()):
-            if conn.on_vbucket_change(vbid):
+            if conn.on_vbucket_change(vbid, reset=reset):
                 self.wake(conn)
 
     def push_config(self) -> None:
@@ -383,7 +384,7 @@ class Node:
 
     # -- steps that act on connections ----------------------------------------------
 
-    def failover(
+    def cut_branch(
         self,
         vbucket: int | None = None,
         *,
@@ -393,7 +394,7 @@ class Node:
     ) -> None:
         """A failover of ``vbucket`` (all when None) as a node shows it to its clients.
 
-        The model cuts history and opens a new branch (``Bucket.failover``, which
+        The model cuts history and opens a new branch (``Bucket.cut_branch``, which
         raises ``ModelError`` before changing anything); each connection ends the
         affected streams with STREAM_END(STATE_CHANGED) ahead of any later response
         (``Connection.on_vbucket_change``). With ``disconnect`` every connection drops
@@ -401,7 +402,7 @@ class Node:
         them. Either way this happens in one step, before any request can observe the
         new branch.
         """
-        self.bucket.failover(vbucket, lose_after=lose_after, lose_unpersisted=lose_unpersisted)
+        self.bucket.cut_branch(vbucket, lose_after=lose_after, lose_unpersisted=lose_unpersisted)
         if disconnect:
             self.disconnect("failover")
 

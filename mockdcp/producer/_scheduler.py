@@ -6,10 +6,10 @@ sent while outstanding < buffer size, checked before each message, so the produc
 overshoots by at most one message), never past a held vbucket's seqno (a scenario's
 ``wait``), and notes the events the write makes (``StreamWritten``, ``SeqnoWritten``) for
 the connection to release once the bytes are written. ``end_reset_streams`` ends, at once,
-the streams whose vbucket changed generation (failover, restart, state change). A stream
-whose user lost its DcpStream privilege (``losing``) sends up to its next snapshot
-marker, then ends LOST_PRIVILEGES instead of sending the marker (kv_engine
-``DcpProducer::getAndValidateNextItemFromStream``).
+the streams of a vbucket the model reset (failover, restart, state change: the change
+feed says so). A stream whose user lost its DcpStream privilege (``losing``) sends up
+to its next snapshot marker, then ends LOST_PRIVILEGES instead of sending the marker
+(kv_engine ``DcpProducer::getAndValidateNextItemFromStream``).
 Sans-IO: bytes in, lists out.
 """
 
@@ -210,8 +210,8 @@ class StreamScheduler:
         out: OutputQueue,
         events: list[ev.ProducerEvent] | None = None,
     ) -> bool:
-        """End, now, the streams whose vbucket's history was cut or whose state changed
-        (failover, restart, state change: a new generation; kv_engine
+        """End, now, ``streams``: their vbucket's history was cut or its state changed
+        (failover, restart, state change: a reset on the change feed; kv_engine
         ``docs/dcp/documentation/failure-scenarios.md``).
 
         A node ends them when the vbucket changes, not when the stream next reads: the
@@ -227,7 +227,7 @@ class StreamScheduler:
         """
         ended = False
         for stream in streams:
-            if not stream.alive or not stream.generation_changed:
+            if not stream.alive:
                 continue
             stream.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
             for chunk in stream.chunks:  # just the STREAM_END: the queue was discarded

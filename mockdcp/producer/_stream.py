@@ -214,7 +214,6 @@ class Stream:
         #: a split backfill's history part is next, with the end both markers share
         self._history_end: int | None = None
         self._request = request
-        self._generation = vb.generation
         self.queue = ReadyQueue(
             encoder=encoder,
             opaque=opaque,
@@ -239,12 +238,6 @@ class Stream:
         self.end_reason: StreamEndReason | None = None
 
     # -- state -----------------------------------------------------------------------
-
-    @property
-    def generation_changed(self) -> bool:
-        """The vbucket's history was cut or its state changed since the stream opened
-        (failover, restart, state change): it must end (STATE_CHANGED)."""
-        return self.vb.generation != self._generation
 
     def _to(self, event: StreamEvent) -> None:
         self.state = transition_stream(self.state, event)
@@ -326,13 +319,8 @@ class Stream:
         """
         if self.chunks or not self.alive:
             return bool(self.chunks)
-        if self.queue.pending is not None and self.vb.generation == self._generation:
+        if self.queue.pending is not None:
             self._take_pending(PIECE_BYTES)
-            return True
-        if self.vb.generation != self._generation:
-            # The vbucket was reset (failover, restart, state change): kv_engine
-            # ``ActiveStream::setDead``.
-            self.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
             return True
         # Each pass queues something, changes state or reads on; stop when none of that
         # happened (nothing new in the model) or when something is queued.

@@ -32,7 +32,7 @@ from mockdcp.util import ModelError
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from mockdcp.model import Cluster, VBucketMove
+    from mockdcp.model import Change, Cluster, VBucketMove
     from mockdcp.producer._node import Node
 
 
@@ -79,7 +79,7 @@ class Topology:
         self.spawn: Callable[[str], Node] | None = None
         #: connection ids, shared by the topologies of the cluster's buckets
         self.conn_ids = itertools.count(1)
-        cluster.listeners.append(self._on_copy_change)
+        cluster.bucket.feed.subscribe(self._on_change)
 
     def next_conn_id(self) -> int:
         """Connection ids are unique across the cluster's nodes and buckets (the steps
@@ -89,10 +89,10 @@ class Topology:
     def replace_cluster(self, cluster: Cluster) -> None:
         """The bucket was made again (``Buckets.create``): its nodes serve ``cluster``'s
         new model, and the config takes a new revision."""
-        self.cluster.listeners.remove(self._on_copy_change)
+        self.cluster.bucket.feed.unsubscribe(self._on_change)
         self.cluster = cluster
         self._manifest_uid = cluster.bucket.manifest.uid
-        cluster.listeners.append(self._on_copy_change)
+        cluster.bucket.feed.subscribe(self._on_change)
         for node in self.nodes.values():
             node.replace_bucket(cluster.bucket)
         self.changed()
@@ -183,10 +183,30 @@ class Topology:
         for hook in list(self.on_change):
             hook()
 
-    def _on_copy_change(self, node: str, vbid: int) -> None:
-        node_obj = self.nodes.get(node)
-        if node_obj is not None:
-            node_obj.vbucket_changed(vbid)
+    def _on_change(self, change: Change) -> None:
+        """A change on the bucket's feed: each node holding a copy it touched is told
+        once (the copies a cluster step names, then each active's node), with whether
+        that copy was reset (its streams end). A new manifest is a new revision."""
+        active_of = self.cluster.map.active
+        if change.copies:
+            for node, vbid in sorted(change.copies):
+                reset = (node, vbid) in change.copies_reset or (
+                    vbid in change.reset and active_of(vbid) == node
+                )
+                self._tell(node, vbid, reset)
+        for vbid in change.vbuckets:
+            active = active_of(vbid)
+            if active is not None and (active, vbid) not in change.copies:
+                self._tell(active, vbid, vbid in change.reset)
+        if change.collections:
+            self._manifest_changed()
+
+    def _tell(self, node: str, vbid: int, reset: bool) -> None:
+        member = self.nodes.get(node)
+        if member is not None:
+            member.vbucket_changed(vbid, reset=reset)
+
+    def _manifest_changed(self) -> None:
         uid = self.cluster.bucket.manifest.uid
         if uid != self._manifest_uid:
             # the bucket config carries collectionsManifestUid: a new manifest is a new
@@ -252,14 +272,14 @@ class Topology:
         return gone
 
     def failover_node(self, number: int, *, graceful: bool = False) -> Node:
-        """Fail node ``number`` over (``Cluster.failover``): a hard failover promotes
+        """Fail node ``number`` over (``Cluster.failover_node``): a hard failover promotes
         its replicas (a new branch where they were behind); a graceful one hands its
         actives over first. Its connections drop and its listeners close; it stays
         listed (failed over) until a rebalance."""
         node = self._member(number)
         if self.status(node) is NodeStatus.DOWN and graceful:
             raise ModelError(f"node {number} is down: only a hard failover can take it out")
-        self.cluster.failover(node.name, graceful=graceful)
+        self.cluster.failover_node(node.name, graceful=graceful)
         self._gone[node.name] = NodeStatus.FAILED_OVER
         node.close_own("node failed over")
         self.changed()

@@ -118,7 +118,7 @@ class ClusterSim:
             if self.status[i] == "failed_over":
                 self.status[i] = "removed"
 
-    def failover(self, number: int, graceful: bool) -> None:
+    def failover_node(self, number: int, graceful: bool) -> None:
         name = self.member(number, "failover_node")
         if len(self.in_cluster()) == 1:
             raise ValueError(f"failover_node: node {number} is the last node")

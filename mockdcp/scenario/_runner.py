@@ -29,7 +29,7 @@ from mockdcp.util import ModelError, ScenarioError
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from mockdcp.model import Bucket
+    from mockdcp.model import BranchCut, Bucket, Change
     from mockdcp.producer import Node, ProducerEvent
 
 
@@ -219,14 +219,29 @@ class StepRunner:
             return
         if self.node.deleted and step.GROUP in st.ON_THE_BUCKET and not step.BUCKETS:
             raise StepFailed(f"{step.NAME}: bucket {self.bucket.name!r} was deleted")
-        changes = step.GROUP in ("storage", "cluster")
-        heads = self._failover_heads() if changes else []
+        if step.GROUP not in ("storage", "cluster"):
+            try:
+                step.apply(self)
+            except (ModelError, ValueError) as exc:
+                raise StepFailed(f"{step.NAME}: {exc}") from exc
+            return
+        cuts: list[BranchCut] = []
+        before = self.node.bucket
+
+        def note(change: Change) -> None:
+            cuts.extend(change.branches)
+
+        before.feed.subscribe(note)
         try:
             step.apply(self)
         except (ModelError, ValueError) as exc:
             raise StepFailed(f"{step.NAME}: {exc}") from exc
-        if changes:
-            self._note_branches(heads)
+        finally:
+            before.feed.unsubscribe(note)
+        after = self.node.bucket
+        if after is not before:  # the bucket made again: each vbucket on a new branch
+            cuts += [after.branch_cut(vb) for vb in after.vbuckets[: before.num_vbuckets]]
+        self._note_branches(cuts)
 
     def _apply_elsewhere(self, step: st.Step, bucket: str) -> None:
         """A step with a ``bucket`` field: applied to that bucket's first node (its
@@ -237,17 +252,13 @@ class StepRunner:
         except (ModelError, ValueError) as exc:
             raise StepFailed(f"{step.NAME}: {exc}") from exc
 
-    def _failover_heads(self) -> list[tuple[int, int]]:
-        return [vb.failover.entries[0] for vb in self.node.bucket.vbuckets]
-
-    def _note_branches(self, before: list[tuple[int, int]]) -> None:
-        """Record the vbuckets whose newest failover entry the step replaced: a new
-        branch, from its seqno (kv_engine ``failover-table.cc``)."""
+    def _note_branches(self, cuts: Sequence[BranchCut]) -> None:
+        """Record the branches a storage or cluster step cut (published on the change
+        feed): per vbucket the last, from its seqno (kv_engine ``failover-table.cc``)."""
         now = _now()
         self.last_change = now
-        for vb, (head, was) in enumerate(zip(self._failover_heads(), before, strict=False)):
-            if head != was:
-                self.branches[vb] = Branch(now, head[1])
+        for cut in cuts:
+            self.branches[cut.vbucket] = Branch(now, cut.seqno)
 
     def vbuckets(self, selection: st.Vbuckets) -> list[int]:
         """The vbuckets a step names, in this node's bucket."""

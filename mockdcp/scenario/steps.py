@@ -608,7 +608,7 @@ class Failover(Step):
             lose_after = None if self.lose_after is None else min(self.lose_after, high)
             # the node's failover: streams end (or, after the last, connections drop)
             # before anything can observe the new branch
-            ctx.node.failover(
+            ctx.node.cut_branch(
                 vb,
                 lose_after=lose_after,
                 lose_unpersisted=self.lose_unpersisted,
@@ -742,7 +742,7 @@ class FailoverNode(Step):
     graceful: bool = False
 
     def check(self, sim: Simulation) -> None:
-        sim.nodes.failover(self.node, self.graceful)
+        sim.nodes.failover_node(self.node, self.graceful)
         sim.certain = False
 
     def apply(self, ctx: StepContext) -> None:

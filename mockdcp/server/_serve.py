@@ -268,7 +268,7 @@ class MockDcpServer:
         """A failover (``Node.failover``): the affected streams end with STATE_CHANGED
         before anything can observe the new branch, or with ``disconnect`` every
         connection drops."""
-        self.node.failover(
+        self.node.cut_branch(
             vbucket, lose_after=lose_after, lose_unpersisted=lose_unpersisted, disconnect=disconnect
         )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mockdcp import ModelError
-from mockdcp.model import Cluster, VBucket
+from mockdcp.model import Change, Cluster, VBucket
 from mockdcp.model._replication import is_prefix
 from mockdcp.protocol import VBucketState
 from tests.model._cluster import check_cluster, keys_in, new_bucket
@@ -105,7 +105,7 @@ def test_a_hard_failover_promotes_the_replica_with_what_it_had() -> None:
     assert behind.high_seqno == seqno + 2
     old = c.active(vb)
     old_uuid = old.failover.newest_uuid
-    changed = c.failover("a")
+    changed = c.failover_node("a")
     assert vb in changed
     assert "a" not in c.nodes
     assert "a" not in c.map.nodes
@@ -133,7 +133,7 @@ def test_a_hard_failover_prefers_a_replica_on_an_up_node() -> None:
     vb = c.map.actives_on("a")[0]
     first, second = c.map.replicas(vb)
     c.node_down(first)
-    c.failover("a")
+    c.failover_node("a")
     assert c.map.active(vb) == second
     check_cluster(c)
 
@@ -142,7 +142,7 @@ def test_a_hard_failover_without_replicas_loses_the_vbucket_until_a_rebalance() 
     c = loaded(("a", "b"), 0)
     lost = c.map.actives_on("a")
     uuid = c.active(lost[0]).failover.newest_uuid
-    assert c.failover("a") == lost
+    assert c.failover_node("a") == lost
     for vb in lost:
         assert c.map.chain(vb) == (None,)
         assert c.active(vb).state is VBucketState.DEAD
@@ -161,9 +161,9 @@ def test_a_hard_failover_without_replicas_loses_the_vbucket_until_a_rebalance() 
 def test_failing_over_the_last_node_or_an_unknown_one_is_refused() -> None:
     c = loaded(("a",), 0)
     with pytest.raises(ModelError, match="last node"):
-        c.failover("a")
+        c.failover_node("a")
     with pytest.raises(ModelError, match="no node 'x'"):
-        loaded().failover("x")
+        loaded().failover_node("x")
 
 
 # -- graceful failover ------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_a_graceful_failover_loses_nothing_and_keeps_the_uuids() -> None:
     moving = c.map.actives_on("b")
     uuids = {vb: c.active(vb).failover.newest_uuid for vb in moving}
     before = values(c)
-    assert c.failover("b", graceful=True) == moving
+    assert c.failover_node("b", graceful=True) == moving
     assert values(c) == before
     assert {vb: c.active(vb).failover.newest_uuid for vb in moving} == uuids
     assert "b" not in c.nodes
@@ -187,12 +187,12 @@ def test_a_graceful_failover_loses_nothing_and_keeps_the_uuids() -> None:
 def test_a_graceful_failover_needs_the_node_up_and_a_replica_for_each_active() -> None:
     c = loaded(("a", "b"), 0)
     with pytest.raises(ModelError, match="no replica on an up node"):
-        c.failover("a", graceful=True)
+        c.failover_node("a", graceful=True)
     assert c.nodes == ("a", "b"), "nothing changed"
     c = loaded(("a", "b", "c"), 1)
     c.node_down("a")
     with pytest.raises(ModelError, match="'a' is down"):
-        c.failover("a", graceful=True)
+        c.failover_node("a", graceful=True)
 
 
 # -- node down and up -------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_a_down_node_can_be_failed_over_and_its_replicas_promoted() -> None:
     c = loaded(("a", "b", "c"), 1)
     before = values(c)
     c.node_down("a")
-    c.failover("a")
+    c.failover_node("a")
     assert values(c) == before, "every write was replicated"
     check_cluster(c)
 
@@ -301,24 +301,40 @@ def test_add_and_remove_are_validated() -> None:
 def test_a_node_added_but_not_rebalanced_fails_over_at_no_cost() -> None:
     c = loaded(("a", "b"), 1)
     c.add_node("d")
-    assert c.failover("d") == []
+    assert c.failover_node("d") == []
     assert c.nodes == ("a", "b")
 
 
-def test_listeners_hear_each_node_and_vbucket_touched() -> None:
+def test_the_feed_carries_each_node_and_vbucket_touched_once_per_step() -> None:
     c = loaded(("a", "b"), 1)
-    seen: list[tuple[str, int]] = []
-    c.listeners.append(lambda node, vb: seen.append((node, vb)))
-    told: list[int] = []
-    c.bucket.listeners.append(told.append)
+    changes: list[Change] = []
+    c.bucket.feed.subscribe(changes.append)
     vb = c.map.actives_on("a")[0]
     c.take_over(vb, "b")
-    assert ("a", vb) in seen
-    assert ("b", vb) in seen
-    assert vb in told
-    seen.clear()
+    move = changes[0]
+    assert {("a", vb), ("b", vb)} <= move.copies
+    assert {("a", vb), ("b", vb)} <= move.copies_reset, "the old active dead, the new active"
+    assert vb in move.vbuckets
+    assert vb in move.reset
+    assert move.branches == (), "a takeover keeps the vbucket uuid"
+    changes.clear()
     c.bucket.set(keys_in(vb, 1)[0], "{}")
-    assert seen == [("b", vb)]
+    assert changes == [Change((vb,))], "a write: its active's vbucket, once"
+
+
+def test_a_hard_failover_publishes_the_branches_it_cuts_and_the_copies_it_resets() -> None:
+    c = loaded(("a", "b"), 1)
+    changes: list[Change] = []
+    c.bucket.feed.subscribe(changes.append)
+    lost = c.map.actives_on("a")
+    c.failover_node("a")
+    (change,) = changes
+    assert [cut.vbucket for cut in change.branches] == lost
+    for cut in change.branches:
+        assert (cut.uuid, cut.seqno) == c.active(cut.vbucket).failover.entries[0]
+        assert ("b", cut.vbucket) in change.copies_reset, "the promoted replica"
+    assert set(change.reset) == set(lost)
+    assert all(("a", vb) in change.copies_reset for vb in range(c.bucket.num_vbuckets))
 
 
 def test_a_move_leaves_the_old_copy_dead_on_its_node_until_ns_server_deletes_it() -> None:
@@ -417,3 +433,20 @@ def test_a_view_makes_the_dead_copy_of_a_vbucket_only_when_it_reads_one(
     assert dead.state is VBucketState.DEAD
     assert view.vbucket(lacking) is dead
     assert made == [lacking]
+
+
+def test_replicas_a_branch_cut_rolls_back_are_published_reset() -> None:
+    """A cut of the active's branch (``Bucket.cut_branch``) rolls its replicas that were
+    ahead back when they attach again: the feed says those copies were reset, so
+    their nodes end the streams on them (their history was cut, kv_engine
+    ``docs/dcp/documentation/failure-scenarios.md``)."""
+    c = loaded(("a", "b"), 1)
+    changes: list[Change] = []
+    c.bucket.feed.subscribe(changes.append)
+    (replica,) = c.map.replicas(0)
+    c.bucket.cut_branch(0, lose_after=2)
+    cut, rolled = changes
+    assert cut.reset == frozenset({0})
+    assert [(b.vbucket, b.seqno) for b in cut.branches] == [(0, 2)]
+    assert rolled.copies_reset == frozenset({(replica, 0)})
+    assert c.replicas(0)[replica].high_seqno <= 2

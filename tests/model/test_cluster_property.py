@@ -167,7 +167,7 @@ class ClusterMachine(RuleBasedStateMachine):
                     survivor = c.copy(promoted, vb)
                     assert survivor is not None
                     survivors[vb] = (survivor, list(survivor.log))
-        c.failover(node)
+        c.failover_node(node)
         live = set(self.bucket.manifest.collections)
         for vb, (survivor, log) in survivors.items():
             assert c.active(vb) is survivor
@@ -186,7 +186,7 @@ class ClusterMachine(RuleBasedStateMachine):
         node = data.draw(st.sampled_from(c.nodes))
         before = self.docs()
         try:
-            c.failover(node, graceful=True)
+            c.failover_node(node, graceful=True)
         except ModelError:
             return  # down, or a vbucket without an up replica, or the last node
         assert self.docs() == before

@@ -99,7 +99,7 @@ def test_paused_replicas_fall_behind_until_resumed() -> None:
     b = new_bucket()
     c = Cluster(b, ["a", "b", "c"], 2)
     seen: list[tuple[str, int]] = []
-    c.listeners.append(lambda node, vb: seen.append((node, vb)))
+    c.bucket.feed.subscribe(lambda change: seen.extend(change.copies))
     c.pause_replication(node="b")
     c.pause_replication(vbucket=2)
     for vb in range(4):

@@ -174,7 +174,7 @@ def test_set_many_refuses_a_batch_with_a_row_for_a_replica_vbucket() -> None:
 def test_set_many_tells_each_vbucket_written_once() -> None:
     b = bucket()
     told: list[int] = []
-    b.listeners.append(told.append)
+    b.feed.subscribe(lambda change: told.extend(change.vbuckets))
     keys = [f"k{i}".encode() for i in range(40)]
     b.set_many(keys, [b"v"] * 40)
     assert told == sorted({b.vbucket_of(k) for k in keys})
@@ -195,7 +195,7 @@ def test_set_many_steps_write_what_set_many_writes_whole_vbuckets_at_a_time(
     keys, values = [r[0] for r in batch], [r[1] for r in batch]
     one.set_many(keys, values, **columns)
     told: list[int] = []
-    steps.listeners.append(told.append)
+    steps.feed.subscribe(lambda change: told.extend(change.vbuckets))
     written = list(steps.set_many_steps(keys, values, rows_per_step=rows_per_step, **columns))
     assert sum(written) == len(batch)
     assert model_state(steps) == model_state(one)

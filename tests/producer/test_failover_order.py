@@ -100,7 +100,7 @@ def test_failover_leaves_streams_of_other_vbuckets_open() -> None:
 def test_node_failover_with_disconnect_closes_every_connection() -> None:
     b = bucket()
     s, _ = streaming_session(b)
-    s.node.failover(0, disconnect=True)
+    s.node.cut_branch(0, disconnect=True)
     assert s.conn.closed
     s.send(ObserveSeqno(opaque=99, vbucket=0, vbucket_uuid=0).encode())
     assert not [m for m in s.read() if isinstance(m, Response)]  # nothing is answered

@@ -115,12 +115,16 @@ def test_ending_a_stream_mid_batch_sends_the_rest_of_the_batch_first() -> None:
 
 
 def test_a_vbucket_reset_mid_batch_discards_the_rest() -> None:
+    """The connection ends a stream whose vbucket the change feed says was reset so
+    (``StreamScheduler.end_reset_streams``; through a connection:
+    ``test_failover_order``)."""
     b = bucket()
     for i in range(20):
         b.set(f"k{i}", b"v" * BIG, vbucket=0)
     stream = open_stream(b)
     sent = [take_chunk(stream), take_chunk(stream)]
     b.restart(0)
+    stream.end(StreamEndReason.STATE_CHANGED, discard_queue=True)
     while (chunk := take_chunk(stream)) is not None:
         sent.append(chunk)
     messages = decode_all(b"".join(c for c in sent if c is not None))

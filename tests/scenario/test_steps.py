@@ -345,3 +345,22 @@ def test_steps_applied_alone_count_a_waits_timeout_from_its_start() -> None:
 
     failed_at = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert failed_at == pytest.approx(5, abs=0.5)
+
+
+def test_the_runner_notes_the_branches_a_step_cuts_from_the_change_feed() -> None:
+    n = node(4, vbuckets=4)
+    runner = StepRunner(n)
+    runner.apply_now([steps.Persist(upto=1, vbuckets=0), steps.Failover(vbuckets=0)])
+    assert set(runner.branches) == {0}
+    assert runner.branches[0].seqno == 1 == n.bucket.vbucket(0).failover.entries[0][1]
+    runner.apply_now([steps.Checkpoint()])  # a storage step that cuts nothing
+    assert set(runner.branches) == {0}
+    assert runner.last_change is not None
+
+
+def test_a_bucket_made_again_puts_every_vbucket_on_a_new_branch() -> None:
+    n = node(4, vbuckets=4)
+    runner = StepRunner(n)
+    runner.apply_now([steps.DeleteBucket(name="default"), steps.CreateBucket(name="default")])
+    assert sorted(runner.branches) == [0, 1, 2, 3]
+    assert all(branch.seqno == 0 for branch in runner.branches.values())
