@@ -284,3 +284,25 @@ def test_collection_steps_change_the_manifest_and_the_oracle() -> None:
     assert (cid, b"h") not in n.bucket.oracle()
     apply(n, steps.DropScope(name="inventory"))
     assert n.bucket.manifest.paths() == ["_default._default"]
+
+
+def test_a_hold_reached_with_nothing_to_write_is_reported_without_a_write() -> None:
+    """explore --seed 8 --nodes 3 --replicas 1 --vbuckets 8 (schedule 135 at the time):
+    a set then a delete of one key, and a wait for the set's seqno. The delete replaced
+    the set in the checkpoint, so the hold is reached with its next frame past it and
+    nothing written; the shell reports no write of nothing, and the wait timed out
+    unless some other frame happened to be written on that connection."""
+    from mockdcp.producer.events import SeqnoWritten
+
+    n = node(1)
+    conn = opened(n)
+    n.hold(0, 1)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    n.bucket.set("k9", b"{}")  # seqno 2
+    n.bucket.delete("k9")  # seqno 3: the set is de-duplicated away
+    n.release()
+    n.hold(0, 2)
+    assert conn.buffers_to_send(5.0) == []
+    reached = [(e.vbucket, e.seqno, e.time) for e in n.events if isinstance(e, SeqnoWritten)]
+    assert reached[-1] == (0, 2, 5.0)
