@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mockdcp.protocol import stream_item_seqno
+
 if TYPE_CHECKING:
     from collections import deque
 
@@ -31,7 +33,8 @@ class FlowWindow:
     #: buffer acknowledgements received, and stream messages sent (for /metrics)
     acks: int = 0
     messages: int = 0
-    #: the buffer and offset of the last message ``take`` moved (what was written last)
+    #: the buffer and offset of the last item (a message at a seqno) the last ``take``
+    #: moved, None if it moved none (what was written last)
     last: tuple[bytearray, int] | None = None
 
     @property
@@ -72,6 +75,7 @@ class FlowWindow:
         with one bisection per chunk rather than one check per message.
         """
         taken = 0
+        self.last = None
         while chunks and taken < quantum:
             chunk = chunks[0]
             if stop is not None and chunk.pos >= stop:
@@ -89,7 +93,7 @@ class FlowWindow:
             end = ends[last] - chunk.base
             # chunks are never written after they are queued: send views, not copies
             parts.append(memoryview(chunk.buf)[start:end])
-            self.last = (chunk.buf, ends[last - 1] - chunk.base if last else 0)
+            self._note_last_item(chunk, last)
             nbytes = end - start
             taken += nbytes
             if self.size:
@@ -102,3 +106,16 @@ class FlowWindow:
             if stop is not None:
                 break
         return taken
+
+    def _note_last_item(self, chunk: Chunk, last: int) -> None:
+        """``last`` the index of the last message moved from ``chunk`` (from its
+        ``pos``): note the last item among them, looking back past the messages at no
+        seqno that end a stream's queue (a STREAM_END, an OSO end marker, taken with the
+        items before them: the items were written all the same)."""
+        index = last
+        while index >= chunk.pos:
+            offset = chunk.ends[index - 1] - chunk.base if index else 0
+            if stream_item_seqno(chunk.buf, offset) is not None:
+                self.last = (chunk.buf, offset)
+                return
+            index -= 1

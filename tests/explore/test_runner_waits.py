@@ -2,7 +2,8 @@
 seqno wait after a reconnect, on every node of a cluster, a wait after a stream ended
 and its vbucket got a write (the runner's), a cluster map change missed while the
 cluster consumer's connections were down and a map reply whose length was broken (the
-consumer's), and a wait for a seqno the next write de-duplicated away (the node's).
+consumer's), and a wait for a seqno the next write de-duplicated away (the node's); and
+items written with a STREAM_END behind them, unseen by the checker (a false violation).
 Each timed out before its fix."""
 
 from __future__ import annotations
@@ -197,3 +198,38 @@ def test_a_wait_for_a_seqno_the_next_write_replaced_is_met() -> None:
             clock=virtual_clock(reference_consumer),
         )
         assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+#: explore --seed 8 --nodes 3 --replicas 1 --vbuckets 8, schedule 135 as drawn at the
+#: time, shrunk: the stream ended with the delete still queued; the delete and the
+#: STREAM_END went out together, the checker saw only the end, and called the
+#: consumer's resume from the delete's seqno a resume above what it was sent
+ENDED_WITH_ITEMS = """
+name: ended-with-items-queued
+seed: 9093390
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 5, prefix: g1}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - set: {key: g1::000004, value: {n: 1, v: 481}}  # vbucket 4, seqno 2
+  - delete: {key: g1::000004}
+  - wait: {consumer: {vbucket: 4, seqno: 2}, timeout: 8s}
+  - end_stream: {vbuckets: 4, reason: closed}
+  - wait: {seconds: 0.05}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+
+def test_items_sent_with_a_stream_end_count_as_sent() -> None:
+    import trio
+
+    from mockdcp.cli._explore_inprocess import run_in_process, virtual_clock
+    from mockdcp.explore import reference_consumer
+    from mockdcp.scenario import parse_scenario
+
+    scenario = parse_scenario(ENDED_WITH_ITEMS)
+    result = trio.run(
+        lambda: run_in_process(scenario, reference_consumer, limit=60),
+        clock=virtual_clock(reference_consumer),
+    )
+    assert result.verdict == "pass", (result.reason, result.evidence)
