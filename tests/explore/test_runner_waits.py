@@ -3,7 +3,8 @@ seqno wait after a reconnect, on every node of a cluster, a wait after a stream 
 and its vbucket got a write (the runner's), a cluster map change missed while the
 cluster consumer's connections were down and a map reply whose length was broken (the
 consumer's), and a wait for a seqno the next write de-duplicated away (the node's); and
-items written with a STREAM_END behind them, unseen by the checker (a false violation).
+items written with a STREAM_END behind them, unseen by the checker (a false violation);
+and a wait for a seqno a stream is never sent (the runner's: a system event last).
 Each timed out before its fix."""
 
 from __future__ import annotations
@@ -233,3 +234,38 @@ def test_items_sent_with_a_stream_end_count_as_sent() -> None:
         clock=virtual_clock(reference_consumer),
     )
     assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+#: the vbuckets' last writes are a collection's creation, which a legacy stream is never
+#: sent (kv_engine ``ActiveStream::shouldProcessItem``) and a stream filtered to another
+#: collection neither (``processItemsInner``: the filter drops it; no SEQNO_ADVANCED,
+#: which goes only at a snapshot's end the stream was sent, MB-47009's first snapshot or
+#: MB-48368's non-visible tail): nothing is sent, the stream has read past it. The
+#: wait's target is met there, with nothing written
+SYSTEM_EVENT_LAST = """
+name: system-event-last
+bucket: {vbuckets: 4}
+steps:
+  - generate: {docs: 8}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - create_collection: {collection: _default.c1}
+  - wait: {consumer: {seqno: high}, timeout: 5s}
+"""
+
+
+@pytest.mark.parametrize("stream", ["legacy", "filtered"])
+async def test_a_wait_for_a_system_event_a_stream_is_never_sent_is_met(
+    tmp_path: Path, stream: str
+) -> None:
+    from mockdcp.client import StreamFilter
+
+    path = tmp_path / "system-event-last.yaml"
+    path.write_text(SYSTEM_EVENT_LAST)
+
+    def consumer(host: str, port: int) -> DcpConsumer:
+        if stream == "legacy":
+            return DcpConsumer(host, port, vbuckets=None, collections=False)
+        return DcpConsumer(host, port, vbuckets=None, streams=[StreamFilter(collections=(0,))])
+
+    outcome = await run_scenario(path, consumer, limit=30)
+    assert outcome.passed, outcome.explain()
