@@ -263,7 +263,9 @@ class Cluster:
     def replicate(self, node: str | None = None, vbucket: int | None = None) -> int:
         """Catch up the replicas (on ``node``, of ``vbucket``, or all) whose replication
         is not paused, whose node is up and whose active's node is up; how many items
-        they took."""
+        they took. Each persists as far as its active has, as ``_follow``'s do (a
+        replica's flusher persists what it took within milliseconds, kv_engine
+        ``flusher.cc``: it does not wait for its active's next write)."""
         total = 0
         touched = []
         for n, vb in self._targets(node, vbucket):
@@ -272,7 +274,12 @@ class Cluster:
                 continue
             copied, rolled = self._stream(n, vb, active)
             total += copied
-            if copied or rolled:
+            replica = self._copies[n][vb]
+            upto = min(replica.high_seqno, active.persisted_seqno)
+            persisted = upto > replica.persisted_seqno
+            if persisted:
+                replica.persist(upto)
+            if copied or rolled or persisted:
                 touched.append((n, vb))
         self._notify(touched)
         return total
