@@ -61,6 +61,10 @@ MIN_GAP = 0.01
 #: come; a node answers in milliseconds): well under the 2 s in which ``mockdcp check``
 #: wants a stream ended STATE_CHANGED asked for again, which may need the map first
 MAP_TIMEOUT = 0.5
+#: seconds a new map connection may take to connect and log in (SCRAM's key derivation
+#: takes a busy machine well over ``MAP_TIMEOUT``: a first read given that long failed
+#: and the consumer gave up before it started)
+LOGIN_TIMEOUT = 10.0
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
     {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
@@ -211,17 +215,24 @@ class ClusterConsumer:
         """The cluster map, from the node kept for it or any other known one."""
         addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
         for host, port in addresses:
-            with trio.move_on_after(MAP_TIMEOUT):
-                config = await self._fetch_from(host, port)
-                if config is not None:
-                    return config
-                continue
-            log.info("no cluster map from %s:%d within %gs", host, port, MAP_TIMEOUT)
-            await self._close_config_client()
+            config = await self._fetch_from(host, port)
+            if config is not None:
+                return config
         return None
 
     async def _fetch_from(self, host: str, port: int) -> dict[str, Any] | None:
-        """The cluster map from ``host``:``port`` (None: that node did not give it)."""
+        """The cluster map from ``host``:``port`` (None: that node did not give it, or
+        not within ``LOGIN_TIMEOUT`` to log in and ``MAP_TIMEOUT`` to answer)."""
+        with trio.move_on_after(LOGIN_TIMEOUT):
+            if await self._map_client(host, port):
+                with trio.move_on_after(MAP_TIMEOUT):
+                    return await self._read_map()
+        log.info("no cluster map from %s:%d in time", host, port)
+        await self._close_config_client()
+        return None
+
+    async def _map_client(self, host: str, port: int) -> bool:
+        """The map connection to ``host``:``port``, logged in (False: not reached)."""
         client = self._config_client
         try:
             if client is None or (client.host, client.port) != (host, port):
@@ -241,6 +252,16 @@ class ClusterConsumer:
                 client._stream = await client._connect()
                 self._config_client = client
                 await client._login()
+        except (*_LOST, ValueError):
+            await self._close_config_client()
+            return False
+        return True
+
+    async def _read_map(self) -> dict[str, Any] | None:
+        """GET_CLUSTER_CONFIG on the map connection (None: no answer but a closed one)."""
+        client = self._config_client
+        assert client is not None
+        try:
             frame = await client._expect_ok(
                 GetClusterConfig(opaque=client.core.next_opaque()), "GET_CLUSTER_CONFIG"
             )

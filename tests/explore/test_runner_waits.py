@@ -4,7 +4,8 @@ and its vbucket got a write (the runner's), a cluster map change missed while th
 cluster consumer's connections were down and a map reply whose length was broken (the
 consumer's), and a wait for a seqno the next write de-duplicated away (the node's); and
 items written with a STREAM_END behind them, unseen by the checker (a false violation);
-and a wait for a seqno a stream is never sent (the runner's: a system event last).
+and a wait for a seqno a stream is never sent (the runner's: a system event last); a
+first map read given up while the login was still under way (the consumer's).
 Each timed out before its fix."""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from tests.scenarios._harness import run_scenario
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from mockdcp.explore._consumers import Connect
 
 #: generated on every vbucket, caught up, every connection dropped, one more write on
 #: one vbucket: the others' targets were all sent on the connections before
@@ -269,3 +272,40 @@ async def test_a_wait_for_a_system_event_a_stream_is_never_sent_is_met(
 
     outcome = await run_scenario(path, consumer, limit=30)
     assert outcome.passed, outcome.explain()
+
+
+SLOW_LOGIN = """
+name: slow-login
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 16}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+
+def test_the_cluster_consumer_gives_a_slow_login_time_before_its_first_map() -> None:
+    """The library's graceful-failover failed on a busy machine ("no node answered with a
+    cluster map"): the map read's 0.5 s (for a reply that never ends) also bounded the
+    connection's SCRAM login, which a loaded machine takes longer than that to do."""
+    import trio
+
+    from mockdcp.cli._explore_inprocess import run_in_process, virtual_clock
+    from mockdcp.scenario import parse_scenario
+
+    def slow_logins(
+        host: str, port: int, nodes: int, *, connect: Connect | None = None
+    ) -> ClusterConsumer:
+        assert connect is not None  # explore gives it (the virtual clock needs it)
+
+        async def slow(h: str, p: int) -> trio.abc.Stream:
+            stream = await connect(h, p)
+            await trio.sleep(0.8)  # the login's key derivation on a busy machine
+            return stream
+
+        return ClusterConsumer(host, port, connect=slow)
+
+    result = trio.run(
+        lambda: run_in_process(parse_scenario(SLOW_LOGIN), slow_logins, limit=60),
+        clock=virtual_clock(slow_logins),
+    )
+    assert result.verdict == "pass", (result.reason, result.evidence)
