@@ -288,11 +288,6 @@ class Connection:
         self.bytes_sent += size
         self.tap.handed_out(self._unwritten, now)
         self.tap.tick(now)
-        if not parts and self._unwritten:
-            # events of nothing to write (a hold reached with the next frame past it:
-            # the seqno held at was de-duplicated away) are true now; the shell
-            # reports no write of nothing, so they would wait for the next frame
-            self.data_written(now)
         return parts
 
     def _replies_due(self) -> list[bytes | memoryview]:

@@ -196,7 +196,7 @@ def test_a_wait_for_a_seqno_the_next_write_replaced_is_met() -> None:
     from mockdcp.scenario import parse_scenario
 
     scenario = parse_scenario(DEDUPLICATED)
-    for _ in range(4):  # it timed out in about half the runs
+    for _ in range(8):  # it timed out in about half the runs
         result = trio.run(
             lambda: run_in_process(scenario, reference_consumer, limit=60),
             clock=virtual_clock(reference_consumer),
