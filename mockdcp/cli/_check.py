@@ -7,7 +7,11 @@ runs on a fresh server with free ports; the consumer command starts with the
 ``MOCKDCP_COLLECTIONS`` and ``MOCKDCP_SCOPE`` (which collections hold the scenario's
 documents, as ``mockdcp run`` tells them). A scenario passes when its steps all ran, every
 expectation was met, the protocol checker reported nothing of the consumer, and the
-output (if it wrote one) holds exactly the oracle's documents. Up to ``jobs`` scenarios
+output (if it wrote one) holds exactly the oracle's documents. Each run's administrator
+has a password of its own (``run_users``), given to the consumer alone: another
+process's client that reaches the run's free ports with the usual credentials (a
+java-dcp-client reconnecting to the port its own server had) is refused at
+authentication, never streamed to nor judged as the consumer. Up to ``jobs`` scenarios
 run at once; each has a time limit. The consumer's standard output and error are kept
 (their last lines go into the report of a scenario it failed).
 
@@ -32,7 +36,7 @@ import attrs
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from mockdcp.producer import ProducerEvent
     from mockdcp.scenario import Scenario
@@ -53,6 +57,17 @@ OUTPUT_LINES = 20
 SPARK_ABOVE = 256 * 1024 * 1024
 #: evidence lines kept per failed scenario
 EVIDENCE_LINES = 200
+
+
+def run_users() -> Mapping[str, str]:
+    """The users of one run's server: the administrator with a password made for this
+    run (the consumer is told it: ``MOCKDCP_PASSWORD``), so that only the consumer the
+    run started can log in (a scenario's consumer user is added to them)."""
+    import secrets
+
+    from mockdcp.server import DEFAULT_USERS
+
+    return {name: f"run-{secrets.token_hex(12)}" for name in DEFAULT_USERS}
 
 
 class Verdict(enum.StrEnum):
@@ -250,6 +265,7 @@ async def _run(
         http_port=0,
         scenario=scenario.source,
         consumer_starts_within=options.connect_within,
+        users=run_users(),
     ) as server:
         server.node.checker_limits = CheckerLimits(
             ack_stall=CHECK_ACK_STALL, reopen_within=CHECK_REOPEN_WITHIN
@@ -341,11 +357,18 @@ async def _until_done(
 def _persist_after(server: MockDcpServer) -> None:
     """The scenario is over: a flusher it held (``persistence: {paused: true}``) is
     released, as a node's never stays held (kv_engine ``flusher.cc`` persists within
-    milliseconds). A consumer that mitigates rollbacks (java-dcp-client
-    ``mitigateRollbacks``, go-dcp's rollback mitigation) delivers a write only once it
-    is persisted: without this, the writes made after the last pause would be missing
-    from its output although it behaved as it should."""
+    milliseconds), and so is replication it held (``replication: {paused: true}``): a
+    node's replica streams carry each write within milliseconds too (kv_engine
+    ``DcpConsumer``, ``PassiveStream``). A consumer that mitigates rollbacks
+    (java-dcp-client ``mitigateRollbacks``, go-dcp's rollback mitigation, which delivers
+    up to the lowest seqno the active and every replica persisted: go-dcp
+    ``couchbase/rollback_mitigation.go`` ``getMinSeqNo``) delivers a write only once it
+    is persisted where it looks: without this, the writes made after the last pause
+    would be missing from its output although it behaved as it should."""
     server.set_persistence_paused(False)
+    cluster = server.node.topology.cluster
+    cluster.resume_replication()
+    cluster.replicate()
 
 
 async def _settle(server: MockDcpServer, output: Path) -> None:

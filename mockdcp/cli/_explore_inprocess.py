@@ -35,7 +35,7 @@ from mockdcp.cli._check import (
     Verdict,
     evidence,
 )
-from mockdcp.explore import held, takes_connect
+from mockdcp.explore import held, takes_connect, takes_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -154,23 +154,29 @@ async def run_in_process(
 async def _run(
     scenario: Scenario, make: ConsumerFactory, limit: float, host: str, result: ScenarioResult
 ) -> None:
-    from mockdcp.cli._check import _reasons, _violation
+    from mockdcp.cli._check import _persist_after, _reasons, _violation, run_users
     from mockdcp.producer import CheckerLimits, events as ev
     from mockdcp.server import serve
 
-    async with serve(host=host, port=0, http_port=0, scenario=scenario) as server:
+    # a password of the run's own for a consumer that can be told it: another process's
+    # client on the server's free ports cannot log in (``_check.run_users``)
+    users = run_users() if takes_credentials(make) else None
+    login: dict[str, str] = {}
+    if users is not None:
+        login["user"], login["password"] = next(iter(users.items()))
+    async with serve(host=host, port=0, http_port=0, scenario=scenario, users=users) as server:
         server.node.checker_limits = CheckerLimits(
             ack_stall=CHECK_ACK_STALL, reopen_within=CHECK_REOPEN_WITHIN
         )
         network = None
+        given = cast("Callable[..., InProcessConsumer]", make)
         if takes_connect(make):
             network = MemoryNetwork(server)
-            connecting = cast("Callable[..., InProcessConsumer]", make)
-            consumer = connecting(
-                server.host, server.kv_port, len(server.nodes), connect=network.connect
+            consumer = given(
+                server.host, server.kv_port, len(server.nodes), connect=network.connect, **login
             )
         else:
-            consumer = make(server.host, server.kv_port, len(server.nodes))
+            consumer = given(server.host, server.kv_port, len(server.nodes), **login)
         crash: list[str] = []
         over = trio.Event()  # the scenario ended, or the consumer did (as check stops)
 
@@ -200,7 +206,7 @@ async def _run(
             elif scope.cancelled_caught:
                 trouble = f"the scenario did not finish within {limit:g}s"
             elif server.runner.progress.failure is None:
-                server.set_persistence_paused(False)
+                _persist_after(server)
                 with trio.move_on_after(SETTLE):
                     while compare(consumer, server)["differences"] and not crash:  # noqa: ASYNC110
                         await trio.sleep(0.02)

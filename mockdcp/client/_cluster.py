@@ -61,13 +61,13 @@ MIN_GAP = 0.01
 #: come; a node answers in milliseconds): well under the 2 s in which ``mockdcp check``
 #: wants a stream ended STATE_CHANGED asked for again, which may need the map first
 MAP_TIMEOUT = 0.5
-#: seconds the first reading of the map may take: it also connects and authenticates
-#: (PBKDF2 on both sides) in a consumer that may be starting (importing) on a loaded
-#: machine, where half a second failed ``mockdcp check``'s cluster scenarios at times
-FIRST_MAP_TIMEOUT = 5.0
+#: seconds a new map connection may take to connect and log in (SCRAM's key derivation
+#: takes a busy machine well over ``MAP_TIMEOUT``: a first read given that long failed
+#: and the consumer gave up before it started)
+LOGIN_TIMEOUT = 10.0
 #: seconds the first map may take to come, over as many attempts as fit: a node that is
-#: starting, or a machine so loaded that one connect, login and reading take longer than
-#: ``FIRST_MAP_TIMEOUT``, is asked again rather than given up at once
+#: starting, or a machine so loaded that one connect and login take longer than
+#: ``LOGIN_TIMEOUT``, is asked again rather than given up at once
 FIRST_MAP_WITHIN = 30.0
 #: the HELLO features under which a node pushes the cluster map
 _PUSH_FEATURES = frozenset(
@@ -205,8 +205,6 @@ class ClusterConsumer:
         #: vbucket -> the node it is streamed from
         self.owner: dict[int, str] = {}
         self.rev = 0
-        #: a map was read (the first reading has ``FIRST_MAP_TIMEOUT``)
-        self._map_read = False
         self._poke = trio.Event()
         self._config_client: DcpConsumer | None = None
 
@@ -218,22 +216,27 @@ class ClusterConsumer:
     # -- the map ------------------------------------------------------------------------
 
     async def _fetch(self) -> dict[str, Any] | None:
-        """The cluster map, from the node kept for it or any other known one, each
-        given ``MAP_TIMEOUT`` seconds (``FIRST_MAP_TIMEOUT`` until a map was read)."""
-        within = MAP_TIMEOUT if self._map_read else FIRST_MAP_TIMEOUT
+        """The cluster map, from the node kept for it or any other known one."""
         addresses = list(dict.fromkeys([*self._known(), *self.seeds]))
         for host, port in addresses:
-            with trio.move_on_after(within):
-                config = await self._fetch_from(host, port)
-                if config is not None:
-                    return config
-                continue
-            log.info("no cluster map from %s:%d within %gs", host, port, within)
-            await self._close_config_client()
+            config = await self._fetch_from(host, port)
+            if config is not None:
+                return config
         return None
 
     async def _fetch_from(self, host: str, port: int) -> dict[str, Any] | None:
-        """The cluster map from ``host``:``port`` (None: that node did not give it)."""
+        """The cluster map from ``host``:``port`` (None: that node did not give it, or
+        not within ``LOGIN_TIMEOUT`` to log in and ``MAP_TIMEOUT`` to answer)."""
+        with trio.move_on_after(LOGIN_TIMEOUT):
+            if await self._map_client(host, port):
+                with trio.move_on_after(MAP_TIMEOUT):
+                    return await self._read_map()
+        log.info("no cluster map from %s:%d in time", host, port)
+        await self._close_config_client()
+        return None
+
+    async def _map_client(self, host: str, port: int) -> bool:
+        """The map connection to ``host``:``port``, logged in (False: not reached)."""
         client = self._config_client
         try:
             if client is None or (client.host, client.port) != (host, port):
@@ -253,6 +256,16 @@ class ClusterConsumer:
                 client._stream = await client._connect()
                 self._config_client = client
                 await client._login()
+        except (*_LOST, ValueError):
+            await self._close_config_client()
+            return False
+        return True
+
+    async def _read_map(self) -> dict[str, Any] | None:
+        """GET_CLUSTER_CONFIG on the map connection (None: no answer but a closed one)."""
+        client = self._config_client
+        assert client is not None
+        try:
             frame = await client._expect_ok(
                 GetClusterConfig(opaque=client.core.next_opaque()), "GET_CLUSTER_CONFIG"
             )
@@ -392,7 +405,6 @@ class ClusterConsumer:
                 while True:
                     config = await self._fetch()
                     if config is not None:
-                        self._map_read = True
                         await self._apply(config, nursery)
                         if not started:
                             started = True

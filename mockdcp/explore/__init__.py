@@ -13,6 +13,7 @@ from mockdcp.explore._consumers import (
     load_factory as load_factory,
     reference_consumer as reference_consumer,
     takes_connect as takes_connect,
+    takes_credentials as takes_credentials,
 )
 from mockdcp.explore._format import scenario_yaml as scenario_yaml, step_data as step_data
 from mockdcp.explore._generate import (
@@ -73,5 +74,6 @@ __all__ = [
     "size",
     "step_data",
     "takes_connect",
+    "takes_credentials",
     "validate",
 ]

@@ -42,31 +42,53 @@ class ConsumerFactory(Protocol):
 
 
 def reference_consumer(
-    host: str, port: int, nodes: int, *, connect: Connect | None = None
+    host: str,
+    port: int,
+    nodes: int,
+    *,
+    connect: Connect | None = None,
+    user: str = "Administrator",
+    password: str = "password",
 ) -> InProcessConsumer:
     """The reference consumer as ``mockdcp tail`` runs it: a connection per node (the
     cluster's map followed) when the cluster has several, else one to the node; each
-    connection opened with ``connect`` (default: TCP)."""
+    connection opened with ``connect`` (default: TCP), logged in as ``user``."""
     from mockdcp.client import ClusterConsumer, DcpConsumer
 
     if nodes > 1:
-        return ClusterConsumer(host, port, connect=connect)
+        return ClusterConsumer(host, port, connect=connect, user=user, password=password)
     if connect is None:
-        return DcpConsumer(host, port, vbuckets=None)
-    return DcpConsumer(host, port, vbuckets=None, connect=lambda: connect(host, port))
+        return DcpConsumer(host, port, vbuckets=None, user=user, password=password)
+    return DcpConsumer(
+        host,
+        port,
+        vbuckets=None,
+        connect=lambda: connect(host, port),
+        user=user,
+        password=password,
+    )
 
 
-def takes_connect(factory: ConsumerFactory) -> bool:
-    """The factory takes a ``connect`` keyword (module docstring)."""
+def _takes(factory: ConsumerFactory, *names: str) -> bool:
     try:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return False
-    parameter = parameters.get("connect")
-    return parameter is not None and parameter.kind in (
-        inspect.Parameter.KEYWORD_ONLY,
-        inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    )
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return all(n in parameters and parameters[n].kind in kinds for n in names)
+
+
+def takes_connect(factory: ConsumerFactory) -> bool:
+    """The factory takes a ``connect`` keyword (module docstring)."""
+    return _takes(factory, "connect")
+
+
+def takes_credentials(factory: ConsumerFactory) -> bool:
+    """The factory takes ``user`` and ``password`` keywords: explore then runs its
+    server with a password of the run's own and gives it them, so that no other
+    process's client reaching the server's free ports is judged as it (as ``mockdcp
+    check`` does for a command, ``_check.run_users``)."""
+    return _takes(factory, "user", "password")
 
 
 def is_spec(command: list[str]) -> bool:
@@ -102,4 +124,5 @@ __all__ = [
     "load_factory",
     "reference_consumer",
     "takes_connect",
+    "takes_credentials",
 ]

@@ -92,7 +92,9 @@ class ClusterReplication(ClusterCore):
     def replicate(self, node: str | None = None, vbucket: int | None = None) -> int:
         """Catch up the replicas (on ``node``, of ``vbucket``, or all) whose replication
         is not paused, whose node is up and whose active's node is up; how many items
-        they took."""
+        they took. Each persists as far as its active has, as ``_follow``'s do (a
+        replica's flusher persists what it took within milliseconds, kv_engine
+        ``flusher.cc``: it does not wait for its active's next write)."""
         total = 0
         note = ChangeNote()
         for n, vb in self._targets(node, vbucket):
@@ -101,7 +103,12 @@ class ClusterReplication(ClusterCore):
                 continue
             copied, rolled = self._stream(n, vb, active)
             total += copied
-            if copied or rolled:
+            replica = self._copies[n][vb]
+            upto = min(replica.high_seqno, active.persisted_seqno)
+            persisted = upto > replica.persisted_seqno
+            if persisted:
+                replica.persist(upto)
+            if copied or rolled or persisted:
                 note.copy(n, vb, reset=rolled)
         self._publish(note)
         return total

@@ -1298,7 +1298,9 @@ class ConsumerProgress:
     #: the vbuckets the seqno condition is about
     vbucket: Vbuckets = "all"
     #: every frame up to this seqno (``high``: each vbucket's high seqno when the wait
-    #: starts) written to the socket; nothing after it is sent until the wait is over
+    #: starts) written to the socket; nothing after it is sent until the wait is over.
+    #: A seqno the stream is never sent (a system event a legacy or filtered stream
+    #: skips, a write de-duplicated away) is met once the stream read past it
     seqno: SeqnoTarget = None
     #: ... and acknowledged (buffer acks covering those frames; needs flow control)
     acked: bool = False

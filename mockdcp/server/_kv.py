@@ -270,6 +270,9 @@ class KvService:
                 continue
             if conn.closed:
                 return
+            # nothing to write is all written: the events of nothing (a hold reached
+            # with its next frame past it, its seqno de-duplicated away) are true now
+            conn.data_written(trio.current_time())
             events = self.wakeups.events
             event = events[conn]
             if event.is_set():

@@ -2,7 +2,11 @@
 seqno wait after a reconnect, on every node of a cluster, a wait after a stream ended
 and its vbucket got a write (the runner's), a cluster map change missed while the
 cluster consumer's connections were down and a map reply whose length was broken (the
-consumer's). Each timed out before its fix."""
+consumer's), and a wait for a seqno the next write de-duplicated away (the node's); and
+items written with a STREAM_END behind them, unseen by the checker (a false violation);
+and a wait for a seqno a stream is never sent (the runner's: a system event last); a
+first map read given up while the login was still under way (the consumer's).
+Each timed out before its fix."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from tests.scenarios._harness import run_scenario
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from mockdcp.explore._consumers import Connect
 
 #: generated on every vbucket, caught up, every connection dropped, one more write on
 #: one vbucket: the others' targets were all sent on the connections before
@@ -161,5 +167,145 @@ def test_the_cluster_consumer_reopens_in_time_after_a_corrupted_map_reply() -> N
     result = trio.run(
         lambda: run_in_process(scenario, reference_consumer, limit=60),
         clock=virtual_clock(reference_consumer),
+    )
+    assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+#: explore --seed 8 --nodes 3 --replicas 1 --vbuckets 8, schedules 101 and 135 (as drawn
+#: at the time, shrunk): a write the next one replaced in the checkpoint, and a wait for
+#: its seqno: the hold was reached with nothing to write, and its report waited for a
+#: frame that never came (about half the runs timed out)
+DEDUPLICATED = """
+name: wait-for-a-deduplicated-seqno
+seed: 9093390
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 5, prefix: g1}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - set: {key: g1::000004, value: {n: 1, v: 481}}  # vbucket 4, seqno 2
+  - delete: {key: g1::000004}
+  - wait: {consumer: {vbucket: 4, seqno: 2}, timeout: 8s}
+"""
+
+
+def test_a_wait_for_a_seqno_the_next_write_replaced_is_met() -> None:
+    import trio
+
+    from mockdcp.cli._explore_inprocess import run_in_process, virtual_clock
+    from mockdcp.explore import reference_consumer
+    from mockdcp.scenario import parse_scenario
+
+    scenario = parse_scenario(DEDUPLICATED)
+    for _ in range(8):  # it timed out in about half the runs
+        result = trio.run(
+            lambda: run_in_process(scenario, reference_consumer, limit=60),
+            clock=virtual_clock(reference_consumer),
+        )
+        assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+#: explore --seed 8 --nodes 3 --replicas 1 --vbuckets 8, schedule 135 as drawn at the
+#: time, shrunk: the stream ended with the delete still queued; the delete and the
+#: STREAM_END went out together, the checker saw only the end, and called the
+#: consumer's resume from the delete's seqno a resume above what it was sent
+ENDED_WITH_ITEMS = """
+name: ended-with-items-queued
+seed: 9093390
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 5, prefix: g1}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - set: {key: g1::000004, value: {n: 1, v: 481}}  # vbucket 4, seqno 2
+  - delete: {key: g1::000004}
+  - wait: {consumer: {vbucket: 4, seqno: 2}, timeout: 8s}
+  - end_stream: {vbuckets: 4, reason: closed}
+  - wait: {seconds: 0.05}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+
+def test_items_sent_with_a_stream_end_count_as_sent() -> None:
+    import trio
+
+    from mockdcp.cli._explore_inprocess import run_in_process, virtual_clock
+    from mockdcp.explore import reference_consumer
+    from mockdcp.scenario import parse_scenario
+
+    scenario = parse_scenario(ENDED_WITH_ITEMS)
+    result = trio.run(
+        lambda: run_in_process(scenario, reference_consumer, limit=60),
+        clock=virtual_clock(reference_consumer),
+    )
+    assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+#: the vbuckets' last writes are a collection's creation, which a legacy stream is never
+#: sent (kv_engine ``ActiveStream::shouldProcessItem``) and a stream filtered to another
+#: collection neither (``processItemsInner``: the filter drops it; no SEQNO_ADVANCED,
+#: which goes only at a snapshot's end the stream was sent, MB-47009's first snapshot or
+#: MB-48368's non-visible tail): nothing is sent, the stream has read past it. The
+#: wait's target is met there, with nothing written
+SYSTEM_EVENT_LAST = """
+name: system-event-last
+bucket: {vbuckets: 4}
+steps:
+  - generate: {docs: 8}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - create_collection: {collection: _default.c1}
+  - wait: {consumer: {seqno: high}, timeout: 5s}
+"""
+
+
+@pytest.mark.parametrize("stream", ["legacy", "filtered"])
+async def test_a_wait_for_a_system_event_a_stream_is_never_sent_is_met(
+    tmp_path: Path, stream: str
+) -> None:
+    from mockdcp.client import StreamFilter
+
+    path = tmp_path / "system-event-last.yaml"
+    path.write_text(SYSTEM_EVENT_LAST)
+
+    def consumer(host: str, port: int) -> DcpConsumer:
+        if stream == "legacy":
+            return DcpConsumer(host, port, vbuckets=None, collections=False)
+        return DcpConsumer(host, port, vbuckets=None, streams=[StreamFilter(collections=(0,))])
+
+    outcome = await run_scenario(path, consumer, limit=30)
+    assert outcome.passed, outcome.explain()
+
+
+SLOW_LOGIN = """
+name: slow-login
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+steps:
+  - generate: {docs: 16}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+"""
+
+
+def test_the_cluster_consumer_gives_a_slow_login_time_before_its_first_map() -> None:
+    """The library's graceful-failover failed on a busy machine ("no node answered with a
+    cluster map"): the map read's 0.5 s (for a reply that never ends) also bounded the
+    connection's SCRAM login, which a loaded machine takes longer than that to do."""
+    import trio
+
+    from mockdcp.cli._explore_inprocess import run_in_process, virtual_clock
+    from mockdcp.scenario import parse_scenario
+
+    def slow_logins(
+        host: str, port: int, nodes: int, *, connect: Connect | None = None
+    ) -> ClusterConsumer:
+        assert connect is not None  # explore gives it (the virtual clock needs it)
+
+        async def slow(h: str, p: int) -> trio.abc.Stream:
+            stream = await connect(h, p)
+            await trio.sleep(0.8)  # the login's key derivation on a busy machine
+            return stream
+
+        return ClusterConsumer(host, port, connect=slow)
+
+    result = trio.run(
+        lambda: run_in_process(parse_scenario(SLOW_LOGIN), slow_logins, limit=60),
+        clock=virtual_clock(slow_logins),
     )
     assert result.verdict == "pass", (result.reason, result.evidence)

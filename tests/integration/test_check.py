@@ -336,6 +336,74 @@ def test_a_wait_never_holds_back_the_stream_end_its_progress_needs(tmp_path: Pat
     assert code == 0
 
 
+FOREIGN = str(ROOT / "tests" / "integration" / "foreign_then_tail.py")
+
+GENERATE = """
+name: a-few-documents
+bucket: {vbuckets: 4}
+steps:
+  - generate: {docs: 12}
+  - wait: {consumer: {seqno: high}, timeout: 30s}
+"""
+
+
+def test_a_second_client_on_the_runs_port_is_refused_and_never_judged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's client reconnecting into a run's free ports with the usual
+    credentials (a java-dcp-client whose server had the port) was streamed to and
+    judged as the consumer: here it acknowledges bytes it was never sent, which the
+    checker calls flow.over_ack. The run's own password keeps it out."""
+    scenario = tmp_path / "a-few-documents.yaml"
+    scenario.write_text(GENERATE)
+    status = tmp_path / "foreign-status"
+    monkeypatch.setenv("FOREIGN_STATUS", str(status))
+    code, report = check(str(scenario), consumer=[sys.executable, FOREIGN])
+    (result,) = report["scenarios"]
+    assert int(status.read_text()) == 0x20  # AUTH_ERROR: it never got in
+    assert result["verdict"] == "pass", (result["reason"], result.get("evidence"))
+    assert not result["violations"]
+    assert code == 0
+
+
+REPLICATION_HELD = """
+name: replication-held
+bucket: {vbuckets: 4, nodes: 2, replicas: 1}
+steps:
+  - generate: {docs: 8}
+  - replication: {paused: true}
+  - set: {key: k1, value: {n: 1}}
+"""
+
+
+async def test_replication_a_scenario_held_is_released_at_its_end(tmp_path: Path) -> None:
+    """go-dcp (its README configuration: rollback mitigation) delivers a write once the
+    active and every replica persisted it; a scenario that ended with replication held
+    left the write on the active alone for ever, and check called it a lost write.
+    A node's replication never stays held: check releases it as it releases the
+    flusher."""
+    from mockdcp.cli._check import _persist_after
+    from mockdcp.server import serve
+
+    path = tmp_path / "replication-held.yaml"
+    path.write_text(REPLICATION_HELD)
+    async with serve(port=0, http_port=0, scenario=str(path)) as server:
+        await server.scenario_done.wait()
+        cluster = server.node.topology.cluster
+
+        def behind() -> list[tuple[str, int]]:
+            return [
+                (node, vb)
+                for vb in range(4)
+                for node, copy in cluster.replicas(vb).items()
+                if copy.high_seqno < cluster.active(vb).high_seqno
+            ]
+
+        assert len(behind()) == 1  # k1's vbucket
+        _persist_after(server)
+        assert not behind()
+
+
 #: a consumer that says its pid, ignores SIGINT (as a JVM under some launchers does) and
 #: waits: only the SIGTERM check sends its consumer ends it
 STUBBORN = (

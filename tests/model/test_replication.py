@@ -155,6 +155,24 @@ def test_replicas_persist_on_their_own() -> None:
         c.persist_replicas(upto=-1)
 
 
+def test_a_released_replica_persists_as_far_as_its_active_did() -> None:
+    """Replication held while the active took a write and persisted it; released, the
+    replica takes the write and persists it at once (a replica's flusher does not wait
+    for its active's next write). go-dcp's rollback mitigation waits for every replica
+    to report a write persisted: the replica stuck unpersisted held it for ever."""
+    b = new_bucket()
+    c = Cluster(b, ["a", "b"], 1)
+    c.pause_replication()
+    for k in keys_in(0, 3):
+        b.set(k, "{}")
+    b.persist(0)
+    [replica] = c.replicas(0).values()
+    assert replica.high_seqno == 0
+    c.resume_replication()
+    c.replicate()
+    assert (replica.high_seqno, replica.persisted_seqno) == (3, 3)
+
+
 def test_new_replicas_start_caught_up_and_persisted_as_their_active() -> None:
     b = new_bucket()
     for vb in range(4):

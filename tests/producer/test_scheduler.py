@@ -273,3 +273,24 @@ def test_a_hold_below_queued_items_keeps_them_and_the_end_behind_them() -> None:
     streams.mark_ready(stream)
     sched.drain(parts, 0, 1 << 20, [])
     assert mutations_by_vbucket(parts) == [0] * 10  # items 11..50 and the end wait
+
+
+def test_items_written_with_the_stream_end_after_them_are_reported() -> None:
+    """explore --seed 8 --nodes 3 --replicas 1 --vbuckets 8 (schedule 135 at the time):
+    a stream ended (``end_stream``) with items still queued sends them and the
+    STREAM_END in one take; the write was reported by its last frame only, the
+    STREAM_END at no seqno, so the checker believed seqno 1 the highest sent and
+    blamed the consumer's resume from 3 (``resume.above_sent``)."""
+    b = loaded(vbuckets=1, per_vbucket=5)
+    sched, streams, _ = scheduler(b)
+    (stream,) = streams.of_vbucket(0)
+    stream.refill()  # 1..5 queued, none sent
+    stream.end(StreamEndReason.CLOSED)
+    streams.mark_ready(stream)
+    parts: list[bytes | memoryview] = []
+    events: list[ev.ProducerEvent] = []
+    sched.drain(parts, 0, 1 << 20, events)
+    assert len(mutations_by_vbucket(parts)) == 5
+    written = [e.seqno for e in events if isinstance(e, ev.StreamWritten)]
+    assert written == [5]
+    assert [e.reason for e in events if isinstance(e, ev.StreamEnded)] == ["CLOSED"]

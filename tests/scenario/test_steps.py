@@ -364,3 +364,26 @@ def test_a_bucket_made_again_puts_every_vbucket_on_a_new_branch() -> None:
     runner.apply_now([steps.DeleteBucket(name="default"), steps.CreateBucket(name="default")])
     assert sorted(runner.branches) == [0, 1, 2, 3]
     assert all(branch.seqno == 0 for branch in runner.branches.values())
+
+
+def test_a_hold_reached_with_nothing_to_write_is_reported_on_the_empty_write() -> None:
+    """explore --seed 8 --nodes 3 --replicas 1 --vbuckets 8 (schedule 135 at the time):
+    a set then a delete of one key, and a wait for the set's seqno. The delete replaced
+    the set in the checkpoint, so the hold is reached with its next frame past it and
+    nothing to write; its event is released by the shell's report of that empty write
+    (the KV shell made none, and the wait timed out unless another frame went out)."""
+    from mockdcp.producer.events import SeqnoWritten
+
+    n = node(1)
+    conn = opened(n)
+    n.hold(0, 1)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    n.bucket.set("k9", b"{}")  # seqno 2
+    n.bucket.delete("k9")  # seqno 3: the set is de-duplicated away
+    n.release()
+    n.hold(0, 2)
+    assert conn.buffers_to_send(5.0) == []
+    conn.data_written(5.0)  # what the shell does after every write, an empty one too
+    reached = [(e.vbucket, e.seqno, e.time) for e in n.events if isinstance(e, SeqnoWritten)]
+    assert reached[-1] == (0, 2, 5.0)
