@@ -169,19 +169,9 @@ class Bucket(BulkLoads, DurableWrites, StorageSteps, CollectionsSteps, BucketCor
         #: every change of the bucket, published (``publish``) as one ``Change``
         self.feed = ChangeFeed()
         self._writes = tuple(Change((vbid,)) for vbid in range(num_vbuckets))
-        self.vbuckets = [
-            VBucket(
-                i,
-                self.rng,
-                max_failover_entries=max_failover_entries,
-                checkpoint_max_items=checkpoint_max_items,
-                checkpoint_max_bytes=checkpoint_max_bytes,
-                retains_history=self.retains_history,
-            )
-            for i in range(num_vbuckets)
-        ]
-        for vb in self.vbuckets:  # persisted writes fold into the cold tier (_compaction)
-            vb.store.compacts = self.ephemeral is None
+        self.vbuckets = self._new_vbuckets(
+            max_failover_entries, checkpoint_max_items, checkpoint_max_bytes
+        )
         #: the background persistence policy; off (interval None) until the server
         #: sets its interval and drives it (``mockdcp/server/_flusher.py``)
         self.flusher = Flusher(self)
@@ -190,6 +180,26 @@ class Bucket(BulkLoads, DurableWrites, StorageSteps, CollectionsSteps, BucketCor
         self.manifest.history_allowed = self.manifest.history_default = storage == "magma"
         for change in declare(self.manifest, collections or {}):
             self._apply_change(change)
+
+    def _new_vbuckets(
+        self, max_failover_entries: int, checkpoint_max_items: int, checkpoint_max_bytes: int
+    ) -> list[VBucket]:
+        """The bucket's vbuckets, active and empty; a couchbase bucket's fold persisted
+        writes into the cold tier (``_compaction``)."""
+        vbuckets = [
+            VBucket(
+                i,
+                self.rng,
+                max_failover_entries=max_failover_entries,
+                checkpoint_max_items=checkpoint_max_items,
+                checkpoint_max_bytes=checkpoint_max_bytes,
+                retains_history=self.retains_history,
+            )
+            for i in range(self.num_vbuckets)
+        ]
+        for vb in vbuckets:
+            vb.store.compacts = self.ephemeral is None
+        return vbuckets
 
     @property
     def virtual_clock(self) -> VirtualClock | None:

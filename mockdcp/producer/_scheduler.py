@@ -82,6 +82,9 @@ class StreamScheduler:
             marks = self.streams.marks
             for key, stream in list(ready.items()):
                 if not stream.refill():
+                    hold = holds.get(stream.vbucket)
+                    if hold is not None:  # it may have read past it with nothing to send
+                        self._check_hold(stream, hold, events)
                     if stream.finished:
                         self.streams.forget(stream)
                     else:
