@@ -15,6 +15,7 @@ large one is drawn in a worker process meanwhile (``write_chunks``).
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import json
@@ -128,12 +129,25 @@ class _Pools:
         self.country = _suffixed((_escaped(c) for c in pools["country"]), _LITERALS[9])
 
 
-class DocumentGenerator:
-    """User-profile documents ``user::NNNNNN``, reproducible for a seed."""
+#: Faker pools a process keeps (``pools``); each costs about 0.1 s to draw
+POOLS_KEPT = 8
 
-    def __init__(self, seed: int = 0) -> None:
+
+@functools.lru_cache(maxsize=POOLS_KEPT)
+def pools(seed: int) -> _Pools:
+    """The pools of ``seed``, drawn once per process (read only: shared by every
+    generator of that seed)."""
+    return _Pools(seed)
+
+
+class DocumentGenerator:
+    """User-profile documents ``user::NNNNNN``, reproducible for a seed: Faker's pools
+    of ``pool_seed`` (default: ``seed``; drawn once per process, ``pools``) combined
+    with numpy draws seeded by ``seed``."""
+
+    def __init__(self, seed: int = 0, *, pool_seed: int | None = None) -> None:
         self.seed = seed
-        self._pools = _Pools(seed)
+        self._pools = pools(seed if pool_seed is None else pool_seed)
 
     def block(self, number: int) -> tuple[list[bytes], list[bytes]]:
         """The keys and JSON bodies of documents ``number * BLOCK`` up to the next block."""
@@ -227,9 +241,12 @@ class DocumentGenerator:
             yield min(left, BLOCK), keys, values
 
 
-def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
-    """``count`` (key, JSON body) pairs of user profiles, reproducible for a seed."""
-    for keys, values in DocumentGenerator(seed).documents(count):
+def faker_documents(
+    count: int, seed: int = 0, *, pool_seed: int | None = None
+) -> Iterator[tuple[str, bytes]]:
+    """``count`` (key, JSON body) pairs of user profiles, reproducible for a seed (and
+    ``pool_seed``, as ``DocumentGenerator`` takes it)."""
+    for keys, values in DocumentGenerator(seed, pool_seed=pool_seed).documents(count):
         for key, value in zip(keys, values, strict=True):
             yield key.decode(), value
 
