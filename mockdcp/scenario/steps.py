@@ -272,10 +272,7 @@ class Abort(Step):
 @attrs.frozen(kw_only=True)
 class Generate(Step):
     """``docs`` seeded Faker documents, keys ``{prefix}::{n:06d}`` from ``start`` on
-    (generating the same keys again updates them). Their values combine the Faker
-    pools of ``POOL_SEED`` (drawn once per process: a new seed's pools cost about 0.1 s,
-    more than a whole explore schedule) with numpy draws seeded by the scenario's seed
-    and ``start``: the same scenario writes the same bytes."""
+    (generating the same keys again updates them)."""
 
     NAME = "generate"
     GROUP = "data"
@@ -284,7 +281,10 @@ class Generate(Step):
     prefix: str = "doc"
     start: int = 0
 
-    #: the seed of the Faker pools every ``generate`` draws from (``mockdcp serve``'s)
+    #: the seed of the Faker pools every ``generate`` draws from (``mockdcp serve``'s),
+    #: drawn once per process: a new seed's pools cost about 0.1 s, more than a whole
+    #: explore schedule. The values combine them with numpy draws seeded by the
+    #: scenario's seed and ``start``: the same scenario writes the same bytes.
     POOL_SEED: ClassVar[int] = 0
 
     def check(self, sim: Simulation) -> None:
