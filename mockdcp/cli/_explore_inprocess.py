@@ -6,7 +6,10 @@ schedule is judged as ``mockdcp check`` judges a scenario (``_check``'s checker 
 settle time and reasons), with what the consumer holds (``state.documents()``) compared
 with the oracle in place of its ``$MOCKDCP_OUTPUT``: the same ``ScenarioResult``, so the
 same anomalies. An exception of the consumer's is its crash; one of the server's is a
-``mockdcp error``.
+``mockdcp error``. The consumer's task ending ends the schedule at once, whatever ends
+it (``run()`` returning, an exception, ``SystemExit`` or a group of them; only Ctrl-C
+and trio's cancellation pass through): a consumer exit, its exception and traceback in
+the evidence, never a wait left to time out nor the whole explore run taken down.
 
 A consumer whose factory takes ``connect`` (``takes_connect``: the reference consumer)
 reaches the nodes over in-memory streams (``MemoryNetwork``: each connection handed to
@@ -135,6 +138,24 @@ def _leaves(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _passes_through(exc: BaseException) -> bool:
+    """Ctrl-C and trio's cancellation, which a consumer's exit must not swallow."""
+    return isinstance(exc, (KeyboardInterrupt, trio.Cancelled))
+
+
+def consumer_exit(exc: BaseException) -> BaseException | None:
+    """What of the consumer's exception ``exc`` passes through (``_passes_through``:
+    Ctrl-C first, else trio's cancellation alone), None when all of it is the
+    consumer's own exit (module docstring)."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc if _passes_through(exc) else None
+    interrupt = exc.subgroup(lambda e: isinstance(e, KeyboardInterrupt))
+    if interrupt is not None:
+        return interrupt
+    own = exc.subgroup(lambda e: not isinstance(e, BaseExceptionGroup) and not _passes_through(e))
+    return exc if own is None else None
+
+
 async def run_in_process(
     scenario: Scenario, make: ConsumerFactory, *, limit: float, host: str = "127.0.0.1"
 ) -> ScenarioResult:
@@ -172,13 +193,20 @@ async def _run(
         else:
             consumer = make(server.host, server.kv_port, len(server.nodes))
         crash: list[str] = []
+        trace: list[str] = []
         over = trio.Event()  # the scenario ended, or the consumer did (as check stops)
 
         async def consume() -> None:
             try:
                 await consumer.run()
-            except Exception as exc:  # the consumer's crash, reported
+            except BaseException as exc:  # the consumer's exit, reported (docstring)
+                passing = consumer_exit(exc)
+                if passing is exc:
+                    raise
+                if passing is not None:
+                    raise passing from None
                 crash.append(_leaves(exc))
+                trace.extend(traceback.format_exception(exc)[-20:])
             else:
                 crash.append("run() returned")
             over.set()
@@ -217,9 +245,9 @@ async def _run(
             result.verdict = Verdict.FAILED
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             result.reason = reasons[0] + more
-            result.evidence = evidence(history)
+            result.evidence = evidence(history) + trace
         else:
             result.reason = f"output verified ({result.verification['matched']} documents)"
 
 
-__all__ = ["MemoryNetwork", "compare", "run_in_process", "virtual_clock"]
+__all__ = ["MemoryNetwork", "compare", "consumer_exit", "run_in_process", "virtual_clock"]

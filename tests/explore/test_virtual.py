@@ -11,14 +11,20 @@ import pytest
 import trio
 import trio.testing
 
-from mockdcp.cli._explore_inprocess import MemoryNetwork, run_in_process, virtual_clock
-from mockdcp.explore import reference_consumer, takes_connect
+from mockdcp.cli._explore_inprocess import (
+    MemoryNetwork,
+    consumer_exit,
+    run_in_process,
+    virtual_clock,
+)
+from mockdcp.explore import Anomaly, anomalies, reference_consumer, takes_connect
 from mockdcp.scenario import Scenario, parse_scenario
 from mockdcp.server import serve
 from tests.explore import wrong
 
 if TYPE_CHECKING:
     from mockdcp.cli._check import ScenarioResult
+    from mockdcp.explore import ConsumerFactory
 
 #: writes around a 30 s pause, a node down and up on a cluster: 35 s of the schedule's
 #: own time, and a consumer that must reconnect to the node that came back
@@ -78,3 +84,46 @@ async def test_the_memory_network_refuses_a_port_no_node_listens_on() -> None:
             with pytest.raises(ConnectionRefusedError):
                 await network.connect(server.host, 1)
             nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("factory", "said"),
+    [(wrong.exits_early, "run() returned"), (wrong.exits_process, "SystemExit: 3")],
+)
+def test_a_consumer_that_exits_early_is_a_consumer_exit_at_once(
+    factory: ConsumerFactory, said: str
+) -> None:
+    """The schedule ends as the consumer's task does (issue 39 item 4): judged a
+    consumer exit with its exception, in virtual time well under the first wait's 8 s
+    (the schedule's steps take 35 s), and a ``sys.exit`` of the consumer's takes down
+    neither the schedule nor explore."""
+    clock = virtual_clock(factory)
+    assert isinstance(clock, trio.testing.MockClock)
+
+    async def timed() -> tuple[ScenarioResult, float]:
+        result = await run_in_process(_long(), factory, limit=120)
+        return result, trio.current_time()
+
+    result, seconds = trio.run(timed, clock=clock)
+    assert result.verdict == "fail"
+    assert result.reason.startswith("the consumer exited before the scenario ended"), result.reason
+    assert said in result.reason
+    assert anomalies(result.as_dict())[0].anomaly == Anomaly.CONSUMER_EXIT
+    assert seconds < wrong.EXITS_AFTER + 2
+    if factory is wrong.exits_process:
+        assert any("sys.exit" in line for line in result.evidence)  # its traceback
+
+
+def test_only_ctrl_c_and_cancellation_pass_through_a_consumer_exit() -> None:
+    cancelled = trio.Cancelled._create()
+    interrupt = KeyboardInterrupt()
+    assert consumer_exit(ValueError("x")) is None
+    assert consumer_exit(SystemExit(3)) is None
+    assert consumer_exit(interrupt) is interrupt
+    assert consumer_exit(cancelled) is cancelled
+    assert consumer_exit(BaseExceptionGroup("g", [SystemExit(3), cancelled])) is None
+    alone = BaseExceptionGroup("g", [cancelled])
+    assert consumer_exit(alone) is alone
+    passed = consumer_exit(BaseExceptionGroup("g", [ValueError("x"), interrupt]))
+    assert isinstance(passed, BaseExceptionGroup)
+    assert passed.exceptions == (interrupt,)
