@@ -235,12 +235,35 @@ class Drawer:
     taken: Callable[[_Drafting, st.Step], None] | None = None
 
 
+#: the TTL of a drawn ``set`` with one, and of a drawn ``touch`` (seconds of the
+#: scenario's clock): within the ``advance_clock`` steps ``_advance_clock`` draws
+SET_TTL = 3600
+TOUCH_TTL = 7200
+
+
+def _expiry_in(d: _Drafting, ttl: int) -> int:
+    """The expiry of a document that lives ``ttl`` seconds from here on the scenario's
+    clock (its start, moved by the ``advance_clock`` steps drawn so far): it expires
+    once the schedule moves the clock that far, and never at its write. A step's
+    ``expiry`` is the absolute time DCP carries (docs/clock.md): a bare TTL there was a
+    time in 1970, so the document was expired from the start; over the KV port an
+    expiry of up to 30 days is a TTL, larger an absolute Unix time (kv_engine
+    ``daemon/mc_time.cc`` ``mc_time_convert_to_real_time``, which
+    ``engines/ep/src/ep_time.cc`` ``ep_convert_to_expiry_time`` applies)."""
+    clock = d.sim.bucket.virtual_clock
+    if d.sim.clock is not None:
+        now = d.sim.clock
+    else:
+        now = clock.now if clock is not None else d.sim.bucket.clock()
+    return int(now) + ttl
+
+
 def _set(d: _Drafting) -> list[st.Step]:
     if d.live and d.rng.random() < 0.4:
         collection, key = d.rng.choice(d.live)
     else:
         collection, key = d.collection(), d.fresh("k")
-    expiry = 3600 if d.rng.random() < 0.1 else 0
+    expiry = _expiry_in(d, SET_TTL) if d.rng.random() < 0.1 else 0
     return [st.Set(key=key, value=d.value(), collection=collection, expiry=expiry)]
 
 
@@ -272,7 +295,9 @@ def _removed(d: _Drafting, step: st.Step) -> None:
 
 def _touch(d: _Drafting) -> list[st.Step] | None:
     doc = _live_one(d)
-    return None if doc is None else [st.Touch(key=doc[1], collection=doc[0], expiry=7200)]
+    if doc is None:
+        return None
+    return [st.Touch(key=doc[1], collection=doc[0], expiry=_expiry_in(d, TOUCH_TTL))]
 
 
 def _sync_write(d: _Drafting) -> list[st.Step]:
