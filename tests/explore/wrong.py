@@ -15,7 +15,7 @@ from tests.scenarios.wrong_consumer import make_consumer
 if TYPE_CHECKING:
     from trio import TaskStatus
 
-    from mockdcp.explore import InProcessConsumer
+    from mockdcp.explore import ConsumerFactory, InProcessConsumer
     from mockdcp.explore._consumers import Connect
 
 TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
@@ -89,3 +89,18 @@ class _Exits:
             await self.inner.run()
         if self.code is not None:
             sys.exit(self.code)
+
+
+def over_memory(mode: str) -> ConsumerFactory:
+    """The wrong consumer of ``mode`` (``tests/scenarios/wrong_consumer.py``) as the
+    reference consumer runs in-process: on a cluster with a connection per node, each
+    connection over explore's in-memory network, so its schedules run under the
+    virtual clock (``takes_connect``)."""
+
+    def factory(
+        host: str, port: int, nodes: int, *, connect: Connect | None = None
+    ) -> InProcessConsumer:
+        return make_consumer(mode, host, port, nodes=nodes, connect=connect)
+
+    factory.__name__ = f"over_memory_{mode.replace('-', '_')}"
+    return factory
