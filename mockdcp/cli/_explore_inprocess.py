@@ -17,12 +17,16 @@ the node's KV service as an accepted one, refused while the node's ports are clo
 that ``mockdcp explore`` can run it under trio's ``MockClock`` with
 ``autojump_threshold=0`` (``VIRTUAL``): with no socket in the way, every task blocked
 means only a timer can wake one, and the clock jumps to it, so a schedule's waits,
-faults' timers, noops and back-offs cost no real time.
+faults' timers, noops and back-offs cost no real time. The schedule's time limit is
+then also kept in real time (``RealTimeGuard``): a task that never blocks (a writer
+woken for a deadline already passed, a consumer polling without waiting) holds the
+virtual clock still, and its virtual limit would never come.
 """
 
 from __future__ import annotations
 
 import errno
+import threading
 import time
 import traceback
 from typing import TYPE_CHECKING, Any, cast
@@ -82,6 +86,26 @@ class MemoryNetwork:
                 self.nursery.start_soon(shell.kv.handle, accepted)
                 return client
         raise ConnectionRefusedError(errno.ECONNREFUSED, f"connection refused: {host}:{port}")
+
+
+class RealTimeGuard:
+    """Cancels a schedule's scope after ``seconds`` of real time (module docstring),
+    timed in a worker thread, which the virtual clock does not hold; ``done()`` ends
+    the thread's wait when the schedule ends first."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._done = threading.Event()
+
+    async def watch(self, scope: trio.CancelScope) -> None:
+        ended = await trio.to_thread.run_sync(self._done.wait, self.seconds, abandon_on_cancel=True)
+        if not ended:
+            self.fired = True
+            scope.cancel()
+
+    def done(self) -> None:
+        self._done.set()
 
 
 def compare(consumer: InProcessConsumer, server: MockDcpServer) -> dict[str, Any]:
@@ -216,17 +240,27 @@ async def _run(
             over.set()
 
         trouble = None
+        virtual = isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock)
+        guard = RealTimeGuard(limit) if virtual else None
         async with trio.open_nursery() as nursery:
             if network is not None:
                 network.nursery = nursery  # its connections end with the consumer
             nursery.start_soon(consume)
             nursery.start_soon(scenario_over)
-            with trio.move_on_after(limit) as scope:
-                await over.wait()
+            try:
+                with trio.move_on_after(limit) as scope:
+                    if guard is not None:
+                        nursery.start_soon(guard.watch, scope)
+                    await over.wait()
+            finally:
+                if guard is not None:
+                    guard.done()
             if crash:
                 pass  # judged below
             elif scope.cancelled_caught:
                 trouble = f"the scenario did not finish within {limit:g}s"
+                if guard is not None and guard.fired:
+                    trouble += " of real time: the virtual clock stood still (a task never blocked)"
             elif server.runner.progress.failure is None:
                 server.set_persistence_paused(False)
                 with trio.move_on_after(SETTLE):
@@ -250,4 +284,11 @@ async def _run(
             result.reason = f"output verified ({result.verification['matched']} documents)"
 
 
-__all__ = ["MemoryNetwork", "compare", "consumer_exit", "run_in_process", "virtual_clock"]
+__all__ = [
+    "MemoryNetwork",
+    "RealTimeGuard",
+    "compare",
+    "consumer_exit",
+    "run_in_process",
+    "virtual_clock",
+]

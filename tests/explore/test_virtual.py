@@ -127,3 +127,46 @@ def test_only_ctrl_c_and_cancellation_pass_through_a_consumer_exit() -> None:
     passed = consumer_exit(BaseExceptionGroup("g", [ValueError("x"), interrupt]))
     assert isinstance(passed, BaseExceptionGroup)
     assert passed.exceptions == (interrupt,)
+
+
+def test_a_task_that_never_blocks_is_stopped_at_the_limit_in_real_time() -> None:
+    """Under the virtual clock a task that only yields holds the clock still: the
+    schedule's limit is kept in real time too, and the run goes on."""
+    clock = virtual_clock(wrong.spins)
+    assert isinstance(clock, trio.testing.MockClock)
+    started = time.perf_counter()
+    result = trio.run(lambda: run_in_process(_long(), wrong.spins, limit=1.5), clock=clock)
+    assert time.perf_counter() - started < 15
+    assert result.verdict == "fail"
+    assert "the virtual clock stood still" in result.reason
+    assert anomalies(result.as_dict())[0].anomaly == Anomaly.STUCK
+
+
+#: explore --seed 39 --nodes 3 --replicas 1 --vbuckets 8, schedule 335: a stream
+#: request's reply delayed into a stall; the node's writer spun on its passed deadline
+#: and the in-process run hung (``tests/producer/test_faults.py``)
+DELAYED_INTO_A_STALL = """
+name: explore-39-335
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+seed: 41677283
+steps:
+  - {generate: {docs: 18, prefix: "g1"}}
+  - {wait: {consumer: {seqno: "high"}, timeout: 8.0}}
+  - {delay: {seconds: 0.19, request: "dcp_stream_req", count: 2}}
+  - {generate: {docs: 4, prefix: "g2"}}
+  - {wait: {seconds: 0.13}}
+  - {drop_cursor: {vbuckets: 3}}
+  - {wait: {seconds: 0.13}}
+  - {end_stream: {vbuckets: 7, reason: "closed"}}
+  - {wait: {seconds: 0.22}}
+  - {stall: {seconds: 0.52}}
+  - {wait: {seconds: 0.16}}
+  - {drop_cursor: {vbuckets: 7}}
+  - {wait: {consumer: {seqno: "high"}, timeout: 10.0}}
+  - {expect: {conformant: true, within: 0.2}}
+"""
+
+
+def test_a_reply_delayed_into_a_stall_does_not_hang_the_schedule() -> None:
+    result, _ = _run_virtual(parse_scenario(DELAYED_INTO_A_STALL))
+    assert result.verdict == "pass", (result.reason, result.evidence)

@@ -104,3 +104,18 @@ def over_memory(mode: str) -> ConsumerFactory:
 
     factory.__name__ = f"over_memory_{mode.replace('-', '_')}"
     return factory
+
+
+def spins(host: str, port: int, nodes: int, *, connect: Connect | None = None) -> InProcessConsumer:
+    """The reference consumer's state, and a ``run()`` that never blocks (it only
+    yields): under explore's virtual clock no timer can fire while it runs."""
+    inner = reference_consumer(host, port, nodes, connect=connect)
+
+    class Spins:
+        state = inner.state
+
+        async def run(self) -> None:
+            while True:
+                await trio.lowlevel.checkpoint()
+
+    return Spins()
