@@ -819,16 +819,29 @@ def meetable(scenario: Scenario) -> bool:
     """Every wait of the schedule can be met by a correct consumer, as the generator
     draws them: a seqno on one vbucket above what it was certainly sent and at most its
     high seqno, re-opened streams right after a disconnect (a shrunk schedule that
-    dropped the writes or the disconnect a wait needs would fail every consumer)."""
+    dropped the writes or the disconnect a wait needs would fail every consumer), and
+    nothing but writes before a wait for the consumer's progress, as ``_draw_one``
+    draws them (a shrunk schedule that dropped that wait refused every connection
+    before any consumer could connect), and no such wait while connections are refused
+    (``_refuse`` lets them in again; a shrunk schedule that dropped that step kept a
+    disconnected consumer out for good)."""
     spec = scenario.bucket
     sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
     sent: list[int | None] = [None] * spec.vbuckets
     previous: st.Step | None = None
+    connected = refusing = False
     for step in scenario.steps:
+        if not connected and step.GROUP not in ("data", "control"):
+            return False
+        if isinstance(step, st.RefuseConnections):
+            refusing = step.enabled
+        if refusing and isinstance(step, st.Wait) and step.consumer is not None:
+            return False
         try:
             step.check(sim)
         except ValueError:
             return False
+        connected = connected or (isinstance(step, st.Wait) and step.consumer is not None)
         if isinstance(step, _LOSSES):
             sent = [None] * len(sent)
         if isinstance(step, st.Wait) and step.consumer is not None:

@@ -51,17 +51,19 @@ def run(
     replicas: int = 1,
     vbuckets: int = 8,
     every: int = 1000,
+    first: int = 0,
     shrink_time: float = 0.0,
     out: Path | None = None,
     progress: Any = None,  # noqa: ANN401 - called with each checkpoint's dict
 ) -> dict[str, Any]:
-    """``runs`` schedules (the module docstring); the report as a dict."""
+    """``runs`` schedules from schedule ``first`` on (the module docstring: a share
+    of a longer run, as ``--master`` hands out); the report as a dict."""
     options = ExploreOptions(
         command=[SPEC],
         generate=GenerateOptions(
             seed=seed, nodes=nodes, replicas=replicas, vbuckets=vbuckets, steps=12
         ),
-        runs=runs,
+        runs=first + runs,
         shrink_time=shrink_time,
         out=out,
         factory=reference_consumer,
@@ -76,7 +78,7 @@ def run(
         if result.reason.startswith("mockdcp error"):
             errors.append({"index": index, "reason": result.reason, "evidence": result.evidence})
         done = state.schedules
-        if done % every == 0 or done == runs:
+        if done % every == 0 or done == runs:  # schedules this process ran
             point = {
                 "schedules": done,
                 "rss_mib": round(me.memory_info().rss / MiB, 1),
@@ -88,11 +90,16 @@ def run(
             if progress is not None:
                 progress(point)
 
-    trio.run(explore, state, on_result, clock=virtual_clock(reference_consumer))
+    indices = range(first, first + runs)
+    trio.run(
+        lambda: explore(state, on_result, indices=iter(indices)),
+        clock=virtual_clock(reference_consumer),
+    )
     cpu = cpu_seconds() - cpu_started
     seconds = time.perf_counter() - started
     return {
         "seed": seed,
+        "first": first,
         "nodes": nodes,
         "replicas": replicas,
         "vbuckets": vbuckets,
@@ -118,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--vbuckets", type=int, default=8)
     parser.add_argument("--every", type=int, default=1000, help="schedules between checkpoints")
+    parser.add_argument("--first", type=int, default=0, help="the first schedule's index")
     parser.add_argument("--shrink-time", type=float, default=120.0)
     parser.add_argument("--out", metavar="DIR", help="the shrunk failures (YAML)")
     parser.add_argument("--json", action="store_true", help="the report as one JSON line")
@@ -132,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         replicas=args.replicas,
         vbuckets=args.vbuckets,
         every=args.every,
+        first=args.first,
         shrink_time=args.shrink_time,
         out=out,
         progress=lambda point: print(json.dumps(point), file=sys.stderr, flush=True),
