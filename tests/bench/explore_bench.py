@@ -77,6 +77,8 @@ def run(
     def on_result(index: int, result: ScenarioResult, found: Found | None) -> None:
         if result.reason.startswith("mockdcp error"):
             errors.append({"index": index, "reason": result.reason, "evidence": result.evidence})
+        if found is not None and progress is not None:
+            progress({"index": index, "anomaly": str(found.anomaly), "reason": result.reason})
         done = state.schedules
         if done % every == 0 or done == runs:  # schedules this process ran
             point = {
