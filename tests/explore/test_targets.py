@@ -42,6 +42,7 @@ KINDS = [
         "keep-rolled-back",
         Anomaly.STALE_VALUE,
         marks=pytest.mark.xfail(
+            strict=False,  # flaky: it meets the target on some runs
             reason="found at schedule 111; the failure shows one run in two, and its "
             "shrinking ends at 5 or at 7 steps depending on which runs fail",
         ),
