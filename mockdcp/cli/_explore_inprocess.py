@@ -6,7 +6,10 @@ schedule is judged as ``mockdcp check`` judges a scenario (``_check``'s checker 
 settle time and reasons), with what the consumer holds (``state.documents()``) compared
 with the oracle in place of its ``$MOCKDCP_OUTPUT``: the same ``ScenarioResult``, so the
 same anomalies. An exception of the consumer's is its crash; one of the server's is a
-``mockdcp error``.
+``mockdcp error``. The consumer's task ending ends the schedule at once, whatever ends
+it (``run()`` returning, an exception, ``SystemExit`` or a group of them; only Ctrl-C
+and trio's cancellation pass through): a consumer exit, its exception and traceback in
+the evidence, never a wait left to time out nor the whole explore run taken down.
 
 A consumer whose factory takes ``connect`` (``takes_connect``: the reference consumer)
 reaches the nodes over in-memory streams (``MemoryNetwork``: each connection handed to
@@ -14,12 +17,16 @@ the node's KV service as an accepted one, refused while the node's ports are clo
 that ``mockdcp explore`` can run it under trio's ``MockClock`` with
 ``autojump_threshold=0`` (``VIRTUAL``): with no socket in the way, every task blocked
 means only a timer can wake one, and the clock jumps to it, so a schedule's waits,
-faults' timers, noops and back-offs cost no real time.
+faults' timers, noops and back-offs cost no real time. The schedule's time limit is
+then also kept in real time (``RealTimeGuard``): a task that never blocks (a writer
+woken for a deadline already passed, a consumer polling without waiting) holds the
+virtual clock still, and its virtual limit would never come.
 """
 
 from __future__ import annotations
 
 import errno
+import threading
 import time
 import traceback
 from typing import TYPE_CHECKING, Any, cast
@@ -81,6 +88,26 @@ class MemoryNetwork:
         raise ConnectionRefusedError(errno.ECONNREFUSED, f"connection refused: {host}:{port}")
 
 
+class RealTimeGuard:
+    """Cancels a schedule's scope after ``seconds`` of real time (module docstring),
+    timed in a worker thread, which the virtual clock does not hold; ``done()`` ends
+    the thread's wait when the schedule ends first."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired = False
+        self._done = threading.Event()
+
+    async def watch(self, scope: trio.CancelScope) -> None:
+        ended = await trio.to_thread.run_sync(self._done.wait, self.seconds, abandon_on_cancel=True)
+        if not ended:
+            self.fired = True
+            scope.cancel()
+
+    def done(self) -> None:
+        self._done.set()
+
+
 def compare(consumer: InProcessConsumer, server: MockDcpServer) -> dict[str, Any]:
     """What the consumer holds against the oracle, in the shape of the pipeline's
     ``VerifyReport.as_json()`` (the counts and examples the judges read)."""
@@ -135,6 +162,24 @@ def _leaves(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _passes_through(exc: BaseException) -> bool:
+    """Ctrl-C and trio's cancellation, which a consumer's exit must not swallow."""
+    return isinstance(exc, (KeyboardInterrupt, trio.Cancelled))
+
+
+def consumer_exit(exc: BaseException) -> BaseException | None:
+    """What of the consumer's exception ``exc`` passes through (``_passes_through``:
+    Ctrl-C first, else trio's cancellation alone), None when all of it is the
+    consumer's own exit (module docstring)."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc if _passes_through(exc) else None
+    interrupt = exc.subgroup(lambda e: isinstance(e, KeyboardInterrupt))
+    if interrupt is not None:
+        return interrupt
+    own = exc.subgroup(lambda e: not isinstance(e, BaseExceptionGroup) and not _passes_through(e))
+    return exc if own is None else None
+
+
 async def run_in_process(
     scenario: Scenario, make: ConsumerFactory, *, limit: float, host: str = "127.0.0.1"
 ) -> ScenarioResult:
@@ -178,13 +223,20 @@ async def _run(
         else:
             consumer = given(server.host, server.kv_port, len(server.nodes), **login)
         crash: list[str] = []
+        trace: list[str] = []
         over = trio.Event()  # the scenario ended, or the consumer did (as check stops)
 
         async def consume() -> None:
             try:
                 await consumer.run()
-            except Exception as exc:  # the consumer's crash, reported
+            except BaseException as exc:  # the consumer's exit, reported (docstring)
+                passing = consumer_exit(exc)
+                if passing is exc:
+                    raise
+                if passing is not None:
+                    raise passing from None
                 crash.append(_leaves(exc))
+                trace.extend(traceback.format_exception(exc)[-20:])
             else:
                 crash.append("run() returned")
             over.set()
@@ -194,17 +246,27 @@ async def _run(
             over.set()
 
         trouble = None
+        virtual = isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock)
+        guard = RealTimeGuard(limit) if virtual else None
         async with trio.open_nursery() as nursery:
             if network is not None:
                 network.nursery = nursery  # its connections end with the consumer
             nursery.start_soon(consume)
             nursery.start_soon(scenario_over)
-            with trio.move_on_after(limit) as scope:
-                await over.wait()
+            try:
+                with trio.move_on_after(limit) as scope:
+                    if guard is not None:
+                        nursery.start_soon(guard.watch, scope)
+                    await over.wait()
+            finally:
+                if guard is not None:
+                    guard.done()
             if crash:
                 pass  # judged below
             elif scope.cancelled_caught:
                 trouble = f"the scenario did not finish within {limit:g}s"
+                if guard is not None and guard.fired:
+                    trouble += " of real time: the virtual clock stood still (a task never blocked)"
             elif server.runner.progress.failure is None:
                 _persist_after(server)
                 with trio.move_on_after(SETTLE):
@@ -223,9 +285,16 @@ async def _run(
             result.verdict = Verdict.FAILED
             more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
             result.reason = reasons[0] + more
-            result.evidence = evidence(history)
+            result.evidence = evidence(history) + trace
         else:
             result.reason = f"output verified ({result.verification['matched']} documents)"
 
 
-__all__ = ["MemoryNetwork", "compare", "run_in_process", "virtual_clock"]
+__all__ = [
+    "MemoryNetwork",
+    "RealTimeGuard",
+    "compare",
+    "consumer_exit",
+    "run_in_process",
+    "virtual_clock",
+]

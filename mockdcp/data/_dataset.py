@@ -15,6 +15,7 @@ large one is drawn in a worker process meanwhile (``write_chunks``).
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import json
@@ -128,15 +129,33 @@ class _Pools:
         self.country = _suffixed((_escaped(c) for c in pools["country"]), _LITERALS[9])
 
 
-class DocumentGenerator:
-    """User-profile documents ``user::NNNNNN``, reproducible for a seed."""
+#: Faker pools a process keeps (``pools``); each costs about 0.1 s to draw
+POOLS_KEPT = 8
 
-    def __init__(self, seed: int = 0) -> None:
+
+@functools.lru_cache(maxsize=POOLS_KEPT)
+def pools(seed: int) -> _Pools:
+    """The pools of ``seed``, drawn once per process (read only: shared by every
+    generator of that seed)."""
+    return _Pools(seed)
+
+
+class DocumentGenerator:
+    """User-profile documents ``user::NNNNNN``, reproducible for a seed: Faker's pools
+    of ``pool_seed`` (default: ``seed``; drawn once per process, ``pools``) combined
+    with numpy draws seeded by ``seed``."""
+
+    def __init__(self, seed: int = 0, *, pool_seed: int | None = None, block: int = BLOCK) -> None:
+        if not 2 <= block <= BLOCK:
+            raise ValueError(f"a block holds 2..{BLOCK} documents, not {block}")
         self.seed = seed
-        self._pools = _Pools(seed)
+        #: documents drawn in one go (``BLOCK``; a generator of fewer draws other bytes)
+        self.block_size = block
+        self._pools = pools(seed if pool_seed is None else pool_seed)
 
     def block(self, number: int) -> tuple[list[bytes], list[bytes]]:
-        """The keys and JSON bodies of documents ``number * BLOCK`` up to the next block."""
+        """The keys and JSON bodies of documents ``number * block_size`` up to the next
+        block."""
         keys, values = self.joined_block(number)
         return keys.split(b"\n"), values.split(b"\n")
 
@@ -149,23 +168,23 @@ class DocumentGenerator:
         same bytes, cost two to three times as much)."""
         import numpy as np
 
-        p = self._pools
+        p, size = self._pools, self.block_size
         days, hours, minutes = _times()
         rng = np.random.default_rng([self.seed, number])
         # the draws in this order: the same seed gives the same documents
-        first_i = rng.integers(0, len(p.first), BLOCK).tolist()
-        last_i = rng.integers(0, len(p.last), BLOCK).tolist()
-        domain_i = rng.integers(0, len(p.domain), BLOCK).tolist()
-        city_i = rng.integers(0, len(p.city), BLOCK).tolist()
-        country_i = rng.integers(0, len(p.country), BLOCK).tolist()
-        mail_n = rng.integers(1, 100, BLOCK).tolist()
-        score = rng.integers(0, 1001, BLOCK).tolist()
-        active = (rng.random(BLOCK) < 0.8).tolist()
-        seconds = rng.integers(0, _SPAN_S, BLOCK)
+        first_i = rng.integers(0, len(p.first), size).tolist()
+        last_i = rng.integers(0, len(p.last), size).tolist()
+        domain_i = rng.integers(0, len(p.domain), size).tolist()
+        city_i = rng.integers(0, len(p.city), size).tolist()
+        country_i = rng.integers(0, len(p.country), size).tolist()
+        mail_n = rng.integers(1, 100, size).tolist()
+        score = rng.integers(0, 1001, size).tolist()
+        active = (rng.random(size) < 0.8).tolist()
+        seconds = rng.integers(0, _SPAN_S, size)
         # an id is its thousands (none below 1000) and its low three digits (padded
         # from 1000 on); a key is "user::" and both, padded to six digits
-        first_id = number * BLOCK
-        ids = np.arange(first_id, first_id + BLOCK)
+        first_id = number * size
+        ids = np.arange(first_id, first_id + size)
         high, low = np.divmod(ids, 1000)
         low_i = (low + np.where(high > 0, 1000, 0)).tolist()
         top = int(high[0])
@@ -194,12 +213,12 @@ class DocumentGenerator:
             itemgetter(*active)(_ACTIVE),
         )
         width = len(columns)
-        pieces: list[bytes] = [b""] * (width * BLOCK)
+        pieces: list[bytes] = [b""] * (width * size)
         for at, column in enumerate(columns):
             pieces[at::width] = column
         pieces[-1] = _LAST_ACTIVE[active[-1]]  # no newline after the last one
         values = b"".join(pieces)
-        key_pieces: list[bytes] = [b""] * (2 * BLOCK)
+        key_pieces: list[bytes] = [b""] * (2 * size)
         key_pieces[0::2] = high_of(key_high)
         key_pieces[1::2] = itemgetter(*low.tolist())(_KEY_LOW)
         key_pieces[-1] = key_pieces[-1][:-1]
@@ -208,28 +227,34 @@ class DocumentGenerator:
 
     def documents(self, count: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
         """``count`` documents, a block (or the last part of one) at a time."""
-        for number in range(-(-count // BLOCK)):
+        size = self.block_size
+        for number in range(-(-count // size)):
             keys, values = self.block(number)
-            left = count - number * BLOCK
-            if left < BLOCK:
+            left = count - number * size
+            if left < size:
                 keys, values = keys[:left], values[:left]
             yield keys, values
 
     def joined_documents(self, count: int) -> Iterator[tuple[int, bytes, bytes]]:
         """``count`` documents a block at a time, as ``joined_block`` gives them: how
         many, their keys and their bodies, each joined by a newline."""
-        for number in range(-(-count // BLOCK)):
+        size = self.block_size
+        for number in range(-(-count // size)):
             keys, values = self.joined_block(number)
-            left = count - number * BLOCK
-            if left < BLOCK:
+            left = count - number * size
+            if left < size:
                 keys = b"\n".join(keys.split(b"\n")[:left])
                 values = b"\n".join(values.split(b"\n")[:left])
-            yield min(left, BLOCK), keys, values
+            yield min(left, size), keys, values
 
 
-def faker_documents(count: int, seed: int = 0) -> Iterator[tuple[str, bytes]]:
-    """``count`` (key, JSON body) pairs of user profiles, reproducible for a seed."""
-    for keys, values in DocumentGenerator(seed).documents(count):
+def faker_documents(
+    count: int, seed: int = 0, *, pool_seed: int | None = None, block: int = BLOCK
+) -> Iterator[tuple[str, bytes]]:
+    """``count`` (key, JSON body) pairs of user profiles, reproducible for a seed (and
+    ``pool_seed`` and ``block``, as ``DocumentGenerator`` takes them)."""
+    generator = DocumentGenerator(seed, pool_seed=pool_seed, block=block)
+    for keys, values in generator.documents(count):
         for key, value in zip(keys, values, strict=True):
             yield key.decode(), value
 

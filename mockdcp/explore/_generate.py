@@ -264,12 +264,35 @@ class Drawer:
     taken: Callable[[_Drafting, st.Step], None] | None = None
 
 
+#: the TTL of a drawn ``set`` with one, and of a drawn ``touch`` (seconds of the
+#: scenario's clock): within the ``advance_clock`` steps ``_advance_clock`` draws
+SET_TTL = 3600
+TOUCH_TTL = 7200
+
+
+def _expiry_in(d: _Drafting, ttl: int) -> int:
+    """The expiry of a document that lives ``ttl`` seconds from here on the scenario's
+    clock (its start, moved by the ``advance_clock`` steps drawn so far): it expires
+    once the schedule moves the clock that far, and never at its write. A step's
+    ``expiry`` is the absolute time DCP carries (docs/clock.md): a bare TTL there was a
+    time in 1970, so the document was expired from the start; over the KV port an
+    expiry of up to 30 days is a TTL, larger an absolute Unix time (kv_engine
+    ``daemon/mc_time.cc`` ``mc_time_convert_to_real_time``, which
+    ``engines/ep/src/ep_time.cc`` ``ep_convert_to_expiry_time`` applies)."""
+    clock = d.sim.bucket.virtual_clock
+    if d.sim.clock is not None:
+        now = d.sim.clock
+    else:
+        now = clock.now if clock is not None else d.sim.bucket.clock()
+    return int(now) + ttl
+
+
 def _set(d: _Drafting) -> list[st.Step]:
     if d.live and d.rng.random() < 0.4:
         collection, key = d.rng.choice(d.live)
     else:
         collection, key = d.collection(), d.fresh("k")
-    expiry = 3600 if d.rng.random() < 0.1 else 0
+    expiry = _expiry_in(d, SET_TTL) if d.rng.random() < 0.1 else 0
     return [st.Set(key=key, value=d.value(), collection=collection, expiry=expiry)]
 
 
@@ -301,7 +324,9 @@ def _removed(d: _Drafting, step: st.Step) -> None:
 
 def _touch(d: _Drafting) -> list[st.Step] | None:
     doc = _live_one(d)
-    return None if doc is None else [st.Touch(key=doc[1], collection=doc[0], expiry=7200)]
+    if doc is None:
+        return None
+    return [st.Touch(key=doc[1], collection=doc[0], expiry=_expiry_in(d, TOUCH_TTL))]
 
 
 def _sync_write(d: _Drafting) -> list[st.Step]:
@@ -879,16 +904,29 @@ def meetable(scenario: Scenario) -> bool:
     """Every wait of the schedule can be met by a correct consumer, as the generator
     draws them: a seqno on one vbucket above what it was certainly sent and at most its
     high seqno, re-opened streams right after a disconnect (a shrunk schedule that
-    dropped the writes or the disconnect a wait needs would fail every consumer)."""
+    dropped the writes or the disconnect a wait needs would fail every consumer), and
+    nothing but writes before a wait for the consumer's progress, as ``_draw_one``
+    draws them (a shrunk schedule that dropped that wait refused every connection
+    before any consumer could connect), and no such wait while connections are refused
+    (``_refuse`` lets them in again; a shrunk schedule that dropped that step kept a
+    disconnected consumer out for good)."""
     spec = scenario.bucket
     sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
     sent: list[int | None] = [None] * spec.vbuckets
     previous: st.Step | None = None
+    connected = refusing = False
     for step in scenario.steps:
+        if not connected and step.GROUP not in ("data", "control"):
+            return False
+        if isinstance(step, st.RefuseConnections):
+            refusing = step.enabled
+        if refusing and isinstance(step, st.Wait) and step.consumer is not None:
+            return False
         try:
             step.check(sim)
         except ValueError:
             return False
+        connected = connected or (isinstance(step, st.Wait) and step.consumer is not None)
         if isinstance(step, _LOSSES):
             sent = [None] * len(sent)
         if isinstance(step, st.Wait) and step.consumer is not None:

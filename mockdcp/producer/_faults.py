@@ -118,12 +118,20 @@ class Faults:
             self._throttle_sent += nbytes
 
     def deadline(self, now: float) -> float | None:
-        """When writing may resume, if a fault holds it now."""
-        times = []
+        """When writing may resume, if a fault holds it now. Nothing is written while
+        the budget is 0 (``write_budget``: a stall, or a throttle's allowance spent),
+        held replies included, so none is due before the budget comes back: a reply a
+        delay held, due during a stall, gave a deadline already passed while nothing
+        could be written, and the connection's writer woke for it again and again
+        without end (under a virtual clock the time never moved on)."""
         if now < self.stalled_until:
-            times.append(self.stalled_until)
+            return self.stalled_until
+        times = []
         if now < self.throttle_until and self.throttle_rate > 0:
-            times.append(min(self.throttle_until, now + 0.01))
+            resume = min(self.throttle_until, now + 0.01)
+            if self.write_budget(now) <= 0:
+                return resume
+            times.append(resume)
         if self.held:
             times.append(self.held[0][0])
         return min(times) if times else None

@@ -15,14 +15,23 @@ accepts client nonces (the C++ SDK's, with spaces) that scramp refuses. Unknown 
 revealed early: the exchange runs with throw-away credentials and fails at the proof, as for
 a wrong password.
 Nonces and salts come from injectable sources so tests can pin the bytes.
+
+A user's salt and keys are made once per process for a password (``_SHARED_KEYS``), as a
+cluster keeps one salted hash per user on every node (ns_server ``menelaus_users.erl``
+stores them with the user; kv_engine's ``cbsasl`` reads them from its password
+database), not once per connection: the PBKDF2 of 4096 rounds costs several
+milliseconds a side, which every reconnection of a consumer paid twice. The client keeps
+the salted password of a (password, salt, rounds) likewise (``_salted``).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -32,7 +41,7 @@ from mockdcp.protocol._enums import Status
 from mockdcp.protocol._errors import RemoteProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, MutableMapping
 
 #: Couchbase mechanism name → scramp mechanism name.
 SCRAM_MECHANISMS = {
@@ -66,6 +75,12 @@ class SaslResult:
 
 _FAILED = SaslResult(status=Status.AUTH_ERROR)
 
+#: (user, mechanism, password, rounds) -> the user's salt and keys, for every server of
+#: the process that draws salts with ``_random_salt`` (module docstring); the oldest
+#: dropped beyond ``_KEYS_KEPT`` (a run that makes a user per schedule)
+_SHARED_KEYS: OrderedDict[tuple[str, str, str, int], _AuthInfo] = OrderedDict()
+_KEYS_KEPT = 256
+
 
 def parse_plain(payload: bytes) -> tuple[str, str] | None:
     """``[authzid]\\0user\\0password`` → (user, password); None if malformed."""
@@ -93,7 +108,7 @@ class SaslServer:
         *,
         nonce_source: Callable[[], str] = _random_nonce,
         salt_source: Callable[[], bytes] = _random_salt,
-        keys: dict[tuple[str, str, str], _AuthInfo] | None = None,
+        keys: MutableMapping[tuple[str, str, str, int], _AuthInfo] | None = None,
     ) -> None:
         """``keys``: the SCRAM keys already made, shared with the other connections (a
         server makes a user's salt and keys once, when it loads the password: kv_engine
@@ -107,10 +122,18 @@ class SaslServer:
         self._iterations = iterations
         self._nonce = nonce_source
         self._salt = salt_source
-        #: (user, mechanism, password) → auth info; a salt is fixed per user and
-        #: password, as a real server's is. ``users`` is read at each exchange: a user
-        #: deleted or a password changed fails the next authentication.
-        self._auth_info: dict[tuple[str, str, str], _AuthInfo] = {} if keys is None else keys
+        #: (user, mechanism, password, rounds) → auth info; a salt is fixed per user
+        #: and password, as a real server's is: ``keys`` (the cluster's users share
+        #: theirs), else shared by the process's servers with the default salt source
+        #: (module docstring). ``users`` is read at each exchange: a user deleted or a
+        #: password changed fails the next authentication.
+        self._auth_info: MutableMapping[tuple[str, str, str, int], _AuthInfo] = (
+            keys
+            if keys is not None
+            else _SHARED_KEYS
+            if salt_source is _random_salt
+            else OrderedDict()
+        )
         self._scram: Any = None
         self._scram_mechanism: str | None = None
         self._scram_user: str | None = None
@@ -154,17 +177,23 @@ class SaslServer:
     def _lookup(self, mechanism: str, user: str) -> _AuthInfo:
         """scramp's auth_fn: the user's (cached) SCRAM keys, or throw-away ones."""
         password = self._users.get(user, secrets.token_hex(16))
-        key = (user, mechanism, password)  # a changed password makes new keys
-        known = self._auth_info.get(key)
-        if known is None or known[3] != self._iterations:
-            m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
-            info: _AuthInfo = m.make_auth_info(
-                password, iteration_count=self._iterations, salt=self._salt()
-            )
-            if user not in self._users:
-                return info  # never cache throw-away credentials
-            self._auth_info[key] = info
-        return self._auth_info[key]
+        key = (user, mechanism, password, self._iterations)  # a changed password: new keys
+        kept = self._auth_info
+        known = kept.get(key)
+        if known is not None:
+            if isinstance(kept, OrderedDict):
+                kept.move_to_end(key)
+            return known
+        m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
+        info: _AuthInfo = m.make_auth_info(
+            password, iteration_count=self._iterations, salt=self._salt()
+        )
+        if user not in self._users:
+            return info  # never cache throw-away credentials
+        kept[key] = info
+        while isinstance(kept, OrderedDict) and len(kept) > _KEYS_KEPT:
+            kept.popitem(last=False)
+        return info
 
     def _scram_first(self, mechanism: str, payload: bytes) -> SaslResult:
         try:
@@ -251,10 +280,19 @@ class _ScramExchange:
         return "v=" + base64.b64encode(server_signature).decode()
 
 
+@functools.lru_cache(maxsize=64)
+def _salted(hash_name: str, password: str, salt: bytes, rounds: int) -> bytes:
+    """RFC 5802 ``SaltedPassword := Hi(Normalize(password), salt, i)``, kept per process
+    (module docstring)."""
+    return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, rounds)
+
+
 class SaslClient:
     """The consumer side: ``first()`` for SASL_AUTH, ``step(server_first)`` for SASL_STEP,
     ``finish(server_final)`` to check the server's signature.
 
+    SCRAM is RFC 5802 §3 without channel binding (gs2 header ``n,,``), the names and
+    password normalised by SASLprep (``scramp``'s).
     Raises ``RemoteProtocolError`` (status AUTH_ERROR, field ``value``) when the server's
     messages are malformed or its signature is wrong.
     """
@@ -267,39 +305,83 @@ class SaslClient:
         self.user = user
         self.password = password
         self.mechanism = mechanism
-        self._scram: Any = None
-        if mechanism != PLAIN:
-            self._scram = scramp.ScramClient(
-                [SCRAM_MECHANISMS[mechanism]], user, password, c_nonce=nonce
-            )
+        self._nonce = _random_nonce() if nonce is None else nonce
+        self._bare = ""
+        self._server_signature: bytes | None = None
 
     def first(self) -> bytes:
         """SASL_AUTH value: ``\\0user\\0password`` for PLAIN, client-first for SCRAM."""
-        if self._scram is None:
+        if self.mechanism == PLAIN:
             return b"\0" + self.user.encode() + b"\0" + self.password.encode()
-        return str(self._scram.get_client_first()).encode()
+        name = _saslprep(self.user).replace("=", "=3D").replace(",", "=2C")
+        self._bare = f"n={name},r={self._nonce}"
+        return f"n,,{self._bare}".encode()
 
     def step(self, server_first: bytes) -> bytes:
         """SASL_STEP value (client-final) for the server-first of an AUTH_CONTINUE."""
-        if self._scram is None:
+        if self.mechanism == PLAIN:
             raise RemoteProtocolError(
                 "PLAIN has no second step", status=Status.AUTH_ERROR, field="value"
             )
         try:
-            self._scram.set_server_first(server_first.decode())
-            return str(self._scram.get_client_final()).encode()
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            text = server_first.decode()
+            fields = dict(_attributes(text))
+            if "e" in fields:
+                raise ValueError(f"the server returned an error: {fields['e']}")
+            nonce, salt = fields["r"], base64.b64decode(fields["s"], validate=True)
+            rounds = int(fields["i"])
+            if not nonce.startswith(self._nonce) or len(nonce) <= len(self._nonce):
+                raise ValueError("the server's nonce does not extend the client's")
+            if rounds < 1:
+                raise ValueError(f"bad iteration count {rounds}")
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise RemoteProtocolError(
                 f"bad SCRAM server-first: {exc}", status=Status.AUTH_ERROR, field="value"
             ) from None
+        hash_name = _HASHES[self.mechanism]
+
+        def mac(key: bytes, text: str) -> bytes:
+            return hmac.new(key, text.encode(), hash_name).digest()
+
+        salted = _salted(hash_name, _saslprep(self.password), salt, rounds)
+        client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+        stored_key = hashlib.new(hash_name, client_key).digest()
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        auth_message = f"{self._bare},{text},{without_proof}"
+        signature = mac(stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.new(salted, b"Server Key", hash_name).digest()
+        self._server_signature = mac(server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def finish(self, server_final: bytes) -> None:
         """Check the server-final ``v=...`` of the SUCCESS reply (no-op for PLAIN)."""
-        if self._scram is None:
+        if self.mechanism == PLAIN:
             return
         try:
-            self._scram.set_server_final(server_final.decode())
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            fields = dict(_attributes(server_final.decode()))
+            if "e" in fields:
+                raise ValueError(f"the server returned an error: {fields['e']}")
+            signature = base64.b64decode(fields["v"], validate=True)
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise RemoteProtocolError(
                 f"bad SCRAM server-final: {exc}", status=Status.AUTH_ERROR, field="value"
             ) from None
+        if self._server_signature is None or not hmac.compare_digest(
+            signature, self._server_signature
+        ):
+            raise RemoteProtocolError(
+                "bad SCRAM server-final: the server's signature does not match",
+                status=Status.AUTH_ERROR,
+                field="value",
+            )
+
+
+def _saslprep(text: str) -> str:
+    """RFC 4013 SASLprep (``scramp``'s); ``ValueError`` for a prohibited character."""
+    from scramp.utils import saslprep  # type: ignore[import-untyped]
+
+    try:
+        return str(saslprep(text))
+    except scramp.ScramException as exc:
+        raise ValueError(str(exc)) from None

@@ -145,6 +145,16 @@ def test_a_consumer_that_crashes_in_process_is_a_consumer_exit() -> None:
     assert "planted crash" in report["found"][0]["reason"]
 
 
+def test_a_consumer_that_calls_sys_exit_in_process_ends_its_schedule_not_the_run() -> None:
+    code, report = run_in_process(
+        "--runs", "3", "--shrink-time", "0", consumer="tests.explore.wrong:exits_process"
+    )
+    assert code == 1
+    assert report["schedules"] == 3  # the run went on after the first exit
+    assert set(report["anomalies"]) == {"consumer exit"}  # (a schedule may end first)
+    assert "SystemExit: 3" in report["found"][0]["reason"]
+
+
 def test_a_module_callable_that_cannot_be_had_is_refused(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -3,6 +3,7 @@ weighted towards the sequences failures come from, written in the library's form
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from hypothesis import given, settings, strategies as hs
 
@@ -14,7 +15,16 @@ from mockdcp.explore import (
     is_valid,
     scenario_yaml,
 )
-from mockdcp.scenario import Simulation, parse_scenario, scenario_bucket, steps as st
+from mockdcp.explore._generate import SET_TTL, TOUCH_TTL
+from mockdcp.producer import Node
+from mockdcp.scenario import (
+    Scenario,
+    Simulation,
+    StepRunner,
+    parse_scenario,
+    scenario_bucket,
+    steps as st,
+)
 
 options = hs.builds(
     lambda seed, nodes, replicas, vbuckets, steps: GenerateOptions(
@@ -240,3 +250,45 @@ def test_on_an_evicting_bucket_no_step_needs_a_document_live() -> None:
             if isinstance(step, st.Wait) and step.consumer is not None:
                 assert not isinstance(step.consumer.seqno, int), (i, step)
     assert seen
+
+
+def _timed_expiries(scenario: Scenario) -> list[tuple[st.Set | st.Touch, float]]:
+    """Each drawn write or touch with an expiry, and the scenario clock's time then."""
+    clock = scenario_bucket(scenario).virtual_clock
+    assert clock is not None
+    now, found = clock.now, list[tuple[st.Set | st.Touch, float]]()
+    for step in scenario.steps:
+        if isinstance(step, st.AdvanceClock):
+            assert step.seconds is not None
+            now += float(step.seconds)
+        elif isinstance(step, st.Set | st.Touch) and step.expiry:
+            found.append((step, now))
+    return found
+
+
+def test_a_drawn_ttl_expires_within_the_schedule_s_clock_not_at_its_write() -> None:
+    """A step's expiry is an absolute time: a drawn TTL is the clock at that point plus
+    ``SET_TTL``/``TOUCH_TTL`` (a bare 3600 was 1970: expired at its write)."""
+    opts = GenerateOptions(seed=5, tags=frozenset({"data", "storage"}), steps=20)
+    drawn = [pair for i in range(80) for pair in _timed_expiries(generate(opts, i))]
+    assert {type(step) for step, _ in drawn} == {st.Set, st.Touch}
+    assert any(now > 1_700_000_000 for _, now in drawn)  # some after an advance_clock
+    for step, now in drawn:
+        ttl = SET_TTL if isinstance(step, st.Set) else TOUCH_TTL
+        assert step.expiry == int(now) + ttl, (step, now)
+
+
+def test_a_drawn_ttl_document_is_live_then_expired_when_the_clock_passes_it() -> None:
+    opts = GenerateOptions(seed=5, tags=frozenset({"data"}), steps=20)
+    scenario = next(s for s in (generate(opts, i) for i in range(80)) if _timed_expiries(s))
+    (step, _), *_ = _timed_expiries(scenario)
+    assert isinstance(step, st.Set)
+    bucket = scenario_bucket(scenario)
+    runner = StepRunner(Node(bucket=bucket, users={"u": "p"}), seed=scenario.seed)
+    runner.apply_now([attrs.evolve(step, collection=st.DEFAULT_COLLECTION)])
+    key = (0, step.key.encode())
+    assert key in dict(bucket.oracle().items())  # not expired at its write
+    runner.apply_now([st.AdvanceClock(seconds=SET_TTL - 600)])
+    assert key in dict(bucket.oracle().items())
+    runner.apply_now([st.AdvanceClock(seconds=600)])  # the pager's run at its expiry
+    assert key not in dict(bucket.oracle().items())

@@ -125,3 +125,67 @@ steps:
         mid = [w for w in waits if w.consumer is not None and w.consumer.seqno == 9]
         if mid:
             assert any(isinstance(s, st.Generate) and s.start == 6 for s in candidate.steps)
+
+
+def test_a_candidate_with_a_fault_before_the_consumer_is_in_is_not_tried() -> None:
+    """Dropping the wait for the consumer before a refusal leaves connections refused
+    before any consumer connected (every consumer fails it: a consumer exit shrunk to
+    this replayed as lost writes against the reference consumer)."""
+    scenario = parse_scenario(
+        """
+name: refused-after-bootstrap
+bucket: {vbuckets: 1}
+steps:
+  - generate: {docs: 1}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - refuse_connections: {}
+  - disconnect: {}
+  - refuse_connections: {enabled: false}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+""",
+        "refused-after-bootstrap",
+    )
+    assert is_valid(scenario)
+    dropped = parse_scenario(
+        """
+name: refused-at-once
+bucket: {vbuckets: 1}
+steps:
+  - generate: {docs: 1}
+  - refuse_connections: {}
+  - disconnect: {}
+  - refuse_connections: {enabled: false}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+""",
+        "refused-at-once",
+    )
+    assert not is_valid(dropped)
+    assert dropped.steps not in [c.steps for c in candidates(scenario)]
+
+
+def test_a_candidate_that_keeps_refusing_connections_is_not_tried() -> None:
+    """``refuse_connections`` is drawn with its end (connections let in again): a
+    candidate without the end keeps a disconnected consumer out for good."""
+    body = """
+bucket: {vbuckets: 1}
+steps:
+  - generate: {docs: 1}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - refuse_connections: {}
+  - disconnect: {}
+  - wait: {seconds: 0.2}
+%s
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+"""
+    drawn = parse_scenario("name: let-in" + body % "  - refuse_connections: {enabled: false}")
+    assert is_valid(drawn)
+    kept_out = parse_scenario("name: kept-out" + body % "")
+    assert not is_valid(kept_out)
+    assert all(
+        any(isinstance(s, st.RefuseConnections) and not s.enabled for s in c.steps)
+        for c in candidates(drawn)
+        if any(isinstance(s, st.RefuseConnections) and s.enabled for s in c.steps)
+    )

@@ -11,14 +11,20 @@ import pytest
 import trio
 import trio.testing
 
-from mockdcp.cli._explore_inprocess import MemoryNetwork, run_in_process, virtual_clock
-from mockdcp.explore import reference_consumer, takes_connect
+from mockdcp.cli._explore_inprocess import (
+    MemoryNetwork,
+    consumer_exit,
+    run_in_process,
+    virtual_clock,
+)
+from mockdcp.explore import Anomaly, anomalies, reference_consumer, takes_connect
 from mockdcp.scenario import Scenario, parse_scenario
 from mockdcp.server import serve
 from tests.explore import wrong
 
 if TYPE_CHECKING:
     from mockdcp.cli._check import ScenarioResult
+    from mockdcp.explore import ConsumerFactory
 
 #: writes around a 30 s pause, a node down and up on a cluster: 35 s of the schedule's
 #: own time, and a consumer that must reconnect to the node that came back
@@ -137,3 +143,89 @@ def test_explore_over_ephemeral_buckets_and_older_releases_finds_nothing() -> No
         for scenario in schedules:
             result, _seconds = _run_virtual(scenario)
             assert result.verdict == "pass", (scenario.name, result.reason, result.evidence)
+
+
+@pytest.mark.parametrize(
+    ("factory", "said"),
+    [(wrong.exits_early, "run() returned"), (wrong.exits_process, "SystemExit: 3")],
+)
+def test_a_consumer_that_exits_early_is_a_consumer_exit_at_once(
+    factory: ConsumerFactory, said: str
+) -> None:
+    """The schedule ends as the consumer's task does (issue 39 item 4): judged a
+    consumer exit with its exception, in virtual time well under the first wait's 8 s
+    (the schedule's steps take 35 s), and a ``sys.exit`` of the consumer's takes down
+    neither the schedule nor explore."""
+    clock = virtual_clock(factory)
+    assert isinstance(clock, trio.testing.MockClock)
+
+    async def timed() -> tuple[ScenarioResult, float]:
+        result = await run_in_process(_long(), factory, limit=120)
+        return result, trio.current_time()
+
+    result, seconds = trio.run(timed, clock=clock)
+    assert result.verdict == "fail"
+    assert result.reason.startswith("the consumer exited before the scenario ended"), result.reason
+    assert said in result.reason
+    assert anomalies(result.as_dict())[0].anomaly == Anomaly.CONSUMER_EXIT
+    assert seconds < wrong.EXITS_AFTER + 2
+    if factory is wrong.exits_process:
+        assert any("sys.exit" in line for line in result.evidence)  # its traceback
+
+
+def test_only_ctrl_c_and_cancellation_pass_through_a_consumer_exit() -> None:
+    cancelled = trio.Cancelled._create()
+    interrupt = KeyboardInterrupt()
+    assert consumer_exit(ValueError("x")) is None
+    assert consumer_exit(SystemExit(3)) is None
+    assert consumer_exit(interrupt) is interrupt
+    assert consumer_exit(cancelled) is cancelled
+    assert consumer_exit(BaseExceptionGroup("g", [SystemExit(3), cancelled])) is None
+    alone = BaseExceptionGroup("g", [cancelled])
+    assert consumer_exit(alone) is alone
+    passed = consumer_exit(BaseExceptionGroup("g", [ValueError("x"), interrupt]))
+    assert isinstance(passed, BaseExceptionGroup)
+    assert passed.exceptions == (interrupt,)
+
+
+def test_a_task_that_never_blocks_is_stopped_at_the_limit_in_real_time() -> None:
+    """Under the virtual clock a task that only yields holds the clock still: the
+    schedule's limit is kept in real time too, and the run goes on."""
+    clock = virtual_clock(wrong.spins)
+    assert isinstance(clock, trio.testing.MockClock)
+    started = time.perf_counter()
+    result = trio.run(lambda: run_in_process(_long(), wrong.spins, limit=1.5), clock=clock)
+    assert time.perf_counter() - started < 15
+    assert result.verdict == "fail"
+    assert "the virtual clock stood still" in result.reason
+    assert anomalies(result.as_dict())[0].anomaly == Anomaly.STUCK
+
+
+#: explore --seed 39 --nodes 3 --replicas 1 --vbuckets 8, schedule 335: a stream
+#: request's reply delayed into a stall; the node's writer spun on its passed deadline
+#: and the in-process run hung (``tests/producer/test_faults.py``)
+DELAYED_INTO_A_STALL = """
+name: explore-39-335
+bucket: {vbuckets: 8, nodes: 3, replicas: 1}
+seed: 41677283
+steps:
+  - {generate: {docs: 18, prefix: "g1"}}
+  - {wait: {consumer: {seqno: "high"}, timeout: 8.0}}
+  - {delay: {seconds: 0.19, request: "dcp_stream_req", count: 2}}
+  - {generate: {docs: 4, prefix: "g2"}}
+  - {wait: {seconds: 0.13}}
+  - {drop_cursor: {vbuckets: 3}}
+  - {wait: {seconds: 0.13}}
+  - {end_stream: {vbuckets: 7, reason: "closed"}}
+  - {wait: {seconds: 0.22}}
+  - {stall: {seconds: 0.52}}
+  - {wait: {seconds: 0.16}}
+  - {drop_cursor: {vbuckets: 7}}
+  - {wait: {consumer: {seqno: "high"}, timeout: 10.0}}
+  - {expect: {conformant: true, within: 0.2}}
+"""
+
+
+def test_a_reply_delayed_into_a_stall_does_not_hang_the_schedule() -> None:
+    result, _ = _run_virtual(parse_scenario(DELAYED_INTO_A_STALL))
+    assert result.verdict == "pass", (result.reason, result.evidence)

@@ -3,17 +3,20 @@ in-process consumer: ``-- tests.explore.wrong:drop_deletions``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from mockdcp.client import DcpConsumer
+from mockdcp.explore import reference_consumer
 from tests.scenarios.wrong_consumer import make_consumer
 
 if TYPE_CHECKING:
     from trio import TaskStatus
 
-    from mockdcp.explore import InProcessConsumer
+    from mockdcp.explore import ConsumerFactory, InProcessConsumer
+    from mockdcp.explore._consumers import Connect
 
 TASK_STATUS_IGNORED = trio.TASK_STATUS_IGNORED
 
@@ -50,3 +53,69 @@ def complete_snapshot(host: str, port: int, nodes: int) -> InProcessConsumer:
 
 def never_ack(host: str, port: int, nodes: int) -> InProcessConsumer:
     return make_consumer("never-ack", host, port)
+
+
+#: virtual seconds ``exits_early`` streams before it leaves
+EXITS_AFTER = 0.5
+
+
+def exits_early(
+    host: str, port: int, nodes: int, *, connect: Connect | None = None
+) -> InProcessConsumer:
+    """The reference consumer, which returns from ``run()`` after ``EXITS_AFTER``
+    seconds of streaming (a consumer that stops early: a consumer exit)."""
+    return _Exits(reference_consumer(host, port, nodes, connect=connect), None)
+
+
+def exits_process(
+    host: str, port: int, nodes: int, *, connect: Connect | None = None
+) -> InProcessConsumer:
+    """The reference consumer, which calls ``sys.exit(3)`` after ``EXITS_AFTER``
+    seconds of streaming, as a script consumer ends its process."""
+    return _Exits(reference_consumer(host, port, nodes, connect=connect), 3)
+
+
+class _Exits:
+    def __init__(self, inner: InProcessConsumer, code: int | None) -> None:
+        self.inner = inner
+        self.code = code
+
+    @property
+    def state(self) -> Any:  # noqa: ANN401 - the reference consumer's state
+        return self.inner.state
+
+    async def run(self) -> None:
+        with trio.move_on_after(EXITS_AFTER):
+            await self.inner.run()
+        if self.code is not None:
+            sys.exit(self.code)
+
+
+def over_memory(mode: str) -> ConsumerFactory:
+    """The wrong consumer of ``mode`` (``tests/scenarios/wrong_consumer.py``) as the
+    reference consumer runs in-process: on a cluster with a connection per node, each
+    connection over explore's in-memory network, so its schedules run under the
+    virtual clock (``takes_connect``)."""
+
+    def factory(
+        host: str, port: int, nodes: int, *, connect: Connect | None = None
+    ) -> InProcessConsumer:
+        return make_consumer(mode, host, port, nodes=nodes, connect=connect)
+
+    factory.__name__ = f"over_memory_{mode.replace('-', '_')}"
+    return factory
+
+
+def spins(host: str, port: int, nodes: int, *, connect: Connect | None = None) -> InProcessConsumer:
+    """The reference consumer's state, and a ``run()`` that never blocks (it only
+    yields): under explore's virtual clock no timer can fire while it runs."""
+    inner = reference_consumer(host, port, nodes, connect=connect)
+
+    class Spins:
+        state = inner.state
+
+        async def run(self) -> None:
+            while True:
+                await trio.lowlevel.checkpoint()
+
+    return Spins()

@@ -134,7 +134,7 @@ def test_the_connections_of_a_cluster_share_a_users_scram_keys() -> None:
         conn.receive_data(SaslStep(opaque=0, mechanism="SCRAM-SHA512", payload=final).encode(), 0.0)
         assert statuses(read(conn)) == [Status.SUCCESS]
     assert salts[0] == salts[1]
-    assert list(node.users.scram_keys) == [("alice", "SCRAM-SHA512", "secret")]
+    assert list(node.users.scram_keys) == [("alice", "SCRAM-SHA512", "secret", 4096)]
 
 
 def read(conn: Connection) -> list[Message | Response]:

@@ -182,7 +182,7 @@ def test_connections_sharing_keys_make_a_users_scram_keys_once() -> None:
     connection given the same ``keys``, as a server makes them when it loads the
     password; a changed password makes new ones."""
     salts = iter([b"a" * 16, b"b" * 16, b"c" * 16])
-    keys: dict[tuple[str, str, str], tuple[bytes, bytes, bytes, int]] = {}
+    keys: dict[tuple[str, str, str, int], tuple[bytes, bytes, bytes, int]] = {}
     users = dict(USERS)
 
     def connection() -> SaslServer:
@@ -193,7 +193,7 @@ def test_connections_sharing_keys_make_a_users_scram_keys_once() -> None:
     one = connection().start("SCRAM-SHA512", b"n,,n=Administrator,r=c1").payload
     two = connection().start("SCRAM-SHA512", b"n,,n=Administrator,r=c2").payload
     assert one.split(b",")[1] == two.split(b",")[1] == b"s=" + base64.b64encode(b"a" * 16)
-    assert list(keys) == [("Administrator", "SCRAM-SHA512", "password")]
+    assert list(keys) == [("Administrator", "SCRAM-SHA512", "password", 4096)]
     users["Administrator"] = "changed"
     three = connection().start("SCRAM-SHA512", b"n,,n=Administrator,r=c3").payload
     assert three.split(b",")[1] == b"s=" + base64.b64encode(b"b" * 16)
@@ -250,3 +250,69 @@ def test_scram_with_a_spaced_nonce_and_a_wrong_password_fails() -> None:
     first = server.start("SCRAM-SHA512", f"n,,{bare}".encode())
     final, _ = _manual_client_final(first.payload.decode(), bare, "wrong")
     assert server.step("SCRAM-SHA512", final.encode()).status == Status.AUTH_ERROR
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1"])
+def test_mockdcp_client_against_scramps_server(mechanism: str) -> None:
+    m = scramp.ScramMechanism(SCRAMP_NAMES[mechanism])
+    info = m.make_auth_info("s3cret", iteration_count=4096)
+    users: list[str] = []
+
+    def auth_fn(user: str) -> tuple[bytes, bytes, bytes, int]:
+        users.append(user)
+        return info  # type: ignore[no-any-return]
+
+    server = m.make_server(auth_fn)
+    client = SaslClient("odd,user=", "s3cret", mechanism)
+    server.set_client_first(client.first().decode())
+    server_first = server.get_server_first()
+    server.set_client_final(client.step(server_first.encode()).decode())
+    assert users == ["odd,user="]
+    client.finish(server.get_server_final().encode())
+
+
+@pytest.mark.parametrize(
+    "server_first",
+    [b"garbage", b"r=other,s=eA==,i=4096", b"r=mine,s=eA==,i=4096", b"e=other-error"],
+)
+def test_client_refuses_a_bad_server_first(server_first: bytes) -> None:
+    client = SaslClient("Administrator", "password", "SCRAM-SHA256", nonce="mine")
+    client.first()
+    with pytest.raises(RemoteProtocolError) as info:
+        client.step(server_first)
+    assert info.value.status == Status.AUTH_ERROR
+
+
+def test_scram_keys_are_derived_once_a_process_not_once_a_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each connection has its own ``SaslServer``: the user's salt and keys, and the
+    client's salted password, are made once for a password (4096 rounds of PBKDF2,
+    milliseconds each), as a cluster keeps one salted hash per user."""
+    import hashlib
+
+    from mockdcp.protocol import _sasl
+
+    derived: list[bytes] = []
+    real = hashlib.pbkdf2_hmac
+
+    def counted(name: str, password: bytes, salt: bytes, rounds: int) -> bytes:
+        derived.append(salt)
+        return real(name, password, salt, rounds)
+
+    monkeypatch.setattr(hashlib, "pbkdf2_hmac", counted)
+    monkeypatch.setattr(_sasl, "_SHARED_KEYS", type(_sasl._SHARED_KEYS)())
+    _sasl._salted.cache_clear()
+    users = {"alice": "pw1"}
+    for _ in range(3):  # three connections, as a consumer reconnecting
+        server, client = SaslServer(users), SaslClient("alice", users["alice"], "SCRAM-SHA512")
+        first = server.start("SCRAM-SHA512", client.first())
+        final = server.step("SCRAM-SHA512", client.step(first.payload))
+        assert final.status == Status.SUCCESS
+        client.finish(final.payload)
+    assert len(derived) == 2  # one for the server, one for the client
+    users["alice"] = "pw2"  # a changed password: new keys, and the old one refused
+    server, client = SaslServer(users), SaslClient("alice", "pw1", "SCRAM-SHA512")
+    first = server.start("SCRAM-SHA512", client.first())
+    assert server.step("SCRAM-SHA512", client.step(first.payload)).status == Status.AUTH_ERROR
+    _sasl._salted.cache_clear()

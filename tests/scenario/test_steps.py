@@ -97,6 +97,34 @@ def test_data_steps_write_the_model() -> None:
     assert oracle[(0, b"a")].expiry == 5
 
 
+def _generated(seed: int) -> dict[bytes, bytes]:
+    n = node()
+    runner = StepRunner(n, seed=seed)
+    runner.apply_now([steps.Generate(docs=4, prefix="g")])
+    return {k: item.value for (_, k), item in n.bucket.oracle().items()}
+
+
+def test_generate_draws_faker_pools_once_a_process_and_replays_by_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mockdcp.data import _dataset
+
+    drawn: list[int] = []
+    real = _dataset._Pools
+
+    def counted(seed: int) -> _dataset._Pools:
+        drawn.append(seed)
+        return real(seed)
+
+    monkeypatch.setattr(_dataset, "_Pools", counted)
+    _dataset.pools.cache_clear()
+    first = _generated(11)
+    assert first == _generated(11)  # the same scenario seed: the same bytes
+    assert first != _generated(12)  # another: other documents...
+    assert drawn == [steps.Generate.POOL_SEED]  # ...from the one pool drawn
+    _dataset.pools.cache_clear()
+
+
 def test_storage_steps() -> None:
     n = node(5)
     apply(n, steps.Persist(vbuckets=0, upto=3))

@@ -57,10 +57,11 @@ Each is the reference consumer's core (or driver) with one rule broken, driven a
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -90,6 +91,9 @@ from mockdcp.protocol import (
     StreamEndReason,
     decode_server_message,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 #: the flow-control window the never-ack consumer opens
 NEVER_ACK_BUFFER = 64 * 1024
@@ -385,9 +389,11 @@ def make_consumer(
     password: str = "password",
     bucket: str = "default",
     nodes: int = 1,
+    connect: Callable[[str, int], Awaitable[trio.abc.Stream]] | None = None,
 ) -> DcpConsumer | ClusterConsumer:
     """The wrong consumer of ``mode`` for the node at ``host:port`` (with ``nodes`` above
-    1, for the cluster it is a node of)."""
+    1, for the cluster it is a node of); each connection opened with ``connect``
+    (default: TCP; explore's in-memory network)."""
     options: dict[str, Any] = {
         "buffer_size": int(os.environ.get("MOCKDCP_BUFFER_SIZE", 20 * 1024 * 1024)),
         "noop_interval": float(os.environ.get("MOCKDCP_NOOP_INTERVAL", 120.0)),
@@ -405,11 +411,15 @@ def make_consumer(
 
         return Wrong(
             host, port, user=user, password=password, bucket=bucket, name=f"wrong-{mode}",
-            vbuckets=None, **options,
+            vbuckets=None, connect=connect, **options,
         )  # fmt: skip
     core = MODES[mode](vbuckets=None, name=f"wrong-{mode}", **options)
     driver = DRIVERS.get(mode, DcpConsumer)
-    return driver(host, port, user=user, password=password, bucket=bucket, vbuckets=None, core=core)
+    own = None if connect is None else functools.partial(connect, host, port)
+    return driver(
+        host, port, user=user, password=password, bucket=bucket, vbuckets=None, core=core,
+        connect=own,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

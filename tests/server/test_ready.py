@@ -179,3 +179,24 @@ async def test_a_load_into_an_empty_bucket_is_its_persisted_disk_in_no_checkpoin
     assert all(vb.persisted_seqno == vb.high_seqno for vb in b.vbuckets)
     assert all(not vb.checkpoints[-1].tails for vb in b.vbuckets)
     assert all(not vb.items for vb in b.vbuckets)
+
+
+def test_a_small_block_draws_only_what_is_asked_and_replays() -> None:
+    """The ``generate`` step draws 64 documents at a time (a step writes a few): each
+    a user profile whose id is its key's, the same for the same seed at any count."""
+    import json
+
+    import pytest
+
+    small = DocumentGenerator(4, pool_seed=0, block=64)
+    keys, values = small.block(16)  # ids 1024..1087: a thousands digit
+    assert len(keys) == len(values) == 64
+    assert keys[0] == b"user::001024"
+    for key, value in zip(keys, values, strict=True):
+        assert json.loads(value)["id"] == int(key[6:])
+    docs = list(faker_documents(70, 4, pool_seed=0, block=64))
+    assert docs == list(faker_documents(70, 4, pool_seed=0, block=64))
+    assert docs[:3] == list(faker_documents(3, 4, pool_seed=0, block=64))
+    assert docs != list(faker_documents(70, 5, pool_seed=0, block=64))
+    with pytest.raises(ValueError, match=r"2\.\.1024"):
+        DocumentGenerator(4, block=1)
