@@ -56,7 +56,7 @@ def never_ack(host: str, port: int, nodes: int) -> InProcessConsumer:
 
 
 #: virtual seconds ``exits_early`` streams before it leaves
-EXITS_AFTER = 0.5
+EXITS_AFTER = 0.1
 
 
 def exits_early(
