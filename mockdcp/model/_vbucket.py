@@ -20,9 +20,10 @@ Parts (an ephemeral vbucket would compose a sequence list instead of the disk):
   unless it keeps their commit or abort too, and lose the others (kv_engine warmup
   reloads the persisted prepares, a promoted replica keeps those it received);
 * ``high_seqno`` ≥ ``persisted_seqno`` ≥ ``purge_seqno``;
-* ``generation`` changes whenever the vbucket's history is cut (restart, failover, flush)
-  or its state changes; a stream that sees a new generation ends (kv_engine
-  ``ActiveStream::setDead``).
+* ``generation`` counts the cuts of the vbucket's history (restart, failover, flush) and
+  its state changes: a stamp for caches of what the vbucket holds (the timers' quiet
+  vbuckets). Streams learn of a cut from the bucket's change feed (``_changes``: the
+  vbucket reset), and end (kv_engine ``ActiveStream::setDead``).
 """
 
 from __future__ import annotations
@@ -375,7 +376,7 @@ class VBucket(VBucketChecks):
     def truncate(self, seqno: int) -> None:
         """Cut history after ``seqno`` (restart or failover): the vbucket holds what it
         held at ``seqno`` (purged tombstones stay purged), all of it on disk, and memory
-        starts again after it. Streams see a new generation; cursors are dropped."""
+        starts again after it. Cursors are dropped; the bucket publishes the reset."""
         self.generation += 1
         truncate(self, seqno)
 
