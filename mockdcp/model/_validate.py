@@ -201,7 +201,8 @@ def check_columns(
         else:
             check_column(name, column_of(column, count, name), top)
     cids = column_of(columns["collection_id"], count, "collection_ids")
-    cid_set = frozenset(cids) if collection_ids is not None else frozenset({0})
+    # the collections the rows use (none for no rows)
+    cid_set = frozenset(cids) if collection_ids is not None or not count else frozenset({0})
     for cid in cid_set:  # each collection checked once, the first row using it named
         in_row(cids.index(cid), "collection_id", check_collection, cid)
     dts: Sequence[int | None] | int | None = datatypes

@@ -171,6 +171,16 @@ def test_set_many_refuses_a_batch_with_a_row_for_a_replica_vbucket() -> None:
     assert model_state(b) == before
 
 
+def test_set_many_of_no_rows_writes_nothing() -> None:
+    b = bucket()
+    told: list[int] = []
+    b.feed.subscribe(lambda change: told.extend(change.vbuckets))
+    before = [vb.high_seqno for vb in b.vbuckets]
+    assert b.set_many([], []) == 0  # was a ValueError from the collection check
+    assert [vb.high_seqno for vb in b.vbuckets] == before
+    assert told == []
+
+
 def test_set_many_tells_each_vbucket_written_once() -> None:
     b = bucket()
     told: list[int] = []
