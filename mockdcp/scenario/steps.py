@@ -1085,7 +1085,9 @@ class CreateBucket(Step):
     collections, config, DCP and oracle. A name deleted before comes back new: new
     vbucket uuids, seqnos from 0, only ``_default._default`` (go-dcp issue #128).
     ``type``: couchbase; ``storage``: couchstore or magma; ``replicas`` placed as far as
-    the nodes allow; ``flush_enabled``: ``doFlush`` allowed; ``ram_quota_mb`` >= 100."""
+    the nodes allow, 1 unless given, as the REST call's ``replicaNumber`` (ns_server
+    ``DEFAULT_MEMBASE_NUM_REPLICAS``); ``flush_enabled``: ``doFlush`` allowed;
+    ``ram_quota_mb`` >= 100."""
 
     NAME = "create_bucket"
     GROUP = "cluster"
@@ -1093,7 +1095,7 @@ class CreateBucket(Step):
     name: str
     type: str = "couchbase"
     storage: str = "couchstore"
-    replicas: int = 0
+    replicas: int = 1
     flush_enabled: bool = False
     ram_quota_mb: int = 100
 

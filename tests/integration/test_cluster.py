@@ -521,3 +521,22 @@ async def test_a_bucket_made_on_a_cluster_spans_its_nodes_as_they_stand(
     travel = server.bucket_node("travel").topology
     assert set(travel.cluster.map.nodes) == {"node0", "node1", "node3"}
     assert travel.cluster.map.actives_on("node3")
+
+
+async def test_a_bucket_made_by_step_has_one_replica_unless_told_as_the_rest_call(
+    two_buckets: MockDcpServer,
+) -> None:
+    """``create_bucket`` without ``replicas`` places one replica, as ns_server's ``POST
+    /pools/default/buckets`` without ``replicaNumber`` does (``DEFAULT_MEMBASE_NUM_REPLICAS``);
+    ``replicas: 0`` places none."""
+    from mockdcp.scenario import CreateBucket
+    from mockdcp.server._rest_buckets import DEFAULT_REPLICAS
+
+    assert CreateBucket(name="x").replicas == DEFAULT_REPLICAS == 1
+    server = two_buckets
+    await server.apply({"create_bucket": {"name": "one"}})
+    await server.apply({"create_bucket": {"name": "none", "replicas": 0}})
+    one = server.bucket_node("one").topology.cluster.map
+    none = server.bucket_node("none").topology.cluster.map
+    assert all(len(one.replicas(vb)) == 1 for vb in range(8))
+    assert not any(none.replicas(vb) for vb in range(8))
