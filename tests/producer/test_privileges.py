@@ -422,3 +422,15 @@ def test_collection_and_scope_ids_of_what_the_user_cannot_see_are_unknown() -> N
     assert statuses(s.call(GetScopeId(opaque=4, path="tenant"))) == [Status.UNKNOWN_SCOPE]
     admin = Session(b, node=node, features=COLLECTIONS)
     assert statuses(admin.call(GetCollectionId(opaque=5, path="inventory.airline"))) == [0]
+
+
+def test_the_collection_privileges_are_what_a_data_role_grants_on_a_bucket() -> None:
+    """Two kv_engine facts that coincide: the privileges checked per collection
+    (``is_collection_privilege``) are the data privileges ``bucket_full_access`` grants
+    (``[{bucket, B}, data] all``). A privilege added to one table and not the other
+    would be checked on a collection no role can grant it on, or granted and never
+    checked there."""
+    from mockdcp.model._rbac import _ALL_DATA
+    from mockdcp.producer._privileges import COLLECTION_PRIVILEGES
+
+    assert COLLECTION_PRIVILEGES == _ALL_DATA
