@@ -417,11 +417,6 @@ class Users(Mapping[str, str]):
     def __init__(self, users: Iterable[User] = ()) -> None:
         self._users: dict[str, User] = {u.name: u for u in users}
         self.revision = 0
-        #: (user, SASL mechanism, password, rounds) -> the SCRAM salt, keys and
-        #: iterations made from that password, shared by every connection of the cluster
-        #: (a server makes them once, when it loads the password: kv_engine
-        #: ``cbsasl/CBSASL.md``); a changed password is another key
-        self.scram_keys: dict[tuple[str, str, str, int], tuple[bytes, bytes, bytes, int]] = {}
 
     @classmethod
     def default(cls) -> Users:

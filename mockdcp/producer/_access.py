@@ -49,7 +49,9 @@ class Access:
         if self._sasl_server is None:
             from mockdcp.protocol import SaslServer
 
-            self._sasl_server = SaslServer(self.users, keys=self.users.scram_keys)
+            # the user's SCRAM keys are the process's (``mockdcp.protocol._sasl``):
+            # made once per password for every connection of every node
+            self._sasl_server = SaslServer(self.users)
         return self._sasl_server
 
     def recheck(

@@ -116,8 +116,12 @@ def test_sasl_plain_and_scram_check_each_user_and_a_changed_password_fails_the_n
 
 
 def test_the_connections_of_a_cluster_share_a_users_scram_keys() -> None:
-    """A user's SCRAM keys are made once for every connection (``Users.scram_keys``):
-    the second connection's server-first carries the same salt, and authenticates."""
+    """A user's SCRAM keys are made once for every connection (the process's
+    ``_SHARED_KEYS``): the second connection's server-first carries the same salt, and
+    authenticates."""
+    from mockdcp.protocol import _sasl
+
+    _sasl._SHARED_KEYS.pop(("alice", "SCRAM-SHA512", "secret", 4096), None)
     b = bucket()
     node = node_with(b, alice="data_dcp_reader[default]")
     salts = []
@@ -134,7 +138,7 @@ def test_the_connections_of_a_cluster_share_a_users_scram_keys() -> None:
         conn.receive_data(SaslStep(opaque=0, mechanism="SCRAM-SHA512", payload=final).encode(), 0.0)
         assert statuses(read(conn)) == [Status.SUCCESS]
     assert salts[0] == salts[1]
-    assert list(node.users.scram_keys) == [("alice", "SCRAM-SHA512", "secret", 4096)]
+    assert ("alice", "SCRAM-SHA512", "secret", 4096) in _sasl._SHARED_KEYS
 
 
 def read(conn: Connection) -> list[Message | Response]:
