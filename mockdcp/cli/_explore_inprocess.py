@@ -42,7 +42,7 @@ from mockdcp.cli._check import (
     Verdict,
     evidence,
 )
-from mockdcp.explore import held, takes_connect, takes_credentials
+from mockdcp.explore import held, settings_for, takes_connect, takes_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -215,13 +215,15 @@ async def _run(
         )
         network = None
         given = cast("Callable[..., InProcessConsumer]", make)
+        # the scenario's consumer settings, as check gives a command them (MOCKDCP_*)
+        options: dict[str, Any] = {**login, **settings_for(make, scenario.consumer)}
         if takes_connect(make):
             network = MemoryNetwork(server)
             consumer = given(
-                server.host, server.kv_port, len(server.nodes), connect=network.connect, **login
+                server.host, server.kv_port, len(server.nodes), connect=network.connect, **options
             )
         else:
-            consumer = given(server.host, server.kv_port, len(server.nodes), **login)
+            consumer = given(server.host, server.kv_port, len(server.nodes), **options)
         crash: list[str] = []
         trace: list[str] = []
         over = trio.Event()  # the scenario ended, or the consumer did (as check stops)

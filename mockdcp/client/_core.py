@@ -89,6 +89,8 @@ RETRY_STATUSES = frozenset({Status.NOT_MY_VBUCKET, Status.ETMPFAIL})
 #: collections or the scope were dropped while the consumer was away): the stream is
 #: over, as after STREAM_END FILTER_EMPTY.
 GONE_STATUSES = frozenset({Status.UNKNOWN_COLLECTION, Status.UNKNOWN_SCOPE})
+#: every opcode a response may carry (``unknown_response``)
+_OPCODES = frozenset(int(op) for op in Opcode)
 #: a ``ConsumerState.cleared`` seqno above any: every document of the collection is gone
 _AFTER_EVERY_SEQNO = 1 << 64
 #: STREAM_END reasons after which the stream is done: the end seqno was reached, the
@@ -310,6 +312,7 @@ class ConsumerCore:
         if frame.magic is Magic.RESPONSE:
             if self.routes.is_stream_response(frame):
                 return self.on_stream_response(self.stream_of(frame), frame)
+            unknown_response(frame)
             return []
         msg = decode_server_message(frame, collections=self.collections)
         if isinstance(msg, ClusterMapChangeNotification):
@@ -512,6 +515,24 @@ class ConsumerCore:
             if msg.by_seqno == snap[1]:
                 pos.snap_start = pos.snap_end = msg.by_seqno
                 self.state.mark_consistent(vb, msg.by_seqno, sid)
+
+
+def unknown_response(frame: Frame) -> None:
+    """``RemoteProtocolError`` (field ``opcode``) for a response whose opcode no command
+    has: a response carries the opcode of the request it answers (kv_engine
+    ``docs/BinaryProtocol.md``, "Response header"), so this one answers nothing the
+    consumer can name, and may be the answer to one of its stream requests (with the
+    failover log it resumes by). Ignored, the stream runs on with vbucket uuid 0 and
+    its resume is refused (explore --seed 39, schedule 5092: ``corrupt: opcode`` on a
+    stream request's answer, then a resume from seqno 3 with uuid 0). As a frame it
+    cannot decode: the driver reconnects and asks for every stream again; java-dcp-client
+    closes the connection on a response it cannot match (``DcpMessageHandler``)."""
+    if frame.opcode not in _OPCODES:
+        raise RemoteProtocolError(
+            f"a response with opcode {frame.opcode:#04x}, which no command has "
+            f"(opaque {frame.opaque:#x})",
+            field="opcode",
+        )
 
 
 def check_value(msg: Mutation | Deletion | Expiration | Prepare) -> None:

@@ -12,6 +12,7 @@ from mockdcp.explore._consumers import (
     is_spec as is_spec,
     load_factory as load_factory,
     reference_consumer as reference_consumer,
+    settings_for as settings_for,
     takes_connect as takes_connect,
     takes_credentials as takes_credentials,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "reference_consumer",
     "scenario_yaml",
     "schedule_seed",
+    "settings_for",
     "shrink",
     "size",
     "step_data",

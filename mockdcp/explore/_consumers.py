@@ -5,7 +5,9 @@ it holds, judged against the oracle), as the reference consumer has.
 
 A factory that also takes a ``connect`` keyword (``async (host, port) -> trio stream``,
 as ``reference_consumer`` does) opens every connection with it: explore then runs it
-over in-memory streams under a virtual clock (``takes_connect``)."""
+over in-memory streams under a virtual clock (``takes_connect``). One that takes
+``noop_interval`` or ``buffer_size`` is given the scenario's consumer settings
+(``settings_for``), as a consumer command is given them in its environment."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     import trio
+
+    from mockdcp.scenario import ConsumerSettings
 
     #: opens a connection to a node: ``await connect(host, port)``
     Connect = Callable[[str, int], Awaitable[trio.abc.Stream]]
@@ -49,23 +53,27 @@ def reference_consumer(
     connect: Connect | None = None,
     user: str = "Administrator",
     password: str = "password",
+    noop_interval: float = 120.0,
 ) -> InProcessConsumer:
     """The reference consumer as ``mockdcp tail`` runs it: a connection per node (the
     cluster's map followed) when the cluster has several, else one to the node; each
-    connection opened with ``connect`` (default: TCP), logged in as ``user``."""
+    connection opened with ``connect`` (default: TCP), logged in as ``user``, asking
+    for a DCP_NOOP every ``noop_interval`` seconds (``--noop-interval``)."""
     from mockdcp.client import ClusterConsumer, DcpConsumer
 
     if nodes > 1:
-        return ClusterConsumer(host, port, connect=connect, user=user, password=password)
-    if connect is None:
-        return DcpConsumer(host, port, vbuckets=None, user=user, password=password)
+        return ClusterConsumer(
+            host, port, connect=connect, user=user, password=password, noop_interval=noop_interval
+        )
+    opener = None if connect is None else (lambda: connect(host, port))
     return DcpConsumer(
         host,
         port,
         vbuckets=None,
-        connect=lambda: connect(host, port),
+        connect=opener,
         user=user,
         password=password,
+        noop_interval=noop_interval,
     )
 
 
@@ -89,6 +97,15 @@ def takes_credentials(factory: ConsumerFactory) -> bool:
     process's client reaching the server's free ports is judged as it (as ``mockdcp
     check`` does for a command, ``_check.run_users``)."""
     return _takes(factory, "user", "password")
+
+
+def settings_for(factory: ConsumerFactory, settings: ConsumerSettings) -> dict[str, Any]:
+    """The scenario's consumer settings (``consumer:``) as keywords of ``factory``: those
+    it takes (``noop_interval``, ``buffer_size``) and the scenario sets, as a consumer
+    command gets them in ``MOCKDCP_NOOP_INTERVAL`` and ``MOCKDCP_BUFFER_SIZE``
+    (``ConsumerSettings.environment``) and ``mockdcp tail`` takes them."""
+    given = {"noop_interval": settings.noop_interval, "buffer_size": settings.buffer_size}
+    return {k: v for k, v in given.items() if v is not None and _takes(factory, k)}
 
 
 def is_spec(command: list[str]) -> bool:
@@ -123,6 +140,7 @@ __all__ = [
     "is_spec",
     "load_factory",
     "reference_consumer",
+    "settings_for",
     "takes_connect",
     "takes_credentials",
 ]

@@ -493,3 +493,36 @@ class TestValuesAgainstTheirDatatype:
         fed = self.fed()
         fed.feed(attrs.evolve(_mutation(2, b"b"), value=value, datatype=int(datatype)))
         assert fed.state.position(0).seqno == 2
+
+
+class TestResponses:
+    def test_a_stream_requests_answer_with_an_opcode_no_command_has_is_a_protocol_error(
+        self,
+    ) -> None:
+        # explore --seed 39, schedule 5092: `corrupt: opcode` hit the answer to a stream
+        # request; ignored, the stream ran on with vbucket uuid 0 and resumed with it
+        fed = Fed()
+        fed.open()
+        log = encode_failover_log([(0xAB, 0)])
+        answer = bytearray(
+            Response(
+                opcode=Opcode.DCP_STREAM_REQ, status=Status.SUCCESS, opaque=OPAQUE, value=log
+            ).encode()
+        )
+        answer[1] = 0xEE  # as the corrupt step's `opcode` kind damages a frame
+        with pytest.raises(RemoteProtocolError, match="opcode 0xee"):
+            fed.feed_bytes(bytes(answer))
+        assert fed.state.position(0).uuid == 0
+        # the same answer, whole, is taken
+        fed.accept()
+        assert fed.state.position(0).uuid == 0xAB
+
+    def test_a_response_to_no_stream_request_with_a_known_opcode_is_ignored(self) -> None:
+        fed = Fed()
+        fed.open()
+        fed.feed_bytes(
+            Response(
+                opcode=Opcode.DCP_BUFFER_ACKNOWLEDGEMENT, status=Status.EINVAL, opaque=0
+            ).encode()
+        )
+        assert fed.events == []

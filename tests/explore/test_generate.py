@@ -18,6 +18,7 @@ from mockdcp.explore import (
 from mockdcp.explore._generate import SET_TTL, TOUCH_TTL
 from mockdcp.producer import Node
 from mockdcp.scenario import (
+    ConsumerSettings,
     Scenario,
     Simulation,
     StepRunner,
@@ -292,3 +293,21 @@ def test_a_drawn_ttl_document_is_live_then_expired_when_the_clock_passes_it() ->
     assert key in dict(bucket.oracle().items())
     runner.apply_now([st.AdvanceClock(seconds=600)])  # the pager's run at its expiry
     assert key not in dict(bucket.oracle().items())
+
+
+def test_a_schedule_that_tears_a_frame_asks_for_noops_the_consumer_can_notice_it_by() -> None:
+    # explore --seed 39, schedule 8536: a STREAM_END torn by `corrupt: length` after a
+    # failover; only the next noop (120 s away) could break the consumer's framing
+    from mockdcp.explore._generate import TORN_NOOP_INTERVAL, consumer_settings
+
+    opts = GenerateOptions(seed=39, nodes=3, replicas=1, vbuckets=8)
+    torn = generate(opts, 8536)
+    assert any(isinstance(s, st.Corrupt) and s.kind == "length" for s in torn.steps)
+    assert torn.consumer.noop_interval == TORN_NOOP_INTERVAL
+    assert "consumer: {noop_interval: 0.5}" in scenario_yaml(torn)
+    assert parse_scenario(scenario_yaml(torn)).consumer == torn.consumer
+    for kind in ("magic", "opcode"):
+        assert consumer_settings(opts, [st.Corrupt(kind=kind)]).noop_interval is None
+    assert consumer_settings(opts, [st.Set(key="k", value="v")]).noop_interval is None
+    given = GenerateOptions(seed=39, consumer=ConsumerSettings(noop_interval=2.0))
+    assert consumer_settings(given, [st.Corrupt(kind="length")]).noop_interval == 2.0

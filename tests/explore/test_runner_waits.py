@@ -5,7 +5,9 @@ cluster consumer's connections were down and a map reply whose length was broken
 consumer's), and a wait for a seqno the next write de-duplicated away (the node's); and
 items written with a STREAM_END behind them, unseen by the checker (a false violation);
 and a wait for a seqno a stream is never sent (the runner's: a system event last); a
-first map read given up while the login was still under way (the consumer's).
+first map read given up while the login was still under way (the consumer's); a
+STREAM_END torn by a corrupted length, noticed only at a noop the in-process consumer
+was never told the interval of (explore's).
 Each timed out before its fix."""
 
 from __future__ import annotations
@@ -307,5 +309,40 @@ def test_the_cluster_consumer_gives_a_slow_login_time_before_its_first_map() -> 
     result = trio.run(
         lambda: run_in_process(parse_scenario(SLOW_LOGIN), slow_logins, limit=60),
         clock=virtual_clock(slow_logins),
+    )
+    assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+#: explore --seed 39 --nodes 3 --replicas 1 --vbuckets 8, schedule 8536, shrunk: the
+#: STREAM_END of a failover torn by `corrupt: length` (its body one byte past it), on a
+#: connection that then falls silent: only the producer's next DCP_NOOP breaks the
+#: consumer's framing, so the schedule asks for noops every 0.5 s (explore's generator
+#: does for a torn frame); in-process, the consumer was never told and asked for 120 s
+TORN_STREAM_END = """
+name: torn-stream-end
+seed: 106621002
+bucket: {vbuckets: 1}
+consumer: {noop_interval: 0.5}
+steps:
+  - generate: {docs: 1, prefix: g1}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - failover: {vbuckets: 0}
+  - corrupt: {kind: length}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+"""
+
+
+def test_a_torn_stream_end_is_noticed_at_the_noop_the_scenario_asks_for() -> None:
+    import trio
+
+    from mockdcp.cli._explore_inprocess import run_in_process, virtual_clock
+    from mockdcp.explore import reference_consumer
+    from mockdcp.scenario import parse_scenario
+
+    scenario = parse_scenario(TORN_STREAM_END)
+    result = trio.run(
+        lambda: run_in_process(scenario, reference_consumer, limit=60),
+        clock=virtual_clock(reference_consumer),
     )
     assert result.verdict == "pass", (result.reason, result.evidence)
