@@ -29,8 +29,9 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
 
@@ -85,6 +86,15 @@ def import_time(python: str, module: str) -> dict[str, Any]:
     return result
 
 
+def stderr_tail(stderr: IO[bytes], limit: int = 4000) -> str:
+    """The end of a child's standard error (a file it wrote to), as the end of an error
+    message: why it did not start (a traceback, ``mockdcp: ...``), or nothing."""
+    stderr.seek(0, os.SEEK_END)
+    stderr.seek(max(0, stderr.tell() - limit))
+    text = stderr.read().decode(errors="replace").strip()
+    return f"; its stderr ends:\n{text}" if text else "; it wrote nothing to stderr"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -106,17 +116,19 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     the default documents)."""
     port, http_port = free_port(), free_port()
     cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", str(http_port)]
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [*cmd, *([] if docs is None else ["--docs", str(docs)]), "--json"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         env={**os.environ},
     )
     try:
         while not _accepts(port):
             if proc.poll() is not None:
-                raise RuntimeError(f"serve exited ({proc.returncode}) before listening")
+                tail = stderr_tail(stderr)
+                raise RuntimeError(f"serve exited ({proc.returncode}) before listening{tail}")
             time.sleep(0.001)
         listening = time.perf_counter() - t0
         assert proc.stdout is not None
@@ -124,7 +136,9 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
         ready = time.perf_counter() - t0
         cpu = cpu_seconds_of(proc.pid)
         if b"ready" not in line:
-            raise RuntimeError(f"serve did not become ready: {line!r}")
+            proc.terminate()
+            proc.wait(10)
+            raise RuntimeError(f"serve did not become ready: {line!r}{stderr_tail(stderr)}")
         return {
             "kv_listening_s": listening,
             "ready_s": ready,
@@ -134,6 +148,9 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     finally:
         proc.terminate()
         proc.wait(10)
+        stderr.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def in_process_times(python: str, runs: int) -> dict[str, Any]:
