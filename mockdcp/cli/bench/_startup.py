@@ -1,8 +1,10 @@
 """``mockdcp bench startup``: what a user waits for before the first byte streams.
 
-* import: seconds to ``import mockdcp`` and ``import mockdcp.cli`` in a fresh
-  interpreter (the interpreter's own start is not counted), and the heavy modules each
-  leaves imported (numpy, pyarrow, hypercorn, cryptography: none is wanted before use);
+* import: seconds to ``import mockdcp``, ``import mockdcp.cli`` and ``import
+  mockdcp.server`` (what serving needs, as ``bench compare``'s ``import_server``) in a
+  fresh interpreter (the interpreter's own start is not counted), with the CPU seconds,
+  and the heavy modules each leaves imported (numpy, pyarrow, hypercorn, cryptography:
+  none is wanted before use; ``mockdcp.server`` is not checked, it serves with numpy);
 * ``mockdcp serve --docs 0``: seconds from spawning it to its KV port accepting a
   connection (polled every millisecond, on a port picked free beforehand) and to its
   ready line, and whether its HTTP port accepts a connection at the ready line; the
@@ -170,9 +172,8 @@ def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
     spawns = max(runs, 5)
     import_time(python, "mockdcp.cli")  # the bytecode cache filled, not timed
     serve_times(python)
-    imports = {
-        m: [import_time(python, m) for _ in range(spawns)] for m in ("mockdcp", "mockdcp.cli")
-    }
+    modules = ("mockdcp", "mockdcp.cli", "mockdcp.server")
+    imports = {m: [import_time(python, m) for _ in range(spawns)] for m in modules}
     serves = [serve_times(python) for _ in range(spawns)]
     # plain ``mockdcp serve``: its default documents loaded (connections held) first
     defaults = [serve_times(python, None) for _ in range(spawns)]
@@ -181,8 +182,10 @@ def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
         "import_mockdcp_s": statistics.median(r["seconds"] for r in imports["mockdcp"]),
         "import_mockdcp_cpu_s": statistics.median(r["cpu_s"] for r in imports["mockdcp"]),
         "import_cli_s": statistics.median(r["seconds"] for r in imports["mockdcp.cli"]),
+        "import_server_s": statistics.median(r["seconds"] for r in imports["mockdcp.server"]),
+        "import_server_cpu_s": statistics.median(r["cpu_s"] for r in imports["mockdcp.server"]),
         "import_heavy_modules": sorted(
-            {m for rs in imports.values() for r in rs for m in r["heavy"]}
+            {m for name in modules[:2] for r in imports[name] for m in r["heavy"]}
         ),
         "serve_kv_listening_s": statistics.median(s["kv_listening_s"] for s in serves),
         "serve_ready_s": statistics.median(s["ready_s"] for s in serves),
