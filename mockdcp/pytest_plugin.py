@@ -33,6 +33,7 @@ mockdcp adds this plugin to every pytest run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -220,7 +221,15 @@ class _Watched:
         self._final: Snapshot | None = None
 
     def freeze(self) -> Snapshot:
-        self._final = self._read()
+        """Read the server as it stops, then let go of it: the test's item keeps this
+        for the whole session, and through ``read`` it kept every server of every test
+        alive (each test's collections walked all their buckets, slower test by test)."""
+        try:
+            self._final = self._read()
+        except Exception as exc:
+            self._read = functools.partial(_unreadable, repr(exc))
+            raise
+        self._read = _unreadable
         return self._final
 
     def sections(self) -> list[tuple[str, str]]:
@@ -232,6 +241,11 @@ class _Watched:
             (f"{self.label} ({address}): event log", format_events(events)),
             (f"{self.label}: expectations", format_expectations(expectations)),
         ]
+
+
+def _unreadable(why: str = "it has stopped") -> Snapshot:
+    """A stopped server's reader: the server is gone (what it said was kept)."""
+    raise RuntimeError(why)
 
 
 _WATCHED = pytest.StashKey[list[_Watched]]()

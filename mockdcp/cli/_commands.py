@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -166,6 +167,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
         preload()
         load_numpy()
+        if args.collector_paused:  # since the start (``_main.main``): ready now
+            gc.enable()
         async with trio.open_nursery() as nursery:
             if persist_later:
                 from mockdcp.data import persist_all

@@ -7,6 +7,7 @@ imported by the command that needs them, so ``mockdcp serve`` is ready fast.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -574,12 +575,26 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mockdcp`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["serve"] or not gc.isenabled():
+        return _main(argv)
+    # nothing ``mockdcp serve`` makes before its ready line (modules, the bucket) is
+    # garbage, and the collector's passes over it were a sixth of its start: it resumes
+    # at the ready line (``_commands._serve``), or here if serve stops before it
+    gc.disable()
+    try:
+        return _main(argv, collector_paused=True)
+    finally:
+        gc.enable()
+
+
+def _main(argv: list[str], *, collector_paused: bool = False) -> int:
     consumer: list[str] = []
     if "--" in argv:  # mockdcp run/check/explore ... [options] -- CONSUMER CMD...
         cut = argv.index("--")
         argv, consumer = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
     args.consumer = consumer
+    args.collector_paused = collector_paused
     import logging
 
     logging.basicConfig(

@@ -3,7 +3,8 @@ and of a cluster of them: the vbucket map, replica copies, rebalance and failove
 
 Pure: no I/O and no clock of its own (time comes from the injected clock). The cold
 tier and the disk segments (numpy's arrays) load on first use (``__getattr__``):
-serving an empty bucket, or a bucket written key by key, does not import numpy.
+serving an empty bucket, or a bucket written key by key, does not import numpy; the KV
+document commands (``Documents``) load on a client's first one.
 """
 
 from __future__ import annotations
@@ -42,11 +43,6 @@ from mockdcp.model._cluster import (
     NodeView as NodeView,
 )
 from mockdcp.model._disk_store import DiskSnapshot as DiskSnapshot
-from mockdcp.model._documents import (
-    Documents as Documents,
-    KvError as KvError,
-    Written as Written,
-)
 from mockdcp.model._ephemeral import (
     BUCKET_TYPES as BUCKET_TYPES,
     DEFAULT_PURGE_AGE as DEFAULT_PURGE_AGE,
@@ -130,8 +126,18 @@ if TYPE_CHECKING:
         stable_key_hash as stable_key_hash,
         stable_key_hashes as stable_key_hashes,
     )
+    from mockdcp.model._documents import (
+        Documents as Documents,
+        KvError as KvError,
+        Written as Written,
+    )
 else:
     _LAZY = {
+        # the KV document commands (sub-document paths, the request classes): on a
+        # client's first document command, not before the ready line
+        "Documents": "_documents",
+        "KvError": "_documents",
+        "Written": "_documents",
         "HEAD": "_cold",
         "HEAD_DTYPE": "_cold",
         "ColdSegment": "_cold",

@@ -497,21 +497,25 @@ async def serve(
         nodes, replicas = plan.bucket.nodes, plan.bucket.replicas  # the scenario's cluster
     else:
         try:
-            model = bucket_obj or Bucket(
-                bucket,
-                vbuckets,
-                seed=seed,
-                clock=model_clock,
-                collections=collections or {},
-                storage=storage,
-                history_retention_bytes=history_retention_bytes,
-                history_retention_seconds=history_retention_seconds,
-                backfills_per_connection=backfills_per_connection,
-                bucket_type=bucket_type,
-                ephemeral=ephemeral_settings(
-                    bucket_type, eviction_policy, memory_quota, ephemeral_purge_age
-                ),
-            )
+            # the collector paused: nothing made here is garbage, and its passes over
+            # the new vbuckets' parts (and every module's objects) cost as much as
+            # making them (a fixture's server: 0.04 s of its 0.06 s of CPU)
+            with collector_paused():
+                model = bucket_obj or Bucket(
+                    bucket,
+                    vbuckets,
+                    seed=seed,
+                    clock=model_clock,
+                    collections=collections or {},
+                    storage=storage,
+                    history_retention_bytes=history_retention_bytes,
+                    history_retention_seconds=history_retention_seconds,
+                    backfills_per_connection=backfills_per_connection,
+                    bucket_type=bucket_type,
+                    ephemeral=ephemeral_settings(
+                        bucket_type, eviction_policy, memory_quota, ephemeral_purge_age
+                    ),
+                )
         except ModelError as exc:
             raise ServerError(str(exc)) from exc
     profile = _server_profile(server_version or (plan.bucket.server_version if plan else None))
@@ -869,7 +873,9 @@ async def _serve(
 
     host = options.host
     tls = http.tls
-    cluster = Cluster(model, [f"node{i}" for i in range(num_nodes)], replicas, seed=options.seed)
+    names = [f"node{i}" for i in range(num_nodes)]
+    with collector_paused():  # as for the bucket (``serve``): its map and copies
+        cluster = Cluster(model, names, replicas, seed=options.seed)
     cluster.auto_replicate = True
     advertised = host if host not in ("0.0.0.0", "::") else "127.0.0.1"
     maker = _Cluster(options, tls, Wakeups(), capture, advertised, Topology(cluster))

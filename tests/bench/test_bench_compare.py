@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mockdcp.cli.bench._compare import PATHS, _site_packages, compare, install, ratios
+from mockdcp.cli.bench._compare import (
+    PATHS,
+    _site_packages,
+    _spawn_ready,
+    compare,
+    install,
+    ratios,
+)
+from mockdcp.cli.bench._startup import serve_times
 from tests.bench._run import bench_refusal, bench_report
 
 if TYPE_CHECKING:
@@ -35,6 +43,20 @@ def test_a_rate_is_new_over_old_and_a_time_old_over_new() -> None:
     assert figures["memory_new"] == 4.0
     assert figures["memory_ratio"] == 2.0  # twice the events/s
     assert figures["startup_ratio"] == 0.5  # twice the seconds
+
+
+def test_a_serve_that_does_not_start_says_why_with_its_stderr(tmp_path: Path) -> None:
+    """A side that cannot serve fails the compare with the end of serve's stderr, not
+    with "serve did not become ready" alone."""
+    with pytest.raises(RuntimeError, match=r"(?s)did not become ready.*stderr ends.*vbuckets"):
+        _spawn_ready(sys.executable, 0, 0)  # a vbucket count serve refuses
+    python = tmp_path / "python"  # an environment whose mockdcp cannot even import
+    python.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named attrs' >&2\nexit 1\n")
+    python.chmod(0o755)
+    with pytest.raises(RuntimeError, match=r"(?s)did not become ready.*No module named attrs"):
+        _spawn_ready(str(python), 0, 64)
+    with pytest.raises(RuntimeError, match=r"(?s)exited \(1\) before listening.*named attrs"):
+        serve_times(str(python))
 
 
 def test_compare_needs_a_ref_that_names_a_commit() -> None:

@@ -33,6 +33,8 @@ def test_bench_startup_reports_import_listening_ready_and_fixture_times() -> Non
     for name in (
         "import_mockdcp_s",
         "import_cli_s",
+        "import_server_s",
+        "import_server_cpu_s",
         "serve_kv_listening_s",
         "serve_ready_s",
         "serve_ready_cpu_s",

@@ -270,6 +270,37 @@ def test_servers_stop_after_the_test(pytester: pytest.Pytester) -> None:
     pytester.runpytest().assert_outcomes(passed=3)
 
 
+def test_no_server_outlives_its_test(pytester: pytest.Pytester) -> None:
+    """The report's reader of each server let go of it when it stopped: the test items
+    (kept for the session) kept every bucket alive, each test slower than the last."""
+    pytester.makeini(TRIO_INI)
+    pytester.makepyfile(
+        """
+        import gc
+        import weakref
+
+        import pytest
+
+        buckets = []
+
+        @pytest.mark.mockdcp(vbuckets=4)
+        def test_sync(mockdcp, mockdcp_factory):
+            buckets.extend([weakref.ref(mockdcp.bucket), weakref.ref(mockdcp_factory().bucket)])
+
+        @pytest.mark.mockdcp(vbuckets=4)
+        async def test_trio(mockdcp, mockdcp_factory):
+            other = await mockdcp_factory()
+            buckets.extend([weakref.ref(mockdcp.bucket), weakref.ref(other.bucket)])
+
+        def test_all_gone():
+            gc.collect()
+            assert len(buckets) == 4
+            assert [ref() for ref in buckets] == [None] * 4
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=3)
+
+
 FAILING = """
 import socket
 

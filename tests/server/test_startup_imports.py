@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 _SCRIPT = """
 import json, sys, threading
 import trio
@@ -70,3 +72,129 @@ def test_import_mockdcp_leaves_the_server_until_it_is_used() -> None:
         [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
     ).stdout
     assert json.loads(out) == [[], True, True]
+
+
+_SERVE_SCRIPT = """
+import builtins, gc, json, sys
+import mockdcp.cli
+
+HEAVY = {heavy!r}
+state = {{"ready": False}}
+
+
+def collected(phase, info):
+    if phase == "start":
+        said = "collected" if state["ready"] else "collected before ready"
+        print(said, file=sys.stderr, flush=True)
+
+
+gc.callbacks.append(collected)
+plain_print = builtins.print
+
+
+def watch_print(*args, **kwargs):
+    if args and '"ready"' in str(args[0]) and not state["ready"]:
+        state["ready"] = True
+        heavy = sorted(m for m in HEAVY if m in sys.modules)
+        plain_print(json.dumps({{"heavy_at_ready": heavy}}), file=sys.stderr, flush=True)
+    plain_print(*args, **kwargs)
+
+
+builtins.print = watch_print
+sys.exit(mockdcp.cli.main(["serve", "--port", "0", "--http-port", "0", "--docs", "0", "--json"]))
+"""
+
+
+def _serve_watched() -> tuple[subprocess.Popen[str], list[str]]:
+    """``mockdcp serve --docs 0`` watched: the stderr lines up to its ready line."""
+    from mockdcp.cli.bench._startup import HEAVY_MODULES
+
+    script = _SERVE_SCRIPT.format(heavy=HEAVY_MODULES)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    assert '"ready"' in proc.stdout.readline()
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith("{"):
+        lines.append(proc.stderr.readline().strip())
+    return proc, lines
+
+
+def test_serve_runs_no_collection_before_its_ready_line_and_collects_after() -> None:
+    """Nothing ``mockdcp serve`` makes before its ready line is garbage: the collector
+    waits for it (a sixth of the start went to its passes), then runs as usual."""
+    proc, before = _serve_watched()
+    try:
+        assert "collected before ready" not in before
+        assert proc.stderr is not None
+        # the HTTP stack's imports after the ready line allocate: a collection follows
+        line = proc.stderr.readline().strip()
+        while line != "collected":
+            assert line, "serve exited"
+            line = proc.stderr.readline().strip()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+@pytest.mark.full
+def test_serve_is_ready_without_numpy_pyarrow_hypercorn_or_cryptography() -> None:
+    """``mockdcp serve``'s path to its ready line imports none of the heavy modules: the
+    codec and numpy load after it, the HTTP stack in a worker thread, TLS on first use."""
+    proc, before = _serve_watched()
+    try:
+        assert json.loads(before[-1]) == {"heavy_at_ready": []}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_serve_makes_its_vbuckets_with_the_collector_paused() -> None:
+    """``serve()`` (a fixture's server) makes its 1,024 vbuckets and the cluster's map with
+    the collector paused: about sixty collections, each walking them, went into it."""
+    import gc
+
+    import trio
+
+    import mockdcp
+
+    starts: list[int] = []
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            starts.append(info["generation"])
+
+    async def start_one() -> None:
+        async with mockdcp.serve(port=0, http_port=0, vbuckets=1024):
+            pass
+
+    trio.run(start_one)  # the imports and first-use work of a process, apart
+    gc.callbacks.append(collected)
+    try:
+        trio.run(start_one)
+    finally:
+        gc.callbacks.remove(collected)
+    assert len(starts) <= 10, starts
+
+
+def test_the_server_leaves_the_document_commands_until_they_are_used() -> None:
+    """``import mockdcp.server`` (what serving needs) does not make the KV document
+    commands (sub-document paths, the request classes: about 0.02 s of CPU); the
+    model's ``Documents`` loads on first use, and the shell preloads it after ready."""
+    lazy = ("mockdcp.model._documents", "mockdcp.protocol._document_requests")
+    script = (
+        "import json, sys, mockdcp.server\n"
+        f"before = [m for m in {lazy!r} if m in sys.modules]\n"
+        "from mockdcp.model import Documents, KvError\n"
+        "from mockdcp.producer import preload\n"
+        "preload()\n"
+        f"after = [m for m in {lazy!r} if m in sys.modules]\n"
+        "print(json.dumps([before, after, Documents.__module__, KvError.__module__]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
+    ).stdout
+    module = "mockdcp.model._documents"
+    assert json.loads(out) == [[], list(lazy), module, module]

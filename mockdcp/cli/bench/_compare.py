@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
-from mockdcp.cli.bench._startup import free_port, import_time
+from mockdcp.cli.bench._startup import free_port, import_time, stderr_tail
 
 if TYPE_CHECKING:
     import argparse
@@ -213,20 +213,22 @@ def _spawn_ready(
     """``python -m mockdcp serve --docs DOCS`` spawned and read to its ready line: the
     process, its KV port, and the seconds and its CPU seconds to that line."""
     cmd = [python, "-m", "mockdcp", "serve", "--port", "0", "--http-port", str(free_port())]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [*cmd, "--vbuckets", str(vbuckets), "--docs", str(docs), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    ready = time.perf_counter() - t0
-    cpu = cpu_seconds_of(proc.pid)
-    if b"ready" not in line:
-        proc.terminate()
-        proc.wait(30)
-        raise RuntimeError(f"serve did not become ready: {line!r}")
+    with tempfile.TemporaryFile() as stderr:  # the child keeps writing to its own copy
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [*cmd, "--vbuckets", str(vbuckets), "--docs", str(docs), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        ready = time.perf_counter() - t0
+        cpu = cpu_seconds_of(proc.pid)
+        if b"ready" not in line:
+            proc.terminate()
+            proc.wait(30)
+            proc.stdout.close()
+            raise RuntimeError(f"serve did not become ready: {line!r}{stderr_tail(stderr)}")
     return proc, int(json.loads(line)["kv_port"]), ready, cpu
 
 

@@ -1,8 +1,10 @@
 """``mockdcp bench startup``: what a user waits for before the first byte streams.
 
-* import: seconds to ``import mockdcp`` and ``import mockdcp.cli`` in a fresh
-  interpreter (the interpreter's own start is not counted), and the heavy modules each
-  leaves imported (numpy, pyarrow, hypercorn, cryptography: none is wanted before use);
+* import: seconds to ``import mockdcp``, ``import mockdcp.cli`` and ``import
+  mockdcp.server`` (what serving needs, as ``bench compare``'s ``import_server``) in a
+  fresh interpreter (the interpreter's own start is not counted), with the CPU seconds,
+  and the heavy modules each leaves imported (numpy, pyarrow, hypercorn, cryptography:
+  none is wanted before use; ``mockdcp.server`` is not checked, it serves with numpy);
 * ``mockdcp serve --docs 0``: seconds from spawning it to its KV port accepting a
   connection (polled every millisecond, on a port picked free beforehand) and to its
   ready line, and whether its HTTP port accepts a connection at the ready line; the
@@ -29,8 +31,9 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
 
@@ -85,6 +88,15 @@ def import_time(python: str, module: str) -> dict[str, Any]:
     return result
 
 
+def stderr_tail(stderr: IO[bytes], limit: int = 4000) -> str:
+    """The end of a child's standard error (a file it wrote to), as the end of an error
+    message: why it did not start (a traceback, ``mockdcp: ...``), or nothing."""
+    stderr.seek(0, os.SEEK_END)
+    stderr.seek(max(0, stderr.tell() - limit))
+    text = stderr.read().decode(errors="replace").strip()
+    return f"; its stderr ends:\n{text}" if text else "; it wrote nothing to stderr"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -106,17 +118,19 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     the default documents)."""
     port, http_port = free_port(), free_port()
     cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", str(http_port)]
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [*cmd, *([] if docs is None else ["--docs", str(docs)]), "--json"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         env={**os.environ},
     )
     try:
         while not _accepts(port):
             if proc.poll() is not None:
-                raise RuntimeError(f"serve exited ({proc.returncode}) before listening")
+                tail = stderr_tail(stderr)
+                raise RuntimeError(f"serve exited ({proc.returncode}) before listening{tail}")
             time.sleep(0.001)
         listening = time.perf_counter() - t0
         assert proc.stdout is not None
@@ -124,7 +138,9 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
         ready = time.perf_counter() - t0
         cpu = cpu_seconds_of(proc.pid)
         if b"ready" not in line:
-            raise RuntimeError(f"serve did not become ready: {line!r}")
+            proc.terminate()
+            proc.wait(10)
+            raise RuntimeError(f"serve did not become ready: {line!r}{stderr_tail(stderr)}")
         return {
             "kv_listening_s": listening,
             "ready_s": ready,
@@ -134,6 +150,9 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     finally:
         proc.terminate()
         proc.wait(10)
+        stderr.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def in_process_times(python: str, runs: int) -> dict[str, Any]:
@@ -153,9 +172,8 @@ def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
     spawns = max(runs, 5)
     import_time(python, "mockdcp.cli")  # the bytecode cache filled, not timed
     serve_times(python)
-    imports = {
-        m: [import_time(python, m) for _ in range(spawns)] for m in ("mockdcp", "mockdcp.cli")
-    }
+    modules = ("mockdcp", "mockdcp.cli", "mockdcp.server")
+    imports = {m: [import_time(python, m) for _ in range(spawns)] for m in modules}
     serves = [serve_times(python) for _ in range(spawns)]
     # plain ``mockdcp serve``: its default documents loaded (connections held) first
     defaults = [serve_times(python, None) for _ in range(spawns)]
@@ -164,8 +182,10 @@ def measure(python: str, runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
         "import_mockdcp_s": statistics.median(r["seconds"] for r in imports["mockdcp"]),
         "import_mockdcp_cpu_s": statistics.median(r["cpu_s"] for r in imports["mockdcp"]),
         "import_cli_s": statistics.median(r["seconds"] for r in imports["mockdcp.cli"]),
+        "import_server_s": statistics.median(r["seconds"] for r in imports["mockdcp.server"]),
+        "import_server_cpu_s": statistics.median(r["cpu_s"] for r in imports["mockdcp.server"]),
         "import_heavy_modules": sorted(
-            {m for rs in imports.values() for r in rs for m in r["heavy"]}
+            {m for name in modules[:2] for r in imports[name] for m in r["heavy"]}
         ),
         "serve_kv_listening_s": statistics.median(s["kv_listening_s"] for s in serves),
         "serve_ready_s": statistics.median(s["ready_s"] for s in serves),
