@@ -21,11 +21,22 @@ faults' timers, noops and back-offs cost no real time. The schedule's time limit
 then also kept in real time (``RealTimeGuard``): a task that never blocks (a writer
 woken for a deadline already passed, a consumer polling without waiting) holds the
 virtual clock still, and its virtual limit would never come.
+
+Under the virtual clock a schedule replays bit for bit (``seeded_scheduler``): trio runs
+the tasks woken at one instant in an order it draws at random, on purpose (python-trio/
+trio issue 32), so that a step and the consumer's reading that meet at one virtual
+instant (a write, ``wait: 0``, a failover: was the write sent before the failover?)
+went one way or the other from run to run; seeded with the scenario's seed, trio's
+deterministic scheduling (the mode its Hypothesis plugin turns on) takes the same order
+on every run. That holds for one schedule at a time (``-j 1``; schedules run at once
+share the scheduler).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import random
 import threading
 import time
 import traceback
@@ -45,7 +56,7 @@ from mockdcp.cli._check import (
 from mockdcp.explore import held, settings_for, takes_connect, takes_credentials
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from mockdcp.explore import ConsumerFactory, InProcessConsumer
     from mockdcp.scenario import Scenario
@@ -63,6 +74,38 @@ def virtual_clock(factory: ConsumerFactory | None) -> trio.abc.Clock | None:
     if factory is None or not takes_connect(factory):
         return None
     return trio.testing.MockClock(autojump_threshold=0)
+
+
+#: schedules inside ``seeded_scheduler`` now, and trio's scheduling mode before the first
+_seeded: list[tuple[bool, Any]] = []
+
+
+@contextlib.contextmanager
+def seeded_scheduler(seed: int) -> Iterator[bool]:
+    """trio's scheduler in its deterministic mode, its random generator seeded with
+    ``seed``, for the time of one schedule (module docstring); as it was once the last
+    schedule inside ends. Yields False (nothing changed) on a trio without that mode:
+    its ``_core._run`` module's ``_ALLOW_DETERMINISTIC_SCHEDULING`` and ``_r``, which
+    trio's Hypothesis plugin and its own test of the mode
+    (``trio/_tests/test_scheduler_determinism.py``) set, are not public."""
+    run: Any = getattr(trio._core, "_run", None)
+    rng = getattr(run, "_r", None)
+    if not isinstance(rng, random.Random) or not hasattr(run, "_ALLOW_DETERMINISTIC_SCHEDULING"):
+        yield False
+        return
+    if not _seeded:
+        _seeded.append((bool(run._ALLOW_DETERMINISTIC_SCHEDULING), rng.getstate()))
+    else:
+        _seeded.append(_seeded[0])
+    setattr(run, "_ALLOW_DETERMINISTIC_SCHEDULING", True)  # noqa: B010 - a Final of trio's
+    rng.seed(seed)
+    try:
+        yield True
+    finally:
+        before = _seeded.pop()
+        if not _seeded:
+            setattr(run, "_ALLOW_DETERMINISTIC_SCHEDULING", before[0])  # noqa: B010
+            rng.setstate(before[1])
 
 
 class MemoryNetwork:
@@ -186,8 +229,11 @@ async def run_in_process(
     """One run of ``scenario`` against a consumer ``make`` makes (module docstring)."""
     started = time.perf_counter()
     result = ScenarioResult(scenario.name, scenario.name, Verdict.PASSED, "")
+    virtual = isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock)
+    seeded = seeded_scheduler(scenario.seed) if virtual else contextlib.nullcontext(False)
     try:
-        await _run(scenario, make, limit, host, result)
+        with seeded:
+            await _run(scenario, make, limit, host, result)
     except Exception as exc:
         result.verdict = Verdict.FAILED
         result.reason = f"mockdcp error: {type(exc).__name__}: {exc}"
@@ -250,31 +296,36 @@ async def _run(
         trouble = None
         virtual = isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock)
         guard = RealTimeGuard(limit) if virtual else None
-        async with trio.open_nursery() as nursery:
-            if network is not None:
-                network.nursery = nursery  # its connections end with the consumer
-            nursery.start_soon(consume)
-            nursery.start_soon(scenario_over)
-            try:
+        try:
+            async with trio.open_nursery() as nursery:
+                if network is not None:
+                    network.nursery = nursery  # its connections end with the consumer
+                nursery.start_soon(consume)
+                nursery.start_soon(scenario_over)
                 with trio.move_on_after(limit) as scope:
                     if guard is not None:
                         nursery.start_soon(guard.watch, scope)
                     await over.wait()
-            finally:
-                if guard is not None:
-                    guard.done()
-            if crash:
-                pass  # judged below
-            elif scope.cancelled_caught:
-                trouble = f"the scenario did not finish within {limit:g}s"
-                if guard is not None and guard.fired:
-                    trouble += " of real time: the virtual clock stood still (a task never blocked)"
-            elif server.runner.progress.failure is None:
-                _persist_after(server)
-                with trio.move_on_after(SETTLE):
-                    while compare(consumer, server)["differences"] and not crash:  # noqa: ASYNC110
-                        await trio.sleep(0.02)
-            nursery.cancel_scope.cancel()
+                if crash:
+                    pass  # judged below
+                elif scope.cancelled_caught:
+                    trouble = f"the scenario did not finish within {limit:g}s"
+                    if guard is not None and guard.fired:
+                        trouble += (
+                            " of real time: the virtual clock stood still (a task never blocked)"
+                        )
+                elif server.runner.progress.failure is None:
+                    _persist_after(server)
+                    with trio.move_on_after(SETTLE):
+                        while compare(consumer, server)["differences"] and not crash:  # noqa: ASYNC110
+                            await trio.sleep(0.02)
+                nursery.cancel_scope.cancel()
+        finally:
+            # once its task is cancelled (above): ended sooner, the guard's thread would
+            # wake it at a moment of real time, among the tasks settling (a schedule
+            # replays bit for bit: module docstring)
+            if guard is not None:
+                guard.done()
         if crash:
             trouble = f"the consumer exited before the scenario ended ({crash[0]})"
         history = server.runner.history
@@ -298,5 +349,6 @@ __all__ = [
     "compare",
     "consumer_exit",
     "run_in_process",
+    "seeded_scheduler",
     "virtual_clock",
 ]

@@ -143,15 +143,28 @@ class _Member(DcpConsumer):
             self.live = False
 
     async def add(self, vb: int) -> None:
-        """Stream ``vb`` here too (now if the connection is up, else when it is)."""
+        """Stream ``vb`` here too (now if the connection is up, else when it is). A
+        stream of ``vb`` this session already asked for (open, or its re-open pending)
+        is not asked for again: kv_engine ``DcpProducer::streamRequest``
+        (``engines/ep/src/dcp/producer.cc``) answers a second request for a live stream
+        KEY_EEXISTS (issue 39: a map read after a reconnect routed ``vb`` back to the
+        node it was already streamed from)."""
         if vb not in self.core.vbuckets:
             self.core.vbuckets.append(vb)
         if self.live:
             try:
-                for request in self.core.stream_requests(vb):
-                    await self._send(request)
+                for spec in self.core.streams:
+                    key = (vb, spec.sid)
+                    if self._asked(key) or self.core.state.position(*key).ended:
+                        continue
+                    await self._send(self.core.stream_request(*key))
             except _LOST:
                 pass  # the connection is going: its next session asks for every vbucket
+
+    def _asked(self, key: StreamKey) -> bool:
+        """This session asked for stream ``key`` and it is not over: open (answered or
+        not yet) or waiting for its re-open (``DcpConsumer._reopens``)."""
+        return key in self.core.open or (self._reopens is not None and key in self._reopens)
 
     def drop(self, vb: int) -> None:
         if vb in self.core.vbuckets:
@@ -330,8 +343,9 @@ class ClusterConsumer:
             current = self.owner.get(vb)
             if active == current:
                 continue
-            for member in self.members.values():
-                member.drop(vb)
+            for address, member in self.members.items():
+                if address != active:  # the active node's streams of vb stay (``add``)
+                    member.drop(vb)
             self.owner.pop(vb, None)
             if active is None:
                 continue  # no copy anywhere: wait for a rebalance to make one

@@ -27,6 +27,8 @@ It does what a correct consumer must (kv_engine docs/dcp/documentation):
 * a stream request answered NOT_MY_VBUCKET or ETMPFAIL is asked again a little later
   (the vbucket is moving or warming up; java-dcp-client retries these too), waiting
   twice as long after each refusal in a row (0.1 s, 0.2 s, ... up to 1 s);
+* a stream request answered KEY_EEXISTS: the stream is already open on the connection
+  and goes on (java-dcp-client's ``DcpChannel.openStream`` takes it as a success);
 * DCP_NOOP answered, buffer acks sent at half the window;
 * a reconnect refused AUTH_ERROR (its password changed, its user deleted) is
   reported and tried again with the same back-off: the node dropped nothing, and once

@@ -378,6 +378,8 @@ class ConsumerCore:
             if pos.failover_log:
                 pos.uuid = pos.failover_log[0][0]
             return []
+        if frame.status == Status.KEY_EEXISTS and key in self.open:
+            return self.on_already_open(key)
         self.open.discard(key)
         if frame.status == Status.ROLLBACK:
             seqno = int.from_bytes(frame.value[:8], "big")
@@ -399,6 +401,18 @@ class ConsumerCore:
         raise ConsumerError(
             f"stream request for vbucket {vb}{_sid_text(sid)} failed: status {frame.status:#x}"
         )
+
+    def on_already_open(self, key: StreamKey) -> list[Action]:
+        """A stream request answered KEY_EEXISTS: this connection already has a live
+        stream ``key`` (kv_engine ``DcpProducer::streamRequest``,
+        ``engines/ep/src/dcp/producer.cc``, refuses a second request for a live stream
+        and replaces a dead one), which its frames go on feeding from where they were
+        (the same opaque, ``StreamRoutes``): it stays open and nothing is asked again,
+        as java-dcp-client does (``DcpChannel.openStream``: KEY_EXISTS is "Stream
+        already open", a success). Only a consumer that sent a second request meets it
+        (issue 39's 10,000-schedule run: ``ClusterConsumer`` did, after a map read)."""
+        log.warning("stream request for %s: KEY_EEXISTS, the stream is already open", key)
+        return []
 
     def _end(self, key: StreamKey, reason: int) -> None:
         """Stream ``key`` is done: it is not asked for again, even after a reconnect."""

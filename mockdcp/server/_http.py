@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
+from mockdcp.server._ports import hold, listen_again
 from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
@@ -118,16 +119,27 @@ class HttpService:
         control_open: bool = False,
         tls: TlsSetup | None = None,
         https_port: int | None = None,
+        held: HttpService | None = None,
     ) -> None:
-        """``https_port``: the HTTPS port (default: the TLS options')."""
-        self.sockets = bind_sockets(host, port)
-        self.port = int(self.sockets[0].getsockname()[1])
+        """``https_port``: the HTTPS port (default: the TLS options'). ``held``: the
+        service of a node that was down, whose ports it held (``hold``): they listen
+        again here, none is bound anew (``_ports``)."""
         self.control_open = control_open or is_loopback(host)
         self.tls = tls
+        self.certificate_users: CertificateUsers = {}
         #: the HTTPS port's sockets (none without TLS)
         self.https_sockets: list[socket.socket] = []
         self.https_port: int | None = None
-        self.certificate_users: CertificateUsers = {}
+        self.sockets: list[socket.socket]
+        if held is not None:
+            self.sockets = [listen_again(sock) for sock in held.sockets]
+            self.https_sockets = [listen_again(sock) for sock in held.https_sockets]
+            held.sockets, held.https_sockets = [], []
+            self.port: int = held.port
+            self.https_port = held.https_port
+            return
+        self.sockets = bind_sockets(host, port)
+        self.port = int(self.sockets[0].getsockname()[1])
         if tls is not None:
             try:
                 wanted = tls.options.https_port if https_port is None else https_port
@@ -140,6 +152,12 @@ class HttpService:
     def close(self) -> None:
         for sock in [*self.sockets, *self.https_sockets]:
             sock.close()
+
+    def hold(self) -> None:
+        """Its node went down: its ports refuse connections and stay its own (bound,
+        not listening: ``_ports.hold``) until a service made ``held`` by it serves them."""
+        self.sockets = [hold(sock) for sock in self.sockets]
+        self.https_sockets = [hold(sock) for sock in self.https_sockets]
 
     async def run(
         self,
@@ -187,6 +205,9 @@ class HttpService:
 
     async def _serve_https(self, app: AppWrapper, config: Config, server: MockDcpServer) -> None:
         """Accept HTTPS connections until cancelled (module docstring)."""
+        # cancelled before it first ran (its node went down at once), its sockets may be
+        # held already (``hold``): not listening, nothing to serve
+        await trio.lowlevel.checkpoint_if_cancelled()
         from hypercorn.trio.tcp_server import TCPServer
         from hypercorn.trio.worker_context import WorkerContext
         from hypercorn.typing import ConnectionState

@@ -836,8 +836,8 @@ class _Cluster:
         )
         own_http = http
 
-        def rebind() -> HttpService:
-            return self._http(index, own_http)
+        def rebind(held: HttpService) -> HttpService:
+            return self._http(index, own_http, held)
 
         listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(s)) for s in kv_sockets]
         tls_listeners = [
@@ -845,9 +845,16 @@ class _Cluster:
         ]
         return NodeShell(node, kv, http, listeners, tls_listeners, rebind)
 
-    def _http(self, index: int, old: HttpService | None) -> HttpService:
-        """Node ``index``'s management port(s): the ports ``old`` had, or the next ones."""
+    def _http(
+        self, index: int, old: HttpService | None, held: HttpService | None = None
+    ) -> HttpService:
+        """Node ``index``'s management port(s): the ports ``old`` had, or the next ones;
+        ``held``'s sockets, listening again, when it holds them (a node back up)."""
         options, tls = self.options, self.tls
+        if held is not None and held.sockets:
+            return HttpService(
+                options.host, held.port, control_open=options.control_open, tls=tls, held=held
+            )
         if old is not None:
             port, https = old.port, old.https_port
         else:

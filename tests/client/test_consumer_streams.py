@@ -310,6 +310,26 @@ class TestStreamEnd:
         fed.feed(_end(StreamEndReason.CLOSED))
         assert len(fed.sent.requests()) == 1
 
+    def test_a_stream_already_open_answered_key_eexists_goes_on(self) -> None:
+        """KEY_EEXISTS to a second request for an open stream (kv_engine
+        ``DcpProducer::streamRequest``): the stream is already open, as java-dcp-client's
+        ``DcpChannel.openStream`` takes it; its frames go on, nothing is asked again."""
+        fed = Fed()
+        fed.open()
+        fed.accept()
+        fed.feed(_marker(1, 1), _mutation(1, b"k1"))
+        fed.open()  # a second request for the open stream
+        fed.feed_bytes(
+            Response(
+                opcode=Opcode.DCP_STREAM_REQ, status=Status.KEY_EEXISTS, opaque=OPAQUE
+            ).encode()
+        )
+        assert (0, None) in fed.core.open
+        assert fed.sent.requests() == []
+        fed.feed(_marker(2, 2), _mutation(2, b"k2"))
+        assert fed.state.position(0).seqno == 2
+        assert not fed.state.violations
+
     def test_a_refused_filter_of_dropped_collections_is_over(self) -> None:
         fed = Fed(streams=[StreamFilter(collections=[8])])
         fed.open()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from ._raw import RawClient, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from mockdcp.server import MockDcpServer
 
@@ -230,6 +232,70 @@ async def test_a_node_down_refuses_connections_and_comes_back_with_what_it_persi
     vb = cluster.topology.cluster.map.actives_on("node2")[0]
     r = await c.call(c.stream_request(vb))
     assert r.status == Status.SUCCESS
+
+
+async def _refused(port: int) -> bool:
+    try:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+    except OSError:
+        return True
+    await stream.aclose()
+    return False
+
+
+def _taken(port: int) -> bool:
+    """Another socket cannot bind ``port`` (one without SO_REUSEADDR: ``_ports``)."""
+    other = socket.socket()
+    try:
+        other.bind(("127.0.0.1", port))
+    except OSError:
+        return True
+    finally:
+        other.close()
+    return False
+
+
+async def test_a_node_down_keeps_its_ports_and_comes_back_on_them(tmp_path: Path) -> None:
+    """While a node is down its ports refuse connections and no other socket can take
+    them (bound, not listening: ``_ports.hold``), so that ``node_up`` serves the same
+    ports again: another process took a closed one in issue 39's 10,000-schedule run
+    (schedule 4538), and ``node_up`` failed with EADDRINUSE. KV, TLS KV, HTTP, HTTPS."""
+    tls: dict[str, Any] = {"tls": True, "tls_port": 0, "https_port": 0, "tls_dir": tmp_path}
+    async with mockdcp.serve(
+        port=0, http_port=0, vbuckets=4, nodes=2, flush_interval=None, **tls
+    ) as server:
+        node = server.nodes[1]
+        ports = [node.kv_port, node.tls_port, node.http_port, node.https_port]
+        assert all(isinstance(port, int) for port in ports)
+        numbers = [port for port in ports if port is not None]
+        assert not [port for port in numbers if await _refused(port)]
+        await server.apply({"node_down": {"node": 1}})
+        assert [await _refused(port) for port in numbers] == [True] * 4
+        assert [_taken(port) for port in numbers] == [True] * 4
+        await server.apply({"node_up": {"node": 1}})
+        back = server.nodes[1]
+        assert [back.kv_port, back.tls_port, back.http_port, back.https_port] == ports
+        assert not [port for port in numbers if await _refused(port)]  # listening at once
+        c = await _client(node.kv_port)
+        assert (
+            await c.call(c.stream_request(server.topology.cluster.map.actives_on("node1")[0]))
+        ).status == Status.SUCCESS
+        async with httpx.AsyncClient() as http:
+            r = await http.get(f"http://127.0.0.1:{node.http_port}/pools/default")
+        assert r.status_code in (200, 401)
+        await server.apply({"node_down": {"node": 1}})  # and down again: held again
+        assert [await _refused(port) for port in numbers] == [True] * 4
+        assert [_taken(port) for port in numbers] == [True] * 4
+
+
+async def test_a_node_taken_down_before_it_ever_served_refuses_too() -> None:
+    """``node_down`` as the server starts (before the node's shell first ran): its
+    ports, bound and listening since ``serve`` made them, are held all the same, and the
+    step returns once they refuse (a connection was taken into the listen queue)."""
+    async with mockdcp.serve(port=0, http_port=0, vbuckets=4, nodes=2) as server:
+        await server.apply({"node_down": {"node": 1}})
+        assert await _refused(server.nodes[1].kv_port)
+        assert _taken(server.nodes[1].kv_port)
 
 
 @pytest.mark.parametrize(

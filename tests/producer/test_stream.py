@@ -151,3 +151,42 @@ def test_a_backfill_is_queued_in_pieces_then_the_stream_goes_on_in_memory() -> N
     assert [(m.start_seqno, m.end_seqno) for m in markers] == [(0, 20), (21, 21)]
     assert [m.by_seqno for m in messages if isinstance(m, Mutation)] == list(range(1, 22))
     assert {m.opaque for m in messages} == {0xABCD}
+
+
+def test_a_second_request_for_a_live_stream_is_refused_an_ended_one_replaced() -> None:
+    """kv_engine ``DcpProducer::streamRequest`` (``engines/ep/src/dcp/producer.cc``):
+    KEY_EEXISTS when the connection's stream for (vbucket, sid) is active; one that is
+    over (its STREAM_END queued, not yet read, or sent) is replaced by the new one."""
+    from mockdcp.protocol import DcpStreamRequest, Response
+    from tests.producer._session import Session
+
+    b = bucket()
+    b.set("k1", b'{"v":1}')
+    session = Session(b)
+    session.open_dcp()
+
+    def ask(opaque: int, end_seqno: int = 2**64 - 1) -> list[int]:
+        request = DcpStreamRequest(
+            opaque=opaque,
+            vbucket=0,
+            flags=0,
+            start_seqno=0,
+            end_seqno=end_seqno,
+            vbucket_uuid=0,
+            snap_start_seqno=0,
+            snap_end_seqno=0,
+        )
+        return [r.status for r in session.call(request) if isinstance(r, Response)]
+
+    assert ask(1) == [Status.SUCCESS]
+    assert ask(2) == [Status.KEY_EEXISTS]  # live: refused, the stream goes on
+    stream = session.conn.streams.get(0, None)
+    assert stream is not None
+    assert stream.alive
+    stream.end(StreamEndReason.CLOSED)  # ending: its STREAM_END queued, not read
+    assert ask(3) == [Status.SUCCESS]
+    assert session.conn.streams.get(0, None) is not stream
+    replaced = session.conn.streams.get(0, None)
+    assert replaced is not None
+    replaced.end(StreamEndReason.OK)
+    assert ask(4) == [Status.SUCCESS]  # ended (its end seqno reached): replaced
