@@ -121,3 +121,21 @@ async def test_settling_returns_once_the_output_matches(
     assert result.verdict is Verdict.PASSED, result.reason
     assert 1 <= len(polls) < _check.SETTLE / 0.05
     assert result.phases["settle"] < _check.SETTLE
+
+
+def test_tail_freezes_what_its_imports_made_before_it_streams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The collector never walks the imports' objects again (nor at exit): ``gc.freeze``
+    before the consumer runs (a tenth of a short tail's CPU)."""
+    import gc
+
+    from mockdcp.cli import _commands
+    from mockdcp.cli._main import build_parser
+
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(trio, "run", lambda *a: calls.append("run"))
+    args = build_parser().parse_args(["tail", "--port", "1"])
+    assert _commands.run_tail(args) == 0
+    assert calls == ["freeze", "run"]
