@@ -290,7 +290,7 @@ async def _run(
         host=options.host,
         port=0,
         http_port=0,
-        scenario=scenario.source,
+        scenario=scenario,  # as read (``select``): not read and parsed again
         consumer_starts_within=options.connect_within,
         users=run_users(),
     ) as server:

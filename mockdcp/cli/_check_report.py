@@ -40,14 +40,16 @@ def select(names: list[str], tags: str | None, exclude: str | None) -> list[Scen
     """The library scenarios named (or files given), else all; those with any of
     ``tags``; without those ``exclude`` names or tags. ``SelectionError`` for a name
     the library does not have, or when nothing is left."""
-    from mockdcp.cli._scenario_commands import bundled_scenarios
+    from mockdcp.cli._scenario_commands import _library
     from mockdcp.scenario import load_scenario
 
-    library = {name: path for name, _, path in bundled_scenarios()}
+    # the library as read once (an invalid one is read again, for its error)
+    library = {name: (path, scenario) for name, _, path, scenario in _library()}
     chosen: list[Scenario] = []
     for name in names or sorted(library):
         if name in library:
-            chosen.append(load_scenario(library[name]))
+            path, scenario = library[name]
+            chosen.append(scenario if scenario is not None else load_scenario(path))
         elif Path(name).is_file():
             chosen.append(load_scenario(name))
         else:

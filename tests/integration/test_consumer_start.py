@@ -139,3 +139,27 @@ def test_tail_freezes_what_its_imports_made_before_it_streams(
     args = build_parser().parse_args(["tail", "--port", "1"])
     assert _commands.run_tail(args) == 0
     assert calls == ["freeze", "run"]
+
+
+async def test_check_reads_each_scenario_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Choosing reads the library once; the server is given the scenario as read (it
+    read each of them three times: the library, the choice, the server)."""
+    from importlib import resources
+
+    from mockdcp.cli._check_report import select
+    from mockdcp.scenario import _convert
+
+    read: list[str] = []
+    real = _convert._read_yaml
+
+    def counting(text: str) -> tuple[Any, Any]:
+        read.append(text)
+        return real(text)
+
+    monkeypatch.setattr(_convert, "_read_yaml", counting)
+    (scenario,) = select([SCENARIO], None, None)
+    options = CheckOptions(command=[sys.executable, "-m", "mockdcp", "tail", "--json"])
+    result = await check_scenario(scenario, options)
+    assert result.verdict is Verdict.PASSED, result.reason
+    folder = resources.files("mockdcp") / "scenarios"
+    assert len(read) == sum(1 for e in folder.iterdir() if e.name.endswith(".yaml"))
