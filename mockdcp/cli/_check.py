@@ -57,6 +57,11 @@ OUTPUT_LINES = 20
 SPARK_ABOVE = 256 * 1024 * 1024
 #: evidence lines kept per failed scenario
 EVIDENCE_LINES = 200
+#: the phases of one scenario's run, in order (``ScenarioResult.phases``): the server
+#: starting, the consumer process starting until its first connection, the scenario
+#: (its steps, waits and faults), the output settling, the consumer stopping, judging,
+#: the server stopping
+PHASES = ("server", "consumer start", "scenario", "settle", "stop", "judge", "server stop")
 
 
 def run_users() -> Mapping[str, str]:
@@ -108,6 +113,12 @@ class ScenarioResult:
     evidence: list[str] = attrs.field(factory=list)
     #: for a failure: the expect steps that failed, as written
     failed_steps: list[dict[str, Any]] = attrs.field(factory=list)
+    #: where ``seconds`` went, phase by phase (``PHASES``, in order; a phase that did not
+    #: happen is absent): all but ``scenario`` is ``check``'s own overhead
+    phases: dict[str, float] = attrs.field(factory=dict)
+    #: seconds of ``check``'s own, beyond what the scenario itself took (its steps,
+    #: waits and faults, from the consumer's first connection to its last step)
+    overhead: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {**attrs.asdict(self), "verdict": str(self.verdict)}
@@ -248,7 +259,22 @@ async def check_scenario(scenario: Scenario, options: CheckOptions) -> ScenarioR
         output = folder / f"{scenario.name}.out"
         await _run(scenario, options, output, result)
     result.seconds = time.perf_counter() - started
+    result.overhead = max(0.0, result.seconds - result.phases.get("scenario", 0.0))
     return result
+
+
+@attrs.define
+class _Phases:
+    """Times one scenario's run phase by phase (``PHASES``): each ``end`` closes the
+    phase begun at the previous one."""
+
+    into: dict[str, float]
+    last: float = attrs.field(factory=time.perf_counter)
+
+    def end(self, phase: str, at: float | None = None) -> None:
+        now = time.perf_counter() if at is None else at
+        self.into[phase] = self.into.get(phase, 0.0) + max(0.0, now - self.last)
+        self.last = now
 
 
 async def _run(
@@ -259,14 +285,16 @@ async def _run(
     from mockdcp.server import serve
 
     _remove(output)
+    phases = _Phases(result.phases)
     async with serve(
         host=options.host,
         port=0,
         http_port=0,
-        scenario=scenario.source,
+        scenario=scenario,  # as read (``select``): not read and parsed again
         consumer_starts_within=options.connect_within,
         users=run_users(),
     ) as server:
+        phases.end("server")
         server.node.checker_limits = CheckerLimits(
             ack_stall=CHECK_ACK_STALL, reopen_within=CHECK_REOPEN_WITHIN
         )
@@ -291,33 +319,51 @@ async def _run(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(consumer.read)
                 nursery.start_soon(consumer.watch)
-                trouble = await _until_done(server, consumer, options)
+                marks: dict[str, float] = {}
+                trouble = await _until_done(server, consumer, options, marks)
+                if "connected" in marks:
+                    phases.end("consumer start", marks["connected"])
+                phases.end("scenario" if "connected" in marks else "consumer start")
                 if trouble is None:
                     _persist_after(server)
                     await _settle(server, output)
+                    phases.end("settle")
                 await consumer.stop()
+                phases.end("stop")
                 nursery.cancel_scope.cancel()
         finally:
             # cancelled (Ctrl-C, a run stopped early): the consumer is never left behind
             with trio.CancelScope(shield=True):
                 await consumer.stop()
         _judge(server, scenario, consumer, output, trouble, result)
+        phases.end("judge")
+    phases.end("server stop")
 
 
 async def _until_done(
-    server: MockDcpServer, consumer: _Consumer, options: CheckOptions
+    server: MockDcpServer,
+    consumer: _Consumer,
+    options: CheckOptions,
+    marks: dict[str, float],
 ) -> str | None:
     """Wait for the scenario's end; what went wrong first instead (the consumer exited,
-    never connected, the time limit), if anything."""
+    never connected, the time limit), if anything. ``marks["connected"]``: when the
+    consumer first connected (``time.perf_counter``), if it did."""
     from mockdcp.producer import events
 
     connected = trio.Event()
+
+    def on_connected() -> None:
+        if not connected.is_set():
+            marks["connected"] = time.perf_counter()
+            connected.set()
+
     if any(isinstance(e, events.ConnectionOpened) for e in server.runner.history):
-        connected.set()
+        on_connected()
 
     def on_event(event: ProducerEvent) -> None:
         if isinstance(event, events.ConnectionOpened):
-            connected.set()
+            on_connected()
 
     server.node.subscribers.append(on_event)
     trouble: list[str] = []

@@ -40,14 +40,16 @@ def select(names: list[str], tags: str | None, exclude: str | None) -> list[Scen
     """The library scenarios named (or files given), else all; those with any of
     ``tags``; without those ``exclude`` names or tags. ``SelectionError`` for a name
     the library does not have, or when nothing is left."""
-    from mockdcp.cli._scenario_commands import bundled_scenarios
+    from mockdcp.cli._scenario_commands import _library
     from mockdcp.scenario import load_scenario
 
-    library = {name: path for name, _, path in bundled_scenarios()}
+    # the library as read once (an invalid one is read again, for its error)
+    library = {name: (path, scenario) for name, _, path, scenario in _library()}
     chosen: list[Scenario] = []
     for name in names or sorted(library):
         if name in library:
-            chosen.append(load_scenario(library[name]))
+            path, scenario = library[name]
+            chosen.append(scenario if scenario is not None else load_scenario(path))
         elif Path(name).is_file():
             chosen.append(load_scenario(name))
         else:
@@ -91,6 +93,20 @@ def summary(report: CheckReport) -> str:
     )
 
 
+def overhead(report: CheckReport) -> str | None:
+    """Where the scenarios' time went, as a mean per scenario run: each phase
+    (``PHASES``) and ``check``'s own overhead (all but the scenario's own time)."""
+    from mockdcp.cli._check import PHASES
+
+    ran = [r for r in report.results if r.phases]
+    if not ran:
+        return None
+    mean = {p: sum(r.phases.get(p, 0.0) for r in ran) / len(ran) for p in PHASES}
+    shown = ", ".join(f"{p} {mean[p]:.2f}" for p in PHASES if mean[p] >= 0.005)
+    own = sum(r.overhead for r in ran) / len(ran)
+    return f"per scenario (mean s): {shown}; check's own overhead {own:.2f}"
+
+
 async def run_with_card(
     scenarios: list[Scenario], options: CheckOptions, out: TextIO, live: bool
 ) -> CheckReport:
@@ -101,7 +117,7 @@ async def run_with_card(
     console = Console(file=out, force_terminal=live or None, highlight=False)
     if not live:
         report = await check_all(scenarios, options, lambda r: _print_result(r, console))
-        console.print(summary(report), highlight=False)
+        _print_summary(report, console)
         return report
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -120,8 +136,15 @@ async def run_with_card(
             progress.advance(task)
 
         report = await check_all(scenarios, options, on_result)
-    console.print(summary(report), highlight=False)
+    _print_summary(report, console)
     return report
+
+
+def _print_summary(report: CheckReport, console: Any) -> None:  # noqa: ANN401
+    console.print(summary(report), highlight=False)
+    phases = overhead(report)
+    if phases is not None:
+        console.print(phases, highlight=False, style="dim")
 
 
 # -- JUnit XML ---------------------------------------------------------------------------

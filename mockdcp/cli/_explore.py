@@ -170,9 +170,23 @@ class ExploreState:
             "seconds": round(time.perf_counter() - self.started, 3),
             "schedules_per_minute": round(per_minute, 1),
             "anomalies": self.counts(),
+            "phases": self.phases(),
             "found": [f.as_dict() for f in sorted(self.found, key=lambda f: f.index)],
             "shrunk": [s.as_dict() for s in self.shrunk.values()],
         }
+
+    def phases(self) -> dict[str, float]:
+        """Where a schedule's time went, as a mean over the schedules run as processes
+        (``check``'s ``PHASES``), and ``overhead``: all of it but the schedule's own
+        steps, waits and faults (empty in-process: no consumer process to start)."""
+        from mockdcp.cli._check import PHASES
+
+        ran = [r for _, r in self.results if r.phases]
+        if not ran:
+            return {}
+        mean = {p: sum(r.phases.get(p, 0.0) for r in ran) / len(ran) for p in PHASES}
+        mean["overhead"] = sum(r.overhead for r in ran) / len(ran)
+        return {p: round(v, 4) for p, v in mean.items()}
 
     def check_report(self) -> CheckReport:
         """Every schedule's result as ``check``'s report (for its JUnit and HTML)."""

@@ -30,7 +30,6 @@ from typing import Self
 
 import attrs
 
-from mockdcp.protocol._document_requests import DOCUMENT_REQUESTS
 from mockdcp.protocol._enums import (
     CLUSTERMAP_CHANGE_NOTIFICATION,
     Magic,
@@ -150,7 +149,8 @@ class Response:
 
 # -- dispatchers ---------------------------------------------------------------------------
 
-#: What a producer receives as requests, by opcode.
+#: What a producer receives as requests, by opcode (the KV document commands join it
+#: when the first request is decoded: ``_client_request``).
 CLIENT_REQUESTS: dict[int, type[Message]] = {
     cls.OPCODE: cls
     for cls in (
@@ -179,8 +179,22 @@ CLIENT_REQUESTS: dict[int, type[Message]] = {
     )
 }
 
-# KV document commands (_document_requests.py)
-CLIENT_REQUESTS.update({cls.OPCODE: cls for cls in DOCUMENT_REQUESTS})
+
+def _client_request(opcode: int) -> type[Message] | None:
+    """The class of a client request: the KV document commands (``_document_requests``)
+    join ``CLIENT_REQUESTS`` the first time a request is decoded, by the producer; a
+    consumer, which only decodes what a producer sends, never loads them (their attrs
+    classes are a tenth of a consumer process's imports)."""
+    if not _DOCUMENTS_JOINED:
+        from mockdcp.protocol._document_requests import DOCUMENT_REQUESTS
+
+        CLIENT_REQUESTS.update({cls.OPCODE: cls for cls in DOCUMENT_REQUESTS})
+        _DOCUMENTS_JOINED.append(True)
+    return CLIENT_REQUESTS.get(opcode)
+
+
+#: not empty once the KV document commands joined ``CLIENT_REQUESTS``
+_DOCUMENTS_JOINED: list[bool] = []
 
 #: What a consumer receives as (0x80/0x08) requests, by opcode.
 SERVER_REQUESTS: dict[int, type[Message]] = {
@@ -222,7 +236,7 @@ def decode_client_message(frame: Frame) -> Message | Response:
         return Response.decode(frame)
     if frame.magic not in (Magic.REQUEST, Magic.ALT_REQUEST):
         raise _einval(f"a client does not send magic {int(frame.magic):#04x}", "magic")
-    cls = CLIENT_REQUESTS.get(frame.opcode)
+    cls = _client_request(frame.opcode)
     if cls is None:
         raise _unknown(frame)
     return cls.decode(frame)

@@ -10,7 +10,10 @@ The server side answers one exchange at a time per connection:
   ``ScramSaslClient.java``); SASL_STEP carries client-final, the reply is SUCCESS with
   server-final ``v=<signature>`` or AUTH_ERROR.
 
-Key derivation is the ``scramp`` library's; the exchange is checked here, because kv_engine
+Key derivation is the ``scramp`` library's (imported by the server side when it first
+derives keys, and by the client only for a name or password beyond printable ASCII:
+``_saslprep``; it imports asn1crypto and importlib.metadata, a tenth of a consumer
+process's start); the exchange is checked here, because kv_engine
 accepts client nonces (the C++ SDK's, with spaces) that scramp refuses. Unknown users are not
 revealed early: the exchange runs with throw-away credentials and fails at the proof, as for
 a wrong password.
@@ -35,7 +38,6 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import scramp  # type: ignore[import-untyped]
 
 from mockdcp.protocol._enums import Status
 from mockdcp.protocol._errors import RemoteProtocolError
@@ -184,6 +186,8 @@ class SaslServer:
             if isinstance(kept, OrderedDict):
                 kept.move_to_end(key)
             return known
+        import scramp  # type: ignore[import-untyped]
+
         m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
         info: _AuthInfo = m.make_auth_info(
             password, iteration_count=self._iterations, salt=self._salt()
@@ -378,7 +382,16 @@ class SaslClient:
 
 
 def _saslprep(text: str) -> str:
-    """RFC 4013 SASLprep (``scramp``'s); ``ValueError`` for a prohibited character."""
+    """RFC 4013 SASLprep (``scramp``'s); ``ValueError`` for a prohibited character.
+
+    Printable ASCII (U+0020 to U+007E) is left as it is without loading scramp: RFC 4013
+    section 2 maps only non-ASCII spaces (table C.1.2) and characters of table B.1 (all
+    beyond ASCII) and normalises with NFKC (which leaves ASCII unchanged); of ASCII it
+    prohibits only the control characters (table C.2.1, below U+0020 and U+007F); its
+    bidirectional check (section 6) concerns RandALCat characters, none of them ASCII."""
+    if all(" " <= c <= "~" for c in text):
+        return text
+    import scramp
     from scramp.utils import saslprep  # type: ignore[import-untyped]
 
     try:

@@ -78,6 +78,11 @@ def test_the_reference_consumer_shows_no_anomaly_over_a_fixed_seed(tmp_path: Pat
     assert report["schedules"] == 3
     assert report["anomalies"] == {}
     assert junit.read_text().count("<testcase") == 3
+    # where a schedule's time went, as check reports it per scenario (issue 39)
+    phases = report["phases"]
+    assert {"server", "consumer start", "scenario", "stop", "overhead"} <= set(phases)
+    others = sum(v for p, v in phases.items() if p not in ("scenario", "overhead"))
+    assert others - 0.01 <= phases["overhead"] <= others + 0.5  # + the scratch folder's
 
 
 @pytest.mark.full
@@ -134,6 +139,7 @@ def test_the_reference_consumer_in_process_shows_no_anomaly(
     )
     assert report["found"] == [], report["found"]
     assert (code, report["schedules"]) == (0, 8)
+    assert report["phases"] == {}  # no consumer process to start
 
 
 def test_a_consumer_that_crashes_in_process_is_a_consumer_exit() -> None:

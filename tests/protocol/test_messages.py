@@ -450,3 +450,24 @@ class TestValues:
         with pytest.raises(RemoteProtocolError) as info:
             parse_system_event_value(event, version, bytes(size))
         assert info.value.field == "value"
+
+
+def test_the_document_commands_load_when_a_producer_decodes_its_first_request() -> None:
+    """A consumer decodes only what a producer sends: importing the messages does not
+    create the KV document commands' classes; a producer's first decoded request does,
+    and a document command (GET) is then decoded as before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from mockdcp.protocol import Frame, Magic, Opcode, decode_client_message\n"
+        "from mockdcp.protocol import decode_server_message\n"
+        "doc = 'mockdcp.protocol._document_requests'\n"
+        "print(doc in sys.modules)\n"
+        "get = Frame(magic=Magic.REQUEST, opcode=Opcode.GET, key=b'k')\n"
+        "print(type(decode_client_message(get)).__name__, doc in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    assert done.stdout.split("\n")[:2] == ["False", "Get True"]

@@ -316,3 +316,40 @@ def test_scram_keys_are_derived_once_a_process_not_once_a_connection(
     first = server.start("SCRAM-SHA512", client.first())
     assert server.step("SCRAM-SHA512", client.step(first.payload)).status == Status.AUTH_ERROR
     _sasl._salted.cache_clear()
+
+
+def test_saslprep_of_printable_ascii_is_scramps_without_loading_it() -> None:
+    """Printable ASCII is left as it is (RFC 4013 maps and prohibits nothing of it but
+    control characters), as scramp's SASLprep leaves it; beyond it, scramp's."""
+    from scramp.utils import saslprep  # type: ignore[import-untyped]
+
+    from mockdcp.protocol._sasl import _saslprep
+
+    printable = "".join(chr(c) for c in range(0x20, 0x7F))
+    for text in [printable, "password", "run-0123abcd", "a b", ""]:
+        assert _saslprep(text) == saslprep(text) == text
+    assert _saslprep("I\u00adX") == "IX"  # soft hyphen: mapped to nothing (table B.1)
+    assert _saslprep("\u2168") == "IX"  # NFKC
+    for bad in ["a\x07b", "tab\there", "del\x7f"]:
+        with pytest.raises(ValueError, match="forbidden"):
+            _saslprep(bad)
+
+
+def test_a_client_of_ascii_credentials_never_loads_scramp() -> None:
+    """The consumer's side of SCRAM is hashlib's and hmac's: a consumer process does not
+    import scramp (with asn1crypto and importlib.metadata) to log in."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from mockdcp.protocol import SaslClient\n"
+        "c = SaslClient('Administrator', 'password', 'SCRAM-SHA512')\n"
+        "first = c.first()\n"
+        "nonce = first.split(b'r=')[1].decode()\n"
+        "c.step(f'r={nonce}srv,s=MDEyMzQ1Njc4OWFiY2RlZg==,i=4096'.encode())\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('scramp', 'asn1crypto'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    assert done.stdout.strip() == "[]"

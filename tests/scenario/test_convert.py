@@ -199,3 +199,32 @@ def test_an_unknown_server_version_is_a_scenario_problem(block: str, message: st
         parse_scenario(f"name: t\nbucket: {block}\n", "t.yaml")
     assert message in str(info.value)
     assert "t.yaml" in str(info.value)
+
+
+def test_a_scenario_is_read_by_libyaml_and_bad_yaml_is_reported_as_pyyaml_says() -> None:
+    """libyaml's parser reads a scenario (``check`` and ``explore`` read one per run);
+    bad YAML keeps the pure-Python parser's message and line."""
+    import yaml
+
+    used: list[str] = []
+    fast = yaml.CSafeLoader
+
+    class Counting(fast):  # type: ignore[misc,valid-type]
+        def __init__(self, stream: str) -> None:
+            used.append(stream)
+            super().__init__(stream)
+
+    text = "name: s\nsteps:\n  - set: {key: k, value: {n: 1}}\n  - wait: {seconds: 0.1}\n"
+    bad = "name: s\nsteps:\n  - set: {key: k\n  - wait: [\n"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(yaml, "CSafeLoader", Counting)
+        scenario = parse_scenario(text)
+        assert used == [text, text]
+        with pytest.raises(ScenarioError) as caught:
+            parse_scenario(bad)
+    assert [s.NAME for s in scenario.steps] == ["set", "wait"]
+    with pytest.raises(yaml.YAMLError) as pure:
+        yaml.safe_load(bad)
+    problem = caught.value.problems[0]  # type: ignore[attr-defined]
+    assert problem.message == f"not valid YAML: {pure.value}"
+    assert problem.line == pure.value.problem_mark.line + 1  # type: ignore[attr-defined]
