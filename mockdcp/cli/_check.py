@@ -178,6 +178,9 @@ class CheckOptions:
     limit: float = 60.0
     #: seconds for the consumer to connect before the scenario fails
     connect_within: float = 15.0
+    #: the scenario's waits, timed ones too, count from the consumer's first stream, not
+    #: its first connection (``ConsumerStart``: ``mockdcp explore``'s schedules)
+    start_on_stream: bool = False
     #: what the consumer supports (None: everything)
     capabilities: frozenset[str] | None = None
     #: keep each scenario's output here (``NAME.out``) instead of a temporary directory
@@ -282,6 +285,7 @@ async def _run(
 ) -> None:
     from mockdcp.cli._scenario_commands import collections_env, consumer_env
     from mockdcp.producer import CheckerLimits
+    from mockdcp.scenario import ConsumerStart
     from mockdcp.server import serve
 
     _remove(output)
@@ -291,7 +295,7 @@ async def _run(
         port=0,
         http_port=0,
         scenario=scenario,  # as read (``select``): not read and parsed again
-        consumer_starts_within=options.connect_within,
+        consumer_starts_within=ConsumerStart(options.connect_within, options.start_on_stream),
         users=run_users(),
     ) as server:
         phases.end("server")

@@ -204,6 +204,9 @@ def _check_options(options: ExploreOptions) -> CheckOptions:
         jobs=1,
         limit=options.limit,
         connect_within=options.connect_within,
+        # a JVM's first connection may close before it streams, its next come seconds
+        # later: the schedule counts from the first stream (``ConsumerStart``)
+        start_on_stream=True,
     )
 
 

@@ -2,12 +2,13 @@
 
 ``candidates(scenario)`` yields schedules one simplification away, each valid (checked
 on the scenario simulation): whole runs of steps dropped (halves, then quarters, then one
-step at a time, as delta debugging does), fewer documents per ``generate``, fewer
-vbuckets and nodes, earlier triggers (a ``wait`` for less progress or no time), simpler
-values. The command runs each candidate several times and keeps the first that still
-fails with the same anomaly (``Shrinker``), then starts over from it, until no candidate
-fails or the time budget is spent. Nothing here runs a consumer: the caller passes the
-judge in.
+step at a time, as delta debugging does), a scope or collection a step creates declared
+by the bucket from the start instead (one step fewer), fewer documents per ``generate``,
+fewer vbuckets and nodes, earlier triggers (a ``wait`` for less progress or no time),
+simpler values. The command runs each candidate several times and keeps the first that
+still fails with the same anomaly (``Shrinker``), then starts over from it, until no
+candidate fails or the time budget is spent. Nothing here runs a consumer: the caller
+passes the judge in.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import attrs
 
 from mockdcp.explore._generate import is_valid
 from mockdcp.scenario import steps as st
+from mockdcp.scenario._check import split_collection
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-    from mockdcp.scenario import Scenario
+    from mockdcp.scenario import BucketSpec, Scenario
 
 #: the closing steps every schedule keeps (the final wait and the conformance check)
 TAIL = 2
@@ -47,6 +49,44 @@ def _drops(scenario: Scenario) -> Iterator[Scenario]:
         for start in range(0, n, size):
             yield _with_steps(scenario, body[:start] + body[start + size :] + tail)
         size //= 2
+
+
+def _declared(spec: BucketSpec, step: st.CreateScope | st.CreateCollection) -> BucketSpec | None:
+    """``spec`` with the scope or collection ``step`` creates among its own (created
+    before anything else, as ``bucket: {collections: ...}`` declares them); None where
+    the bucket declares its collections with settings (not plain lists of names)."""
+    if not all(isinstance(names, list) for names in spec.collections.values()):
+        return None
+    collections = {scope: list(names) for scope, names in spec.collections.items()}
+    if isinstance(step, st.CreateScope):
+        collections.setdefault(step.name, [])
+    else:
+        scope, name = split_collection(step.collection)
+        collections.setdefault(scope, []).append(name)
+    return attrs.evolve(spec, collections=collections)
+
+
+def _created_at_start(scenario: Scenario) -> Iterator[Scenario]:
+    """A scope or a collection (without a max TTL or history setting) a step creates,
+    declared by the bucket instead: one step fewer, when what fails needs the collection
+    but not its creation while the consumer streams (the vocabulary has no write that
+    creates its collection). A bucket's declared collections take the first seqnos of
+    every vbucket, as on a real bucket whose collections were created before any client
+    connected (``Bucket``'s ``collections``); the validator refuses the candidate where
+    the earlier existence matters to a later step (a scope created again, a collection
+    dropped before its creation's place)."""
+    body, tail = _body(scenario)
+    for i, step in enumerate(body):
+        settings = isinstance(step, st.CreateCollection) and (
+            step.max_ttl is not None or step.history is not None
+        )
+        if settings:
+            continue
+        if isinstance(step, st.CreateScope | st.CreateCollection):
+            bucket = _declared(scenario.bucket, step)
+            if bucket is not None:
+                steps = (*body[:i], *body[i + 1 :], *tail)
+                yield attrs.evolve(scenario, bucket=bucket, steps=steps)
 
 
 def _simpler_step(step: st.Step) -> Iterator[st.Step]:
@@ -90,7 +130,7 @@ def _smaller_cluster(scenario: Scenario) -> Iterator[Scenario]:
 
 def candidates(scenario: Scenario) -> Iterator[Scenario]:
     """Valid schedules one simplification smaller (see the module docstring)."""
-    for group in (_drops, _smaller_cluster, _simpler_steps):
+    for group in (_drops, _created_at_start, _smaller_cluster, _simpler_steps):
         for candidate in group(scenario):
             if candidate != scenario and is_valid(candidate):
                 yield candidate

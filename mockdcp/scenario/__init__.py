@@ -25,6 +25,7 @@ from mockdcp.scenario._convert import (
     parse_steps as parse_steps,
 )
 from mockdcp.scenario._runner import (
+    ConsumerStart as ConsumerStart,
     ExpectationResult as ExpectationResult,
     Progress as Progress,
     StepFailed as StepFailed,
@@ -38,6 +39,7 @@ __all__ = [
     "SCENARIO_EPOCH",
     "BucketSpec",
     "ConsumerSettings",
+    "ConsumerStart",
     "ConsumerUser",
     "ExpectationResult",
     "FailureMode",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from mockdcp.producer.events import ConnectionOpened
+from mockdcp.producer.events import ConnectionOpened, StreamOpened
 from mockdcp.scenario import steps as st
 from mockdcp.scenario._check import resolve_vbuckets
 from mockdcp.scenario._triggers import Branch, ExpectationCheck, ProgressTrigger
@@ -81,6 +81,23 @@ class _OtherBucket:
         return resolve_vbuckets(selection, self.node.bucket.num_vbuckets)
 
 
+@attrs.frozen
+class ConsumerStart:
+    """A consumer started with the scenario (``apply``'s ``consumer_starts_within``):
+    the seconds its start may take, and what counts as its start. ``on_stream``: its
+    first stream opened, not its first connection, and a timed ``wait`` waits for it
+    too, so that the whole schedule counts from it (``mockdcp explore``'s consumer
+    processes: a JVM's first connection may close before it streams, and its next one
+    come seconds later, on a loaded machine)."""
+
+    within: float
+    on_stream: bool = False
+
+    def describe(self) -> str:
+        what = "opened a stream" if self.on_stream else "connected"
+        return f"the consumer never {what} within {self.within:g}s"
+
+
 class StepFailed(ScenarioError):
     """A step could not be applied, or a ``wait`` timed out: the scenario stops."""
 
@@ -125,6 +142,8 @@ class StepRunner:
         self.last_change: float | None = None
         #: whether a consumer has connected yet (a wait's timeout counts from then)
         self.connected = any(isinstance(e, ConnectionOpened) for e in self.history)
+        #: ... and opened a stream
+        self.streamed = any(isinstance(e, StreamOpened) for e in self.history)
         node.subscribers.append(self._on_event)
 
     @property
@@ -140,6 +159,8 @@ class StepRunner:
         self.history.append(event)
         if isinstance(event, ConnectionOpened):
             self.connected = True
+        elif isinstance(event, StreamOpened):
+            self.streamed = True
         for observe in list(self._observers):
             observe(event)
         self._changed.set()
@@ -161,17 +182,20 @@ class StepRunner:
         source: str = "<steps>",
         *,
         first: int = 0,
-        consumer_starts_within: float | None = None,
+        consumer_starts_within: float | ConsumerStart | None = None,
     ) -> None:
         """Check every step, then apply them in order (see the module docstring).
         ``first``: the number of the first step in its file (0-based), for reports.
         ``consumer_starts_within``: the steps run beside a consumer started with them
         (``mockdcp run``, ``check``): a wait on the consumer counts its timeout from the
-        consumer's first connection, which must come within these seconds.
+        consumer's first connection, which must come within these seconds (or, a
+        ``ConsumerStart``, its start as that says).
 
         Raises ``ScenarioProblems`` (nothing applied) or ``StepFailed``.
         """
         self.check(steps, source)
+        if isinstance(consumer_starts_within, int | float):
+            consumer_starts_within = ConsumerStart(consumer_starts_within)
         try:
             for index, step in enumerate(steps, first):
                 self.progress.current = f"{index + 1}/{first + len(steps)} {step.NAME}"
@@ -266,12 +290,14 @@ class StepRunner:
 
     # -- the steps that wait ----------------------------------------------------------
 
-    async def _wait(self, step: st.Wait, consumer_starts_within: float | None) -> None:
+    async def _wait(self, step: st.Wait, consumer: ConsumerStart | None) -> None:
         if step.consumer is None:
+            if consumer is not None and consumer.on_stream:
+                await self._consumer_started(consumer)
             await trio.sleep(step.seconds or 0)
             return
-        if consumer_starts_within is not None:
-            await self._first_connection(consumer_starts_within)
+        if consumer is not None:
+            await self._consumer_started(consumer)
         trigger = ProgressTrigger.start(
             step.consumer, self.node.bucket, self.node.connections.keys()
         )
@@ -297,19 +323,23 @@ class StepRunner:
         if scope.cancelled_caught:
             raise StepFailed(f"wait timed out after {step.timeout:g}s: {trigger.describe()}")
 
-    async def _first_connection(self, within: float) -> None:
+    async def _consumer_started(self, start: ConsumerStart) -> None:
         """Beside a consumer started with the scenario, a wait on the consumer's progress
-        counts its timeout from the consumer's first connection: how long a consumer takes
-        to start (a JVM, an interpreter on a loaded machine) is not progress the scenario
-        asks of it. ``within`` bounds the start (``mockdcp check`` bounds it sooner:
-        ``--connect-timeout``)."""
-        if self.connected:
+        counts its timeout from the consumer's first connection (or its first stream:
+        ``ConsumerStart``): how long a consumer takes to start (a JVM, an interpreter on
+        a loaded machine) is not progress the scenario asks of it. ``start.within``
+        bounds the start (``mockdcp check`` bounds it sooner: ``--connect-timeout``)."""
+
+        def started() -> bool:
+            return self.streamed if start.on_stream else self.connected
+
+        if started():
             return
-        with trio.move_on_after(within):
-            while not self.connected:
+        with trio.move_on_after(start.within):
+            while not started():
                 await self._changes()
-        if not self.connected:
-            raise StepFailed(f"the consumer never connected within {within:g}s (a wait on it)")
+        if not started():
+            raise StepFailed(f"{start.describe()} (a wait on it)")
 
     def _stream_starts(self) -> dict[tuple[int, int, int | None], int]:
         """(connection id, vbucket, stream id) -> the start seqno of the stream last

@@ -50,7 +50,14 @@ if TYPE_CHECKING:
     from mockdcp.model import BucketSpec, Oracle
     from mockdcp.producer import Buckets, ConnectionStatistics, Topology
     from mockdcp.protocol import StreamEndReason
-    from mockdcp.scenario import ConsumerProgress, ExpectationResult, Scenario, Step, StepRunner
+    from mockdcp.scenario import (
+        ConsumerProgress,
+        ConsumerStart,
+        ExpectationResult,
+        Scenario,
+        Step,
+        StepRunner,
+    )
     from mockdcp.server._corpus import Fingerprint
     from mockdcp.server._pcap import PcapWriter
     from mockdcp.server._tls import TlsSetup
@@ -113,7 +120,7 @@ class MockDcpServer:
         steps: list[Step],
         source: str,
         first: int,
-        consumer_starts_within: float | None = None,
+        consumer_starts_within: float | ConsumerStart | None = None,
     ) -> None:
         """Run a scenario's steps after its initial ones; a failure is recorded in the
         progress (``state()``), never raised into the server."""
@@ -374,7 +381,7 @@ async def serve(
     on_disk: bool = False,
     clock: str = "wall",
     clock_start: str | float | None = None,
-    consumer_starts_within: float | None = None,
+    consumer_starts_within: float | ConsumerStart | None = None,
     **tls: Unpack[TlsArguments],
 ) -> AsyncIterator[MockDcpServer]:
     """Run a mock node until the block exits.
@@ -421,7 +428,8 @@ async def serve(
     ``consumer_starts_within``: a consumer is started with the scenario (``mockdcp run
     -- CMD``, ``mockdcp check``): a ``wait`` on the consumer counts its timeout from the
     consumer's first connection, which must come within these seconds (a JVM, or an
-    interpreter on a loaded machine, takes seconds to start); None: from the wait's start.
+    interpreter on a loaded machine, takes seconds to start); None: from the wait's start;
+    a ``ConsumerStart`` (``mockdcp explore``'s): from its first stream, timed waits too.
     ``clock``: ``wall`` (the default: the bucket's time is the wall clock, and the server
     runs the node's timers as they fall due: ``mockdcp/server/_timers.py``) or
     ``virtual``: the bucket's clock starts at ``clock_start`` (an ISO 8601 time or
@@ -662,7 +670,7 @@ class _Options:
     #: the server version the nodes behave as and report
     profile: ServerProfile = DEFAULT_PROFILE
     #: seconds a consumer started with the scenario has to connect (``serve``)
-    consumer_starts_within: float | None = None
+    consumer_starts_within: float | ConsumerStart | None = None
 
 
 @attrs.frozen

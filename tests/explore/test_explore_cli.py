@@ -231,6 +231,31 @@ def test_a_hanging_consumer_is_stopped_and_the_run_goes_on(tmp_path: Path) -> No
     assert report["anomalies"] == {"stuck": 2}
 
 
+@pytest.mark.full
+def test_a_consumer_slow_to_stream_is_judged_from_its_first_stream(tmp_path: Path) -> None:
+    """A JVM on a loaded machine (java-dcp-client, issue 39 item 7): its first
+    connection closes before it streams and its next one comes seconds later. This one
+    connects and leaves at once, then starts streaming 9 s later, past a drawn wait's
+    8 s (``WAIT_TIMEOUT``): its schedules count from its first stream and are judged as
+    usual (counted from its first connection, each was stuck at its first wait)."""
+    from mockdcp.explore._generate import WAIT_TIMEOUT
+
+    late = tmp_path / "late.py"
+    late.write_text(
+        "import os, socket, subprocess, sys, time\n"
+        "socket.create_connection((os.environ['MOCKDCP_HOST'], "
+        "int(os.environ['MOCKDCP_KV_PORT']))).close()\n"
+        f"time.sleep({WAIT_TIMEOUT + 1})\n"
+        "sys.exit(subprocess.call([sys.executable, '-m', 'mockdcp', 'tail', '--json']))\n"
+    )
+    code, report = explore(
+        "--seed", "39", "--runs", "2", "-j", "2", "--shrink-time", "0",
+        consumer=[sys.executable, str(late)],
+    )  # fmt: skip
+    assert report["found"] == [], report["found"]
+    assert (code, report["schedules"]) == (0, 2)
+
+
 def test_time_draws_schedules_until_it_is_spent() -> None:
     code, report = run_in_process(
         "--seed", "5", "--time", "2", "-j", "2", consumer="mockdcp.explore:reference_consumer"

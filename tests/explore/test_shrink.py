@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import itertools
 
-from mockdcp.explore import GenerateOptions, candidates, generate, is_valid, shrink, size
+from mockdcp.explore import (
+    GenerateOptions,
+    candidates,
+    generate,
+    is_valid,
+    scenario_yaml,
+    shrink,
+    size,
+)
 from mockdcp.scenario import Scenario, parse_scenario, steps as st
 
 
@@ -189,3 +197,65 @@ steps:
         for c in candidates(drawn)
         if any(isinstance(s, st.RefuseConnections) and s.enabled for s in c.steps)
     )
+
+
+async def test_a_scope_and_collection_a_step_creates_are_declared_by_the_bucket() -> None:
+    """The collection a write needs cannot be dropped, nor its creation (the write would
+    name a collection there is not); declared by the bucket from the start, both steps
+    go, and the wait before them that only let the consumer in (issue 39's
+    ``last-item-is-snapshot-end`` witness went from 7 steps to 6 so)."""
+    scenario = parse_scenario(
+        """
+name: write-in-a-new-collection
+bucket: {vbuckets: 2}
+steps:
+  - generate: {docs: 4}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - create_scope: {name: s1}
+  - create_collection: {collection: s1.c1}
+  - set: {key: k, value: v, collection: s1.c1}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+""",
+        "write-in-a-new-collection",
+    )
+
+    async def fails(candidate: Scenario) -> bool:
+        return any(isinstance(s, st.Set) and s.collection == "s1.c1" for s in candidate.steps)
+
+    shrunk = (await shrink(scenario, fails, runs=1, budget=600)).scenario
+    assert [s.NAME for s in shrunk.steps] == ["set", "wait", "expect"]
+    assert shrunk.bucket.collections == {"s1": ["c1"]}
+    # what --out writes reads back as the same schedule
+    again = parse_scenario(scenario_yaml(shrunk), "again")
+    assert (again.bucket, again.steps) == (shrunk.bucket, shrunk.steps)
+
+
+def test_a_collection_is_not_declared_where_its_earlier_existence_matters() -> None:
+    """Created, dropped and created again: the second creation declared from the start
+    would make the first one fail (the validator refuses the candidate)."""
+    scenario = parse_scenario(
+        """
+name: created-twice
+bucket: {vbuckets: 1}
+steps:
+  - generate: {docs: 1}
+  - wait: {consumer: {seqno: high}, timeout: 8s}
+  - create_collection: {collection: _default.c1}
+  - drop_collection: {collection: _default.c1}
+  - create_collection: {collection: _default.c1}
+  - set: {key: k, value: v, collection: _default.c1}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+""",
+        "created-twice",
+    )
+    declared = [c for c in candidates(scenario) if c.bucket.collections]
+    assert declared
+    for candidate in declared:
+        assert is_valid(candidate)
+        creates = [s for s in candidate.steps if isinstance(s, st.CreateCollection)]
+        drops = [i for i, s in enumerate(candidate.steps) if isinstance(s, st.DropCollection)]
+        # only the first creation may go to the bucket, and only with the drop after it
+        assert len(creates) == 1
+        assert drops

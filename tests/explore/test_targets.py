@@ -55,16 +55,7 @@ KINDS = [
     ("apply-prepares", Anomaly.PHANTOM),
     ("never-ack", Anomaly.STUCK),
     ("complete-snapshot", Anomaly.BAD_RESUME),
-    pytest.param(
-        "last-item-is-snapshot-end",
-        Anomaly.BAD_RESUME,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="found at schedule 32 but shrunk to 7 steps, not 6: a collection "
-            "created, a write in it and one outside, a mid-snapshot wait and a failover "
-            "are all needed (the target is not met for this kind yet)",
-        ),
-    ),
+    ("last-item-is-snapshot-end", Anomaly.BAD_RESUME),
     ("no-reopen", Anomaly.VBUCKET_ABANDONED),
     ("no-reopen", Anomaly.LOST_WRITE),
     ("exits-early", Anomaly.CONSUMER_EXIT),

@@ -25,7 +25,7 @@ from mockdcp.protocol import (
     StreamEndReason,
     VBucketState,
 )
-from mockdcp.scenario import StepFailed, StepRunner, steps
+from mockdcp.scenario import ConsumerStart, StepFailed, StepRunner, steps
 
 if TYPE_CHECKING:
     from mockdcp.producer import Connection
@@ -357,6 +357,64 @@ def test_a_consumer_that_never_connects_fails_the_wait_once_its_start_is_overdue
 
     failed_at = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert failed_at == pytest.approx(60, abs=0.5)
+
+
+@pytest.mark.parametrize(
+    ("wait", "ends_at"), [(steps.Wait(seconds=2), 22), (_wait_for_everything(5), 25)]
+)
+def test_a_schedule_counting_from_the_consumers_first_stream_waits_for_it(
+    wait: steps.Wait, ends_at: float
+) -> None:
+    """``ConsumerStart(on_stream=True)`` (explore's consumer processes): a JVM's first
+    connection closes before it streams and its next comes seconds later. The consumer
+    connects at 1 s, opens its first stream at 20 s and never reads it: a wait's 5 s
+    count from 20 s (from the first connection it would have failed at 6 s), and a timed
+    wait of 2 s ends at 22 s, not 2 s after the start."""
+    import trio
+    import trio.testing
+
+    n = node(items=1)
+    failures: list[str] = []
+
+    async def main() -> float:
+        runner = StepRunner(n)
+
+        async def connects_then_streams_late() -> None:
+            await trio.sleep(1)
+            opened(n)
+            await trio.sleep(19)
+            opened(n).receive_data(stream_request(), trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(connects_then_streams_late)
+            start = ConsumerStart(60, on_stream=True)
+            try:
+                await runner.apply([wait], consumer_starts_within=start)
+            except StepFailed as exc:
+                failures.append(str(exc))
+            return trio.current_time()
+
+    ended = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert ended == pytest.approx(ends_at, abs=0.5)
+    timed_out = [] if wait.consumer is None else ["wait timed out after 5s"]
+    assert [f.split(":")[0] for f in failures] == timed_out
+
+
+def test_a_consumer_that_connects_and_never_streams_fails_once_its_start_is_overdue() -> None:
+    import trio
+    import trio.testing
+
+    async def main() -> float:
+        n = node(items=1)
+        opened(n)
+        runner = StepRunner(n)
+        start = ConsumerStart(30, on_stream=True)
+        with pytest.raises(StepFailed, match="the consumer never opened a stream within 30s"):
+            await runner.apply([_wait_for_everything(5)], consumer_starts_within=start)
+        return trio.current_time()
+
+    failed_at = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert failed_at == pytest.approx(30, abs=0.5)
 
 
 def test_steps_applied_alone_count_a_waits_timeout_from_its_start() -> None:

@@ -56,6 +56,8 @@ type consumer struct {
 
 	mu        sync.Mutex
 	reopening map[[2]uint16]bool
+	// a stream ended while its re-open was in flight: re-open once more
+	reopenAgain map[[2]uint16]bool
 }
 
 func main() {
@@ -87,7 +89,7 @@ func main() {
 		}
 	}
 	c := &consumer{opts: opts, ev: ev, stopCh: make(chan struct{}), reopening: map[[2]uint16]bool{},
-		bySID: map[uint16]*stream{}, useSID: len(opts.Streams) > 0}
+		reopenAgain: map[[2]uint16]bool{}, bySID: map[uint16]*stream{}, useSID: len(opts.Streams) > 0}
 	c.loadTLS()
 	if c.useSID {
 		for i := range opts.Streams {
@@ -621,25 +623,37 @@ func (c *consumer) reopen(vb uint16, s *stream) {
 	key := [2]uint16{vb, s.sid}
 	c.mu.Lock()
 	if c.reopening[key] {
+		// A re-open is in flight, and the stream that just ended may be the one
+		// it opened: gocbcore runs the open's callback and then dispatches the
+		// STREAM_END right behind its SUCCESS on the same read goroutine, before
+		// the re-open's goroutine has returned. Open once more after it.
+		c.reopenAgain[key] = true
 		c.mu.Unlock()
 		return
 	}
 	c.reopening[key] = true
 	c.mu.Unlock()
 	go func() {
-		defer func() {
+		for {
+			if !c.sleep(100 * time.Millisecond) {
+				break
+			}
+			if err := c.openVB(vb, s); err != nil && !c.stopping.Load() {
+				msg := fmt.Sprintf("re-open stream vb %d sid %d: %v", vb, s.sid, err)
+				c.emit(s.sid, "error", "message", msg, "vb", vb)
+				harness.Logf(prog, "%s", msg)
+			}
 			c.mu.Lock()
-			delete(c.reopening, key)
+			again := c.reopenAgain[key]
+			delete(c.reopenAgain, key)
 			c.mu.Unlock()
-		}()
-		if !c.sleep(100 * time.Millisecond) {
-			return
+			if !again {
+				break
+			}
 		}
-		if err := c.openVB(vb, s); err != nil && !c.stopping.Load() {
-			msg := fmt.Sprintf("re-open stream vb %d sid %d: %v", vb, s.sid, err)
-			c.emit(s.sid, "error", "message", msg, "vb", vb)
-			harness.Logf(prog, "%s", msg)
-		}
+		c.mu.Lock()
+		delete(c.reopening, key)
+		c.mu.Unlock()
 	}()
 }
 
