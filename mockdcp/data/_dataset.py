@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
     from trio import MemorySendChannel, Process
-    from trio.abc import ReceiveStream
 
     from mockdcp.model import Bucket, ColdLoad
 
@@ -597,15 +596,16 @@ async def _read_worker(process: Process, send: MemorySendChannel[FramedChunk]) -
     """Move the chunks ``process`` writes into ``send`` as they come (the worker draws
     ahead instead of waiting for the loader to want its next chunk: ``_AHEAD``)."""
     import numpy as np
+    from trio.lowlevel import FdStream
 
-    assert process.stdout is not None
-    stream, buffer, done = process.stdout, bytearray(), 0
+    assert isinstance(process.stdout, FdStream)
+    fd, done = process.stdout.fileno(), 0
     async with send:
-        while header := await _receive(stream, buffer, _CHUNK.size, done, at_end=True):
+        while header := await _receive(fd, _CHUNK.size, done, at_end=True):
             n, vbuckets, keys_size, frames_size = _CHUNK.unpack(header)
-            columns = await _receive(stream, buffer, 4 * (vbuckets + 2 * n), done)
-            keys = await _receive(stream, buffer, keys_size, done)
-            frames = await _receive(stream, buffer, frames_size, done)
+            columns = await _receive(fd, 4 * (vbuckets + 2 * n), done)
+            keys = await _receive(fd, keys_size, done)
+            frames = await _receive(fd, frames_size, done)
             counts = np.frombuffer(columns, np.uint32, vbuckets)
             order = np.frombuffer(columns, np.uint32, n, 4 * vbuckets)
             sizes = np.frombuffer(columns, np.uint32, n, 4 * (vbuckets + n))
@@ -615,21 +615,26 @@ async def _read_worker(process: Process, send: MemorySendChannel[FramedChunk]) -
         raise RuntimeError(f"the document worker failed ({process.returncode})")
 
 
-async def _receive(
-    stream: ReceiveStream, buffer: bytearray, size: int, done: int, *, at_end: bool = False
-) -> bytearray:
-    """The next ``size`` bytes of ``stream``, read through ``buffer`` (empty at the
-    stream's end if ``at_end`` allows it there)."""
-    while len(buffer) < size:
-        data = await stream.receive_some(max(size - len(buffer), _PIPE_BYTES))
-        if not data:
-            if at_end and not buffer:
-                return bytearray()
-            raise RuntimeError(f"the document worker stopped after {done} documents")
-        buffer += data
-    with memoryview(buffer) as view:
-        wanted = bytearray(view[:size])
-    del buffer[:size]
+async def _receive(fd: int, size: int, done: int, *, at_end: bool = False) -> bytearray:
+    """The next ``size`` bytes of the pipe ``fd`` (non-blocking, as trio opened it),
+    read straight into the buffer returned (a chunk's frames are copied once, by the
+    kernel); empty at the pipe's end if ``at_end`` allows it there."""
+    import trio
+
+    wanted = bytearray(size)
+    got = 0
+    with memoryview(wanted) as view:
+        while got < size:
+            try:
+                read = os.readv(fd, [view[got:]])
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            if not read:
+                if at_end and not got:
+                    return bytearray()
+                raise RuntimeError(f"the document worker stopped after {done} documents")
+            got += read
     return wanted
 
 
