@@ -7,10 +7,11 @@ The same seed gives the same bytes, whatever size the batches are loaded in. Fak
 numpy are imported here, lazily, so the server is listening before it loads.
 
 ``load_documents`` writes them into an empty bucket's cold tier (``Bucket.cold_load``:
-persisted, in columns, as a warmed-up data node holds a bulk-loaded corpus), or into a
-bucket that holds documents with ``Bucket.set_many_steps``, and yields to trio between
-steps, so a large load never blocks the event loop for more than a few milliseconds; a
-large one is drawn in a worker process meanwhile (``write_chunks``).
+persisted, in columns, as a warmed-up data node holds a bulk-loaded corpus), framed as
+the cold tier holds them (``DocumentGenerator.framed``, ``ColdLoad.add_frames``), or into
+a bucket that holds documents with ``Bucket.set_many_steps``, and yields to trio between
+chunks, so a large load never blocks the event loop for more than a few milliseconds; a
+large one is drawn and framed in worker processes meanwhile (``write_chunks``).
 """
 
 from __future__ import annotations
