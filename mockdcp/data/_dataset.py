@@ -124,10 +124,13 @@ def _pick(table: Sequence[bytes], at: NDArray[np.int64]) -> Sequence[bytes]:
 _TABLES_AS_ARRAYS: dict[int, tuple[Sequence[bytes], NDArray[np.object_], NDArray[np.int64]]] = {}
 
 
-def _table(table: Sequence[bytes]) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
+def _table(
+    table: Sequence[bytes], *, keep: bool = True
+) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
     """``table``'s entries as a numpy array of objects (``numpy.take`` gathers them,
-    in C, without a Python object a row) and the length of each (kept for the tables
-    of the module and the pools, which live as long as the process)."""
+    in C, without a Python object a row) and the length of each, kept if ``keep`` (the
+    tables of the module and the pools, which live as long as the process; not a
+    chunk's own)."""
     import numpy as np
 
     kept = _TABLES_AS_ARRAYS.get(id(table))
@@ -136,7 +139,7 @@ def _table(table: Sequence[bytes]) -> tuple[NDArray[np.object_], NDArray[np.int6
     entries = np.empty(len(table), object)
     entries[:] = table
     lengths = np.fromiter(map(len, table), np.int64, len(table))
-    if len(table) > 16:  # a chunk's few ids and keys' thousands are made for it
+    if keep:
         _TABLES_AS_ARRAYS[id(table)] = (table, entries, lengths)
     return entries, lengths
 
@@ -183,17 +186,17 @@ class _Pools:
         self.domain = _suffixed((_escaped(d) for d in pools["domain"]), _LITERALS[7])
         self.city = _suffixed((_escaped(c) for c in pools["city"]), _LITERALS[8])
         self.country = _suffixed((_escaped(c) for c in pools["country"]), _LITERALS[9])
-        self._pairs: tuple[list[bytes], list[bytes], list[bytes]] | None = None
+        self._pairs: tuple[list[bytes], list[bytes]] | None = None
 
-    def pairs(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    def pairs(self) -> tuple[list[bytes], list[bytes]]:
         """Tables of two fields side by side: a mail's number and domain (entry
-        ``number * len(domain) + domain``), city and country (``city * len(country) +
-        country``), score and active (``score * 2 + active``, the value's end). Made
-        once (the framed chunks gather from them: ``DocumentGenerator.framed``)."""
+        ``number * len(domain) + domain``), score and active (``score * 2 + active``,
+        the value's end). Made once (the framed chunks gather from them:
+        ``DocumentGenerator.framed``). City and country stay apart: as one table of
+        8,192 entries they were gathered slower (out of cache) than as two."""
         if self._pairs is None:
             self._pairs = (
                 [number + domain for number in _MAIL_NUMBER for domain in self.domain],
-                [city + country for city in self.city for country in self.country],
                 [score + active for score in _SCORE for active in _LAST_ACTIVE],
             )
         return self._pairs
@@ -361,7 +364,8 @@ class DocumentGenerator:
         key_high = [b"user::%03d" % h for h in highs]
         high_i = high - top
         key_pieces = np.empty((n, 2), object)
-        np.take(_table(key_high)[0], high_i, out=key_pieces[:, 0])
+        key_entries, key_lengths = _table(key_high, keep=False)
+        np.take(key_entries, high_i, out=key_pieces[:, 0])
         np.take(_table(_KEY_LOW)[0], low, out=key_pieces[:, 1])
         keys = b"".join(key_pieces.ravel().tolist())[:-1]
         vb = vbucket_ids(keys.split(b"\n") if n else [], vbuckets)
@@ -374,9 +378,10 @@ class DocumentGenerator:
         low_i = low + np.where(high[order] > 0, 1000, 0)
         id_high = [_LITERALS[0] + (b"%d" % h if h else b"") for h in highs]
         day, hour, minute = seconds // _DAY_S, seconds % _DAY_S // 3600, seconds % 3600
-        # fields side by side in the template, drawn from small pools, are one table's
+        # fields side by side in the template, drawn from small tables, are one table's
         # entry (``_Pools.pairs``): fewer pieces to gather and join
-        mail_domain, city_country, score_active = p.pairs()
+        mail_domain, score_active = p.pairs()
+        made = (key_high, id_high)  # this chunk's own tables
         fields = (
             (key_high, high_i),  # the key: its thousands, its low digits
             (_KEY_DIGITS, low),
@@ -387,7 +392,8 @@ class DocumentGenerator:
             (p.first_mail, first_i),
             (p.last_mail, last_i),
             (mail_domain, mail_n * len(p.domain) + domain_i),
-            (city_country, city_i * len(p.country) + country_i),
+            (p.city, city_i),
+            (p.country, country_i),
             (days, day),
             (hours, hour),
             (minutes, minute),
@@ -397,10 +403,10 @@ class DocumentGenerator:
         pieces = np.empty((n, width), object)
         lengths = np.zeros(n, np.int64)
         for at, (table, picked) in enumerate(fields, 1):
-            entries, entry_lengths = _table(table)
+            entries, entry_lengths = _table(table, keep=not any(table is t for t in made))
             np.take(entries, picked, out=pieces[:, at])
             lengths += entry_lengths[picked]
-        klens = _table(key_high)[1][high_i] + 3 + 1  # with the collection's prefix
+        klens = key_lengths[high_i] + 3 + 1  # with the collection's prefix
         head = np.zeros(n, head_dtype(True))  # the default collection: prefix 0
         head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, HEAD - 24
         head["keylen"], head["datatype"], head["vbucket"] = klens, JSON, vb[order]
@@ -836,6 +842,9 @@ def main(argv: list[str]) -> int:
     # A lower priority than the server's (``WORKER_NICE``)
     with suppress(AttributeError, OSError):
         os.nice(WORKER_NICE)
+    # a chunk's objects die with it and hold no cycles: the cyclic collector would only
+    # walk them (about a tenth of a worker's time)
+    gc.disable()
     try:  # Linux: a larger pipe, fewer wake-ups of the reader
         import fcntl
 
