@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import argparse
     from pathlib import Path
 
+    from mockdcp.data import Workers
     from mockdcp.model import Bucket, Users
     from mockdcp.server import Identity, MockDcpServer
 
@@ -127,7 +128,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
     docs = args.docs if bucket is not None and not corpus else 0
     async with (
-        early_worker(docs, args.seed) as worker,
+        early_worker(docs, args.seed, args.vbuckets) as worker,
         serve(
             host=args.host,
             port=args.port,
@@ -233,8 +234,8 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
     return limits
 
 
-async def _load(bucket: Bucket, docs: int, seed: int, worker: trio.Process | None) -> bool:
-    """The generated documents (drawn by ``worker`` if one was started), with a
+async def _load(bucket: Bucket, docs: int, seed: int, worker: Workers | None) -> bool:
+    """The generated documents (drawn by ``worker`` if started), with a
     progress bar on a terminal (stderr). True when they are still to be persisted
     (``persist_all``): a large load is ready once it is in memory, and persists after
     the ready line (about a second for a million)."""

@@ -7,17 +7,17 @@ The same seed gives the same bytes, whatever size the batches are loaded in. Fak
 numpy are imported here, lazily, so the server is listening before it loads.
 
 ``load_documents`` writes them into an empty bucket's cold tier (``Bucket.cold_load``:
-persisted, in columns, as a warmed-up data node holds a bulk-loaded corpus), or into a
-bucket that holds documents with ``Bucket.set_many_steps``, and yields to trio between
-steps, so a large load never blocks the event loop for more than a few milliseconds; a
-large one is drawn in a worker process meanwhile (``write_chunks``).
+persisted, in columns, as a warmed-up data node holds a bulk-loaded corpus), framed as
+the cold tier holds them (``DocumentGenerator.framed``, ``ColdLoad.add_frames``), or into
+a bucket that holds documents with ``Bucket.set_many_steps``, and yields to trio between
+chunks, so a large load never blocks the event loop for more than a few milliseconds; a
+large one is drawn and framed in worker processes meanwhile (``write_chunks``).
 """
 
 from __future__ import annotations
 
 import functools
 import gc
-import itertools
 import json
 import os
 import re
@@ -27,14 +27,23 @@ from contextlib import aclosing, asynccontextmanager, suppress
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+import attrs
+
 from mockdcp.data._faker import draw_pools
 from mockdcp.util import ModelError, release_freed_memory
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
+    from collections.abc import (
+        AsyncIterator,
+        Callable,
+        Iterable,
+        Iterator,
+        Sequence,
+    )
 
+    import numpy as np
+    from numpy.typing import NDArray
     from trio import MemorySendChannel, Process
-    from trio.abc import ReceiveStream
 
     from mockdcp.model import Bucket, ColdLoad
 
@@ -71,8 +80,9 @@ _MAIL_NUMBER = _suffixed((b"%d" % i for i in range(1001)), _LITERALS[6])
 _SCORE = _suffixed((b"%d" % i for i in range(1001)), _LITERALS[11])
 _ACTIVE = _suffixed((b"false", b"true"), _LITERALS[12] + b"\n")
 _LAST_ACTIVE = _suffixed((b"false", b"true"), _LITERALS[12])  # a block's last document
-#: a key's low three digits, with the newline between two keys
+#: a key's low three digits, with the newline between two keys, and alone
 _KEY_LOW = [b"%03d\n" % i for i in range(1000)]
+_KEY_DIGITS = [b"%03d" % i for i in range(1000)]
 _TABLES: list[tuple[list[bytes], list[bytes], list[bytes]]] = []
 
 
@@ -102,6 +112,55 @@ def _local_part(text: str) -> bytes:
     return "".join(c for c in text.lower() if "a" <= c <= "z").encode() or b"user"
 
 
+def _pick(table: Sequence[bytes], at: NDArray[np.int64]) -> Sequence[bytes]:
+    """``table``'s entries at ``at``, gathered in C (``itemgetter``; a tuple)."""
+    if len(at) == 1:
+        return (table[int(at[0])],)
+    return itemgetter(*at.tolist())(table) if len(at) else ()
+
+
+#: each table's entries as a numpy array of objects and their lengths (``_table``),
+#: kept with the table
+_TABLES_AS_ARRAYS: dict[int, tuple[Sequence[bytes], NDArray[np.object_], NDArray[np.int64]]] = {}
+
+
+def _table(
+    table: Sequence[bytes], *, keep: bool = True
+) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
+    """``table``'s entries as a numpy array of objects (``numpy.take`` gathers them,
+    in C, without a Python object a row) and the length of each, kept if ``keep`` (the
+    tables of the module and the pools, which live as long as the process; not a
+    chunk's own)."""
+    import numpy as np
+
+    kept = _TABLES_AS_ARRAYS.get(id(table))
+    if kept is not None and kept[0] is table:
+        return kept[1], kept[2]
+    entries = np.empty(len(table), object)
+    entries[:] = table
+    lengths = np.fromiter(map(len, table), np.int64, len(table))
+    if keep:
+        _TABLES_AS_ARRAYS[id(table)] = (table, entries, lengths)
+    return entries, lengths
+
+
+@attrs.frozen
+class FramedChunk:
+    """Documents framed for ``ColdLoad.add_frames`` (``DocumentGenerator.framed``):
+    how many of each vbucket, each frame's row in the chunk, each frame's size, the
+    rows' keys (in the order drawn) joined by a newline and the frames, grouped by
+    vbucket."""
+
+    counts: NDArray[np.uint32]
+    order: NDArray[np.uint32]
+    sizes: NDArray[np.uint32]
+    keys: bytes
+    frames: bytes | bytearray
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+
 class _Pools:
     """What Faker draws once per seed."""
 
@@ -127,6 +186,20 @@ class _Pools:
         self.domain = _suffixed((_escaped(d) for d in pools["domain"]), _LITERALS[7])
         self.city = _suffixed((_escaped(c) for c in pools["city"]), _LITERALS[8])
         self.country = _suffixed((_escaped(c) for c in pools["country"]), _LITERALS[9])
+        self._pairs: tuple[list[bytes], list[bytes]] | None = None
+
+    def pairs(self) -> tuple[list[bytes], list[bytes]]:
+        """Tables of two fields side by side: a mail's number and domain (entry
+        ``number * len(domain) + domain``), score and active (``score * 2 + active``,
+        the value's end). Made once (the framed chunks gather from them:
+        ``DocumentGenerator.framed``). City and country stay apart: as one table of
+        8,192 entries they were gathered slower (out of cache) than as two."""
+        if self._pairs is None:
+            self._pairs = (
+                [number + domain for number in _MAIL_NUMBER for domain in self.domain],
+                [score + active for score in _SCORE for active in _LAST_ACTIVE],
+            )
+        return self._pairs
 
 
 #: Faker pools a process keeps (``pools``); each costs about 0.1 s to draw
@@ -159,6 +232,27 @@ class DocumentGenerator:
         keys, values = self.joined_block(number)
         return keys.split(b"\n"), values.split(b"\n")
 
+    def _draw(self, number: int) -> tuple[NDArray[np.int64], ...]:
+        """Block ``number``'s draws, in the order they are drawn (the same seed gives the
+        same documents): the first and last name, domain, city and country (indices in
+        the pools), the mail's number, the score, active (0 or 1) and the seconds since
+        ``_START`` the user joined."""
+        import numpy as np
+
+        p, size = self._pools, self.block_size
+        rng = np.random.default_rng([self.seed, number])
+        return (
+            rng.integers(0, len(p.first), size),
+            rng.integers(0, len(p.last), size),
+            rng.integers(0, len(p.domain), size),
+            rng.integers(0, len(p.city), size),
+            rng.integers(0, len(p.country), size),
+            rng.integers(1, 100, size),
+            rng.integers(0, 1001, size),
+            (rng.random(size) < 0.8).astype(np.int64),
+            rng.integers(0, _SPAN_S, size),
+        )
+
     def joined_block(self, number: int) -> tuple[bytes, bytes]:
         """``block(number)``'s keys and bodies, each joined by a newline (neither holds
         one: JSON escapes it in strings). Each field is drawn for the whole block with
@@ -170,17 +264,12 @@ class DocumentGenerator:
 
         p, size = self._pools, self.block_size
         days, hours, minutes = _times()
-        rng = np.random.default_rng([self.seed, number])
-        # the draws in this order: the same seed gives the same documents
-        first_i = rng.integers(0, len(p.first), size).tolist()
-        last_i = rng.integers(0, len(p.last), size).tolist()
-        domain_i = rng.integers(0, len(p.domain), size).tolist()
-        city_i = rng.integers(0, len(p.city), size).tolist()
-        country_i = rng.integers(0, len(p.country), size).tolist()
-        mail_n = rng.integers(1, 100, size).tolist()
-        score = rng.integers(0, 1001, size).tolist()
-        active = (rng.random(size) < 0.8).tolist()
-        seconds = rng.integers(0, _SPAN_S, size)
+        draws = self._draw(number)
+        first_i, last_i, domain_i, city_i, country_i, mail_n, score = (
+            column.tolist() for column in draws[:7]
+        )
+        active = draws[7].tolist()
+        seconds = draws[8]
         # an id is its thousands (none below 1000) and its low three digits (padded
         # from 1000 on); a key is "user::" and both, padded to six digits
         first_id = number * size
@@ -247,6 +336,88 @@ class DocumentGenerator:
                 values = b"\n".join(values.split(b"\n")[:left])
             yield min(left, size), keys, values
 
+    def framed(self, first_block: int, blocks: int, count: int, vbuckets: int) -> FramedChunk:
+        """The documents of ``blocks`` blocks from ``first_block`` on (those below
+        ``count``) as the frames of a cold load into ``vbuckets`` vbuckets
+        (``ColdLoad.add_frames``), grouped by vbucket: the same bytes as ``block``'s,
+        in the frame ``ColdLoad.add`` makes of them. The draws are put in vbucket order
+        (numpy) before they are gathered from the tables, each value's length is the
+        sum of its pieces' (numpy, from the tables' lengths), and one ``bytes.join``
+        makes every frame: header (numpy, ``head_dtype``), collection prefix, key and
+        the value's pieces."""
+        import numpy as np
+
+        from mockdcp.model._cold import HEAD, head_dtype
+        from mockdcp.model._validate import vbucket_ids
+
+        p, size = self._pools, self.block_size
+        days, hours, minutes = _times()
+        first_id = first_block * size
+        n = max(0, min(blocks * size, count - first_id))
+        numbers = range(first_block, first_block + -(-n // size))
+        drawn = zip(*map(self._draw, numbers), strict=True)
+        draws = [np.concatenate(column)[:n] for column in drawn]
+        ids = np.arange(first_id, first_id + n)
+        high, low = np.divmod(ids, 1000)
+        top = int(high[0]) if n else 0
+        highs = range(top, top + (int(high[-1]) - top + 1 if n else 0))
+        key_high = [b"user::%03d" % h for h in highs]
+        high_i = high - top
+        key_pieces = np.empty((n, 2), object)
+        key_entries, key_lengths = _table(key_high, keep=False)
+        np.take(key_entries, high_i, out=key_pieces[:, 0])
+        np.take(_table(_KEY_LOW)[0], low, out=key_pieces[:, 1])
+        keys = b"".join(key_pieces.ravel().tolist())[:-1]
+        vb = vbucket_ids(keys.split(b"\n") if n else [], vbuckets)
+        order = np.argsort(vb.astype(np.int16), kind="stable")
+        counts = np.bincount(vb, minlength=vbuckets).astype(np.uint32)
+        high_i, low = high_i[order], low[order]
+        first_i, last_i, domain_i, city_i, country_i, mail_n, score, active, seconds = (
+            column[order] for column in draws
+        )
+        low_i = low + np.where(high[order] > 0, 1000, 0)
+        id_high = [_LITERALS[0] + (b"%d" % h if h else b"") for h in highs]
+        day, hour, minute = seconds // _DAY_S, seconds % _DAY_S // 3600, seconds % 3600
+        # fields side by side in the template, drawn from small tables, are one table's
+        # entry (``_Pools.pairs``): fewer pieces to gather and join
+        mail_domain, score_active = p.pairs()
+        made = (key_high, id_high)  # this chunk's own tables
+        fields = (
+            (key_high, high_i),  # the key: its thousands, its low digits
+            (_KEY_DIGITS, low),
+            (id_high, high_i),  # the value
+            (_ID_LOW, low_i),
+            (p.first, first_i),
+            (p.last, last_i),
+            (p.first_mail, first_i),
+            (p.last_mail, last_i),
+            (mail_domain, mail_n * len(p.domain) + domain_i),
+            (p.city, city_i),
+            (p.country, country_i),
+            (days, day),
+            (hours, hour),
+            (minutes, minute),
+            (score_active, score * 2 + active),
+        )
+        width = 1 + len(fields)
+        pieces = np.empty((n, width), object)
+        lengths = np.zeros(n, np.int64)
+        for at, (table, picked) in enumerate(fields, 1):
+            entries, entry_lengths = _table(table, keep=not any(table is t for t in made))
+            np.take(entries, picked, out=pieces[:, at])
+            lengths += entry_lengths[picked]
+        klens = key_lengths[high_i] + 3 + 1  # with the collection's prefix
+        head = np.zeros(n, head_dtype(True))  # the default collection: prefix 0
+        head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, HEAD - 24
+        head["keylen"], head["datatype"], head["vbucket"] = klens, JSON, vb[order]
+        head["bodylen"] = HEAD - 24 + 1 + lengths
+        head["rev"] = 1  # CAS and seqno: written by ``ColdLoad.add_frames``
+        pieces[:, 0] = head.view(f"V{HEAD + 1}").tolist()
+        return FramedChunk(
+            counts, order.astype(np.uint32), (HEAD + 1 + lengths).astype(np.uint32), keys,
+            b"".join(pieces.ravel().tolist()),
+        )  # fmt: skip
+
 
 def faker_documents(
     count: int, seed: int = 0, *, pool_seed: int | None = None, block: int = BLOCK
@@ -259,59 +430,83 @@ def faker_documents(
             yield key.decode(), value
 
 
-# -- generation in a worker process ------------------------------------------------------
+# -- generation in worker processes ----------------------------------------------------
 #
-# A large load draws its documents in a second process (``python mockdcp/data/_dataset.py``),
-# on the machine's other core, while the server's process writes them into the model:
-# drawing costs about 1.5 µs a document, writing about 3.5, one after the other 5. The
-# worker writes chunks of ``CHUNK_BLOCKS`` blocks to its stdout, each a header
-# ``_CHUNK`` (the number of documents, the sizes of the two parts that follow), the keys
-# and the bodies, each joined by a newline, which neither holds (JSON escapes it in
-# strings), so ``bytes.split`` cuts them apart again in C.
+# A large load draws and frames its documents in worker processes (``python
+# mockdcp/data/_dataset.py``), on the machine's other core, while the server's process
+# installs them in the model: each worker draws every ``WORKERS``-th chunk of
+# ``CHUNK_BLOCKS`` blocks and frames it for the cold tier (``DocumentGenerator.framed``:
+# the frames grouped by vbucket); the server reads the chunks in turn, writes their CAS
+# and seqnos and copies each vbucket's run of frames into that vbucket's buffer
+# (``ColdLoad.add_frames``). A chunk on the pipe is a header ``_CHUNK`` (the number of
+# documents, of vbuckets, the sizes of the keys and of the frames), the counts a
+# vbucket, the rows and the sizes (uint32 each), the keys joined by a newline and the
+# frames.
 
-#: blocks the worker sends in one go: the task reading its pipe cuts a chunk's 2,048
-#: documents apart in one step of trio's (about 1.5 ms; chunks of 8 blocks held the
-#: event loop about 7 ms, a block a chunk loaded 5 % slower for no shorter stall)
-CHUNK_BLOCKS = 2
-#: documents from which ``load_documents`` draws in a worker (below, the worker's start,
+#: blocks a chunk holds: a chunk's frames go to each vbucket in one copy, and a copy
+#: a vbucket costs about a µs whatever its size (8 blocks: 8 documents a vbucket of
+#: 1024); the server installs a chunk in one step of trio's (about 3 ms)
+CHUNK_BLOCKS = 8
+#: documents from which ``load_documents`` draws in workers (below, a worker's start,
 #: about half a second, costs more than drawing in the server's process)
 WORKER_MIN = 100_000
-_CHUNK = struct.Struct("<III")
-#: documents given to one ``Bucket.set_many_steps``: about 32 a vbucket, so that its
-#: steps write each vbucket's rows in one go (a third faster than 8 a vbucket; 64 a
-#: vbucket loaded 269k documents/s end to end in ``mockdcp bench``, 32 loaded 294k/s)
+#: the worker processes a large load starts: drawing and framing cost about twice what
+#: installing does, so two of them keep the server's process busy
+WORKERS = 2
+#: the workers' niceness: the server's event loop keeps its core when it has work (a
+#: wake-up preempts a worker), yet the workers, which now do two thirds of the load's
+#: work, are not starved by other processes of a busy machine as at the lowest
+#: priority (19: 2M documents loaded in 19-22 s on a loaded 2-core machine, 15-19 s at 5)
+WORKER_NICE = 5
+_CHUNK = struct.Struct("<IIII")
+#: documents given to one ``Bucket.set_many_steps`` (a bucket that holds documents
+#: already: no cold load): about 32 a vbucket, so that its steps write each vbucket's
+#: rows in one go (a third faster than 8 a vbucket)
 LOAD_BATCH = 32 * BLOCK
-#: rows ``ColdLoad.add`` frames between two yields to trio (about 1.5 µs a row), and
-#: at least ``COLD_STEP_PER_VBUCKET`` a vbucket: each add costs some µs a vbucket it
-#: touches (1024 vbuckets, 500,000 documents: 1.76 s of CPU in adds of 2,048 rows, 1.02 s
-#: in adds of 16,384)
-COLD_STEP = 2048
-COLD_STEP_PER_VBUCKET = 8
 #: rows ``Bucket.set_many_steps`` validates or writes between two yields to trio
 #: (about 0.3 and 1.3 ms alone, up to 3 ms while the worker draws on the other core).
-#: With these chunks, the longest stall of the event loop during a load in ``mockdcp
-#: bench`` fell from about 12 ms (1,024 rows, chunks of 8 blocks) to 4 ms, at the same
-#: load rate (medians of 5 runs of a million documents)
 STEP_ROWS = 512
-#: the worker's pipe: a chunk's keys and bodies (about 2 MB) in a few reads
+#: the worker's pipe: a chunk (about 2 MB) in a few reads
 _PIPE_BYTES = 1 << 20
-#: chunks read from the worker and not yet loaded (the worker draws ahead by up to
-#: about 20 MB: it draws at twice the pace the loader writes)
-_AHEAD = 32
+#: chunks read from each worker and not yet installed (a worker draws ahead by up to
+#: about 16 MB)
+_AHEAD = 8
 
 _Chunk = tuple[list[bytes], list[bytes]]
 
 
-def write_chunks(count: int, seed: int, out: BinaryIO) -> None:
-    """The worker's side: ``count`` documents, chunk by chunk, to ``out``."""
-    blocks = DocumentGenerator(seed).joined_documents(count)
-    while chunk := list(itertools.islice(blocks, CHUNK_BLOCKS)):
-        keys_data = b"\n".join(keys for _, keys, _ in chunk)
-        values_data = b"\n".join(values for _, _, values in chunk)
-        out.write(_CHUNK.pack(sum(n for n, _, _ in chunk), len(keys_data), len(values_data)))
-        out.write(keys_data)
-        out.write(values_data)
+#: blocks a chunk drawn in the server's process holds (a load below ``WORKER_MIN``): a
+#: step of trio's a chunk, drawn and installed in about 5 ms
+LOCAL_CHUNK_BLOCKS = 2
+
+
+def _chunk_count(count: int, blocks: int = CHUNK_BLOCKS) -> int:
+    return -(-count // (blocks * BLOCK))
+
+
+def write_chunks(
+    count: int, seed: int, vbuckets: int, out: BinaryIO, worker: int = 0, workers: int = 1
+) -> None:
+    """A worker's side: chunks ``worker``, ``worker + workers``, ... of ``count``
+    documents framed for ``vbuckets`` vbuckets, to ``out``."""
+    generator = DocumentGenerator(seed)
+    for number in range(worker, _chunk_count(count), workers):
+        chunk = generator.framed(number * CHUNK_BLOCKS, CHUNK_BLOCKS, count, vbuckets)
+        out.write(_CHUNK.pack(len(chunk), vbuckets, len(chunk.keys), len(chunk.frames)))
+        out.write(chunk.counts.tobytes())
+        out.write(chunk.order.tobytes())
+        out.write(chunk.sizes.tobytes())
+        out.write(chunk.keys)
+        out.write(chunk.frames)
     out.flush()
+
+
+def framed_chunks(count: int, seed: int, vbuckets: int) -> Iterator[FramedChunk]:
+    """``count`` documents framed for ``vbuckets`` vbuckets, ``LOCAL_CHUNK_BLOCKS``
+    blocks at a time, here."""
+    generator, blocks = DocumentGenerator(seed), LOCAL_CHUNK_BLOCKS
+    for number in range(_chunk_count(count, blocks)):
+        yield generator.framed(number * blocks, blocks, count, vbuckets)
 
 
 def document_chunks(count: int, seed: int) -> Iterator[_Chunk]:
@@ -328,31 +523,76 @@ def document_chunks(count: int, seed: int) -> Iterator[_Chunk]:
         yield keys, values
 
 
-async def _start_worker(count: int, seed: int) -> Process | None:
-    """A worker process drawing ``count`` documents, or None if none can be started."""
+def rows_of(chunk: FramedChunk) -> _Chunk:
+    """A framed chunk's keys and bodies again, in the order they were drawn (for a
+    load that goes through ``Bucket.set_many_steps``)."""
+    import numpy as np
+
+    from mockdcp.model._cold import HEAD
+
+    if not len(chunk):
+        return [], []
+    keys = chunk.keys.split(b"\n")
+    klens = np.fromiter(map(len, keys), np.int64, len(keys))[chunk.order]
+    ends = np.cumsum(chunk.sizes, dtype=np.int64)
+    firsts = ends - chunk.sizes + HEAD + 1 + klens
+    frames = bytes(chunk.frames)
+    values = [frames[a:b] for a, b in zip(firsts.tolist(), ends.tolist(), strict=True)]
+    back = np.argsort(chunk.order, kind="stable")
+    return keys, list(_pick(values, back))
+
+
+@attrs.define
+class Workers:
+    """Worker processes drawing ``count`` documents of ``seed`` framed for
+    ``vbuckets`` vbuckets (``early_worker``), chunk ``i`` from ``processes[i %
+    len(processes)]``."""
+
+    count: int
+    seed: int
+    vbuckets: int
+    processes: list[Process]
+
+    def fits(self, count: int, seed: int, vbuckets: int) -> bool:
+        return (self.count, self.seed, self.vbuckets) == (count, seed, vbuckets)
+
+
+async def _start_workers(count: int, seed: int, vbuckets: int) -> Workers | None:
+    """Worker processes drawing ``count`` documents, or None if none can be started."""
     import subprocess
 
     import trio
 
-    # run as a script, not ``-m``: the package (the server) is not imported there
-    command = [sys.executable, __file__, str(count), str(seed)]
+    workers = WORKERS if (os.cpu_count() or 1) > 1 else 1
+    processes: list[Process] = []
     try:
-        return await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+        for index in range(min(workers, _chunk_count(count))):
+            # run as a script, not ``-m``: the package's server is not imported there
+            command = [sys.executable, __file__, str(count), str(seed), str(vbuckets)]
+            command += [str(index), str(workers)]
+            processes.append(await trio.lowlevel.open_process(command, stdout=subprocess.PIPE))
     except OSError:
+        for process in processes:
+            await _stop(process)
         return None
+    return Workers(count, seed, vbuckets, processes)
 
 
 @asynccontextmanager
-async def early_worker(count: int, seed: int) -> AsyncIterator[Process | None]:
-    """A worker drawing ``count`` documents started now, before the server it loads
-    (for ``load_documents(worker=...)``: its start, about half a second, overlaps the
-    server's), or None below ``WORKER_MIN`` documents. Killed on exit if still running."""
-    process = await _start_worker(count, seed) if count >= WORKER_MIN else None
+async def early_worker(
+    count: int, seed: int, vbuckets: int = 1024
+) -> AsyncIterator[Workers | None]:
+    """Workers drawing ``count`` documents for a bucket of ``vbuckets`` vbuckets,
+    started now, before the server they load (for ``load_documents(worker=...)``:
+    their start, about half a second, overlaps the server's), or None below
+    ``WORKER_MIN`` documents. Killed on exit if still running."""
+    workers = await _start_workers(count, seed, vbuckets) if count >= WORKER_MIN else None
     try:
-        yield process
+        yield workers
     finally:
-        if process is not None:
-            await _stop(process)
+        if workers is not None:
+            for process in workers.processes:
+                await _stop(process)
 
 
 async def _stop(process: Process) -> None:
@@ -364,80 +604,50 @@ async def _stop(process: Process) -> None:
             await process.wait()
 
 
-async def _worker_chunks(
-    count: int, seed: int, process: Process | None = None
-) -> AsyncGenerator[_Chunk, None]:
-    """The keys and bodies of ``count`` documents drawn by a worker process (``process``,
-    or one started now; here if none can be)."""
-    if process is None:
-        process = await _start_worker(count, seed)
-    if process is None:
-        async for chunk in _local_chunks(count, seed):
-            yield chunk
-        return
-    try:
-        assert process.stdout is not None
-        buffer = bytearray()
-        done = 0
-        while done < count:
-            header = await _receive(process.stdout, buffer, _CHUNK.size, done)
-            n, keys_size, values_size = _CHUNK.unpack(header)
-            keys = (await _receive(process.stdout, buffer, keys_size, done)).split(b"\n")
-            values = (await _receive(process.stdout, buffer, values_size, done)).split(b"\n")
-            if not len(keys) == len(values) == n:
-                raise RuntimeError(f"the document worker sent a bad chunk of {n} documents")
+async def _read_worker(process: Process, send: MemorySendChannel[FramedChunk]) -> None:
+    """Move the chunks ``process`` writes into ``send`` as they come (the worker draws
+    ahead instead of waiting for the loader to want its next chunk: ``_AHEAD``)."""
+    import numpy as np
+    from trio.lowlevel import FdStream
+
+    assert isinstance(process.stdout, FdStream)
+    fd, done = process.stdout.fileno(), 0
+    async with send:
+        while header := await _receive(fd, _CHUNK.size, done, at_end=True):
+            n, vbuckets, keys_size, frames_size = _CHUNK.unpack(header)
+            columns = await _receive(fd, 4 * (vbuckets + 2 * n), done)
+            keys = await _receive(fd, keys_size, done)
+            frames = await _receive(fd, frames_size, done)
+            counts = np.frombuffer(columns, np.uint32, vbuckets)
+            order = np.frombuffer(columns, np.uint32, n, 4 * vbuckets)
+            sizes = np.frombuffer(columns, np.uint32, n, 4 * (vbuckets + n))
             done += n
-            yield keys, values
-        if await process.wait() != 0:
-            raise RuntimeError(f"the document worker failed ({process.returncode})")
-    finally:
-        await _stop(process)
+            await send.send(FramedChunk(counts, order, sizes, bytes(keys), frames))
+    if await process.wait() != 0:
+        raise RuntimeError(f"the document worker failed ({process.returncode})")
 
 
-async def _receive(stream: ReceiveStream, buffer: bytearray, size: int, done: int) -> bytes:
-    """The next ``size`` bytes of ``stream``, read through ``buffer``."""
-    while len(buffer) < size:
-        data = await stream.receive_some(max(size - len(buffer), _PIPE_BYTES))
-        if not data:
-            raise RuntimeError(f"the document worker stopped after {done} documents")
-        buffer += data
-    with memoryview(buffer) as view:
-        wanted = bytes(view[:size])
-    del buffer[:size]
-    return wanted
-
-
-async def _local_chunks(count: int, seed: int) -> AsyncGenerator[_Chunk, None]:
-    """The keys and bodies of ``count`` documents drawn here, a block (about 2 ms of
-    drawing) at a time."""
-    for chunk in DocumentGenerator(seed).documents(count):
-        yield chunk
-
-
-async def _produce(chunks: AsyncGenerator[_Chunk, None], send: MemorySendChannel[_Chunk]) -> None:
-    """Move ``chunks`` into ``send`` as they come: the worker's pipe is read whenever
-    the loader yields, so the worker draws ahead instead of waiting for the loader to
-    want its next batch (``_AHEAD``)."""
+async def _receive(fd: int, size: int, done: int, *, at_end: bool = False) -> bytearray:
+    """The next ``size`` bytes of the pipe ``fd`` (non-blocking, as trio opened it),
+    read straight into the buffer returned (a chunk's frames are copied once, by the
+    kernel); empty at the pipe's end if ``at_end`` allows it there."""
     import trio
 
-    async with send, aclosing(chunks):
-        async for chunk in chunks:
-            await send.send(chunk)
-            await trio.lowlevel.checkpoint()
-
-
-async def _batches(chunks: AsyncIterator[_Chunk]) -> AsyncIterator[_Chunk]:
-    """``chunks`` joined into batches of ``LOAD_BATCH`` documents (the last one less)."""
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    async for chunk_keys, chunk_values in chunks:
-        keys += chunk_keys
-        values += chunk_values
-        if len(keys) >= LOAD_BATCH:
-            yield keys, values
-            keys, values = [], []
-    if keys:
-        yield keys, values
+    wanted = bytearray(size)
+    got = 0
+    with memoryview(wanted) as view:
+        while got < size:
+            try:
+                read = os.readv(fd, [view[got:]])
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            if not read:
+                if at_end and not got:
+                    return bytearray()
+                raise RuntimeError(f"the document worker stopped after {done} documents")
+            got += read
+    return wanted
 
 
 async def load_documents(
@@ -446,14 +656,14 @@ async def load_documents(
     seed: int = 0,
     progress: Callable[[int, int], Any] | None = None,
     *,
-    worker: bool | Process | None = None,
+    worker: bool | Workers | None = None,
     persist: bool = True,
 ) -> int:
-    """Load ``count`` generated documents into ``bucket``, yielding to trio every
-    ``STEP_ROWS`` rows or so; ``progress(done, count)`` after each step. Returns
-    ``count``. ``worker``: draw them in a worker process (default: from ``WORKER_MIN``
-    documents on; a process: the one ``early_worker`` started); the bytes are the
-    same either way.
+    """Load ``count`` generated documents into ``bucket``, yielding to trio after each
+    chunk or step; ``progress(done, count)`` after each. Returns ``count``.
+    ``worker``: draw them in worker processes (default: from ``WORKER_MIN`` documents
+    on; ``Workers``: those ``early_worker`` started, used if they draw for this count,
+    seed and number of vbuckets); the bytes are the same either way.
 
     A running flusher is held during the load (persisting each vbucket after each step
     would cost more than writing). ``persist``: then every vbucket is persisted and the
@@ -461,17 +671,17 @@ async def load_documents(
     caller runs ``persist_all`` (which releases it) when it likes: ``mockdcp serve``
     does so after its ready line, as a data node persists what it has acknowledged.
 
-    The loaded objects are moved out of the cyclic garbage collector's reach
-    (``gc.freeze``, which moves lists, O(1)) after each chunk: they live as long as the
+    A bucket that holds documents already takes them through ``Bucket.set_many_steps``,
+    whose loaded objects are moved out of the cyclic garbage collector's reach
+    (``gc.freeze``, which moves lists, O(1)) after each batch: they live as long as the
     server, and a full collection walking millions of them would stall streaming.
     """
-    use_worker: bool | Process = count >= WORKER_MIN if worker is None else worker
     flusher = bucket.flusher
     holding = flusher.enabled and not flusher.paused
     if holding:
         flusher.pause()
     try:
-        done = await _load(bucket, count, seed, progress, use_worker)
+        done = await _load(bucket, count, seed, progress, worker)
     except BaseException:
         if holding:
             flusher.resume()
@@ -500,47 +710,91 @@ async def persist_all(bucket: Bucket, rows_per_step: int = 2 * STEP_ROWS) -> Non
             bucket.flusher.resume()
 
 
+async def _chunks(
+    count: int, seed: int, vbuckets: int, worker: bool | Workers | None
+) -> AsyncIterator[FramedChunk]:
+    """The framed chunks of ``count`` documents in order: from workers (``worker``'s,
+    or started now; drawn here if none can be) or drawn here."""
+    import trio
+
+    workers = None
+    if isinstance(worker, Workers):
+        if worker.fits(count, seed, vbuckets):
+            workers = worker
+        else:  # started for another bucket: not these documents' frames
+            for process in worker.processes:
+                await _stop(process)
+    if workers is None and (worker is True or (worker is None and count >= WORKER_MIN)):
+        workers = await _start_workers(count, seed, vbuckets)
+    if workers is None:
+        for chunk in framed_chunks(count, seed, vbuckets):
+            yield chunk
+            await trio.lowlevel.checkpoint()
+        return
+    processes = workers.processes
+    try:
+        async with trio.open_nursery() as nursery:
+            receives = []
+            for process in processes:
+                send, receive = trio.open_memory_channel[FramedChunk](_AHEAD)
+                nursery.start_soon(_read_worker, process, send)
+                receives.append(receive)
+            for number in range(_chunk_count(count)):
+                try:
+                    chunk = await receives[number % len(processes)].receive()
+                except trio.EndOfChannel:
+                    raise RuntimeError(f"the document workers stopped at chunk {number}") from None
+                yield chunk
+    finally:
+        for process in processes:
+            await _stop(process)
+
+
 async def _load(
     bucket: Bucket,
     count: int,
     seed: int,
     progress: Callable[[int, int], Any] | None,
-    use_worker: bool | Process,
+    worker: bool | Workers | None,
 ) -> int:
     import trio
 
     done = 0
     cold = _cold_load(bucket)
-    # The cyclic collector is off for a large load (each batch is frozen once written):
-    # it would walk the batch's rows, and every item made, again and again meanwhile
-    # (a tenth of the load's time). A small load leaves it alone: with it off, a server
-    # of 2,000 documents peaked 30 MiB higher under 200 consumers afterwards
-    # (tests/bench/test_many_consumers.py), for no gain worth having.
+    # The cyclic collector is off for a large load: it would walk the batches' rows,
+    # and every item made, again and again meanwhile (a tenth of the load's time). A
+    # small load leaves it alone: with it off, a server of 2,000 documents peaked 30
+    # MiB higher under 200 consumers afterwards (tests/bench/test_many_consumers.py).
     collecting = gc.isenabled()
-    if use_worker is not False:
+    if count >= WORKER_MIN or worker:
         gc.disable()
     try:
-        chunks: AsyncGenerator[_Chunk, None]
-        if use_worker is False:
-            chunks = _local_chunks(count, seed)
-        else:
-            chunks = _worker_chunks(count, seed, None if use_worker is True else use_worker)
-        send, receive = trio.open_memory_channel[_Chunk](_AHEAD)
-        async with trio.open_nursery() as nursery, receive:
-            nursery.start_soon(_produce, chunks, send)
-            async for keys, values in _batches(receive):
-                if cold is not None:
-                    done = await _add_cold(cold, keys, values, done, count, progress)
-                    continue
-                steps = bucket.set_many_steps(keys, values, datatypes=JSON, rows_per_step=STEP_ROWS)
-                await trio.lowlevel.checkpoint()
-                for written in steps:
-                    done += written
-                    if progress is not None and written:
+        chunks = _chunks(count, seed, len(bucket.vbuckets), worker)
+        async with aclosing(chunks):  # type: ignore[type-var]
+            if cold is not None:
+                async for chunk in chunks:
+                    keys = chunk.keys.split(b"\n") if len(chunk) else []
+                    frames = chunk.frames
+                    if not isinstance(frames, bytearray):
+                        frames = bytearray(frames)
+                    done += cold.add_frames(frames, keys, chunk.counts, chunk.order, chunk.sizes)
+                    del keys, frames, chunk
+                    if progress is not None:
                         progress(done, count)
                     await trio.lowlevel.checkpoint()
-                del keys, values, steps
-                gc.freeze()
+            else:
+                async for keys, values in _batches(chunks):
+                    steps = bucket.set_many_steps(
+                        keys, values, datatypes=JSON, rows_per_step=STEP_ROWS
+                    )
+                    await trio.lowlevel.checkpoint()
+                    for written in steps:
+                        done += written
+                        if progress is not None and written:
+                            progress(done, count)
+                        await trio.lowlevel.checkpoint()
+                    del keys, values, steps
+                    gc.freeze()
         if cold is not None:
             for _ in cold.finish_steps():
                 await trio.lowlevel.checkpoint()
@@ -555,24 +809,20 @@ async def _load(
     return done
 
 
-async def _add_cold(
-    cold: ColdLoad,
-    keys: list[bytes],
-    values: list[bytes],
-    done: int,
-    count: int,
-    progress: Callable[[int, int], Any] | None,
-) -> int:
-    """A batch into the cold load, ``COLD_STEP`` rows between two yields to trio."""
-    import trio
-
-    step = max(COLD_STEP, COLD_STEP_PER_VBUCKET * len(cold.bucket.vbuckets))
-    for at in range(0, len(keys), step):
-        done += cold.add(keys[at : at + step], values[at : at + step], datatypes=JSON)
-        if progress is not None:
-            progress(done, count)
-        await trio.lowlevel.checkpoint()
-    return done
+async def _batches(chunks: AsyncIterator[FramedChunk]) -> AsyncIterator[_Chunk]:
+    """``chunks``' rows joined into batches of ``LOAD_BATCH`` documents (the last one
+    less), in the order they were drawn."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    async for chunk in chunks:
+        chunk_keys, chunk_values = rows_of(chunk)
+        keys += chunk_keys
+        values += chunk_values
+        if len(keys) >= LOAD_BATCH:
+            yield keys, values
+            keys, values = [], []
+    if keys:
+        yield keys, values
 
 
 def _cold_load(bucket: Bucket) -> ColdLoad | None:
@@ -586,21 +836,22 @@ def _cold_load(bucket: Bucket) -> ColdLoad | None:
 
 
 def main(argv: list[str]) -> int:
-    """``python mockdcp/data/_dataset.py COUNT SEED``: the worker (``write_chunks``)."""
-    count, seed = int(argv[0]), int(argv[1])
-    # The lowest priority: on a machine with fewer free cores than runnable processes
-    # the kernel would otherwise take the server's core from its event loop for a
-    # time slice (several ms) to let the worker draw; drawing ahead needs no more
-    # than the leftovers (it runs at twice the pace the server writes).
+    """``python mockdcp/data/_dataset.py COUNT SEED VBUCKETS WORKER WORKERS``: a worker
+    (``write_chunks``)."""
+    count, seed, vbuckets, worker, workers = map(int, argv)
+    # A lower priority than the server's (``WORKER_NICE``)
     with suppress(AttributeError, OSError):
-        os.nice(19)
+        os.nice(WORKER_NICE)
+    # a chunk's objects die with it and hold no cycles: the cyclic collector would only
+    # walk them (about a tenth of a worker's time)
+    gc.disable()
     try:  # Linux: a larger pipe, fewer wake-ups of the reader
         import fcntl
 
         fcntl.fcntl(sys.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     except (ImportError, AttributeError, OSError):
         pass
-    write_chunks(count, seed, sys.stdout.buffer)
+    write_chunks(count, seed, vbuckets, sys.stdout.buffer, worker, workers)
     return 0
 
 

@@ -312,7 +312,81 @@ class ColdLoad:
         self.count += n
         return n
 
-    def _write(self, vbid: int, frames: bytes) -> None:
+    def add_frames(
+        self,
+        frames: bytearray,
+        keys: list[bytes],
+        counts: NDArray[np.uint32],
+        order: NDArray[np.uint32],
+        sizes: NDArray[np.uint32],
+    ) -> int:
+        """Stage a batch of mutations of the default collection framed already, as
+        ``add`` frames them (``mockdcp.data``'s documents: drawn and framed by the
+        server's own generator, so not validated again; user input goes through
+        ``add``): ``frames`` the rows' canonical frames grouped by vbucket (``counts``
+        rows of each, in the batch's order within a vbucket), their CAS and seqno left
+        to be written here; ``sizes`` of each frame in that order, ``order`` the row
+        of the batch each frame is (its CAS is the batch's first plus that); ``keys``
+        each row's key, in the batch's order. Only the shape is checked (``ModelError``,
+        nothing staged). Returns how many rows.
+
+        The seqnos and CAS are patched into ``frames`` with one numpy scatter; each
+        vbucket's run is copied once into its buffer (``_write``); the key hashes are
+        ``key_hashes`` of ``keys`` (the index of ``ColdSegment``)."""
+        import numpy as np
+
+        from mockdcp.model._cold import HEAD, build_tags, key_hashes
+
+        bucket = self.bucket
+        n, nvb = len(keys), len(bucket.vbuckets)
+        if len(counts) != nvb or len(order) != n or len(sizes) != n or int(counts.sum()) != n:
+            raise ModelError(f"a framed batch of {n} rows does not fit {nvb} vbuckets")
+        starts = np.zeros(n + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        if int(starts[-1]) != len(frames):
+            raise ModelError(f"a framed batch of {int(starts[-1])} bytes has {len(frames)}")
+        self.bucket.manifest.check_collection(0)
+        if not n:
+            return 0
+        first_cas = bucket.reserve_cas(n)
+        self._reserved.append((self.count, first_cas))
+        group_end = np.cumsum(counts, dtype=np.int64)
+        group_at = group_end - counts
+        sorted_vb = np.repeat(np.arange(nvb, dtype=np.int64), counts)
+        nexts = np.asarray(self._next, np.int64)
+        fields = np.empty((n, 2), ">u8")  # the CAS and the seqno: bytes 16 to 32 of a frame
+        fields[:, 0] = first_cas + order.astype(np.int64)
+        fields[:, 1] = nexts[sorted_vb] + np.arange(n, dtype=np.int64) - group_at[sorted_vb]
+        self._next = (nexts + counts).tolist()
+        view = np.frombuffer(frames, np.uint8)
+        view[starts[:-1, None] + np.arange(16, 32)] = fields.view(np.uint8).reshape(n, 16)
+        datatypes = view[starts[:-1] + 5]  # byte 5 of a frame
+        del view
+        found = np.flatnonzero(counts)
+        write = self._write
+        with memoryview(frames) as whole:
+            for vbid, a, b in zip(
+                found.tolist(),
+                starts[group_at[found]].tolist(),
+                starts[group_end[found]].tolist(),
+                strict=True,
+            ):
+                write(vbid, whole[a:b])
+        cids = np.zeros(n, np.uint32)
+        klens = np.fromiter(map(len, keys), np.int64, n)[order]
+        vlens = sizes.astype(np.int64) - (HEAD + 1) - klens
+        bounds = np.zeros(nvb + 1, np.int64)
+        bounds[1:] = group_end
+        self._sizes.append(sizes.astype(np.uint32, copy=False))
+        self._cids.append(cids)
+        self._tags.append(build_tags(datatypes, cids, vlens))
+        self._hashes.append(key_hashes(keys, cids)[order])
+        self._rows.append(self.count + order.astype(np.int64))
+        self._bounds.append(bounds)
+        self.count += n
+        return n
+
+    def _write(self, vbid: int, frames: bytes | memoryview) -> None:
         """Append ``frames`` to the vbucket's buffer, grown (doubled, in place) as
         needed."""
         buf, used = self._bufs[vbid], self._used[vbid]

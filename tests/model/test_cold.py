@@ -338,6 +338,21 @@ def test_a_cold_batch_with_a_bad_row_names_it_and_stages_nothing() -> None:
     assert load.finish() == 0
 
 
+def test_a_framed_batch_that_does_not_fit_the_bucket_is_refused_and_stages_nothing() -> None:
+    import numpy as np
+
+    b = bucket()
+    load = b.cold_load()
+    counts = np.array([1, 0, 0, 0, 0], np.uint32)  # five vbuckets, the bucket has four
+    one = np.zeros(1, np.uint32)
+    with pytest.raises(ModelError, match="does not fit 4 vbuckets"):
+        load.add_frames(bytearray(60), [b"x"], counts, one, one + 60)
+    with pytest.raises(ModelError, match="of 61 bytes has 60"):
+        load.add_frames(bytearray(60), [b"x"], counts[:4], one, one + 61)
+    assert load.count == 0
+    assert load.finish() == 0
+
+
 @pytest.mark.parametrize("cold", [False, True])
 def test_a_purged_tombstone_of_a_cold_key_keeps_it_gone_after_a_restart(cold: bool) -> None:
     b = loaded([(b"a", b"1", 0, 0, 0, 0), (b"b", b"2", 0, 0, 0, 0)], cold=cold)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.lowlevel
 import trio.testing
@@ -12,8 +13,12 @@ from mockdcp.data._dataset import (
     _START,
     _TEMPLATE,
     BLOCK,
+    CHUNK_BLOCKS,
+    JSON,
+    WORKER_MIN,
     DocumentGenerator,
     _Pools,
+    early_worker,
     faker_documents,
     load_documents,
     persist_all,
@@ -146,6 +151,70 @@ async def test_a_worker_process_draws_the_same_documents() -> None:
 
     assert frames(there) == frames(here)
     assert stored(there) == 3 * BLOCK + 9
+
+
+def _validated_load(count: int, seed: int, vbuckets: int) -> Bucket:
+    """``count`` documents of ``seed`` loaded cold through ``ColdLoad.add`` (validated,
+    framed by the model), the reference for the frames the generator makes."""
+    b = Bucket("default", vbuckets, seed=1, clock=lambda: 1_700_000_000.0)
+    load = b.cold_load()
+    for keys, values in DocumentGenerator(seed).documents(count):
+        load.add(keys, values, datatypes=JSON)
+    load.finish()
+    return b
+
+
+def _same_segments(b: Bucket, reference: Bucket) -> None:
+    for vb, ref in zip(b.vbuckets, reference.vbuckets, strict=True):
+        assert vb.cold is not None
+        assert ref.cold is not None
+        seg, want = vb.cold.segment, ref.cold.segment
+        assert bytes(seg.buf) == bytes(want.buf), vb.vbid  # frames: CAS, seqnos too
+        for column in ("starts", "cids", "tags", "hashes", "order"):
+            assert (getattr(seg, column) == getattr(want, column)).all(), column
+
+
+async def test_generated_frames_are_those_the_validated_cold_load_makes() -> None:
+    """``load_documents`` frames the documents it draws itself (in workers or here) and
+    skips validating them: the frames, columns and key index are those ``ColdLoad.add``
+    makes of the same documents."""
+    count = 2 * CHUNK_BLOCKS * BLOCK + 77  # chunks of both workers and a short one
+    reference = _validated_load(count, 6, 64)
+    for worker in (False, True):
+        b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+        assert await load_documents(b, count, seed=6, worker=worker) == count
+        _same_segments(b, reference)
+
+
+@pytest.mark.full
+async def test_a_hundred_thousand_generated_documents_stream_the_bytes_of_the_validated_load() -> (
+    None
+):
+    """``serve --docs 100000``'s load (workers, 1024 vbuckets): the bytes a stream
+    reads from each vbucket are those of the documents loaded through ``ColdLoad.add``."""
+    count = 100_000
+    reference = _validated_load(count, 0, 1024)
+    b = Bucket("default", 1024, seed=1, clock=lambda: 1_700_000_000.0)
+    await load_documents(b, count, seed=0)
+    _same_segments(b, reference)
+
+    def frames(b: Bucket) -> list[list[bytes]]:
+        return [list(vb.disk_snapshot(0, frames=True).tails) for vb in b.vbuckets]
+
+    assert frames(b) == frames(reference)
+
+
+async def test_workers_started_for_another_bucket_are_replaced() -> None:
+    """Workers ``early_worker`` started for 1024 vbuckets (``serve``'s default) are not
+    used for a bucket of 16 (their frames would name other vbuckets): they are stopped
+    and the load starts its own."""
+    b = bucket()
+    async with early_worker(WORKER_MIN, 4) as workers:
+        assert workers is not None
+        assert workers.vbuckets == 1024
+        await load_documents(b, WORKER_MIN, seed=4, worker=workers)
+        assert all(process.returncode is not None for process in workers.processes)
+    _same_segments(b, _validated_load(WORKER_MIN, 4, 16))
 
 
 async def test_a_load_with_a_flusher_persists_everything_and_releases_it() -> None:
