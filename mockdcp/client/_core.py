@@ -403,14 +403,10 @@ class ConsumerCore:
         )
 
     def on_already_open(self, key: StreamKey) -> list[Action]:
-        """A stream request answered KEY_EEXISTS: this connection already has a live
-        stream ``key`` (kv_engine ``DcpProducer::streamRequest``,
-        ``engines/ep/src/dcp/producer.cc``, refuses a second request for a live stream
-        and replaces a dead one), which its frames go on feeding from where they were
-        (the same opaque, ``StreamRoutes``): it stays open and nothing is asked again,
-        as java-dcp-client does (``DcpChannel.openStream``: KEY_EXISTS is "Stream
-        already open", a success). Only a consumer that sent a second request meets it
-        (issue 39's 10,000-schedule run: ``ClusterConsumer`` did, after a map read)."""
+        """KEY_EEXISTS: the connection has a live stream ``key`` (kv_engine
+        ``DcpProducer::streamRequest``, ``engines/ep/src/dcp/producer.cc``), whose
+        frames go on (same opaque): it stays open, nothing asked again, as
+        java-dcp-client's ``DcpChannel.openStream`` takes it ("Stream already open")."""
         log.warning("stream request for %s: KEY_EEXISTS, the stream is already open", key)
         return []
 
