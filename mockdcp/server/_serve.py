@@ -429,7 +429,8 @@ async def serve(
     -- CMD``, ``mockdcp check``): a ``wait`` on the consumer counts its timeout from the
     consumer's first connection, which must come within these seconds (a JVM, or an
     interpreter on a loaded machine, takes seconds to start); None: from the wait's start;
-    a ``ConsumerStart`` (``mockdcp explore``'s): from its first stream, timed waits too.
+    a ``ConsumerStart``: its seconds, and with ``on_stream`` (``mockdcp explore``'s) the
+    schedule, timed waits too, counts from the consumer's first stream instead.
     ``clock``: ``wall`` (the default: the bucket's time is the wall clock, and the server
     runs the node's timers as they fall due: ``mockdcp/server/_timers.py``) or
     ``virtual``: the bucket's clock starts at ``clock_start`` (an ISO 8601 time or
