@@ -336,6 +336,9 @@ class ConnectionChecker:
         self._reopen: dict[StreamKey, tuple[float, StreamEndReason, StreamEnd]] = {}
         #: (vbucket, stream id) -> the highest seqno before an OSO snapshot under way
         self._oso_from: dict[StreamKey, int] = {}
+        #: ROLLBACKs answered and not asked again here, whether a damaged frame went out
+        self._rolled: dict[StreamKey, int] = {}
+        self._torn = False
         #: (rule, vbucket, stream id) reported on this connection (each once)
         self._reported: set[tuple[str, int | None, int | None]] = set()
         self._deadline: float | None = None
@@ -473,14 +476,26 @@ class ConnectionChecker:
         self._deadline = min(times) if times else None
         return self._deadline
 
+    def corrupted(self) -> None:
+        """A damaged frame was written (the ``corrupt`` step): the consumer's framing
+        can no longer be trusted from there."""
+        self._torn = True
+
     def closed_at(self, now: float) -> None:
         """The connection closed: what it still owed is forgotten (a reconnect asks
-        again), and the name's next connection is a reconnect."""
+        again), and the name's next connection is a reconnect. After a damaged frame, so
+        are the ROLLBACKs answered here and not asked again here: past the damage the
+        consumer could trust no frame, and a reconnect is answered ROLLBACK again
+        (explore --seed 39, schedule 4546: ROLLBACKs read as a torn frame's rest)."""
         if self.closed:
             return
         self.closed = True
         self._reopen.clear()
         parent = self.parent
+        for key, seqno in self._rolled.items() if self._torn else ():
+            history = parent.streams.get(key)
+            if history is not None and history.rollback == seqno:
+                history.rollback = None
         parent.last_closed[self.node] = now
         parent.connections.pop(self.conn_id, None)
         if not parent.connections and parent.on_idle is not None:
@@ -537,6 +552,7 @@ class ConnectionChecker:
         rollback = None if history is None else history.rollback
         if history is not None and rollback is not None and msg.start_seqno <= rollback:
             history.rollback = None
+        self._rolled.pop(key, None)
         parent.reopened(key)
         self._pending[msg.opaque] = _Pending(msg, frame, key)
         parent._count(found)
@@ -590,8 +606,8 @@ class ConnectionChecker:
             self._given(msg.vbucket, response.value)
             parent.retry_gaps.pop(key, None)
         elif status == Status.ROLLBACK and len(response.value) >= 8:
-            history = parent.history(key)
-            history.rolled_back(int.from_bytes(response.value[:8], "big"))
+            seqno = self._rolled[key] = int.from_bytes(response.value[:8], "big")
+            parent.history(key).rolled_back(seqno)
         elif status in _RETRY_STATUSES:
             parent.refused_at[key] = now
         return []

@@ -117,6 +117,11 @@ class CheckerTap:
         if self.checker is not None:
             self.checker.closed_at(now)
 
+    def corrupted(self) -> None:
+        """A damaged frame was handed out (the ``corrupt`` step)."""
+        if self.checker is not None:
+            self.checker.corrupted()
+
     def observe(self, verb: Callable[..., list[Violation]], *args: object) -> None:
         """Run one of the checker's verbs and ``report`` what it found (a failure is
         logged: the checker only observes)."""

@@ -281,7 +281,8 @@ class Connection:
         if not held and self.state is ConnectionState.DCP_OPEN and self.streams.ready:
             limit = int(min(limit, max(budget, 1)))
             size = self.scheduler.drain(parts, size, limit, self._unwritten)
-        self.faults.apply_corruption(parts, 0)
+        if self.faults.apply_corruption(parts, 0):
+            self.tap.corrupted()
         self.faults.wrote(now, size)
         self.replies.queue.handed_out(size)
         self.bytes_sent += size

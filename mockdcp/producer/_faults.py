@@ -142,12 +142,13 @@ class Faults:
             parts.append(self.held.popleft()[1])
         return bool(self.held)
 
-    def apply_corruption(self, parts: Buffers, first: int) -> None:
+    def apply_corruption(self, parts: Buffers, first: int) -> bool:
         """Damage the first whole frame at ``parts[first]`` (frames start at part
-        boundaries there), if a corruption is pending."""
+        boundaries there), if a corruption is pending; whether one was."""
         if not self.corruptions or first >= len(parts):
-            return
+            return False
         part = parts[first]
         size = 24 + _BODY_LENGTH.unpack_from(part, 8)[0]
         bad = corrupt_frame(part[:size], self.corruptions.popleft())
         parts[first : first + 1] = [bad, part[size:]] if size < len(part) else [bad]
+        return True

@@ -382,6 +382,36 @@ def test_a_rollback_is_taken_on_the_next_connection_too() -> None:
     assert r.rules() == ["rollback.ignored"]
 
 
+@pytest.mark.parametrize("torn", ["before", "after"])
+def test_a_rollback_answered_on_a_connection_with_a_damaged_frame_is_not_carried_over(
+    torn: str,
+) -> None:
+    # explore --seed 39, schedule 4546: a STREAM_END torn by `corrupt: length`; the
+    # ROLLBACKs answered behind it were read as the torn frame's rest, the connection
+    # closed, and the consumer asked again from where it was, on its next connection
+    r = streamed(Recording())
+    if torn == "before":
+        r.conn.corrupted()
+    r.stream(0, 20, uuid=UUID, answer=Status.ROLLBACK, rollback=10)
+    if torn == "after":
+        r.conn.corrupted()
+    r.close(3.0)
+    r.connect(4.0)
+    r.stream(0, 20, uuid=UUID, answer=Status.ROLLBACK, rollback=10)
+    assert r.found == []
+    # answered again on a connection it reads: taken from here, as ever
+    r.stream(0, 20, uuid=UUID)
+    assert r.rules() == ["rollback.ignored"]
+
+
+def test_a_damaged_frame_does_not_excuse_a_rollback_ignored_on_its_connection() -> None:
+    r = streamed(Recording())
+    r.conn.corrupted()
+    r.stream(0, 20, uuid=UUID, answer=Status.ROLLBACK, rollback=10)
+    r.stream(0, 20, uuid=UUID)
+    assert r.rules() == ["rollback.ignored"]
+
+
 # -- stream ends -------------------------------------------------------------------------------
 
 

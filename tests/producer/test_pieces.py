@@ -30,6 +30,14 @@ def test_noops_go_every_interval_while_none_is_outstanding() -> None:
     assert (k.sent, k.answered) == (2, 1)
 
 
+def test_a_noop_is_due_at_the_deadline_it_gives() -> None:
+    # 0.58 - 0.08 < 0.5 in floating point: the writer woke at 0.58 for nothing, for ever
+    k = Keepalive(last_received=0.08, last_noop=0.08)
+    deadline = k.deadline(0.5, 360)
+    assert deadline == 0.58
+    assert k.due(deadline, 0.5) is not None
+
+
 def test_silence_past_the_idle_timeout_is_reported() -> None:
     k = Keepalive(last_received=0, last_noop=0)
     assert k.idle_for(359, 360) is None

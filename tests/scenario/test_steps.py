@@ -232,6 +232,22 @@ def test_corrupt_damages_a_copy_of_the_next_frame(kind: str, byte: int, value: i
     assert all(h[0] == Magic.REQUEST for h in again.heads if h)  # shared frames untouched
 
 
+def test_corrupt_tells_the_protocol_checker_a_damaged_frame_went_out() -> None:
+    # it then forgives a ROLLBACK answered there the consumer could not read (test_checker)
+    n = node(1)
+    conn = opened(n)
+    conn.receive_data(stream_request(), 0)
+    frames(conn)
+    checker = conn.tap.checker
+    assert checker is not None
+    apply(n, steps.Set(key="k5", value="v"))
+    conn.data_to_send(0)
+    assert not checker._torn
+    apply(n, steps.Set(key="k5", value="w"), steps.Corrupt(kind="length"))
+    conn.data_to_send(0)
+    assert checker._torn
+
+
 def test_reject_answers_the_next_matching_request_with_the_status() -> None:
     n = node(1)
     conn = opened(n)
