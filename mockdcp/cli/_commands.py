@@ -169,6 +169,11 @@ async def _serve(args: argparse.Namespace) -> None:
         preload()
         load_numpy()
         if args.collector_paused:  # since the start (``_main.main``): ready now
+            # what the start made (modules, the bucket's vbuckets) lives as long as the
+            # process: frozen out of later collections, each of which walked it all again
+            # (0.05 s a full one, the first while the first client streams); a bucket a
+            # step deletes is then freed by its reference counts, its cycles kept
+            gc.freeze()
             gc.enable()
         async with trio.open_nursery() as nursery:
             if persist_later:
