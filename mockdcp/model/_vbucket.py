@@ -115,20 +115,14 @@ class VBucket(VBucketChecks):
         self.store = DiskStore()
         self.history = HistoryLog(retains=retains_history)
         self.durability = DurabilityMonitor(vbid)
-        # its parts are new (empty from seqno 0): a bucket makes 1,024 vbuckets at start,
-        # and emptying each part again made that a quarter slower
-        self._empty(0)
+        self.reset(0)
 
     def reset(self, seqno: int) -> None:
         """Empty memory and disk; history starts after ``seqno``; cursors dropped."""
+        self.high_seqno = seqno
         self.store.reset(seqno)
         self.history.reset(seqno)
         self.durability.reset(seqno)
-        self._empty(seqno)
-
-    def _empty(self, seqno: int) -> None:
-        """The vbucket's own state emptied, its checkpoints from ``seqno``."""
-        self.high_seqno = seqno
         self.items: dict[tuple[int, bytes], Item] = {}
         self.log: list[Item] = []
         #: the system events of ``log`` (the vbucket's own manifest history)
