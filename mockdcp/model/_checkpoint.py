@@ -39,7 +39,7 @@ import attrs
 from mockdcp.model._item import TAG_DURABLE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from mockdcp.model._item import Item
 
@@ -252,6 +252,12 @@ class FrameSpan(Sequence[bytes]):
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self.frames[self.start : self.end])
+
+    def take(self, positions: Iterable[int]) -> list[bytes]:
+        """The frames at ``positions`` (a stream filter's choice), in C loops."""
+        start = self.start
+        at = map(start.__add__, positions) if start else positions
+        return list(map(self.frames.__getitem__, at))
 
     def __eq__(self, other: object) -> bool:
         """Equal to a list of the same frames (the copy it stands for), or a span

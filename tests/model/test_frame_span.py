@@ -113,3 +113,15 @@ def test_every_batch_keeps_the_frames_it_read_whatever_is_written_after(
                 kept.append((batch, [(it.head, it.tail) for it in batch.items]))
     for batch, read in kept:
         assert list(zip(batch.heads, batch.tails, strict=True)) == read
+
+
+def test_a_span_takes_the_frames_at_positions_of_its_own() -> None:
+    frames = [b"a", b"b", b"c", b"d", b"e"]
+    span = FrameSpan(frames, 2, 5)
+    assert span.take([0, 2]) == [b"c", b"e"]
+    assert FrameSpan(frames, 0, 2).take([1]) == [b"b"]
+    assert span[1:] == [b"d", b"e"]
+    assert span[-1] == b"e"
+    assert list(span) == [b"c", b"d", b"e"]
+    assert span == [b"c", b"d", b"e"]
+    assert span != [b"a", b"b", b"c"]
