@@ -17,6 +17,8 @@ Invariants:
 * once a prepare or an abort (``TAG_DURABLE``) is appended, ``visible`` keeps the same
   pieces without them (``VisibleFrames``): what a stream of a connection without sync
   writes sends of a run, sliced as the whole is, instead of taken frame by frame;
+* a batch's frames are lent, not copied (``FrameSpan``): de-duplication copies the
+  spans of the entry it empties first, so a batch read keeps the frames it read;
 * checkpoints cover consecutive seqno ranges; the last one is open;
 * every seqno above the persisted seqno is in some checkpoint (only checkpoints wholly at
   or below the persisted seqno, and not pinned by a live cursor, are expelled), so a
@@ -25,19 +27,25 @@ Invariants:
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import attrs
 
 from mockdcp.model._item import TAG_DURABLE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Iterator
 
     from mockdcp.model._item import Item
+
+
+#: spans ``Checkpoint.lent`` keeps before it forgets those of batches gone
+_LENT_LIMIT = 64
 
 
 class Checkpoint:
@@ -54,6 +62,8 @@ class Checkpoint:
         "id",
         "index",
         "last_hole",
+        "lent",
+        "lent_limit",
         "open",
         "start_seqno",
         "tags",
@@ -91,6 +101,10 @@ class Checkpoint:
         self.bytes = 0
         #: the frames without prepares and aborts, once it holds one (None before)
         self.visible: VisibleFrames | None = None
+        #: the spans of ``heads`` and ``tails`` lent to batches while open (weakly)
+        self.lent: list[weakref.ref[FrameSpan]] = []
+        #: ``lent`` forgets the spans of batches gone when it grows past this
+        self.lent_limit = _LENT_LIMIT
 
     def append(self, item: Item) -> None:
         """Add ``item``; in the open checkpoint an older version of its key is removed."""
@@ -98,6 +112,8 @@ class Checkpoint:
         old = self.index.get(key)
         if old is not None:
             prev = self.entries[old]
+            if self.lent:
+                self._keep_lent(old)
             self.entries[old] = None
             self.heads[old] = self.tails[old] = b""
             self.last_hole = max(self.last_hole, old)
@@ -124,9 +140,37 @@ class Checkpoint:
             visible.tails.append(item.tail)
             visible.ends.append((visible.ends[-1] if visible.ends else 0) + size)
 
+    def _keep_lent(self, index: int) -> None:
+        """The spans lent over entry ``index`` copy their frames before it is emptied;
+        the spans of batches gone are forgotten."""
+        alive = []
+        for ref in self.lent:
+            span = ref()
+            if span is None or not span.lends_from(self):
+                continue
+            if span.start <= index < span.end:
+                span.keep()
+            else:
+                alive.append(ref)
+        self.lent = alive
+
+    def lend(self, start: int, end: int) -> tuple[FrameSpan, FrameSpan]:
+        """Heads and tails ``start:end`` (no holes), lent: an open checkpoint copies
+        them only if de-duplication empties one (``_keep_lent``); a closed one never
+        changes."""
+        spans = FrameSpan(self.heads, start, end), FrameSpan(self.tails, start, end)
+        if self.open:
+            lent = self.lent
+            lent += (weakref.ref(spans[0]), weakref.ref(spans[1]))
+            if len(lent) > self.lent_limit:
+                self.lent = lent = [ref for ref in lent if ref() is not None]
+                self.lent_limit = max(_LENT_LIMIT, 2 * len(lent))
+        return spans
+
     def close(self) -> None:
         self.open = False
         self.index = {}
+        self.lent = []
 
     @property
     def item_count(self) -> int:
@@ -159,15 +203,82 @@ class VisibleFrames:
         return index - bisect_left(self.durable, index)
 
 
+class FrameSpan(Sequence[bytes]):
+    """Entries ``start:end`` of a checkpoint's ``heads`` or ``tails``, read in place
+    until the checkpoint would empty one of them (``keep``: then a copy of its own).
+
+    A copy at every read made a list a batch of young references: each young
+    collection of the cyclic collector while streams held them visited every
+    reference, a cache miss each (about 10 ms a collection at 300,000 items in flight,
+    docs/performance.md, "A cluster against one node"). Slices are lists (the
+    encoder's pieces, short-lived)."""
+
+    __slots__ = ("__weakref__", "end", "frames", "start")
+
+    def __init__(self, frames: list[bytes], start: int, end: int) -> None:
+        self.frames = frames
+        self.start = start
+        self.end = end
+
+    def lends_from(self, checkpoint: Checkpoint) -> bool:
+        return self.frames is checkpoint.heads or self.frames is checkpoint.tails
+
+    def keep(self) -> None:
+        """Copy the span's frames: its checkpoint is about to change one."""
+        self.frames = self.frames[self.start : self.end]
+        self.start, self.end = 0, len(self.frames)
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        count = self.end - self.start
+        if isinstance(index, slice):
+            a, b, step = index.indices(count)
+            if step != 1:
+                return self.frames[self.start : self.end][index]
+            return self.frames[self.start + a : self.start + max(a, b)]
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError("FrameSpan index out of range")
+        return self.frames[self.start + index]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.frames[self.start : self.end])
+
+    def take(self, positions: Iterable[int]) -> list[bytes]:
+        """The frames at ``positions`` (a stream filter's choice), in C loops."""
+        start = self.start
+        at = map(start.__add__, positions) if start else positions
+        return list(map(self.frames.__getitem__, at))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a list of the same frames (the copy it stands for), or a span
+        of them."""
+        if isinstance(other, FrameSpan):
+            other = list(other)
+        return isinstance(other, list) and self.frames[self.start : self.end] == other
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the list it stands for
+
+
 @attrs.frozen
 class MemoryBatch:
     """What a cursor read in one go: entries ``start:end`` of one checkpoint.
 
-    ``heads``, ``tails``, ``tags`` and ``ends`` are copied when the batch is read (holes
-    left out): the items' frames in two pieces (``Item.head``, ``Item.tail``), their tags,
-    and each canonical frame's end offset in their concatenation plus ``base``. A
-    producer may encode them piece by piece while the vbucket is written
-    (de-duplication never takes an item out of a batch already read). In a checkpoint
+    ``heads``, ``tails``, ``tags`` and ``ends`` are taken when the batch is read (holes
+    left out): the items' frames in two pieces (``Item.head``, ``Item.tail``: lent,
+    ``FrameSpan``), their tags, and each canonical frame's end offset in their
+    concatenation plus ``base``. A producer may encode them piece by piece while the
+    vbucket is written (de-duplication never takes an item out of a batch already
+    read). In a checkpoint
     that keeps ``VisibleFrames`` the pieces are copied when first asked for, which must
     be before the vbucket is next written, as ``items``: a stream without sync writes
     reads ``visible`` instead, and a copy it does not use costs a reference taken and
@@ -182,7 +293,7 @@ class MemoryBatch:
     start: int
     end: int
     #: (heads, tails), or None until asked for (``heads``)
-    pieces: tuple[list[bytes], list[bytes]] | None
+    pieces: tuple[Sequence[bytes], Sequence[bytes]] | None
     tags: bytes
     ends: Sequence[int]
     base: int
@@ -198,14 +309,14 @@ class MemoryBatch:
     holes: bool = False
 
     @property
-    def heads(self) -> list[bytes]:
+    def heads(self) -> Sequence[bytes]:
         return self._pieces()[0]
 
     @property
-    def tails(self) -> list[bytes]:
+    def tails(self) -> Sequence[bytes]:
         return self._pieces()[1]
 
-    def _pieces(self) -> tuple[list[bytes], list[bytes]]:
+    def _pieces(self) -> tuple[Sequence[bytes], Sequence[bytes]]:
         pieces = self.pieces
         if pieces is None:  # no holes (they are left out when read)
             cp, start, end = self.checkpoint, self.start, self.end
@@ -284,7 +395,7 @@ class Cursor:
                     cids = cp.cids[start:end]
                     ends: Sequence[int]
                     holes = cp.last_hole >= start
-                    pieces: tuple[list[bytes], list[bytes]] | None = None
+                    pieces: tuple[Sequence[bytes], Sequence[bytes]] | None = None
                     if holes:  # leave them out, count the ends
                         heads = cp.heads[start:end]
                         live = [e for e in cp.entries[start:end] if e is not None]
@@ -296,8 +407,8 @@ class Cursor:
                         pieces = ([h for h, _ in kept], [t for _, t in kept])
                         ends, base = list(accumulate(e.size for e in live)), 0
                     else:  # the running totals are the end offsets
-                        if cp.visible is None:  # copied now (see ``MemoryBatch``)
-                            pieces = (cp.heads[start:end], cp.tails[start:end])
+                        if cp.visible is None:  # lent now (see ``MemoryBatch``)
+                            pieces = cp.lend(start, end)
                         ends, base = cp.ends[start:end], cp.ends[start - 1] if start else 0
                     return MemoryBatch(
                         cp,

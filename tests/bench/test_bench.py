@@ -129,6 +129,9 @@ def test_bench_cluster_streams_from_every_node_against_one(spelling: tuple[str, 
     assert figures["cluster_events_per_s"] > 0
     assert figures["events_per_s"] > 0
     assert figures["cluster_ratio"] > 0
+    assert figures["cluster_cpu_ratio"] == pytest.approx(
+        figures["cluster_events_per_server_cpu_s"] / figures["events_per_server_cpu_s"]
+    )
     assert figures["replica_bytes_per_item"] > 0
     assert figures["load_with_replicas_ratio"] >= 1
 
