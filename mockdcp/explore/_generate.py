@@ -54,6 +54,7 @@ from mockdcp.scenario import (
     BucketSpec,
     ConsumerSettings,
     Need,
+    Problem,
     Scenario,
     ScenarioProblems,
     Simulation,
@@ -188,6 +189,8 @@ class _Drafting:
     reconnecting: bool = False
     #: a wait for the consumer's progress was met: it is connected
     connected: bool = False
+    #: the nodes the consumer certainly knows of (``Reach``)
+    reach: Reach | None = None
 
     @property
     def evicts(self) -> bool:
@@ -249,6 +252,88 @@ def _fork(sim: Simulation) -> Simulation:
         pending=dict(sim.pending),
         buckets=set(sim.buckets),
     )
+
+
+#: seconds within which every client has read a changed cluster map: gocbcore's CCCP
+#: poller asks every 2.5 s (``CccpPollPeriod``) and java-dcp-client refreshes its
+#: config every 2 s (``configRefreshInterval``)
+MAP_REFRESH = 2.5
+#: a node status the consumer can still reach a map on (a node down comes back up)
+_SERVING = ("active", "down")
+
+
+@attrs.define
+class Reach:
+    """The nodes the consumer certainly knows of, to refuse a topology step that
+    leaves it none of them. A client reaches the cluster only through nodes it has
+    seen: its seeds, then the nodes of each cluster map it reads (java-dcp-client opens
+    and closes its channels to match each config's ``nodesExt``), and it reads a new
+    map within ``MAP_REFRESH`` seconds. So at scenario time ``t`` it knows the
+    nodes serving at the start and at every change up to ``t - MAP_REFRESH``; a step
+    that takes every such node out of the cluster (remove + rebalance, failover) is out
+    of any client's reach: issue 39's schedule 416 of seed 39 swapped node 0 out and
+    failed node 1 over at one instant (``mockdcp tail`` and gocbcore failed it on every
+    run). Time is only counted where it is certain: ``wait: {seconds}`` (a wait for
+    the consumer's progress may be met at once)."""
+
+    #: scenario seconds so far, and each (time, serving nodes) since the start
+    now: float = 0.0
+    history: list[tuple[float, frozenset[str]]] = attrs.field(factory=list)
+
+    @classmethod
+    def of(cls, sim: Simulation) -> Reach:
+        return cls(history=[(0.0, _serving(sim))])
+
+    def copy(self) -> Reach:
+        return Reach(self.now, list(self.history))
+
+    def known(self) -> frozenset[str]:
+        """Every node the consumer certainly has seen in a map by now."""
+        seen: set[str] = set(self.history[0][1])
+        for at, serving in self.history[1:]:
+            if at + MAP_REFRESH <= self.now:
+                seen |= serving
+        return frozenset(seen)
+
+    def after(self, step: st.Step, sim: Simulation) -> str | None:
+        """Take ``step`` (``sim``: as it left the cluster): why no client could follow
+        it, or None."""
+        if isinstance(step, st.Wait) and step.seconds:
+            self.now += step.seconds
+        serving = _serving(sim)
+        if serving == self.history[-1][1]:
+            return None
+        known = self.known()
+        self.history.append((self.now, serving))
+        if serving and not known & serving:
+            return (
+                f"{step.NAME}: leaves the consumer no node it knows of (it knows "
+                f"{', '.join(sorted(known))}; the cluster is {', '.join(sorted(serving))}): "
+                f"a client reads a new map within {MAP_REFRESH} s, so a topology step "
+                f"that removes every node it has seen needs that long since the last one"
+            )
+        return None
+
+
+def _serving(sim: Simulation) -> frozenset[str]:
+    c = sim.nodes
+    return frozenset(n for n, s in zip(c.names, c.status, strict=True) if s in _SERVING)
+
+
+def unreachable(scenario: Scenario) -> Problem | None:
+    """The first step that leaves the consumer no node it knows of (``Reach``)."""
+    spec = scenario.bucket
+    sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
+    reach = Reach.of(sim)
+    for i, step in enumerate(scenario.steps):
+        try:
+            step.check(sim)
+        except ValueError:
+            return None  # check_steps reports it
+        reason = reach.after(step, sim)
+        if reason is not None:
+            return Problem(reason, step=i, source=scenario.name)
+    return None
 
 
 # -- the drawers ---------------------------------------------------------------------------
@@ -723,13 +808,16 @@ def _try(d: _Drafting, group: Sequence[st.Step]) -> bool:
     """Take ``group`` if the simulation accepts it (each step's ``check``)."""
     sim = _fork(d.sim)
     sent = list(d.sent)
+    reach = (d.reach or Reach.of(d.sim)).copy()
     try:
         for step in group:
             step.check(sim)
             sent = _sent_after(step, sim, sent)
+            if reach.after(step, sim) is not None:
+                return False
     except ValueError:
         return False
-    d.sim, d.sent = sim, sent
+    d.sim, d.sent, d.reach = sim, sent, reach
     for step in group:
         drawer = DRAWERS.get(type(step))
         if drawer is not None and drawer.taken is not None:
@@ -826,7 +914,7 @@ def draw_steps(options: GenerateOptions, index: int) -> tuple[int, list[st.Step]
     rng = random.Random(own)
     bucket = scenario_bucket(_scenario(options, own, ()))
     sim = Simulation.of(bucket, nodes=options.nodes, replicas=options.replicas)
-    d = _Drafting(rng, options, sim, sent=[None] * options.vbuckets)
+    d = _Drafting(rng, options, sim, sent=[None] * options.vbuckets, reach=Reach.of(sim))
     allowed = _allowed(options)
     if not allowed:
         raise OptionError("--tag/--exclude leave no step to draw")
@@ -907,7 +995,8 @@ def generate(options: GenerateOptions, index: int) -> Scenario:
 
 
 def validate(scenario: Scenario) -> None:
-    """``ScenarioProblems`` if the scenario's steps cannot run on its bucket and cluster."""
+    """``ScenarioProblems`` if the scenario's steps cannot run on its bucket and cluster,
+    or leave the consumer no node it knows of (``unreachable``)."""
     spec = scenario.bucket
     check_steps(
         scenario.steps,
@@ -916,6 +1005,9 @@ def validate(scenario: Scenario) -> None:
         nodes=spec.nodes,
         replicas=spec.replicas,
     )
+    problem = unreachable(scenario)
+    if problem is not None:
+        raise ScenarioProblems([problem])
 
 
 #: steps after which what the consumer was sent is no longer known (it may roll back)
@@ -978,17 +1070,20 @@ __all__ = [
     "DRAWERS",
     "EPHEMERAL_PATTERNS",
     "GROUPS",
+    "MAP_REFRESH",
     "PATTERNS",
     "THEMES",
     "TRIGGERS",
     "Drawer",
     "GenerateOptions",
     "OptionError",
+    "Reach",
     "bucket_draw",
     "draw_steps",
     "generate",
     "is_valid",
     "meetable",
     "schedule_seed",
+    "unreachable",
     "validate",
 ]

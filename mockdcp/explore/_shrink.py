@@ -5,10 +5,11 @@ on the scenario simulation): whole runs of steps dropped (halves, then quarters,
 step at a time, as delta debugging does), a scope or collection a step creates declared
 by the bucket from the start instead (one step fewer), fewer documents per ``generate``,
 fewer vbuckets and nodes, earlier triggers (a ``wait`` for less progress or no time),
-simpler values. The command runs each candidate several times and keeps the first that
-still fails with the same anomaly (``Shrinker``), then starts over from it, until no
-candidate fails or the time budget is spent. Nothing here runs a consumer: the caller
-passes the judge in.
+simpler values, and a failover's loss named by seqno instead of by what was persisted
+(which lets the persistence hold and the wait for the flusher go). The command runs
+each candidate several times and keeps the first that still fails with the same
+anomaly (``Shrinker``), then starts over from it, until no candidate fails or the time
+budget is spent. Nothing here runs a consumer: the caller passes the judge in.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.explore._generate import is_valid
-from mockdcp.scenario import steps as st
-from mockdcp.scenario._check import split_collection
+from mockdcp.scenario import Simulation, scenario_bucket, steps as st
+from mockdcp.scenario._check import resolve_vbuckets, split_collection
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
@@ -128,9 +129,48 @@ def _smaller_cluster(scenario: Scenario) -> Iterator[Scenario]:
         yield attrs.evolve(scenario, bucket=attrs.evolve(spec, vbuckets=fewer))
 
 
+#: seqnos ``_loss_by_seqno`` tries per failover, largest (least lost) first
+LOSS_SEQNOS = 4
+
+
+def _loss_by_seqno(scenario: Scenario) -> Iterator[Scenario]:
+    """A failover that loses what was not persisted (``lose_unpersisted``, no
+    ``lose_after``) given the seqno it loses after instead: each high seqno its vbuckets
+    reached before it, below the one they have then (``LOSS_SEQNOS`` of them, largest
+    first). The same size, but what was persisted no longer matters to it, so the steps
+    that only arranged that (``persistence: {paused: true}``, a wait for the flusher)
+    can be dropped next. A failover's loss is a seqno either way: the replica promoted
+    has what it was sent, and a consumer that streamed past it rolls back to the branch
+    point (kv_engine ``docs/dcp/documentation/rollback.md``); ``lose_after`` is how the
+    step names that seqno."""
+    body, tail = _body(scenario)
+    spec = scenario.bucket
+    sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
+    reached: set[int] = set()
+    for i, step in enumerate(body):
+        if (
+            isinstance(step, st.Failover)
+            and step.lose_unpersisted
+            and step.lose_after is None
+            and sim.bucket.ephemeral is None
+        ):
+            vbs = resolve_vbuckets(step.vbuckets, sim.num_vbuckets)
+            high = min(sim.high[v] for v in vbs)
+            below = sorted((s for s in reached if s < high), reverse=True)[:LOSS_SEQNOS]
+            for seqno in below:
+                failover = attrs.evolve(step, lose_after=seqno)
+                yield _with_steps(scenario, [*body[:i], failover, *body[i + 1 :], *tail])
+        try:
+            step.check(sim)
+        except ValueError:
+            return  # the validator refuses the scenario: nothing to try
+        reached.update(sim.high)
+
+
 def candidates(scenario: Scenario) -> Iterator[Scenario]:
     """Valid schedules one simplification smaller (see the module docstring)."""
-    for group in (_drops, _created_at_start, _smaller_cluster, _simpler_steps):
+    groups = (_drops, _created_at_start, _smaller_cluster, _simpler_steps, _loss_by_seqno)
+    for group in groups:
         for candidate in group(scenario):
             if candidate != scenario and is_valid(candidate):
                 yield candidate

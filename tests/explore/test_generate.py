@@ -15,11 +15,12 @@ from mockdcp.explore import (
     is_valid,
     scenario_yaml,
 )
-from mockdcp.explore._generate import SET_TTL, TOUCH_TTL
+from mockdcp.explore._generate import MAP_REFRESH, SET_TTL, TOUCH_TTL, unreachable, validate
 from mockdcp.producer import Node
 from mockdcp.scenario import (
     ConsumerSettings,
     Scenario,
+    ScenarioProblems,
     Simulation,
     StepRunner,
     parse_scenario,
@@ -311,3 +312,79 @@ def test_a_schedule_that_tears_a_frame_asks_for_noops_the_consumer_can_notice_it
     assert consumer_settings(opts, [st.Set(key="k", value="v")]).noop_interval is None
     given = GenerateOptions(seed=39, consumer=ConsumerSettings(noop_interval=2.0))
     assert consumer_settings(given, [st.Corrupt(kind="length")]).noop_interval == 2.0
+
+
+def _out_of_reach(scenario: Scenario) -> list[int]:
+    """Steps taking every node out that served before the map change before them, with
+    less than ``MAP_REFRESH`` seconds of ``wait: {seconds}`` since that change (an
+    independent count of ``Reach``'s rule)."""
+    spec = scenario.bucket
+    sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
+
+    def serving() -> set[str]:
+        c = sim.nodes
+        return {n for n, s in zip(c.names, c.status, strict=True) if s in ("active", "down")}
+
+    known, before, now = serving(), serving(), 0.0
+    changes: list[tuple[float, set[str]]] = []
+    found = []
+    for i, step in enumerate(scenario.steps):
+        step.check(sim)
+        now += step.seconds or 0.0 if isinstance(step, st.Wait) else 0.0
+        for at, nodes in changes:
+            if at + MAP_REFRESH <= now:
+                known |= nodes
+        after = serving()
+        if after != before:
+            if not known & after:
+                found.append(i)
+            changes.append((now, after))
+            before = after
+    return found
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=hs.integers(0, 2**63 - 1),
+    index=hs.integers(0, 10_000),
+    nodes=hs.integers(2, 4),
+    tags=hs.sampled_from([frozenset({"rebalance", "failover"}), frozenset({"cluster"})]),
+)
+def test_no_topology_step_leaves_the_consumer_no_node_it_knows_of(
+    seed: int, index: int, nodes: int, tags: frozenset[str]
+) -> None:
+    options = GenerateOptions(seed=seed, nodes=nodes, replicas=1, vbuckets=8, tags=tags)
+    scenario = generate(options, index)
+    assert _out_of_reach(scenario) == []
+    assert unreachable(scenario) is None
+
+
+def test_a_swap_and_a_failover_of_every_known_node_at_one_instant_is_refused() -> None:
+    """Issue 39's schedule 416 of seed 39 (2 nodes, a replica, 8 vbuckets) as it was
+    drawn before: node 0 swapped out, then node 1 failed over with no time between, so
+    the consumer knew no node left (``mockdcp tail`` and gocbcore failed it every run);
+    a wait of ``MAP_REFRESH`` seconds between the two lets it read the map naming node 2."""
+    options = GenerateOptions(seed=39, nodes=2, replicas=1, vbuckets=8)
+    caught_up = st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=8.0)
+    swap: list[st.Step] = [
+        st.Generate(docs=22, prefix="g1"),
+        caught_up,
+        st.AddNode(),
+        st.RemoveNode(node=0),
+        st.Rebalance(),
+        st.Set(key="g1::000017", value={"n": 2}),
+    ]
+    failover: list[st.Step] = [st.FailoverNode(node=1, graceful=True), st.Rebalance()]
+    final = [caught_up, st.Expect(conformant=True, within=0.2)]
+    drawn = attrs.evolve(generate(options, 416), steps=(*swap, *failover, *final))
+    with pytest.raises(ScenarioProblems) as refused:
+        validate(drawn)
+    (problem,) = refused.value.problems
+    assert problem.step == len(swap)
+    assert "failover_node: leaves the consumer no node it knows of" in problem.message
+    assert "it knows node0, node1; the cluster is node2" in problem.message
+    assert not is_valid(drawn)
+    almost = st.Wait(seconds=MAP_REFRESH - 0.1)
+    assert not is_valid(attrs.evolve(drawn, steps=(*swap, almost, *failover, *final)))
+    waited = st.Wait(seconds=MAP_REFRESH)
+    assert is_valid(attrs.evolve(drawn, steps=(*swap, waited, *failover, *final)))

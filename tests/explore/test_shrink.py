@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 
+import attrs
+
 from mockdcp.explore import (
     GenerateOptions,
     candidates,
@@ -259,3 +261,95 @@ steps:
         # only the first creation may go to the bucket, and only with the drop after it
         assert len(creates) == 1
         assert drops
+
+
+#: issue 39's stale-value witness as the shrinker left it at 7 steps: a base version
+#: persisted (the flusher's wait), an update held unpersisted, received and rolled back
+STALE = """
+name: stale
+bucket: {vbuckets: 1}
+steps:
+  - {generate: {docs: 15, prefix: "g2"}}
+  - {wait: {consumer: {seqno: "high"}, timeout: 8.0}}
+  - {wait: {seconds: 0.17}}
+  - {persistence: {paused: true}}
+  - {set: {key: "g2::000009", value: "v"}}
+  - {wait: {seconds: 0.28}}
+  - {failover: {}}
+  - {wait: {consumer: {seqno: "high"}, timeout: 10.0}}
+  - {expect: {conformant: true, within: 0.2}}
+"""
+
+
+def stale_value(scenario: Scenario) -> bool:
+    """A judge of the stale value: an update of a generated document sent to the
+    consumer (a wait after it) and lost by a failover that kept its base version (the
+    flusher persists all at a wait of time while persistence runs)."""
+    high = persisted = 0
+    paused = False
+    generated: set[str] = set()
+    update: int | None = None
+    sent = False
+    for step in scenario.steps:
+        if isinstance(step, st.Generate):
+            generated.add(step.prefix)
+            high += step.docs
+        elif isinstance(step, st.Persistence):
+            paused = step.paused
+        elif isinstance(step, st.Set):
+            high += 1
+            if step.key.split("::")[0] in generated:
+                update, sent = high, False
+        elif isinstance(step, st.Wait):
+            sent = update is not None
+            if step.seconds and not paused:
+                persisted = high
+        elif isinstance(step, st.Failover):
+            kept = persisted if step.lose_after is None else step.lose_after
+            return update is not None and sent and 0 < kept < update
+    return False
+
+
+def _failovers(scenario: Scenario) -> list[st.Failover]:
+    return [s for s in scenario.steps if isinstance(s, st.Failover)]
+
+
+def test_a_failover_s_loss_is_tried_named_by_seqno() -> None:
+    scenario = parse_scenario(STALE)
+    named = [
+        failover.lose_after
+        for c in candidates(scenario)
+        for failover in _failovers(c)
+        if size(c) == size(scenario) and failover.lose_after is not None
+    ]
+    assert named == [15]  # the high seqnos reached before it, below its 16
+    # a failover that names its loss, or loses nothing unpersisted, is left as it is
+    for failover in (st.Failover(lose_after=15), st.Failover(lose_unpersisted=False)):
+        steps = (*scenario.steps[:6], failover, *scenario.steps[7:])
+        given = attrs.evolve(scenario, steps=steps)
+        assert all(_failovers(c) in ([failover], []) for c in candidates(given))
+
+
+async def test_the_stale_value_witness_shrinks_to_five_steps() -> None:
+    """Issue 39's target (at most 6 steps): without the loss named by seqno each
+    6-step candidate passes (dropping the persistence hold or the flusher's wait loses
+    the base version too, or nothing)."""
+    scenario = parse_scenario(STALE)
+    assert stale_value(scenario)
+
+    async def fails(candidate: Scenario) -> bool:
+        return stale_value(candidate)
+
+    result = await shrink(scenario, fails, runs=1, budget=600)
+    shrunk = result.scenario
+    assert size(shrunk) == 5
+    assert [type(s) for s in shrunk.steps[:5]] == [
+        st.Generate,
+        st.Wait,
+        st.Set,
+        st.Wait,
+        st.Failover,
+    ]
+    (generate,) = [s for s in shrunk.steps if isinstance(s, st.Generate)]
+    # the base version kept, the update lost
+    assert _failovers(shrunk) == [st.Failover(lose_after=generate.docs)]

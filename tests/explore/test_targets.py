@@ -38,20 +38,7 @@ KINDS = [
     ("ignore-rollbacks", Anomaly.ROLLBACK_IGNORED),
     ("drop-deletions", Anomaly.PHANTOM),
     ("keep-rolled-back", Anomaly.PHANTOM),
-    pytest.param(
-        "keep-rolled-back",
-        Anomaly.STALE_VALUE,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="found at schedule 111 and shrunk to 7 steps, not 6, on every run "
-            "now that a schedule replays bit for bit: a base version persisted (generate, "
-            "the consumer's wait, 0.17 s for the flusher), an update held unpersisted "
-            "(persistence paused, set), received (0.28 s) and rolled back (failover); "
-            "each 6-step candidate passes. The 5 and 6 steps some runs reached won a race "
-            "at one virtual instant (wait 0, the update sent before the failover or not) "
-            "by trio's random order of tasks",
-        ),
-    ),
+    ("keep-rolled-back", Anomaly.STALE_VALUE),
     ("apply-prepares", Anomaly.PHANTOM),
     ("never-ack", Anomaly.STUCK),
     ("complete-snapshot", Anomaly.BAD_RESUME),
