@@ -423,14 +423,25 @@ class ColdLoad:
         refused: tuple[int, str] | None = None
         if self.count:
             with bucket.pause_collector():
-                sizes = np.concatenate(self._sizes)
-                cids = np.concatenate(self._cids)
-                tags = np.concatenate(self._tags)
-                hashes = np.concatenate(self._hashes)
-                rows = np.concatenate(self._rows)
+                # each batch's rows are grouped by vbucket: one stable sort of the rows'
+                # vbuckets (16 bits: a radix sort) puts each vbucket's rows together,
+                # batch after batch, and every column is gathered once, in that order
+                # (a gather a vbucket and column, 1024 vbuckets, cost a third more)
                 bounds = np.stack(self._bounds)  # a row a batch
-                bases = np.zeros(len(bounds), np.int64)
-                np.cumsum(bounds[:-1, -1], out=bases[1:])
+                vb_ids = np.arange(len(bucket.vbuckets), dtype=np.int16)
+                by_vb = np.argsort(
+                    np.concatenate([np.repeat(vb_ids, np.diff(b)) for b in bounds]),
+                    kind="stable",
+                )
+                per_vb = bounds[:, 1:].sum(axis=0) - bounds[:, :-1].sum(axis=0)
+                firsts = np.zeros(len(per_vb) + 1, np.int64)
+                np.cumsum(per_vb, out=firsts[1:])
+                sizes = np.concatenate(self._sizes)[by_vb]
+                cids = np.concatenate(self._cids)[by_vb]
+                tags = np.concatenate(self._tags)[by_vb]
+                hashes = np.concatenate(self._hashes)[by_vb]
+                rows = np.concatenate(self._rows)[by_vb]
+                del by_vb
                 self._sizes, self._cids, self._tags, self._hashes = [], [], [], []
                 self._rows, self._bounds = [], []
             yield -1
@@ -442,20 +453,18 @@ class ColdLoad:
                 self._bufs[vb.vbid] = None
                 buf.resize(self._used[vb.vbid])  # the unwritten rest goes back
                 # the vbucket's rows: a run in each batch, batches in order
-                lows = bases + bounds[:, vb.vbid]
-                counts = bounds[:, vb.vbid + 1] - bounds[:, vb.vbid]
-                total = int(counts.sum())
-                at = np.repeat(lows - (np.cumsum(counts) - counts), counts) + np.arange(total)
+                at = slice(int(firsts[vb.vbid]), int(firsts[vb.vbid + 1]))
+                total = at.stop - at.start
                 starts = np.zeros(total + 1, np.int64)
                 np.cumsum(sizes[at], out=starts[1:])
-                vb_tags, vb_hashes = tags[at], hashes[at]
+                vb_tags, vb_hashes = tags[at].copy(), hashes[at].copy()
                 times = self._delete_times(rows[at], vb_tags) if self._removed else None
                 segment = ColdSegment(
                     vb.vbid,
                     self._highs[vb.vbid] + 1,
                     buf,
                     starts,
-                    cids[at],
+                    cids[at].copy(),
                     vb_tags,
                     vb_hashes,
                     times,
@@ -466,7 +475,7 @@ class ColdLoad:
                         refused = bad
                 if len(segment.later):
                     segment = _with_revs(segment)
-            built.append((vb, segment, rows[at], vb_hashes))
+            built.append((vb, segment, rows[at].copy(), vb_hashes))
             yield vb.vbid
         self._check_unwritten()
         if refused is not None:
