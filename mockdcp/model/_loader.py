@@ -408,11 +408,11 @@ class ColdLoad:
 
     def finish_steps(self) -> Iterator[int]:
         """``finish`` in steps, for a caller that yields to its event loop between them:
-        each step builds one vbucket's segment (yielding its vbucket id; the first step
-        joins the batches' columns); the last installs them all at once, nothing
-        visible before. A removal of a key that is not live at its row (``remove``):
-        the rows before the first such row are installed, then ``ModelError`` names it
-        (``refused``)."""
+        the first steps (yielding -1) sort the rows by vbucket and join the batches'
+        columns, a column a step; then each step builds one vbucket's segment (yielding
+        its vbucket id); the last installs them all at once, nothing visible before. A
+        removal of a key that is not live at its row (``remove``): the rows before the
+        first such row are installed, then ``ModelError`` names it (``refused``)."""
         import numpy as np
 
         from mockdcp.model._cold import ColdSegment
@@ -423,16 +423,29 @@ class ColdLoad:
         refused: tuple[int, str] | None = None
         if self.count:
             with bucket.pause_collector():
-                sizes = np.concatenate(self._sizes)
-                cids = np.concatenate(self._cids)
-                tags = np.concatenate(self._tags)
-                hashes = np.concatenate(self._hashes)
-                rows = np.concatenate(self._rows)
+                # each batch's rows are grouped by vbucket: one stable sort of the rows'
+                # vbuckets (16 bits: a radix sort) puts each vbucket's rows together,
+                # batch after batch, and every column is gathered once, in that order
+                # (a gather a vbucket and column, 1024 vbuckets, cost about an eighth
+                # more of finish at a million rows)
                 bounds = np.stack(self._bounds)  # a row a batch
-                bases = np.zeros(len(bounds), np.int64)
-                np.cumsum(bounds[:-1, -1], out=bases[1:])
-                self._sizes, self._cids, self._tags, self._hashes = [], [], [], []
-                self._rows, self._bounds = [], []
+                vb_ids = np.arange(len(bucket.vbuckets), dtype=np.int16)
+                by_vb = np.argsort(
+                    np.concatenate([np.repeat(vb_ids, np.diff(b)) for b in bounds]),
+                    kind="stable",
+                )
+                per_vb = bounds[:, 1:].sum(axis=0) - bounds[:, :-1].sum(axis=0)
+                firsts = np.zeros(len(per_vb) + 1, np.int64)
+                np.cumsum(per_vb, out=firsts[1:])
+                self._bounds = []
+            columns = []
+            for parts in (self._sizes, self._cids, self._tags, self._hashes, self._rows):
+                yield -1  # a column a step: the event loop runs between them
+                with bucket.pause_collector():
+                    columns.append(np.concatenate(parts)[by_vb])
+                    parts.clear()
+            sizes, cids, tags, hashes, rows = columns
+            del by_vb, columns
             yield -1
         for vb in bucket.vbuckets:
             buf = self._bufs[vb.vbid]
@@ -442,20 +455,18 @@ class ColdLoad:
                 self._bufs[vb.vbid] = None
                 buf.resize(self._used[vb.vbid])  # the unwritten rest goes back
                 # the vbucket's rows: a run in each batch, batches in order
-                lows = bases + bounds[:, vb.vbid]
-                counts = bounds[:, vb.vbid + 1] - bounds[:, vb.vbid]
-                total = int(counts.sum())
-                at = np.repeat(lows - (np.cumsum(counts) - counts), counts) + np.arange(total)
+                at = slice(int(firsts[vb.vbid]), int(firsts[vb.vbid + 1]))
+                total = at.stop - at.start
                 starts = np.zeros(total + 1, np.int64)
                 np.cumsum(sizes[at], out=starts[1:])
-                vb_tags, vb_hashes = tags[at], hashes[at]
+                vb_tags, vb_hashes = tags[at].copy(), hashes[at].copy()
                 times = self._delete_times(rows[at], vb_tags) if self._removed else None
                 segment = ColdSegment(
                     vb.vbid,
                     self._highs[vb.vbid] + 1,
                     buf,
                     starts,
-                    cids[at],
+                    cids[at].copy(),
                     vb_tags,
                     vb_hashes,
                     times,
@@ -466,7 +477,7 @@ class ColdLoad:
                         refused = bad
                 if len(segment.later):
                     segment = _with_revs(segment)
-            built.append((vb, segment, rows[at], vb_hashes))
+            built.append((vb, segment, rows[at].copy(), vb_hashes))
             yield vb.vbid
         self._check_unwritten()
         if refused is not None:
