@@ -428,15 +428,7 @@ class ColdLoad:
                 # batch after batch, and every column is gathered once, in that order
                 # (a gather a vbucket and column, 1024 vbuckets, cost about an eighth
                 # more of finish at a million rows)
-                bounds = np.stack(self._bounds)  # a row a batch
-                vb_ids = np.arange(len(bucket.vbuckets), dtype=np.int16)
-                by_vb = np.argsort(
-                    np.concatenate([np.repeat(vb_ids, np.diff(b)) for b in bounds]),
-                    kind="stable",
-                )
-                per_vb = bounds[:, 1:].sum(axis=0) - bounds[:, :-1].sum(axis=0)
-                firsts = np.zeros(len(per_vb) + 1, np.int64)
-                np.cumsum(per_vb, out=firsts[1:])
+                by_vb, firsts = _vbucket_order(self._bounds, len(bucket.vbuckets))
                 self._bounds = []
             columns = []
             for parts in (self._sizes, self._cids, self._tags, self._hashes, self._rows):
@@ -460,7 +452,7 @@ class ColdLoad:
                 starts = np.zeros(total + 1, np.int64)
                 np.cumsum(sizes[at], out=starts[1:])
                 vb_tags, vb_hashes = tags[at].copy(), hashes[at].copy()
-                times = self._delete_times(rows[at], vb_tags) if self._removed else None
+                times = _delete_times(self._now, rows[at], vb_tags) if self._removed else None
                 segment = ColdSegment(
                     vb.vbid,
                     self._highs[vb.vbid] + 1,
@@ -490,50 +482,12 @@ class ColdLoad:
         if refused is not None:
             raise ModelError(f"row {refused[0]}: key: {refused[1]}")
 
-    def _delete_times(self, rows: NDArray[np.int64], tags: NDArray[np.uint8]) -> NDArray[np.uint32]:
-        """Each tombstone's delete time as staged: the clock when its batch was removed
-        (an expiry's is set from its document at ``finish``, if it had one)."""
-        import numpy as np
-
-        firsts = np.array([row for row, _ in self._now], np.int64)
-        nows = np.array([now for _, now in self._now], np.uint32)
-        times = np.zeros(len(rows), np.uint32)
-        tombs = np.flatnonzero(tags & TAG_TOMBSTONE)
-        times[tombs] = nows[np.searchsorted(firsts, rows[tombs], side="right") - 1]
-        return times
-
     def _cut(
         self, built: list[tuple[VBucket, ColdSegment, Any, Any]], row: int
     ) -> list[tuple[VBucket, ColdSegment, Any, Any]]:
         """The segments of the rows before ``row``, and the CAS given back as if the
         rows from there on had not been staged."""
-        import numpy as np
-
-        from mockdcp.model._cold import ColdSegment
-
-        kept = []
-        for vb, seg, rows, hashes in built:
-            k = int(np.searchsorted(rows, row))
-            if k == seg.count:
-                kept.append((vb, seg, rows, hashes))
-                continue
-            if not k:
-                continue
-            buf = seg.buf
-            assert isinstance(buf, mmap.mmap)
-            buf.resize(int(seg.starts[k]))
-            times = None if seg.delete_times is None else seg.delete_times[:k]
-            cut = ColdSegment(
-                vb.vbid,
-                seg.first_seqno,
-                buf,
-                seg.starts[: k + 1],
-                seg.cids[:k],
-                seg.tags[:k],
-                hashes[:k],
-                times,
-            )
-            kept.append((vb, cut, rows[:k], hashes[:k]))  # its rev seqnos were patched
+        kept = _cut_segments(built, row)
         cas = self._cas_before
         for first, first_cas in self._reserved:
             if first < row:
@@ -547,6 +501,75 @@ class ColdLoad:
             vb.check_writable()
             if vb.high_seqno != high or vb.holds_documents():
                 raise ModelError(f"vbucket {vb.vbid} was written during the cold load")
+
+
+def _delete_times(
+    nows_at: list[tuple[int, int]], rows: NDArray[np.int64], tags: NDArray[np.uint8]
+) -> NDArray[np.uint32]:
+    """Each tombstone's delete time as staged: the clock when its batch was removed
+    (``nows_at``: each such batch's first row and the clock then; an expiry's time is
+    set from its document at ``finish``, if it had one)."""
+    import numpy as np
+
+    firsts = np.array([row for row, _ in nows_at], np.int64)
+    nows = np.array([now for _, now in nows_at], np.uint32)
+    times = np.zeros(len(rows), np.uint32)
+    tombs = np.flatnonzero(tags & TAG_TOMBSTONE)
+    times[tombs] = nows[np.searchsorted(firsts, rows[tombs], side="right") - 1]
+    return times
+
+
+def _cut_segments(
+    built: list[tuple[VBucket, ColdSegment, Any, Any]], row: int
+) -> list[tuple[VBucket, ColdSegment, Any, Any]]:
+    """Each built segment cut to its rows before ``row`` (``ColdLoad._cut``)."""
+    import numpy as np
+
+    from mockdcp.model._cold import ColdSegment
+
+    kept = []
+    for vb, seg, rows, hashes in built:
+        k = int(np.searchsorted(rows, row))
+        if k == seg.count:
+            kept.append((vb, seg, rows, hashes))
+            continue
+        if not k:
+            continue
+        buf = seg.buf
+        assert isinstance(buf, mmap.mmap)
+        buf.resize(int(seg.starts[k]))
+        times = None if seg.delete_times is None else seg.delete_times[:k]
+        cut = ColdSegment(
+            vb.vbid,
+            seg.first_seqno,
+            buf,
+            seg.starts[: k + 1],
+            seg.cids[:k],
+            seg.tags[:k],
+            hashes[:k],
+            times,
+        )
+        kept.append((vb, cut, rows[:k], hashes[:k]))  # its rev seqnos were patched
+    return kept
+
+
+def _vbucket_order(
+    batch_bounds: list[Any], vbuckets: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The rows of every batch in vbucket order (batch after batch within a vbucket),
+    and where each vbucket's rows begin in that order (``vbuckets + 1`` entries), from
+    each batch's ``bounds``."""
+    import numpy as np
+
+    bounds = np.stack(batch_bounds)  # a row a batch
+    vb_ids = np.arange(vbuckets, dtype=np.int16)
+    by_vb = np.argsort(
+        np.concatenate([np.repeat(vb_ids, np.diff(b)) for b in bounds]), kind="stable"
+    )
+    per_vb = bounds[:, 1:].sum(axis=0) - bounds[:, :-1].sum(axis=0)
+    firsts = np.zeros(len(per_vb) + 1, np.int64)
+    np.cumsum(per_vb, out=firsts[1:])
+    return by_vb, firsts
 
 
 def _anonymous(size: int) -> mmap.mmap:
