@@ -15,12 +15,11 @@ import bisect
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from mockdcp.model._item import DurableItem, ItemKind, SystemEventItem
+from mockdcp.model._item import DurableItem, Item, ItemKind, SystemEventItem
 from mockdcp.protocol import SystemEventType
 
 if TYPE_CHECKING:
     from mockdcp.model._cold import ColdSegment
-    from mockdcp.model._item import Item
     from mockdcp.model._vbucket import VBucket
 
 _SEQNO = attrgetter("seqno")
@@ -49,6 +48,7 @@ def truncate(vb: VBucket, seqno: int) -> None:
         for cid, begin in begins.items():
             if begin > view.upto:
                 view.kill_collection(cid)
+        _drop_older_than_cold(latest, view.segment, view.upto)
     history.kept(log, history_start, seqno)  # what is kept of the history stays history
     durability = vb.durability
     for item in log:
@@ -78,6 +78,27 @@ def truncate(vb: VBucket, seqno: int) -> None:
             continue
         vb.items[item.doc_key] = item
         store.put(item)
+
+
+def _drop_older_than_cold(
+    latest: dict[tuple[int, bytes], Item], segment: ColdSegment, upto: int
+) -> None:
+    """Drop from ``latest`` each document version the write log kept from before the
+    cold tier whose key the cold tier holds (up to ``upto``) a newer version of, alive
+    or not: compaction's first fold takes the writes after the last system event, so
+    the earlier ones stay in the log (``_compaction.compact``), and a key written
+    before and after that event has its older version there."""
+    first = segment.first_seqno
+    held = upto - first + 1
+    stale = [
+        doc
+        for doc, item in latest.items()
+        if item.seqno < first
+        and type(item) is Item
+        and any(slot < held for slot in segment.slots_of(*doc))
+    ]
+    for doc in stale:
+        del latest[doc]
 
 
 def load_cold(vb: VBucket, segment: ColdSegment, upto: int | None) -> None:
