@@ -347,8 +347,7 @@ class DocumentGenerator:
         the value's pieces."""
         import numpy as np
 
-        from mockdcp.model._cold import HEAD, head_dtype
-        from mockdcp.model._validate import vbucket_ids
+        from mockdcp.model import HEAD, head_dtype, vbucket_ids
 
         p, size = self._pools, self.block_size
         days, hours, minutes = _times()
@@ -528,7 +527,7 @@ def rows_of(chunk: FramedChunk) -> _Chunk:
     load that goes through ``Bucket.set_many_steps``)."""
     import numpy as np
 
-    from mockdcp.model._cold import HEAD
+    from mockdcp.model import HEAD
 
     if not len(chunk):
         return [], []

@@ -20,8 +20,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.explore._generate import is_valid
-from mockdcp.scenario import Simulation, scenario_bucket, steps as st
-from mockdcp.scenario._check import resolve_vbuckets, split_collection
+from mockdcp.scenario import (
+    Simulation,
+    resolve_vbuckets,
+    scenario_bucket,
+    split_collection,
+    steps as st,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator

@@ -103,7 +103,10 @@ from mockdcp.model._timers import (
     WallTimers as WallTimers,
     advance_buckets as advance_buckets,
 )
-from mockdcp.model._validate import check_value as check_value
+from mockdcp.model._validate import (
+    check_value as check_value,
+    vbucket_ids as vbucket_ids,
+)
 from mockdcp.model._vbmap import (
     MAX_REPLICAS as MAX_REPLICAS,
     VBucketMap as VBucketMap,
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
         HEAD_DTYPE as HEAD_DTYPE,
         ColdSegment as ColdSegment,
         build_tags as build_tags,
+        head_dtype as head_dtype,
     )
     from mockdcp.model._disk_segment import (
         DiskSegment as DiskSegment,
@@ -142,6 +146,7 @@ else:
         "HEAD_DTYPE": "_cold",
         "ColdSegment": "_cold",
         "build_tags": "_cold",
+        "head_dtype": "_cold",
         "DiskSegment": "_disk_segment",
         "crc32_keys": "_disk_segment",
         "on_disk_changes": "_disk_segment",

@@ -8,7 +8,11 @@ from mockdcp.scenario._bucket import (
     scenario_bucket as scenario_bucket,
     scenario_users as scenario_users,
 )
-from mockdcp.scenario._check import Simulation as Simulation
+from mockdcp.scenario._check import (
+    Simulation as Simulation,
+    resolve_vbuckets as resolve_vbuckets,
+    split_collection as split_collection,
+)
 from mockdcp.scenario._convert import (
     BucketSpec as BucketSpec,
     ConsumerSettings as ConsumerSettings,
@@ -57,7 +61,9 @@ __all__ = [
     "parse_scenario",
     "parse_step",
     "parse_steps",
+    "resolve_vbuckets",
     "scenario_bucket",
     "scenario_users",
+    "split_collection",
     *_step_names,
 ]
