@@ -283,7 +283,6 @@ class Connection:
             size = self.scheduler.drain(parts, size, limit, self._unwritten)
         if self.faults.apply_corruption(parts, 0):
             self.tap.corrupted()
-            self.emit(ev.FrameCorrupted)
         self.faults.wrote(now, size)
         self.replies.queue.handed_out(size)
         self.bytes_sent += size

@@ -155,13 +155,6 @@ class NoopAnswered(ProducerEvent):
 
 
 @attrs.frozen(kw_only=True)
-class FrameCorrupted(ProducerEvent):
-    """A damaged frame was handed out on this connection (the ``corrupt`` step): its
-    framing cannot be trusted from there, so what it writes after counts as nothing the
-    consumer holds (``ProgressTrigger``)."""
-
-
-@attrs.frozen(kw_only=True)
 class ConfigPushed(ProducerEvent):
     """A new cluster config was pushed to the consumer (HELLO clustermap change
     notification: the whole config, or with ``brief`` its epoch and revision only)."""
@@ -204,7 +197,6 @@ _KINDS: dict[type, str] = {
     BytesAcked: "bytes_acked",
     NoopSent: "noop_sent",
     NoopAnswered: "noop_answered",
-    FrameCorrupted: "frame_corrupted",
     ConfigPushed: "config_pushed",
     SeqnoObserved: "seqno_observed",
     ConnectionClosed: "connection_closed",

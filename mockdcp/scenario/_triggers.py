@@ -47,9 +47,6 @@ class ProgressTrigger:
     noops_missed: int = 0
     rollbacks: dict[int, int] = attrs.field(factory=dict)
     rolled_back: set[int] = attrs.field(factory=set)
-    #: connections that wrote a damaged frame since the wait began: what they write
-    #: after it is not progress (the consumer cannot read it; it must reconnect)
-    torn: set[int] = attrs.field(factory=set)
 
     @classmethod
     def start(
@@ -93,11 +90,7 @@ class ProgressTrigger:
                 self.noops_missed += 1
         if not self._counts(event):
             return
-        if isinstance(event, ev.FrameCorrupted):
-            self.torn.add(event.conn_id)
-        elif isinstance(event, ev.SeqnoWritten | ev.StreamWritten):
-            if event.conn_id in self.torn:
-                return
+        if isinstance(event, ev.SeqnoWritten | ev.StreamWritten):
             flow_bytes = event.flow_bytes if isinstance(event, ev.SeqnoWritten) else 0
             self.seen(event.conn_id, event.vbucket, event.seqno, flow_bytes)
         elif isinstance(event, ev.BytesAcked):

@@ -1311,9 +1311,7 @@ class ConsumerProgress:
     #: every frame up to this seqno (``high``: each vbucket's high seqno when the wait
     #: starts) written to the socket; nothing after it is sent until the wait is over.
     #: A seqno the stream is never sent (a system event a legacy or filtered stream
-    #: skips, a write de-duplicated away) is met once the stream read past it; what a
-    #: connection writes after a ``corrupt`` step damaged one of its frames does not count
-    #: (its consumer cannot read it: it must reconnect and be sent it again)
+    #: skips, a write de-duplicated away) is met once the stream read past it
     seqno: SeqnoTarget = None
     #: ... and acknowledged (buffer acks covering those frames; needs flow control)
     acked: bool = False

@@ -248,23 +248,6 @@ def test_corrupt_tells_the_protocol_checker_a_damaged_frame_went_out() -> None:
     assert checker._torn
 
 
-def test_corrupt_records_the_damaged_frame_for_the_waits() -> None:
-    # a wait for the consumer's progress counts nothing written after it (test_triggers)
-    from mockdcp.producer.events import FrameCorrupted
-
-    n = node(1)
-    conn = opened(n)
-    conn.receive_data(stream_request(), 0)
-    frames(conn)
-    apply(n, steps.Set(key="k5", value="v"))
-    conn.data_to_send(0)
-    assert not [e for e in n.events if isinstance(e, FrameCorrupted)]
-    apply(n, steps.Set(key="k5", value="w"), steps.Corrupt(kind="length"))
-    conn.data_to_send(0)
-    (event,) = [e for e in n.events if isinstance(e, FrameCorrupted)]
-    assert event.conn_id == conn.conn_id
-
-
 def test_reject_answers_the_next_matching_request_with_the_status() -> None:
     n = node(1)
     conn = opened(n)
