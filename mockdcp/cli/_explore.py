@@ -321,6 +321,8 @@ def write_shrunk(state: ExploreState) -> None:
         found, result = shrunk.found, shrunk.result
         name = f"explore-{g.seed}-{found.index}-{_slug(anomaly)}"
         scenario = attrs.evolve(result.scenario, name=name)
+        if state.options.factory is None:
+            scenario = _from_first_streams(scenario, state.options.connect_within)
         witness = found.findings[0]
         comments = [
             f"found by mockdcp explore --seed {g.seed} (schedule {found.index}, its seed "
@@ -344,6 +346,18 @@ def write_shrunk(state: ExploreState) -> None:
             scenario_yaml(scenario, comments=comments, description=description), encoding="utf-8"
         )
         shrunk.path = path
+
+
+def _from_first_streams(scenario: Scenario, within: float) -> Scenario:
+    """``scenario`` as a file ``mockdcp check`` replays as explore ran it: a consumer
+    process's schedule counts from its first stream (``_check_options``), ``check``'s
+    from its first connection, so the file begins by waiting for the consumer's streams
+    (else its first writes can land before any stream and reach a consumer only as a
+    backfill, de-duplicated: a consumer that drops deletions then shows nothing)."""
+    from mockdcp.scenario import ConsumerProgress, Wait
+
+    first = Wait(consumer=ConsumerProgress(streams=True), timeout=within)
+    return attrs.evolve(scenario, steps=(first, *scenario.steps))
 
 
 # -- the command line -------------------------------------------------------------------

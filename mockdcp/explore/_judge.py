@@ -94,7 +94,7 @@ def anomalies(result: dict[str, Any]) -> list[Finding]:
     if step in STEPS_BY_NAME and not step.startswith("wait"):
         # a step the server could not apply: the schedule was checked whole, so ours
         return [Finding(Anomaly.SERVER_ERROR, f"a step failed: {reason}", frames=frames)]
-    if reason.startswith("the consumer never connected"):
+    if reason.startswith(("the consumer never connected", "the consumer never opened")):
         found.append(Finding(Anomaly.STUCK, reason.split(" (+")[0], frames=frames))
     elif reason.startswith("the consumer"):
         found.append(Finding(Anomaly.CONSUMER_EXIT, reason.split(" (+")[0], frames=frames))
