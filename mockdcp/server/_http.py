@@ -29,6 +29,7 @@ that user's for every request on it (``certificate_users``, read by the guard of
 
 from __future__ import annotations
 
+import errno
 import importlib
 import ipaddress
 import logging
@@ -201,7 +202,15 @@ class HttpService:
             if self.tls is not None:
                 tasks.start_soon(self._serve_https, wrapped, config, server)
             task_status.started()
-            await worker_serve(wrapped, config, sockets=sockets)
+            try:
+                await worker_serve(wrapped, config, sockets=sockets)
+            except (OSError, BaseExceptionGroup) as exc:
+                # its sockets were closed (the server stopped) or held (its node went
+                # down, ``hold``) while hypercorn started, before it first served them:
+                # nothing to serve, and no error of the server's
+                rest = _unless_closed(exc, sockets.insecure_sockets)
+                if rest is not None:
+                    raise rest from None
 
     async def _serve_https(self, app: AppWrapper, config: Config, server: MockDcpServer) -> None:
         """Accept HTTPS connections until cancelled (module docstring)."""
@@ -264,3 +273,21 @@ def _import_all(modules: list[str]) -> None:
 def _address(sockaddr: Any) -> tuple[str, int]:  # noqa: ANN401 - an AF_INET or AF_INET6 address
     """(host, port) as hypercorn puts it in the ASGI scope's ``client`` and ``server``."""
     return str(sockaddr[0]), int(sockaddr[1])
+
+
+def _unless_closed(
+    exc: OSError | BaseExceptionGroup[BaseException], sockets: list[socket.socket]
+) -> BaseException | None:
+    """``exc`` without the EBADF errors of ``sockets`` closed under hypercorn (None if
+    that was all of it)."""
+
+    def closed(error: BaseException) -> bool:
+        return (
+            isinstance(error, OSError)
+            and error.errno == errno.EBADF
+            and any(sock.fileno() == -1 for sock in sockets)
+        )
+
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(closed)[1]
+    return None if closed(exc) else exc
