@@ -18,7 +18,11 @@ def bench_report(*options: str) -> dict[str, Any]:
         [sys.executable, "-m", "mockdcp", "bench", *options, "--runs", "1", "--json"],
         capture_output=True,
         timeout=900,
-        check=True,
+        check=False,
+    )
+    assert result.returncode == 0, (
+        f"mockdcp bench {' '.join(options)} exited {result.returncode}; its stderr ends:\n"
+        + result.stderr.decode(errors="replace")[-4000:]
     )
     report: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
     assert set(report) == REPORT_KEYS, report

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
-from mockdcp.cli.bench._startup import free_port, import_time, stderr_tail
+from mockdcp.cli.bench._startup import free_port, import_time, on_free_ports, read_ready
 
 if TYPE_CHECKING:
     import argparse
@@ -212,6 +212,12 @@ def _spawn_ready(
 ) -> tuple[subprocess.Popen[bytes], int, float, float]:
     """``python -m mockdcp serve --docs DOCS`` spawned and read to its ready line: the
     process, its KV port, and the seconds and its CPU seconds to that line."""
+    return on_free_ports(lambda: _spawn_ready_once(python, docs, vbuckets))
+
+
+def _spawn_ready_once(
+    python: str, docs: int, vbuckets: int
+) -> tuple[subprocess.Popen[bytes], int, float, float]:
     cmd = [python, "-m", "mockdcp", "serve", "--port", "0", "--http-port", str(free_port())]
     with tempfile.TemporaryFile() as stderr:  # the child keeps writing to its own copy
         t0 = time.perf_counter()
@@ -220,16 +226,13 @@ def _spawn_ready(
             stdout=subprocess.PIPE,
             stderr=stderr,
         )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        ready = time.perf_counter() - t0
-        cpu = cpu_seconds_of(proc.pid)
-        if b"ready" not in line:
-            proc.terminate()
-            proc.wait(30)
+        try:
+            fields, ready, cpu = read_ready(proc, stderr, t0)
+        except RuntimeError:
+            assert proc.stdout is not None
             proc.stdout.close()
-            raise RuntimeError(f"serve did not become ready: {line!r}{stderr_tail(stderr)}")
-    return proc, int(json.loads(line)["kv_port"]), ready, cpu
+            raise
+    return proc, int(fields["kv_port"]), ready, cpu
 
 
 def _served(python: str, docs: int, vbuckets: int) -> dict[str, float]:

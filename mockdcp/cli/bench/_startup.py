@@ -33,12 +33,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
+
+T = TypeVar("T")
 
 #: modules ``import mockdcp`` must not pull in before they are used
 HEAVY_MODULES = ("numpy", "pyarrow", "hypercorn", "cryptography")
@@ -97,6 +100,49 @@ def stderr_tail(stderr: IO[bytes], limit: int = 4000) -> str:
     return f"; its stderr ends:\n{text}" if text else "; it wrote nothing to stderr"
 
 
+class PortTaken(RuntimeError):
+    """``serve`` could not bind a port the bench had picked free: another process (a
+    test beside it, another bench's client socket) took it in between."""
+
+
+def serve_failed(message: str, stderr: IO[bytes]) -> RuntimeError:
+    """The error of a ``serve`` that did not start, with the end of its stderr; a
+    :class:`PortTaken` where that says a port was in use (the start is then tried
+    again on other ports, :func:`on_free_ports`)."""
+    tail = stderr_tail(stderr)
+    kind = PortTaken if "Address already in use" in tail else RuntimeError
+    return kind(message + tail)
+
+
+def read_ready(
+    proc: subprocess.Popen[bytes], stderr: IO[bytes], t0: float
+) -> tuple[dict[str, Any], float, float]:
+    """The ready line of ``serve --json`` (spawned at ``perf_counter`` ``t0``), the
+    seconds to it and the server's CPU seconds then; a serve that ends without one is
+    terminated and raised as :func:`serve_failed`."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    ready = time.perf_counter() - t0
+    cpu = cpu_seconds_of(proc.pid)
+    if b"ready" not in line:
+        proc.terminate()
+        proc.wait(30)
+        raise serve_failed(f"serve did not become ready: {line!r}", stderr)
+    fields: dict[str, Any] = json.loads(line)
+    return fields, ready, cpu
+
+
+def on_free_ports(start: Callable[[], T], attempts: int = 3) -> T:
+    """``start()``, again (on other ports) while it raises :class:`PortTaken`, at most
+    ``attempts`` times: a port picked free is free only until another process binds it."""
+    for _ in range(attempts - 1):
+        try:
+            return start()
+        except PortTaken:
+            continue
+    return start()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -116,6 +162,10 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     accepting a connection and to its ready line, its CPU seconds then, and whether its
     HTTP port accepted a connection at the ready line (``docs`` None: no ``--docs``,
     the default documents)."""
+    return on_free_ports(lambda: _serve_times(python, docs))
+
+
+def _serve_times(python: str, docs: int | None) -> dict[str, Any]:
     port, http_port = free_port(), free_port()
     cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", str(http_port)]
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
@@ -129,18 +179,10 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     try:
         while not _accepts(port):
             if proc.poll() is not None:
-                tail = stderr_tail(stderr)
-                raise RuntimeError(f"serve exited ({proc.returncode}) before listening{tail}")
+                raise serve_failed(f"serve exited ({proc.returncode}) before listening", stderr)
             time.sleep(0.001)
         listening = time.perf_counter() - t0
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        ready = time.perf_counter() - t0
-        cpu = cpu_seconds_of(proc.pid)
-        if b"ready" not in line:
-            proc.terminate()
-            proc.wait(10)
-            raise RuntimeError(f"serve did not become ready: {line!r}{stderr_tail(stderr)}")
+        _, ready, cpu = read_ready(proc, stderr, t0)
         return {
             "kv_listening_s": listening,
             "ready_s": ready,
