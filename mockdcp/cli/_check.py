@@ -680,26 +680,57 @@ def _event_line(e: ProducerEvent) -> str | None:
 # -- the whole run ------------------------------------------------------------------------
 
 
+def fixed_seconds(scenario: Scenario) -> float:
+    """About how long ``scenario`` takes whatever the consumer does: its ``wait``
+    seconds, its ``conformant`` windows (waited to the end when nothing is violated),
+    and a noop interval for each noop it waits to see answered (one comes an interval
+    after the connection went quiet; 1 s where the scenario sets none)."""
+    from mockdcp.scenario.steps import Expect, Wait
+
+    interval = scenario.consumer.noop_interval or 1.0
+    seconds = 0.0
+    for step in scenario.steps:
+        if isinstance(step, Wait):
+            seconds += step.seconds or 0.0
+            if step.consumer is not None:
+                seconds += interval * (step.consumer.noops_answered or 0)
+        elif isinstance(step, Expect) and step.conformant:
+            seconds += step.within
+    return seconds
+
+
+def longest_first(scenarios: Sequence[Scenario]) -> list[int]:
+    """The order ``check_all`` starts ``scenarios`` in (indexes): the longest fixed
+    waits first (``fixed_seconds``), the library's order among equals. With ``jobs``
+    scenarios at once, one that waits seconds started last would run alone at the end
+    (longest-processing-time-first scheduling)."""
+    waits = [fixed_seconds(s) for s in scenarios]
+    return sorted(range(len(scenarios)), key=lambda i: -waits[i])
+
+
 async def check_all(
     scenarios: Sequence[Scenario],
     options: CheckOptions,
     on_result: Callable[[ScenarioResult], None] | None = None,
 ) -> CheckReport:
-    """Every scenario, ``options.jobs`` at once; ``on_result`` as each finishes."""
+    """Every scenario, ``options.jobs`` at once (started ``longest_first``);
+    ``on_result`` as each finishes. The report lists them in the given order."""
     started = time.perf_counter()
     results: list[ScenarioResult | None] = [None] * len(scenarios)
-    limiter = trio.CapacityLimiter(max(1, options.jobs))
+    pending = iter(longest_first(scenarios))
 
-    async def one(index: int, scenario: Scenario) -> None:
-        async with limiter:
-            result = await check_scenario(scenario, options)
-        results[index] = result
-        if on_result is not None:
-            on_result(result)
+    async def worker() -> None:
+        # each job takes the next scenario when its last one is done: the order holds
+        # (tasks started together run in an order trio picks)
+        for index in pending:
+            result = await check_scenario(scenarios[index], options)
+            results[index] = result
+            if on_result is not None:
+                on_result(result)
 
     async with trio.open_nursery() as nursery:
-        for index, scenario in enumerate(scenarios):
-            nursery.start_soon(one, index, scenario)
+        for _ in range(max(1, min(options.jobs, len(scenarios)))):
+            nursery.start_soon(worker)
     done = [r for r in results if r is not None]
     capabilities = None if options.capabilities is None else sorted(options.capabilities)
     return CheckReport(
