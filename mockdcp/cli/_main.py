@@ -101,8 +101,12 @@ def _bucket_spec(text: str) -> BucketSpec:
 
 def _common_server(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=int, default=11210, help="KV port (0 = any free port)")
-    p.add_argument("--http-port", type=int, default=8091, help="management port (0 = any)")
+    p.add_argument(
+        "--port", type=_int_in(0, 65535), default=11210, help="KV port (0 = any free port)"
+    )
+    p.add_argument(
+        "--http-port", type=_int_in(0, 65535), default=8091, help="management port (0 = any)"
+    )
     p.add_argument(
         "--bucket",
         action="append",
@@ -268,7 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the server with an embedded default bucket")
     _common_server(serve)
     serve.add_argument(
-        "--docs", type=int, default=1000, help="seeded Faker documents to load at start (0 = none)"
+        "--docs",
+        type=_int_in(0),
+        default=1000,
+        help="seeded Faker documents to load at start (0 = none)",
     )
     serve.add_argument(
         "--collections",
@@ -426,7 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env = os.environ.get
     tail.add_argument("--host", default=env("MOCKDCP_HOST", "127.0.0.1"))
-    tail.add_argument("--port", type=int, default=int(env("MOCKDCP_KV_PORT", "11210")))
+    tail.add_argument(
+        "--port", type=_int_in(1, 65535), default=int(env("MOCKDCP_KV_PORT", "11210"))
+    )
     tail.add_argument("--bucket", default=env("MOCKDCP_BUCKET", "default"))
     tail.add_argument("--user", default=env("MOCKDCP_USER", "Administrator"))
     tail.add_argument("--password", default=env("MOCKDCP_PASSWORD", "password"))
@@ -456,7 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME_OR_ID",
         help="stream only this scope's collections, those created later too (name or id)",
     )
-    tail.add_argument("--limit", type=int, default=0, help="stop after this many items (0 = never)")
+    tail.add_argument(
+        "--limit", type=_int_in(0), default=0, help="stop after this many items (0 = never)"
+    )
     tail.add_argument(
         "--buffer-size",
         type=_int_in(0),
