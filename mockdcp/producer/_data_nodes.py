@@ -78,13 +78,15 @@ class DataNodes:
         *,
         interval: float = 0.0,
         mid_move: bool = False,
+        out_delay: float = 0.0,
     ) -> Iterator[float]:
         """Rebalance every bucket, one after another: the other buckets' moves first,
         whole, then the step's bucket's (``vbuckets``: only those moves, in that order;
         ``mid_move``: its last move stops once its new copies are built); then, unless
         stopped mid-move, the nodes that hold nothing leave each bucket. Yields the
         seconds to wait where time passes (``interval`` between moves, half before and
-        half after each takeover). Every bucket's plan is made before any move
+        half after each takeover; ``out_delay`` after a bucket's moves when nodes leave
+        it: ``_out_delay``). Every bucket's plan is made before any move
         (``ModelError`` before anything changes)."""
         others = self.topologies[1:]
         plans = [(t, t.plan_rebalance(None)) for t in others]
@@ -106,6 +108,7 @@ class DataNodes:
                     topology.end_move(move)  # the old copies, dead since the takeover, go
             finally:
                 topology.rebalancing = None
+            yield from _out_delay(topology, out_delay)
         for topology in self.topologies:
             topology.finish_rebalance()
 
@@ -141,6 +144,27 @@ class DataNodes:
         """Node ``number`` is back, for every bucket."""
         for topology, n in list(self._each(number)):
             topology.node_up(n)
+
+
+def _out_delay(topology: Topology, seconds: float) -> Iterator[float]:
+    """After a bucket's moves, nodes leaving it stay up ``seconds`` more before they go:
+    holding none of its vbuckets, they answer every request for one NOT_MY_VBUCKET with
+    the new map, so that a client learns the map from them rather than from a closed
+    connection. ns_server ``src/ns_rebalancer.erl`` ``run_mover``: when the bucket's
+    servers lose nodes (``HadRebalanceOut``), ``sleep_for_sdk_clients("rebalance out")``
+    sleeps ``rebalance_out_delay_seconds`` (10 by default; its log line gives the
+    reason: a client then meets NOT_MY_VBUCKET, not a connection closed under it),
+    before ``ns_bucket:set_servers`` drops them from the bucket and ``eject_nodes``
+    ejects them. Nothing for a bucket no node leaves (failed-over nodes left it at the
+    failover), nor with ``seconds`` 0 (ns_server's own tests set the key to 0)."""
+    the_map = topology.cluster.map
+    going = [
+        n
+        for n in topology.cluster.leaving
+        if n in the_map.nodes and not the_map.actives_on(n) and not the_map.replicas_on(n)
+    ]
+    if seconds and going:
+        yield seconds
 
 
 def _check_graceful(cluster: Cluster, node: str) -> None:

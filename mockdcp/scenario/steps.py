@@ -710,17 +710,23 @@ class Rebalance(Step):
     ``interval``: seconds between moves (half before and half after each takeover, the
     new copy built in between); ``mid_move``: the last move stops once its new copies
     are built, before its takeover (the next ``rebalance`` finishes it). Nodes marked by
-    ``remove_node`` leave once they hold nothing; failed-over nodes are dropped."""
+    ``remove_node`` leave once they hold nothing; failed-over nodes are dropped.
+    ``out_delay``: seconds the nodes leaving stay up after a bucket's moves, answering
+    NOT_MY_VBUCKET with the new map, before they go (ns_server's
+    ``rebalance_out_delay_seconds``, 10 s on a real cluster; 0 unless given)."""
 
     NAME = "rebalance"
     GROUP = "cluster"
     vbuckets: tuple[int, ...] | None = None
     interval: Duration = 0.0
     mid_move: bool = False
+    out_delay: Duration = 0.0
 
     def check(self, sim: Simulation) -> None:
         if self.interval < 0:
             raise ValueError(f"rebalance: interval must be >= 0 seconds, not {self.interval}")
+        if self.out_delay < 0:
+            raise ValueError(f"rebalance: out_delay must be >= 0 seconds, not {self.out_delay}")
         sim.nodes.rebalance(self.vbuckets)
         sim.certain = False
 
@@ -733,7 +739,7 @@ class Rebalance(Step):
         other buckets' moves, then this one's); yields the seconds to wait at each point
         where time passes (the runner sleeps them; ``apply`` does not)."""
         yield from every_bucket(ctx.node).rebalance(
-            self.vbuckets, interval=self.interval, mid_move=self.mid_move
+            self.vbuckets, interval=self.interval, mid_move=self.mid_move, out_delay=self.out_delay
         )
 
 

@@ -312,6 +312,7 @@ async def test_a_node_taken_down_before_it_ever_served_refuses_too() -> None:
         ),
         ([{"node_down": {"node": 1}}, {"rebalance": {}}], "down"),
         ([{"rebalance": {"vbuckets": [0]}}], "already where"),
+        ([{"remove_node": {"node": 2}}, {"rebalance": {"out_delay": -1}}], "rebalance.out_delay"),
     ],
 )
 async def test_a_bad_topology_step_is_refused_before_anything_changes(

@@ -16,6 +16,8 @@ import trio
 from mockdcp.model import Bucket
 from mockdcp.server import MockDcpServer, serve
 
+from ._output import output_excerpt
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
@@ -109,11 +111,13 @@ class ClientRun:
         return {k: v[-1] for k, v in versions.items() if v and v[-1]["event"] == "mutation"}
 
     def stderr(self) -> str:
-        return (
-            self.stderr_path.read_text(errors="replace")[-6000:]
-            if self.stderr_path.exists()
-            else ""
-        )
+        """The client's output as a failure report shows it: a crash (a Go panic and its
+        stack) first, then the last lines before it (``output_excerpt``), and the file
+        that holds all of it."""
+        if not self.stderr_path.exists():
+            return ""
+        text = self.stderr_path.read_text(errors="replace")
+        return f"{output_excerpt(text)}\n--- all of it: {self.stderr_path} ---"
 
     async def wait_for(self, predicate: Callable[[], bool], seconds: float, what: str) -> None:
         deadline = trio.current_time() + seconds

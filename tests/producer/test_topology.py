@@ -323,3 +323,42 @@ def test_a_dropped_replica_streams_until_ns_server_deletes_it() -> None:
     topology.end_move(move)
     ends = [m for m in session.read() if isinstance(m, StreamEnd)]
     assert [(m.vbucket, m.reason) for m in ends] == [(vb, StreamEndReason.STATE_CHANGED)]
+
+
+def test_nodes_leaving_stay_up_for_the_out_delay_answering_not_my_vbucket_with_the_map() -> None:
+    """ns_server ``ns_rebalancer.erl`` ``run_mover``: after the moves of a rebalance out it
+    sleeps ``rebalance_out_delay_seconds`` (``sleep_for_sdk_clients``) before the nodes
+    leave the bucket and are ejected, so that a client still sending to such a node meets
+    NOT_MY_VBUCKET with the new map, not a closed connection (go-dcp's heartbeat to a
+    moved vbucket did: tests/interop/test_cluster.py, rebalance_out). Only when nodes
+    leave; ``out_delay`` 0 goes at once, as before."""
+    from mockdcp.producer import DataNodes
+    from mockdcp.protocol import ObserveSeqno, Response, Status
+    from tests.producer._session import Session
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=0)
+    topology = first.topology
+    vb = topology.cluster.map.actives_on("node1")[0]
+    uuid = bucket.vbucket(vb).failover.newest_uuid
+    session = Session(bucket, node=topology.nodes["node1"])
+    topology.remove_node(1)
+    nodes = DataNodes(first.buckets, topology)
+    waits = []
+    for seconds in nodes.rebalance(interval=0.02, out_delay=10.0):
+        waits.append(seconds)
+        if seconds != 10.0:
+            continue
+        assert topology.status("node1") is NodeStatus.ACTIVE
+        [answer] = session.call(ObserveSeqno(opaque=1, vbucket=vb, vbucket_uuid=uuid))
+        assert isinstance(answer, Response)
+        assert answer.status == Status.NOT_MY_VBUCKET
+        config = json.loads(answer.value)
+        assert config["rev"] == first.config_rev
+        assert config["vBucketServerMap"]["vBucketMap"][vb][0] == 0  # node0 has it now
+    assert waits[-1] == 10.0
+    assert waits.count(10.0) == 1
+    assert topology.status("node1") is NodeStatus.REMOVED
+    # no node leaves: no wait
+    topology.add_node()
+    assert 10.0 not in list(nodes.rebalance(interval=0.02, out_delay=10.0))
