@@ -46,6 +46,22 @@ class NodeFailures(VBucketMover, ClusterReplication):
         return self._hard_failover_node(node)
 
     def _graceful_failover_node(self, node: str) -> list[int]:
+        moved = self.hand_over(node)
+        self._hard_failover_node(node)
+        return moved
+
+    def hand_over(self, node: str) -> list[int]:
+        """A graceful failover's moves: each vbucket ``node`` is active for is handed
+        over by a takeover to its first replica on an up node (``take_over``: nothing
+        lost; ``node``'s copy stays, a replica), ``node`` staying in the map until
+        ``failover_node`` (ns_server ``ns_rebalancer.erl``
+        ``do_run_graceful_failover_moves``; ``mb_map.erl``
+        ``promote_replicas_for_graceful_failover``). ``ModelError`` before any move for
+        a node down, unknown or the last one, or a vbucket with no up replica. The
+        vbuckets whose active moved."""
+        self._check_node(node)
+        if node not in self.map.nodes:
+            return []
         self._check_up(node)
         plan = []
         for vb in self.map.actives_on(node):
@@ -59,7 +75,6 @@ class NodeFailures(VBucketMover, ClusterReplication):
         self.map.with_failed_over(node)  # ModelError for the last node, before any move
         for vb, target in plan:
             self.take_over(vb, target)
-        self._hard_failover_node(node)
         return [vb for vb, _ in plan]
 
     def _hard_failover_node(self, node: str) -> list[int]:

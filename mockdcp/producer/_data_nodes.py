@@ -86,7 +86,7 @@ class DataNodes:
         stopped mid-move, the nodes that hold nothing leave each bucket. Yields the
         seconds to wait where time passes (``interval`` between moves, half before and
         half after each takeover; ``out_delay`` after a bucket's moves when nodes leave
-        it: ``_out_delay``). Every bucket's plan is made before any move
+        it: ``_out_delay``, ``_leaving``). Every bucket's plan is made before any move
         (``ModelError`` before anything changes)."""
         others = self.topologies[1:]
         plans = [(t, t.plan_rebalance(None)) for t in others]
@@ -108,23 +108,28 @@ class DataNodes:
                     topology.end_move(move)  # the old copies, dead since the takeover, go
             finally:
                 topology.rebalancing = None
-            yield from _out_delay(topology, out_delay)
+            yield from _out_delay(out_delay, _leaving(topology))
         for topology in self.topologies:
             topology.finish_rebalance()
 
-    def failover_node(self, number: int, *, graceful: bool = False) -> Node:
+    def failover_node(
+        self, number: int, *, graceful: bool = False, out_delay: float = 0.0
+    ) -> Iterator[float]:
         """Fail node ``number`` over in every bucket (``Topology.failover_node``); a
         graceful failover needs, in each bucket, an up replica of every vbucket the
-        node is active for (checked for all before any bucket moves). The first
-        bucket's node."""
+        node is active for (checked for all before any bucket moves). ``out_delay``
+        (graceful only): every bucket's moves first (``Topology.hand_over``), then the
+        node stays up that long, yielded (``_out_delay``), before it is failed over."""
         name = self._name(number)
         if graceful:
             for topology in self.topologies:
                 _check_graceful(topology.cluster, name)
-        failed = self.primary.node(number)
+            if out_delay:
+                for topology, n in list(self._each(number)):
+                    topology.hand_over(n)
+                yield from _out_delay(out_delay, [name])
         for topology, n in list(self._each(number)):
             topology.failover_node(n, graceful=graceful)
-        return failed
 
     def restart(self) -> None:
         """The nodes restart (an unclean restart of memcached, which holds every
@@ -146,23 +151,33 @@ class DataNodes:
             topology.node_up(n)
 
 
-def _out_delay(topology: Topology, seconds: float) -> Iterator[float]:
-    """After a bucket's moves, nodes leaving it stay up ``seconds`` more before they go:
-    holding none of its vbuckets, they answer every request for one NOT_MY_VBUCKET with
-    the new map, so that a client learns the map from them rather than from a closed
-    connection. ns_server ``src/ns_rebalancer.erl`` ``run_mover``: when the bucket's
-    servers lose nodes (``HadRebalanceOut``), ``sleep_for_sdk_clients("rebalance out")``
-    sleeps ``rebalance_out_delay_seconds`` (10 by default; its log line gives the
-    reason: a client then meets NOT_MY_VBUCKET, not a connection closed under it),
-    before ``ns_bucket:set_servers`` drops them from the bucket and ``eject_nodes``
-    ejects them. Nothing for a bucket no node leaves (failed-over nodes left it at the
-    failover), nor with ``seconds`` 0 (ns_server's own tests set the key to 0)."""
+def _leaving(topology: Topology) -> list[str]:
+    """The nodes leaving ``topology``'s bucket at the end of a rebalance: marked to
+    leave, in its map, holding none of its vbuckets."""
     the_map = topology.cluster.map
-    going = [
+    return [
         n
         for n in topology.cluster.leaving
         if n in the_map.nodes and not the_map.actives_on(n) and not the_map.replicas_on(n)
     ]
+
+
+def _out_delay(seconds: float, going: Sequence[str]) -> Iterator[float]:
+    """Nodes on their way out (``going``) stay up ``seconds`` more before they go:
+    holding no active vbucket, they answer every request for one NOT_MY_VBUCKET with
+    the new map, so that a client learns the map from them rather than from a closed
+    connection. ns_server ``src/ns_rebalancer.erl`` ``sleep_for_sdk_clients`` sleeps
+    ``rebalance_out_delay_seconds`` (10 by default; its log line gives the reason: a
+    client then meets NOT_MY_VBUCKET, not a connection closed under it), called twice:
+    in ``run_mover``, after a bucket's moves when its servers lose nodes
+    (``HadRebalanceOut``), before ``ns_bucket:set_servers`` drops them from the bucket
+    and ``eject_nodes`` ejects them (``DataNodes.rebalance``, with ``_leaving``: not
+    for a bucket no node leaves, failed-over nodes having left it at the failover); and
+    in ``run_graceful_failover``, once after every bucket's moves (whose ``run_mover``
+    keeps every server, so does not sleep), before ``failover:orchestrate`` fails the
+    node over (``DataNodes.failover_node``). A hard failover does not sleep:
+    ``failover.erl`` ``start`` runs ``orchestrate`` at once. Nothing with ``seconds``
+    0 (ns_server's own tests set the key to 0)."""
     if seconds and going:
         yield seconds
 

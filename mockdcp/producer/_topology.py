@@ -276,14 +276,23 @@ class Topology:
         its replicas (a new branch where they were behind); a graceful one hands its
         actives over first. Its connections drop and its listeners close; it stays
         listed (failed over) until a rebalance."""
-        node = self._member(number)
-        if self.status(node) is NodeStatus.DOWN and graceful:
-            raise ModelError(f"node {number} is down: only a hard failover can take it out")
+        node = self._graceful_member(number) if graceful else self._member(number)
         self.cluster.failover_node(node.name, graceful=graceful)
         self._gone[node.name] = NodeStatus.FAILED_OVER
         node.close_own("node failed over")
         self.changed()
         return node
+
+    def hand_over(self, number: int) -> list[int]:
+        """A graceful failover's moves, before the failover (``Cluster.hand_over``): the
+        streams of the vbuckets node ``number`` was active for end STATE_CHANGED, and a
+        new revision; the node stays up and in the map (a replica of them) until
+        ``failover_node``. The vbuckets whose active moved."""
+        node = self._graceful_member(number)
+        moved = self.cluster.hand_over(node.name)
+        if moved:
+            self.changed()
+        return moved
 
     def node_down(self, number: int) -> Node:
         """Node ``number`` stops (unclean): what it had not persisted is lost, its
@@ -300,6 +309,12 @@ class Topology:
         node = self._member(number)
         self.cluster.node_up(node.name)
         self.changed()
+        return node
+
+    def _graceful_member(self, number: int) -> Node:
+        node = self._member(number)
+        if self.status(node) is NodeStatus.DOWN:
+            raise ModelError(f"node {number} is down: only a hard failover can take it out")
         return node
 
     def _member(self, number: int) -> Node:

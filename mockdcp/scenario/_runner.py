@@ -199,8 +199,8 @@ class StepRunner:
         try:
             for index, step in enumerate(steps, first):
                 self.progress.current = f"{index + 1}/{first + len(steps)} {step.NAME}"
-                if isinstance(step, st.Rebalance) and step.interval:
-                    await self._rebalance(step)
+                if isinstance(step, st.Rebalance | st.FailoverNode) and step.timed:
+                    await self._timed(step)
                 elif isinstance(step, st.Wait | st.Expect):
                     self.node.release()
                     await (
@@ -218,8 +218,9 @@ class StepRunner:
             self.node.release()
             self.progress.current = None
 
-    async def _rebalance(self, step: st.Rebalance) -> None:
-        """A rebalance spread over time: the moves, with the step's interval between."""
+    async def _timed(self, step: st.Rebalance | st.FailoverNode) -> None:
+        """A rebalance or a graceful failover spread over time: its moves, with the
+        step's waits (``interval``, ``out_delay``) between."""
         try:
             for seconds in step.moves(self):
                 await trio.sleep(seconds)

@@ -722,6 +722,11 @@ class Rebalance(Step):
     mid_move: bool = False
     out_delay: Duration = 0.0
 
+    @property
+    def timed(self) -> bool:
+        """Time passes in it (the runner sleeps ``moves``' waits)."""
+        return bool(self.interval or self.out_delay)
+
     def check(self, sim: Simulation) -> None:
         if self.interval < 0:
             raise ValueError(f"rebalance: interval must be >= 0 seconds, not {self.interval}")
@@ -749,19 +754,44 @@ class FailoverNode(Step):
     replica is promoted with what it has (a new failover entry at its high seqno; writes
     it had not received are gone, and consumers past it roll back); its connections drop
     and its ports close. ``graceful``: its actives are first handed over to replicas
-    (no loss). It stays listed until a ``rebalance`` drops it."""
+    (no loss). It stays listed until a ``rebalance`` drops it. ``out_delay`` (graceful
+    only): seconds the node stays up after the handovers, answering NOT_MY_VBUCKET
+    with the new map, before it is failed over (ns_server's
+    ``rebalance_out_delay_seconds``, 10 s on a real cluster; 0 unless given; a hard
+    failover does not wait)."""
 
     NAME = "failover_node"
     GROUP = "cluster"
     node: int
     graceful: bool = False
+    out_delay: Duration = 0.0
+
+    @property
+    def timed(self) -> bool:
+        """Time passes in it (the runner sleeps ``moves``' waits)."""
+        return bool(self.out_delay)
 
     def check(self, sim: Simulation) -> None:
+        if self.out_delay < 0:
+            raise ValueError(f"failover_node: out_delay must be >= 0 seconds, not {self.out_delay}")
+        if self.out_delay and not self.graceful:
+            raise ValueError(
+                "failover_node: out_delay needs graceful: true (ns_server's hard failover"
+                " does not wait)"
+            )
         sim.nodes.failover_node(self.node, self.graceful)
         sim.certain = False
 
     def apply(self, ctx: StepContext) -> None:
-        every_bucket(ctx.node).failover_node(self.node, graceful=self.graceful)
+        for _ in self.moves(ctx):
+            pass
+
+    def moves(self, ctx: StepContext) -> Iterator[float]:
+        """Carry the failover out over every bucket (``DataNodes.failover_node``);
+        yields the seconds to wait (the runner sleeps them; ``apply`` does not)."""
+        yield from every_bucket(ctx.node).failover_node(
+            self.node, graceful=self.graceful, out_delay=self.out_delay
+        )
 
 
 @attrs.frozen(kw_only=True)

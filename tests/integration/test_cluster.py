@@ -313,6 +313,11 @@ async def test_a_node_taken_down_before_it_ever_served_refuses_too() -> None:
         ([{"node_down": {"node": 1}}, {"rebalance": {}}], "down"),
         ([{"rebalance": {"vbuckets": [0]}}], "already where"),
         ([{"remove_node": {"node": 2}}, {"rebalance": {"out_delay": -1}}], "rebalance.out_delay"),
+        (
+            [{"failover_node": {"node": 2, "graceful": True, "out_delay": -1}}],
+            "failover_node.out_delay",
+        ),
+        ([{"failover_node": {"node": 2, "out_delay": "10s"}}], "out_delay needs graceful"),
     ],
 )
 async def test_a_bad_topology_step_is_refused_before_anything_changes(
@@ -323,6 +328,39 @@ async def test_a_bad_topology_step_is_refused_before_anything_changes(
         await cluster.apply(*steps)
     assert cluster.node.config_rev == rev
     assert [n.status for n in cluster.nodes] == ["active"] * 3
+
+
+@pytest.mark.parametrize(
+    ("steps", "after"),
+    [
+        ([{"failover_node": {"node": 2, "graceful": True, "out_delay": "2s"}}], "failed_over"),
+        ([{"remove_node": {"node": 2}}, {"rebalance": {"out_delay": "2s"}}], "removed"),
+    ],
+)
+async def test_a_node_on_its_way_out_stays_up_for_the_out_delay(
+    cluster: MockDcpServer, steps: list[dict[str, Any]], after: str
+) -> None:
+    """The runner sleeps ``out_delay`` (ns_server ``ns_rebalancer.erl``
+    ``sleep_for_sdk_clients``) with the node still up, before it goes: a graceful
+    failover's, and a rebalance's without an ``interval`` (whose moves the runner
+    applied at once, ``out_delay`` with them)."""
+    done = trio.Event()
+
+    async def run() -> None:
+        await cluster.apply(*steps)
+        done.set()
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await trio.sleep(0.2)
+        assert not done.is_set()
+        assert cluster.nodes[2].status == "active"
+        assert not await _refused(cluster.nodes[2].kv_port)
+        await done.wait()
+    assert trio.current_time() - start >= 2.0
+    assert cluster.nodes[2].status == after
+    assert await _refused(cluster.nodes[2].kv_port)
 
 
 async def test_more_replicas_than_nodes_allow_is_a_clear_error() -> None:

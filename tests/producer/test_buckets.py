@@ -126,9 +126,9 @@ def test_the_topology_steps_keep_every_buckets_nodes_in_step() -> None:
     nodes.node_up(2)
     maps = (node.topology.cluster.map, other.topology.cluster.map)
     with pytest.raises(ModelError, match=r"bucket .default.: vbucket .* no replica"):
-        nodes.failover_node(1, graceful=True)  # default has no replica
+        list(nodes.failover_node(1, graceful=True))  # default has no replica
     assert (node.topology.cluster.map, other.topology.cluster.map) == maps
-    nodes.failover_node(1)
+    assert list(nodes.failover_node(1)) == []
     for each in (node, other):
         assert "node1" not in each.topology.cluster.map.nodes
         assert each.topology.status("node1").value == "failed_over"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from mockdcp.model import Bucket
@@ -362,3 +363,66 @@ def test_nodes_leaving_stay_up_for_the_out_delay_answering_not_my_vbucket_with_t
     # no node leaves: no wait
     topology.add_node()
     assert 10.0 not in list(nodes.rebalance(interval=0.02, out_delay=10.0))
+
+
+def test_a_graceful_failover_keeps_the_node_up_for_the_out_delay_after_its_handovers() -> None:
+    """ns_server ``ns_rebalancer.erl`` ``run_graceful_failover``: every bucket's moves,
+    then ``sleep_for_sdk_clients("graceful failover")`` (``rebalance_out_delay_seconds``)
+    before ``failover:orchestrate`` fails the node over: meanwhile it is up, in the map
+    (a replica of what it handed over), and answers NOT_MY_VBUCKET with the new map for
+    a vbucket it was active for, whose stream ended STATE_CHANGED at the handover; then
+    it is failed over as before. ``out_delay`` 0 goes at once, as before."""
+    from mockdcp.producer import DataNodes
+    from mockdcp.protocol import (
+        DcpStreamRequest,
+        Response,
+        Status,
+        StreamEnd,
+        StreamEndReason,
+        StreamFlag,
+    )
+    from tests.producer._session import Session
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=1)
+    topology = first.topology
+    vb = topology.cluster.map.actives_on("node1")[0]
+    session = Session(bucket, node=topology.nodes["node1"])
+    session.open_dcp()
+    request = DcpStreamRequest(
+        opaque=5,
+        vbucket=vb,
+        flags=0,
+        start_seqno=0,
+        end_seqno=2**64 - 1,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+    )
+    assert any(
+        isinstance(m, Response) and m.status == Status.SUCCESS for m in session.call(request)
+    )
+    session.read()
+    nodes = DataNodes(first.buckets, topology)
+    waits = []
+    for seconds in nodes.failover_node(1, graceful=True, out_delay=10.0):
+        waits.append(seconds)
+        assert topology.status("node1") is NodeStatus.ACTIVE
+        assert not session.conn.closed
+        ends = [m for m in session.read() if isinstance(m, StreamEnd)]
+        assert [(m.vbucket, m.reason) for m in ends] == [(vb, StreamEndReason.STATE_CHANGED)]
+        reopen = attrs.evolve(request, opaque=6, flags=StreamFlag.ACTIVE_VB_ONLY)
+        [answer] = session.call(reopen)  # as a consumer re-opens it
+        assert isinstance(answer, Response)
+        assert answer.status == Status.NOT_MY_VBUCKET
+        config = json.loads(answer.value)
+        assert config["rev"] == first.config_rev
+        assert config["vBucketServerMap"]["vBucketMap"][vb] == [0, 1]  # node1 a replica
+    assert waits == [10.0]
+    assert topology.status("node1") is NodeStatus.FAILED_OVER
+    assert session.conn.closed
+    assert topology.cluster.map.nodes == ("node0",)
+    # without the field nothing waits
+    other = Node.cluster(Bucket("default", 4, seed=3, clock=lambda: 0.0), {}, nodes=3, replicas=1)
+    assert list(DataNodes(other.buckets, other.topology).failover_node(1, graceful=True)) == []
+    assert other.topology.status("node1") is NodeStatus.FAILED_OVER
