@@ -3,12 +3,12 @@
 ``candidates(scenario)`` yields schedules one simplification away, each valid (checked
 on the scenario simulation): first each wait for time pinned to the consumer's progress
 (``_pinned``: the one step whose effect depends on how fast the machine is), then whole
-runs of steps dropped (halves, then quarters, then one
-step at a time, as delta debugging does), a scope or collection a step creates declared
-by the bucket from the start instead (one step fewer), fewer documents per ``generate``,
-fewer vbuckets and nodes, earlier triggers (a ``wait`` for less progress or no time),
-simpler values, and a failover's loss named by seqno instead of by what was persisted
-(which lets the persistence hold and the wait for the flusher go). The command runs
+runs of steps dropped (halves, then quarters, then one step at a time, as delta
+debugging does), a scope or collection a step creates declared by the bucket from the
+start instead (one step fewer), fewer documents per ``generate``, fewer vbuckets and
+nodes, earlier triggers (a ``wait`` for less progress or no time), simpler values, and
+a failover's loss named by seqno instead of by what was persisted (which lets the
+persistence hold and the wait for the flusher go). The command runs
 each candidate several times and keeps the first that still fails with the same
 anomaly (``Shrinker``), then starts over from it, until no candidate fails or the time
 budget is spent. Nothing here runs a consumer: the caller passes the judge in.
