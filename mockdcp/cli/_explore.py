@@ -198,34 +198,41 @@ class ExploreState:
 # -- one schedule -----------------------------------------------------------------------
 
 
-def _check_options(options: ExploreOptions) -> CheckOptions:
+def _check_options(options: ExploreOptions, *, replay: bool = False) -> CheckOptions:
     return CheckOptions(
         command=options.command,
         jobs=1,
         limit=options.limit,
         connect_within=options.connect_within,
         # a JVM's first connection may close before it streams, its next come seconds
-        # later: the schedule counts from the first stream (``ConsumerStart``)
-        start_on_stream=True,
+        # later: the schedule counts from the first stream (``ConsumerStart``); a replay
+        # counts from the first connection, as ``mockdcp check FILE`` does
+        start_on_stream=not replay,
     )
 
 
-async def run_schedule(scenario: Scenario, options: ExploreOptions) -> ScenarioResult:
+async def run_schedule(
+    scenario: Scenario, options: ExploreOptions, *, replay: bool = False
+) -> ScenarioResult:
     """One run of ``scenario`` as ``check`` runs it (written and read back in the library
     format, so what runs is what ``--out`` replays); an exception of the server's is a
-    ``mockdcp error`` result (``server error``), never the consumer's fault."""
+    ``mockdcp error`` result (``server error``), never the consumer's fault. ``replay``
+    (what shrinking runs): a consumer command's schedule run as the file ``--out`` writes
+    for it and ``mockdcp check FILE`` runs it (``_from_first_streams``, counted from the
+    consumer's first connection), so that the failure shrinking keeps is the file's."""
     from mockdcp.scenario import load_scenario
 
     if options.factory is not None:
         from mockdcp.cli._explore_inprocess import run_in_process
 
         return await run_in_process(scenario, options.factory, limit=options.limit)
+    ran = _from_first_streams(scenario, options.connect_within) if replay else scenario
     with tempfile.TemporaryDirectory(prefix="mockdcp-explore-") as folder:
         path = Path(folder) / f"{scenario.name}.yaml"
-        path.write_text(scenario_yaml(scenario), encoding="utf-8")
+        path.write_text(scenario_yaml(ran), encoding="utf-8")
         loaded = load_scenario(str(path))
         try:
-            result = await check_scenario(loaded, _check_options(options))
+            result = await check_scenario(loaded, _check_options(options, replay=replay))
         except Exception as exc:
             text = f"mockdcp error: {type(exc).__name__}: {exc}"
             result = ScenarioResult(scenario.name, str(path), Verdict.FAILED, text)
@@ -290,7 +297,7 @@ async def shrink_found(state: ExploreState) -> None:
         target = found.anomaly
 
         async def fails(candidate: Scenario, target: Anomaly = target) -> bool:
-            result = await run_schedule(candidate, options)
+            result = await run_schedule(candidate, options, replay=True)
             return target in {f.anomaly for f in judge(result)}
 
         def keep(result: ShrinkResult, found: Found = found) -> None:

@@ -1,12 +1,14 @@
 """Shrinking a failing schedule: the smaller schedules to try, smallest change last.
 
 ``candidates(scenario)`` yields schedules one simplification away, each valid (checked
-on the scenario simulation): whole runs of steps dropped (halves, then quarters, then one
-step at a time, as delta debugging does), a scope or collection a step creates declared
-by the bucket from the start instead (one step fewer), fewer documents per ``generate``,
-fewer vbuckets and nodes, earlier triggers (a ``wait`` for less progress or no time),
-simpler values, and a failover's loss named by seqno instead of by what was persisted
-(which lets the persistence hold and the wait for the flusher go). The command runs
+on the scenario simulation): first each wait for time pinned to the consumer's progress
+(``_pinned``: the one step whose effect depends on how fast the machine is), then whole
+runs of steps dropped (halves, then quarters, then one step at a time, as delta
+debugging does), a scope or collection a step creates declared by the bucket from the
+start instead (one step fewer), fewer documents per ``generate``, fewer vbuckets and
+nodes, earlier triggers (a ``wait`` for less progress or no time), simpler values, and
+a failover's loss named by seqno instead of by what was persisted (which lets the
+persistence hold and the wait for the flusher go). The command runs
 each candidate several times and keeps the first that still fails with the same
 anomaly (``Shrinker``), then starts over from it, until no candidate fails or the time
 budget is spent. Nothing here runs a consumer: the caller passes the judge in.
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.explore._generate import is_valid
+from mockdcp.explore._generate import WAIT_TIMEOUT, is_valid
 from mockdcp.scenario import (
     Simulation,
     resolve_vbuckets,
@@ -45,6 +47,24 @@ def _body(scenario: Scenario) -> tuple[list[st.Step], list[st.Step]]:
     steps = list(scenario.steps)
     cut = max(0, len(steps) - TAIL)
     return steps[:cut], steps[cut:]
+
+
+def _pinned(scenario: Scenario) -> Iterator[Scenario]:
+    """Each wait for time (``wait: {seconds: S}``, but the pause of a node's outage)
+    made a wait for the consumer's progress, ``seqno: high``: every write made before it
+    sent to the consumer, nothing after it until the next wait (the runner holds the
+    streams there). What a wait for time leaves the consumer holding depends on how fast
+    the machine runs it: a failure found with it can pass on a loaded machine (a write
+    and its deletion, sent together, reach a consumer de-duplicated: kv_engine
+    ``engines/ep/src/checkpoint.cc`` keeps one item per key in an open checkpoint).
+    Pinned, the steps after it act on the consumer at the same point on every run, so a
+    schedule shrunk from it fails every replay (``mockdcp check``), not now and then."""
+    body, tail = _body(scenario)
+    for i, step in enumerate(body):
+        outage = i > 0 and isinstance(body[i - 1], st.NodeDown)
+        if isinstance(step, st.Wait) and step.consumer is None and not outage:
+            pinned = st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=WAIT_TIMEOUT)
+            yield _with_steps(scenario, [*body[:i], pinned, *body[i + 1 :], *tail])
 
 
 def _drops(scenario: Scenario) -> Iterator[Scenario]:
@@ -174,7 +194,7 @@ def _loss_by_seqno(scenario: Scenario) -> Iterator[Scenario]:
 
 def candidates(scenario: Scenario) -> Iterator[Scenario]:
     """Valid schedules one simplification smaller (see the module docstring)."""
-    groups = (_drops, _created_at_start, _smaller_cluster, _simpler_steps, _loss_by_seqno)
+    groups = (_pinned, _drops, _created_at_start, _smaller_cluster, _simpler_steps, _loss_by_seqno)
     for group in groups:
         for candidate in group(scenario):
             if candidate != scenario and is_valid(candidate):

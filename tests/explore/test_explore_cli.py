@@ -297,3 +297,46 @@ def test_the_spark_shares_take_every_schedule_once(runs: int, partitions: int) -
 
     taken = [i for p in range(partitions) for i in share(runs, partitions, p)]
     assert sorted(taken) == list(range(runs))
+
+
+def test_shrinking_runs_each_candidate_as_the_file_it_writes_is_replayed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Explore runs a consumer command's schedule counted from its first stream; the
+    file ``--out`` writes begins with a wait for the streams and ``check`` replays it
+    counted from the first connection. Shrinking runs each candidate as that file and
+    as ``check`` replays it, so the failure it keeps is the file's (it ran them as
+    explore's schedules: a drop-deletions phantom it kept passed ``check`` in CI)."""
+    import trio
+
+    from mockdcp.cli import _explore as ex
+    from mockdcp.cli._check import CheckOptions, ScenarioResult, Verdict
+    from mockdcp.explore import Anomaly, GenerateOptions
+    from mockdcp.scenario import Scenario, steps as st
+
+    ran: list[tuple[list[st.Step], bool]] = []
+
+    async def check(scenario: Scenario, options: CheckOptions) -> ScenarioResult:
+        ran.append((list(scenario.steps), options.start_on_stream))
+        stuck = "the scenario did not finish within 1s"
+        return ScenarioResult(scenario.name, scenario.source, Verdict.FAILED, stuck)
+
+    monkeypatch.setattr(ex, "check_scenario", check)
+    options = ex.ExploreOptions(
+        command=[sys.executable, WRONG],
+        generate=GenerateOptions(seed=1, tags=frozenset({"data"})),
+        runs=1,
+        shrink_runs=1,
+        out=tmp_path,
+    )
+    state = ex.ExploreState(options)
+    trio.run(ex.explore, state)
+    (explored, on_stream), *shrinking = ran
+    first = st.Wait(consumer=st.ConsumerProgress(streams=True), timeout=options.connect_within)
+    assert on_stream  # explore's own schedules count from the first stream
+    assert explored[0] != first
+    assert len(shrinking) > 1
+    assert all(steps[0] == first and not on_stream for steps, on_stream in shrinking)
+    written = state.shrunk[Anomaly.STUCK].path
+    assert written is not None
+    assert list(load_scenario(str(written)).steps) == shrinking[-1][0]

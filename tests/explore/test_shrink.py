@@ -330,10 +330,13 @@ def test_a_failover_s_loss_is_tried_named_by_seqno() -> None:
         assert all(_failovers(c) in ([failover], []) for c in candidates(given))
 
 
-async def test_the_stale_value_witness_shrinks_to_five_steps() -> None:
+async def test_the_stale_value_witness_shrinks_to_four_steps() -> None:
     """Issue 39's target (at most 6 steps): without the loss named by seqno each
     6-step candidate passes (dropping the persistence hold or the flusher's wait loses
-    the base version too, or nothing)."""
+    the base version too, or nothing). The wait for time before the failover is pinned
+    (``seqno: high``): the update is sure to have reached the consumer when the failover
+    loses it (left ``seconds: 0``, that was up to the machine's speed), and the pinned
+    wait lets the consumer in too, so the first one goes."""
     scenario = parse_scenario(STALE)
     assert stale_value(scenario)
 
@@ -342,14 +345,88 @@ async def test_the_stale_value_witness_shrinks_to_five_steps() -> None:
 
     result = await shrink(scenario, fails, runs=1, budget=600)
     shrunk = result.scenario
-    assert size(shrunk) == 5
-    assert [type(s) for s in shrunk.steps[:5]] == [
-        st.Generate,
-        st.Wait,
-        st.Set,
-        st.Wait,
-        st.Failover,
-    ]
+    assert size(shrunk) == 4
+    assert [type(s) for s in shrunk.steps[:4]] == [st.Generate, st.Set, st.Wait, st.Failover]
+    assert shrunk.steps[2] == st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=8.0)
     (generate,) = [s for s in shrunk.steps if isinstance(s, st.Generate)]
     # the base version kept, the update lost
     assert _failovers(shrunk) == [st.Failover(lose_after=generate.docs)]
+
+
+RACY = """
+name: racy-phantom
+bucket: {vbuckets: 1}
+steps:
+  - generate: {docs: 6, prefix: g1}
+  - set: {key: k2, value: v}
+  - wait: {seconds: 0.18}
+  - delete: {key: "g1::000005"}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+"""
+
+
+async def test_a_wait_for_time_is_pinned_so_the_shrunk_schedule_fails_every_replay() -> None:
+    """The CI failure of the drop-deletions phantom: found and shrunk with a wait for
+    time between a write and its deletion, the scenario written passed ``check`` now and
+    then on a loaded machine (both sent together, de-duplicated to the deletion). Here
+    a judge with the machine's speed in it: after a wait for time the deletion is a
+    separate item every other run, after a wait for ``seqno: high`` on every run. One
+    run per candidate (``--shrink-runs 1``, as the CLI test) accepts a lucky one: the
+    shrunk schedule must still fail each replay, so its wait is the pinned one."""
+    flips = itertools.cycle([True, False])
+
+    def wait_before_delete(candidate: Scenario) -> st.Wait | None:
+        steps = list(candidate.steps)
+        deletes = [i for i, s in enumerate(steps) if isinstance(s, st.Delete)]
+        generated = any(isinstance(s, st.Generate) for s in steps)
+        if not (deletes and generated and deletes[0] > 0):
+            return None
+        before = steps[deletes[0] - 1]
+        return before if isinstance(before, st.Wait) else None
+
+    async def phantom(candidate: Scenario) -> bool:
+        wait = wait_before_delete(candidate)
+        if wait is None:
+            return False  # written and deleted in one go: the consumer sees the deletion
+        if wait.consumer is not None:
+            return wait.consumer.seqno == "high"
+        return next(flips)  # the machine was fast enough, or not
+
+    scenario = parse_scenario(RACY, "racy-phantom")
+    result = await shrink(scenario, phantom, runs=1, budget=600)
+    shrunk = result.scenario
+    assert [type(s) for s in shrunk.steps[: size(shrunk)]] == [st.Generate, st.Wait, st.Delete]
+    replays = [await phantom(shrunk) for _ in range(6)]
+    assert replays == [True] * 6
+    assert yaml_waits(shrunk)[0] == '{wait: {consumer: {seqno: "high"}, timeout: 8.0}}'
+
+
+def yaml_waits(scenario: Scenario) -> list[str]:
+    return [line.strip("- ") for line in scenario_yaml(scenario).splitlines() if "wait:" in line]
+
+
+def test_the_pause_of_a_node_s_outage_is_not_pinned() -> None:
+    """``node_down``, a wait for time, ``node_up`` is an outage of that length: the
+    consumer cannot catch up while the node is down, so no pinned candidate for it."""
+    scenario = parse_scenario(
+        """
+name: outage
+bucket: {vbuckets: 2}
+steps:
+  - generate: {docs: 4}
+  - wait: {seconds: 0.1}
+  - node_down: {node: 0}
+  - wait: {seconds: 0.2}
+  - node_up: {node: 0}
+  - wait: {consumer: {seqno: high}, timeout: 10s}
+  - expect: {conformant: true, within: 0.2}
+""",
+        "outage",
+    )
+    pinned = [c for c in candidates(scenario) if size(c) == size(scenario) and c != scenario]
+    waits = [[s for s in c.steps if isinstance(s, st.Wait)] for c in pinned]
+    assert [st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=8.0)] in [
+        w[:1] for w in waits
+    ]  # the first wait (a trigger) is pinned
+    assert all(w[1] == st.Wait(seconds=0.2) for w in waits if len(w) == 3)
