@@ -199,7 +199,7 @@ class StepRunner:
         try:
             for index, step in enumerate(steps, first):
                 self.progress.current = f"{index + 1}/{first + len(steps)} {step.NAME}"
-                if isinstance(step, st.Rebalance) and step.interval:
+                if isinstance(step, st.Rebalance) and (step.interval or step.out_delay):
                     await self._rebalance(step)
                 elif isinstance(step, st.Wait | st.Expect):
                     self.node.release()
@@ -219,7 +219,8 @@ class StepRunner:
             self.progress.current = None
 
     async def _rebalance(self, step: st.Rebalance) -> None:
-        """A rebalance spread over time: the moves, with the step's interval between."""
+        """A rebalance spread over time: the moves, with the step's interval between,
+        and its ``out_delay`` before the nodes leaving go."""
         try:
             for seconds in step.moves(self):
                 await trio.sleep(seconds)
