@@ -274,7 +274,8 @@ class Reach:
     of any client's reach: issue 39's schedule 416 of seed 39 swapped node 0 out and
     failed node 1 over at one instant (``mockdcp tail`` and gocbcore failed it on every
     run). Time is only counted where it is certain: ``wait: {seconds}`` (a wait for
-    the consumer's progress may be met at once)."""
+    the consumer's progress may be met at once) and a rebalance's ``out_delay``, during
+    which the nodes leaving still serve the new map."""
 
     #: scenario seconds so far, and each (time, serving nodes) since the start
     now: float = 0.0
@@ -301,6 +302,11 @@ class Reach:
         if isinstance(step, st.Wait) and step.seconds:
             self.now += step.seconds
         serving = _serving(sim)
+        last = self.history[-1][1]
+        if isinstance(step, st.Rebalance) and step.out_delay and last - serving:
+            # the new map is out at the moves, the leaving nodes go ``out_delay`` later
+            self.history.append((self.now, last | serving))
+            self.now += step.out_delay
         if serving == self.history[-1][1]:
             return None
         known = self.known()
@@ -555,7 +561,14 @@ def _replication_taken(d: _Drafting, step: st.Step) -> None:
     d.replication_held = step.paused
 
 
+#: seconds a node a rebalance removes stays up after the moves, answering NOT_MY_VBUCKET
+#: with the new map (the ``rebalance`` step's ``out_delay``): ns_server's default
+REBALANCE_OUT_DELAY = 10.0
+
+
 def _rebalance(d: _Drafting) -> list[st.Step] | None:
+    """A rebalance in, out or swapping a node; one that removes a node keeps it up
+    ``REBALANCE_OUT_DELAY`` seconds (``_rebalance_out``)."""
     if d.options.nodes < 2:
         return None
     active = d.nodes_in("active")
@@ -567,8 +580,21 @@ def _rebalance(d: _Drafting) -> list[st.Step] | None:
         return None
     node = d.rng.choice(active)
     if kind == "out":
-        return [st.RemoveNode(node=node), st.Rebalance(interval=interval)]
-    return [st.AddNode(), st.RemoveNode(node=node), st.Rebalance(interval=interval)]
+        return [st.RemoveNode(node=node), _rebalance_out(interval)]
+    return [st.AddNode(), st.RemoveNode(node=node), _rebalance_out(interval)]
+
+
+def _rebalance_out(interval: float) -> st.Rebalance:
+    """A rebalance that removes a node, as a real cluster makes it: ns_server
+    ``src/ns_rebalancer.erl`` ``run_mover`` sleeps ``rebalance_out_delay_seconds``
+    (``sleep_for_sdk_clients``, read from ns_config with a default of 10 and no REST
+    setting; only ns_server's own tests set it to 0) after the moves, before the bucket's
+    servers drop the node and it is ejected. Without the delay (the step's default) the
+    node's connections close at the last takeover, a fault no cluster makes by default:
+    go-dcp v1.3.6 then panicked "cant find self in cluster". Drawn with no extra draw, so
+    a seed draws the same steps as before; under explore's virtual clock the delay costs
+    no real time."""
+    return st.Rebalance(interval=interval, out_delay=REBALANCE_OUT_DELAY)
 
 
 def _node_down(d: _Drafting) -> list[st.Step] | None:

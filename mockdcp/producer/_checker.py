@@ -54,6 +54,7 @@ from mockdcp.producer._checker_rules import (
     vbucket_in_map,
 )
 from mockdcp.producer._controls import DcpSettings, apply_control
+from mockdcp.producer._faults import Corruption
 from mockdcp.producer._flow import FlowWindow
 from mockdcp.protocol import (
     DcpBufferAck,
@@ -339,6 +340,8 @@ class ConnectionChecker:
         #: ROLLBACKs answered and not asked again here, whether a damaged frame went out
         self._rolled: dict[StreamKey, int] = {}
         self._torn = False
+        #: ... and its length was off: the frames after it are read out of step
+        self._unframed = False
         #: (rule, vbucket, stream id) reported on this connection (each once)
         self._reported: set[tuple[str, int | None, int | None]] = set()
         self._deadline: float | None = None
@@ -445,7 +448,7 @@ class ConnectionChecker:
             evidence = self._last_ack or self._window_frame
             found += self._report("flow.stall", message, now, evidence=evidence)
             self._full_since = now  # the next report, if any, after another full stall
-        if self._noop is not None and not self._noop[3]:
+        if self._noop is not None and not self._noop[3] and not self._unframed:
             opaque, sent_at, noop, _ = self._noop
             message = noop_answered(sent_at, self.settings.noop_interval, now)
             if message is not None:
@@ -470,16 +473,23 @@ class ConnectionChecker:
         times = []
         if self._full_since is not None:
             times.append(self._full_since + self.limits.ack_stall)
-        if self._noop is not None and not self._noop[3]:
+        if self._noop is not None and not self._noop[3] and not self._unframed:
             times.append(self._noop[1] + self.settings.noop_interval)
         times += [t + self.limits.reopen_within for t, _, _ in self._reopen.values()]
         self._deadline = min(times) if times else None
         return self._deadline
 
-    def corrupted(self) -> None:
+    def corrupted(self, kind: Corruption) -> None:
         """A damaged frame was written (the ``corrupt`` step): the consumer's framing
-        can no longer be trusted from there."""
+        can no longer be trusted from there. After a body length off by one no DCP_NOOP
+        on the connection is owed an answer any more: the consumer reads the next noop
+        as the damaged frame's rest and the frames after it out of step, so it cannot
+        see it; what it owes is to notice and reconnect, which liveness judges (explore
+        --seed 39 schedule 106 on 2 nodes: java-dcp-client, given a noop every 0.5 s,
+        closed both connections 1.5 s after the damage and reconnected, and was failed
+        for the noop). A bad magic, opcode or value leaves the frames after it whole."""
         self._torn = True
+        self._unframed = self._unframed or kind is Corruption.LENGTH
 
     def closed_at(self, now: float) -> None:
         """The connection closed: what it still owed is forgotten (a reconnect asks

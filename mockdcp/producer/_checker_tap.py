@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from mockdcp.producer._checker import CheckerRegistry, ConnectionChecker
     from mockdcp.producer._checker_rules import Violation
     from mockdcp.producer._controls import DcpSettings
+    from mockdcp.producer._faults import Corruption
     from mockdcp.producer._flow import FlowWindow
     from mockdcp.protocol import Frame, Message, Response
 
@@ -117,10 +118,10 @@ class CheckerTap:
         if self.checker is not None:
             self.checker.closed_at(now)
 
-    def corrupted(self) -> None:
+    def corrupted(self, kind: Corruption) -> None:
         """A damaged frame was handed out (the ``corrupt`` step)."""
         if self.checker is not None:
-            self.checker.corrupted()
+            self.checker.corrupted(kind)
 
     def observe(self, verb: Callable[..., list[Violation]], *args: object) -> None:
         """Run one of the checker's verbs and ``report`` what it found (a failure is

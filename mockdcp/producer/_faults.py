@@ -142,13 +142,14 @@ class Faults:
             parts.append(self.held.popleft()[1])
         return bool(self.held)
 
-    def apply_corruption(self, parts: Buffers, first: int) -> bool:
+    def apply_corruption(self, parts: Buffers, first: int) -> Corruption | None:
         """Damage the first whole frame at ``parts[first]`` (frames start at part
-        boundaries there), if a corruption is pending; whether one was."""
+        boundaries there), if a corruption is pending; the damage done, or None."""
         if not self.corruptions or first >= len(parts):
-            return False
+            return None
         part = parts[first]
         size = 24 + _BODY_LENGTH.unpack_from(part, 8)[0]
-        bad = corrupt_frame(part[:size], self.corruptions.popleft())
+        kind = self.corruptions.popleft()
+        bad = corrupt_frame(part[:size], kind)
         parts[first : first + 1] = [bad, part[size:]] if size < len(part) else [bad]
-        return True
+        return kind

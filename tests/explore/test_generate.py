@@ -15,7 +15,14 @@ from mockdcp.explore import (
     is_valid,
     scenario_yaml,
 )
-from mockdcp.explore._generate import MAP_REFRESH, SET_TTL, TOUCH_TTL, unreachable, validate
+from mockdcp.explore._generate import (
+    MAP_REFRESH,
+    REBALANCE_OUT_DELAY,
+    SET_TTL,
+    TOUCH_TTL,
+    unreachable,
+    validate,
+)
 from mockdcp.producer import Node
 from mockdcp.scenario import (
     ConsumerSettings,
@@ -316,8 +323,9 @@ def test_a_schedule_that_tears_a_frame_asks_for_noops_the_consumer_can_notice_it
 
 def _out_of_reach(scenario: Scenario) -> list[int]:
     """Steps taking every node out that served before the map change before them, with
-    less than ``MAP_REFRESH`` seconds of ``wait: {seconds}`` since that change (an
-    independent count of ``Reach``'s rule)."""
+    less than ``MAP_REFRESH`` seconds of ``wait: {seconds}`` (or of a rebalance's
+    ``out_delay``, the new map out while the leaving nodes still serve) since that change
+    (an independent count of ``Reach``'s rule)."""
     spec = scenario.bucket
     sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
 
@@ -331,6 +339,9 @@ def _out_of_reach(scenario: Scenario) -> list[int]:
     for i, step in enumerate(scenario.steps):
         step.check(sim)
         now += step.seconds or 0.0 if isinstance(step, st.Wait) else 0.0
+        if isinstance(step, st.Rebalance) and step.out_delay and before - serving():
+            changes.append((now, before | serving()))
+            now += step.out_delay
         for at, nodes in changes:
             if at + MAP_REFRESH <= now:
                 known |= nodes
@@ -388,3 +399,53 @@ def test_a_swap_and_a_failover_of_every_known_node_at_one_instant_is_refused() -
     assert not is_valid(attrs.evolve(drawn, steps=(*swap, almost, *failover, *final)))
     waited = st.Wait(seconds=MAP_REFRESH)
     assert is_valid(attrs.evolve(drawn, steps=(*swap, waited, *failover, *final)))
+
+
+def test_a_drawn_rebalance_that_removes_a_node_keeps_it_up_for_ns_servers_delay() -> None:
+    """ns_server keeps a node a rebalance removes up ``rebalance_out_delay_seconds``
+    (10 s by default) after the moves: explore draws that, not the step's default 0
+    (the node closing at the last takeover, a fault no cluster makes by default).
+    Issue 39's go-dcp schedule 29 of seed 39 removes node 0; a rebalance that only adds
+    a node has nothing to wait for."""
+    assert REBALANCE_OUT_DELAY == 10.0
+    options = GenerateOptions(seed=39, nodes=2, replicas=1, vbuckets=8)
+    drawn = generate(options, 29)
+    (rebalance,) = [s for s in drawn.steps if isinstance(s, st.Rebalance)]
+    assert st.RemoveNode(node=0) in drawn.steps
+    assert rebalance == st.Rebalance(interval=0.1, out_delay=REBALANCE_OUT_DELAY)
+    assert "{rebalance: {interval: 0.1, out_delay: 10.0}}" in scenario_yaml(drawn)
+    seen = {"out": 0, "in": 0}
+    for index in range(120):
+        steps = generate(options, index).steps
+        for i, step in enumerate(steps):
+            if isinstance(step, st.Rebalance) and not isinstance(steps[i - 1], st.FailoverNode):
+                removes = isinstance(steps[i - 1], st.RemoveNode)
+                assert step.out_delay == (REBALANCE_OUT_DELAY if removes else 0.0)
+                seen["out" if removes else "in"] += 1
+    assert seen["out"]
+    assert seen["in"]
+
+
+def test_a_swap_s_out_delay_lets_the_consumer_read_the_map_naming_the_new_node() -> None:
+    """During a rebalance's ``out_delay`` the leaving node serves the new map, so a
+    consumer knows the node a swap added by the time the old one goes: a failover of
+    the other node right after such a swap is one a client can follow (schedule 416's
+    swap, with ns_server's delay), and not with a delay shorter than ``MAP_REFRESH``."""
+    options = GenerateOptions(seed=39, nodes=2, replicas=1, vbuckets=8)
+    caught_up = st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=8.0)
+    final = [caught_up, st.Expect(conformant=True, within=0.2)]
+    failover: list[st.Step] = [st.FailoverNode(node=1, graceful=True), st.Rebalance()]
+
+    def swap(out_delay: float) -> list[st.Step]:
+        return [
+            st.Generate(docs=22, prefix="g1"),
+            caught_up,
+            st.AddNode(),
+            st.RemoveNode(node=0),
+            st.Rebalance(out_delay=out_delay),
+        ]
+
+    base = generate(options, 416)
+    assert is_valid(attrs.evolve(base, steps=(*swap(REBALANCE_OUT_DELAY), *failover, *final)))
+    short = attrs.evolve(base, steps=(*swap(MAP_REFRESH - 0.1), *failover, *final))
+    assert not is_valid(short)

@@ -14,6 +14,7 @@ import pytest
 
 from mockdcp.producer import RULES, CheckerLimits, CheckerRegistry, StreamHistory, Violation
 from mockdcp.producer._checker import LATE_TICK
+from mockdcp.producer._faults import Corruption
 from mockdcp.protocol import (
     DcpBufferAck,
     DcpControl,
@@ -391,10 +392,10 @@ def test_a_rollback_answered_on_a_connection_with_a_damaged_frame_is_not_carried
     # closed, and the consumer asked again from where it was, on its next connection
     r = streamed(Recording())
     if torn == "before":
-        r.conn.corrupted()
+        r.conn.corrupted(Corruption.LENGTH)
     r.stream(0, 20, uuid=UUID, answer=Status.ROLLBACK, rollback=10)
     if torn == "after":
-        r.conn.corrupted()
+        r.conn.corrupted(Corruption.LENGTH)
     r.close(3.0)
     r.connect(4.0)
     r.stream(0, 20, uuid=UUID, answer=Status.ROLLBACK, rollback=10)
@@ -406,7 +407,7 @@ def test_a_rollback_answered_on_a_connection_with_a_damaged_frame_is_not_carried
 
 def test_a_damaged_frame_does_not_excuse_a_rollback_ignored_on_its_connection() -> None:
     r = streamed(Recording())
-    r.conn.corrupted()
+    r.conn.corrupted(Corruption.LENGTH)
     r.stream(0, 20, uuid=UUID, answer=Status.ROLLBACK, rollback=10)
     r.stream(0, 20, uuid=UUID)
     assert r.rules() == ["rollback.ignored"]
@@ -718,6 +719,25 @@ def test_a_noop_not_answered_within_the_interval_is_reported_once() -> None:
         "DCP_NOOP not answered within the noop interval (1s)",
     )
     assert v.summary == "DCP_NOOP opaque 0x989681"
+
+
+@pytest.mark.parametrize("damage", [None, Corruption.LENGTH, Corruption.VALUE])
+def test_a_noop_after_a_frame_with_its_length_off_is_owed_no_answer(
+    damage: Corruption | None,
+) -> None:
+    """After ``corrupt: length`` the consumer reads the next noop as the damaged frame's
+    rest (explore --seed 39, schedule 106: java-dcp-client failed for the noop it could
+    not see, then reconnected): not reported on that connection; after a damage that
+    leaves the framing whole, or none, it is, as ever."""
+    r = Recording()
+    noops_on(r)
+    if damage is not None:
+        r.conn.corrupted(damage)
+    r.server(DcpNoop(opaque=10_000_001), now=2.0)
+    r.tick(3.0)
+    r.tick(4.0)
+    assert r.rules() == ([] if damage is Corruption.LENGTH else ["noop.unanswered"])
+    assert r.conn.deadline() is None
 
 
 def test_a_noop_answered_in_time_is_conformant() -> None:
