@@ -547,7 +547,10 @@ def _failover_node(d: _Drafting) -> list[st.Step] | None:
     if d.options.replicas == 0:
         return None  # a hard failover without replicas leaves vbuckets with no copy
     node = d.rng.choice(active)
-    return [st.FailoverNode(node=node, graceful=graceful), st.Rebalance()]
+    # a graceful failover, like a rebalance out, keeps the node up for SDK clients
+    # (ns_rebalancer.erl ``sleep_for_sdk_clients("graceful failover")``); a hard one not
+    delay = REBALANCE_OUT_DELAY if graceful else 0.0
+    return [st.FailoverNode(node=node, graceful=graceful, out_delay=delay), st.Rebalance()]
 
 
 def _replication(d: _Drafting) -> list[st.Step] | None:

@@ -426,6 +426,21 @@ def test_a_drawn_rebalance_that_removes_a_node_keeps_it_up_for_ns_servers_delay(
     assert seen["in"]
 
 
+def test_a_drawn_graceful_failover_keeps_the_node_up_for_ns_servers_delay() -> None:
+    """ns_server sleeps for SDK clients after a graceful failover's handovers too
+    (ns_rebalancer.erl ``sleep_for_sdk_clients("graceful failover")``), not after a hard
+    one: explore draws that delay on a graceful ``failover_node`` only."""
+    options = GenerateOptions(seed=39, nodes=3, replicas=1, vbuckets=8)
+    seen = {True: 0, False: 0}
+    for index in range(300):
+        for step in generate(options, index).steps:
+            if isinstance(step, st.FailoverNode):
+                assert step.out_delay == (REBALANCE_OUT_DELAY if step.graceful else 0.0)
+                seen[step.graceful] += 1
+    assert seen[True]
+    assert seen[False]
+
+
 def test_a_swap_s_out_delay_lets_the_consumer_read_the_map_naming_the_new_node() -> None:
     """During a rebalance's ``out_delay`` the leaving node serves the new map, so a
     consumer knows the node a swap added by the time the old one goes: a failover of
