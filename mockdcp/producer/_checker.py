@@ -296,8 +296,7 @@ class ProtocolChecker:
 
 
 class ConnectionChecker:
-    """The checker of one connection (see the module docstring): made by
-    ``ProtocolChecker.connect``."""
+    """The checker of one connection (the module docstring): ``ProtocolChecker.connect``."""
 
     def __init__(
         self,
@@ -324,8 +323,7 @@ class ConnectionChecker:
         self._pending: dict[int, _Pending] = {}
         #: control key -> the value last set on this connection
         self._controls: dict[str, str] = {}
-        #: the outstanding DCP_NOOP: (opaque, when written, the noop, its lateness was
-        #: reported)
+        #: the outstanding DCP_NOOP: (opaque, written at, the noop, reported or not owed)
         self._noop: tuple[int, float, DcpNoop, bool] | None = None
         #: since when the flow-control window has been full (None: it is not)
         self._full_since: float | None = None
@@ -339,9 +337,7 @@ class ConnectionChecker:
         self._oso_from: dict[StreamKey, int] = {}
         #: ROLLBACKs answered and not asked again here, whether a damaged frame went out
         self._rolled: dict[StreamKey, int] = {}
-        self._torn = False
-        #: ... and its length was off: the frames after it are read out of step
-        self._unframed = False
+        self._torn = self._unframed = False  # ``_unframed``: its length was off
         #: (rule, vbucket, stream id) reported on this connection (each once)
         self._reported: set[tuple[str, int | None, int | None]] = set()
         self._deadline: float | None = None
@@ -393,7 +389,7 @@ class ConnectionChecker:
         if isinstance(item, Response):
             return self._response(item, now)
         if isinstance(item, DcpNoop):
-            self._noop = (item.opaque, now, item, False)
+            self._noop = (item.opaque, now, item, self._unframed)
             self._deadline = None
             return []
         if self._own and self.flow.size:  # stream messages take window space
@@ -448,7 +444,7 @@ class ConnectionChecker:
             evidence = self._last_ack or self._window_frame
             found += self._report("flow.stall", message, now, evidence=evidence)
             self._full_since = now  # the next report, if any, after another full stall
-        if self._noop is not None and not self._noop[3] and not self._unframed:
+        if self._noop is not None and not self._noop[3]:
             opaque, sent_at, noop, _ = self._noop
             message = noop_answered(sent_at, self.settings.noop_interval, now)
             if message is not None:
@@ -473,7 +469,7 @@ class ConnectionChecker:
         times = []
         if self._full_since is not None:
             times.append(self._full_since + self.limits.ack_stall)
-        if self._noop is not None and not self._noop[3] and not self._unframed:
+        if self._noop is not None and not self._noop[3]:
             times.append(self._noop[1] + self.settings.noop_interval)
         times += [t + self.limits.reopen_within for t, _, _ in self._reopen.values()]
         self._deadline = min(times) if times else None
@@ -481,15 +477,10 @@ class ConnectionChecker:
 
     def corrupted(self, kind: Corruption) -> None:
         """A damaged frame was written (the ``corrupt`` step): the consumer's framing
-        can no longer be trusted from there. After a body length off by one no DCP_NOOP
-        on the connection is owed an answer any more: the consumer reads the next noop
-        as the damaged frame's rest and the frames after it out of step, so it cannot
-        see it; what it owes is to notice and reconnect, which liveness judges (explore
-        --seed 39 schedule 106 on 2 nodes: java-dcp-client, given a noop every 0.5 s,
-        closed both connections 1.5 s after the damage and reconnected, and was failed
-        for the noop). A bad magic, opcode or value leaves the frames after it whole."""
-        self._torn = True
-        self._unframed = self._unframed or kind is Corruption.LENGTH
+        can no longer be trusted. No DCP_NOOP written after a body length off by one is
+        owed an answer: the consumer reads the next as the frame's rest (explore --seed 39
+        schedule 106 on 2 nodes: java-dcp-client reconnected and was failed for it)."""
+        self._torn, self._unframed = True, self._unframed or kind is Corruption.LENGTH
 
     def closed_at(self, now: float) -> None:
         """The connection closed: what it still owed is forgotten (a reconnect asks

@@ -281,8 +281,7 @@ class Connection:
         if not held and self.state is ConnectionState.DCP_OPEN and self.streams.ready:
             limit = int(min(limit, max(budget, 1)))
             size = self.scheduler.drain(parts, size, limit, self._unwritten)
-        corruption = self.faults.apply_corruption(parts, 0)
-        if corruption is not None:
+        if (corruption := self.faults.apply_corruption(parts, 0)) is not None:
             self.tap.corrupted(corruption)
         self.faults.wrote(now, size)
         self.replies.queue.handed_out(size)
