@@ -9,6 +9,7 @@ from mockdcp.protocol import (
     DcpControl,
     DcpOpen,
     DcpOpenFlag,
+    DcpStreamRequest,
     FrameReader,
     Hello,
     HelloFeature,
@@ -24,6 +25,21 @@ if TYPE_CHECKING:
     from mockdcp.protocol import Message
 
 FEATURES = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.XATTR)
+
+
+def from_zero(vbucket: int, opaque: int, flags: int = 0) -> DcpStreamRequest:
+    """A stream request for everything ``vbucket`` has and will have (from seqno 0, no
+    uuid, to the end)."""
+    return DcpStreamRequest(
+        opaque=opaque,
+        vbucket=vbucket,
+        flags=flags,
+        start_seqno=0,
+        end_seqno=2**64 - 1,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+    )
 
 
 class Session:

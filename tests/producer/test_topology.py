@@ -149,7 +149,7 @@ def test_streams_of_a_replica_that_rolls_back_end_state_changed_then_roll_back()
         StreamEnd,
         StreamEndReason,
     )
-    from tests.producer._session import Session
+    from tests.producer._session import Session, from_zero
 
     bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
     first = Node.cluster(bucket, {"Administrator": "password"}, nodes=3, replicas=2)
@@ -168,16 +168,7 @@ def test_streams_of_a_replica_that_rolls_back_end_state_changed_then_roll_back()
     uuid = copy.failover.newest_uuid
     session = Session(bucket, node=topology.nodes[ahead])
     session.open_dcp()
-    request = DcpStreamRequest(
-        opaque=5,
-        vbucket=vb,
-        flags=0,  # a replica streams without ACTIVE_VB_ONLY
-        start_seqno=0,
-        end_seqno=2**64 - 1,
-        vbucket_uuid=0,
-        snap_start_seqno=0,
-        snap_end_seqno=0,
-    )
+    request = from_zero(vb, opaque=5)  # a replica streams without ACTIVE_VB_ONLY
     assert any(
         isinstance(m, Response) and m.status == Status.SUCCESS for m in session.call(request)
     )
@@ -228,7 +219,6 @@ def test_the_old_node_answers_the_failover_log_from_its_dead_copy_until_the_move
     from mockdcp.protocol import (
         DcpCloseStream,
         DcpGetFailoverLog,
-        DcpStreamRequest,
         GetAllVbSeqnos,
         ObserveSeqno,
         Response,
@@ -237,7 +227,7 @@ def test_the_old_node_answers_the_failover_log_from_its_dead_copy_until_the_move
         decode_all_vb_seqnos,
         decode_failover_log,
     )
-    from tests.producer._session import Session
+    from tests.producer._session import Session, from_zero
 
     bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
     first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=0)
@@ -256,16 +246,7 @@ def test_the_old_node_answers_the_failover_log_from_its_dead_copy_until_the_move
     def ask() -> tuple[Status, Status, Status, dict[int, int]]:
         [log] = session.call(DcpGetFailoverLog(opaque=1, vbucket=vb))
         [seen] = session.call(ObserveSeqno(opaque=2, vbucket=vb, vbucket_uuid=uuid))
-        request = DcpStreamRequest(
-            opaque=3,
-            vbucket=vb,
-            flags=0,
-            start_seqno=0,
-            end_seqno=2**64 - 1,
-            vbucket_uuid=0,
-            snap_start_seqno=0,
-            snap_end_seqno=0,
-        )
+        request = from_zero(vb, opaque=3)
         stream = next(m for m in session.call(request) if isinstance(m, Response))
         [dead] = session.call(GetAllVbSeqnos(opaque=4, state=int(VBucketState.DEAD)))
         session.read()
@@ -291,8 +272,8 @@ def test_a_dropped_replica_streams_until_ns_server_deletes_it() -> None:
     stops what fed it) until ``delete_vbucket_copies`` when the move is done; ns_memcached
     sets it dead then (``delete_vbucket``), and kv_engine ends its streams STATE_CHANGED
     (``DcpProducer::closeStreamDueToVbStateChange``)."""
-    from mockdcp.protocol import DcpStreamRequest, Response, Status, StreamEnd, StreamEndReason
-    from tests.producer._session import Session
+    from mockdcp.protocol import Response, Status, StreamEnd, StreamEndReason
+    from tests.producer._session import Session, from_zero
 
     bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
     first = Node.cluster(bucket, {"Administrator": "password"}, nodes=3, replicas=1)
@@ -303,16 +284,7 @@ def test_a_dropped_replica_streams_until_ns_server_deletes_it() -> None:
     vb = move.vbucket
     session = Session(bucket, node=topology.nodes["node2"])
     session.open_dcp()
-    request = DcpStreamRequest(
-        opaque=7,
-        vbucket=vb,
-        flags=0,  # a replica streams without ACTIVE_VB_ONLY
-        start_seqno=0,
-        end_seqno=2**64 - 1,
-        vbucket_uuid=0,
-        snap_start_seqno=0,
-        snap_end_seqno=0,
-    )
+    request = from_zero(vb, opaque=7)  # a replica streams without ACTIVE_VB_ONLY
     assert any(
         isinstance(m, Response) and m.status == Status.SUCCESS for m in session.call(request)
     )
@@ -374,14 +346,13 @@ def test_a_graceful_failover_keeps_the_node_up_for_the_out_delay_after_its_hando
     it is failed over as before. ``out_delay`` 0 goes at once, as before."""
     from mockdcp.producer import DataNodes
     from mockdcp.protocol import (
-        DcpStreamRequest,
         Response,
         Status,
         StreamEnd,
         StreamEndReason,
         StreamFlag,
     )
-    from tests.producer._session import Session
+    from tests.producer._session import Session, from_zero
 
     bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
     first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=1)
@@ -389,16 +360,7 @@ def test_a_graceful_failover_keeps_the_node_up_for_the_out_delay_after_its_hando
     vb = topology.cluster.map.actives_on("node1")[0]
     session = Session(bucket, node=topology.nodes["node1"])
     session.open_dcp()
-    request = DcpStreamRequest(
-        opaque=5,
-        vbucket=vb,
-        flags=0,
-        start_seqno=0,
-        end_seqno=2**64 - 1,
-        vbucket_uuid=0,
-        snap_start_seqno=0,
-        snap_end_seqno=0,
-    )
+    request = from_zero(vb, opaque=5)
     assert any(
         isinstance(m, Response) and m.status == Status.SUCCESS for m in session.call(request)
     )
