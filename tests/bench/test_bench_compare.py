@@ -4,6 +4,7 @@ regression)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from mockdcp.cli.bench._compare import (
     _spawn_ready,
     compare,
     install,
+    install_tree,
     ratios,
 )
 from mockdcp.cli.bench._startup import serve_times
@@ -77,6 +79,40 @@ def test_a_kept_environment_sees_this_interpreters_dependencies(tmp_path: Path) 
     assert (python, how) == (str(home / "venv" / "bin" / "python"), "copy")
     shown = (site / "_mockdcp_compare_deps.pth").read_text().split()
     assert shown == [p for p in sys.path if p.endswith("site-packages")]
+
+
+def test_the_working_tree_is_installed_as_it_is_into_an_environment_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """The new side is the working tree laid out like the ref's (not the running
+    interpreter, whose editable finder and ``.pth`` files would run at its every start):
+    what is changed and not yet committed is in it, what git ignores is not."""
+    root = tmp_path / "tree"
+    package = root / "mockdcp"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("SIDE = 'committed'\n")
+    (root / ".gitignore").write_text("ignored.py\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    (package / "__init__.py").write_text("SIDE = 'working'\n")
+    (package / "added.py").write_text("ADDED = True\n")
+    (package / "ignored.py").write_text("")
+    python, _ = install_tree(root, tmp_path / "cache")
+    shown = (
+        subprocess.run(
+            [python, "-c", "import mockdcp, mockdcp.added; print(mockdcp.SIDE, mockdcp.__file__)"],
+            capture_output=True,
+            check=True,
+            cwd=tmp_path,
+        )
+        .stdout.decode()
+        .split()
+    )
+    assert shown[0] == "working"
+    assert shown[1].startswith(str(tmp_path / "cache" / "worktree" / "venv"))
+    assert not list((tmp_path / "cache" / "worktree").rglob("ignored.py"))
 
 
 @pytest.mark.full
