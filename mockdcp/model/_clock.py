@@ -26,13 +26,16 @@ within the time moved runs then (``mockdcp.model._timers``). Nothing here reads 
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from mockdcp.model._ephemeral import EPHEMERAL_PURGE_INTERVAL
 from mockdcp.util import ModelError
+
+if TYPE_CHECKING:
+    import datetime as dt
 
 #: kv_engine ``configuration.json`` ``exp_pager_stime``
 EXP_PAGER_STIME = 600
@@ -107,6 +110,8 @@ def make_clock(kind: str, start: str | float | None, wall: Clock) -> Clock:
 def parse_time(text: str | float | dt.datetime) -> float:
     """An ISO 8601 time (``2024-01-01T00:00:00Z``; no zone is UTC) or seconds since the
     epoch as seconds since the epoch; ``ModelError`` naming the text otherwise."""
+    import datetime as dt  # here: a start without --clock-start reads no time
+
     if isinstance(text, dt.datetime):
         when = text
     elif isinstance(text, (int, float)) and not isinstance(text, bool):
@@ -125,6 +130,8 @@ def parse_time(text: str | float | dt.datetime) -> float:
 
 def iso_time(seconds: float) -> str:
     """Seconds since the epoch as an ISO 8601 UTC time (``...Z``)."""
+    import datetime as dt
+
     when = dt.datetime.fromtimestamp(seconds, dt.UTC)
     return when.isoformat().replace("+00:00", "Z")
 
