@@ -339,6 +339,7 @@ def write_shrunk(state: ExploreState) -> None:
             f"shrunk from {size(found.scenario)} to {size(result.scenario)} steps; fails "
             f"{result.failed} of {result.runs} runs; {result.tried} candidates in "
             f"{result.seconds:.1f}s{' (budget ran out)' if result.exhausted else ''}",
+            _rerun(result),
             f"consumer: {' '.join(state.options.command)}",
             "replay: mockdcp check FILE -- CONSUMER CMD (or mockdcp run FILE -- ...)",
         ]
@@ -353,6 +354,14 @@ def write_shrunk(state: ExploreState) -> None:
             scenario_yaml(scenario, comments=comments, description=description), encoding="utf-8"
         )
         shrunk.path = path
+
+
+def _rerun(result: ShrinkResult) -> str:
+    """The written file's line for its fresh runs after shrinking (``confirm``)."""
+    if result.rerun_failed is None:
+        return "not re-run after shrinking: no smaller schedule kept"
+    times = "once" if result.runs == 1 else f"{result.runs} times"
+    return f"re-run {times} after shrinking: fails {result.rerun_failed} of {result.runs}"
 
 
 def _from_first_streams(scenario: Scenario, within: float) -> Scenario:
@@ -476,6 +485,8 @@ def summary_table(state: ExploreState, out: TextIO) -> None:
         if shrunk is not None:
             steps = f"{size(shrunk.result.scenario)} steps"
             rate = f"{shrunk.result.failed}/{shrunk.result.runs}"
+            if shrunk.result.rerun_failed is not None:
+                rate += f", re-run {shrunk.result.rerun_failed}/{shrunk.result.runs}"
             file = "" if shrunk.path is None else str(shrunk.path)
         table.add_row(
             str(found.anomaly), str(counts[str(found.anomaly)]), str(found.index), steps, rate, file

@@ -39,7 +39,8 @@ pager may have deleted it), so no step needs one.
 
 Every schedule ends with the consumer caught up (``wait: {consumer: {seqno: high}}``,
 whose timeout is the liveness judge) and ``expect: {conformant: true}`` (the protocol
-checker's judgement, which ``mockdcp run`` reports too).
+checker's judgement, which ``mockdcp run`` reports too); one that tears a frame
+(``corrupt: length``) waits ``TORN_RECOVERY`` seconds before them (``recovery``).
 """
 
 from __future__ import annotations
@@ -274,8 +275,10 @@ class Reach:
     of any client's reach: issue 39's schedule 416 of seed 39 swapped node 0 out and
     failed node 1 over at one instant (``mockdcp tail`` and gocbcore failed it on every
     run). Time is only counted where it is certain: ``wait: {seconds}`` (a wait for
-    the consumer's progress may be met at once) and a rebalance's ``out_delay``, during
-    which the nodes leaving still serve the new map."""
+    the consumer's progress may be met at once) and the ``out_delay`` of a rebalance or
+    of a graceful ``failover_node``, during which the nodes leaving still serve the new
+    map (ns_server ``src/ns_rebalancer.erl`` sleeps ``sleep_for_sdk_clients`` after a
+    rebalance's moves and after a graceful failover's handovers alike)."""
 
     #: scenario seconds so far, and each (time, serving nodes) since the start
     now: float = 0.0
@@ -303,8 +306,9 @@ class Reach:
             self.now += step.seconds
         serving = _serving(sim)
         last = self.history[-1][1]
-        if isinstance(step, st.Rebalance) and step.out_delay and last - serving:
-            # the new map is out at the moves, the leaving nodes go ``out_delay`` later
+        if isinstance(step, st.Rebalance | st.FailoverNode) and step.out_delay and last - serving:
+            # the new map is out at the moves (or the handovers), the leaving nodes go
+            # ``out_delay`` later
             self.history.append((self.now, last | serving))
             self.now += step.out_delay
         if serving == self.history[-1][1]:
@@ -707,10 +711,51 @@ def consumer_settings(options: GenerateOptions, steps: Sequence[st.Step]) -> Con
     or 180 s (gocbcore, go-dcp) no consumer could notice within the schedule's waits
     (explore --seed 39, schedule 8536: a STREAM_END STATE_CHANGED torn after a failover,
     ``stream_end.not_reopened``; the consumer was right)."""
-    torn = any(isinstance(s, st.Corrupt) and s.kind == "length" for s in steps)
-    if torn and options.consumer.noop_interval is None:
+    if tears(steps) and options.consumer.noop_interval is None:
         return attrs.evolve(options.consumer, noop_interval=TORN_NOOP_INTERVAL)
     return options.consumer
+
+
+def tears(steps: Sequence[st.Step]) -> bool:
+    """A step corrupts a frame's length (``corrupt: length``): the consumer's framing
+    breaks and only a reconnect mends it."""
+    return any(isinstance(s, st.Corrupt) and s.kind == "length" for s in steps)
+
+
+#: seconds of ``wait: {seconds}`` a schedule that tears a frame has after its last
+#: ``corrupt: length`` before its final wait (``recovery``)
+TORN_RECOVERY = 5.0
+
+
+def recovery(steps: Sequence[st.Step]) -> list[st.Step]:
+    """The wait for time a schedule with a torn frame (``tears``) ends with, before its
+    final wait for the consumer: ``TORN_RECOVERY`` seconds to notice the damage and
+    reconnect. The final wait cannot tell a consumer that recovered: it waits for frames
+    written to the socket, and what was written before the damage (or into the broken
+    connection after it) meets it while the consumer still has to see the break (at the
+    producer's next DCP_NOOP, ``TORN_NOOP_INTERVAL`` away), close the connection,
+    reconnect with its back-off and resume (java-dcp-client re-opens its streams from
+    their last offsets on a new connection, and with its rollback mitigation delivers
+    what it resumes only once OBSERVE_SEQNO reports it persisted). Without it, issue
+    39's schedule 106 of seed 39 on 2 nodes (a ``corrupt: length`` its last drawn step)
+    passed java-dcp-client's program 1 run in 3 within check's 2 s settle, 14 documents
+    missing; with 5 s after the ``corrupt``, 3 in 3. A wait for the consumer's progress
+    that a reconnect must pass (``streams``) is not used: a ``corrupt`` that met no open
+    connection damages nothing, and such a wait would never be met. Drawn with no extra
+    draw, after the steps: a schedule's steps are those it drew before."""
+    return [st.Wait(seconds=TORN_RECOVERY)] if tears(steps) else []
+
+
+def _recovered(steps: Sequence[st.Step]) -> bool:
+    """``TORN_RECOVERY`` seconds of ``wait: {seconds}`` after the last ``corrupt:
+    length`` (``recovery``), or no such step."""
+    waited: float | None = None
+    for step in steps:
+        if isinstance(step, st.Corrupt) and step.kind == "length":
+            waited = 0.0
+        elif waited is not None and isinstance(step, st.Wait) and step.seconds:
+            waited += step.seconds
+    return waited is None or waited >= TORN_RECOVERY
 
 
 def _end_stream(d: _Drafting) -> list[st.Step]:
@@ -986,6 +1031,7 @@ def draw_steps(options: GenerateOptions, index: int) -> tuple[int, list[st.Step]
         if _try(d, group):
             steps += group
     final: list[st.Step] = [
+        *recovery(steps),
         st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=FINAL_WAIT),
         st.Expect(conformant=True, within=0.2),
     ]
@@ -1052,7 +1098,11 @@ def meetable(scenario: Scenario) -> bool:
     draws them (a shrunk schedule that dropped that wait refused every connection
     before any consumer could connect), and no such wait while connections are refused
     (``_refuse`` lets them in again; a shrunk schedule that dropped that step kept a
-    disconnected consumer out for good)."""
+    disconnected consumer out for good), and ``TORN_RECOVERY`` seconds of waits for time
+    after a torn frame (``recovery``: a shrunk schedule that dropped or shortened them
+    fails a consumer for the time its reconnect takes)."""
+    if not _recovered(scenario.steps):
+        return False
     spec = scenario.bucket
     sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
     sent: list[int | None] = [None] * spec.vbuckets
@@ -1102,6 +1152,7 @@ __all__ = [
     "MAP_REFRESH",
     "PATTERNS",
     "THEMES",
+    "TORN_RECOVERY",
     "TRIGGERS",
     "Drawer",
     "GenerateOptions",
@@ -1112,7 +1163,9 @@ __all__ = [
     "generate",
     "is_valid",
     "meetable",
+    "recovery",
     "schedule_seed",
+    "tears",
     "unreachable",
     "validate",
 ]

@@ -334,13 +334,13 @@ class Connection:
         disconnect, a fault's end), or None."""
         if self.closed:
             return None
-        times = []
         fault = self.faults.deadline(self.now)
-        if fault is not None:
-            times.append(fault)
+        times = [] if fault is None else [fault]
         if self.settings.noop_enabled:
+            # nothing may be written (a stall): a noop due goes when writing may resume
+            held = None if self.faults.write_budget(self.now) else fault
             times.append(
-                self.keepalive.deadline(self.settings.noop_interval, self.node.idle_timeout)
+                self.keepalive.deadline(self.settings.noop_interval, self.node.idle_timeout, held)
             )
         checked = self.tap.deadline()
         if checked is not None:

@@ -59,12 +59,17 @@ class Keepalive:
         self.answered += 1
         return True
 
-    def deadline(self, interval: float, idle_timeout: float) -> float:
-        """When to look again: the next noop, or the idle disconnect."""
+    def deadline(self, interval: float, idle_timeout: float, resume: float | None = None) -> float:
+        """When to look again: the next noop, or the idle disconnect. ``resume``: when
+        writing may resume, if a fault (a stall) holds every write now: a noop due
+        before it can only go then (explore --seed 39 --nodes 3, schedule 292: a noop
+        due inside a stall gave a deadline already passed, and the connection's writer
+        woke for it again and again without end, under the virtual clock for ever)."""
         idle = self.last_received + idle_timeout
         if self.pending is not None:
             return idle
-        return min(idle, self.last_noop + interval)
+        noop = self.last_noop + interval
+        return min(idle, noop if resume is None else max(noop, resume))
 
     def idle_for(self, now: float, idle_timeout: float) -> float | None:
         """Seconds of silence if past the idle timeout, else None."""

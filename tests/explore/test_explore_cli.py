@@ -340,3 +340,8 @@ def test_shrinking_runs_each_candidate_as_the_file_it_writes_is_replayed(
     written = state.shrunk[Anomaly.STUCK].path
     assert written is not None
     assert list(load_scenario(str(written)).steps) == shrinking[-1][0]
+    # the smallest schedule run once more after shrinking, its rate in the file
+    assert shrinking[-1][0] == shrinking[-2][0]
+    assert "# re-run once after shrinking: fails 1 of 1" in written.read_text()
+    (reported,) = state.as_dict()["shrunk"]
+    assert (reported["rerun_failed"], reported["rerun_rate"]) == (1, 1.0)

@@ -321,10 +321,46 @@ def test_a_schedule_that_tears_a_frame_asks_for_noops_the_consumer_can_notice_it
     assert consumer_settings(given, [st.Corrupt(kind="length")]).noop_interval == 2.0
 
 
+def test_a_schedule_that_tears_a_frame_leaves_the_consumer_time_to_reconnect() -> None:
+    """Issue 39's schedule 106 of seed 39 on 2 nodes ends with ``corrupt: length``: its
+    final wait was met by what was written before the damage, and java-dcp-client,
+    still to see the break, reconnect and resume, passed 1 run in 3 within check's
+    settle; with 5 s after the ``corrupt`` 3 in 3. A schedule that tears a frame now
+    waits ``TORN_RECOVERY`` seconds before its final wait, its drawn steps unchanged; a
+    shrunk one that drops or shortens that time is not tried (``meetable``)."""
+    from mockdcp.explore._generate import TORN_RECOVERY, draw_steps, meetable
+
+    assert TORN_RECOVERY == 5.0
+    opts = GenerateOptions(seed=39, nodes=2, replicas=1, vbuckets=8)
+    drawn = generate(opts, 106)
+    *steps, recovery, final, expect = drawn.steps
+    assert steps[-1] == st.Corrupt(kind="length")
+    assert recovery == st.Wait(seconds=TORN_RECOVERY)
+    assert final == st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=10.0)
+    assert isinstance(expect, st.Expect)
+    assert "  - {wait: {seconds: 5.0}}\n  - {wait: {consumer:" in scenario_yaml(drawn)
+    assert is_valid(drawn)
+    assert not is_valid(attrs.evolve(drawn, steps=(*steps, final, expect)))
+    half = st.Wait(seconds=TORN_RECOVERY / 2)
+    assert not meetable(attrs.evolve(drawn, steps=(*steps, half, final, expect)))
+    assert meetable(attrs.evolve(drawn, steps=(*steps, half, half, final, expect)))
+    # a wait before the damage is no time to recover from it
+    early = (*steps[:-1], st.Wait(seconds=TORN_RECOVERY), steps[-1], final, expect)
+    assert not meetable(attrs.evolve(drawn, steps=early))
+    # a frame damaged otherwise breaks no framing: nothing to wait for
+    magic = (*steps[:-1], st.Corrupt(kind="magic"), final, expect)
+    assert meetable(attrs.evolve(drawn, steps=magic))
+    for index in range(150):
+        seed_steps = draw_steps(opts, index)[1]
+        tears = any(isinstance(s, st.Corrupt) and s.kind == "length" for s in seed_steps)
+        assert (st.Wait(seconds=TORN_RECOVERY) in seed_steps[-3:]) == tears
+
+
 def _out_of_reach(scenario: Scenario) -> list[int]:
     """Steps taking every node out that served before the map change before them, with
     less than ``MAP_REFRESH`` seconds of ``wait: {seconds}`` (or of a rebalance's
-    ``out_delay``, the new map out while the leaving nodes still serve) since that change
+    or graceful failover's ``out_delay``, the new map out while the leaving nodes still
+    serve) since that change
     (an independent count of ``Reach``'s rule)."""
     spec = scenario.bucket
     sim = Simulation.of(scenario_bucket(scenario), nodes=spec.nodes, replicas=spec.replicas)
@@ -339,9 +375,10 @@ def _out_of_reach(scenario: Scenario) -> list[int]:
     for i, step in enumerate(scenario.steps):
         step.check(sim)
         now += step.seconds or 0.0 if isinstance(step, st.Wait) else 0.0
-        if isinstance(step, st.Rebalance) and step.out_delay and before - serving():
+        delayed = step.out_delay if isinstance(step, st.Rebalance | st.FailoverNode) else 0.0
+        if delayed and before - serving():
             changes.append((now, before | serving()))
-            now += step.out_delay
+            now += delayed
         for at, nodes in changes:
             if at + MAP_REFRESH <= now:
                 known |= nodes
@@ -464,3 +501,37 @@ def test_a_swap_s_out_delay_lets_the_consumer_read_the_map_naming_the_new_node()
     assert is_valid(attrs.evolve(base, steps=(*swap(REBALANCE_OUT_DELAY), *failover, *final)))
     short = attrs.evolve(base, steps=(*swap(MAP_REFRESH - 0.1), *failover, *final))
     assert not is_valid(short)
+
+
+def test_a_graceful_failover_s_out_delay_lets_the_consumer_read_the_map_naming_a_new_node() -> None:
+    """ns_server sleeps for SDK clients after a graceful failover's handovers as after a
+    rebalance's moves (ns_rebalancer.erl ``sleep_for_sdk_clients("graceful failover")``):
+    during that ``out_delay`` the consumer reads the map naming a node just added, so a
+    hard failover of the last node it knew of right after is one a client can follow;
+    without the delay (or one shorter than ``MAP_REFRESH``) it is refused."""
+    options = GenerateOptions(seed=39, nodes=2, replicas=1, vbuckets=8)
+    caught_up = st.Wait(consumer=st.ConsumerProgress(seqno="high"), timeout=8.0)
+    final = [caught_up, st.Expect(conformant=True, within=0.2)]
+
+    def steps(out_delay: float) -> tuple[st.Step, ...]:
+        return (
+            st.Generate(docs=22, prefix="g1"),
+            caught_up,
+            st.AddNode(),
+            st.Rebalance(),
+            st.FailoverNode(node=0, graceful=True, out_delay=out_delay),
+            st.Rebalance(),
+            st.FailoverNode(node=1),
+            st.Rebalance(),
+            *final,
+        )
+
+    base = generate(options, 416)
+    assert is_valid(attrs.evolve(base, steps=steps(REBALANCE_OUT_DELAY)))
+    for short in (0.0, MAP_REFRESH - 0.1):
+        drawn = attrs.evolve(base, steps=steps(short))
+        assert not is_valid(drawn)
+        problem = unreachable(drawn)
+        assert problem is not None
+        assert problem.step == 6
+        assert "failover_node: leaves the consumer no node it knows of" in problem.message

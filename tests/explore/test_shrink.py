@@ -430,3 +430,58 @@ steps:
         w[:1] for w in waits
     ]  # the first wait (a trigger) is pinned
     assert all(w[1] == st.Wait(seconds=0.2) for w in waits if len(w) == 3)
+
+
+async def test_a_racy_shrunk_schedule_is_run_again_and_its_rate_told() -> None:
+    """Where pinning the wait to the consumer's progress loses the failure (here: never
+    fails pinned), the shrinker can keep a wait for time, down to ``seconds: 0``, that
+    fails only now and then: each candidate is kept for failing in the runs it was
+    tried with, a rate chosen, not measured. The smallest schedule is run ``runs`` times
+    more once shrinking stops, each run counted (``rerun_failed``)."""
+    outcomes = itertools.cycle([True, False])
+    calls: list[tuple[Scenario, bool]] = []
+
+    def wait_before_delete(candidate: Scenario) -> st.Wait | None:
+        steps = list(candidate.steps)
+        deletes = [i for i, s in enumerate(steps) if isinstance(s, st.Delete)]
+        if not deletes or deletes[0] == 0:
+            return None
+        before = steps[deletes[0] - 1]
+        return before if isinstance(before, st.Wait) else None
+
+    async def racy(candidate: Scenario) -> bool:
+        wait = wait_before_delete(candidate)
+        failed = wait is not None and wait.consumer is None and next(outcomes)
+        calls.append((candidate, failed))
+        return failed
+
+    scenario = parse_scenario(RACY, "racy-phantom")
+    while not await racy(scenario):  # the failure as found
+        pass
+    calls.clear()
+    result = await shrink(scenario, racy, runs=2, budget=600)
+    assert result.accepted > 0
+    wait = wait_before_delete(result.scenario)
+    assert wait is not None
+    assert wait.consumer is None  # pinned, it never failed: the racy wait is kept
+    assert result.failed >= 1  # enough to be kept ...
+    rerun = calls[-2:]  # ... and then run twice more
+    assert [c for c, _ in rerun] == [result.scenario] * 2
+    assert result.rerun_failed == sum(failed for _, failed in rerun)
+    assert result.rerun_rate == result.rerun_failed / 2
+    assert result.as_dict()["rerun_failed"] == result.rerun_failed
+
+
+async def test_a_schedule_not_shrunk_is_not_run_again() -> None:
+    scenario = failing_schedule()
+    runs: list[Scenario] = []
+
+    async def fails(candidate: Scenario) -> bool:
+        runs.append(candidate)
+        return has_delete(candidate)
+
+    result = await shrink(scenario, fails, runs=2, budget=0.0)
+    assert result.accepted == 0
+    assert result.rerun_failed is None
+    assert result.rerun_rate is None
+    assert runs == [scenario, scenario]  # its own rate only

@@ -10,6 +10,7 @@ import pytest
 from mockdcp.model import Bucket
 from mockdcp.producer import Node
 from mockdcp.protocol import (
+    DcpControl,
     DcpOpen,
     DcpOpenFlag,
     DcpStreamRequest,
@@ -197,6 +198,24 @@ def test_stall_writes_nothing_until_it_ends() -> None:
     assert frames(conn, 1) == []
     assert conn.next_deadline() == 5
     assert frames(conn, 5)[0].status == Status.SUCCESS
+
+
+def test_a_noop_due_during_a_stall_is_due_when_the_stall_ends() -> None:
+    """explore --seed 39 --nodes 3 --replicas 1 --vbuckets 8, schedule 292: a noop every
+    0.5 s fell due inside a 0.99 s stall; the connection's deadline stayed at its due
+    time, already passed while nothing could be written, and the writer woke for it
+    again and again (under the virtual clock the time never moved on)."""
+    n = node(2)
+    conn = opened(n)
+    for opaque, key, value in ((5, "enable_noop", "true"), (6, "set_noop_interval", "1")):
+        conn.receive_data(DcpControl(opaque=opaque, key=key, value=value).encode(), 0)
+    assert [f.status for f in frames(conn)] == [Status.SUCCESS] * 2
+    assert conn.next_deadline() == 1  # the first noop
+    apply(n, steps.Stall(seconds=2.5))
+    assert frames(conn, 1) == []
+    assert conn.next_deadline() == 2.5  # not 1, passed: the noop goes when writing may
+    (noop,) = frames(conn, 2.5)
+    assert noop.opcode == Opcode.DCP_NOOP
 
 
 def test_throttle_bounds_the_bytes_per_second() -> None:
