@@ -33,6 +33,15 @@ if TYPE_CHECKING:
     from mockdcp.producer import Node, ProducerEvent
 
 
+#: seconds with no event before a ``conformant`` window may end early (``_at_rest``):
+#: a consumer answers what it was sent within milliseconds (the reference consumer and
+#: java-dcp-client re-open an ended stream within 50 ms)
+AT_REST_AFTER = 0.1
+#: how often a ``conformant`` window looks again whether it may end (time alone can put
+#: the checker at rest: the rest of the window grows shorter than a noop interval)
+AT_REST_POLL = 0.05
+
+
 @attrs.frozen
 class ExpectationResult:
     """One ``expect`` step's outcome, as reports show it."""
@@ -363,15 +372,26 @@ class StepRunner:
             branch = Branch(self.last_change)
         return branch
 
+    def _at_rest(self, ends: float) -> bool:
+        """A ``conformant`` window may end before ``ends``: nothing happened for
+        ``AT_REST_AFTER`` seconds (what the consumer answers to the last thing it was
+        sent is in), and the protocol checker can report nothing before ``ends`` unless
+        the consumer sends what it does not owe (``CheckerRegistry.at_rest_until``)."""
+        now = trio.current_time()
+        last = self.history[-1].time if self.history else now
+        return now - last >= AT_REST_AFTER and self.node.checkers.at_rest_until(now, ends)
+
     async def _expect(self, step: st.Expect, index: int) -> None:
         check = ExpectationCheck(step, began=trio.current_time(), branch=self._branch_for(step))
         for event in self.history:
             check.observe(event)
         self._observers.append(check.observe)
+        ends = trio.current_time() + step.within
         try:
             with trio.move_on_after(step.within):
-                while not check.settled:
-                    await self._changes()
+                while not check.settled and not (step.conformant and self._at_rest(ends)):
+                    with trio.move_on_after(AT_REST_POLL):
+                        await self._changes()
         finally:
             self._observers.remove(check.observe)
         check.finish()
