@@ -755,7 +755,7 @@ class CheckerRegistry:
     def __iter__(self) -> Iterator[ProtocolChecker]:
         return iter(list(self.checkers.values()))
 
-    def at_rest_until(self, now: float, until: float) -> bool:
+    def at_rest_until(self, since: float, until: float) -> bool:
         """No rule can report before ``until`` unless the consumer sends something it
         does not owe: what lets a ``conformant`` window end once nothing can break a
         rule in what is left of it. The rules report on a frame the consumer sends or on
@@ -766,8 +766,9 @@ class CheckerRegistry:
         ``docs/dcp/documentation/commands/stream-end.md``; a refusal that asks for a
         retry), no rule on time is due by ``until`` (a full flow-control window,
         ``docs/dcp/documentation/flow-control.md``; a noop unanswered), and no noop
-        interval ends by then (one sent now could go unanswered: ``dead-connections.md``).
-        No name at all is not at rest: a consumer may yet connect."""
+        interval fits between ``since`` (the window's start) and ``until`` (a noop sent
+        in it could go unanswered: ``dead-connections.md``; such a consumer is watched
+        the whole window). No name at all is not at rest: a consumer may yet connect."""
         if not self.checkers:
             return False
         for checker in self.checkers.values():
@@ -781,7 +782,7 @@ class CheckerRegistry:
                 deadline = conn.deadline()
                 if deadline is not None and deadline <= until:
                     return False
-                if conn.settings.noop_enabled and now + conn.settings.noop_interval <= until:
+                if conn.settings.noop_enabled and since + conn.settings.noop_interval <= until:
                     return False
         return True
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 #: java-dcp-client re-open an ended stream within 50 ms)
 AT_REST_AFTER = 0.1
 #: how often a ``conformant`` window looks again whether it may end (time alone can put
-#: the checker at rest: the rest of the window grows shorter than a noop interval)
+#: it at rest: ``AT_REST_AFTER`` passing with no event)
 AT_REST_POLL = 0.05
 
 
@@ -372,24 +372,25 @@ class StepRunner:
             branch = Branch(self.last_change)
         return branch
 
-    def _at_rest(self, ends: float) -> bool:
-        """A ``conformant`` window may end before ``ends``: nothing happened for
-        ``AT_REST_AFTER`` seconds (what the consumer answers to the last thing it was
+    def _at_rest(self, began: float, ends: float) -> bool:
+        """A ``conformant`` window (``began`` to ``ends``) may end now: nothing happened
+        for ``AT_REST_AFTER`` seconds (what the consumer answers to the last thing it was
         sent is in), and the protocol checker can report nothing before ``ends`` unless
         the consumer sends what it does not owe (``CheckerRegistry.at_rest_until``)."""
         now = trio.current_time()
         last = self.history[-1].time if self.history else now
-        return now - last >= AT_REST_AFTER and self.node.checkers.at_rest_until(now, ends)
+        return now - last >= AT_REST_AFTER and self.node.checkers.at_rest_until(began, ends)
 
     async def _expect(self, step: st.Expect, index: int) -> None:
         check = ExpectationCheck(step, began=trio.current_time(), branch=self._branch_for(step))
         for event in self.history:
             check.observe(event)
         self._observers.append(check.observe)
-        ends = trio.current_time() + step.within
+        began = trio.current_time()
+        ends = began + step.within
         try:
             with trio.move_on_after(step.within):
-                while not check.settled and not (step.conformant and self._at_rest(ends)):
+                while not check.settled and not (step.conformant and self._at_rest(began, ends)):
                     with trio.move_on_after(AT_REST_POLL):
                         await self._changes()
         finally:

@@ -1437,7 +1437,8 @@ class Expect(Step):
     once none can come in what is left of it: nothing happened for 0.1 s, every DCP
     connection the consumer made is up and owes nothing (no ROLLBACK or refusal to ask
     again after, no STREAM_END to re-open, no full flow-control window, no noop
-    unanswered), and no noop interval ends before the window does."""
+    unanswered), and its noop interval (if it asked for noops) is longer than the
+    window."""
 
     NAME = "expect"
     GROUP = "control"
