@@ -764,11 +764,12 @@ class CheckerRegistry:
         reconnects, and that is judged), none owes a request (a ROLLBACK to ask again
         after, kv_engine ``docs/dcp/documentation/rollback.md``; a STREAM_END to re-open,
         ``docs/dcp/documentation/commands/stream-end.md``; a refusal that asks for a
-        retry), no rule on time is due by ``until`` (a full flow-control window,
-        ``docs/dcp/documentation/flow-control.md``; a noop unanswered), and no noop
-        interval fits between ``since`` (the window's start) and ``until`` (a noop sent
-        in it could go unanswered: ``dead-connections.md``; such a consumer is watched
-        the whole window). No name at all is not at rest: a consumer may yet connect."""
+        retry), no flow-control window is full (an acknowledgement is owed,
+        ``docs/dcp/documentation/flow-control.md``), no rule on time is due by ``until``
+        (a noop unanswered), and no noop interval fits between ``since`` (the window's
+        start) and ``until`` (a noop sent in it could go unanswered: kv_engine
+        ``docs/dcp/documentation/dead-connections.md``; such a consumer is watched the
+        whole window). No name at all is not at rest: a consumer may yet connect."""
         if not self.checkers:
             return False
         for checker in self.checkers.values():
@@ -777,7 +778,7 @@ class CheckerRegistry:
             if any(history.rollback is not None for history in checker.streams.values()):
                 return False
             for conn in checker.connections.values():
-                if conn._reopen or conn._rolled:
+                if conn._reopen or conn._rolled or (conn.flow.size and not conn.flow.open):
                     return False
                 deadline = conn.deadline()
                 if deadline is not None and deadline <= until:

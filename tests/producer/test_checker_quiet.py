@@ -8,7 +8,7 @@ from __future__ import annotations
 from mockdcp.producer import CheckerRegistry
 from mockdcp.protocol import DcpNoop, Response, Status, StreamEndReason
 from mockdcp.protocol._enums import Opcode
-from tests.producer.test_checker import UUID, Recording, filled, noops_on
+from tests.producer.test_checker import UUID, Recording, ack, filled, noops_on
 
 
 def connected() -> Recording:
@@ -81,5 +81,8 @@ def test_a_stream_end_to_re_open_is_not_at_rest_until_re_opened() -> None:
 def test_a_full_flow_control_window_is_not_at_rest() -> None:
     r = Recording()
     filled(r, 200, 4)
+    assert not r.registry.at_rest_until(0.0, 1.0)  # full before any tick saw it
     r.tick(1.0)  # full from here: a stall is reported at 1.0 + ack_stall
     assert not r.registry.at_rest_until(1.0, 100.0)
+    ack(r, r.conn.flow.unacked, now=1.5)
+    assert r.registry.at_rest_until(1.5, 100.0)
