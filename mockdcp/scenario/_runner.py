@@ -388,10 +388,11 @@ class StepRunner:
         self._observers.append(check.observe)
         began = trio.current_time()
         ends = began + step.within
+        poll = AT_REST_POLL if step.conformant else float("inf")
         try:
             with trio.move_on_after(step.within):
                 while not check.settled and not (step.conformant and self._at_rest(began, ends)):
-                    with trio.move_on_after(AT_REST_POLL):
+                    with trio.move_on_after(poll):
                         await self._changes()
         finally:
             self._observers.remove(check.observe)
