@@ -682,10 +682,11 @@ def _event_line(e: ProducerEvent) -> str | None:
 
 def fixed_seconds(scenario: Scenario) -> float:
     """About how long ``scenario`` takes whatever the consumer does: its ``wait``
-    seconds, its ``conformant`` windows (waited to the end when nothing is violated),
-    and a noop interval for each noop it waits to see answered (one comes an interval
-    after the connection went quiet; 1 s where the scenario sets none)."""
-    from mockdcp.scenario.steps import Expect, Wait
+    seconds and a noop interval for each noop it waits to see answered (one comes an
+    interval after the connection went quiet; 1 s where the scenario sets none). Its
+    ``conformant`` windows are not counted: one ends once the consumer owes nothing
+    (``StepRunner._at_rest``)."""
+    from mockdcp.scenario.steps import Wait
 
     interval = scenario.consumer.noop_interval or 1.0
     seconds = 0.0
@@ -694,8 +695,6 @@ def fixed_seconds(scenario: Scenario) -> float:
             seconds += step.seconds or 0.0
             if step.consumer is not None:
                 seconds += interval * (step.consumer.noops_answered or 0)
-        elif isinstance(step, Expect) and step.conformant:
-            seconds += step.within
     return seconds
 
 

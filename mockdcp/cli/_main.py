@@ -262,7 +262,11 @@ def _network_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``command``: the one about to run, where it is ``tail``
+    (every scenario's consumer under ``check`` and ``explore``) only the commands up to
+    it: the others' options and the modules they come from were a twentieth of its
+    start."""
     parser = argparse.ArgumentParser(
         prog="mockdcp", description="A mock Couchbase DCP producer for testing DCP consumers."
     )
@@ -509,6 +513,8 @@ def build_parser() -> argparse.ArgumentParser:
         " yes, polling the map only if no node grants them; else no; "
         "MOCKDCP_CLUSTERMAP_NOTIFICATION=1 or 0 sets it, as a scenario may ask)",
     )
+    if command == "tail":
+        return parser
 
     run = sub.add_parser(
         "run",
@@ -603,7 +609,7 @@ def _main(argv: list[str], *, collector_paused: bool = False) -> int:
     if "--" in argv:  # mockdcp run/check/explore ... [options] -- CONSUMER CMD...
         cut = argv.index("--")
         argv, consumer = argv[:cut], argv[cut + 1 :]
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     args.consumer = consumer
     args.collector_paused = collector_paused
     import logging

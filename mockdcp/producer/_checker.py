@@ -755,6 +755,38 @@ class CheckerRegistry:
     def __iter__(self) -> Iterator[ProtocolChecker]:
         return iter(list(self.checkers.values()))
 
+    def at_rest_until(self, since: float, until: float) -> bool:
+        """No rule can report before ``until`` unless the consumer sends something it
+        does not owe: what lets a ``conformant`` window end once nothing can break a
+        rule in what is left of it. The rules report on a frame the consumer sends or on
+        time passing (``deadline``); a consumer that is connected and owes nothing sends
+        no frame of its own accord. So every name has a live connection (one away
+        reconnects, and that is judged), none owes a request (a ROLLBACK to ask again
+        after, kv_engine ``docs/dcp/documentation/rollback.md``; a STREAM_END to re-open,
+        ``docs/dcp/documentation/commands/stream-end.md``; a refusal that asks for a
+        retry), no flow-control window is full (an acknowledgement is owed,
+        ``docs/dcp/documentation/flow-control.md``), no rule on time is due by ``until``
+        (a noop unanswered), and no noop interval fits between ``since`` (the window's
+        start) and ``until`` (a noop sent in it could go unanswered: kv_engine
+        ``docs/dcp/documentation/dead-connections.md``; such a consumer is watched the
+        whole window). No name at all is not at rest: a consumer may yet connect."""
+        if not self.checkers:
+            return False
+        for checker in self.checkers.values():
+            if not checker.connections or checker.refused_at:
+                return False
+            if any(history.rollback is not None for history in checker.streams.values()):
+                return False
+            for conn in checker.connections.values():
+                if conn._reopen or conn._rolled or (conn.flow.size and not conn.flow.open):
+                    return False
+                deadline = conn.deadline()
+                if deadline is not None and deadline <= until:
+                    return False
+                if conn.settings.noop_enabled and since + conn.settings.noop_interval <= until:
+                    return False
+        return True
+
     def found(self) -> dict[str, int]:
         """Violations found so far on every name, by rule."""
         totals: dict[str, int] = {}

@@ -33,6 +33,15 @@ if TYPE_CHECKING:
     from mockdcp.producer import Node, ProducerEvent
 
 
+#: seconds with no event before a ``conformant`` window may end early (``_at_rest``):
+#: a consumer answers what it was sent within milliseconds (the reference consumer and
+#: java-dcp-client re-open an ended stream within 50 ms)
+AT_REST_AFTER = 0.1
+#: how often a ``conformant`` window looks again whether it may end (time alone can put
+#: it at rest: ``AT_REST_AFTER`` passing with no event)
+AT_REST_POLL = 0.05
+
+
 @attrs.frozen
 class ExpectationResult:
     """One ``expect`` step's outcome, as reports show it."""
@@ -363,15 +372,28 @@ class StepRunner:
             branch = Branch(self.last_change)
         return branch
 
+    def _at_rest(self, began: float, ends: float) -> bool:
+        """A ``conformant`` window (``began`` to ``ends``) may end now: nothing happened
+        for ``AT_REST_AFTER`` seconds (what the consumer answers to the last thing it was
+        sent is in), and the protocol checker can report nothing before ``ends`` unless
+        the consumer sends what it does not owe (``CheckerRegistry.at_rest_until``)."""
+        now = trio.current_time()
+        last = self.history[-1].time if self.history else now
+        return now - last >= AT_REST_AFTER and self.node.checkers.at_rest_until(began, ends)
+
     async def _expect(self, step: st.Expect, index: int) -> None:
         check = ExpectationCheck(step, began=trio.current_time(), branch=self._branch_for(step))
         for event in self.history:
             check.observe(event)
         self._observers.append(check.observe)
+        began = trio.current_time()
+        ends = began + step.within
+        poll = AT_REST_POLL if step.conformant else float("inf")
         try:
             with trio.move_on_after(step.within):
-                while not check.settled:
-                    await self._changes()
+                while not check.settled and not (step.conformant and self._at_rest(began, ends)):
+                    with trio.move_on_after(poll):
+                        await self._changes()
         finally:
             self._observers.remove(check.observe)
         check.finish()

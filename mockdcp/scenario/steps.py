@@ -1433,7 +1433,12 @@ class Expect(Step):
     """What the consumer must have done, checked against what the server observed
     since the scenario started; waits up to ``within`` for it. Exactly one kind.
     ``conformant`` is the other way round: it fails as soon as the protocol checker
-    reports a violation, and passes once ``within`` is over without one."""
+    reports a violation, and passes once ``within`` is over without one, or sooner,
+    once none can come in what is left of it: nothing happened for 0.1 s, every DCP
+    connection the consumer made is up and owes nothing (no ROLLBACK or refusal to ask
+    again after, no STREAM_END to re-open, no full flow-control window, no noop
+    unanswered), and its noop interval (if it asked for noops) is longer than the
+    window."""
 
     NAME = "expect"
     GROUP = "control"
@@ -1449,7 +1454,8 @@ class Expect(Step):
     #: clustermap change notification, and kept the connections they came on)
     configs_pushed: int | None = None
     #: the protocol checker reported no violation of the consumer since the scenario
-    #: began, nor does it for ``within`` more (``0s``: up to this step only)
+    #: began, nor does it for ``within`` more (``0s``: up to this step only; the window
+    #: ends sooner once no violation can come in it)
     conformant: bool = False
     #: a free name for reports
     name: str | None = None

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 #: what ``mockdcp tail`` never uses, so never imports: the data stack, the server's
 #: HTTP and TLS stacks, the server itself, SCRAM's library (ASCII credentials), rich
-#: (output into a pipe), the KV document commands (a consumer never decodes them)
+#: (output into a pipe), the KV document commands (a consumer never decodes them), the
+#: other commands' options (explore's, the pipeline's, the benchmark's)
 NEVER_IMPORTED = (
     "numpy",
     "pyarrow",
@@ -37,6 +38,9 @@ NEVER_IMPORTED = (
     "mockdcp.model",
     "mockdcp.producer",
     "mockdcp.protocol._document_requests",
+    "mockdcp.cli._explore_parser",
+    "mockdcp.cli._pipeline_commands",
+    "mockdcp.cli.bench",
 )
 
 
