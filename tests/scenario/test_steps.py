@@ -539,6 +539,36 @@ def test_a_hold_a_filtered_stream_already_read_past_is_reported_at_once() -> Non
     assert reached == [(0, 2)]
 
 
+def test_a_timed_rebalance_lets_the_holds_of_the_wait_before_go() -> None:
+    """explore --seed 39 --nodes 2 --replicas 1 --vbuckets 8, schedule 29: a wait, a
+    write, and a rebalance with ns_server's 10 s ``out_delay``. The wait's holds stayed
+    until the next wait, so for the 10 s of the delay the streams sent nothing past the
+    wait's seqnos (the write reached go-dcp only once the node had left); a wait for
+    time lets them go, and so does a timed rebalance now."""
+    import trio
+    import trio.testing
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=0)
+    first.hold(0, 0)  # what the wait before left
+    seen: list[dict[int, int]] = []
+
+    async def main() -> None:
+        runner = StepRunner(first)
+
+        async def watch() -> None:
+            await trio.sleep(5)
+            seen.append(dict(first.holds))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            rebalance = steps.Rebalance(out_delay=10.0)
+            await runner.apply([steps.RemoveNode(node=1), rebalance])
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert seen == [{}]
+
+
 @pytest.mark.parametrize("interval", [0.0, 0.2])
 def test_a_rebalance_out_keeps_the_node_up_its_out_delay_with_or_without_an_interval(
     interval: float,
