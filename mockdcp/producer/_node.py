@@ -436,8 +436,16 @@ class Node:
 
     def hold(self, vbucket: int, seqno: int) -> None:
         """Streams of ``vbucket`` send nothing past ``seqno`` until ``release``; a
-        connection reports ``SeqnoWritten`` once everything up to it is written."""
+        connection reports ``SeqnoWritten`` once everything up to it is written. The
+        streams of ``vbucket`` look at the hold at once: one that already read past
+        ``seqno`` with nothing left to send (its filter's collections had nothing there:
+        kv_engine ``ActiveStream::processItemsInner`` sends nothing for a memory snapshot
+        filtered away) reports it reached on its next write, an empty one too, rather
+        than at its vbucket's next change, which may never come."""
         self.holds[vbucket] = seqno
+        for conn in self.all_connections():
+            if conn.streams.mark_vbucket_ready(vbucket):
+                self.wake(conn)
 
     def release(self) -> None:
         """Lift every hold: the streams go on."""

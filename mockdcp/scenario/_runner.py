@@ -229,9 +229,13 @@ class StepRunner:
 
     async def _timed(self, step: st.Rebalance | st.FailoverNode) -> None:
         """A rebalance or a graceful failover spread over time: its moves, with the
-        step's waits (``interval``, ``out_delay``) between."""
+        step's waits (``interval``, ``out_delay``) between. The holds a wait before it
+        left go as its first wait starts, as they go at a wait for time: a node streams
+        what is written during a rebalance and its out delay (the holds kept the
+        streams at the last wait's seqnos for the 10 s of ns_server's delay)."""
         try:
             for seconds in step.moves(self):
+                self.node.release()
                 await trio.sleep(seconds)
         except (ModelError, ValueError) as exc:
             raise StepFailed(f"{step.NAME}: {exc}") from exc

@@ -510,6 +510,83 @@ def test_a_hold_reached_with_nothing_to_write_is_reported_on_the_empty_write() -
     assert reached[-1] == (0, 2, 5.0)
 
 
+def test_a_hold_a_filtered_stream_already_read_past_is_reported_at_once() -> None:
+    """explore --seed 39 --nodes 2 --replicas 1 --vbuckets 8, schedule 29 (go-dcp with
+    its README configuration, streaming ``_default._default``): a collection dropped, a
+    wait for every vbucket's high seqno (met), a timed wait, and the same wait again. The
+    streams had read the drop, which their filter does not send (kv_engine
+    ``ActiveStream::processItemsInner`` sends nothing for a memory snapshot filtered
+    away), and nothing changed their vbuckets after: the second wait's holds were never
+    looked at and it timed out, the consumer holding everything it could be sent."""
+    from mockdcp.producer.events import SeqnoWritten
+
+    n = node(1)  # k0 at seqno 1, in _default
+    conn = n.open_connection(0)
+    features = (HelloFeature.XERROR, HelloFeature.JSON, HelloFeature.COLLECTIONS)
+    for msg in (
+        Hello(opaque=1, agent=b"t", features=features),
+        SaslAuth(opaque=2, mechanism="PLAIN", payload=b"\0u\0p"),
+        SelectBucket(opaque=3, bucket="default"),
+        DcpOpen(opaque=4, name=b"consumer", flags=int(DcpOpenFlag.PRODUCER)),
+        DcpControl(opaque=5, key="enable_noop", value="true"),
+    ):
+        conn.receive_data(msg.encode(), 0)
+    frames(conn)
+    conn.receive_data(
+        DcpStreamRequest(
+            opaque=9,
+            vbucket=0,
+            flags=0,
+            start_seqno=0,
+            end_seqno=2**64 - 1,
+            vbucket_uuid=0,
+            snap_start_seqno=0,
+            snap_end_seqno=0,
+            value=b'{"collections":["0"]}',
+        ).encode(),
+        0,
+    )
+    sent = [f.opcode for f in frames(conn) + frames(conn)]
+    assert sent[-1] == Opcode.DCP_MUTATION
+    apply(n, steps.CreateCollection(collection="_default.c2"))  # seqno 2: filtered away
+    assert frames(conn) == []
+    n.hold(0, 2)
+    assert conn.buffers_to_send(5.0) == []
+    conn.data_written(5.0)
+    reached = [(e.vbucket, e.seqno) for e in n.events if isinstance(e, SeqnoWritten)]
+    assert reached == [(0, 2)]
+
+
+def test_a_timed_rebalance_lets_the_holds_of_the_wait_before_go() -> None:
+    """explore --seed 39 --nodes 2 --replicas 1 --vbuckets 8, schedule 29: a wait, a
+    write, and a rebalance with ns_server's 10 s ``out_delay``. The wait's holds stayed
+    until the next wait, so for the 10 s of the delay the streams sent nothing past the
+    wait's seqnos (the write reached go-dcp only once the node had left); a wait for
+    time lets them go, and so does a timed rebalance now."""
+    import trio
+    import trio.testing
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=0)
+    first.hold(0, 0)  # what the wait before left
+    seen: list[dict[int, int]] = []
+
+    async def main() -> None:
+        runner = StepRunner(first)
+
+        async def watch() -> None:
+            await trio.sleep(5)
+            seen.append(dict(first.holds))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            rebalance = steps.Rebalance(out_delay=10.0)
+            await runner.apply([steps.RemoveNode(node=1), rebalance])
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert seen == [{}]
+
+
 @pytest.mark.parametrize("interval", [0.0, 0.2])
 def test_a_rebalance_out_keeps_the_node_up_its_out_delay_with_or_without_an_interval(
     interval: float,

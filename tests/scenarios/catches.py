@@ -37,6 +37,7 @@ ROLLBACK = (
     "ephemeral-backfill-purged-mid-stream",
     "ephemeral-restart",
     "failover-drops-prepares",
+    "failover-while-a-write-awaits-persistence",
     "flush",
     "hard-failover-replica-behind",
     "node-down-and-up",
