@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import trio
@@ -34,10 +35,36 @@ def test_a_trimmer_trims_when_the_last_of_its_connections_leaves(
     trim = MemoryTrim()
     for _ in range(3):
         trim.connection_joined()
-    trim.connection_left()  # the first ever: no trim yet, so due
-    trim.connection_left()  # within a second of it, and one is still open
-    assert calls == [0]
+    trim.connection_left()
+    trim.connection_left()  # one is still open
+    assert calls == []
     trim.connection_left()  # the last
+    assert calls == [0]
+
+
+def test_a_trimmer_trims_a_batch_of_leavers_while_others_stay_at_most_once_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_kv, "_malloc_trim", counting(calls))
+    clock = [100.0]
+    monkeypatch.setattr(_kv, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    trim = MemoryTrim()
+    trim.connection_joined()  # stays open throughout
+    for _ in range(MemoryTrim.BATCH - 1):
+        trim.connection_joined()
+        trim.connection_left()
+    assert calls == []
+    trim.connection_joined()
+    trim.connection_left()  # the batch's last
+    assert calls == [0]
+    for _ in range(MemoryTrim.BATCH):  # a second batch within the second
+        trim.connection_joined()
+        trim.connection_left()
+    assert calls == [0]
+    clock[0] += MemoryTrim.INTERVAL
+    trim.connection_joined()
+    trim.connection_left()
     assert calls == [0, 0]
 
 
@@ -57,6 +84,6 @@ async def test_the_nodes_of_a_cluster_trim_the_heap_once_when_a_consumer_leaves_
         with trio.fail_after(10):
             await wait_until(lambda: not sum(kv.active for kv in kvs) and bool(calls))
         await trio.sleep(0.05)
-    # the heap is the process's: the last connection of all three nodes trims it, the
-    # first to leave too (no trim for a second), not each node's last
-    assert len(calls) <= 2, calls
+    # the heap is the process's: the last connection of all three nodes trims it, not
+    # each node's last
+    assert calls == [0]
