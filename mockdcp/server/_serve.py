@@ -37,6 +37,7 @@ from mockdcp.server._kv import (
     DEFAULT_AUTH_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     KvService,
+    MemoryTrim,
     Wakeups,
 )
 from mockdcp.server._network import NetworkOptions, TlsArguments, node_network
@@ -789,6 +790,8 @@ class _Cluster:
     advertised: str
     topology: Topology
     first: Node | None = None
+    #: the process's heap trimmer, shared by every node's KV service
+    trim: MemoryTrim = attrs.field(factory=MemoryTrim)
 
     def shell(self, index: int, name: str, http: HttpService | None = None) -> NodeShell:
         """Bind node ``index``'s ports (KV, TLS KV, HTTP, HTTPS) and make its node and
@@ -842,6 +845,7 @@ class _Cluster:
             auth_timeout=limits.auth_timeout,
             output_limit=limits.output_limit,
             tls=tls,
+            trim=self.trim,
         )
         own_http = http
 
