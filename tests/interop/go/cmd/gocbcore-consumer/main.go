@@ -587,7 +587,12 @@ func (c *consumer) tryOpen(vb uint16, s *stream) error {
 		opts.StreamOptions = &gocbcore.OpenStreamStreamOptions{StreamID: s.sid}
 	}
 	ch := make(chan error, 1)
-	op, err := c.agent.OpenStream(vb, 0, gocbcore.VbUUID(pos.UUID), gocbcore.SeqNo(pos.Seqno), endSeqNo,
+	// ACTIVE_VB_ONLY: a re-open routed by a map not yet updated after a move reaches
+	// the old node, which kv_engine answers with a replica stream without the flag
+	// (DcpProducer::checkConditionsForStreamRequest), and NOT_MY_VBUCKET with it,
+	// which gocbcore retries on the map that answer carries; gocbcore's own DCP tests
+	// pass it (testdcpsuite_test.go, v10.9.3), java-dcp-client always does (JDCP-245)
+	op, err := c.agent.OpenStream(vb, memd.DcpStreamAddFlagActiveOnly, gocbcore.VbUUID(pos.UUID), gocbcore.SeqNo(pos.Seqno), endSeqNo,
 		gocbcore.SeqNo(pos.SnapStart), gocbcore.SeqNo(pos.SnapEnd), c, opts,
 		func(e []gocbcore.FailoverEntry, err error) {
 			// Runs on the connection's read goroutine, before the stream's
