@@ -44,9 +44,9 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
   one ``$MOCKDCP_BUCKET`` names: on a node with one bucket that is its own;
 * ``reopen-on-replica``: asks for a stream that ended STATE_CHANGED again at once on
   the node that ended it, without ACTIVE_VB_ONLY, and keeps an open stream where it is
-  whatever a new map says (as the gocbcore program and go-dcp did: gocbcore's
-  ``DCPAgent`` routes a re-open by the map it has, and they passed no stream flag):
-  after a move that left that node a replica, it streams the replica;
+  whatever a new map says (as the gocbcore program did: gocbcore's ``DCPAgent`` routes
+  a re-open by the map it has, and the program passed no stream flag): after a move
+  that left that node a replica, it streams the replica;
 * ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
   what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
   other route).
