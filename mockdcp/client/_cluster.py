@@ -40,6 +40,7 @@ from mockdcp.protocol import (
     RemoteProtocolError,
     Status,
     StreamEndReason,
+    StreamFlag,
 )
 
 if TYPE_CHECKING:
@@ -74,6 +75,19 @@ _PUSH_FEATURES = frozenset(
     {HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION, HelloFeature.CLUSTERMAP_CHANGE_NOTIFICATION_BRIEF}
 )
 _LOST = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, RemoteProtocolError)
+
+
+def active_only(flags: int) -> int:
+    """Stream request ``flags`` with ACTIVE_VB_ONLY: a node answers a request for a
+    vbucket it holds as a replica NOT_MY_VBUCKET (with its map) instead of a replica
+    stream, which kv_engine serves without the flag (``DcpProducer::
+    checkConditionsForStreamRequest``, ``engines/ep/src/dcp/producer.cc``) and which
+    carries only what replication brought it, until the copy's state changes.
+    java-dcp-client always sets it since 0.51.0 (JDCP-245, ``Client.java``: "the Java
+    DCP client is designed to stream only from active vbuckets"); a stream ended
+    STATE_CHANGED by a move may be asked for again before the node's map says where the
+    vbucket went (library scenario ``stream-reopened-on-a-replica-after-a-move``)."""
+    return int(flags) | StreamFlag.ACTIVE_VB_ONLY
 
 
 class _NodeCore(ConsumerCore):
@@ -208,6 +222,7 @@ class ClusterConsumer:
         self.state = state or ConsumerState()
         self.on_event = on_event
         core_options.setdefault("clustermap_notification", True)
+        core_options["stream_flags"] = active_only(core_options.get("stream_flags", 0))
         #: seconds between two readings of the map while no node pushes it (and
         #: between two attempts to reach a node that is gone)
         self.poll = DEFAULT_POLL if poll is None else poll

@@ -80,8 +80,9 @@ CLIENTS = (
     ),
     Client(
         "gocbcore",
-        "v10.9.3 `DCPAgent`, collections on, the consumer program re-opening ended streams "
-        "and rolling back on `DCPRollbackError`",
+        "v10.9.3 `DCPAgent`, collections on, the consumer program asking ACTIVE_VB_ONLY, "
+        "re-opening ended streams and rolling back on `DCPRollbackError` to its last whole "
+        "snapshot",
         ("{go}/gocbcore-consumer", "--env", "--collections"),
         # noops: gocbcore sets set_noop_interval 180 whatever it is given
         # (memdbootstrap_dcp_client.go ExecEnableDcpNoop); change streams only when

@@ -388,3 +388,35 @@ def test_a_graceful_failover_keeps_the_node_up_for_the_out_delay_after_its_hando
     other = Node.cluster(Bucket("default", 4, seed=3, clock=lambda: 0.0), {}, nodes=3, replicas=1)
     assert list(DataNodes(other.buckets, other.topology).failover_node(1, graceful=True)) == []
     assert other.topology.status("node1") is NodeStatus.FAILED_OVER
+
+
+def test_a_replica_stream_carries_nothing_while_replication_is_held_then_catches_up() -> None:
+    """A stream request without ACTIVE_VB_ONLY on a replica is served (kv_engine
+    ``DcpProducer::checkConditionsForStreamRequest``) and streams what replication brings
+    that copy: nothing while it is held, the writes once it resumes (the library's
+    ``stream-reopened-on-a-replica-after-a-move``); with the flag, NOT_MY_VBUCKET."""
+    from mockdcp.protocol import Mutation, Response, Status, StreamFlag
+    from tests.producer._session import Session, from_zero
+
+    bucket = Bucket("default", 4, seed=3, clock=lambda: 0.0)
+    first = Node.cluster(bucket, {"Administrator": "password"}, nodes=2, replicas=1)
+    topology, model = first.topology, first.topology.cluster
+    vb = 0
+    replica = model.map.replicas(vb)[0]
+    assert replica is not None
+    session = Session(bucket, node=topology.nodes[replica])
+    session.open_dcp()
+    [refused] = session.call(from_zero(vb, opaque=4, flags=StreamFlag.ACTIVE_VB_ONLY))
+    assert isinstance(refused, Response)
+    assert refused.status == Status.NOT_MY_VBUCKET
+    served = session.call(from_zero(vb, opaque=5))
+    assert any(isinstance(m, Response) and m.status == Status.SUCCESS for m in served)
+    session.read()
+    model.pause_replication()
+    for i in range(3):
+        bucket.set(f"k{i}", b"v", vbucket=vb)
+    model.replicate()
+    assert not [m for m in session.read() if isinstance(m, Mutation)]
+    model.resume_replication()
+    model.replicate()
+    assert [m.by_seqno for m in session.read() if isinstance(m, Mutation)] == [1, 2, 3]

@@ -81,6 +81,7 @@ MEANT: dict[str, tuple[str, ...]] = {
     "fatal-refusals": ("privileges-revoked-mid-stream",),
     "give-up-on-auth": ("password-changed",),
     "first-listed-bucket": ("another-bucket-beside",),
+    "reopen-on-replica": ("stream-reopened-on-a-replica-after-a-move",),
     # not wrong: it passes the rollback scenarios by the other route
     "restart-from-zero": (),
 }

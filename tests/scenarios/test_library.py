@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
-from mockdcp.client import ClusterConsumer, DcpConsumer
+from mockdcp.client import ClusterConsumer, ConsumerCore, DcpConsumer
 from mockdcp.producer import CheckerLimits
 from mockdcp.scenario import load_scenario
 from tests.scenarios._harness import LIBRARY, library, run_scenario
@@ -19,6 +19,8 @@ from tests.scenarios.wrong_consumer import MODES, make_consumer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from mockdcp.protocol import DcpStreamRequest
 
 REPO = LIBRARY.parents[1]
 SCENARIOS = library()
@@ -157,6 +159,29 @@ async def test_a_consumer_that_does_not_follow_moved_vbuckets_fails_each_cluster
         LIBRARY / f"{name}.yaml", lambda host, port: DcpConsumer(host, port, vbuckets=None)
     )
     assert not (outcome.passed and outcome.converged), outcome.explain()
+
+
+async def test_a_stream_reopened_where_it_was_is_a_replica_stream_unless_active_only() -> None:
+    """Asked for again on the node that ended it STATE_CHANGED, a moved vbucket's stream
+    is a replica stream there without ACTIVE_VB_ONLY (nothing comes while replication is
+    held: the writes after the move are missing), and NOT_MY_VBUCKET with it, which sends
+    the reference consumer to the new active: ``ClusterConsumer`` sets the flag (explore,
+    seed 39, schedules 65 and 397 against the gocbcore program)."""
+    from tests.scenarios.wrong_consumer import KeepsStreamsWhereTheyAre, ReopensWhereItWas
+
+    class ActiveOnly(ReopensWhereItWas):  # the same re-open, the flag kept
+        def stream_request(self, vb: int, sid: int | None = None) -> DcpStreamRequest:
+            return ConsumerCore.stream_request(self, vb, sid)
+
+    class Flagged(KeepsStreamsWhereTheyAre):
+        rules = ActiveOnly
+
+    path = LIBRARY / "stream-reopened-on-a-replica-after-a-move.yaml"
+    wrong = await run_scenario(path, lambda h, p: make_consumer("reopen-on-replica", h, p, nodes=2))
+    assert not (wrong.passed and wrong.converged), wrong.explain()
+    right = await run_scenario(path, lambda h, p: Flagged(h, p, vbuckets=None))
+    assert right.passed, right.explain()
+    assert right.converged, right.explain()
 
 
 async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> None:

@@ -42,6 +42,11 @@ consumer command: the ``MOCKDCP_*`` variables say where the node is):
 * ``first-listed-bucket``: streams the first bucket ``GET /pools/default/buckets``
   lists (by name, as ns_server sorts them), as a tool not told its bucket does, not the
   one ``$MOCKDCP_BUCKET`` names: on a node with one bucket that is its own;
+* ``reopen-on-replica``: asks for a stream that ended STATE_CHANGED again at once on
+  the node that ended it, without ACTIVE_VB_ONLY, and keeps an open stream where it is
+  whatever a new map says (as the gocbcore program did: gocbcore's ``DCPAgent`` routes
+  a re-open by the map it has, and the program passed no stream flag): after a move
+  that left that node a replica, it streams the replica;
 * ``restart-from-zero``: not wrong: after any STREAM_END or lost connection it drops
   what it holds and streams again from 0 (no ROLLBACK needed: a rollback scenario's
   other route).
@@ -63,6 +68,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from mockdcp.client import (
@@ -89,11 +95,14 @@ from mockdcp.protocol import (
     Status,
     StreamEnd,
     StreamEndReason,
+    StreamFlag,
     decode_server_message,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    from mockdcp.protocol import DcpStreamRequest
 
 #: the flow-control window the never-ack consumer opens
 NEVER_ACK_BUFFER = 64 * 1024
@@ -326,6 +335,40 @@ class RestartsFromZero(ConsumerCore):
         return actions
 
 
+class ReopensWhereItWas(ConsumerCore):
+    """Asks for a stream ended STATE_CHANGED again on the same connection, without
+    ACTIVE_VB_ONLY: a node that is now a replica of the vbucket serves it a replica
+    stream (kv_engine ``DcpProducer::checkConditionsForStreamRequest``)."""
+
+    def stream_request(self, vb: int, sid: int | None = None) -> DcpStreamRequest:
+        request = super().stream_request(vb, sid)
+        return attrs.evolve(request, flags=request.flags & ~StreamFlag.ACTIVE_VB_ONLY)
+
+    def _on_stream_end(self, key: StreamKey, msg: StreamEnd) -> list[Action]:
+        if msg.reason == StreamEndReason.STATE_CHANGED:  # not handed back to the map
+            return ConsumerCore._on_stream_end(self, key, msg)
+        return super()._on_stream_end(key, msg)
+
+
+class KeepsStreamsWhereTheyAre(ClusterConsumer):
+    """Follows the map only for a vbucket whose stream is not open (nor its re-open
+    pending) on the node it streams it from: gocbcore's ``DCPAgent`` leaves an open
+    stream on its connection whatever a new map says."""
+
+    async def _apply(self, config: dict[str, Any], nursery: trio.Nursery) -> None:
+        server_map = config["vBucketServerMap"]
+        servers = [s.replace("$HOST", self.seeds[0][0]) for s in server_map["serverList"]]
+        chains = [list(chain) for chain in server_map["vBucketMap"]]
+        for vb, address in self.owner.items():
+            member = self.members.get(address)
+            if member is None or address not in servers or vb >= len(chains):
+                continue
+            if any(member._asked((vb, spec.sid)) for spec in member.core.streams):
+                chains[vb][0] = servers.index(address)
+        kept = {**server_map, "vBucketMap": chains}
+        await super()._apply({**config, "vBucketServerMap": kept}, nursery)
+
+
 class NoBackoff(DcpConsumer):
     """The reference consumer, reconnecting ``NO_BACKOFF_DELAY`` after every dropped
     connection instead of backing off."""
@@ -375,9 +418,12 @@ MODES: dict[str, type[ConsumerCore]] = {
     "fatal-refusals": RefusalIsFatal,
     "give-up-on-auth": ConsumerCore,
     "first-listed-bucket": ConsumerCore,
+    "reopen-on-replica": ReopensWhereItWas,
 }
 #: the modes whose rule is broken by the driver, not the core
 DRIVERS: dict[str, type[DcpConsumer]] = {"no-backoff": NoBackoff, "give-up-on-auth": GivesUpOnAuth}
+#: the modes whose rule is broken across the cluster by the map's follower too
+CLUSTER_DRIVERS: dict[str, type[ClusterConsumer]] = {"reopen-on-replica": KeepsStreamsWhereTheyAre}
 
 
 def make_consumer(
@@ -406,7 +452,7 @@ def make_consumer(
         options["noop_interval"] = NOOP_INTERVAL
     if nodes > 1:
 
-        class Wrong(ClusterConsumer):
+        class Wrong(CLUSTER_DRIVERS.get(mode, ClusterConsumer)):  # type: ignore[misc]
             rules = MODES[mode]
 
         return Wrong(

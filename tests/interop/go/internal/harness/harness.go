@@ -321,11 +321,15 @@ type State struct {
 	scopes      map[uint32]string
 	// changes counts what moved the documents (--output rewrites when it did)
 	changes uint64
+	// consistent: per vbucket, the seqnos at which the documents held were a
+	// whole snapshot's (0, then each snapshot's end once reached), ascending
+	consistent map[uint16][]uint64
 }
 
 func NewState() *State {
 	return &State{docs: map[string][]Version{}, vbs: map[uint16]*VBState{},
-		collections: map[uint32]collectionName{}, scopes: map[uint32]string{0: "_default"}}
+		collections: map[uint32]collectionName{}, scopes: map[uint32]string{0: "_default"},
+		consistent: map[uint16][]uint64{}}
 }
 
 // NameCollection records a collection's scope and name (a creation event).
@@ -388,31 +392,69 @@ func (s *State) AddVersion(collection uint32, key string, v Version) {
 	s.changes++
 }
 
-// Rollback drops every version of vbucket vb with seqno > to and moves the
-// vbucket's position back to `to`.
-func (s *State) Rollback(vb uint16, to uint64) {
+// Advance moves vbucket vb's position to seqno; reaching the end of the
+// snapshot being received, it records seqno as a consistent point.
+func (s *State) Advance(vb uint16, seqno uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st := s.vbLocked(vb)
+	st.Seqno = seqno
+	if seqno >= st.SnapEnd {
+		s.markLocked(vb, seqno)
+	}
+}
+
+func (s *State) markLocked(vb uint16, seqno uint64) {
+	points := s.consistent[vb]
+	if len(points) == 0 || seqno > points[len(points)-1] {
+		s.consistent[vb] = append(points, seqno)
+	}
+}
+
+// Rollback answers a rollback to `to`: it returns vbucket vb to its last
+// consistent point at or below `to` (0 if none), drops every version of vb
+// above that point and moves the vbucket's position there, and returns the
+// point. A snapshot is consistent only whole: kv_engine de-duplicates within
+// one (a key's earlier version is not sent), and its rollback seqno can fall
+// inside a snapshot the consumer received whole (failover-table.cc
+// needsRollback: a complete snapshot's start is moved to its end, and a
+// branch below it is the rollback seqno), so keeping the versions up to `to`
+// itself can leave a document without its version at `to` (the key's only
+// version received was above it). The same rule as the reference consumer's
+// (mockdcp/client/_state.py roll_back).
+func (s *State) Rollback(vb uint16, to uint64) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var point uint64
+	kept := []uint64{0}
+	for _, p := range s.consistent[vb] {
+		if p > to {
+			break
+		}
+		if p > 0 {
+			kept = append(kept, p)
+		}
+		point = p
+	}
+	s.consistent[vb] = kept
 	for k, vs := range s.docs {
-		kept := vs[:0]
+		left := vs[:0]
 		for _, v := range vs {
-			if v.VB == vb && v.Seqno > to {
+			if v.VB == vb && v.Seqno > point {
 				continue
 			}
-			kept = append(kept, v)
+			left = append(left, v)
 		}
-		if len(kept) == 0 {
+		if len(left) == 0 {
 			delete(s.docs, k)
 		} else {
-			s.docs[k] = kept
+			s.docs[k] = left
 		}
 	}
 	st := s.vbLocked(vb)
-	if st.Seqno > to {
-		st.Seqno = to
-	}
-	st.SnapStart, st.SnapEnd = to, to
+	st.Seqno, st.SnapStart, st.SnapEnd = point, point, point
 	s.changes++
+	return point
 }
 
 func (s *State) vbLocked(vb uint16) *VBState {
@@ -609,6 +651,9 @@ func LoadState(path string) (*State, error) {
 		}
 		c := *v
 		s.vbs[uint16(vb)] = &c
+		if c.Seqno >= c.SnapEnd { // saved at a snapshot's end (else 0 alone)
+			s.markLocked(uint16(vb), c.Seqno)
+		}
 	}
 	return s, nil
 }
