@@ -10,6 +10,7 @@ large bucket loads.
 from __future__ import annotations
 
 import mmap
+import sys
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -136,6 +137,8 @@ class ColdLoad:
         #: each vbucket's frames (``None`` until it has some) and how many bytes of it
         self._bufs: list[mmap.mmap | None] = [None] * n
         self._used = [0] * n
+        #: how many bytes of each buffer are made already (``_populate``)
+        self._populated = [0] * n
         #: each batch's columns, grouped by vbucket, and where each vbucket's rows begin
         #: in it (``n + 1`` entries)
         self._sizes: list[Any] = []
@@ -314,7 +317,7 @@ class ColdLoad:
 
     def add_frames(
         self,
-        frames: bytearray,
+        frames: bytearray | memoryview,
         keys: list[bytes],
         counts: NDArray[np.uint32],
         order: NDArray[np.uint32],
@@ -388,13 +391,15 @@ class ColdLoad:
 
     def _write(self, vbid: int, frames: bytes | memoryview) -> None:
         """Append ``frames`` to the vbucket's buffer, grown (doubled, in place) as
-        needed."""
+        needed, its pages made ``POPULATE_AHEAD`` bytes at a time (``_populate``)."""
         buf, used = self._bufs[vbid], self._used[vbid]
         end = used + len(frames)
         if buf is None:
             buf = self._bufs[vbid] = _anonymous(max(self.FIRST_CAPACITY, end))
         elif end > len(buf):
             buf.resize(max(2 * len(buf), end))
+        if end > self._populated[vbid]:
+            self._populated[vbid] = _populate(buf, self._populated[vbid], end)
         buf[used:end] = frames
         self._used[vbid] = end
 
@@ -575,6 +580,35 @@ def _vbucket_order(
 def _anonymous(size: int) -> mmap.mmap:
     """Private anonymous memory of ``size`` bytes (resident as it is written)."""
     return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+#: bytes of a load's buffer made resident at once (``_populate``): at most this much a
+#: vbucket is resident ahead of its frames until ``finish`` cuts the buffer to its size
+POPULATE_AHEAD = 64 << 10
+#: ``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14, ``include/uapi/asm-generic/mman-common.h``;
+#: the ``mmap`` module of Python 3.11 does not name it)
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+#: whether this kernel has it (unknown until the first call)
+_populating: list[bool] = [sys.platform == "linux"]
+
+
+def _populate(buf: mmap.mmap, made: int, end: int) -> int:
+    """Make the pages of ``buf`` from ``made`` (a page's start) resident up to
+    ``end`` rounded up to ``POPULATE_AHEAD`` (whole pages within ``buf``), in one
+    ``madvise``; returns how far they are made. A page first written otherwise faults
+    one at a time (on this project's VM, copying 512 MiB in 2 KiB pieces into fresh
+    pages cost 0.33 CPU s, 0.24 s with 64 KiB made ahead so, 0.06 s into resident
+    pages). Where the kernel has no ``MADV_POPULATE_WRITE`` (an ``OSError``) the pages
+    fault as before."""
+    stop = -(-end // POPULATE_AHEAD) * POPULATE_AHEAD
+    if stop > len(buf):  # whole pages only (the last, part of one, faults)
+        stop = len(buf) // mmap.PAGESIZE * mmap.PAGESIZE
+    if _populating[0] and stop > made:
+        try:
+            buf.madvise(_MADV_POPULATE_WRITE, made, stop - made)
+        except OSError:
+            _populating[0] = False
+    return stop
 
 
 def _check_tombstones(segment: ColdSegment, rows: NDArray[np.int64]) -> tuple[int, str] | None:
