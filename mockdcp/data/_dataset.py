@@ -23,6 +23,7 @@ import os
 import re
 import struct
 import sys
+import time
 import zlib
 from contextlib import aclosing, asynccontextmanager, suppress
 from operator import itemgetter
@@ -196,6 +197,53 @@ class _Buffers:
         self.free.append(buffer)
 
 
+@attrs.define
+class LoadPhases:
+    """Where a load of generated documents spends its time (``load_documents(phases=
+    ...)``; ``mockdcp bench docs --json``): seconds and CPU seconds of each phase,
+    summed over the chunks. The server's: ``wait`` (for the next chunk: its seconds
+    are the load's idle time), ``pipe`` (reading chunks: the CPU of the reads),
+    ``keys`` (a chunk's keys split), ``chunks`` (``ColdLoad.add_frames``: CAS and
+    seqnos scattered, each vbucket's run copied, the key hashes and tags),
+    ``gather`` (``finish``'s columns put in vbucket order), ``index`` (a segment a
+    vbucket: the key index sorted), ``install``, ``trim`` (freed memory given back);
+    the workers' (CPU seconds, both summed): ``draw`` (the seeded numpy draws),
+    ``frame`` (gathered from the tables, headers, one join a chunk), ``write`` (to
+    the pipe). A load drawn here has ``draw`` and ``frame`` in the server's time."""
+
+    wall: dict[str, float] = attrs.field(factory=dict)
+    cpu: dict[str, float] = attrs.field(factory=dict)
+
+    def add(self, phase: str, wall: float | None, cpu: float) -> None:
+        """Seconds (None: a worker's phase, CPU seconds only) and CPU seconds more."""
+        if wall is not None:
+            self.wall[phase] = self.wall.get(phase, 0.0) + wall
+        self.cpu[phase] = self.cpu.get(phase, 0.0) + cpu
+
+    def figures(self) -> dict[str, float]:
+        """``phase_NAME_s`` and ``phase_NAME_cpu_s`` of each phase (the workers' have
+        only CPU seconds)."""
+        out: dict[str, float] = {}
+        for phase, cpu in self.cpu.items():
+            if phase in self.wall:
+                out[f"phase_{phase}_s"] = round(self.wall[phase], 3)
+            out[f"phase_{phase}_cpu_s"] = round(cpu, 3)
+        return out
+
+
+class _Timer:
+    """Seconds and CPU seconds since the last ``lap`` (or its making)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def lap(self, phases: LoadPhases | None, phase: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        if phases is not None:
+            phases.add(phase, wall - self.wall, cpu - self.cpu)
+        self.wall, self.cpu = wall, cpu
+
+
 class _Pools:
     """What Faker draws once per seed."""
 
@@ -259,6 +307,8 @@ class DocumentGenerator:
         self.seed = seed
         #: documents drawn in one go (``BLOCK``; a generator of fewer draws other bytes)
         self.block_size = block
+        #: CPU seconds ``framed`` spent drawing (``LoadPhases``)
+        self.draw_cpu_s = 0.0
         self._pools = pools(seed if pool_seed is None else pool_seed)
 
     def block(self, number: int) -> tuple[list[bytes], list[bytes]]:
@@ -389,8 +439,10 @@ class DocumentGenerator:
         first_id = first_block * size
         n = max(0, min(blocks * size, count - first_id))
         numbers = range(first_block, first_block + -(-n // size))
+        began = time.process_time()
         drawn = zip(*map(self._draw, numbers), strict=True)
         draws = [np.concatenate(column)[:n] for column in drawn]
+        self.draw_cpu_s += time.process_time() - began
         ids = np.arange(first_id, first_id + n)
         high, low = np.divmod(ids, 1000)
         top = int(high[0]) if n else 0
@@ -514,7 +566,8 @@ def faker_documents(
 # (``ColdLoad.add_frames``). A chunk on the pipe is a header ``_CHUNK`` (the number of
 # documents, of vbuckets, the sizes of the keys and of the frames), the counts a
 # vbucket, the rows and the sizes (uint32 each), the keys joined by a newline and the
-# frames.
+# frames; after the last chunk, a trailer: a header of no documents and no vbuckets,
+# and the worker's CPU seconds (``_TIMES``).
 
 #: blocks a chunk holds: a chunk's frames go to each vbucket in one copy, and a copy
 #: a vbucket costs about a µs whatever its size (8 blocks: 8 documents a vbucket of
@@ -532,6 +585,8 @@ WORKERS = 2
 #: priority (19: 2M documents loaded in 19-22 s on a loaded 2-core machine, 15-19 s at 5)
 WORKER_NICE = 5
 _CHUNK = struct.Struct("<IIII")
+#: a worker's trailer: its CPU seconds drawing, framing and writing (``write_chunks``)
+_TIMES = struct.Struct("<ddd")
 #: documents given to one ``Bucket.set_many_steps`` (a bucket that holds documents
 #: already: no cold load): about 32 a vbucket, so that its steps write each vbucket's
 #: rows in one go (a third faster than 8 a vbucket)
@@ -563,23 +618,23 @@ def write_chunks(
     """A worker's side: chunks ``worker``, ``worker + workers``, ... of ``count``
     documents framed for ``vbuckets`` vbuckets, to ``out``."""
     generator = DocumentGenerator(seed)
+    framing = writing = 0.0
     for number in range(worker, _chunk_count(count), workers):
+        began = time.process_time()
         chunk = generator.framed(number * CHUNK_BLOCKS, CHUNK_BLOCKS, count, vbuckets)
+        framed = time.process_time()
         out.write(_CHUNK.pack(len(chunk), vbuckets, len(chunk.keys), len(chunk.frames)))
         out.write(chunk.counts.tobytes())
         out.write(chunk.order.tobytes())
         out.write(chunk.sizes.tobytes())
         out.write(chunk.keys)
         out.write(chunk.frames)
+        framing += framed - began
+        writing += time.process_time() - framed
+    # the trailer: no documents, no vbuckets, and the worker's CPU seconds (``LoadPhases``)
+    draw = generator.draw_cpu_s
+    out.write(_CHUNK.pack(0, 0, _TIMES.size, 0) + _TIMES.pack(draw, framing - draw, writing))
     out.flush()
-
-
-def framed_chunks(count: int, seed: int, vbuckets: int) -> Iterator[FramedChunk]:
-    """``count`` documents framed for ``vbuckets`` vbuckets, ``LOCAL_CHUNK_BLOCKS``
-    blocks at a time, here."""
-    generator, blocks = DocumentGenerator(seed), LOCAL_CHUNK_BLOCKS
-    for number in range(_chunk_count(count, blocks)):
-        yield generator.framed(number * blocks, blocks, count, vbuckets)
 
 
 def document_chunks(count: int, seed: int) -> Iterator[_Chunk]:
@@ -678,23 +733,33 @@ async def _stop(process: Process) -> None:
 
 
 async def _read_worker(
-    process: Process, send: MemorySendChannel[FramedChunk], pool: _Buffers
+    process: Process,
+    send: MemorySendChannel[FramedChunk],
+    pool: _Buffers,
+    phases: LoadPhases | None = None,
 ) -> None:
     """Move the chunks ``process`` writes into ``send`` as they come (the worker draws
     ahead instead of waiting for the loader to want its next chunk: ``_AHEAD``), each
-    chunk's frames read into a buffer of ``pool``."""
+    chunk's frames read into a buffer of ``pool``; the worker's trailer (its CPU
+    seconds) into ``phases``."""
     import numpy as np
     from trio.lowlevel import FdStream
 
     assert isinstance(process.stdout, FdStream)
     fd, done = process.stdout.fileno(), 0
     async with send:
-        while header := await _receive(fd, _CHUNK.size, done, at_end=True):
+        while header := await _receive(fd, _CHUNK.size, done, phases, at_end=True):
             n, vbuckets, keys_size, frames_size = _CHUNK.unpack(header)
-            columns = await _receive(fd, 4 * (vbuckets + 2 * n), done)
-            keys = await _receive(fd, keys_size, done)
+            if not n and not vbuckets:  # the trailer
+                times = _TIMES.unpack(await _receive(fd, keys_size, done, phases))
+                if phases is not None:
+                    for phase, cpu in zip(("draw", "frame", "write"), times, strict=True):
+                        phases.add(phase, None, cpu)
+                continue
+            columns = await _receive(fd, 4 * (vbuckets + 2 * n), done, phases)
+            keys = await _receive(fd, keys_size, done, phases)
             frames = memoryview(pool.take(frames_size))[:frames_size]
-            await _receive(fd, frames_size, done, into=frames)
+            await _receive(fd, frames_size, done, phases, into=frames)
             counts = np.frombuffer(columns, np.uint32, vbuckets)
             order = np.frombuffer(columns, np.uint32, n, 4 * vbuckets)
             sizes = np.frombuffer(columns, np.uint32, n, 4 * (vbuckets + n))
@@ -705,21 +770,29 @@ async def _read_worker(
 
 
 async def _receive(
-    fd: int, size: int, done: int, *, at_end: bool = False, into: memoryview | None = None
+    fd: int,
+    size: int,
+    done: int,
+    phases: LoadPhases | None = None,
+    *,
+    at_end: bool = False,
+    into: memoryview | None = None,
 ) -> bytearray:
     """The next ``size`` bytes of the pipe ``fd`` (non-blocking, as trio opened it),
     read straight into the buffer returned, or into ``into`` (a chunk's frames are
     copied once, by the kernel); empty at the pipe's end if ``at_end`` allows it
-    there."""
+    there. The reads' time goes to ``phases`` (``pipe``)."""
     import trio
 
     wanted = bytearray(size) if into is None else bytearray()
     got = 0
     with memoryview(wanted) if into is None else into[:size] as view:
         while got < size:
+            timer = _Timer()
             try:
                 read = os.readv(fd, [view[got:]])
             except BlockingIOError:
+                timer.lap(phases, "pipe")
                 await trio.lowlevel.wait_readable(fd)
                 continue
             if not read:
@@ -727,6 +800,7 @@ async def _receive(
                     return bytearray()
                 raise RuntimeError(f"the document worker stopped after {done} documents")
             got += read
+            timer.lap(phases, "pipe")
     return wanted
 
 
@@ -738,12 +812,14 @@ async def load_documents(
     *,
     worker: bool | Workers | None = None,
     persist: bool = True,
+    phases: LoadPhases | None = None,
 ) -> int:
     """Load ``count`` generated documents into ``bucket``, yielding to trio after each
     chunk or step; ``progress(done, count)`` after each. Returns ``count``.
     ``worker``: draw them in worker processes (default: from ``WORKER_MIN`` documents
     on; ``Workers``: those ``early_worker`` started, used if they draw for this count,
-    seed and number of vbuckets); the bytes are the same either way.
+    seed and number of vbuckets); the bytes are the same either way. ``phases``: where
+    a cold load's time went is added to it.
 
     A running flusher is held during the load (persisting each vbucket after each step
     would cost more than writing). ``persist``: then every vbucket is persisted and the
@@ -761,7 +837,7 @@ async def load_documents(
     if holding:
         flusher.pause()
     try:
-        done = await _load(bucket, count, seed, progress, worker)
+        done = await _load(bucket, count, seed, progress, worker, phases)
     except BaseException:
         if holding:
             flusher.resume()
@@ -791,10 +867,15 @@ async def persist_all(bucket: Bucket, rows_per_step: int = 2 * STEP_ROWS) -> Non
 
 
 async def _chunks(
-    count: int, seed: int, vbuckets: int, worker: bool | Workers | None
+    count: int,
+    seed: int,
+    vbuckets: int,
+    worker: bool | Workers | None,
+    phases: LoadPhases | None = None,
 ) -> AsyncIterator[FramedChunk]:
     """The framed chunks of ``count`` documents in order: from workers (``worker``'s,
-    or started now; drawn here if none can be) or drawn here."""
+    or started now; drawn here if none can be) or drawn here; the time drawing here,
+    reading the pipe and waiting for the workers to ``phases``."""
     import trio
 
     workers = None
@@ -807,9 +888,16 @@ async def _chunks(
     if workers is None and (worker is True or (worker is None and count >= WORKER_MIN)):
         workers = await _start_workers(count, seed, vbuckets)
     if workers is None:
-        for chunk in framed_chunks(count, seed, vbuckets):
+        generator, blocks = DocumentGenerator(seed), LOCAL_CHUNK_BLOCKS
+        for number in range(_chunk_count(count, blocks)):
+            timer = _Timer()
+            chunk = generator.framed(number * blocks, blocks, count, vbuckets)
+            timer.lap(phases, "frame")
             yield chunk
             await trio.lowlevel.checkpoint()
+        if phases is not None:  # the draws were the framing's first part
+            phases.add("draw", generator.draw_cpu_s, generator.draw_cpu_s)
+            phases.add("frame", -generator.draw_cpu_s, -generator.draw_cpu_s)
         return
     processes = workers.processes
     try:
@@ -818,13 +906,15 @@ async def _chunks(
             pool = _Buffers()
             for process in processes:
                 send, receive = trio.open_memory_channel[FramedChunk](_AHEAD)
-                nursery.start_soon(_read_worker, process, send, pool)
+                nursery.start_soon(_read_worker, process, send, pool, phases)
                 receives.append(receive)
             for number in range(_chunk_count(count)):
+                timer = _Timer()
                 try:
                     chunk = await receives[number % len(processes)].receive()
                 except trio.EndOfChannel:
                     raise RuntimeError(f"the document workers stopped at chunk {number}") from None
+                timer.lap(phases, "wait")
                 yield chunk
     finally:
         for process in processes:
@@ -837,6 +927,7 @@ async def _load(
     seed: int,
     progress: Callable[[int, int], Any] | None,
     worker: bool | Workers | None,
+    phases: LoadPhases | None = None,
 ) -> int:
     import trio
 
@@ -850,18 +941,21 @@ async def _load(
     if count >= WORKER_MIN or worker:
         gc.disable()
     try:
-        chunks = _chunks(count, seed, len(bucket.vbuckets), worker)
+        chunks = _chunks(count, seed, len(bucket.vbuckets), worker, phases)
         async with aclosing(chunks):  # type: ignore[type-var]
             if cold is not None:
                 async for chunk in chunks:
+                    timer = _Timer()
                     keys = chunk.keys.split(b"\n") if len(chunk) else []
                     frames = chunk.frames
                     if isinstance(frames, bytes):
                         frames = bytearray(frames)
+                    timer.lap(phases, "keys")
                     done += cold.add_frames(frames, keys, chunk.counts, chunk.order, chunk.sizes)
                     del keys, frames
                     chunk.done()
                     del chunk
+                    timer.lap(phases, "chunks")
                     if progress is not None:
                         progress(done, count)
                     await trio.lowlevel.checkpoint()
@@ -879,8 +973,12 @@ async def _load(
                     del keys, values, steps
                     gc.freeze()
         if cold is not None:
-            for _ in cold.finish_steps():
+            timer = _Timer()
+            for step in cold.finish_steps():  # -1: the columns; a vbucket id: its segment
+                timer.lap(phases, "gather" if step < 0 else "index")
                 await trio.lowlevel.checkpoint()
+                timer = _Timer()
+            timer.lap(phases, "install")
     finally:
         if collecting:
             gc.enable()
@@ -888,7 +986,9 @@ async def _load(
         # the batches' holes go back to the system; glibc's malloc_trim walks the heap
         # (about 50 ms after a million documents over 1024 vbuckets): in a thread, the
         # event loop going on meanwhile
+        timer = _Timer()
         await trio.to_thread.run_sync(release_freed_memory)
+        timer.lap(phases, "trim")
     return done
 
 

@@ -338,3 +338,21 @@ async def test_a_load_from_workers_reads_its_chunks_into_a_few_buffers() -> None
         assert await load_documents(b, count, seed=2, worker=True) == count
     assert stored(b) == count
     assert len(made) <= 2 * (1 + 1) + 1  # per worker: one queued, one being read
+
+
+async def test_a_load_from_workers_tells_where_its_time_went() -> None:
+    """``load_documents(phases=...)``: the server's phases (waiting for and reading
+    chunks, installing them, the index), and the workers' CPU seconds drawing, framing
+    and writing, which each worker sends after its last chunk."""
+    from mockdcp.data._dataset import LoadPhases
+
+    spent = LoadPhases()
+    count = 2 * CHUNK_BLOCKS * BLOCK + 5
+    b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    assert await load_documents(b, count, seed=2, worker=True, phases=spent) == count
+    figures = spent.figures()
+    for phase in ("draw", "frame", "write", "pipe", "chunks", "index"):
+        assert figures[f"phase_{phase}_cpu_s"] > 0, phase
+    for phase in ("wait", "pipe", "keys", "chunks", "gather", "index", "install", "trim"):
+        assert f"phase_{phase}_s" in figures, phase
+    assert "phase_draw_s" not in figures  # a worker's: CPU seconds only
