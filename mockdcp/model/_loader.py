@@ -146,6 +146,9 @@ class ColdLoad:
         self._tags: list[Any] = []
         self._hashes: list[Any] = []
         self._rows: list[Any] = []
+        #: whether a row is in a collection other than the default one (``finish``
+        #: gathers no collection column otherwise)
+        self._collections = False
         self._bounds: list[Any] = []
         #: (first row, its CAS) of each batch; how many tombstones, and (first row, the
         #: clock then) of each batch of them
@@ -305,6 +308,7 @@ class ColdLoad:
         np.cumsum(bounds, out=bounds)
         self._sizes.append(sizes.astype(np.uint32))
         self._cids.append(cids)
+        self._collections = self._collections or bool(cids.any())
         self._tags.append(build_tags(dt, cids, vlens) | np.uint8(tombstone))
         self._hashes.append(hashes)
         self._rows.append(self.count + order)
@@ -435,11 +439,19 @@ class ColdLoad:
                 # more of finish at a million rows)
                 by_vb, firsts = _vbucket_order(self._bounds, len(bucket.vbuckets))
                 self._bounds = []
-            columns = []
-            for parts in (self._sizes, self._cids, self._tags, self._hashes, self._rows):
+            # the collections only if a row is in another than the default one, the
+            # rows in the load only if it removed keys (``_delete_times``, ``_cut``): a
+            # gather of 10M rows each (``mockdcp bench docs``: ``phase_gather``)
+            needed = (True, self._collections, True, True, bool(self._removed))
+            columns: list[Any] = []
+            for parts, gathered in zip(
+                (self._sizes, self._cids, self._tags, self._hashes, self._rows),
+                needed,
+                strict=True,
+            ):
                 yield -1  # a column a step: the event loop runs between them
                 with bucket.pause_collector():
-                    columns.append(np.concatenate(parts)[by_vb])
+                    columns.append(np.concatenate(parts)[by_vb] if gathered else None)
                     parts.clear()
             sizes, cids, tags, hashes, rows = columns
             del by_vb, columns
@@ -463,7 +475,7 @@ class ColdLoad:
                     self._highs[vb.vbid] + 1,
                     buf,
                     starts,
-                    cids[at].copy(),
+                    np.zeros(total, np.uint32) if cids is None else cids[at].copy(),
                     vb_tags,
                     vb_hashes,
                     times,
@@ -474,7 +486,7 @@ class ColdLoad:
                         refused = bad
                 if len(segment.later):
                     segment = _with_revs(segment)
-            built.append((vb, segment, rows[at].copy(), vb_hashes))
+            built.append((vb, segment, None if rows is None else rows[at].copy(), vb_hashes))
             yield vb.vbid
         self._check_unwritten()
         if refused is not None:

@@ -426,3 +426,43 @@ def test_a_cold_load_makes_its_buffers_resident_ahead_of_the_frames_and_no_furth
     for vb, size in zip(b.vbuckets, sizes, strict=True):
         assert vb.cold is not None
         assert len(vb.cold.segment.buf) == size
+
+
+def test_finish_gathers_no_collection_or_row_column_a_load_does_not_need() -> None:
+    """A cold load of default-collection documents that removes nothing gathers only
+    the sizes, tags and hashes in vbucket order (``finish_steps``; the collection ids
+    are zeros, the rows in the load are read only for removals): two concatenations
+    fewer; a load with collections and removals gathers all five."""
+    import numpy as np
+
+    calls: list[int] = []
+    concatenate = np.concatenate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401 - numpy's own
+        calls.append(1)
+        return concatenate(*args, **kwargs)
+
+    plain, mixed = bucket(), bucket()
+    load = plain.cold_load()
+    load.add([b"a", b"b", b"c"], [b"1", b"2", b"3"])
+    load.add([b"d"], [b"4"])
+    other = mixed.cold_load()
+    other.add([b"a", b"b"], [b"1", b"2"], collection_ids=[0, 8])
+    other.remove([b"a"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(np, "concatenate", counted)
+        load.finish()
+        plain_calls = len(calls)
+        calls.clear()
+        other.finish()
+    assert plain_calls == 1 + 3  # the vbucket order, then three columns
+    assert len(calls) == 1 + 5
+
+    def docs(b: Bucket) -> list[tuple[int, bytes]]:  # the system events' keys left out
+        return sorted(doc for vb in b.vbuckets for doc, _ in vb.hash_table() if doc[0] != 1)
+
+    assert docs(plain) == [
+        (0, b"a"), (0, b"b"), (0, b"c"), (0, b"d")
+    ]  # fmt: skip
+    assert all(vb.cold is None or not vb.cold.segment.cids.any() for vb in plain.vbuckets)
+    assert docs(mixed) == [(0, b"a"), (8, b"b")]  # a's tombstone, b in collection 8
