@@ -330,7 +330,7 @@ async def test_a_load_from_workers_reads_its_chunks_into_a_few_buffers() -> None
             made.append(id(buffer))
         return buffer
 
-    count = 12 * CHUNK_BLOCKS * BLOCK
+    count = 8 * CHUNK_BLOCKS * BLOCK
     b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_dataset._Buffers, "take", counted)
