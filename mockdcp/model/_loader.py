@@ -118,9 +118,6 @@ class ColdLoad:
     and a step a vbucket a batch (1024 vbuckets, 8 rows each) cost more than the rows.
     """
 
-    #: the first size of a vbucket's buffer (virtual: only what is written is resident)
-    FIRST_CAPACITY = 1 << 20
-
     def __init__(self, bucket: BulkLoads) -> None:
         for vb in bucket.vbuckets:
             vb.check_writable()
@@ -134,11 +131,8 @@ class ColdLoad:
         self._highs = [vb.high_seqno for vb in bucket.vbuckets]
         self._next = [high + 1 for high in self._highs]
         n = len(bucket.vbuckets)
-        #: each vbucket's frames (``None`` until it has some) and how many bytes of it
-        self._bufs: list[mmap.mmap | None] = [None] * n
-        self._used = [0] * n
-        #: how many bytes of each buffer are made already (``_populate``)
-        self._populated = [0] * n
+        #: each vbucket's frames
+        self._frames = _LoadBuffers(n)
         #: each batch's columns, grouped by vbucket, and where each vbucket's rows begin
         #: in it (``n + 1`` entries)
         self._sizes: list[Any] = []
@@ -146,9 +140,6 @@ class ColdLoad:
         self._tags: list[Any] = []
         self._hashes: list[Any] = []
         self._rows: list[Any] = []
-        #: whether a row is in a collection other than the default one (``finish``
-        #: gathers no collection column otherwise)
-        self._collections = False
         self._bounds: list[Any] = []
         #: (first row, its CAS) of each batch; how many tombstones, and (first row, the
         #: clock then) of each batch of them
@@ -299,7 +290,7 @@ class ColdLoad:
         sizes = size + klens + vlens
         # a join a vbucket, copied to its buffer: small, in memory used again and again
         # (one join of the whole batch, 2 MB at 1024 vbuckets, was fresh memory each time)
-        write = self._write
+        write = self._frames.write
         for vbid, at, count in zip(found.tolist(), group_at.tolist(), counts.tolist(), strict=True):
             write(vbid, b"".join(parts[width * at : width * (at + count)]))
         del parts
@@ -308,7 +299,6 @@ class ColdLoad:
         np.cumsum(bounds, out=bounds)
         self._sizes.append(sizes.astype(np.uint32))
         self._cids.append(cids)
-        self._collections = self._collections or bool(cids.any())
         self._tags.append(build_tags(dt, cids, vlens) | np.uint8(tombstone))
         self._hashes.append(hashes)
         self._rows.append(self.count + order)
@@ -338,8 +328,8 @@ class ColdLoad:
         nothing staged). Returns how many rows.
 
         The seqnos and CAS are patched into ``frames`` with one numpy scatter; each
-        vbucket's run is copied once into its buffer (``_write``); the key hashes are
-        ``key_hashes`` of ``keys`` (the index of ``ColdSegment``)."""
+        vbucket's run is copied once into its buffer (``_LoadBuffers.write``); the key
+        hashes are ``key_hashes`` of ``keys`` (the index of ``ColdSegment``)."""
         import numpy as np
 
         from mockdcp.model._cold import HEAD, build_tags, key_hashes
@@ -370,7 +360,7 @@ class ColdLoad:
         datatypes = view[starts[:-1] + 5]  # byte 5 of a frame
         del view
         found = np.flatnonzero(counts)
-        write = self._write
+        write = self._frames.write
         with memoryview(frames) as whole:
             for vbid, a, b in zip(
                 found.tolist(),
@@ -392,20 +382,6 @@ class ColdLoad:
         self._bounds.append(bounds)
         self.count += n
         return n
-
-    def _write(self, vbid: int, frames: bytes | memoryview) -> None:
-        """Append ``frames`` to the vbucket's buffer, grown (doubled, in place) as
-        needed, its pages made ``POPULATE_AHEAD`` bytes at a time (``_populate``)."""
-        buf, used = self._bufs[vbid], self._used[vbid]
-        end = used + len(frames)
-        if buf is None:
-            buf = self._bufs[vbid] = _anonymous(max(self.FIRST_CAPACITY, end))
-        elif end > len(buf):
-            buf.resize(max(2 * len(buf), end))
-        if end > self._populated[vbid]:
-            self._populated[vbid] = _populate(buf, self._populated[vbid], end)
-        buf[used:end] = frames
-        self._used[vbid] = end
 
     def finish(self) -> int:
         """Install every vbucket's segment (``ModelError`` if one was written since the
@@ -439,16 +415,13 @@ class ColdLoad:
                 # more of finish at a million rows)
                 by_vb, firsts = _vbucket_order(self._bounds, len(bucket.vbuckets))
                 self._bounds = []
-            # the collections only if a row is in another than the default one, the
+            # the collection ids only if a row is in another than the default one, the
             # rows in the load only if it removed keys (``_delete_times``, ``_cut``): a
             # gather of 10M rows each (``mockdcp bench docs``: ``phase_gather``)
-            needed = (True, self._collections, True, True, bool(self._removed))
+            needed = (True, any(c.any() for c in self._cids), True, True, self._removed > 0)
             columns: list[Any] = []
-            for parts, gathered in zip(
-                (self._sizes, self._cids, self._tags, self._hashes, self._rows),
-                needed,
-                strict=True,
-            ):
+            parts_of = (self._sizes, self._cids, self._tags, self._hashes, self._rows)
+            for parts, gathered in zip(parts_of, needed, strict=True):
                 yield -1  # a column a step: the event loop runs between them
                 with bucket.pause_collector():
                     columns.append(np.concatenate(parts)[by_vb] if gathered else None)
@@ -457,12 +430,10 @@ class ColdLoad:
             del by_vb, columns
             yield -1
         for vb in bucket.vbuckets:
-            buf = self._bufs[vb.vbid]
+            buf = self._frames.take(vb.vbid)
             if buf is None:
                 continue
             with bucket.pause_collector():
-                self._bufs[vb.vbid] = None
-                buf.resize(self._used[vb.vbid])  # the unwritten rest goes back
                 # the vbucket's rows: a run in each batch, batches in order
                 at = slice(int(firsts[vb.vbid]), int(firsts[vb.vbid + 1]))
                 total = at.stop - at.start
@@ -587,6 +558,43 @@ def _vbucket_order(
     firsts = np.zeros(len(per_vb) + 1, np.int64)
     np.cumsum(per_vb, out=firsts[1:])
     return by_vb, firsts
+
+
+class _LoadBuffers:
+    """Each vbucket's frames of a cold load (``ColdLoad``): an anonymous memory map
+    (``None`` until the vbucket has frames) grown in place (``mremap``: no copy), how
+    many bytes of it hold frames, and how many are made resident (``_populate``)."""
+
+    #: the first size of a vbucket's buffer (virtual: only what is written is resident)
+    FIRST_CAPACITY = 1 << 20
+
+    def __init__(self, vbuckets: int) -> None:
+        self.bufs: list[mmap.mmap | None] = [None] * vbuckets
+        self.used = [0] * vbuckets
+        self.populated = [0] * vbuckets
+
+    def write(self, vbid: int, frames: bytes | memoryview) -> None:
+        """Append ``frames`` to the vbucket's buffer, grown (doubled, in place) as
+        needed, its pages made ``POPULATE_AHEAD`` bytes at a time (``_populate``)."""
+        buf, used = self.bufs[vbid], self.used[vbid]
+        end = used + len(frames)
+        if buf is None:
+            buf = self.bufs[vbid] = _anonymous(max(self.FIRST_CAPACITY, end))
+        elif end > len(buf):
+            buf.resize(max(2 * len(buf), end))
+        if end > self.populated[vbid]:
+            self.populated[vbid] = _populate(buf, self.populated[vbid], end)
+        buf[used:end] = frames
+        self.used[vbid] = end
+
+    def take(self, vbid: int) -> mmap.mmap | None:
+        """The vbucket's buffer cut to its frames (the unwritten rest goes back), no
+        longer held here; None if it has no frames."""
+        buf = self.bufs[vbid]
+        if buf is not None:
+            self.bufs[vbid] = None
+            buf.resize(self.used[vbid])
+        return buf
 
 
 def _anonymous(size: int) -> mmap.mmap:

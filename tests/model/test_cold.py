@@ -408,20 +408,21 @@ def test_backfilling_a_bulk_loaded_segment_twice_reads_the_same_frames(legacy: b
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_POPULATE_WRITE: Linux")
 def test_a_cold_load_makes_its_buffers_resident_ahead_of_the_frames_and_no_further() -> None:
-    """``ColdLoad._write`` makes each vbucket's pages ``POPULATE_AHEAD`` bytes at a
-    time (one ``madvise`` rather than a fault a page); ``finish`` cuts the buffer to
-    the frames, so no page made ahead stays."""
+    """``ColdLoad`` (``_LoadBuffers.write``) makes each vbucket's pages resident
+    ``POPULATE_AHEAD`` bytes at a time (one ``madvise`` rather than a fault a page);
+    ``finish`` cuts the buffer to the frames, so no page made ahead stays."""
     from mockdcp.model import _loader
 
     b = bucket()
     load = b.cold_load()
     load.add([b"k%d" % i for i in range(400)], [b"v" * 500] * 400)
     assert _loader._populating == [True]  # the kernel took it
-    for vbid, used in enumerate(load._used):
+    frames = load._frames
+    for vbid, used in enumerate(frames.used):
         assert used > 0
-        assert used <= load._populated[vbid] < used + _loader.POPULATE_AHEAD
-        assert load._populated[vbid] % _loader.POPULATE_AHEAD == 0
-    sizes = list(load._used)
+        assert used <= frames.populated[vbid] < used + _loader.POPULATE_AHEAD
+        assert frames.populated[vbid] % _loader.POPULATE_AHEAD == 0
+    sizes = list(frames.used)
     load.finish()
     for vb, size in zip(b.vbuckets, sizes, strict=True):
         assert vb.cold is not None

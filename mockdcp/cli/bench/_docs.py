@@ -74,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Measure and report (see the module docstring)."""
     import trio
 
-    from mockdcp.data import load_documents
-    from mockdcp.data._dataset import LoadPhases
+    from mockdcp.data import LoadPhases, load_documents
     from mockdcp.model import Bucket
 
     docs = args.items
