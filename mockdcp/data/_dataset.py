@@ -23,6 +23,8 @@ import os
 import re
 import struct
 import sys
+import time
+import zlib
 from contextlib import aclosing, asynccontextmanager, suppress
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -155,10 +157,91 @@ class FramedChunk:
     order: NDArray[np.uint32]
     sizes: NDArray[np.uint32]
     keys: bytes
-    frames: bytes | bytearray
+    frames: bytes | bytearray | memoryview
+    #: the buffers ``frames`` (a view of one of them) goes back to once installed
+    pool: _Buffers | None = None
 
     def __len__(self) -> int:
         return len(self.order)
+
+    def done(self) -> None:
+        """The frames are installed (copied out): their buffer goes back to its pool,
+        for the next chunk read (``_Buffers``); the chunk's frames are not read again."""
+        frames = self.frames
+        if self.pool is not None and isinstance(frames, memoryview):
+            buffer = frames.obj
+            frames.release()
+            assert isinstance(buffer, bytearray)
+            self.pool.give_back(buffer)
+
+
+class _Buffers:
+    """The buffers a load reads its workers' chunks into, each used again once its
+    chunk is installed (``FramedChunk.done``): a new ``bytearray`` a chunk (about 4 MB)
+    was zeroed before the pipe was read into it, and read from memory out of cache
+    (at 10M documents, about half a second of the server's time)."""
+
+    def __init__(self) -> None:
+        self.free: list[bytearray] = []
+
+    def take(self, size: int) -> bytearray:
+        """A free buffer of at least ``size`` bytes (a new one, an eighth larger, if
+        none is: chunks differ in size by a few percent)."""
+        while self.free:
+            buffer = self.free.pop()
+            if len(buffer) >= size:
+                return buffer
+        return bytearray(size + size // 8)
+
+    def give_back(self, buffer: bytearray) -> None:
+        self.free.append(buffer)
+
+
+@attrs.define
+class LoadPhases:
+    """Where a load of generated documents spends its time (``load_documents(phases=
+    ...)``; ``mockdcp bench docs --json``): seconds and CPU seconds of each phase,
+    summed over the chunks. The server's: ``wait`` (for the next chunk: its seconds
+    are the load's idle time), ``pipe`` (reading chunks: the CPU of the reads),
+    ``keys`` (a chunk's keys split), ``chunks`` (``ColdLoad.add_frames``: CAS and
+    seqnos scattered, each vbucket's run copied, the key hashes and tags),
+    ``gather`` (``finish``'s columns put in vbucket order), ``index`` (a segment a
+    vbucket: the key index sorted), ``install``, ``trim`` (freed memory given back);
+    the workers' (CPU seconds, both summed): ``draw`` (the seeded numpy draws),
+    ``frame`` (gathered from the tables, headers, one join a chunk), ``write`` (to
+    the pipe). A load drawn here has ``draw`` and ``frame`` in the server's time."""
+
+    wall: dict[str, float] = attrs.field(factory=dict)
+    cpu: dict[str, float] = attrs.field(factory=dict)
+
+    def add(self, phase: str, wall: float | None, cpu: float) -> None:
+        """Seconds (None: a worker's phase, CPU seconds only) and CPU seconds more."""
+        if wall is not None:
+            self.wall[phase] = self.wall.get(phase, 0.0) + wall
+        self.cpu[phase] = self.cpu.get(phase, 0.0) + cpu
+
+    def figures(self) -> dict[str, float]:
+        """``phase_NAME_s`` and ``phase_NAME_cpu_s`` of each phase (the workers' have
+        only CPU seconds)."""
+        out: dict[str, float] = {}
+        for phase, cpu in self.cpu.items():
+            if phase in self.wall:
+                out[f"phase_{phase}_s"] = round(self.wall[phase], 3)
+            out[f"phase_{phase}_cpu_s"] = round(cpu, 3)
+        return out
+
+
+class _Timer:
+    """Seconds and CPU seconds since the last ``lap`` (or its making)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def lap(self, phases: LoadPhases | None, phase: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        if phases is not None:
+            phases.add(phase, wall - self.wall, cpu - self.cpu)
+        self.wall, self.cpu = wall, cpu
 
 
 class _Pools:
@@ -224,6 +307,8 @@ class DocumentGenerator:
         self.seed = seed
         #: documents drawn in one go (``BLOCK``; a generator of fewer draws other bytes)
         self.block_size = block
+        #: CPU seconds ``framed`` spent drawing (``LoadPhases``)
+        self.draw_cpu_s = 0.0
         self._pools = pools(seed if pool_seed is None else pool_seed)
 
     def block(self, number: int) -> tuple[list[bytes], list[bytes]]:
@@ -347,15 +432,17 @@ class DocumentGenerator:
         the value's pieces."""
         import numpy as np
 
-        from mockdcp.model import HEAD, head_dtype, vbucket_ids
+        from mockdcp.model import HEAD, head_dtype
 
         p, size = self._pools, self.block_size
         days, hours, minutes = _times()
         first_id = first_block * size
         n = max(0, min(blocks * size, count - first_id))
         numbers = range(first_block, first_block + -(-n // size))
+        began = time.process_time()
         drawn = zip(*map(self._draw, numbers), strict=True)
         draws = [np.concatenate(column)[:n] for column in drawn]
+        self.draw_cpu_s += time.process_time() - began
         ids = np.arange(first_id, first_id + n)
         high, low = np.divmod(ids, 1000)
         top = int(high[0]) if n else 0
@@ -367,7 +454,7 @@ class DocumentGenerator:
         np.take(key_entries, high_i, out=key_pieces[:, 0])
         np.take(_table(_KEY_LOW)[0], low, out=key_pieces[:, 1])
         keys = b"".join(key_pieces.ravel().tolist())[:-1]
-        vb = vbucket_ids(keys.split(b"\n") if n else [], vbuckets)
+        vb = key_vbuckets(ids, vbuckets)
         order = np.argsort(vb.astype(np.int16), kind="stable")
         counts = np.bincount(vb, minlength=vbuckets).astype(np.uint32)
         high_i, low = high_i[order], low[order]
@@ -418,6 +505,45 @@ class DocumentGenerator:
         )  # fmt: skip
 
 
+#: the key's text before the id (``_KEY_DIGITS``, ``key_high`` in ``framed``)
+_KEY_PREFIX = b"user::"
+_CRC_TABLE: list[NDArray[np.uint32]] = []
+
+
+def key_vbuckets(ids: NDArray[np.int64], vbuckets: int) -> NDArray[np.int64]:
+    """The vbucket of each document's key (``user::`` and its id, six digits at least):
+    ``vbucket_ids`` of the keys, their CRC32 (zlib's: the reflected polynomial
+    0xEDB88320, a byte a table lookup) computed with numpy from the register after the
+    prefix, a digit at a time for every key of a width at once, rather than
+    ``zlib.crc32`` a key (a chunk's keys split and read one by one: about a twelfth of
+    a worker's time)."""
+    import numpy as np
+
+    if not _CRC_TABLE:
+        table = np.arange(256, dtype=np.uint32)
+        for _ in range(8):
+            table = np.where(table & 1, (table >> 1) ^ np.uint32(0xEDB88320), table >> 1)
+        _CRC_TABLE.append(table.astype(np.uint32))
+    table = _CRC_TABLE[0]
+    start = np.uint32(zlib.crc32(_KEY_PREFIX) ^ 0xFFFFFFFF)
+    widths = np.full(len(ids), 6, np.int64)
+    width = 6
+    while len(ids) and int(ids.max()) >= 10**width:
+        widths += ids >= 10**width
+        width += 1
+    crcs = np.empty(len(ids), np.uint32)
+    for wide in np.unique(widths).tolist():
+        at = np.flatnonzero(widths == wide)
+        picked = ids[at]
+        register = np.full(len(at), start, np.uint32)
+        for place in range(wide - 1, -1, -1):
+            digit = (picked // 10**place % 10 + ord("0")).astype(np.uint32)
+            register = table[(register ^ digit) & 0xFF] ^ (register >> 8)
+        crcs[at] = register ^ np.uint32(0xFFFFFFFF)
+    out: NDArray[np.int64] = ((crcs.astype(np.int64) >> 16) & 0x7FFF) % vbuckets
+    return out
+
+
 def faker_documents(
     count: int, seed: int = 0, *, pool_seed: int | None = None, block: int = BLOCK
 ) -> Iterator[tuple[str, bytes]]:
@@ -440,12 +566,16 @@ def faker_documents(
 # (``ColdLoad.add_frames``). A chunk on the pipe is a header ``_CHUNK`` (the number of
 # documents, of vbuckets, the sizes of the keys and of the frames), the counts a
 # vbucket, the rows and the sizes (uint32 each), the keys joined by a newline and the
-# frames.
+# frames; after the last chunk, a trailer: a header of no documents and no vbuckets,
+# and the worker's CPU seconds (``_TIMES``).
 
 #: blocks a chunk holds: a chunk's frames go to each vbucket in one copy, and a copy
-#: a vbucket costs about a µs whatever its size (8 blocks: 8 documents a vbucket of
-#: 1024); the server installs a chunk in one step of trio's (about 3 ms)
-CHUNK_BLOCKS = 8
+#: a vbucket costs about a µs whatever its size (16 blocks: 16 documents a vbucket of
+#: 1024); the server installs a chunk in one step of trio's (about 6 ms). 16 rather
+#: than 8: about 8 % less CPU a document both framing and installing (a chunk's fixed
+#: costs, a copy a vbucket); at 32 the worker's arrays of objects no longer fit its
+#: cache and framing cost more
+CHUNK_BLOCKS = 16
 #: documents from which ``load_documents`` draws in workers (below, a worker's start,
 #: about half a second, costs more than drawing in the server's process)
 WORKER_MIN = 100_000
@@ -458,6 +588,8 @@ WORKERS = 2
 #: priority (19: 2M documents loaded in 19-22 s on a loaded 2-core machine, 15-19 s at 5)
 WORKER_NICE = 5
 _CHUNK = struct.Struct("<IIII")
+#: a worker's trailer: its CPU seconds drawing, framing and writing (``write_chunks``)
+_TIMES = struct.Struct("<ddd")
 #: documents given to one ``Bucket.set_many_steps`` (a bucket that holds documents
 #: already: no cold load): about 32 a vbucket, so that its steps write each vbucket's
 #: rows in one go (a third faster than 8 a vbucket)
@@ -465,11 +597,11 @@ LOAD_BATCH = 32 * BLOCK
 #: rows ``Bucket.set_many_steps`` validates or writes between two yields to trio
 #: (about 0.3 and 1.3 ms alone, up to 3 ms while the worker draws on the other core).
 STEP_ROWS = 512
-#: the worker's pipe: a chunk (about 2 MB) in a few reads
+#: the worker's pipe: a chunk (about 4 MB) in a few reads
 _PIPE_BYTES = 1 << 20
 #: chunks read from each worker and not yet installed (a worker draws ahead by up to
 #: about 16 MB)
-_AHEAD = 8
+_AHEAD = 4
 
 _Chunk = tuple[list[bytes], list[bytes]]
 
@@ -489,23 +621,23 @@ def write_chunks(
     """A worker's side: chunks ``worker``, ``worker + workers``, ... of ``count``
     documents framed for ``vbuckets`` vbuckets, to ``out``."""
     generator = DocumentGenerator(seed)
+    framing = writing = 0.0
     for number in range(worker, _chunk_count(count), workers):
+        began = time.process_time()
         chunk = generator.framed(number * CHUNK_BLOCKS, CHUNK_BLOCKS, count, vbuckets)
+        framed = time.process_time()
         out.write(_CHUNK.pack(len(chunk), vbuckets, len(chunk.keys), len(chunk.frames)))
         out.write(chunk.counts.tobytes())
         out.write(chunk.order.tobytes())
         out.write(chunk.sizes.tobytes())
         out.write(chunk.keys)
         out.write(chunk.frames)
+        framing += framed - began
+        writing += time.process_time() - framed
+    # the trailer: no documents, no vbuckets, and the worker's CPU seconds (``LoadPhases``)
+    draw = generator.draw_cpu_s
+    out.write(_CHUNK.pack(0, 0, _TIMES.size, 0) + _TIMES.pack(draw, framing - draw, writing))
     out.flush()
-
-
-def framed_chunks(count: int, seed: int, vbuckets: int) -> Iterator[FramedChunk]:
-    """``count`` documents framed for ``vbuckets`` vbuckets, ``LOCAL_CHUNK_BLOCKS``
-    blocks at a time, here."""
-    generator, blocks = DocumentGenerator(seed), LOCAL_CHUNK_BLOCKS
-    for number in range(_chunk_count(count, blocks)):
-        yield generator.framed(number * blocks, blocks, count, vbuckets)
 
 
 def document_chunks(count: int, seed: int) -> Iterator[_Chunk]:
@@ -603,42 +735,67 @@ async def _stop(process: Process) -> None:
             await process.wait()
 
 
-async def _read_worker(process: Process, send: MemorySendChannel[FramedChunk]) -> None:
+async def _read_worker(
+    process: Process,
+    send: MemorySendChannel[FramedChunk],
+    pool: _Buffers,
+    phases: LoadPhases | None = None,
+) -> None:
     """Move the chunks ``process`` writes into ``send`` as they come (the worker draws
-    ahead instead of waiting for the loader to want its next chunk: ``_AHEAD``)."""
+    ahead instead of waiting for the loader to want its next chunk: ``_AHEAD``), each
+    chunk's frames read into a buffer of ``pool``; the worker's trailer (its CPU
+    seconds) into ``phases``."""
     import numpy as np
     from trio.lowlevel import FdStream
 
     assert isinstance(process.stdout, FdStream)
     fd, done = process.stdout.fileno(), 0
     async with send:
-        while header := await _receive(fd, _CHUNK.size, done, at_end=True):
+        while header := await _receive(fd, _CHUNK.size, done, phases, at_end=True):
             n, vbuckets, keys_size, frames_size = _CHUNK.unpack(header)
-            columns = await _receive(fd, 4 * (vbuckets + 2 * n), done)
-            keys = await _receive(fd, keys_size, done)
-            frames = await _receive(fd, frames_size, done)
+            if not n and not vbuckets:  # the trailer
+                times = _TIMES.unpack(await _receive(fd, keys_size, done, phases))
+                if phases is not None:
+                    for phase, cpu in zip(("draw", "frame", "write"), times, strict=True):
+                        phases.add(phase, None, cpu)
+                continue
+            columns = await _receive(fd, 4 * (vbuckets + 2 * n), done, phases)
+            keys = await _receive(fd, keys_size, done, phases)
+            frames = memoryview(pool.take(frames_size))[:frames_size]
+            await _receive(fd, frames_size, done, phases, into=frames)
             counts = np.frombuffer(columns, np.uint32, vbuckets)
             order = np.frombuffer(columns, np.uint32, n, 4 * vbuckets)
             sizes = np.frombuffer(columns, np.uint32, n, 4 * (vbuckets + n))
             done += n
-            await send.send(FramedChunk(counts, order, sizes, bytes(keys), frames))
+            await send.send(FramedChunk(counts, order, sizes, bytes(keys), frames, pool))
     if await process.wait() != 0:
         raise RuntimeError(f"the document worker failed ({process.returncode})")
 
 
-async def _receive(fd: int, size: int, done: int, *, at_end: bool = False) -> bytearray:
+async def _receive(
+    fd: int,
+    size: int,
+    done: int,
+    phases: LoadPhases | None = None,
+    *,
+    at_end: bool = False,
+    into: memoryview | None = None,
+) -> bytearray:
     """The next ``size`` bytes of the pipe ``fd`` (non-blocking, as trio opened it),
-    read straight into the buffer returned (a chunk's frames are copied once, by the
-    kernel); empty at the pipe's end if ``at_end`` allows it there."""
+    read straight into the buffer returned, or into ``into`` (a chunk's frames are
+    copied once, by the kernel); empty at the pipe's end if ``at_end`` allows it
+    there. The reads' time goes to ``phases`` (``pipe``)."""
     import trio
 
-    wanted = bytearray(size)
+    wanted = bytearray(size) if into is None else bytearray()
     got = 0
-    with memoryview(wanted) as view:
+    with memoryview(wanted) if into is None else into[:size] as view:
         while got < size:
+            timer = _Timer()
             try:
                 read = os.readv(fd, [view[got:]])
             except BlockingIOError:
+                timer.lap(phases, "pipe")
                 await trio.lowlevel.wait_readable(fd)
                 continue
             if not read:
@@ -646,6 +803,7 @@ async def _receive(fd: int, size: int, done: int, *, at_end: bool = False) -> by
                     return bytearray()
                 raise RuntimeError(f"the document worker stopped after {done} documents")
             got += read
+            timer.lap(phases, "pipe")
     return wanted
 
 
@@ -657,12 +815,14 @@ async def load_documents(
     *,
     worker: bool | Workers | None = None,
     persist: bool = True,
+    phases: LoadPhases | None = None,
 ) -> int:
     """Load ``count`` generated documents into ``bucket``, yielding to trio after each
     chunk or step; ``progress(done, count)`` after each. Returns ``count``.
     ``worker``: draw them in worker processes (default: from ``WORKER_MIN`` documents
     on; ``Workers``: those ``early_worker`` started, used if they draw for this count,
-    seed and number of vbuckets); the bytes are the same either way.
+    seed and number of vbuckets); the bytes are the same either way. ``phases``: where
+    a cold load's time went is added to it.
 
     A running flusher is held during the load (persisting each vbucket after each step
     would cost more than writing). ``persist``: then every vbucket is persisted and the
@@ -680,7 +840,7 @@ async def load_documents(
     if holding:
         flusher.pause()
     try:
-        done = await _load(bucket, count, seed, progress, worker)
+        done = await _load(bucket, count, seed, progress, worker, phases)
     except BaseException:
         if holding:
             flusher.resume()
@@ -710,10 +870,15 @@ async def persist_all(bucket: Bucket, rows_per_step: int = 2 * STEP_ROWS) -> Non
 
 
 async def _chunks(
-    count: int, seed: int, vbuckets: int, worker: bool | Workers | None
+    count: int,
+    seed: int,
+    vbuckets: int,
+    worker: bool | Workers | None,
+    phases: LoadPhases | None = None,
 ) -> AsyncIterator[FramedChunk]:
     """The framed chunks of ``count`` documents in order: from workers (``worker``'s,
-    or started now; drawn here if none can be) or drawn here."""
+    or started now; drawn here if none can be) or drawn here; the time drawing here,
+    reading the pipe and waiting for the workers to ``phases``."""
     import trio
 
     workers = None
@@ -726,23 +891,33 @@ async def _chunks(
     if workers is None and (worker is True or (worker is None and count >= WORKER_MIN)):
         workers = await _start_workers(count, seed, vbuckets)
     if workers is None:
-        for chunk in framed_chunks(count, seed, vbuckets):
+        generator, blocks = DocumentGenerator(seed), LOCAL_CHUNK_BLOCKS
+        for number in range(_chunk_count(count, blocks)):
+            timer = _Timer()
+            chunk = generator.framed(number * blocks, blocks, count, vbuckets)
+            timer.lap(phases, "frame")
             yield chunk
             await trio.lowlevel.checkpoint()
+        if phases is not None:  # the draws were the framing's first part
+            phases.add("draw", generator.draw_cpu_s, generator.draw_cpu_s)
+            phases.add("frame", -generator.draw_cpu_s, -generator.draw_cpu_s)
         return
     processes = workers.processes
     try:
         async with trio.open_nursery() as nursery:
             receives = []
+            pool = _Buffers()
             for process in processes:
                 send, receive = trio.open_memory_channel[FramedChunk](_AHEAD)
-                nursery.start_soon(_read_worker, process, send)
+                nursery.start_soon(_read_worker, process, send, pool, phases)
                 receives.append(receive)
             for number in range(_chunk_count(count)):
+                timer = _Timer()
                 try:
                     chunk = await receives[number % len(processes)].receive()
                 except trio.EndOfChannel:
                     raise RuntimeError(f"the document workers stopped at chunk {number}") from None
+                timer.lap(phases, "wait")
                 yield chunk
     finally:
         for process in processes:
@@ -755,6 +930,7 @@ async def _load(
     seed: int,
     progress: Callable[[int, int], Any] | None,
     worker: bool | Workers | None,
+    phases: LoadPhases | None = None,
 ) -> int:
     import trio
 
@@ -768,16 +944,21 @@ async def _load(
     if count >= WORKER_MIN or worker:
         gc.disable()
     try:
-        chunks = _chunks(count, seed, len(bucket.vbuckets), worker)
+        chunks = _chunks(count, seed, len(bucket.vbuckets), worker, phases)
         async with aclosing(chunks):  # type: ignore[type-var]
             if cold is not None:
                 async for chunk in chunks:
+                    timer = _Timer()
                     keys = chunk.keys.split(b"\n") if len(chunk) else []
                     frames = chunk.frames
-                    if not isinstance(frames, bytearray):
+                    if isinstance(frames, bytes):
                         frames = bytearray(frames)
+                    timer.lap(phases, "keys")
                     done += cold.add_frames(frames, keys, chunk.counts, chunk.order, chunk.sizes)
-                    del keys, frames, chunk
+                    del keys, frames
+                    chunk.done()
+                    del chunk
+                    timer.lap(phases, "chunks")
                     if progress is not None:
                         progress(done, count)
                     await trio.lowlevel.checkpoint()
@@ -795,8 +976,12 @@ async def _load(
                     del keys, values, steps
                     gc.freeze()
         if cold is not None:
-            for _ in cold.finish_steps():
+            timer = _Timer()
+            for step in cold.finish_steps():  # -1: the columns; a vbucket id: its segment
+                timer.lap(phases, "gather" if step < 0 else "index")
                 await trio.lowlevel.checkpoint()
+                timer = _Timer()
+            timer.lap(phases, "install")
     finally:
         if collecting:
             gc.enable()
@@ -804,7 +989,9 @@ async def _load(
         # the batches' holes go back to the system; glibc's malloc_trim walks the heap
         # (about 50 ms after a million documents over 1024 vbuckets): in a thread, the
         # event loop going on meanwhile
+        timer = _Timer()
         await trio.to_thread.run_sync(release_freed_memory)
+        timer.lap(phases, "trim")
     return done
 
 
@@ -815,6 +1002,7 @@ async def _batches(chunks: AsyncIterator[FramedChunk]) -> AsyncIterator[_Chunk]:
     values: list[bytes] = []
     async for chunk in chunks:
         chunk_keys, chunk_values = rows_of(chunk)
+        chunk.done()
         keys += chunk_keys
         values += chunk_values
         if len(keys) >= LOAD_BATCH:

@@ -74,6 +74,11 @@ def test_bench_docs_reports_the_cold_tier_figures_for_a_small_run(
     assert "bytes_per_doc_beyond_key_value" in figures
     assert figures["resident_bytes"] > 0
     assert 0 < figures["ready_resident_bytes"] <= figures["ready_peak_resident_bytes"]
+    # where the load's time went (drawn here: 3,000 documents, no worker)
+    for phase in ("draw", "frame", "keys", "chunks", "gather", "index", "install"):
+        assert figures[f"phase_{phase}_cpu_s"] >= 0, phase
+        assert f"phase_{phase}_s" in figures, phase
+    assert figures["phase_chunks_cpu_s"] > 0
 
 
 @pytest.mark.parametrize("spelling", ["cold", "--cold"])

@@ -6,6 +6,7 @@ the same, through any sequence of later steps."""
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -403,3 +404,66 @@ def test_backfilling_a_bulk_loaded_segment_twice_reads_the_same_frames(legacy: b
     half = len(reads) // 2
     assert reads[:half] == reads[half:]
     assert all(read.count(b"k0") for read in reads[:half])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_POPULATE_WRITE: Linux")
+def test_a_cold_load_makes_its_buffers_resident_ahead_of_the_frames_and_no_further() -> None:
+    """``ColdLoad`` (``_LoadBuffers.write``) makes each vbucket's pages resident
+    ``POPULATE_AHEAD`` bytes at a time (one ``madvise`` rather than a fault a page);
+    ``finish`` cuts the buffer to the frames, so no page made ahead stays."""
+    from mockdcp.model import _loader
+
+    b = bucket()
+    load = b.cold_load()
+    load.add([b"k%d" % i for i in range(400)], [b"v" * 500] * 400)
+    assert _loader._populating == [True]  # the kernel took it
+    frames = load._frames
+    for vbid, used in enumerate(frames.used):
+        assert used > 0
+        assert used <= frames.populated[vbid] < used + _loader.POPULATE_AHEAD
+        assert frames.populated[vbid] % _loader.POPULATE_AHEAD == 0
+    sizes = list(frames.used)
+    load.finish()
+    for vb, size in zip(b.vbuckets, sizes, strict=True):
+        assert vb.cold is not None
+        assert len(vb.cold.segment.buf) == size
+
+
+def test_finish_gathers_no_collection_or_row_column_a_load_does_not_need() -> None:
+    """A cold load of default-collection documents that removes nothing gathers only
+    the sizes, tags and hashes in vbucket order (``finish_steps``; the collection ids
+    are zeros, the rows in the load are read only for removals): two concatenations
+    fewer; a load with collections and removals gathers all five."""
+    import numpy as np
+
+    calls: list[int] = []
+    concatenate = np.concatenate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401 - numpy's own
+        calls.append(1)
+        return concatenate(*args, **kwargs)
+
+    plain, mixed = bucket(), bucket()
+    load = plain.cold_load()
+    load.add([b"a", b"b", b"c"], [b"1", b"2", b"3"])
+    load.add([b"d"], [b"4"])
+    other = mixed.cold_load()
+    other.add([b"a", b"b"], [b"1", b"2"], collection_ids=[0, 8])
+    other.remove([b"a"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(np, "concatenate", counted)
+        load.finish()
+        plain_calls = len(calls)
+        calls.clear()
+        other.finish()
+    assert plain_calls == 1 + 3  # the vbucket order, then three columns
+    assert len(calls) == 1 + 5
+
+    def docs(b: Bucket) -> list[tuple[int, bytes]]:  # the system events' keys left out
+        return sorted(doc for vb in b.vbuckets for doc, _ in vb.hash_table() if doc[0] != 1)
+
+    assert docs(plain) == [
+        (0, b"a"), (0, b"b"), (0, b"c"), (0, b"d")
+    ]  # fmt: skip
+    assert all(vb.cold is None or not vb.cold.segment.cids.any() for vb in plain.vbuckets)
+    assert docs(mixed) == [(0, b"a"), (8, b"b")]  # a's tombstone, b in collection 8

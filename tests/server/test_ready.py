@@ -269,3 +269,90 @@ def test_a_small_block_draws_only_what_is_asked_and_replays() -> None:
     assert docs != list(faker_documents(70, 5, pool_seed=0, block=64))
     with pytest.raises(ValueError, match=r"2\.\.1024"):
         DocumentGenerator(4, block=1)
+
+
+def test_key_vbuckets_are_those_of_the_keys_at_every_id_width() -> None:
+    """``key_vbuckets`` (the keys' CRC32 with numpy, from their ids) gives the vbucket
+    ``vbucket_ids`` gives the keys themselves, across the six and seven digit ids."""
+    import numpy as np
+
+    from mockdcp.data._dataset import key_vbuckets
+    from mockdcp.model import vbucket_ids
+
+    ids = np.concatenate(
+        [
+            np.arange(0, 2000),
+            np.arange(999_000, 1_001_000),
+            np.arange(9_999_900, 10_000_100),
+            np.random.default_rng(3).integers(0, 10**9, 2000),
+        ]
+    )
+    keys = [b"user::%03d%03d" % divmod(int(i), 1000) for i in ids]
+    for vbuckets in (1024, 64, 7):
+        assert (key_vbuckets(ids, vbuckets) == vbucket_ids(keys, vbuckets)).all()
+
+
+def test_a_chunk_buffer_is_used_again_once_its_chunk_is_installed() -> None:
+    """A worker's chunk is read into a buffer of the load's pool (``_Buffers``), which
+    ``FramedChunk.done`` gives back for the next chunk: no new buffer a chunk."""
+    import numpy as np
+
+    from mockdcp.data._dataset import FramedChunk, _Buffers
+
+    pool = _Buffers()
+    buffer = pool.take(1000)
+    assert len(buffer) >= 1000
+    frames = memoryview(buffer)[:1000]
+    empty = np.zeros(0, np.uint32)
+    chunk = FramedChunk(empty, empty, empty, b"", frames, pool)
+    chunk.done()
+    with pytest.raises(ValueError, match="released"):
+        len(frames)
+    assert pool.take(1100) is buffer  # an eighth larger than the first asked
+    assert pool.take(10) is not buffer
+    pool.give_back(buffer)
+    assert len(pool.take(2000)) >= 2000  # too small: a new one
+    assert not pool.free
+
+
+async def test_a_load_from_workers_reads_its_chunks_into_a_few_buffers() -> None:
+    """The chunks of a load drawn in workers go through buffers used again: with a
+    chunk read ahead a worker, a buffer for each chunk read or installed at once, not
+    one a chunk."""
+    from mockdcp.data import _dataset
+
+    made: list[int] = []
+    take = _dataset._Buffers.take
+
+    def counted(self: _dataset._Buffers, size: int) -> bytearray:
+        buffer = take(self, size)
+        if all(buffer is not b for b in self.free) and id(buffer) not in made:
+            made.append(id(buffer))
+        return buffer
+
+    count = 8 * CHUNK_BLOCKS * BLOCK
+    b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_dataset._Buffers, "take", counted)
+        patch.setattr(_dataset, "_AHEAD", 1)
+        assert await load_documents(b, count, seed=2, worker=True) == count
+    assert stored(b) == count
+    assert len(made) <= 2 * (1 + 1) + 1  # per worker: one queued, one being read
+
+
+async def test_a_load_from_workers_tells_where_its_time_went() -> None:
+    """``load_documents(phases=...)``: the server's phases (waiting for and reading
+    chunks, installing them, the index), and the workers' CPU seconds drawing, framing
+    and writing, which each worker sends after its last chunk."""
+    from mockdcp.data._dataset import LoadPhases
+
+    spent = LoadPhases()
+    count = 2 * CHUNK_BLOCKS * BLOCK + 5
+    b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    assert await load_documents(b, count, seed=2, worker=True, phases=spent) == count
+    figures = spent.figures()
+    for phase in ("draw", "frame", "write", "pipe", "chunks", "index"):
+        assert figures[f"phase_{phase}_cpu_s"] > 0, phase
+    for phase in ("wait", "pipe", "keys", "chunks", "gather", "index", "install", "trim"):
+        assert f"phase_{phase}_s" in figures, phase
+    assert "phase_draw_s" not in figures  # a worker's: CPU seconds only

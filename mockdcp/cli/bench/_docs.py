@@ -4,9 +4,11 @@ cold tier, drawn in a worker), and for each of ``--runs``: resident bytes per do
 beyond key and value, documents loaded per second (and the event loop's longest stall
 meanwhile), events/s of one collection-aware and one legacy connection streaming them
 all (from disk: a loaded corpus is persisted, in no checkpoint), the process's whole
-resident size after the load, documents drawn and written per CPU second; and the
-seconds from spawning ``mockdcp serve --docs N`` to its ready line, with that server's
-resident size then and its peak until then.
+resident size after the load, documents drawn and written per CPU second, where the
+load's time went (``phase_NAME_s`` and ``phase_NAME_cpu_s``: ``LoadPhases``, the
+server's phases and the workers' CPU seconds); and the seconds from spawning ``mockdcp
+serve --docs N`` to its ready line, with that server's resident size then and its peak
+until then.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Measure and report (see the module docstring)."""
     import trio
 
-    from mockdcp.data import load_documents
+    from mockdcp.data import LoadPhases, load_documents
     from mockdcp.model import Bucket
 
     docs = args.items
@@ -86,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     legacy: list[float] = []
     aware_cpu: list[float] = []
     legacy_cpu: list[float] = []
+    phases: list[dict[str, float]] = []
     for _ in range(args.runs):
         gc.collect()
         release_freed_memory()
@@ -95,16 +98,19 @@ def run(args: argparse.Namespace) -> int:
         )
         stall = [0.0]
 
-        async def load_and_watch(bucket: Bucket, stall: list[float]) -> float:
+        spent = LoadPhases()
+
+        async def load_and_watch(bucket: Bucket, stall: list[float], spent: LoadPhases) -> float:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(watch_loop, stall)
                 t0 = time.perf_counter()
-                await load_documents(bucket, docs)
+                await load_documents(bucket, docs, phases=spent)
                 seconds = time.perf_counter() - t0
                 nursery.cancel_scope.cancel()
             return seconds
 
-        seconds = trio.run(load_and_watch, bucket, stall)
+        seconds = trio.run(load_and_watch, bucket, stall, spent)
+        phases.append(spent.figures())
         gc.collect()
         release_freed_memory()
         resident.append(rss())
@@ -143,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         "legacy_disk_events_per_s": statistics.median(legacy),
         "disk_events_per_server_cpu_s": statistics.median(aware_cpu),
         "legacy_disk_events_per_server_cpu_s": statistics.median(legacy_cpu),
+        **{name: statistics.median(run[name] for run in phases) for name in phases[0]},
     }
     samples = {
         "bytes_beyond": mem,
