@@ -61,7 +61,7 @@ def opened(n: Node, now: float = 0.0) -> Connection:
     return conn
 
 
-def stream_request(vb: int = 0, opaque: int = 9) -> bytes:
+def stream_request(vb: int = 0, opaque: int = 9, value: bytes = b"") -> bytes:
     return DcpStreamRequest(
         opaque=opaque,
         vbucket=vb,
@@ -71,6 +71,7 @@ def stream_request(vb: int = 0, opaque: int = 9) -> bytes:
         vbucket_uuid=0,
         snap_start_seqno=0,
         snap_end_seqno=0,
+        value=value,
     ).encode()
 
 
@@ -532,20 +533,7 @@ def test_a_hold_a_filtered_stream_already_read_past_is_reported_at_once() -> Non
     ):
         conn.receive_data(msg.encode(), 0)
     frames(conn)
-    conn.receive_data(
-        DcpStreamRequest(
-            opaque=9,
-            vbucket=0,
-            flags=0,
-            start_seqno=0,
-            end_seqno=2**64 - 1,
-            vbucket_uuid=0,
-            snap_start_seqno=0,
-            snap_end_seqno=0,
-            value=b'{"collections":["0"]}',
-        ).encode(),
-        0,
-    )
+    conn.receive_data(stream_request(value=b'{"collections":["0"]}'), 0)
     sent = [f.opcode for f in frames(conn) + frames(conn)]
     assert sent[-1] == Opcode.DCP_MUTATION
     apply(n, steps.CreateCollection(collection="_default.c2"))  # seqno 2: filtered away
