@@ -265,17 +265,7 @@ def test_gocbcore_program_reopens_a_stream_that_ends_as_its_reopen_succeeds(
     its SUCCESS, before the re-open's goroutine returns, so the vbucket was abandoned
     (``mockdcp explore --seed 39 --nodes 2 --replicas 1 --vbuckets 8``, schedules 159
     and 164: ``stream_end.not_reopened``; this scenario failed one run in two)."""
-    from tests.explore.test_explore_cli import mockdcp
-    from tests.interop import matrix
-
-    client = matrix.BY_NAME["gocbcore"]
-    matrix.build([client])
-    path = tmp_path / "stream-end-right-after-reopen.yaml"
-    path.write_text(END_RIGHT_AFTER_REOPEN)
-    for _ in range(6):
-        code, out, _ = mockdcp("check", "--json", str(path), "--", *client.argv())
-        (result,) = json.loads(out)["scenarios"]
-        assert (code, result["verdict"]) == (0, "pass"), result["reason"]
+    _gocbcore_passes(tmp_path, END_RIGHT_AFTER_REOPEN, runs=6)
 
 
 #: a whole snapshot received de-duplicated (a key's first version left out, its update
@@ -307,17 +297,7 @@ def test_gocbcore_program_rolls_back_to_a_snapshot_it_holds_whole(tmp_path: Path
     or below the seqno, as the reference consumer does (``mockdcp explore --seed 39
     --nodes 2 --replicas 1 --vbuckets 8``, schedule 163: a lost write, 2 runs in 2; this
     scenario, its reduction, failed every run)."""
-    from tests.explore.test_explore_cli import mockdcp
-    from tests.interop import matrix
-
-    client = matrix.BY_NAME["gocbcore"]
-    matrix.build([client])
-    path = tmp_path / "rollback-inside-a-whole-snapshot.yaml"
-    path.write_text(ROLLBACK_INSIDE_A_WHOLE_SNAPSHOT)
-    for _ in range(2):
-        code, out, _ = mockdcp("check", "--json", str(path), "--", *client.argv())
-        (result,) = json.loads(out)["scenarios"]
-        assert (code, result["verdict"]) == (0, "pass"), result["reason"]
+    _gocbcore_passes(tmp_path, ROLLBACK_INSIDE_A_WHOLE_SNAPSHOT, runs=2)
 
 
 #: explore seed 39's schedule 397 as drawn (2 nodes with a replica): the rebalance ends
@@ -356,16 +336,24 @@ def test_gocbcore_program_reopens_a_moved_vbucket_on_its_new_active(tmp_path: Pa
     --vbuckets 8``, schedules 65 and 397: vbucket abandoned; this one failed 3 runs in 3,
     the library's ``stream-reopened-on-a-replica-after-a-move`` 1 in 3). With the flag
     the old node answers NOT_MY_VBUCKET and gocbcore retries on the map it carries."""
+    # without the flag: 1 or 2 of the 2 failed each round here
+    _gocbcore_passes(
+        tmp_path, REOPENED_AFTER_A_MOVE, "stream-reopened-on-a-replica-after-a-move", runs=3
+    )
+
+
+def _gocbcore_passes(tmp_path: Path, scenario: str, *library: str, runs: int) -> None:
+    """The gocbcore program passes ``scenario`` (YAML text) and the ``library``
+    scenarios named, under ``mockdcp check``, in each of ``runs`` rounds."""
     from tests.explore.test_explore_cli import mockdcp
     from tests.interop import matrix
 
     client = matrix.BY_NAME["gocbcore"]
     matrix.build([client])
-    path = tmp_path / "explore-39-397.yaml"
-    path.write_text(REOPENED_AFTER_A_MOVE)
-    names = [str(path), "stream-reopened-on-a-replica-after-a-move"]
-    for _ in range(3):  # without the flag: 1 or 2 of the 2 failed each round here
-        code, out, _ = mockdcp("check", "--json", *names, "--", *client.argv())
+    path = tmp_path / "scenario.yaml"
+    path.write_text(scenario)
+    for _ in range(runs):
+        code, out, _ = mockdcp("check", "--json", str(path), *library, "--", *client.argv())
         results = json.loads(out)["scenarios"]
         assert code == 0, [r["reason"] for r in results]
-        assert [r["verdict"] for r in results] == ["pass", "pass"]
+        assert [r["verdict"] for r in results] == ["pass"] * (1 + len(library))
