@@ -719,7 +719,11 @@ def consumer_settings(options: GenerateOptions, steps: Sequence[st.Step]) -> Con
 def tears(steps: Sequence[st.Step]) -> bool:
     """A step corrupts a frame's length (``corrupt: length``): the consumer's framing
     breaks and only a reconnect mends it."""
-    return any(isinstance(s, st.Corrupt) and s.kind == "length" for s in steps)
+    return any(map(_tears, steps))
+
+
+def _tears(step: st.Step) -> bool:
+    return isinstance(step, st.Corrupt) and step.kind == "length"
 
 
 #: seconds of ``wait: {seconds}`` a schedule that tears a frame has after its last
@@ -751,7 +755,7 @@ def _recovered(steps: Sequence[st.Step]) -> bool:
     length`` (``recovery``), or no such step."""
     waited: float | None = None
     for step in steps:
-        if isinstance(step, st.Corrupt) and step.kind == "length":
+        if _tears(step):
             waited = 0.0
         elif waited is not None and isinstance(step, st.Wait) and step.seconds:
             waited += step.seconds

@@ -386,11 +386,11 @@ class StepRunner:
         return now - last >= AT_REST_AFTER and self.node.checkers.at_rest_until(began, ends)
 
     async def _expect(self, step: st.Expect, index: int) -> None:
-        check = ExpectationCheck(step, began=trio.current_time(), branch=self._branch_for(step))
+        began = trio.current_time()
+        check = ExpectationCheck(step, began=began, branch=self._branch_for(step))
         for event in self.history:
             check.observe(event)
         self._observers.append(check.observe)
-        began = trio.current_time()
         ends = began + step.within
         poll = AT_REST_POLL if step.conformant else float("inf")
         try:
