@@ -232,6 +232,19 @@ class ProtocolChecker:
             return None
         return own + self.others.get(vbucket, ())
 
+    def gave(self, vbucket: int, value: bytes) -> None:
+        """A failover log (``value``) of ``vbucket`` was sent to one of this name's
+        connections: its uuids are the consumer's to resume with."""
+        try:
+            entries = decode_failover_log(value)
+        except Exception:  # a malformed log gives nothing
+            return
+        for uuids in (self.uuids, self.others):
+            known = uuids.get(vbucket, ())
+            new = tuple(uuid for uuid, _ in entries if uuid not in known)
+            if new:
+                uuids[vbucket] = known + new
+
     def history(self, key: StreamKey) -> StreamHistory:
         history = self.streams.get(key)
         if history is None:
@@ -252,8 +265,7 @@ class ProtocolChecker:
     def settle(self, key: StreamKey) -> None:
         """The re-opens this name's connections owed for ``key`` are made."""
         for conn in self.connections.values():
-            if conn._reopen.pop(key, None) is not None:
-                conn._deadline = None
+            conn.settle(key)
 
     def connect(
         self,
@@ -285,7 +297,7 @@ class ProtocolChecker:
             message = no_storm(gaps, self.limits, "reconnects")
             if message is not None:
                 gaps.clear()
-                found.append(conn.violation("reconnect.storm", message, now, evidence=frame))
+                found.append(violation("reconnect.storm", message, now, evidence=frame))
         self.connections[conn_id] = conn
         self._count(found)
         return conn, found
@@ -293,6 +305,27 @@ class ProtocolChecker:
     def _count(self, violations: list[Violation]) -> None:
         for v in violations:
             self.found[v.rule] = self.found.get(v.rule, 0) + 1
+
+
+def violation(
+    rule: str,
+    message: str,
+    now: float,
+    *,
+    key: StreamKey | None = None,
+    evidence: Evidence | Message = None,
+) -> Violation:
+    """A ``Violation`` of ``rule`` on stream ``key`` shown by ``evidence`` (a frame or
+    message)."""
+    return Violation(
+        rule=rule,
+        message=message,
+        time=now,
+        vbucket=None if key is None else key[0],
+        stream_id=None if key is None else key[1],
+        frame=_frame_bytes(evidence),
+        summary="" if evidence is None else describe(evidence),
+    )
 
 
 class ConnectionChecker:
@@ -448,7 +481,7 @@ class ConnectionChecker:
             opaque, sent_at, noop, _ = self._noop
             message = noop_answered(sent_at, self.settings.noop_interval, now)
             if message is not None:
-                found.append(self.violation("noop.unanswered", message, now, evidence=noop))
+                found.append(violation("noop.unanswered", message, now, evidence=noop))
                 self._noop = (opaque, sent_at, noop, True)  # reported: wait for its answer
         for key, (ended_at, reason, end) in list(self._reopen.items()):
             message = reopened_in_time(reason, ended_at, now, self.limits.reopen_within)
@@ -474,6 +507,22 @@ class ConnectionChecker:
         times += [t + self.limits.reopen_within for t, _, _ in self._reopen.values()]
         self._deadline = min(times) if times else None
         return self._deadline
+
+    def settle(self, key: StreamKey) -> None:
+        """``key`` was asked for again (on any connection): its re-open is made."""
+        if self._reopen.pop(key, None) is not None:
+            self._deadline = None
+
+    def at_rest_until(self, since: float, until: float) -> bool:
+        """This connection owes nothing, and no rule on time can report on it by
+        ``until`` unless the consumer sends what it does not owe
+        (``CheckerRegistry.at_rest_until``)."""
+        if self._reopen or self._rolled or (self.flow.size and not self.flow.open):
+            return False
+        deadline = self.deadline()
+        if deadline is not None and deadline <= until:
+            return False
+        return not (self.settings.noop_enabled and since + self.settings.noop_interval <= until)
 
     def corrupted(self, kind: Corruption) -> None:
         """A damaged frame was written (the ``corrupt`` step): the consumer's framing
@@ -596,7 +645,7 @@ class ConnectionChecker:
             return self._control_answered(msg, pending.frame, status, now)
         if isinstance(msg, DcpGetFailoverLog):
             if status == Status.SUCCESS:
-                self._given(msg.vbucket, response.value)
+                parent.gave(msg.vbucket, response.value)
             return []
         key = pending.key
         if status == Status.SUCCESS:
@@ -604,7 +653,7 @@ class ConnectionChecker:
             history.accepted(
                 msg.start_seqno, msg.snap_start_seqno, msg.snap_end_seqno, msg.end_seqno
             )
-            self._given(msg.vbucket, response.value)
+            parent.gave(msg.vbucket, response.value)
             parent.retry_gaps.pop(key, None)
         elif status == Status.ROLLBACK and len(response.value) >= 8:
             seqno = self._rolled[key] = int.from_bytes(response.value[:8], "big")
@@ -612,18 +661,6 @@ class ConnectionChecker:
         elif status in _RETRY_STATUSES:
             parent.refused_at[key] = now
         return []
-
-    def _given(self, vbucket: int, value: bytes) -> None:
-        """A failover log was sent: its uuids are the consumer's to resume with."""
-        try:
-            entries = decode_failover_log(value)
-        except Exception:  # a malformed log gives nothing
-            return
-        for uuids in (self.parent.uuids, self.parent.others):
-            known = uuids.get(vbucket, ())
-            new = tuple(uuid for uuid, _ in entries if uuid not in known)
-            if new:
-                uuids[vbucket] = known + new
 
     def _control_answered(
         self, msg: DcpControl, frame: Frame, status: Status | int, now: float
@@ -658,26 +695,6 @@ class ConnectionChecker:
 
     # -- reporting ---------------------------------------------------------------------------
 
-    def violation(
-        self,
-        rule: str,
-        message: str,
-        now: float,
-        *,
-        key: StreamKey | None = None,
-        evidence: Evidence | Message = None,
-    ) -> Violation:
-        """A ``Violation`` of ``rule`` shown by ``evidence`` (a frame or message)."""
-        return Violation(
-            rule=rule,
-            message=message,
-            time=now,
-            vbucket=None if key is None else key[0],
-            stream_id=None if key is None else key[1],
-            frame=_frame_bytes(evidence),
-            summary="" if evidence is None else describe(evidence),
-        )
-
     def _report(
         self,
         rule: str,
@@ -693,7 +710,7 @@ class ConnectionChecker:
         if seen in self._reported:
             return []
         self._reported.add(seen)
-        return [self.violation(rule, message, now, key=key, evidence=evidence)]
+        return [violation(rule, message, now, key=key, evidence=evidence)]
 
 
 class CheckerRegistry:
@@ -777,14 +794,8 @@ class CheckerRegistry:
                 return False
             if any(history.rollback is not None for history in checker.streams.values()):
                 return False
-            for conn in checker.connections.values():
-                if conn._reopen or conn._rolled or (conn.flow.size and not conn.flow.open):
-                    return False
-                deadline = conn.deadline()
-                if deadline is not None and deadline <= until:
-                    return False
-                if conn.settings.noop_enabled and since + conn.settings.noop_interval <= until:
-                    return False
+            if not all(conn.at_rest_until(since, until) for conn in checker.connections.values()):
+                return False
         return True
 
     def found(self) -> dict[str, int]:
