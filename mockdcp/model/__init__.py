@@ -78,13 +78,11 @@ from mockdcp.model._item import (
     any_system as any_system,
     vbucket_of as vbucket_of,
 )
-from mockdcp.model._loader import ColdLoad as ColdLoad
 from mockdcp.model._manifest import (
     KEEP as KEEP,
     Manifest as Manifest,
     ManifestChange as ManifestChange,
 )
-from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
 from mockdcp.model._rbac import (
     ROLES as ROLES,
     Privilege as Privilege,
@@ -135,6 +133,8 @@ if TYPE_CHECKING:
         KvError as KvError,
         Written as Written,
     )
+    from mockdcp.model._loader import ColdLoad as ColdLoad
+    from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
 else:
     _LAZY = {
         # the KV document commands (sub-document paths, the request classes): on a
@@ -152,5 +152,9 @@ else:
         "on_disk_changes": "_disk_segment",
         "stable_key_hash": "_disk_segment",
         "stable_key_hashes": "_disk_segment",
+        # a bulk load into the cold tier, the oracle: on first use
+        "ColdLoad": "_loader",
+        "Oracle": "_oracle",
+        "json_row": "_oracle",
     }
     __getattr__ = lazy_getattr(__name__, _LAZY, globals())
