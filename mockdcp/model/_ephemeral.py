@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.protocol import VBucketState
-from mockdcp.util import ModelError
+from mockdcp.util import ModelError, fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -102,6 +102,8 @@ class NoPersistence(ModelError):
 class Ephemeral:
     """An ephemeral bucket's settings: its eviction policy, its memory quota in bytes
     (None: no limit, nothing is ever full) and the tombstone purge age in seconds."""
+
+    __repr__ = fields_repr
 
     eviction_policy: str = EVICTION_POLICIES[0]
     memory_quota: int | None = None
@@ -193,6 +195,8 @@ def public_persisted_seqno(vb: VBucket, ephemeral: bool) -> int:
 @attrs.frozen
 class Purged:
     """What one purger pass did to a vbucket: tombstones removed, the purge seqno."""
+
+    __repr__ = fields_repr
 
     vbucket: int
     count: int

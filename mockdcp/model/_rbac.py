@@ -28,7 +28,7 @@ from typing import Literal
 
 import attrs
 
-from mockdcp.util import ModelError
+from mockdcp.util import ModelError, fields_repr
 
 #: a role parameter that matches every bucket, scope or collection
 ANY = "*"
@@ -95,6 +95,8 @@ class RoleDefinition:
     ns_server name and description, and the privileges it gives: ``bucket`` on its
     bucket as a whole, ``data`` on the data its parameters name, ``everywhere`` on no
     bucket in particular."""
+
+    __repr__ = fields_repr
 
     name: str
     params: Literal[0, 1, 3]
@@ -235,6 +237,8 @@ _ROLE_RE = re.compile(r"^([a-z_]+)(?:\[([^\[\]]*)\])?$")
 class Role:
     """A role as given to a user: ``name``, and for a parameterised role the bucket,
     scope and collection it is on (``*``: any)."""
+
+    __repr__ = fields_repr
 
     name: str
     bucket: str | None = None
@@ -379,6 +383,8 @@ def check_password(password: str) -> None:
 class User:
     """A local user: name, password, roles, and the display name ns_server keeps."""
 
+    __repr__ = fields_repr
+
     name: str
     password: str
     roles: tuple[Role, ...] = ()
@@ -401,6 +407,8 @@ class User:
 @attrs.frozen(kw_only=True)
 class UserChange:
     """What one user operation changed: its kind, the user, and the revision it made."""
+
+    __repr__ = fields_repr
 
     kind: Literal["created", "updated", "deleted", "granted", "revoked", "password"]
     user: str
