@@ -47,6 +47,8 @@ from mockdcp.util import (
     ModelError,
     ServerError,
     collector_paused,
+    fields_eq,
+    fields_hash,
     fields_repr,
     raise_unwrapped,
     tune_process,
@@ -319,6 +321,8 @@ class NodeInfo:
     """One node of a running server: its number, name, status and ports."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     number: int
     name: str
@@ -671,6 +675,8 @@ def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenar
 @attrs.frozen
 class _Options:
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     host: str
     port: int
@@ -693,6 +699,8 @@ class _Limits:
     """What a data node bounds per connection and in all (``serve``'s docstring)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
+    __hash__ = fields_hash
 
     max_connections: int
     output_limit: int | None
@@ -757,6 +765,7 @@ class _Flushers:
     is made, cancelled when it is deleted."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
 
     nursery: trio.Nursery | None = None
     pending: list[Bucket] = attrs.field(factory=list)
@@ -801,6 +810,7 @@ class _Cluster:
     """What ``_serve`` needs to make a node's shell (at start and for ``add_node``)."""
 
     __repr__ = fields_repr
+    __eq__ = fields_eq
 
     options: _Options
     tls: TlsSetup | None
