@@ -15,7 +15,7 @@ import enum
 
 import attrs
 
-from mockdcp.util import ModelError, fields_eq, fields_hash, fields_repr
+from mockdcp.util import ModelError, fields_repr
 
 #: menelaus_web_buckets.erl ``-define(MAX_BUCKET_NAME_LEN, 100)``
 MAX_BUCKET_NAME_LEN = 100
@@ -78,8 +78,6 @@ class BucketSpec:
     for it (``ram_quota_mb``, ``replicas``, ``flush_enabled``, ``storage``)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     name: str
     type: BucketType = BucketType.COUCHBASE

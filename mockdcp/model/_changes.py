@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from mockdcp.util import fields_eq, fields_hash, fields_repr
+from mockdcp.util import fields_repr
 
 #: told each change, in publishing order
 Subscriber = Callable[["Change"], None]
@@ -35,8 +35,6 @@ class BranchCut:
     ``FailoverTable::createEntry``)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     vbucket: int
     uuid: int
@@ -55,8 +53,6 @@ class Change:
     actives' own."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     vbuckets: Sequence[int] = ()
     reset: frozenset[int] = frozenset()

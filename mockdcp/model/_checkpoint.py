@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, overload
 import attrs
 
 from mockdcp.model._item import TAG_DURABLE
-from mockdcp.util import fields_eq, fields_hash, fields_repr
+from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -291,8 +291,6 @@ class MemoryBatch:
     """
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     checkpoint: Checkpoint
     start: int

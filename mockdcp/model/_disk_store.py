@@ -32,7 +32,7 @@ from mockdcp.model._item import (
     Item,
     ItemKind,
 )
-from mockdcp.util import fields_eq, fields_hash, fields_repr
+from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -62,8 +62,6 @@ class DiskSnapshot:
     """
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     start_seqno: int
     end_seqno: int

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.protocol import VBucketState
-from mockdcp.util import ModelError, fields_eq, fields_hash, fields_repr
+from mockdcp.util import ModelError, fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -104,8 +104,6 @@ class Ephemeral:
     (None: no limit, nothing is ever full) and the tombstone purge age in seconds."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     eviction_policy: str = EVICTION_POLICIES[0]
     memory_quota: int | None = None
@@ -199,8 +197,6 @@ class Purged:
     """What one purger pass did to a vbucket: tombstones removed, the purge seqno."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     vbucket: int
     count: int

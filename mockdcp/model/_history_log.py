@@ -18,7 +18,7 @@ import attrs
 
 from mockdcp.model._disk_store import DiskSnapshot
 from mockdcp.model._frame_columns import FrameColumns
-from mockdcp.util import fields_eq, fields_hash, fields_repr
+from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,8 +39,6 @@ class _SeqnoIndex:
     up by bisection (a dictionary of a million revisions cost about 0.1 s a backfill)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     seqnos: Sequence[int]
     items: Sequence[Item]

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from mockdcp.protocol import SystemEventType
-from mockdcp.util import ModelError, fields_eq, fields_hash, fields_repr
+from mockdcp.util import ModelError, fields_repr
 
 DEFAULT_NAME = "_default"
 DEFAULT_ID = 0
@@ -51,8 +51,6 @@ _NAME = re.compile(r"[A-Za-z0-9-][A-Za-z0-9_%-]{0,250}")
 @attrs.frozen
 class Scope:
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     sid: int
     name: str
@@ -61,8 +59,6 @@ class Scope:
 @attrs.frozen
 class Collection:
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     cid: int
     name: str
@@ -87,8 +83,6 @@ class ManifestEvent:
     """
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     event: SystemEventType
     manifest_uid: int = 0
@@ -141,8 +135,6 @@ class ManifestChange:
     """A validated change: the manifest after it, and the events it writes."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     uid: int
     scopes: tuple[Scope, ...]
@@ -494,7 +486,6 @@ class VBucketManifest:
     events off, until the missing changes are written again."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
 
     uid: int = 0
     scopes: dict[int, Scope] = attrs.field(

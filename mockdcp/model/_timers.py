@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.protocol import VBucketState
-from mockdcp.util import ModelError, fields_eq, fields_hash, fields_repr
+from mockdcp.util import ModelError, fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -76,8 +76,6 @@ class ClockAdvanced:
     changed."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     start: float
     end: float

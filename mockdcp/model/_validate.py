@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from mockdcp.protocol import Datatype
-from mockdcp.util import ModelError, fields_eq, fields_hash, fields_repr
+from mockdcp.util import ModelError, fields_repr
 
 if TYPE_CHECKING:
     import numpy as np
@@ -154,8 +154,6 @@ class Columns:
     datatypes None (each guessed), one int, or one per row (None: guessed)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     keys: Sequence[bytes]
     values: Sequence[bytes]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp.model._placement import place
-from mockdcp.util import ModelError, fields_eq, fields_hash, fields_repr
+from mockdcp.util import ModelError, fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -37,8 +37,6 @@ class VBucketMove:
     copy): what a rebalance does to that vbucket."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     vbucket: int
     source: NamedChain
@@ -85,8 +83,6 @@ class VBucketMap:
     validates; ``ModelError`` names what is wrong."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     nodes: tuple[str, ...]
     chains: tuple[Chain, ...]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.util import fields_eq, fields_repr
+from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from mockdcp.protocol import Status
@@ -25,7 +25,6 @@ class Rejection:
     ``status`` instead of their answer (the ``reject`` step)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
 
     opcode: int
     status: Status

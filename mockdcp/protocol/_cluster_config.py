@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp.protocol._versions import DEFAULT_PROFILE, ServerProfile
-from mockdcp.util import fields_eq, fields_hash, fields_repr
+from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -56,8 +56,6 @@ class ServicePorts:
     only when the node listens with TLS."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     kv: int
     mgmt: int
@@ -81,8 +79,6 @@ class AlternateAddress:
     """
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     hostname: str
     kv: int | None = None
@@ -121,8 +117,6 @@ class NodeNetwork:
     addresses by network name (``EXTERNAL_NETWORK``)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     kv_ssl: int | None = None
     mgmt_ssl: int | None = None

@@ -29,7 +29,7 @@ import attrs
 
 from mockdcp.protocol._enums import Magic
 from mockdcp.protocol._errors import RemoteProtocolError
-from mockdcp.util import fields_eq, fields_hash, fields_repr
+from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -56,8 +56,6 @@ class Frame:
     """
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     magic: Magic
     opcode: int

@@ -35,7 +35,7 @@ import re
 import attrs
 
 from mockdcp.protocol._enums import HelloFeature, StreamFlag
-from mockdcp.util import fields_eq, fields_hash, fields_repr
+from mockdcp.util import fields_repr
 
 _F = HelloFeature
 
@@ -149,8 +149,6 @@ class ServerProfile:
     unless a full string was asked for: ``resolve_server_version``)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     #: "7.0", "7.2", "7.6", "8.0"
     name: str

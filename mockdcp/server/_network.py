@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypedDict
 import attrs
 
 from mockdcp.protocol import EXTERNAL_NETWORK, AlternateAddress, NodeNetwork
-from mockdcp.util import ServerError, fields_eq, fields_hash, fields_repr
+from mockdcp.util import ServerError, fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -140,8 +140,6 @@ class NetworkOptions:
     """The checked TLS and external-address options of one server."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     bind_host: str
     external: AlternateAddress | None = None

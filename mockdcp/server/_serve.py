@@ -47,8 +47,6 @@ from mockdcp.util import (
     ModelError,
     ServerError,
     collector_paused,
-    fields_eq,
-    fields_hash,
     fields_repr,
     raise_unwrapped,
     tune_process,
@@ -321,8 +319,6 @@ class NodeInfo:
     """One node of a running server: its number, name, status and ports."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     number: int
     name: str
@@ -675,8 +671,6 @@ def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenar
 @attrs.frozen
 class _Options:
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     host: str
     port: int
@@ -699,8 +693,6 @@ class _Limits:
     """What a data node bounds per connection and in all (``serve``'s docstring)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
-    __hash__ = fields_hash
 
     max_connections: int
     output_limit: int | None
@@ -765,7 +757,6 @@ class _Flushers:
     is made, cancelled when it is deleted."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
 
     nursery: trio.Nursery | None = None
     pending: list[Bucket] = attrs.field(factory=list)
@@ -810,7 +801,6 @@ class _Cluster:
     """What ``_serve`` needs to make a node's shell (at start and for ``add_node``)."""
 
     __repr__ = fields_repr
-    __eq__ = fields_eq
 
     options: _Options
     tls: TlsSetup | None
