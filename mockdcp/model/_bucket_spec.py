@@ -15,7 +15,7 @@ import enum
 
 import attrs
 
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 #: menelaus_web_buckets.erl ``-define(MAX_BUCKET_NAME_LEN, 100)``
 MAX_BUCKET_NAME_LEN = 100
@@ -76,8 +76,6 @@ def bucket_name_error(name: str) -> str | None:
 class BucketSpec:
     """One bucket as declared: its name and type, and the settings ns_server reports
     for it (``ram_quota_mb``, ``replicas``, ``flush_enabled``, ``storage``)."""
-
-    __repr__ = fields_repr
 
     name: str
     type: BucketType = BucketType.COUCHBASE

@@ -22,8 +22,6 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from mockdcp.util import fields_repr
-
 #: told each change, in publishing order
 Subscriber = Callable[["Change"], None]
 
@@ -33,8 +31,6 @@ class BranchCut:
     """A vbucket's active copy got a new failover entry: a new branch from ``seqno``
     with the vbucket uuid ``uuid`` (kv_engine ``failover-table.cc``,
     ``FailoverTable::createEntry``)."""
-
-    __repr__ = fields_repr
 
     vbucket: int
     uuid: int
@@ -51,8 +47,6 @@ class Change:
     ``collections``: the manifest changed; ``copies`` and ``copies_reset``: (node,
     vbucket) copies a cluster step changed (reset: cut, or a new state), beside the
     actives' own."""
-
-    __repr__ = fields_repr
 
     vbuckets: Sequence[int] = ()
     reset: frozenset[int] = frozenset()

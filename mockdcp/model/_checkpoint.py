@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, overload
 import attrs
 
 from mockdcp.model._item import TAG_DURABLE
-from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -289,8 +288,6 @@ class MemoryBatch:
     it at once. A copy would touch every item object, scattered in memory (a cache miss
     each); the fast path never needs them.
     """
-
-    __repr__ = fields_repr
 
     checkpoint: Checkpoint
     start: int

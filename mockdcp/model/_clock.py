@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.model._ephemeral import EPHEMERAL_PURGE_INTERVAL
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -55,8 +55,6 @@ def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> Non
 @attrs.frozen(kw_only=True)
 class ServerTimers:
     """The intervals of a bucket's timed tasks (see the module docstring), in seconds."""
-
-    __repr__ = fields_repr
 
     exp_pager_stime: int = attrs.field(default=EXP_PAGER_STIME, validator=_positive)
     metadata_purge_age: int = attrs.field(default=METADATA_PURGE_AGE, validator=_positive)

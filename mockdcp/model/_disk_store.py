@@ -32,7 +32,6 @@ from mockdcp.model._item import (
     Item,
     ItemKind,
 )
-from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,8 +59,6 @@ class DiskSnapshot:
     scattered in memory (reading them cost about 0.7 µs an item in ``mockdcp bench
     --from-disk``).
     """
-
-    __repr__ = fields_repr
 
     start_seqno: int
     end_seqno: int

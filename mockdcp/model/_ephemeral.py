@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.protocol import VBucketState
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -102,8 +102,6 @@ class NoPersistence(ModelError):
 class Ephemeral:
     """An ephemeral bucket's settings: its eviction policy, its memory quota in bytes
     (None: no limit, nothing is ever full) and the tombstone purge age in seconds."""
-
-    __repr__ = fields_repr
 
     eviction_policy: str = EVICTION_POLICIES[0]
     memory_quota: int | None = None
@@ -195,8 +193,6 @@ def public_persisted_seqno(vb: VBucket, ephemeral: bool) -> int:
 @attrs.frozen
 class Purged:
     """What one purger pass did to a vbucket: tombstones removed, the purge seqno."""
-
-    __repr__ = fields_repr
 
     vbucket: int
     count: int

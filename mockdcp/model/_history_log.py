@@ -18,7 +18,6 @@ import attrs
 
 from mockdcp.model._disk_store import DiskSnapshot
 from mockdcp.model._frame_columns import FrameColumns
-from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,8 +36,6 @@ HistoryColumns = FrameColumns
 class _SeqnoIndex:
     """seqno → item of a history snapshot: its seqnos (ascending) beside its items, looked
     up by bisection (a dictionary of a million revisions cost about 0.1 s a backfill)."""
-
-    __repr__ = fields_repr
 
     seqnos: Sequence[int]
     items: Sequence[Item]

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from mockdcp.protocol import SystemEventType
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 DEFAULT_NAME = "_default"
 DEFAULT_ID = 0
@@ -50,16 +50,12 @@ _NAME = re.compile(r"[A-Za-z0-9-][A-Za-z0-9_%-]{0,250}")
 
 @attrs.frozen
 class Scope:
-    __repr__ = fields_repr
-
     sid: int
     name: str
 
 
 @attrs.frozen
 class Collection:
-    __repr__ = fields_repr
-
     cid: int
     name: str
     scope_id: int
@@ -81,8 +77,6 @@ class ManifestEvent:
     ``flush_uid`` are the collection's (begin and modify events). A begin event of a
     collection that exists already is a flush: its documents written before are gone.
     """
-
-    __repr__ = fields_repr
 
     event: SystemEventType
     manifest_uid: int = 0
@@ -133,8 +127,6 @@ def _stamp(events: Sequence[ManifestEvent], old: int, new: int) -> tuple[Manifes
 @attrs.frozen
 class ManifestChange:
     """A validated change: the manifest after it, and the events it writes."""
-
-    __repr__ = fields_repr
 
     uid: int
     scopes: tuple[Scope, ...]
@@ -484,8 +476,6 @@ class VBucketManifest:
     """What a vbucket's system events say the manifest is (kv_engine
     ``Collections::VB::Manifest``): it lags the bucket's after a failover or restart cut
     events off, until the missing changes are written again."""
-
-    __repr__ = fields_repr
 
     uid: int = 0
     scopes: dict[int, Scope] = attrs.field(

@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from mockdcp.util import fields_repr
-
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -94,8 +92,6 @@ class RoleDefinition:
     ns_server name and description, and the privileges it gives: ``bucket`` on its
     bucket as a whole, ``data`` on the data its parameters name, ``everywhere`` on no
     bucket in particular."""
-
-    __repr__ = fields_repr
 
     name: str
     params: Literal[0, 1, 3]
@@ -237,8 +233,6 @@ class Role:
     """A role as given to a user: ``name``, and for a parameterised role the bucket,
     scope and collection it is on (``*``: any)."""
 
-    __repr__ = fields_repr
-
     name: str
     bucket: str | None = None
     scope: str = ANY
@@ -357,8 +351,6 @@ def parse_roles(text: str | Iterable[str]) -> tuple[Role, ...]:
 class User:
     """A local user: name, password, roles, and the display name ns_server keeps."""
 
-    __repr__ = fields_repr
-
     name: str
     password: str
     roles: tuple[Role, ...] = ()
@@ -381,8 +373,6 @@ class User:
 @attrs.frozen(kw_only=True)
 class UserChange:
     """What one user operation changed: its kind, the user, and the revision it made."""
-
-    __repr__ = fields_repr
 
     kind: Literal["created", "updated", "deleted", "granted", "revoked", "password"]
     user: str

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.protocol import VBucketState
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -74,8 +74,6 @@ class ClockAdvanced:
     """What moving the clock did: the times, how many pager runs and compactions fell
     in the interval, the documents expired, the tombstones purged, and the vbuckets
     changed."""
-
-    __repr__ = fields_repr
 
     start: float
     end: float
@@ -193,8 +191,6 @@ class WallTimers:
     (``run_due``: the expiry pager, compaction or the ephemeral purger). ``start``:
     the bucket's start, the first run of each task one interval after it (kv_engine
     ``exp_pager_initial_run_time`` -1)."""
-
-    __repr__ = fields_repr
 
     bucket: Bucket
     start: float

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from mockdcp.protocol import Datatype
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -152,8 +152,6 @@ Row = tuple[bytes, int, bytes, int, int, int, int]
 class Columns:
     """A batch whose columns passed ``check_columns``: one entry per row in each, the
     datatypes None (each guessed), one int, or one per row (None: guessed)."""
-
-    __repr__ = fields_repr
 
     keys: Sequence[bytes]
     values: Sequence[bytes]

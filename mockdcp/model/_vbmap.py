@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp.model._placement import place
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -35,8 +35,6 @@ NamedChain = tuple[str | None, ...]
 class VBucketMove:
     """One vbucket's chain before and after a map change (node names, ``None`` for no
     copy): what a rebalance does to that vbucket."""
-
-    __repr__ = fields_repr
 
     vbucket: int
     source: NamedChain
@@ -81,8 +79,6 @@ class VBucketMap:
     """``nodes`` (the server list), one chain of node indexes a vbucket (``-1``: no
     copy) and the configured replica count (see the module docstring). Construction
     validates; ``ModelError`` names what is wrong."""
-
-    __repr__ = fields_repr
 
     nodes: tuple[str, ...]
     chains: tuple[Chain, ...]

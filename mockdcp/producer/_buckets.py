@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.model import Bucket, BucketSpec, Cluster
-from mockdcp.util import ModelError, fields_repr
+from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 @attrs.define(eq=False)
 class BucketSlot:
     """One bucket name's nodes and settings; ``deleted`` until made again."""
-
-    __repr__ = fields_repr
 
     spec: BucketSpec
     topology: Topology

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.util import fields_repr
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
@@ -30,8 +28,6 @@ if TYPE_CHECKING:
 @attrs.frozen(eq=False)
 class ConnectionSteps:
     """The steps of the module docstring, on ``node``'s cluster."""
-
-    __repr__ = fields_repr
 
     node: Node
 

@@ -31,7 +31,6 @@ from mockdcp.protocol import (
     VBucketState,
     encode_config,
 )
-from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -73,8 +72,6 @@ class Node:
     event log and its subscribers, the counters, holds, rejections, the protocol
     checkers and connection ids (``sibling`` makes a node that shares them). A node made
     alone is a one-node cluster's."""
-
-    __repr__ = fields_repr
 
     bucket: Bucket
     #: the cluster's users (a name -> password mapping is made admins): shared by every

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.util import fields_repr
-
 if TYPE_CHECKING:
     from mockdcp.protocol import Status
 
@@ -23,8 +21,6 @@ if TYPE_CHECKING:
 class Rejection:
     """The next ``count`` requests with ``opcode`` (on ``vbucket``, if given) get
     ``status`` instead of their answer (the ``reject`` step)."""
-
-    __repr__ = fields_repr
 
     opcode: int
     status: Status
@@ -35,8 +31,6 @@ class Rejection:
 @attrs.define(eq=False)
 class Rejections:
     """The rejections pending, oldest first (shared by every node of a cluster)."""
-
-    __repr__ = fields_repr
 
     pending: list[Rejection] = attrs.field(factory=list)
 

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from mockdcp.protocol._versions import DEFAULT_PROFILE, ServerProfile
-from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -54,8 +53,6 @@ EXTERNAL_NETWORK = "external"
 class ServicePorts:
     """The ports of a node's services as ``nodesExt[].services`` names them; the TLS ones
     only when the node listens with TLS."""
-
-    __repr__ = fields_repr
 
     kv: int
     mgmt: int
@@ -77,8 +74,6 @@ class AlternateAddress:
     node has, because gocbcore takes an alternate address's ``ports`` whole (a missing
     ``mgmt`` there leaves it without a management endpoint: an invalid route config).
     """
-
-    __repr__ = fields_repr
 
     hostname: str
     kv: int | None = None
@@ -115,8 +110,6 @@ def _mapped(external: int | None, own: int | None) -> int | None:
 class NodeNetwork:
     """What a node advertises beyond its plain ports: its TLS ports and its alternate
     addresses by network name (``EXTERNAL_NETWORK``)."""
-
-    __repr__ = fields_repr
 
     kv_ssl: int | None = None
     mgmt_ssl: int | None = None

@@ -29,7 +29,6 @@ import attrs
 
 from mockdcp.protocol._enums import Magic
 from mockdcp.protocol._errors import RemoteProtocolError
-from mockdcp.util import fields_repr
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -54,8 +53,6 @@ class Frame:
 
     ``vbucket_or_status`` is the vbucket of a request and the status of a response.
     """
-
-    __repr__ = fields_repr
 
     magic: Magic
     opcode: int

@@ -35,7 +35,6 @@ import re
 import attrs
 
 from mockdcp.protocol._enums import HelloFeature, StreamFlag
-from mockdcp.util import fields_repr
 
 _F = HelloFeature
 
@@ -147,8 +146,6 @@ class ServerProfile:
 
     ``version`` is the string VERSION and ``/pools`` report (a GA build of the release
     unless a full string was asked for: ``resolve_server_version``)."""
-
-    __repr__ = fields_repr
 
     #: "7.0", "7.2", "7.6", "8.0"
     name: str

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypedDict
 import attrs
 
 from mockdcp.protocol import EXTERNAL_NETWORK, AlternateAddress, NodeNetwork
-from mockdcp.util import ServerError, fields_repr
+from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -138,8 +138,6 @@ def _tls_only(arguments: TlsArguments) -> list[str]:
 @attrs.frozen(kw_only=True)
 class NetworkOptions:
     """The checked TLS and external-address options of one server."""
-
-    __repr__ = fields_repr
 
     bind_host: str
     external: AlternateAddress | None = None

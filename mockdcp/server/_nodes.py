@@ -21,7 +21,7 @@ import trio
 
 from mockdcp.producer import CLOSED_STATUSES
 from mockdcp.server._ports import hold, listen_again
-from mockdcp.util import ServerError, fields_repr
+from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
     import socket
@@ -53,8 +53,6 @@ def port_of(listeners: list[trio.SocketListener]) -> int:
 @attrs.define(eq=False)
 class NodeShell:
     """One node's listeners (see the module docstring)."""
-
-    __repr__ = fields_repr
 
     node: Node
     kv: KvService

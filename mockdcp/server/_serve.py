@@ -43,14 +43,7 @@ from mockdcp.server._kv import (
 from mockdcp.server._network import NetworkOptions, TlsArguments, node_network
 from mockdcp.server._nodes import NodeShell
 from mockdcp.server._timers import WallClockTimers
-from mockdcp.util import (
-    ModelError,
-    ServerError,
-    collector_paused,
-    fields_repr,
-    raise_unwrapped,
-    tune_process,
-)
+from mockdcp.util import ModelError, ServerError, collector_paused, raise_unwrapped, tune_process
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -79,8 +72,6 @@ DEFAULT_USERS: Mapping[str, str] = {"Administrator": "password"}
 class MockDcpServer:
     """A running mock node: its ports, its bucket, and the steps (the Python API of
     ``apply``, ``wait``, ``oracle``, ``state``)."""
-
-    __repr__ = fields_repr
 
     node: Node
     kv: KvService
@@ -317,8 +308,6 @@ def server_state(server: MockDcpServer, bucket: str | None = None) -> dict[str, 
 @attrs.frozen(kw_only=True)
 class NodeInfo:
     """One node of a running server: its number, name, status and ports."""
-
-    __repr__ = fields_repr
 
     number: int
     name: str
@@ -670,8 +659,6 @@ def _load_scenario(scenario: Scenario | str | os.PathLike[str] | None) -> Scenar
 
 @attrs.frozen
 class _Options:
-    __repr__ = fields_repr
-
     host: str
     port: int
     http_port: int
@@ -691,8 +678,6 @@ class _Options:
 @attrs.frozen
 class _Limits:
     """What a data node bounds per connection and in all (``serve``'s docstring)."""
-
-    __repr__ = fields_repr
 
     max_connections: int
     output_limit: int | None
@@ -756,8 +741,6 @@ class _Flushers:
     """The flusher task of each bucket (``_flusher.run_flusher``): started when a bucket
     is made, cancelled when it is deleted."""
 
-    __repr__ = fields_repr
-
     nursery: trio.Nursery | None = None
     pending: list[Bucket] = attrs.field(factory=list)
     scopes: dict[int, trio.CancelScope] = attrs.field(factory=dict)
@@ -799,8 +782,6 @@ def _port(base: int, index: int) -> int:
 @attrs.define
 class _Cluster:
     """What ``_serve`` needs to make a node's shell (at start and for ``add_node``)."""
-
-    __repr__ = fields_repr
 
     options: _Options
     tls: TlsSetup | None

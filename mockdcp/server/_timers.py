@@ -27,7 +27,7 @@ import attrs
 import trio
 
 from mockdcp.model import WallTimers
-from mockdcp.util import MockDcpError, fields_repr
+from mockdcp.util import MockDcpError
 
 if TYPE_CHECKING:
     from mockdcp.model import Bucket
@@ -39,8 +39,6 @@ log = logging.getLogger("mockdcp.timers")
 class WallClockTimers:
     """The wall-clock timers of the server's buckets (``add`` when a bucket is made,
     ``remove`` when it is deleted) and the task that runs them (``run``)."""
-
-    __repr__ = fields_repr
 
     schedules: dict[int, WallTimers] = attrs.field(factory=dict)
     changed: trio.Event = attrs.field(factory=trio.Event)

@@ -6,8 +6,7 @@ three process helpers.
 process-wide state, so only the shell (``mockdcp.server``, the commands) calls them and
 passes what the pure layers need in: ``tune_process`` (glibc's allocator thresholds, numpy's
 thread pool kept to one thread) once at start, ``load_numpy`` where the shell itself needs
-numpy, ``collector_paused`` handed to the model for bulk loads. ``fields_repr`` is the
-``__repr__`` of the attrs classes a server's import makes (attrs compiles none for them).
+numpy, ``collector_paused`` handed to the model for bulk loads.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from mockdcp.util._gc import (
 from mockdcp.util._lazy import lazy_getattr as lazy_getattr
 from mockdcp.util._malloc import tune_allocator as tune_allocator
 from mockdcp.util._numpy import load_numpy as load_numpy, tune_process as tune_process
-from mockdcp.util._repr import fields_repr as fields_repr
 
 __all__ = [
     "MockDcpError",
@@ -34,7 +32,6 @@ __all__ = [
     "ScenarioError",
     "ServerError",
     "collector_paused",
-    "fields_repr",
     "lazy_getattr",
     "load_numpy",
     "raise_unwrapped",
