@@ -4,7 +4,8 @@ and of a cluster of them: the vbucket map, replica copies, rebalance and failove
 Pure: no I/O and no clock of its own (time comes from the injected clock). The cold
 tier and the disk segments (numpy's arrays) load on first use (``__getattr__``):
 serving an empty bucket, or a bucket written key by key, does not import numpy; the KV
-document commands (``Documents``) load on a client's first one.
+document commands (``Documents``) load on a client's first one, the roles and their
+privileges (``_rbac``) on the first look at a user, the oracle and the loaders when used.
 """
 
 from __future__ import annotations
@@ -78,30 +79,21 @@ from mockdcp.model._item import (
     any_system as any_system,
     vbucket_of as vbucket_of,
 )
-from mockdcp.model._loader import ColdLoad as ColdLoad
 from mockdcp.model._manifest import (
     KEEP as KEEP,
     Manifest as Manifest,
     ManifestChange as ManifestChange,
 )
-from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
-from mockdcp.model._rbac import (
-    ROLES as ROLES,
-    Privilege as Privilege,
-    Role as Role,
-    UnknownRoles as UnknownRoles,
-    User as User,
-    UserChange as UserChange,
-    Users as Users,
-    as_users as as_users,
-    check_password as check_password,
-    check_user_name as check_user_name,
-    parse_roles as parse_roles,
-)
 from mockdcp.model._timers import (
     ClockAdvanced as ClockAdvanced,
     WallTimers as WallTimers,
     advance_buckets as advance_buckets,
+)
+from mockdcp.model._users import (
+    Users as Users,
+    as_users as as_users,
+    check_password as check_password,
+    check_user_name as check_user_name,
 )
 from mockdcp.model._validate import (
     check_value as check_value,
@@ -135,6 +127,17 @@ if TYPE_CHECKING:
         KvError as KvError,
         Written as Written,
     )
+    from mockdcp.model._loader import ColdLoad as ColdLoad
+    from mockdcp.model._oracle import Oracle as Oracle, json_row as json_row
+    from mockdcp.model._rbac import (
+        ROLES as ROLES,
+        Privilege as Privilege,
+        Role as Role,
+        UnknownRoles as UnknownRoles,
+        User as User,
+        UserChange as UserChange,
+        parse_roles as parse_roles,
+    )
 else:
     _LAZY = {
         # the KV document commands (sub-document paths, the request classes): on a
@@ -152,5 +155,17 @@ else:
         "on_disk_changes": "_disk_segment",
         "stable_key_hash": "_disk_segment",
         "stable_key_hashes": "_disk_segment",
+        # a bulk load into the cold tier, the oracle: on first use
+        "ColdLoad": "_loader",
+        "Oracle": "_oracle",
+        "json_row": "_oracle",
+        # the roles and their privileges: on the first look at a user (``_users``)
+        "ROLES": "_rbac",
+        "Privilege": "_rbac",
+        "Role": "_rbac",
+        "UnknownRoles": "_rbac",
+        "User": "_rbac",
+        "UserChange": "_rbac",
+        "parse_roles": "_rbac",
     }
     __getattr__ = lazy_getattr(__name__, _LAZY, globals())

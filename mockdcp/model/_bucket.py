@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
 from mockdcp.model._bucket_collections import CollectionsSteps
 from mockdcp.model._bucket_core import BucketCore, check_no_prepare
@@ -35,7 +36,6 @@ from mockdcp.model._manifest import (
     Manifest,
     declare,
 )
-from mockdcp.model._oracle import Oracle
 from mockdcp.model._timers import ClockAdvanced, advance
 from mockdcp.model._validate import (
     as_bytes,
@@ -48,6 +48,9 @@ from mockdcp.model._validate import (
 from mockdcp.model._vbucket import VBucket, collection_high_seqnos, high_seqnos
 from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
+
+if TYPE_CHECKING:
+    from mockdcp.model._oracle import Oracle
 
 Clock = Callable[[], float]
 
@@ -250,6 +253,8 @@ class Bucket(BulkLoads, DurableWrites, StorageSteps, CollectionsSteps, BucketCor
                 {key: item for key, item in vb.hash_table() if not item.deleted and key[0] in live}
             )
         names = {cid: self.manifest.name_of(cid) for cid in {cid for cid, _ in out}}
+        from mockdcp.model._oracle import Oracle  # on first use
+
         return Oracle(out, names)
 
     # -- data steps ------------------------------------------------------------------

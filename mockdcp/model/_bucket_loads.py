@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 from mockdcp.model._bucket_core import BucketCore
 from mockdcp.model._ephemeral import check_room, estimate
-from mockdcp.model._loader import BulkLoad, ColdLoad
 from mockdcp.model._validate import check_columns
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
+
+    from mockdcp.model._loader import ColdLoad
 
 
 class BulkLoads(BucketCore):
@@ -95,6 +96,8 @@ class BulkLoads(BucketCore):
             rows = zip(keys, values, strict=True)  # the columns' lengths were checked
             needed = sum(estimate(b"", b"") + _size(k) + _size(v) for k, v in rows)
             check_room(settings, self.memory_used(), needed)
+        from mockdcp.model._loader import BulkLoad  # the loaders load on first use
+
         return BulkLoad(self, columns, step).steps()
 
     def cold_load(self) -> ColdLoad:
@@ -116,6 +119,8 @@ class BulkLoads(BucketCore):
                 "an ephemeral bucket with a memory quota loads through set_many (its quota"
                 " counts every write)"
             )
+        from mockdcp.model._loader import ColdLoad
+
         return ColdLoad(self)
 
     def load_cold(

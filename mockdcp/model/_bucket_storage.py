@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.model._bucket_core import BucketCore
-from mockdcp.model._compaction import compact
 from mockdcp.model._ephemeral import lose_everything, purge_by_age
 from mockdcp.protocol import VBucketState
 from mockdcp.util import ModelError
@@ -58,6 +57,8 @@ class StorageSteps(BucketCore):
         if upto is not None:
             for vb in targets:
                 vb.check_persist(upto)
+        from mockdcp.model._compaction import compact  # on the first persist
+
         for vb in targets:
             vb.persist(vb.high_seqno if upto is None else upto)
             compact(vb)  # persisted writes may fold into the cold tier

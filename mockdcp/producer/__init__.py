@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mockdcp.producer._buckets import Buckets as Buckets
-from mockdcp.producer._data_nodes import DataNodes as DataNodes
 from mockdcp.producer._node import (
     RETIRED_COUNTERS as RETIRED_COUNTERS,
     Node as Node,
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
         DcpSettings as DcpSettings,
         apply_control as apply_control,
     )
+    from mockdcp.producer._data_nodes import DataNodes as DataNodes
     from mockdcp.producer._faults import (
         Corruption as Corruption,
     )
@@ -75,6 +75,8 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    # the topology steps over every bucket (a scenario's, the control API's): on first use
+    "DataNodes": "_data_nodes",
     "CheckerRegistry": "_checker",
     "ConnectionChecker": "_checker",
     "ProtocolChecker": "_checker",

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.model import Bucket, BucketSpec, Cluster
-from mockdcp.producer._bucket_move import move_connection
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
@@ -121,6 +120,8 @@ class Buckets:
         if target is None:
             return False
         if target is not here:
+            from mockdcp.producer._bucket_move import move_connection  # on first use
+
             move_connection(conn, here, target)
         return True
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mockdcp.model import Users, as_users
-from mockdcp.producer._checker_rules import CheckerLimits
 from mockdcp.producer._connection_steps import ConnectionSteps
 from mockdcp.producer._rejections import Rejections
 from mockdcp.producer._topology import CLOSED_STATUSES
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
     from mockdcp.model import Bucket, NodeView
     from mockdcp.producer._buckets import Buckets
     from mockdcp.producer._checker import CheckerRegistry
+    from mockdcp.producer._checker_rules import CheckerLimits
     from mockdcp.producer._connection import Connection
     from mockdcp.producer._topology import Topology
     from mockdcp.producer.events import ProducerEvent
@@ -107,8 +107,9 @@ class Node:
     #: the final counters of closed connections (``RETIRED_COUNTERS``; "connections")
     retired: Counter[str] = attrs.field(factory=Counter)
     #: the protocol checker's limits when the node is made (``checker_limits`` is then
-    #: the shared registry's: one setting for every node of the cluster)
-    _initial_limits: CheckerLimits = attrs.field(factory=CheckerLimits, alias="checker_limits")
+    #: the shared registry's: one setting for every node of the cluster); None: the
+    #: defaults, made with the registry (the rules load when the checker first runs)
+    _initial_limits: CheckerLimits | None = attrs.field(default=None, alias="checker_limits")
     _checkers: CheckerRegistry | None = attrs.field(default=None, init=False)
     _view: NodeView | None = attrs.field(default=None, init=False)
     #: the steps that act on the cluster's connections (faults, end_stream...)

@@ -202,3 +202,62 @@ def test_the_server_leaves_the_document_commands_until_they_are_used() -> None:
     ).stdout
     module = "mockdcp.model._documents"
     assert json.loads(out) == [[], list(lazy), module, module]
+
+
+#: what ``import mockdcp.server`` leaves for first use (issue 44): the heavy modules (the
+#: codec's numpy, the pipeline's pyarrow, the HTTP stack, TLS), the scenario package, the
+#: connection machinery, and the model's and producer's parts a start does not run
+SERVER_LEAVES = (
+    "numpy",
+    "pyarrow",
+    "hypercorn",
+    "starlette",
+    "cryptography",
+    "mockdcp.scenario",
+    "mockdcp.producer._connection",
+    "mockdcp.producer._checker",
+    "mockdcp.producer._checker_rules",
+    "mockdcp.producer._bucket_move",
+    "mockdcp.producer._data_nodes",
+    "mockdcp.model._rbac",
+    "mockdcp.model._loader",
+    "mockdcp.model._oracle",
+    "mockdcp.model._compaction",
+    "mockdcp.model._documents",
+)
+
+
+def test_import_mockdcp_server_leaves_what_a_start_does_not_run_for_first_use() -> None:
+    """``import mockdcp.server`` loads none of ``SERVER_LEAVES``; a node made as ``serve``
+    makes it (its bucket, the default users) loads neither the role table nor the
+    checker's rules: the first look at a user (a client's authentication) loads the
+    roles, the first checker (a DCP connection) the rules."""
+    script = (
+        "import json, sys\n"
+        "import mockdcp.server\n"
+        f"leaves = {SERVER_LEAVES!r}\n"
+        "imported = [m for m in leaves if m in sys.modules]\n"
+        "from mockdcp.model import Bucket, Users\n"
+        "from mockdcp.producer import Node\n"
+        "bucket = Bucket('default', 4, clock=lambda: 0.0)\n"
+        "node = Node(bucket=bucket, users={'Administrator': 'password'})\n"
+        "started = [m for m in leaves if m in sys.modules]\n"
+        "names = sorted(node.users), len(node.users), node.users['Administrator']\n"
+        "as_mapping = [m for m in leaves if m in sys.modules]\n"
+        "from mockdcp.model import Privilege\n"
+        "granted = node.users.allowed('Administrator', Privilege.DCP_PRODUCER, 'default')\n"
+        "limits = node.checker_limits.reopen_within\n"
+        "used = [m for m in leaves if m in sys.modules]\n"
+        "print(json.dumps([imported, started, as_mapping, list(names), granted, limits, used]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
+    ).stdout
+    imported, started, as_mapping, names, granted, limits, used = json.loads(out)
+    assert imported == [], "import mockdcp.server loaded what it leaves for first use"
+    assert started == []
+    assert as_mapping == []  # names and passwords are what authentication reads
+    assert names == [["Administrator"], 1, "password"]
+    assert granted is True
+    assert limits == 5.0
+    assert {"mockdcp.model._rbac", "mockdcp.producer._checker_rules"} <= set(used)
