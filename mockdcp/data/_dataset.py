@@ -126,13 +126,10 @@ def _pick(table: Sequence[bytes], at: NDArray[np.int64]) -> Sequence[bytes]:
 _TABLES_AS_ARRAYS: dict[int, tuple[Sequence[bytes], NDArray[np.object_], NDArray[np.int64]]] = {}
 
 
-def _table(
-    table: Sequence[bytes], *, keep: bool = True
-) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
+def _table(table: Sequence[bytes]) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
     """``table``'s entries as a numpy array of objects (``numpy.take`` gathers them,
-    in C, without a Python object a row) and the length of each, kept if ``keep`` (the
-    tables of the module and the pools, which live as long as the process; not a
-    chunk's own)."""
+    in C, without a Python object a row) and the length of each, kept (the tables of
+    the module and the pools, which live as long as the process)."""
     import numpy as np
 
     kept = _TABLES_AS_ARRAYS.get(id(table))
@@ -141,8 +138,7 @@ def _table(
     entries = np.empty(len(table), object)
     entries[:] = table
     lengths = np.fromiter(map(len, table), np.int64, len(table))
-    if keep:
-        _TABLES_AS_ARRAYS[id(table)] = (table, entries, lengths)
+    _TABLES_AS_ARRAYS[id(table)] = (table, entries, lengths)
     return entries, lengths
 
 
@@ -428,14 +424,14 @@ class DocumentGenerator:
         in the frame ``ColdLoad.add`` makes of them. The draws are put in vbucket order
         (numpy) before they are gathered from the tables, each value's length is the
         sum of its pieces' (numpy, from the tables' lengths), and one ``bytes.join``
-        makes every frame: header (numpy, ``head_dtype``), collection prefix, key and
-        the value's pieces."""
+        makes every frame: its start (header, collection prefix, key and the value up
+        to the name: ``_fixed_parts``), the value's pieces gathered from the tables and
+        its date (``_dates``)."""
         import numpy as np
 
-        from mockdcp.model import HEAD, head_dtype
+        from mockdcp.model import HEAD
 
         p, size = self._pools, self.block_size
-        days, hours, minutes = _times()
         first_id = first_block * size
         n = max(0, min(blocks * size, count - first_id))
         numbers = range(first_block, first_block + -(-n // size))
@@ -444,35 +440,16 @@ class DocumentGenerator:
         draws = [np.concatenate(column)[:n] for column in drawn]
         self.draw_cpu_s += time.process_time() - began
         ids = np.arange(first_id, first_id + n)
-        high, low = np.divmod(ids, 1000)
-        top = int(high[0]) if n else 0
-        highs = range(top, top + (int(high[-1]) - top + 1 if n else 0))
-        key_high = [b"user::%03d" % h for h in highs]
-        high_i = high - top
-        key_pieces = np.empty((n, 2), object)
-        key_entries, key_lengths = _table(key_high, keep=False)
-        np.take(key_entries, high_i, out=key_pieces[:, 0])
-        np.take(_table(_KEY_LOW)[0], low, out=key_pieces[:, 1])
-        keys = b"".join(key_pieces.ravel().tolist())[:-1]
         vb = key_vbuckets(ids, vbuckets)
         order = np.argsort(vb.astype(np.int16), kind="stable")
         counts = np.bincount(vb, minlength=vbuckets).astype(np.uint32)
-        high_i, low = high_i[order], low[order]
         first_i, last_i, domain_i, city_i, country_i, mail_n, score, active, seconds = (
             column[order] for column in draws
         )
-        low_i = low + np.where(high[order] > 0, 1000, 0)
-        id_high = [_LITERALS[0] + (b"%d" % h if h else b"") for h in highs]
-        day, hour, minute = seconds // _DAY_S, seconds % _DAY_S // 3600, seconds % 3600
         # fields side by side in the template, drawn from small tables, are one table's
         # entry (``_Pools.pairs``): fewer pieces to gather and join
         mail_domain, score_active = p.pairs()
-        made = (key_high, id_high)  # this chunk's own tables
         fields = (
-            (key_high, high_i),  # the key: its thousands, its low digits
-            (_KEY_DIGITS, low),
-            (id_high, high_i),  # the value
-            (_ID_LOW, low_i),
             (p.first, first_i),
             (p.last, last_i),
             (p.first_mail, first_i),
@@ -480,32 +457,162 @@ class DocumentGenerator:
             (mail_domain, mail_n * len(p.domain) + domain_i),
             (p.city, city_i),
             (p.country, country_i),
-            (days, day),
-            (hours, hour),
-            (minutes, minute),
-            (score_active, score * 2 + active),
         )
-        width = 1 + len(fields)
+        # each frame's fixed-width parts are written with numpy (``_fixed_parts``): the
+        # header, key and the value up to its name; the date; one piece each, put in
+        # the list joined (a list's slice assignment: into the array of objects, a
+        # list of them cost as much as gathering them)
+        width = 3 + len(fields)
         pieces = np.empty((n, width), object)
         lengths = np.zeros(n, np.int64)
         for at, (table, picked) in enumerate(fields, 1):
-            entries, entry_lengths = _table(table, keep=not any(table is t for t in made))
+            entries, entry_lengths = _table(table)
             np.take(entries, picked, out=pieces[:, at])
             lengths += entry_lengths[picked]
-        klens = key_lengths[high_i] + 3 + 1  # with the collection's prefix
-        head = np.zeros(n, head_dtype(True))  # the default collection: prefix 0
-        head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, HEAD - 24
-        head["keylen"], head["datatype"], head["vbucket"] = klens, JSON, vb[order]
-        head["bodylen"] = HEAD - 24 + 1 + lengths
-        head["rev"] = 1  # CAS and seqno: written by ``ColdLoad.add_frames``
-        pieces[:, 0] = head.view(f"V{HEAD + 1}").tolist()
+        entries, entry_lengths = _table(score_active)
+        picked = score * 2 + active
+        np.take(entries, picked, out=pieces[:, -1])
+        dates, date_length = _dates(seconds)
+        lengths += entry_lengths[picked] + date_length
+        keys, starts, klens, id_lengths = _fixed_parts(ids, order, vb[order], lengths)
+        joined = pieces.ravel().tolist()
+        joined[0::width], joined[width - 2 :: width] = starts, dates
+        del pieces, starts, dates
+        # the value's length so far lacks its start (its id); a frame: head, key (with
+        # the collection's prefix) and value
+        sizes = HEAD + klens + id_lengths + lengths
         return FramedChunk(
-            counts, order.astype(np.uint32), (HEAD + 1 + lengths).astype(np.uint32), keys,
-            b"".join(pieces.ravel().tolist()),
-        )  # fmt: skip
+            counts, order.astype(np.uint32), sizes.astype(np.uint32), keys, b"".join(joined)
+        )
 
 
-#: the key's text before the id (``_KEY_DIGITS``, ``key_high`` in ``framed``)
+def _fixed(table: Sequence[bytes]) -> NDArray[np.uint8]:
+    """The entries of ``table``, all of one length, as the rows of a numpy array of
+    bytes (kept with the table, as ``_table`` keeps its arrays)."""
+    import numpy as np
+
+    kept = _FIXED.get(id(table))
+    if kept is not None and kept[0] is table:
+        return kept[1]
+    rows = np.frombuffer(b"".join(table), np.uint8).reshape(len(table), -1)
+    _FIXED[id(table)] = (table, rows)
+    return rows
+
+
+_FIXED: dict[int, tuple[Sequence[bytes], NDArray[np.uint8]]] = {}
+
+
+def _rows(table: NDArray[np.uint8], at: NDArray[np.int64]) -> NDArray[np.uint8]:
+    """``table``'s rows at ``at`` (``numpy.take`` along the rows: indexing an array of
+    rows with an array took about four times as long)."""
+    import numpy as np
+
+    out: NDArray[np.uint8] = np.take(table, at, axis=0)
+    return out
+
+
+def _dates(seconds: NDArray[np.int64]) -> tuple[list[bytes], int]:
+    """The ``joined`` date of each document (seconds since ``_START``) with the
+    template's text after it, and their common length: ``YYYY-MM-DDT``, ``HH:`` and
+    ``MM:SS`` rows (``_times``' tables, each of one width) gathered side by side with
+    numpy and read out as one ``bytes`` a document (three pieces to gather and join
+    before)."""
+    import numpy as np
+
+    days, hours, minutes = map(_fixed, _times())
+    day, hour, minute = seconds // _DAY_S, seconds % _DAY_S // 3600, seconds % 3600
+    a, b = days.shape[1], days.shape[1] + hours.shape[1]
+    out = np.empty((len(seconds), b + minutes.shape[1]), np.uint8)
+    out[:, :a], out[:, a:b] = _rows(days, day), _rows(hours, hour)
+    out[:, b:] = _rows(minutes, minute)
+    dates: list[bytes] = out.view(f"V{out.shape[1]}").ravel().tolist()
+    return dates, out.shape[1]
+
+
+def _fixed_parts(
+    ids: NDArray[np.int64],
+    order: NDArray[np.int64],
+    vbs: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+) -> tuple[bytes, list[bytes], NDArray[np.int64], NDArray[np.int64]]:
+    """The keys of ``ids`` (ascending) joined by a newline, and each document's frame
+    up to its value's name in vbucket order (``order``: the row of each; ``vbs``: its
+    vbucket; ``lengths``: the rest of its value's length, for the header): header
+    (``head_dtype``, the default collection's prefix), key and the value's start,
+    written with numpy as the rows of a byte array for each width of the ids (ids
+    ascend, so each width is one run of them: one width in every chunk but one that
+    crosses a power of ten), then read out as one ``bytes`` a document. Returns the
+    keys, the starts, and the length of each key (with the prefix) and of each
+    value's start, in vbucket order.
+
+    Replaces four pieces a document gathered from tables and joined (the key's
+    thousands and low digits, the value's id in two), and the keys' own join."""
+    import numpy as np
+
+    from mockdcp.model import HEAD, head_dtype
+
+    n = len(ids)
+    digits = np.ones(n, np.int64)
+    power = 10
+    while n and int(ids[-1]) >= power:
+        digits += ids >= power
+        power *= 10
+    key_digits = np.maximum(digits, 6)
+    klens = (len(_KEY_PREFIX) + key_digits + 1)[order]  # with the collection's prefix
+    id_lengths = (len(_LITERALS[0]) + digits + len(_LITERALS[1]))[order]
+    head = np.zeros(n, head_dtype(True))  # the default collection: prefix 0
+    head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, HEAD - 24
+    head["keylen"], head["datatype"], head["vbucket"] = klens, JSON, vbs
+    head["bodylen"] = HEAD - 24 + klens + id_lengths + lengths
+    head["rev"] = 1  # CAS and seqno: written by ``ColdLoad.add_frames``
+    heads = head.view(np.uint8).reshape(n, HEAD + 1)
+    three = _fixed(_KEY_DIGITS)
+    prefix, id_before, id_after = (
+        np.frombuffer(text, np.uint8) for text in (_KEY_PREFIX, _LITERALS[0], _LITERALS[1])
+    )
+    keys: list[bytes] = []
+    starts: Any = None  # one width: a list; more: an array of objects, filled a width at a time
+    bounds = np.flatnonzero(np.diff(digits)) + 1
+    for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), n], strict=True):
+        wide, key_wide = int(digits[a]), int(key_digits[a])
+        # the keys of this width in the order drawn, each with a newline
+        key_end = len(prefix) + key_wide
+        keyed = np.empty((b - a, key_end + 1), np.uint8)
+        keyed[:, : len(prefix)], keyed[:, key_end] = prefix, ord("\n")
+        picked, place = ids[a:b], key_end
+        while place > len(prefix):  # three digits at a time, lowest first
+            picked, low = np.divmod(picked, 1000)
+            step = min(3, place - len(prefix))
+            keyed[:, place - step : place] = _rows(three, low)[:, 3 - step :]
+            place -= step
+        keys.append(keyed.tobytes())
+        # the same keys in vbucket order, after their headers, and the value's start
+        if a == 0 and b == n:
+            at, where = order, None
+        else:
+            where = np.flatnonzero((order >= a) & (order < b))
+            at = order[where] - a
+        stop = HEAD + 1 + key_end
+        rows = np.empty((len(at), stop + len(id_before) + wide + len(id_after)), np.uint8)
+        rows[:, : HEAD + 1] = heads if where is None else _rows(heads, where)
+        rows[:, HEAD + 1 : stop] = _rows(keyed, at)[:, :key_end]
+        rows[:, stop : stop + len(id_before)] = id_before
+        value_id = stop + len(id_before)
+        rows[:, value_id : value_id + wide] = rows[:, stop - wide : stop]
+        rows[:, value_id + wide :] = id_after
+        made = rows.view(f"V{rows.shape[1]}").ravel().tolist()
+        if where is None:
+            starts = made
+        else:
+            if starts is None:
+                starts = np.empty(n, object)
+            starts[where] = made
+    if not isinstance(starts, list):
+        starts = [] if starts is None else starts.tolist()
+    return b"".join(keys)[:-1], starts, klens, id_lengths
+
+
+#: the key's text before the id (``_KEY_DIGITS``: its digits, ``_fixed_parts``)
 _KEY_PREFIX = b"user::"
 _CRC_TABLE: list[NDArray[np.uint32]] = []
 

@@ -292,6 +292,44 @@ def test_key_vbuckets_are_those_of_the_keys_at_every_id_width() -> None:
         assert (key_vbuckets(ids, vbuckets) == vbucket_ids(keys, vbuckets)).all()
 
 
+def test_framed_chunks_keep_the_bytes_of_the_generator_before_its_fixed_width_parts() -> None:
+    """``DocumentGenerator.framed`` writes each frame's start (header, key, the value's
+    id) and date with numpy (``_fixed_parts``, ``_dates``): every column of its chunks
+    is the bytes 56a8cb9 made (one piece a field, gathered and joined), for chunks of
+    one id width and chunks across powers of ten (ids 0..2047: four widths; 99,999,
+    999,999 and 9,999,999 to the next), short ones, two seeds and two numbers of
+    vbuckets. A digest of them all, made with 56a8cb9."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for seed in (0, 7):
+        generator = DocumentGenerator(seed)
+        for first, blocks, count in (
+            (0, 2, 2 * BLOCK),
+            (0, CHUNK_BLOCKS, CHUNK_BLOCKS * BLOCK),
+            (97, 1, 10**9),
+            (976, 2, 10**9),
+            (976, CHUNK_BLOCKS, 977 * BLOCK + 5),
+            (9765, 3, 10**9),
+            (20000, CHUNK_BLOCKS, 10**9),
+            (97656, 1, 10**9),
+        ):
+            for vbuckets in (1024, 64):
+                chunk = generator.framed(first, blocks, count, vbuckets)
+                for part in (
+                    chunk.counts.tobytes(),
+                    chunk.order.tobytes(),
+                    chunk.sizes.tobytes(),
+                    chunk.keys,
+                    bytes(chunk.frames),
+                ):
+                    digest.update(len(part).to_bytes(8, "little"))
+                    digest.update(part)
+    assert digest.hexdigest() == (
+        "bf8edc3407c0e51a0d963410db93c4026219f39d6f1d7b222ad7fe98ba70ab1d"
+    )
+
+
 def test_a_chunk_buffer_is_used_again_once_its_chunk_is_installed() -> None:
     """A worker's chunk is read into a buffer of the load's pool (``_Buffers``), which
     ``FramedChunk.done`` gives back for the next chunk: no new buffer a chunk."""
