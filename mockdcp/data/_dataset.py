@@ -425,7 +425,7 @@ class DocumentGenerator:
         (numpy) before they are gathered from the tables, each value's length is the
         sum of its pieces' (numpy, from the tables' lengths), and one ``bytes.join``
         makes every frame: its start (header, collection prefix, key and the value up
-        to the name: ``_fixed_parts``), the value's pieces gathered from the tables and
+        to the name: ``_keys``, ``_starts``), the value's pieces gathered from the tables and
         its date (``_dates``)."""
         import numpy as np
 
@@ -440,7 +440,8 @@ class DocumentGenerator:
         draws = [np.concatenate(column)[:n] for column in drawn]
         self.draw_cpu_s += time.process_time() - began
         ids = np.arange(first_id, first_id + n)
-        vb = key_vbuckets(ids, vbuckets)
+        keys, runs = _keys(ids)
+        vb = np.concatenate([_vbuckets_of(rows[:, _DIGITS_AT:-1], vbuckets) for *_, rows in runs])
         order = np.argsort(vb.astype(np.int16), kind="stable")
         counts = np.bincount(vb, minlength=vbuckets).astype(np.uint32)
         first_i, last_i, domain_i, city_i, country_i, mail_n, score, active, seconds = (
@@ -458,7 +459,7 @@ class DocumentGenerator:
             (p.city, city_i),
             (p.country, country_i),
         )
-        # each frame's fixed-width parts are written with numpy (``_fixed_parts``): the
+        # each frame's fixed-width parts are written with numpy (``_starts``): the
         # header, key and the value up to its name; the date; one piece each, put in
         # the list joined (a list's slice assignment: into the array of objects, a
         # list of them cost as much as gathering them)
@@ -474,7 +475,7 @@ class DocumentGenerator:
         np.take(entries, picked, out=pieces[:, -1])
         dates, date_length = _dates(seconds)
         lengths += entry_lengths[picked] + date_length
-        keys, starts, klens, id_lengths = _fixed_parts(ids, order, vb[order], lengths)
+        starts, klens, id_lengths = _starts(runs, order, vb[order], lengths)
         joined = pieces.ravel().tolist()
         joined[0::width], joined[width - 2 :: width] = starts, dates
         del pieces, starts, dates
@@ -529,20 +530,73 @@ def _dates(seconds: NDArray[np.int64]) -> tuple[list[bytes], int]:
     return dates, out.shape[1]
 
 
-def _fixed_parts(
-    ids: NDArray[np.int64],
+#: where a key's digits begin in the rows of ``_keys``
+_DIGITS_AT = len(b"user::")
+#: a run of ids of one width (``_keys``): its first row, the width, the keys' rows
+_Run = tuple[int, int, "NDArray[np.uint8]"]
+
+
+def _digit_rows(ids: NDArray[np.int64], wide: int) -> NDArray[np.uint8]:
+    """The decimal digits of ``ids``, ``wide`` of them (zero padded), as the rows of a
+    byte array: three at a time from a table (``_KEY_DIGITS``), lowest first."""
+    import numpy as np
+
+    three = _fixed(_KEY_DIGITS)
+    rows = np.empty((len(ids), wide), np.uint8)
+    picked, place = ids, wide
+    while place:
+        picked, low = np.divmod(picked, 1000)
+        step = min(3, place)
+        rows[:, place - step : place] = _rows(three, low)[:, 3 - step :]
+        place -= step
+    return rows
+
+
+def _keys(ids: NDArray[np.int64]) -> tuple[bytes, list[_Run]]:
+    """The keys of ``ids`` (ascending) joined by a newline, and for each run of ids of
+    one width (ids ascend: one run in every chunk but one that crosses a power of
+    ten) its first row, that width and its keys, each with a newline, as the rows of
+    a byte array (``_starts`` and ``_vbuckets_of`` read them)."""
+    import numpy as np
+
+    n = len(ids)
+    digits = _widths(ids)
+    prefix = np.frombuffer(_KEY_PREFIX, np.uint8)
+    runs: list[_Run] = []
+    bounds = (np.flatnonzero(np.diff(digits)) + 1).tolist()
+    for a, b in zip([0, *bounds], [*bounds, n], strict=True):
+        key_wide = max(int(digits[a]), 6)
+        rows = np.empty((b - a, _DIGITS_AT + key_wide + 1), np.uint8)
+        rows[:, :_DIGITS_AT], rows[:, -1] = prefix, ord("\n")
+        rows[:, _DIGITS_AT:-1] = _digit_rows(ids[a:b], key_wide)
+        runs.append((a, int(digits[a]), rows))
+    return b"".join(rows.tobytes() for *_, rows in runs)[:-1], runs
+
+
+def _widths(ids: NDArray[np.int64]) -> NDArray[np.int64]:
+    """How many decimal digits each of ``ids`` has."""
+    import numpy as np
+
+    digits = np.ones(len(ids), np.int64)
+    power = 10
+    while len(ids) and int(ids.max()) >= power:
+        digits += ids >= power
+        power *= 10
+    return digits
+
+
+def _starts(
+    runs: list[_Run],
     order: NDArray[np.int64],
     vbs: NDArray[np.int64],
     lengths: NDArray[np.int64],
-) -> tuple[bytes, list[bytes], NDArray[np.int64], NDArray[np.int64]]:
-    """The keys of ``ids`` (ascending) joined by a newline, and each document's frame
-    up to its value's name in vbucket order (``order``: the row of each; ``vbs``: its
-    vbucket; ``lengths``: the rest of its value's length, for the header): header
-    (``head_dtype``, the default collection's prefix), key and the value's start,
-    written with numpy as the rows of a byte array for each width of the ids (ids
-    ascend, so each width is one run of them: one width in every chunk but one that
-    crosses a power of ten), then read out as one ``bytes`` a document. Returns the
-    keys, the starts, and the length of each key (with the prefix) and of each
+) -> tuple[list[bytes], NDArray[np.int64], NDArray[np.int64]]:
+    """Each document's frame up to its value's name, in vbucket order (``order``: the
+    row of each; ``vbs``: its vbucket; ``lengths``: the rest of its value's length,
+    for the header): header (``head_dtype``, the default collection's prefix), key
+    (``runs``: ``_keys``') and the value's start, written with numpy as the rows of a
+    byte array for each run of ids of one width, then read out as one ``bytes`` a
+    document. Returns them, and the length of each key (with the prefix) and of each
     value's start, in vbucket order.
 
     Replaces four pieces a document gathered from tables and joined (the key's
@@ -551,14 +605,13 @@ def _fixed_parts(
 
     from mockdcp.model import HEAD, head_dtype
 
-    n = len(ids)
-    digits = np.ones(n, np.int64)
-    power = 10
-    while n and int(ids[-1]) >= power:
-        digits += ids >= power
-        power *= 10
-    key_digits = np.maximum(digits, 6)
-    klens = (len(_KEY_PREFIX) + key_digits + 1)[order]  # with the collection's prefix
+    n = len(order)
+    key_ends = np.empty(n, np.int64)
+    digits = np.empty(n, np.int64)
+    for a, wide, rows in runs:
+        key_ends[a : a + len(rows)] = rows.shape[1] - 1
+        digits[a : a + len(rows)] = wide  # the value's id: the key's digits, unpadded
+    klens = (key_ends + 1)[order]  # with the collection's prefix
     id_lengths = (len(_LITERALS[0]) + digits + len(_LITERALS[1]))[order]
     head = np.zeros(n, head_dtype(True))  # the default collection: prefix 0
     head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, HEAD - 24
@@ -566,27 +619,10 @@ def _fixed_parts(
     head["bodylen"] = HEAD - 24 + klens + id_lengths + lengths
     head["rev"] = 1  # CAS and seqno: written by ``ColdLoad.add_frames``
     heads = head.view(np.uint8).reshape(n, HEAD + 1)
-    three = _fixed(_KEY_DIGITS)
-    prefix, id_before, id_after = (
-        np.frombuffer(text, np.uint8) for text in (_KEY_PREFIX, _LITERALS[0], _LITERALS[1])
-    )
-    keys: list[bytes] = []
-    starts: Any = None  # one width: a list; more: an array of objects, filled a width at a time
-    bounds = np.flatnonzero(np.diff(digits)) + 1
-    for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), n], strict=True):
-        wide, key_wide = int(digits[a]), int(key_digits[a])
-        # the keys of this width in the order drawn, each with a newline
-        key_end = len(prefix) + key_wide
-        keyed = np.empty((b - a, key_end + 1), np.uint8)
-        keyed[:, : len(prefix)], keyed[:, key_end] = prefix, ord("\n")
-        picked, place = ids[a:b], key_end
-        while place > len(prefix):  # three digits at a time, lowest first
-            picked, low = np.divmod(picked, 1000)
-            step = min(3, place - len(prefix))
-            keyed[:, place - step : place] = _rows(three, low)[:, 3 - step :]
-            place -= step
-        keys.append(keyed.tobytes())
-        # the same keys in vbucket order, after their headers, and the value's start
+    id_before, id_after = (np.frombuffer(text, np.uint8) for text in _LITERALS[:2])
+    starts: Any = None  # one run: a list; more: an array of objects, filled a run at a time
+    for a, wide, keyed in runs:
+        b, key_end = a + len(keyed), keyed.shape[1] - 1
         if a == 0 and b == n:
             at, where = order, None
         else:
@@ -609,7 +645,7 @@ def _fixed_parts(
             starts[where] = made
     if not isinstance(starts, list):
         starts = [] if starts is None else starts.tolist()
-    return b"".join(keys)[:-1], starts, klens, id_lengths
+    return starts, klens, id_lengths
 
 
 #: the key's text before the id (``_KEY_DIGITS``: its digits, ``_fixed_parts``)
@@ -619,11 +655,24 @@ _CRC_TABLE: list[NDArray[np.uint32]] = []
 
 def key_vbuckets(ids: NDArray[np.int64], vbuckets: int) -> NDArray[np.int64]:
     """The vbucket of each document's key (``user::`` and its id, six digits at least):
-    ``vbucket_ids`` of the keys, their CRC32 (zlib's: the reflected polynomial
-    0xEDB88320, a byte a table lookup) computed with numpy from the register after the
-    prefix, a digit at a time for every key of a width at once, rather than
-    ``zlib.crc32`` a key (a chunk's keys split and read one by one: about a twelfth of
-    a worker's time)."""
+    ``vbucket_ids`` of the keys, computed with numpy from their digits
+    (``_vbuckets_of``), for every key of a width at once, rather than ``zlib.crc32`` a
+    key (a chunk's keys split and read one by one: about a twelfth of a worker's
+    time). ``framed`` computes them from the keys it writes (``_keys``)."""
+    import numpy as np
+
+    widths = np.maximum(_widths(ids), 6)
+    out = np.empty(len(ids), np.int64)
+    for wide in np.unique(widths).tolist():
+        at = np.flatnonzero(widths == wide)
+        out[at] = _vbuckets_of(_digit_rows(ids[at], wide), vbuckets)
+    return out
+
+
+def _vbuckets_of(digit_rows: NDArray[np.uint8], vbuckets: int) -> NDArray[np.int64]:
+    """``vbucket_ids`` of the keys ``user::`` and each row's digits: their CRC32
+    (zlib's: the reflected polynomial 0xEDB88320, a byte a table lookup) computed with
+    numpy from the register after the prefix, a digit (a column) at a time."""
     import numpy as np
 
     if not _CRC_TABLE:
@@ -632,21 +681,10 @@ def key_vbuckets(ids: NDArray[np.int64], vbuckets: int) -> NDArray[np.int64]:
             table = np.where(table & 1, (table >> 1) ^ np.uint32(0xEDB88320), table >> 1)
         _CRC_TABLE.append(table.astype(np.uint32))
     table = _CRC_TABLE[0]
-    start = np.uint32(zlib.crc32(_KEY_PREFIX) ^ 0xFFFFFFFF)
-    widths = np.full(len(ids), 6, np.int64)
-    width = 6
-    while len(ids) and int(ids.max()) >= 10**width:
-        widths += ids >= 10**width
-        width += 1
-    crcs = np.empty(len(ids), np.uint32)
-    for wide in np.unique(widths).tolist():
-        at = np.flatnonzero(widths == wide)
-        picked = ids[at]
-        register = np.full(len(at), start, np.uint32)
-        for place in range(wide - 1, -1, -1):
-            digit = (picked // 10**place % 10 + ord("0")).astype(np.uint32)
-            register = table[(register ^ digit) & 0xFF] ^ (register >> 8)
-        crcs[at] = register ^ np.uint32(0xFFFFFFFF)
+    register = np.full(len(digit_rows), zlib.crc32(_KEY_PREFIX) ^ 0xFFFFFFFF, np.uint32)
+    for place in range(digit_rows.shape[1]):
+        register = table[(register ^ digit_rows[:, place]) & 0xFF] ^ (register >> 8)
+    crcs = register ^ np.uint32(0xFFFFFFFF)
     out: NDArray[np.int64] = ((crcs.astype(np.int64) >> 16) & 0x7FFF) % vbuckets
     return out
 
