@@ -294,7 +294,7 @@ def test_key_vbuckets_are_those_of_the_keys_at_every_id_width() -> None:
 
 def test_framed_chunks_keep_the_bytes_of_the_generator_before_its_fixed_width_parts() -> None:
     """``DocumentGenerator.framed`` writes each frame's start (header, key, the value's
-    id) and date with numpy (``_fixed_parts``, ``_dates``): every column of its chunks
+    id) and date with numpy (``_keys``, ``_starts``, ``_dates``): every column of its chunks
     is the bytes 56a8cb9 made (one piece a field, gathered and joined), for chunks of
     one id width and chunks across powers of ten (ids 0..2047: four widths; 99,999,
     999,999 and 9,999,999 to the next), short ones, two seeds and two numbers of
