@@ -760,8 +760,9 @@ def faker_documents(
 # (``ColdLoad.add_frames``). A chunk on the pipe is a header ``_CHUNK`` (the number of
 # documents, of vbuckets, the sizes of the keys and of the frames), the counts a
 # vbucket, the rows and the sizes (uint32 each), the keys joined by a newline and the
-# frames; after the last chunk, a trailer: a header of no documents and no vbuckets,
-# and the worker's CPU seconds (``_TIMES``).
+# frames, or, where the worker writes its frames to a ring of shared memory (``_Ring``),
+# where in the ring they are (``_AT``); after the last chunk, a trailer: a header of no
+# documents and no vbuckets, and the worker's CPU seconds (``_TIMES``).
 
 #: blocks a chunk holds: a chunk's frames go to each vbucket in one copy, and a copy
 #: a vbucket costs about a µs whatever its size (16 blocks: 16 documents a vbucket of
