@@ -949,7 +949,7 @@ async def _start_workers(count: int, seed: int, vbuckets: int) -> Workers | None
     started = Workers(count, seed, vbuckets, [])
     try:
         for index in range(min(workers, _chunk_count(count))):
-            ring = _Ring() if RINGS and hasattr(os, "memfd_create") else None
+            ring = _ring()
             started.rings.append(ring)
             # run as a script, not ``-m``: the package's server is not imported there
             command = [sys.executable, __file__, str(count), str(seed), str(vbuckets)]
@@ -967,6 +967,17 @@ async def _start_workers(count: int, seed: int, vbuckets: int) -> Workers | None
         await started.stop()
         return None
     return started
+
+
+def _ring() -> _Ring | None:
+    """A ring for a worker's frames, or None (the pipe) where the system has no memory
+    files or will not make one (``RINGS`` off, a limit on descriptors)."""
+    if not RINGS or not hasattr(os, "memfd_create"):
+        return None
+    try:
+        return _Ring()
+    except OSError:
+        return None
 
 
 @asynccontextmanager

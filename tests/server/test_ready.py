@@ -415,6 +415,27 @@ async def test_workers_write_their_frames_to_rings_the_server_reads_in_place() -
     _same_segments(b, here)
 
 
+async def test_workers_without_a_ring_send_their_frames_through_the_pipe() -> None:
+    """A system that will not make a memory file (``memfd_create`` failing: a limit on
+    descriptors) loads through the pipe, not in the server's process."""
+    from mockdcp.data import _dataset
+
+    def refused(name: str, flags: int = 0) -> int:
+        raise OSError(24, "Too many open files")
+
+    count = 2 * CHUNK_BLOCKS * BLOCK + 5
+    b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    spent = _dataset.LoadPhases()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "memfd_create", refused, raising=False)
+        assert await load_documents(b, count, seed=2, worker=True, phases=spent) == count
+    assert spent.cpu["frame"] > 0
+    assert "phase_frame_s" not in spent.figures()  # a worker's (CPU seconds only)
+    here = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    await load_documents(here, count, seed=2, worker=False)
+    _same_segments(b, here)
+
+
 def test_a_ring_writer_writes_after_the_last_chunk_or_from_the_start_once_free() -> None:
     """A worker's side of its ring (``_RingWriter``): a chunk goes after the last
     one, or from the start when it does not fit before the end, once the chunks
