@@ -128,8 +128,8 @@ _TABLES_AS_ARRAYS: dict[int, tuple[Sequence[bytes], NDArray[np.object_], NDArray
 
 
 def _table(table: Sequence[bytes]) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
-    """``table``'s entries as a numpy array of objects (``numpy.take`` gathers them,
-    in C, without a Python object a row) and the length of each, kept (the tables of
+    """``table``'s entries as a numpy array of objects (numpy gathers them, in C,
+    without a Python object a row) and the length of each, kept (the tables of
     the module and the pools, which live as long as the process)."""
     import numpy as np
 
