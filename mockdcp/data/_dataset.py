@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import mmap
 import os
 import re
 import struct
@@ -126,13 +127,10 @@ def _pick(table: Sequence[bytes], at: NDArray[np.int64]) -> Sequence[bytes]:
 _TABLES_AS_ARRAYS: dict[int, tuple[Sequence[bytes], NDArray[np.object_], NDArray[np.int64]]] = {}
 
 
-def _table(
-    table: Sequence[bytes], *, keep: bool = True
-) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
-    """``table``'s entries as a numpy array of objects (``numpy.take`` gathers them,
-    in C, without a Python object a row) and the length of each, kept if ``keep`` (the
-    tables of the module and the pools, which live as long as the process; not a
-    chunk's own)."""
+def _table(table: Sequence[bytes]) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
+    """``table``'s entries as a numpy array of objects (numpy gathers them, in C,
+    without a Python object a row) and the length of each, kept (the tables of
+    the module and the pools, which live as long as the process)."""
     import numpy as np
 
     kept = _TABLES_AS_ARRAYS.get(id(table))
@@ -141,8 +139,7 @@ def _table(
     entries = np.empty(len(table), object)
     entries[:] = table
     lengths = np.fromiter(map(len, table), np.int64, len(table))
-    if keep:
-        _TABLES_AS_ARRAYS[id(table)] = (table, entries, lengths)
+    _TABLES_AS_ARRAYS[id(table)] = (table, entries, lengths)
     return entries, lengths
 
 
@@ -159,7 +156,7 @@ class FramedChunk:
     keys: bytes
     frames: bytes | bytearray | memoryview
     #: the buffers ``frames`` (a view of one of them) goes back to once installed
-    pool: _Buffers | None = None
+    pool: _Buffers | _Ring | None = None
 
     def __len__(self) -> int:
         return len(self.order)
@@ -171,7 +168,7 @@ class FramedChunk:
         if self.pool is not None and isinstance(frames, memoryview):
             buffer = frames.obj
             frames.release()
-            assert isinstance(buffer, bytearray)
+            assert isinstance(buffer, bytearray | mmap.mmap)
             self.pool.give_back(buffer)
 
 
@@ -193,8 +190,56 @@ class _Buffers:
                 return buffer
         return bytearray(size + size // 8)
 
-    def give_back(self, buffer: bytearray) -> None:
+    def give_back(self, buffer: bytearray | mmap.mmap) -> None:
+        assert isinstance(buffer, bytearray)
         self.free.append(buffer)
+
+
+class _Ring:
+    """The shared memory a worker writes its chunks' frames to (``write_chunks``),
+    mapped by the server too, which reads a chunk's frames there in place (through
+    the pipe, each chunk's frames were copied twice more, into the pipe and out of
+    it: about 1.2 CPU seconds of 10M documents' load); the pipe carries the rest of
+    each chunk and where its frames are. The worker writes each chunk after the last
+    one, or from the start when it would not fit before the end, once the chunks
+    there are installed: ``give_back`` tells it so, a byte a chunk on its stdin (the
+    chunks of a worker are installed in the order written). Linux (``memfd_create``)."""
+
+    #: bytes of a ring: a chunk is about 4.3 MB, so about seven at once (``_AHEAD``
+    #: queued, one being installed, one being written)
+    SIZE = 32 << 20
+
+    def __init__(self) -> None:
+        self.fd = os.memfd_create("mockdcp-chunks")
+        try:
+            os.ftruncate(self.fd, self.SIZE)
+            self.map = mmap.mmap(self.fd, self.SIZE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        #: the worker's stdin (once it is started)
+        self.acks: int | None = None
+
+    def started(self, acks: int) -> None:
+        """The worker is started, its stdin ``acks``: the memory file is its now
+        (the map stays)."""
+        self.acks = acks
+        os.close(self.fd)
+        self.fd = -1
+
+    def give_back(self, buffer: bytearray | mmap.mmap) -> None:
+        """A chunk is installed: its place in the ring is free for the worker."""
+        if self.acks is not None:
+            with suppress(OSError):  # a worker stopped already needs no more room
+                os.write(self.acks, b"\x01")
+
+    def close(self) -> None:
+        """Unmap the ring (the worker's mapping keeps it until that one exits)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        with suppress(BufferError):  # a chunk not installed still holds a view of it
+            self.map.close()
 
 
 @attrs.define
@@ -428,14 +473,14 @@ class DocumentGenerator:
         in the frame ``ColdLoad.add`` makes of them. The draws are put in vbucket order
         (numpy) before they are gathered from the tables, each value's length is the
         sum of its pieces' (numpy, from the tables' lengths), and one ``bytes.join``
-        makes every frame: header (numpy, ``head_dtype``), collection prefix, key and
-        the value's pieces."""
+        makes every frame: its start (header, collection prefix, key and the value up
+        to the name: ``_keys``, ``_starts``), the value's pieces gathered from the tables and
+        its date (``_dates``)."""
         import numpy as np
 
-        from mockdcp.model import HEAD, head_dtype
+        from mockdcp.model import HEAD
 
         p, size = self._pools, self.block_size
-        days, hours, minutes = _times()
         first_id = first_block * size
         n = max(0, min(blocks * size, count - first_id))
         numbers = range(first_block, first_block + -(-n // size))
@@ -444,35 +489,17 @@ class DocumentGenerator:
         draws = [np.concatenate(column)[:n] for column in drawn]
         self.draw_cpu_s += time.process_time() - began
         ids = np.arange(first_id, first_id + n)
-        high, low = np.divmod(ids, 1000)
-        top = int(high[0]) if n else 0
-        highs = range(top, top + (int(high[-1]) - top + 1 if n else 0))
-        key_high = [b"user::%03d" % h for h in highs]
-        high_i = high - top
-        key_pieces = np.empty((n, 2), object)
-        key_entries, key_lengths = _table(key_high, keep=False)
-        np.take(key_entries, high_i, out=key_pieces[:, 0])
-        np.take(_table(_KEY_LOW)[0], low, out=key_pieces[:, 1])
-        keys = b"".join(key_pieces.ravel().tolist())[:-1]
-        vb = key_vbuckets(ids, vbuckets)
+        keys, runs = _keys(ids)
+        vb = np.concatenate([_vbuckets_of(rows[:, _DIGITS_AT:-1], vbuckets) for *_, rows in runs])
         order = np.argsort(vb.astype(np.int16), kind="stable")
         counts = np.bincount(vb, minlength=vbuckets).astype(np.uint32)
-        high_i, low = high_i[order], low[order]
         first_i, last_i, domain_i, city_i, country_i, mail_n, score, active, seconds = (
             column[order] for column in draws
         )
-        low_i = low + np.where(high[order] > 0, 1000, 0)
-        id_high = [_LITERALS[0] + (b"%d" % h if h else b"") for h in highs]
-        day, hour, minute = seconds // _DAY_S, seconds % _DAY_S // 3600, seconds % 3600
         # fields side by side in the template, drawn from small tables, are one table's
         # entry (``_Pools.pairs``): fewer pieces to gather and join
         mail_domain, score_active = p.pairs()
-        made = (key_high, id_high)  # this chunk's own tables
         fields = (
-            (key_high, high_i),  # the key: its thousands, its low digits
-            (_KEY_DIGITS, low),
-            (id_high, high_i),  # the value
-            (_ID_LOW, low_i),
             (p.first, first_i),
             (p.last, last_i),
             (p.first_mail, first_i),
@@ -480,43 +507,221 @@ class DocumentGenerator:
             (mail_domain, mail_n * len(p.domain) + domain_i),
             (p.city, city_i),
             (p.country, country_i),
-            (days, day),
-            (hours, hour),
-            (minutes, minute),
-            (score_active, score * 2 + active),
         )
-        width = 1 + len(fields)
-        pieces = np.empty((n, width), object)
+        # each frame's fixed-width parts are written with numpy (``_starts``): the
+        # header, key and the value up to its name; the date; one piece each. Every
+        # column goes into the list joined by a list's slice assignment (a column
+        # gathered into an array of objects of the frames' pieces, read out whole,
+        # cost about a tenth more)
+        width = 3 + len(fields)
+        joined = [b""] * (n * width)
         lengths = np.zeros(n, np.int64)
-        for at, (table, picked) in enumerate(fields, 1):
-            entries, entry_lengths = _table(table, keep=not any(table is t for t in made))
-            np.take(entries, picked, out=pieces[:, at])
+        columns = [*range(1, len(fields) + 1), width - 1]  # the score last, after the date
+        for column, (table, picked) in zip(
+            columns, (*fields, (score_active, score * 2 + active)), strict=True
+        ):
+            entries, entry_lengths = _table(table)
+            joined[column::width] = entries[picked].tolist()
             lengths += entry_lengths[picked]
-        klens = key_lengths[high_i] + 3 + 1  # with the collection's prefix
-        head = np.zeros(n, head_dtype(True))  # the default collection: prefix 0
-        head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, HEAD - 24
-        head["keylen"], head["datatype"], head["vbucket"] = klens, JSON, vb[order]
-        head["bodylen"] = HEAD - 24 + 1 + lengths
-        head["rev"] = 1  # CAS and seqno: written by ``ColdLoad.add_frames``
-        pieces[:, 0] = head.view(f"V{HEAD + 1}").tolist()
+        dates, date_length = _dates(seconds)
+        lengths += date_length
+        starts, klens, id_lengths = _starts(runs, order, vb[order], lengths)
+        joined[0::width], joined[width - 2 :: width] = starts, dates
+        del starts, dates
+        # the value's length so far lacks its start (its id); a frame: head, key (with
+        # the collection's prefix) and value
+        sizes = HEAD + klens + id_lengths + lengths
         return FramedChunk(
-            counts, order.astype(np.uint32), (HEAD + 1 + lengths).astype(np.uint32), keys,
-            b"".join(pieces.ravel().tolist()),
-        )  # fmt: skip
+            counts, order.astype(np.uint32), sizes.astype(np.uint32), keys, b"".join(joined)
+        )
 
 
-#: the key's text before the id (``_KEY_DIGITS``, ``key_high`` in ``framed``)
+def _fixed(table: Sequence[bytes]) -> NDArray[np.uint8]:
+    """The entries of ``table``, all of one length, as the rows of a numpy array of
+    bytes (kept with the table, as ``_table`` keeps its arrays)."""
+    import numpy as np
+
+    kept = _FIXED.get(id(table))
+    if kept is not None and kept[0] is table:
+        return kept[1]
+    rows = np.frombuffer(b"".join(table), np.uint8).reshape(len(table), -1)
+    _FIXED[id(table)] = (table, rows)
+    return rows
+
+
+_FIXED: dict[int, tuple[Sequence[bytes], NDArray[np.uint8]]] = {}
+
+
+def _rows(table: NDArray[np.uint8], at: NDArray[np.int64]) -> NDArray[np.uint8]:
+    """``table``'s rows at ``at`` (``numpy.take`` along the rows: indexing an array of
+    rows with an array took about four times as long)."""
+    import numpy as np
+
+    out: NDArray[np.uint8] = np.take(table, at, axis=0)
+    return out
+
+
+def _dates(seconds: NDArray[np.int64]) -> tuple[list[bytes], int]:
+    """The ``joined`` date of each document (seconds since ``_START``) with the
+    template's text after it, and their common length: ``YYYY-MM-DDT``, ``HH:`` and
+    ``MM:SS`` rows (``_times``' tables, each of one width) gathered side by side with
+    numpy and read out as one ``bytes`` a document (three pieces to gather and join
+    before)."""
+    import numpy as np
+
+    days, hours, minutes = map(_fixed, _times())
+    day, hour, minute = seconds // _DAY_S, seconds % _DAY_S // 3600, seconds % 3600
+    a, b = days.shape[1], days.shape[1] + hours.shape[1]
+    out = np.empty((len(seconds), b + minutes.shape[1]), np.uint8)
+    out[:, :a], out[:, a:b] = _rows(days, day), _rows(hours, hour)
+    out[:, b:] = _rows(minutes, minute)
+    dates: list[bytes] = out.view(f"V{out.shape[1]}").ravel().tolist()
+    return dates, out.shape[1]
+
+
+#: where a key's digits begin in the rows of ``_keys``
+_DIGITS_AT = len(b"user::")
+#: a run of ids of one width (``_keys``): its first row, the width, the keys' rows
+_Run = tuple[int, int, "NDArray[np.uint8]"]
+
+
+def _digit_rows(ids: NDArray[np.int64], wide: int) -> NDArray[np.uint8]:
+    """The decimal digits of ``ids``, ``wide`` of them (zero padded), as the rows of a
+    byte array: three at a time from a table (``_KEY_DIGITS``), lowest first."""
+    import numpy as np
+
+    three = _fixed(_KEY_DIGITS)
+    rows = np.empty((len(ids), wide), np.uint8)
+    picked, place = ids, wide
+    while place:
+        picked, low = np.divmod(picked, 1000)
+        step = min(3, place)
+        rows[:, place - step : place] = _rows(three, low)[:, 3 - step :]
+        place -= step
+    return rows
+
+
+def _keys(ids: NDArray[np.int64]) -> tuple[bytes, list[_Run]]:
+    """The keys of ``ids`` (ascending) joined by a newline, and for each run of ids of
+    one width (ids ascend: one run in every chunk but one that crosses a power of
+    ten) its first row, that width and its keys, each with a newline, as the rows of
+    a byte array (``_starts`` and ``_vbuckets_of`` read them)."""
+    import numpy as np
+
+    n = len(ids)
+    digits = _widths(ids)
+    prefix = np.frombuffer(_KEY_PREFIX, np.uint8)
+    runs: list[_Run] = []
+    bounds = (np.flatnonzero(np.diff(digits)) + 1).tolist()
+    for a, b in zip([0, *bounds], [*bounds, n], strict=True):
+        key_wide = max(int(digits[a]), 6)
+        rows = np.empty((b - a, _DIGITS_AT + key_wide + 1), np.uint8)
+        rows[:, :_DIGITS_AT], rows[:, -1] = prefix, ord("\n")
+        rows[:, _DIGITS_AT:-1] = _digit_rows(ids[a:b], key_wide)
+        runs.append((a, int(digits[a]), rows))
+    return b"".join(rows.tobytes() for *_, rows in runs)[:-1], runs
+
+
+def _widths(ids: NDArray[np.int64]) -> NDArray[np.int64]:
+    """How many decimal digits each of ``ids`` has."""
+    import numpy as np
+
+    digits = np.ones(len(ids), np.int64)
+    power = 10
+    while len(ids) and int(ids.max()) >= power:
+        digits += ids >= power
+        power *= 10
+    return digits
+
+
+def _starts(
+    runs: list[_Run],
+    order: NDArray[np.int64],
+    vbs: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+) -> tuple[list[bytes], NDArray[np.int64], NDArray[np.int64]]:
+    """Each document's frame up to its value's name, in vbucket order (``order``: the
+    row of each; ``vbs``: its vbucket; ``lengths``: the rest of its value's length,
+    for the header): header (``head_dtype``, the default collection's prefix), key
+    (``runs``: ``_keys``') and the value's start, written with numpy as the rows of a
+    byte array for each run of ids of one width, then read out as one ``bytes`` a
+    document. Returns them, and the length of each key (with the prefix) and of each
+    value's start, in vbucket order.
+
+    Replaces four pieces a document gathered from tables and joined (the key's
+    thousands and low digits, the value's id in two), and the keys' own join."""
+    import numpy as np
+
+    from mockdcp.model import HEAD, head_dtype
+
+    n = len(order)
+    key_ends = np.empty(n, np.int64)
+    digits = np.empty(n, np.int64)
+    for a, wide, rows in runs:
+        key_ends[a : a + len(rows)] = rows.shape[1] - 1
+        digits[a : a + len(rows)] = wide  # the value's id: the key's digits, unpadded
+    klens = (key_ends + 1)[order]  # with the collection's prefix
+    id_lengths = (len(_LITERALS[0]) + digits + len(_LITERALS[1]))[order]
+    head = np.zeros(n, head_dtype(True))  # the default collection: prefix 0
+    head["magic"], head["opcode"], head["extlen"] = 0x80, 0x57, HEAD - 24
+    head["keylen"], head["datatype"], head["vbucket"] = klens, JSON, vbs
+    head["bodylen"] = HEAD - 24 + klens + id_lengths + lengths
+    head["rev"] = 1  # CAS and seqno: written by ``ColdLoad.add_frames``
+    heads = head.view(np.uint8).reshape(n, HEAD + 1)
+    id_before, id_after = (np.frombuffer(text, np.uint8) for text in _LITERALS[:2])
+    starts: Any = None  # one run: a list; more: an array of objects, filled a run at a time
+    for a, wide, keyed in runs:
+        b, key_end = a + len(keyed), keyed.shape[1] - 1
+        if a == 0 and b == n:
+            at, where = order, None
+        else:
+            where = np.flatnonzero((order >= a) & (order < b))
+            at = order[where] - a
+        stop = HEAD + 1 + key_end
+        rows = np.empty((len(at), stop + len(id_before) + wide + len(id_after)), np.uint8)
+        rows[:, : HEAD + 1] = heads if where is None else _rows(heads, where)
+        rows[:, HEAD + 1 : stop] = _rows(keyed, at)[:, :key_end]
+        rows[:, stop : stop + len(id_before)] = id_before
+        value_id = stop + len(id_before)
+        rows[:, value_id : value_id + wide] = rows[:, stop - wide : stop]
+        rows[:, value_id + wide :] = id_after
+        made = rows.view(f"V{rows.shape[1]}").ravel().tolist()
+        if where is None:
+            starts = made
+        else:
+            if starts is None:
+                starts = np.empty(n, object)
+            starts[where] = made
+    if not isinstance(starts, list):
+        starts = [] if starts is None else starts.tolist()
+    return starts, klens, id_lengths
+
+
+#: the key's text before the id (``_KEY_DIGITS``: its digits, ``_fixed_parts``)
 _KEY_PREFIX = b"user::"
 _CRC_TABLE: list[NDArray[np.uint32]] = []
 
 
 def key_vbuckets(ids: NDArray[np.int64], vbuckets: int) -> NDArray[np.int64]:
     """The vbucket of each document's key (``user::`` and its id, six digits at least):
-    ``vbucket_ids`` of the keys, their CRC32 (zlib's: the reflected polynomial
-    0xEDB88320, a byte a table lookup) computed with numpy from the register after the
-    prefix, a digit at a time for every key of a width at once, rather than
-    ``zlib.crc32`` a key (a chunk's keys split and read one by one: about a twelfth of
-    a worker's time)."""
+    ``vbucket_ids`` of the keys, computed with numpy from their digits
+    (``_vbuckets_of``), for every key of a width at once, rather than ``zlib.crc32`` a
+    key (a chunk's keys split and read one by one: about a twelfth of a worker's
+    time). ``framed`` computes them from the keys it writes (``_keys``)."""
+    import numpy as np
+
+    widths = np.maximum(_widths(ids), 6)
+    out = np.empty(len(ids), np.int64)
+    for wide in np.unique(widths).tolist():
+        at = np.flatnonzero(widths == wide)
+        out[at] = _vbuckets_of(_digit_rows(ids[at], wide), vbuckets)
+    return out
+
+
+def _vbuckets_of(digit_rows: NDArray[np.uint8], vbuckets: int) -> NDArray[np.int64]:
+    """``vbucket_ids`` of the keys ``user::`` and each row's digits: their CRC32
+    (zlib's: the reflected polynomial 0xEDB88320, a byte a table lookup) computed with
+    numpy from the register after the prefix, a digit (a column) at a time."""
     import numpy as np
 
     if not _CRC_TABLE:
@@ -525,21 +730,10 @@ def key_vbuckets(ids: NDArray[np.int64], vbuckets: int) -> NDArray[np.int64]:
             table = np.where(table & 1, (table >> 1) ^ np.uint32(0xEDB88320), table >> 1)
         _CRC_TABLE.append(table.astype(np.uint32))
     table = _CRC_TABLE[0]
-    start = np.uint32(zlib.crc32(_KEY_PREFIX) ^ 0xFFFFFFFF)
-    widths = np.full(len(ids), 6, np.int64)
-    width = 6
-    while len(ids) and int(ids.max()) >= 10**width:
-        widths += ids >= 10**width
-        width += 1
-    crcs = np.empty(len(ids), np.uint32)
-    for wide in np.unique(widths).tolist():
-        at = np.flatnonzero(widths == wide)
-        picked = ids[at]
-        register = np.full(len(at), start, np.uint32)
-        for place in range(wide - 1, -1, -1):
-            digit = (picked // 10**place % 10 + ord("0")).astype(np.uint32)
-            register = table[(register ^ digit) & 0xFF] ^ (register >> 8)
-        crcs[at] = register ^ np.uint32(0xFFFFFFFF)
+    register = np.full(len(digit_rows), zlib.crc32(_KEY_PREFIX) ^ 0xFFFFFFFF, np.uint32)
+    for place in range(digit_rows.shape[1]):
+        register = table[(register ^ digit_rows[:, place]) & 0xFF] ^ (register >> 8)
+    crcs = register ^ np.uint32(0xFFFFFFFF)
     out: NDArray[np.int64] = ((crcs.astype(np.int64) >> 16) & 0x7FFF) % vbuckets
     return out
 
@@ -566,8 +760,9 @@ def faker_documents(
 # (``ColdLoad.add_frames``). A chunk on the pipe is a header ``_CHUNK`` (the number of
 # documents, of vbuckets, the sizes of the keys and of the frames), the counts a
 # vbucket, the rows and the sizes (uint32 each), the keys joined by a newline and the
-# frames; after the last chunk, a trailer: a header of no documents and no vbuckets,
-# and the worker's CPU seconds (``_TIMES``).
+# frames, or, where the worker writes its frames to a ring of shared memory (``_Ring``),
+# where in the ring they are (``_AT``); after the last chunk, a trailer: a header of no
+# documents and no vbuckets, and the worker's CPU seconds (``_TIMES``).
 
 #: blocks a chunk holds: a chunk's frames go to each vbucket in one copy, and a copy
 #: a vbucket costs about a µs whatever its size (16 blocks: 16 documents a vbucket of
@@ -588,6 +783,11 @@ WORKERS = 2
 #: priority (19: 2M documents loaded in 19-22 s on a loaded 2-core machine, 15-19 s at 5)
 WORKER_NICE = 5
 _CHUNK = struct.Struct("<IIII")
+#: where in its ring a worker wrote a chunk's frames (``_Ring``), after the chunk's keys
+_AT = struct.Struct("<Q")
+#: whether workers write their frames to shared memory (``_Ring``) where the system has
+#: it, rather than to the pipe
+RINGS = True
 #: a worker's trailer: its CPU seconds drawing, framing and writing (``write_chunks``)
 _TIMES = struct.Struct("<ddd")
 #: documents given to one ``Bucket.set_many_steps`` (a bucket that holds documents
@@ -616,10 +816,17 @@ def _chunk_count(count: int, blocks: int = CHUNK_BLOCKS) -> int:
 
 
 def write_chunks(
-    count: int, seed: int, vbuckets: int, out: BinaryIO, worker: int = 0, workers: int = 1
+    count: int,
+    seed: int,
+    vbuckets: int,
+    out: BinaryIO,
+    worker: int = 0,
+    workers: int = 1,
+    ring: _RingWriter | None = None,
 ) -> None:
     """A worker's side: chunks ``worker``, ``worker + workers``, ... of ``count``
-    documents framed for ``vbuckets`` vbuckets, to ``out``."""
+    documents framed for ``vbuckets`` vbuckets, to ``out``, their frames to ``ring``
+    if given (``_Ring``)."""
     generator = DocumentGenerator(seed)
     framing = writing = 0.0
     for number in range(worker, _chunk_count(count), workers):
@@ -631,13 +838,46 @@ def write_chunks(
         out.write(chunk.order.tobytes())
         out.write(chunk.sizes.tobytes())
         out.write(chunk.keys)
-        out.write(chunk.frames)
+        if ring is None:
+            out.write(chunk.frames)
+        else:
+            out.write(_AT.pack(ring.place(chunk.frames)))
+            out.flush()  # the server reads it now, not with the next chunk
         framing += framed - began
         writing += time.process_time() - framed
     # the trailer: no documents, no vbuckets, and the worker's CPU seconds (``LoadPhases``)
     draw = generator.draw_cpu_s
     out.write(_CHUNK.pack(0, 0, _TIMES.size, 0) + _TIMES.pack(draw, framing - draw, writing))
     out.flush()
+
+
+class _RingWriter:
+    """A worker's side of its ``_Ring``: where each chunk's frames go, after the last
+    chunk's or from the start, once the server has installed the chunks there (a byte
+    on ``acks`` a chunk installed, in the order written)."""
+
+    def __init__(self, ring: mmap.mmap, acks: int) -> None:
+        self.ring = ring
+        self.acks = acks
+        #: the chunks written and not yet installed: (start, end) each, oldest first
+        self.held: list[tuple[int, int]] = []
+        self.end = 0
+
+    def place(self, frames: bytes | bytearray | memoryview) -> int:
+        """Write ``frames`` to the ring, waiting for room; returns where."""
+        size = len(frames)
+        if size > len(self.ring):
+            raise RuntimeError(f"a chunk of {size} bytes does not fit a ring of {len(self.ring)}")
+        at = self.end if self.end + size <= len(self.ring) else 0
+        while self.held and any(a < at + size and at < b for a, b in self.held):
+            freed = os.read(self.acks, len(self.held))
+            if not freed:
+                raise RuntimeError("the server stopped installing chunks")
+            del self.held[: len(freed)]
+        self.ring[at : at + size] = frames
+        self.held.append((at, at + size))
+        self.end = at + size
+        return at
 
 
 def document_chunks(count: int, seed: int) -> Iterator[_Chunk]:
@@ -683,30 +923,61 @@ class Workers:
     seed: int
     vbuckets: int
     processes: list[Process]
+    #: the shared memory each writes its frames to (``_Ring``; None: the pipe)
+    rings: list[_Ring | None] = attrs.field(factory=list)
 
     def fits(self, count: int, seed: int, vbuckets: int) -> bool:
         return (self.count, self.seed, self.vbuckets) == (count, seed, vbuckets)
 
+    async def stop(self) -> None:
+        """Kill the processes still running, and unmap the rings."""
+        for process in self.processes:
+            await _stop(process)
+        for ring in self.rings:
+            if ring is not None:
+                ring.close()
+
 
 async def _start_workers(count: int, seed: int, vbuckets: int) -> Workers | None:
-    """Worker processes drawing ``count`` documents, or None if none can be started."""
+    """Worker processes drawing ``count`` documents, or None if none can be started;
+    each writes its frames to a ``_Ring`` where the system has them (``RINGS``)."""
     import subprocess
 
     import trio
 
     workers = WORKERS if (os.cpu_count() or 1) > 1 else 1
-    processes: list[Process] = []
+    started = Workers(count, seed, vbuckets, [])
     try:
         for index in range(min(workers, _chunk_count(count))):
+            ring = _ring()
+            started.rings.append(ring)
             # run as a script, not ``-m``: the package's server is not imported there
             command = [sys.executable, __file__, str(count), str(seed), str(vbuckets)]
-            command += [str(index), str(workers)]
-            processes.append(await trio.lowlevel.open_process(command, stdout=subprocess.PIPE))
+            command += [str(index), str(workers), str(-1 if ring is None else ring.fd)]
+            if ring is None:
+                process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+            else:
+                process = await trio.lowlevel.open_process(
+                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(ring.fd,)
+                )
+                assert isinstance(process.stdin, trio.lowlevel.FdStream)
+                ring.started(process.stdin.fileno())
+            started.processes.append(process)
     except OSError:
-        for process in processes:
-            await _stop(process)
+        await started.stop()
         return None
-    return Workers(count, seed, vbuckets, processes)
+    return started
+
+
+def _ring() -> _Ring | None:
+    """A ring for a worker's frames, or None (the pipe) where the system has no memory
+    files or will not make one (``RINGS`` off, a limit on descriptors)."""
+    if not RINGS or not hasattr(os, "memfd_create"):
+        return None
+    try:
+        return _Ring()
+    except OSError:
+        return None
 
 
 @asynccontextmanager
@@ -722,8 +993,7 @@ async def early_worker(
         yield workers
     finally:
         if workers is not None:
-            for process in workers.processes:
-                await _stop(process)
+            await workers.stop()
 
 
 async def _stop(process: Process) -> None:
@@ -738,7 +1008,7 @@ async def _stop(process: Process) -> None:
 async def _read_worker(
     process: Process,
     send: MemorySendChannel[FramedChunk],
-    pool: _Buffers,
+    pool: _Buffers | _Ring,
     phases: LoadPhases | None = None,
 ) -> None:
     """Move the chunks ``process`` writes into ``send`` as they come (the worker draws
@@ -761,8 +1031,12 @@ async def _read_worker(
                 continue
             columns = await _receive(fd, 4 * (vbuckets + 2 * n), done, phases)
             keys = await _receive(fd, keys_size, done, phases)
-            frames = memoryview(pool.take(frames_size))[:frames_size]
-            await _receive(fd, frames_size, done, phases, into=frames)
+            if isinstance(pool, _Ring):  # where in the ring the worker wrote them
+                (at,) = _AT.unpack(await _receive(fd, _AT.size, done, phases))
+                frames = memoryview(pool.map)[at : at + frames_size]
+            else:
+                frames = memoryview(pool.take(frames_size))[:frames_size]
+                await _receive(fd, frames_size, done, phases, into=frames)
             counts = np.frombuffer(columns, np.uint32, vbuckets)
             order = np.frombuffer(columns, np.uint32, n, 4 * vbuckets)
             sizes = np.frombuffer(columns, np.uint32, n, 4 * (vbuckets + n))
@@ -886,8 +1160,7 @@ async def _chunks(
         if worker.fits(count, seed, vbuckets):
             workers = worker
         else:  # started for another bucket: not these documents' frames
-            for process in worker.processes:
-                await _stop(process)
+            await worker.stop()
     if workers is None and (worker is True or (worker is None and count >= WORKER_MIN)):
         workers = await _start_workers(count, seed, vbuckets)
     if workers is None:
@@ -907,9 +1180,9 @@ async def _chunks(
         async with trio.open_nursery() as nursery:
             receives = []
             pool = _Buffers()
-            for process in processes:
+            for process, ring in zip(processes, workers.rings, strict=True):
                 send, receive = trio.open_memory_channel[FramedChunk](_AHEAD)
-                nursery.start_soon(_read_worker, process, send, pool, phases)
+                nursery.start_soon(_read_worker, process, send, ring or pool, phases)
                 receives.append(receive)
             for number in range(_chunk_count(count)):
                 timer = _Timer()
@@ -920,8 +1193,7 @@ async def _chunks(
                 timer.lap(phases, "wait")
                 yield chunk
     finally:
-        for process in processes:
-            await _stop(process)
+        await workers.stop()
 
 
 async def _load(
@@ -1023,9 +1295,10 @@ def _cold_load(bucket: Bucket) -> ColdLoad | None:
 
 
 def main(argv: list[str]) -> int:
-    """``python mockdcp/data/_dataset.py COUNT SEED VBUCKETS WORKER WORKERS``: a worker
-    (``write_chunks``)."""
-    count, seed, vbuckets, worker, workers = map(int, argv)
+    """``python mockdcp/data/_dataset.py COUNT SEED VBUCKETS WORKER WORKERS RING``: a
+    worker (``write_chunks``), its frames to the memory file ``RING`` (a descriptor;
+    -1: to the pipe), told on stdin when it has room again (``_RingWriter``)."""
+    count, seed, vbuckets, worker, workers, ring_fd = map(int, argv)
     # A lower priority than the server's (``WORKER_NICE``)
     with suppress(AttributeError, OSError):
         os.nice(WORKER_NICE)
@@ -1038,7 +1311,11 @@ def main(argv: list[str]) -> int:
         fcntl.fcntl(sys.stdout.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     except (ImportError, AttributeError, OSError):
         pass
-    write_chunks(count, seed, vbuckets, sys.stdout.buffer, worker, workers)
+    ring = None
+    if ring_fd >= 0:
+        ring = _RingWriter(mmap.mmap(ring_fd, 0), sys.stdin.fileno())
+        os.close(ring_fd)
+    write_chunks(count, seed, vbuckets, sys.stdout.buffer, worker, workers, ring)
     return 0
 
 

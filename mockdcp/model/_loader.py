@@ -358,6 +358,8 @@ class ColdLoad:
         view = np.frombuffer(frames, np.uint8)
         view[starts[:-1, None] + np.arange(16, 32)] = fields.view(np.uint8).reshape(n, 16)
         datatypes = view[starts[:-1] + 5]  # byte 5 of a frame
+        # the key's length with its prefix: bytes 2 and 3 (not ``len`` of every key)
+        keylens = view[starts[:-1] + 2].astype(np.int64) << 8 | view[starts[:-1] + 3]
         del view
         found = np.flatnonzero(counts)
         write = self._frames.write
@@ -370,8 +372,7 @@ class ColdLoad:
             ):
                 write(vbid, whole[a:b])
         cids = np.zeros(n, np.uint32)
-        klens = np.fromiter(map(len, keys), np.int64, n)[order]
-        vlens = sizes.astype(np.int64) - (HEAD + 1) - klens
+        vlens = sizes.astype(np.int64) - HEAD - keylens
         bounds = np.zeros(nvb + 1, np.int64)
         bounds[1:] = group_end
         self._sizes.append(sizes.astype(np.uint32, copy=False))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import mmap
+import os
+
 import pytest
 import trio
 import trio.lowlevel
@@ -292,6 +295,44 @@ def test_key_vbuckets_are_those_of_the_keys_at_every_id_width() -> None:
         assert (key_vbuckets(ids, vbuckets) == vbucket_ids(keys, vbuckets)).all()
 
 
+def test_framed_chunks_keep_the_bytes_of_the_generator_before_its_fixed_width_parts() -> None:
+    """``DocumentGenerator.framed`` writes each frame's start (header, key, the value's
+    id) and date with numpy (``_keys``, ``_starts``, ``_dates``): every column of its chunks
+    is the bytes 56a8cb9 made (one piece a field, gathered and joined), for chunks of
+    one id width and chunks across powers of ten (ids 0..2047: four widths; 99,999,
+    999,999 and 9,999,999 to the next), short ones, two seeds and two numbers of
+    vbuckets. A digest of them all, made with 56a8cb9."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for seed in (0, 7):
+        generator = DocumentGenerator(seed)
+        for first, blocks, count in (
+            (0, 2, 2 * BLOCK),
+            (0, CHUNK_BLOCKS, CHUNK_BLOCKS * BLOCK),
+            (97, 1, 10**9),
+            (976, 2, 10**9),
+            (976, CHUNK_BLOCKS, 977 * BLOCK + 5),
+            (9765, 3, 10**9),
+            (20000, CHUNK_BLOCKS, 10**9),
+            (97656, 1, 10**9),
+        ):
+            for vbuckets in (1024, 64):
+                chunk = generator.framed(first, blocks, count, vbuckets)
+                for part in (
+                    chunk.counts.tobytes(),
+                    chunk.order.tobytes(),
+                    chunk.sizes.tobytes(),
+                    chunk.keys,
+                    bytes(chunk.frames),
+                ):
+                    digest.update(len(part).to_bytes(8, "little"))
+                    digest.update(part)
+    assert digest.hexdigest() == (
+        "bf8edc3407c0e51a0d963410db93c4026219f39d6f1d7b222ad7fe98ba70ab1d"
+    )
+
+
 def test_a_chunk_buffer_is_used_again_once_its_chunk_is_installed() -> None:
     """A worker's chunk is read into a buffer of the load's pool (``_Buffers``), which
     ``FramedChunk.done`` gives back for the next chunk: no new buffer a chunk."""
@@ -335,9 +376,88 @@ async def test_a_load_from_workers_reads_its_chunks_into_a_few_buffers() -> None
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_dataset._Buffers, "take", counted)
         patch.setattr(_dataset, "_AHEAD", 1)
+        patch.setattr(_dataset, "RINGS", False)  # the frames through the pipe
         assert await load_documents(b, count, seed=2, worker=True) == count
     assert stored(b) == count
-    assert len(made) <= 2 * (1 + 1) + 1  # per worker: one queued, one being read
+    assert 0 < len(made) <= 2 * (1 + 1) + 1  # per worker: one queued, one being read
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="a ring is a memory file: Linux")
+async def test_workers_write_their_frames_to_rings_the_server_reads_in_place() -> None:
+    """With rings (``_Ring``), no chunk's frames go through the pipe (no buffer is
+    taken for them) and each chunk installed gives its room back to its worker: with
+    rings of about two chunks, each worker writes over the start of its ring again and
+    again, waiting for the server, and the load holds the frames a load drawn here
+    makes."""
+    from mockdcp.data import _dataset
+
+    given: list[int] = []
+    give_back = _dataset._Ring.give_back
+
+    def counted(self: _dataset._Ring, buffer: bytearray | mmap.mmap) -> None:
+        given.append(id(self))
+        give_back(self, buffer)
+
+    def no_buffer(self: _dataset._Buffers, size: int) -> bytearray:
+        raise AssertionError("a chunk's frames came through the pipe")
+
+    count = 8 * CHUNK_BLOCKS * BLOCK
+    b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_dataset._Ring, "give_back", counted)
+        patch.setattr(_dataset._Ring, "SIZE", 10 << 20)  # a chunk: about 4 MB
+        patch.setattr(_dataset._Buffers, "take", no_buffer)
+        assert await load_documents(b, count, seed=2, worker=True) == count
+    assert len(given) == 8
+    assert len(set(given)) == 2  # a ring a worker
+    here = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    await load_documents(here, count, seed=2, worker=False)
+    _same_segments(b, here)
+
+
+async def test_workers_without_a_ring_send_their_frames_through_the_pipe() -> None:
+    """A system that will not make a memory file (``memfd_create`` failing: a limit on
+    descriptors) loads through the pipe, not in the server's process."""
+    from mockdcp.data import _dataset
+
+    def refused(name: str, flags: int = 0) -> int:
+        raise OSError(24, "Too many open files")
+
+    count = 2 * CHUNK_BLOCKS * BLOCK + 5
+    b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    spent = _dataset.LoadPhases()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "memfd_create", refused, raising=False)
+        assert await load_documents(b, count, seed=2, worker=True, phases=spent) == count
+    assert spent.cpu["frame"] > 0
+    assert "phase_frame_s" not in spent.figures()  # a worker's (CPU seconds only)
+    here = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
+    await load_documents(here, count, seed=2, worker=False)
+    _same_segments(b, here)
+
+
+def test_a_ring_writer_writes_after_the_last_chunk_or_from_the_start_once_free() -> None:
+    """A worker's side of its ring (``_RingWriter``): a chunk goes after the last
+    one, or from the start when it does not fit before the end, once the chunks
+    there are installed (a byte each on the worker's stdin); a chunk larger than the
+    ring, or a server that stops installing, is an error, not a wait forever."""
+    from mockdcp.data._dataset import _RingWriter
+
+    ring = mmap.mmap(-1, 100)
+    read, write = os.pipe()
+    writer = _RingWriter(ring, read)
+    assert writer.place(b"a" * 40) == 0
+    assert writer.place(b"b" * 40) == 40
+    os.write(write, b"\x01")  # the first chunk is installed
+    assert writer.place(b"c" * 30) == 0  # 20 bytes left at the end: from the start
+    assert ring[:80] == b"c" * 30 + b"a" * 10 + b"b" * 40
+    assert writer.held == [(40, 80), (0, 30)]
+    with pytest.raises(RuntimeError, match="does not fit a ring of 100"):
+        writer.place(b"x" * 101)
+    os.close(write)
+    with pytest.raises(RuntimeError, match="stopped installing"):
+        writer.place(b"d" * 40)  # 30..70: the second chunk's, never given back
+    os.close(read)
 
 
 async def test_a_load_from_workers_tells_where_its_time_went() -> None:
@@ -351,7 +471,8 @@ async def test_a_load_from_workers_tells_where_its_time_went() -> None:
     b = Bucket("default", 64, seed=1, clock=lambda: 1_700_000_000.0)
     assert await load_documents(b, count, seed=2, worker=True, phases=spent) == count
     figures = spent.figures()
-    for phase in ("draw", "frame", "write", "pipe", "chunks", "index"):
+    # (the pipe's reads: a few hundred kB a chunk, its frames in a ring, so maybe 0.0)
+    for phase in ("draw", "frame", "write", "chunks", "index"):
         assert figures[f"phase_{phase}_cpu_s"] > 0, phase
     for phase in ("wait", "pipe", "keys", "chunks", "gather", "index", "install", "trim"):
         assert f"phase_{phase}_s" in figures, phase
