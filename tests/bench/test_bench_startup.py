@@ -15,7 +15,9 @@ from tests.bench._run import bench_report
 pytestmark = pytest.mark.full
 
 
-@pytest.mark.parametrize("module", ["mockdcp", "mockdcp.cli", "mockdcp.pytest_plugin"])
+@pytest.mark.parametrize(
+    "module", ["mockdcp", "mockdcp.cli", "mockdcp.pytest_plugin", "mockdcp.server"]
+)
 def test_importing_mockdcp_pulls_in_no_heavy_module(module: str) -> None:
     assert import_time(sys.executable, module)["heavy"] == []
 
