@@ -565,7 +565,7 @@ class ColdPieces(Sequence[bytes]):
         count = len(self.starts)
         if not count:
             return bytearray()
-        if np.array_equal(self.frame_ends[:-1], self.starts[1:]):
+        if (self.frame_ends[:-1] == self.starts[1:]).all():
             # the frames lie one after the other (a backfill's read, usually): the
             # pieces are the first head, then each tail with the next head
             firsts = np.empty(count + 1, np.int64)
@@ -635,10 +635,13 @@ def copy_pieces(buf: FrameBuffer, firsts: NDArray[np.int64], lasts: NDArray[np.i
         return bytearray()
     # the element's width: the widest piece, unless it is far wider than the mean (a
     # piece wider than the width is sliced in, not copied as an element)
-    width = min(int(sizes.max()), 2 * total // count + 256)
-    wide = (sizes > width) | (firsts > len(buf) - width)
-    some_wide = bool(wide.any())
-    narrow_places, narrow_firsts = (places[~wide], firsts[~wide]) if some_wide else (places, firsts)
+    widest = int(sizes.max())
+    width = min(widest, 2 * total // count + 256)
+    some_wide = widest > width or int(firsts.max()) > len(buf) - width
+    narrow_places, narrow_firsts = places, firsts
+    if some_wide:
+        wide = (sizes > width) | (firsts > len(buf) - width)
+        narrow_places, narrow_firsts = places[~wide], firsts[~wide]
     out = bytearray(total + width)
     source = np.ndarray((len(buf) - width + 1,), f"V{width}", buffer=buf, strides=(1,))
     target = np.ndarray((len(out) - width + 1,), f"V{width}", buffer=out, strides=(1,))
