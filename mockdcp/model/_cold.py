@@ -609,16 +609,15 @@ def copy_pieces(buf: FrameBuffer, firsts: NDArray[np.int64], lasts: NDArray[np.i
 
     Slicing each piece and joining the slices cost about 115 ns a piece, 200 ns in
     ``mockdcp serve`` (a ``bytes`` object made and freed each; a legacy stream's frames
-    are a piece each). Here every
-    piece is copied as one fixed-width numpy element (``V<width>``, the widest piece's
-    width, a view with a stride of one byte over ``buf`` and over the output, as
-    ``ItemEncoder._move_sid`` reads headers): the pieces gathered from ``buf`` and
-    assigned to their places, 64 KiB of elements at a time, in piece order, about 25 ns
-    a piece (80 ns in ``mockdcp serve``, its frames read from memory, not the cache). An
-    element wider than its piece writes past the piece's end, into the place of a
-    later piece, which its own assignment (later: numpy assigns a one-dimensional
-    integer index in order) overwrites; past the last piece into spare room cut off at
-    the end. Pieces much wider than the rest (a large value among small ones), and
+    are a piece each). Here every piece is copied as one fixed-width numpy element
+    (``V<width>``, the widest piece's width, a view with a stride of one byte over
+    ``buf`` and over the output, as ``ItemEncoder._move_sid`` reads headers): the pieces
+    gathered from ``buf`` and assigned to their places, 64 KiB of elements at a time, in
+    piece order, about 25 ns a piece (80 ns in ``mockdcp serve``, its frames read from
+    memory, not the cache). An element wider than its piece writes past the piece's
+    end, into the place of a later piece, which its own assignment (later: numpy assigns
+    a one-dimensional integer index in order) overwrites; past the last piece into spare
+    room cut off at the end. Pieces much wider than the rest (a large value among small ones), and
     pieces too near the end of ``buf`` for a whole element, are sliced in afterwards,
     over what the elements wrote past their ends."""
     count = len(firsts)
