@@ -514,9 +514,10 @@ class ItemEncoder:
             starts += moved - grow + 3 * lead  # a header follows its frame info
             ends = array("q", (self._ends_array(ends, count) - base + moved).tobytes())
             base = 0
-        if not self.form.collections:
-            self._shorten_key(buf, starts)
-        self.patch_opaque(buf, starts, opaque)
+        if self.form.collections:
+            self.patch_opaque(buf, starts, opaque)
+        else:
+            self._shorten_key(buf, starts, opaque)
         if lead:
             self._move_sid(buf, starts)
         elif self._cut_value:  # with the stream-id frame, if any
@@ -554,20 +555,19 @@ class ItemEncoder:
         return out
 
     @staticmethod
-    def _shorten_key(buf: bytearray, starts: Offsets) -> None:
+    def _shorten_key(buf: bytearray, starts: Offsets, opaque: int) -> None:
         """Key length and body length less one in every frame (the collection prefix
-        left out). A key on the wire is at most 255 bytes (250 + prefix), so the key
-        length is its low byte; the body length borrows only when its low byte is 0."""
+        left out), and ``opaque`` written (``patch_opaque``): the first 16 bytes of every
+        frame read as one numpy element (a ``V16`` view with a stride of one byte, as
+        ``_move_sid`` reads), patched as columns and written back; the low byte of each
+        length alone, with the body length's borrow, cost a third more a frame."""
         np = numpy_module()
-        view = np.frombuffer(buf, np.uint8)
-        at = starts + 3
-        view[at] -= 1
-        at += 8  # the low byte of the body length
-        low = view[at]
-        for pos in (at[low == 0] - 3).tolist():
-            body = int.from_bytes(buf[pos : pos + 4], "big") - 1
-            buf[pos : pos + 4] = body.to_bytes(4, "big")
-        view[at[low != 0]] -= 1
+        window = np.ndarray((len(buf) - 15,), dtype="V16", buffer=buf, strides=(1,))
+        head = window[starts].view(np.uint8).reshape(len(starts), 16)
+        head[:, 2:4].view(">u2")[:, 0] -= 1
+        head[:, 8:12].view(">u4")[:, 0] -= 1
+        head[:, 12:16] = np.frombuffer(_OPAQUE.pack(opaque), np.uint8)
+        window[starts] = head.view("V16").ravel()
 
     @staticmethod
     def _starts(ends: Sequence[int], base: int) -> Offsets:

@@ -18,6 +18,7 @@ from mockdcp.cli.bench._compare import (
     install,
     install_tree,
     ratios,
+    server_cpu_seconds,
 )
 from mockdcp.cli.bench._startup import serve_times
 from tests.bench._run import bench_refusal, bench_report
@@ -36,6 +37,41 @@ def test_the_sides_alternate_from_round_to_round() -> None:
     samples = compare("old", "new", 3, measure)
     assert order == ["old", "new", "new", "old", "old", "new"]
     assert samples["memory"] == {"old": [1.0] * 3, "new": [2.0] * 3}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+def test_the_servers_cpu_is_read_finer_than_a_clock_tick() -> None:
+    """A legacy stream of a compare's documents costs the server a few 10 ms ticks of
+    ``/proc/PID/stat``: its CPU is read to the nanosecond, from each of its threads."""
+    import os
+    import threading
+    import time
+
+    def spin(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    before = server_cpu_seconds(os.getpid())
+    spin(0.003)
+    mid = server_cpu_seconds(os.getpid())
+    assert 0.003 <= mid - before < 0.01  # ticks would read 0 or 0.01
+    assert mid - before != round(mid - before, 2)
+    spun, done = threading.Event(), threading.Event()
+
+    def other() -> None:
+        spin(0.003)
+        spun.set()
+        done.wait(10)
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    try:
+        assert spun.wait(10)
+        assert server_cpu_seconds(os.getpid()) - mid >= 0.003  # the other thread's too
+    finally:
+        done.set()
+        worker.join(10)
 
 
 def test_a_rate_is_new_over_old_and_a_time_old_over_new() -> None:

@@ -467,3 +467,63 @@ def test_finish_gathers_no_collection_or_row_column_a_load_does_not_need() -> No
     ]  # fmt: skip
     assert all(vb.cold is None or not vb.cold.segment.cids.any() for vb in plain.vbuckets)
     assert docs(mixed) == [(0, b"a"), (8, b"b")]  # a's tombstone, b in collection 8
+
+
+@given(
+    st.lists(st.integers(0, 700), min_size=1, max_size=120),
+    st.lists(st.integers(0, 3), min_size=1, max_size=120),
+    st.booleans(),
+)
+@settings(max_examples=60, deadline=None)
+def test_copying_pieces_equals_slicing_and_joining_them(
+    sizes: list[int], gaps: list[int], mapped: bool
+) -> None:
+    """``copy_pieces`` copies each piece as a fixed-width element, writing past the ends
+    of narrower pieces: what it gives must be the slices joined, whatever the widths
+    (a piece far wider than the rest, empty ones), the gaps between pieces and how near
+    the last lies to the end of the buffer (bytes, or a bulk load's memory map)."""
+    import mmap
+
+    import numpy as np
+
+    from mockdcp.model._cold import copy_pieces
+
+    firsts, lasts, at = [], [], 0
+    for i, size in enumerate(sizes):
+        at += gaps[i % len(gaps)]
+        firsts.append(at)
+        lasts.append(at + size)
+        at += size
+    data = bytes((i * 7 + 3) % 251 for i in range(at + gaps[0]))
+    buf: bytes | mmap.mmap = data
+    if mapped and data:
+        buf = mmap.mmap(-1, len(data))
+        buf[:] = data
+    # a piece a frame: more than the pieces ``copy_pieces`` slices as they are
+    for reps in (1, 40):
+        f = np.array(firsts * reps, np.int64)
+        g = np.array(lasts * reps, np.int64)
+        expected = b"".join(data[a:b] for a, b in zip(f.tolist(), g.tolist(), strict=True))
+        assert copy_pieces(buf, f, g) == expected
+
+
+def test_a_legacy_read_of_a_bulk_loaded_segment_is_the_items_frames_without_prefixes() -> None:
+    """``joined_with`` over a whole vbucket's cold frames (a backfill's read: thousands
+    of frames in a row, values of many lengths and a few far longer) gives each item's
+    frame as a legacy stream sends it: the collection prefix left out (the lengths are
+    patched later, by the encoder)."""
+    b = bucket()
+    keys = [b"k%05d" % i for i in range(2000)]
+    values = [b"v" * (i % 300 if i % 97 else 5000 + i) for i in range(2000)]
+    b.load_cold(keys, values, datatypes=[0] * 2000)
+    for vb in b.vbuckets:
+        cold = vb.cold
+        assert cold is not None
+        slots = cold.live_slots()
+        heads, tails, *_ = cold.frames(slots)
+        items = [cold.segment.item(s) for s in slots.tolist()]
+        assert bytes(heads.joined_with(tails)) == b"".join(it.head + it.tail for it in items)
+        # every other frame: pieces that are not in a row
+        heads, tails, *_ = cold.frames(slots[::2])
+        odd = b"".join(it.head + it.tail for it in items[::2])
+        assert bytes(heads.joined_with(tails)) == odd
