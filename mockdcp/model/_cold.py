@@ -36,6 +36,7 @@ version away (a purged tombstone stays purged).
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 import mmap
@@ -604,6 +605,19 @@ _GATHER_BYTES = 64 * 1024
 _FEW_PIECES = 32
 
 
+@functools.cache
+def _assigns_in_order() -> bool:
+    """numpy assigns a one-dimensional integer index to overlapping elements in index
+    order, the last write winning (what ``copy_pieces`` relies on: numpy's documentation
+    does not promise it, so it is checked once on this numpy; if not, pieces are sliced
+    and joined)."""
+    out = bytearray(4)
+    target = np.ndarray((3,), "V2", buffer=out, strides=(1,))
+    target[np.array([0, 1, 2])] = np.array([b"ab", b"cd", b"ef"], "V2")
+    del target
+    return bytes(out) == b"acef"
+
+
 def copy_pieces(buf: FrameBuffer, firsts: NDArray[np.int64], lasts: NDArray[np.int64]) -> bytearray:
     """``buf[firsts[i]:lasts[i]]`` one after the other, in one buffer.
 
@@ -621,7 +635,7 @@ def copy_pieces(buf: FrameBuffer, firsts: NDArray[np.int64], lasts: NDArray[np.i
     pieces too near the end of ``buf`` for a whole element, are sliced in afterwards,
     over what the elements wrote past their ends."""
     count = len(firsts)
-    if count < _FEW_PIECES:
+    if count < _FEW_PIECES or not _assigns_in_order():
         return bytearray().join(
             [buf[a:b] for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True)]
         )

@@ -507,6 +507,26 @@ def test_copying_pieces_equals_slicing_and_joining_them(
         assert copy_pieces(buf, f, g) == expected
 
 
+def test_pieces_are_sliced_and_joined_on_a_numpy_that_assigns_out_of_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``copy_pieces``'s overlapping elements need numpy to assign in index order, which
+    its documentation does not promise: this numpy is checked once, and pieces are
+    sliced and joined on one that does not."""
+    import numpy as np
+
+    from mockdcp.model import _cold
+
+    assert _cold._assigns_in_order()  # this numpy: the elements' path is tested above
+    buf = bytes(range(256)) * 8
+    firsts = np.arange(0, 1600, 40, dtype=np.int64)
+    lasts = firsts + np.arange(len(firsts), dtype=np.int64) % 37
+    expected = b"".join(buf[a:b] for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True))
+    monkeypatch.setattr(_cold, "_assigns_in_order", lambda: False)
+    monkeypatch.setattr(np, "ndarray", None)  # no element is made: only slices
+    assert _cold.copy_pieces(buf, firsts, lasts) == expected
+
+
 def test_a_legacy_read_of_a_bulk_loaded_segment_is_the_items_frames_without_prefixes() -> None:
     """``joined_with`` over a whole vbucket's cold frames (a backfill's read: thousands
     of frames in a row, values of many lengths and a few far longer) gives each item's
