@@ -12,6 +12,7 @@ import pytest
 
 from mockdcp.cli.bench._compare import (
     PATHS,
+    _only_compare,
     _site_packages,
     _spawn_ready,
     compare,
@@ -72,6 +73,30 @@ def test_the_servers_cpu_is_read_finer_than_a_clock_tick() -> None:
     finally:
         done.set()
         worker.join(10)
+
+
+def test_a_second_compare_on_the_same_cache_waits_for_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each compare makes the working tree's environment afresh: two at once on one
+    cache would install over each other while measuring, so the second waits."""
+    import threading
+
+    order: list[str] = []
+
+    def second() -> None:
+        with _only_compare(tmp_path):
+            order.append("second")
+
+    with _only_compare(tmp_path):
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive()  # waiting
+        order.append("first")
+    waiter.join(10)
+    assert order == ["first", "second"]
+    assert "waiting for another compare" in capsys.readouterr().err
 
 
 def test_a_rate_is_new_over_old_and_a_time_old_over_new() -> None:

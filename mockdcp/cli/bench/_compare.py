@@ -37,6 +37,7 @@ samples vary several-fold from round to round, these much less.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -54,7 +55,7 @@ from mockdcp.cli.bench._startup import free_port, import_time, on_free_ports, re
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 #: the paths and whether each is a time (its ratio is then old/new); each ``*_cpu``
 #: path is its wall-clock twin per CPU second of the server (a rate) or in its CPU
@@ -368,6 +369,44 @@ def ratios(samples: dict[str, dict[str, list[float]]]) -> dict[str, float]:
     return figures
 
 
+@contextlib.contextmanager
+def _only_compare(cache: Path) -> Iterator[None]:
+    """This compare alone uses ``cache``'s environments: the working tree's is made
+    afresh by each compare, so a second compare at once (another checkout, another
+    user of the same cache) waits for the first rather than install over it while it
+    measures (an exclusive ``flock`` of ``cache/lock``)."""
+    import fcntl
+
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "lock", "wb") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                f"mockdcp bench compare: waiting for another compare using {cache}", file=sys.stderr
+            )
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _measure(
+    old: str, new: str, runs: int, items: int, vbuckets: int
+) -> dict[str, dict[str, list[float]]]:
+    """Every path of both installs, ``runs`` rounds, from a neutral directory."""
+    neutral = tempfile.mkdtemp(prefix="mockdcp-compare-")
+    here = os.getcwd()
+    try:
+        os.chdir(neutral)  # neither side imports the checkout it was started from
+        with bytecode_cached():
+            for python in (old, new):  # the bytecode cache filled, not timed
+                _ready(python)
+                import_time(python, "mockdcp.server")
+            return compare(old, new, runs, lambda py: measure_round(py, items, vbuckets))
+    finally:
+        os.chdir(here)
+        shutil.rmtree(neutral, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Measure and report (see the module docstring)."""
     from mockdcp.data import cache_root
@@ -379,22 +418,10 @@ def run(args: argparse.Namespace) -> int:
     except (RuntimeError, ValueError) as e:
         print(f"mockdcp bench compare: {e}", file=sys.stderr)
         return 2
-    old, how = install(root, commit, cache_root() / "bench-compare")
-    new, _ = install_tree(root, cache_root() / "bench-compare")
-    neutral = tempfile.mkdtemp(prefix="mockdcp-compare-")
-    here = os.getcwd()
-    try:
-        os.chdir(neutral)  # neither side imports the checkout it was started from
-        with bytecode_cached():
-            for python in (old, new):  # the bytecode cache filled, not timed
-                _ready(python)
-                import_time(python, "mockdcp.server")
-            samples = compare(
-                old, new, args.runs, lambda py: measure_round(py, items, args.vbuckets)
-            )
-    finally:
-        os.chdir(here)
-        shutil.rmtree(neutral, ignore_errors=True)
+    with _only_compare(cache_root() / "bench-compare"):
+        old, how = install(root, commit, cache_root() / "bench-compare")
+        new, _ = install_tree(root, cache_root() / "bench-compare")
+        samples = _measure(old, new, args.runs, items, args.vbuckets)
     params = {
         "ref": args.ref,
         "commit": commit,
