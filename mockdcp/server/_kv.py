@@ -277,7 +277,10 @@ class KvService:
     ) -> bool:
         """The reader writes what is due while the writer is parked (the module
         docstring); True if the writer need not be woken: all of it was written, nothing
-        more is due and its deadline is not earlier than the one the writer waits for."""
+        more is due and its deadline is not earlier than the one the writer waits for.
+        With stream data due, the writer sends the replies with it, as it would have."""
+        if conn.scheduler.can_send():
+            return False
         parts = conn.buffers_to_send(now, DIRECT_LIMIT)
         if parts and not direct.write(parts):
             return False  # the writer sends the rest, then counts it written
