@@ -1,10 +1,12 @@
-"""The heap trimmer (``_kv.MemoryTrim``): one per process, whatever its nodes."""
+"""The heap trimmer (``_kv.MemoryTrim``): one per process, whatever its nodes, and only
+once the heap has enough to give back."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+import pytest
 import trio
 
 from mockdcp.server import _kv, serve
@@ -14,7 +16,16 @@ from tests.integration._raw import wait_until
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import pytest
+MiB = 1024 * 1024
+#: the real reader of the heap's free bytes (the fixture below replaces it)
+HEAP_FREE = _kv._heap_free
+
+
+@pytest.fixture(autouse=True)
+def _free_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heap's free bytes unknown (no ``mallinfo2``): every trim that is due runs;
+    a test that measures them sets its own."""
+    monkeypatch.setattr(_kv, "_heap_free", lambda: None)
 
 
 def counting(calls: list[int]) -> Callable[[], Callable[[int], int]]:
@@ -87,3 +98,43 @@ async def test_the_nodes_of_a_cluster_trim_the_heap_once_when_a_consumer_leaves_
     # the heap is the process's: the last connection of all three nodes trims it, not
     # each node's last
     assert calls == [0]
+
+
+def test_a_trim_waits_until_the_heap_has_min_freed_more_than_the_last_trim_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    free = [40 * MiB]
+
+    def trim(pad: int) -> int:
+        calls.append(pad)
+        free[0] = 4 * MiB  # what it could not give back
+        return 1
+
+    monkeypatch.setattr(_kv, "_malloc_trim", lambda: trim)
+    monkeypatch.setattr(_kv, "_heap_free", lambda: lambda: free[0])
+    trimmer = MemoryTrim()
+    trimmer.connection_joined()
+    trimmer.connection_left()
+    assert calls == [0]  # 40 MiB free: given back, 4 MiB left
+    # a consumer's pass frees its buffers (12 MiB), the next one takes them again
+    for _ in range(3):
+        free[0] = 16 * MiB - 1
+        trimmer.connection_joined()
+        trimmer.connection_left()
+    assert calls == [0]
+    free[0] = 4 * MiB + MemoryTrim.MIN_FREED  # many consumers left: trimmed as before
+    trimmer.connection_joined()
+    trimmer.connection_left()
+    assert calls == [0, 0]
+
+
+def test_the_heap_free_bytes_count_what_was_freed_where_glibc_has_mallinfo2() -> None:
+    free = HEAP_FREE()
+    if free is None:
+        pytest.skip("no glibc mallinfo2 here: every trim that is due runs")
+    blocks = [bytearray(64 * 1024) for _ in range(512)]  # 32 MiB in the heap
+    before = free()
+    del blocks[::2]  # 16 MiB of holes between live blocks (not the heap's top)
+    assert free() - before >= 12 * MiB
+    assert len(blocks) == 256
