@@ -74,8 +74,9 @@ class Wakeups:
 
     def __init__(self) -> None:
         self.events: dict[Connection, trio.Event] = {}
-        #: set once the connection is closed (its closer then bounds the last writes)
-        self.closing: dict[Connection, trio.Event] = {}
+        #: the scope of the connection's tasks: once the connection is closed, its
+        #: deadline bounds the last writes (``CLOSE_GRACE``)
+        self.closing: dict[Connection, trio.CancelScope] = {}
         #: a reader paused at the output limit waits on it; set after each write
         self.drained: dict[Connection, trio.Event] = {}
 
@@ -84,12 +85,16 @@ class Wakeups:
         if event is not None:
             event.set()
         closing = self.closing.get(conn)
-        if closing is not None and conn.closed:
-            closing.set()
+        if closing is not None and conn.closed and closing.deadline == math.inf:
+            closing.deadline = trio.current_time() + CLOSE_GRACE
 
-    def add(self, conn: Connection) -> None:
+    def add(self, conn: Connection, scope: trio.CancelScope | None = None) -> None:
+        """Watch ``conn``; ``scope`` (its tasks') ends ``CLOSE_GRACE`` seconds after it
+        closes, so that a client that does not read its last replies cannot hold it
+        open."""
         self.events[conn] = trio.Event()
-        self.closing[conn] = trio.Event()
+        if scope is not None:
+            self.closing[conn] = scope
 
     def remove(self, conn: Connection) -> None:
         for table in (self.events, self.closing, self.drained):
@@ -193,14 +198,13 @@ class KvService:
             return
         if self.output_limit is not None:
             conn.output_limit = self.output_limit
-        self.wakeups.add(conn)
         log.debug("connection %d accepted", conn.conn_id)
         flow = self._open_flow(stream)
         direct = DirectWrite.of(stream)
         try:
             async with trio.open_nursery() as nursery:
+                self.wakeups.add(conn, nursery.cancel_scope)
                 nursery.start_soon(self._reader, stream, conn, flow, direct)
-                nursery.start_soon(self._closer, conn, nursery.cancel_scope)
                 if self.auth_timeout is not None:
                     nursery.start_soon(self._auth_deadline, conn, self.auth_timeout)
                 await self._writer(stream, conn, flow, direct)
@@ -344,13 +348,6 @@ class KvService:
             if events.get(conn) is event:
                 events[conn] = trio.Event()
             conn.check_idle(trio.current_time())
-
-    async def _closer(self, conn: Connection, scope: trio.CancelScope) -> None:
-        """Once ``conn`` is closed, give the writer ``CLOSE_GRACE`` seconds to write the
-        replies already due (a client that does not read them cannot hold it open)."""
-        await self.wakeups.closing[conn].wait()
-        await trio.sleep(CLOSE_GRACE)
-        scope.cancel()
 
     async def _auth_deadline(self, conn: Connection, seconds: float) -> None:
         """Close ``conn`` if it has not authenticated within ``seconds``."""
