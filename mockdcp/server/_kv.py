@@ -6,11 +6,12 @@ by the reader, by a model change (through ``Node.wake``) or by the noop deadline
 consumer that stops reading blocks only its own writer in ``send_all``; its reader goes on
 taking acks. A connection that fails, for any reason, is closed alone and logged.
 
-While the writer is parked with nothing left to send, the reader writes the replies of
-what it read itself, with one non-blocking ``writev`` (``DirectWrite``), so that a
-request is one trip through the event loop rather than three (the reader's, the
-writer's, and the writer's parking again); what the socket does not take goes to the
-writer, which sends it before anything else. The reader never waits on a write.
+While the writer is parked with nothing left to send and the connection has no stream
+yet (its bootstrap), the reader writes the replies of what it read itself, with one
+non-blocking ``writev`` (``DirectWrite``), so that a request is one trip through the
+event loop rather than three (the reader's, the writer's, and the writer's parking
+again); what the socket does not take goes to the writer, which sends it before anything
+else. The reader never waits on a write.
 
 Limits a data node has (issue 18): at most ``max_connections`` at once (one more is closed
 as soon as it is accepted, and logged); a connection that has not authenticated within
@@ -282,8 +283,10 @@ class KvService:
         """The reader writes what is due while the writer is parked (the module
         docstring); True if the writer need not be woken: all of it was written, nothing
         more is due and its deadline is not earlier than the one the writer waits for.
-        With stream data due, the writer sends the replies with it, as it would have."""
-        if conn.scheduler.can_send():
+        A connection with a stream is the writer's alone, as before (stream data, ends
+        and holds): the reader writes the bootstrap's replies, and those of a connection
+        that streams nothing."""
+        if len(conn.streams):
             return False
         parts = conn.buffers_to_send(now, DIRECT_LIMIT)
         if parts and not direct.write(parts):
