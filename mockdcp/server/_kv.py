@@ -441,28 +441,29 @@ class MemoryTrim:
     trimmer per node trimmed the same heap three times, and one trimming at most once
     a second still twice (the first to leave, the last) where one node trims once.
 
-    A trim is skipped while the heap's free bytes (glibc's ``mallinfo2``, ``fordblks``:
-    what a trim could give back, a walk of the free lists only, about 0.1 ms) have not
-    grown by ``MIN_FREED`` since the last trim left them: a consumer streaming 300,000
+    A trim is skipped while the process's resident memory (``/proc/self/statm``) has not
+    grown by ``MIN_GROWN`` since the last trim left it: a consumer streaming 300,000
     items frees 5 to 13 MiB of buffers when it leaves, which the next one takes again,
     so a trim at every pass gave them back (1.4 ms with one node's heap, 2.5 with a
     cluster's replicas) only for the next pass to fault them in again. 200 consumers
-    leaving free about 100 MiB and are trimmed as before. kv_engine has no trim of its
+    leaving grow it by about 100 MiB and are trimmed as before. (The heap's free bytes
+    would not do: connections that reuse the holes a trim left and free them again
+    leave those pages resident with the free bytes unchanged.) kv_engine has no trim of its
     own: its allocator, jemalloc, gives unused pages back by itself, over time
     (``dirty_decay_ms``).
     """
 
     INTERVAL = 1.0
     BATCH = 32
-    #: free heap bytes more than the last trim left that a trim waits for
-    MIN_FREED = 16 * 1024 * 1024
+    #: resident bytes more than the last trim left that a trim waits for
+    MIN_GROWN = 16 * 1024 * 1024
 
     def __init__(self) -> None:
         self._last = -math.inf
         self._trim: Callable[[int], int] | None = None
-        self._free: Callable[[], int] | None = None
+        self._resident: Callable[[], int] | None = None
         self._loaded = False
-        #: the heap's free bytes after the last trim
+        #: the resident bytes after the last trim
         self._kept = 0
         #: connections open on every node sharing this trimmer
         self.connections = 0
@@ -479,15 +480,16 @@ class MemoryTrim:
         if self.connections and (self.left < self.BATCH or now - self._last < self.INTERVAL):
             return
         if not self._loaded:  # on first use: serve's path to "ready" stays short
-            self._trim, self._free, self._loaded = _malloc_trim(), _heap_free(), True
+            self._trim, self._resident, self._loaded = _malloc_trim(), _resident(), True
         if self._trim is None:
             return
         self._last, self.left = now, 0
-        if self._free is not None and self._free() - self._kept < self.MIN_FREED:
+        resident = self._resident
+        if resident is not None and resident() - self._kept < self.MIN_GROWN:
             return  # little to give back: the next connections take it again
         self._trim(0)
-        if self._free is not None:
-            self._kept = self._free()
+        if resident is not None:
+            self._kept = resident()
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -501,35 +503,20 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-def _heap_free() -> Callable[[], int] | None:
-    """The heap's free bytes (glibc >= 2.33's ``mallinfo2().fordblks``), or None where
-    there is no ``mallinfo2``."""
-    import ctypes
+def _resident() -> Callable[[], int] | None:
+    """The process's resident bytes (``/proc/self/statm``), or None where there is no
+    ``/proc``."""
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
-    class Mallinfo2(ctypes.Structure):
-        _fields_ = [
-            (name, ctypes.c_size_t)
-            for name in [
-                "arena",
-                "ordblks",
-                "smblks",
-                "hblks",
-                "hblkhd",
-                "usmblks",
-                "fsmblks",
-                "uordblks",
-                "fordblks",
-                "keepcost",
-            ]
-        ]
+    def resident() -> int:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * page
 
     try:
-        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
-    except (OSError, AttributeError):
+        resident()
+    except (OSError, ValueError, IndexError):
         return None
-    mallinfo2.restype = Mallinfo2
-    mallinfo2.argtypes = []
-    return lambda: int(mallinfo2().fordblks)
+    return resident
 
 
 def _socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType | None:

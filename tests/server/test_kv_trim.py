@@ -17,15 +17,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 MiB = 1024 * 1024
-#: the real reader of the heap's free bytes (the fixture below replaces it)
-HEAP_FREE = _kv._heap_free
+#: the real reader of the resident bytes (the fixture below replaces it)
+RESIDENT = _kv._resident
 
 
 @pytest.fixture(autouse=True)
-def _free_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The heap's free bytes unknown (no ``mallinfo2``): every trim that is due runs;
-    a test that measures them sets its own."""
-    monkeypatch.setattr(_kv, "_heap_free", lambda: None)
+def _resident_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resident bytes unknown (no ``/proc``): every trim that is due runs; a test
+    that measures them sets its own."""
+    monkeypatch.setattr(_kv, "_resident", lambda: None)
 
 
 def counting(calls: list[int]) -> Callable[[], Callable[[int], int]]:
@@ -100,41 +100,40 @@ async def test_the_nodes_of_a_cluster_trim_the_heap_once_when_a_consumer_leaves_
     assert calls == [0]
 
 
-def test_a_trim_waits_until_the_heap_has_min_freed_more_than_the_last_trim_left(
+def test_a_trim_waits_until_the_process_grew_min_grown_past_what_the_last_trim_left(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls: list[int] = []
-    free = [40 * MiB]
+    resident = [300 * MiB]
 
     def trim(pad: int) -> int:
         calls.append(pad)
-        free[0] = 4 * MiB  # what it could not give back
+        resident[0] = 200 * MiB  # what it could not give back
         return 1
 
     monkeypatch.setattr(_kv, "_malloc_trim", lambda: trim)
-    monkeypatch.setattr(_kv, "_heap_free", lambda: lambda: free[0])
+    monkeypatch.setattr(_kv, "_resident", lambda: lambda: resident[0])
     trimmer = MemoryTrim()
     trimmer.connection_joined()
     trimmer.connection_left()
-    assert calls == [0]  # 40 MiB free: given back, 4 MiB left
-    # a consumer's pass frees its buffers (12 MiB), the next one takes them again
+    assert calls == [0]  # the first: 200 MiB left
+    # a consumer's pass takes 12 MiB of buffers, the next one takes the same again
     for _ in range(3):
-        free[0] = 16 * MiB - 1
+        resident[0] = 200 * MiB + MemoryTrim.MIN_GROWN - 1
         trimmer.connection_joined()
         trimmer.connection_left()
     assert calls == [0]
-    free[0] = 4 * MiB + MemoryTrim.MIN_FREED  # many consumers left: trimmed as before
+    resident[0] = 200 * MiB + MemoryTrim.MIN_GROWN  # many consumers left: trimmed
     trimmer.connection_joined()
     trimmer.connection_left()
     assert calls == [0, 0]
 
 
-def test_the_heap_free_bytes_count_what_was_freed_where_glibc_has_mallinfo2() -> None:
-    free = HEAP_FREE()
-    if free is None:
-        pytest.skip("no glibc mallinfo2 here: every trim that is due runs")
-    blocks = [bytearray(64 * 1024) for _ in range(512)]  # 32 MiB in the heap
-    before = free()
-    del blocks[::2]  # 16 MiB of holes between live blocks (not the heap's top)
-    assert free() - before >= 12 * MiB
-    assert len(blocks) == 256
+def test_the_resident_bytes_count_what_the_process_wrote_where_there_is_proc() -> None:
+    resident = RESIDENT()
+    if resident is None:
+        pytest.skip("no /proc here: every trim that is due runs")
+    before = resident()
+    blocks = [b"x" * (64 * 1024) for _ in range(512)]  # 32 MiB written
+    assert resident() - before >= 24 * MiB
+    assert len(blocks) == 512
