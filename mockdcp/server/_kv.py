@@ -440,31 +440,15 @@ class MemoryTrim:
     cluster closes its three connections at once, each the last of its node, so a
     trimmer per node trimmed the same heap three times, and one trimming at most once
     a second still twice (the first to leave, the last) where one node trims once.
-
-    A trim is skipped while the process's resident memory (``/proc/self/statm``) has not
-    grown by ``MIN_GROWN`` since the last trim left it: a consumer streaming 300,000
-    items frees 5 to 13 MiB of buffers when it leaves, which the next one takes again,
-    so a trim at every pass gave them back (1.4 ms with one node's heap, 2.5 with a
-    cluster's replicas) only for the next pass to fault them in again. 200 consumers
-    leaving grow it by about 100 MiB and are trimmed as before. (The heap's free bytes
-    would not do: connections that reuse the holes a trim left and free them again
-    leave those pages resident with the free bytes unchanged.) kv_engine has no trim of its
-    own: its allocator, jemalloc, gives unused pages back by itself, over time
-    (``dirty_decay_ms``).
     """
 
     INTERVAL = 1.0
     BATCH = 32
-    #: resident bytes more than the last trim left that a trim waits for
-    MIN_GROWN = 16 * 1024 * 1024
 
     def __init__(self) -> None:
         self._last = -math.inf
         self._trim: Callable[[int], int] | None = None
-        self._resident: Callable[[], int] | None = None
         self._loaded = False
-        #: the resident bytes after the last trim
-        self._kept = 0
         #: connections open on every node sharing this trimmer
         self.connections = 0
         #: connections that left since the last trim
@@ -480,16 +464,11 @@ class MemoryTrim:
         if self.connections and (self.left < self.BATCH or now - self._last < self.INTERVAL):
             return
         if not self._loaded:  # on first use: serve's path to "ready" stays short
-            self._trim, self._resident, self._loaded = _malloc_trim(), _resident(), True
+            self._trim, self._loaded = _malloc_trim(), True
         if self._trim is None:
             return
         self._last, self.left = now, 0
-        resident = self._resident
-        if resident is not None and resident() - self._kept < self.MIN_GROWN:
-            return  # little to give back: the next connections take it again
         self._trim(0)
-        if resident is not None:
-            self._kept = resident()
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -501,22 +480,6 @@ def _malloc_trim() -> Callable[[int], int] | None:
     except (OSError, AttributeError):
         return None
     return trim
-
-
-def _resident() -> Callable[[], int] | None:
-    """The process's resident bytes (``/proc/self/statm``), or None where there is no
-    ``/proc``."""
-    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-    def resident() -> int:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * page
-
-    try:
-        resident()
-    except (OSError, ValueError, IndexError):
-        return None
-    return resident
 
 
 def _socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType | None:

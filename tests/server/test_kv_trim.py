@@ -1,12 +1,10 @@
-"""The heap trimmer (``_kv.MemoryTrim``): one per process, whatever its nodes, and only
-once the heap has enough to give back."""
+"""The heap trimmer (``_kv.MemoryTrim``): one per process, whatever its nodes."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-import pytest
 import trio
 
 from mockdcp.server import _kv, serve
@@ -16,16 +14,7 @@ from tests.integration._raw import wait_until
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-MiB = 1024 * 1024
-#: the real reader of the resident bytes (the fixture below replaces it)
-RESIDENT = _kv._resident
-
-
-@pytest.fixture(autouse=True)
-def _resident_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The resident bytes unknown (no ``/proc``): every trim that is due runs; a test
-    that measures them sets its own."""
-    monkeypatch.setattr(_kv, "_resident", lambda: None)
+    import pytest
 
 
 def counting(calls: list[int]) -> Callable[[], Callable[[int], int]]:
@@ -98,42 +87,3 @@ async def test_the_nodes_of_a_cluster_trim_the_heap_once_when_a_consumer_leaves_
     # the heap is the process's: the last connection of all three nodes trims it, not
     # each node's last
     assert calls == [0]
-
-
-def test_a_trim_waits_until_the_process_grew_min_grown_past_what_the_last_trim_left(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    calls: list[int] = []
-    resident = [300 * MiB]
-
-    def trim(pad: int) -> int:
-        calls.append(pad)
-        resident[0] = 200 * MiB  # what it could not give back
-        return 1
-
-    monkeypatch.setattr(_kv, "_malloc_trim", lambda: trim)
-    monkeypatch.setattr(_kv, "_resident", lambda: lambda: resident[0])
-    trimmer = MemoryTrim()
-    trimmer.connection_joined()
-    trimmer.connection_left()
-    assert calls == [0]  # the first: 200 MiB left
-    # a consumer's pass takes 12 MiB of buffers, the next one takes the same again
-    for _ in range(3):
-        resident[0] = 200 * MiB + MemoryTrim.MIN_GROWN - 1
-        trimmer.connection_joined()
-        trimmer.connection_left()
-    assert calls == [0]
-    resident[0] = 200 * MiB + MemoryTrim.MIN_GROWN  # many consumers left: trimmed
-    trimmer.connection_joined()
-    trimmer.connection_left()
-    assert calls == [0, 0]
-
-
-def test_the_resident_bytes_count_what_the_process_wrote_where_there_is_proc() -> None:
-    resident = RESIDENT()
-    if resident is None:
-        pytest.skip("no /proc here: every trim that is due runs")
-    before = resident()
-    blocks = [b"x" * (64 * 1024) for _ in range(512)]  # 32 MiB written
-    assert resident() - before >= 24 * MiB
-    assert len(blocks) == 512
