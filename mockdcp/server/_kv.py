@@ -64,9 +64,6 @@ CLOSE_GRACE = 2.0
 CLOSE_DRAIN = 1.0
 #: buffers per sendmsg call (Linux IOV_MAX is 1024)
 _IOV_MAX = 512
-#: at most about this many bytes of stream data go with a reader's own write
-#: (``DirectWrite``): the rest is the writer's
-DIRECT_LIMIT = 64 * 1024
 
 
 class Wakeups:
@@ -288,7 +285,7 @@ class KvService:
         that streams nothing."""
         if len(conn.streams):
             return False
-        parts = conn.buffers_to_send(now, DIRECT_LIMIT)
+        parts = conn.buffers_to_send(now)
         if parts and not direct.write(parts):
             return False  # the writer sends the rest, then counts it written
         conn.data_written(now)
