@@ -6,6 +6,13 @@ by the reader, by a model change (through ``Node.wake``) or by the noop deadline
 consumer that stops reading blocks only its own writer in ``send_all``; its reader goes on
 taking acks. A connection that fails, for any reason, is closed alone and logged.
 
+While the writer is parked with nothing left to send and the connection has no stream
+yet (its bootstrap), the reader writes the replies of what it read itself, with one
+non-blocking ``writev`` (``DirectWrite``), so that a request is one trip through the
+event loop rather than three (the reader's, the writer's, and the writer's parking
+again); what the socket does not take goes to the writer, which sends it before anything
+else. The reader never waits on a write.
+
 Limits a data node has (issue 18): at most ``max_connections`` at once (one more is closed
 as soon as it is accepted, and logged); a connection that has not authenticated within
 ``auth_timeout`` seconds is closed; a connection whose unsent output reaches its output
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -64,8 +72,9 @@ class Wakeups:
 
     def __init__(self) -> None:
         self.events: dict[Connection, trio.Event] = {}
-        #: set once the connection is closed (its closer then bounds the last writes)
-        self.closing: dict[Connection, trio.Event] = {}
+        #: the scope of the connection's tasks: once the connection is closed, its
+        #: deadline bounds the last writes (``CLOSE_GRACE``)
+        self.closing: dict[Connection, trio.CancelScope] = {}
         #: a reader paused at the output limit waits on it; set after each write
         self.drained: dict[Connection, trio.Event] = {}
 
@@ -74,12 +83,16 @@ class Wakeups:
         if event is not None:
             event.set()
         closing = self.closing.get(conn)
-        if closing is not None and conn.closed:
-            closing.set()
+        if closing is not None and conn.closed and closing.deadline == math.inf:
+            closing.deadline = trio.current_time() + CLOSE_GRACE
 
-    def add(self, conn: Connection) -> None:
+    def add(self, conn: Connection, scope: trio.CancelScope | None = None) -> None:
+        """Watch ``conn``; ``scope`` (its tasks') ends ``CLOSE_GRACE`` seconds after it
+        closes, so that a client that does not read its last replies cannot hold it
+        open."""
         self.events[conn] = trio.Event()
-        self.closing[conn] = trio.Event()
+        if scope is not None:
+            self.closing[conn] = scope
 
     def remove(self, conn: Connection) -> None:
         for table in (self.events, self.closing, self.drained):
@@ -183,16 +196,16 @@ class KvService:
             return
         if self.output_limit is not None:
             conn.output_limit = self.output_limit
-        self.wakeups.add(conn)
         log.debug("connection %d accepted", conn.conn_id)
         flow = self._open_flow(stream)
+        direct = DirectWrite.of(stream)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._reader, stream, conn, flow)
-                nursery.start_soon(self._closer, conn, nursery.cancel_scope)
+                self.wakeups.add(conn, nursery.cancel_scope)
+                nursery.start_soon(self._reader, stream, conn, flow, direct)
                 if self.auth_timeout is not None:
                     nursery.start_soon(self._auth_deadline, conn, self.auth_timeout)
-                await self._writer(stream, conn, flow)
+                await self._writer(stream, conn, flow, direct)
                 nursery.cancel_scope.cancel()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             conn.close(f"socket error: {group.exceptions[0]}")
@@ -227,7 +240,11 @@ class KvService:
             self.pcap = None
 
     async def _reader(
-        self, stream: trio.abc.Stream, conn: Connection, flow: PcapFlow | None
+        self,
+        stream: trio.abc.Stream,
+        conn: Connection,
+        flow: PcapFlow | None,
+        direct: DirectWrite | None = None,
     ) -> None:
         try:
             while not conn.closed:
@@ -243,25 +260,63 @@ class KvService:
                     break
                 if flow is not None and self.pcap is not None:
                     self._record(flow.client_sent, data, time.time())
-                conn.receive_data(data, trio.current_time())
+                now = trio.current_time()
+                conn.receive_data(data, now)
+                if (
+                    direct is not None
+                    and direct.ready
+                    and not conn.closed
+                    and self._write_directly(conn, flow, direct, now)
+                ):
+                    continue  # the parked writer has nothing new to do
                 self.wakeups.wake(conn)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             conn.close(f"receive failed: {exc}")
         self.wakeups.wake(conn)
 
+    def _write_directly(
+        self, conn: Connection, flow: PcapFlow | None, direct: DirectWrite, now: float
+    ) -> bool:
+        """The reader writes what is due while the writer is parked (the module
+        docstring); True if the writer need not be woken: all of it was written, nothing
+        more is due and its deadline is not earlier than the one the writer waits for.
+        A connection with a stream is the writer's alone, as before (stream data, ends
+        and holds): the reader writes the bootstrap's replies, and those of a connection
+        that streams nothing."""
+        if len(conn.streams):
+            return False
+        parts = conn.buffers_to_send(now)
+        if parts and not direct.write(parts):
+            return False  # the writer sends the rest, then counts it written
+        conn.data_written(now)
+        if parts and flow is not None and self.pcap is not None:
+            stamp = time.time()
+            for part in parts:
+                self._record(flow.server_sent, part, stamp)
+        if conn.closed or conn.wants_write:
+            return False
+        deadline = conn.next_deadline()
+        return deadline is None or deadline >= direct.deadline
+
     async def _writer(
-        self, stream: trio.abc.Stream, conn: Connection, flow: PcapFlow | None
+        self,
+        stream: trio.abc.Stream,
+        conn: Connection,
+        flow: PcapFlow | None,
+        direct: DirectWrite | None = None,
     ) -> None:
         sock = stream.socket if isinstance(stream, trio.SocketStream) else None
         while True:
-            parts = conn.buffers_to_send(trio.current_time())
+            if direct is not None and direct.rest:  # what the reader's write left, first
+                assert sock is not None
+                parts = direct.parts
+                await _send_gathered(sock, direct.rest)
+                direct.rest, direct.parts = [], []
+            else:
+                parts = conn.buffers_to_send(trio.current_time())
+                if parts:
+                    await _send(stream, sock, parts)
             if parts:
-                if isinstance(stream, TlsStream):  # encrypted in order, one socket write
-                    await stream.send_parts(parts)
-                elif sock is not None and len(parts) > 1:
-                    await _send_gathered(sock, parts)
-                else:
-                    await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
                 conn.data_written(trio.current_time())
                 drained = self.wakeups.drained.pop(conn, None)
                 if drained is not None:  # the reader paused at the output limit goes on
@@ -282,18 +337,17 @@ class KvService:
                 events[conn] = trio.Event()
                 continue
             deadline = conn.next_deadline()
-            with trio.move_on_at(deadline if deadline is not None else math.inf):
-                await event.wait()
+            if direct is not None:  # the reader may write while this waits
+                direct.park(deadline)
+            try:
+                with trio.move_on_at(deadline if deadline is not None else math.inf):
+                    await event.wait()
+            finally:
+                if direct is not None:
+                    direct.parked = False
             if events.get(conn) is event:
                 events[conn] = trio.Event()
             conn.check_idle(trio.current_time())
-
-    async def _closer(self, conn: Connection, scope: trio.CancelScope) -> None:
-        """Once ``conn`` is closed, give the writer ``CLOSE_GRACE`` seconds to write the
-        replies already due (a client that does not read them cannot hold it open)."""
-        await self.wakeups.closing[conn].wait()
-        await trio.sleep(CLOSE_GRACE)
-        scope.cancel()
 
     async def _auth_deadline(self, conn: Connection, seconds: float) -> None:
         """Close ``conn`` if it has not authenticated within ``seconds``."""
@@ -301,6 +355,70 @@ class KvService:
         if conn.user is None and not conn.closed:
             conn.close(f"not authenticated within {seconds:g}s")
             self.wakeups.wake(conn)
+
+
+class DirectWrite:
+    """A connection's writes by its reader (the module docstring): while the writer is
+    parked with nothing left to send, the reader writes what the socket takes at once
+    (``write``: one non-blocking ``writev``, never a wait); the rest, ``rest``, is the
+    writer's to send before anything else.
+
+    kv_engine's connection is one state machine on one thread that executes the
+    requests read and copies each reply into its output buffer in the same turn
+    (``Connection::executeCommandsCallback``, ``Connection::sendResponse``, kv_engine's
+    ``daemon/connection.cc``). Here a DCP consumer's bootstrap is eight requests answered
+    one at a time, and a trip through the trio event loop for each of the reader, the
+    writer and the writer's parking again was most of a short connection's CPU.
+    """
+
+    __slots__ = ("deadline", "fd", "parked", "parts", "rest")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        #: the writer waits for a wake-up with nothing left to send
+        self.parked = False
+        #: the deadline it waits for (``math.inf``: none)
+        self.deadline = math.inf
+        #: what a reader's write left unsent, the writer sends it first
+        self.rest: list[bytes | memoryview] = []
+        #: the buffers of that write, whole (counted written and captured once all are)
+        self.parts: list[bytes | memoryview] = []
+
+    @classmethod
+    def of(cls, stream: trio.abc.Stream) -> DirectWrite | None:
+        """For a plain TCP stream where ``os.writev`` exists (None for TLS, whose records
+        the writer encrypts in order, and for the in-memory streams of tests)."""
+        if not isinstance(stream, trio.SocketStream) or not hasattr(os, "writev"):
+            return None
+        return cls(stream.socket.fileno())
+
+    @property
+    def ready(self) -> bool:
+        """The reader may write: the writer is parked and nothing of an earlier write waits."""
+        return self.parked and not self.rest
+
+    def park(self, deadline: float | None) -> None:
+        self.parked = True
+        self.deadline = math.inf if deadline is None else deadline
+
+    def write(self, parts: list[bytes | memoryview]) -> bool:
+        """Write what the socket takes now, never waiting; True if it took all of
+        ``parts``, else the rest waits in ``rest`` (a socket error too: the writer meets
+        it again and the connection closes as it would have)."""
+        views = [memoryview(p) for p in parts if len(p)]
+        try:
+            sent = os.writev(self.fd, views[:_IOV_MAX])
+        except OSError:  # BlockingIOError: the socket's buffer is full
+            sent = 0
+        i = 0
+        while i < len(views) and sent >= views[i].nbytes:
+            sent -= views[i].nbytes
+            i += 1
+        if i == len(views):
+            return True
+        views[i] = views[i][sent:]
+        self.rest, self.parts = [*views[i:]], parts
+        return False
 
 
 class MemoryTrim:
@@ -391,6 +509,18 @@ async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memor
                 break
             sent -= n
             i += 1
+
+
+async def _send(
+    stream: trio.abc.Stream, sock: trio.socket.SocketType | None, parts: list[bytes | memoryview]
+) -> None:
+    """Write ``parts`` on ``stream`` (``sock``: the socket under a plain TCP stream)."""
+    if isinstance(stream, TlsStream):  # encrypted in order, one socket write
+        await stream.send_parts(parts)
+    elif sock is not None and len(parts) > 1:
+        await _send_gathered(sock, parts)
+    else:
+        await stream.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
 
 
 async def close_gracefully(stream: trio.abc.Stream) -> None:
