@@ -410,13 +410,9 @@ class DirectWrite:
             sent = os.writev(self.fd, views[:_IOV_MAX])
         except OSError:  # BlockingIOError: the socket's buffer is full
             sent = 0
-        i = 0
-        while i < len(views) and sent >= views[i].nbytes:
-            sent -= views[i].nbytes
-            i += 1
+        i = _past_sent(views, 0, sent)
         if i == len(views):
             return True
-        views[i] = views[i][sent:]
         self.rest, self.parts = [*views[i:]], parts
         return False
 
@@ -501,14 +497,20 @@ async def _send_gathered(sock: trio.socket.SocketType, parts: list[bytes | memor
     views = [memoryview(p) for p in parts if len(p)]
     i = 0
     while i < len(views):
-        sent = await sock.sendmsg(views[i : i + _IOV_MAX])
-        while sent:
-            n = views[i].nbytes
-            if sent < n:
-                views[i] = views[i][sent:]
-                break
-            sent -= n
-            i += 1
+        i = _past_sent(views, i, await sock.sendmsg(views[i : i + _IOV_MAX]))
+
+
+def _past_sent(views: list[memoryview], i: int, sent: int) -> int:
+    """The first of ``views`` from ``i`` that a write of ``sent`` bytes did not take
+    whole, cut to what it did not take (``len(views)``: it took them all)."""
+    while sent:
+        n = views[i].nbytes
+        if sent < n:
+            views[i] = views[i][sent:]
+            break
+        sent -= n
+        i += 1
+    return i
 
 
 async def _send(
