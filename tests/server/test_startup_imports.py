@@ -9,8 +9,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
+
+
+def _printed(script: str, timeout: float = 60) -> Any:  # noqa: ANN401 - the script's JSON
+    """What ``script`` prints last, as JSON, run in a fresh interpreter."""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, check=True, timeout=timeout
+    ).stdout
+    return json.loads(out.splitlines()[-1])
+
 
 _SCRIPT = """
 import json, sys, threading
@@ -46,10 +56,7 @@ print(json.dumps({"status": status, "on_main_thread": importers}))
 
 
 def test_the_http_stack_is_imported_off_the_event_loop_and_a_scenario_only_for_one() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], capture_output=True, check=True, timeout=120
-    ).stdout
-    report = json.loads(out.splitlines()[-1])
+    report = _printed(_SCRIPT, timeout=120)
     assert report["status"] == "HTTP/1.1 401 ", report  # answered (no credentials given)
     # first imported by a worker thread, not the event loop's (the scenario package too:
     # the HTTP application imports it; without a scenario, serve() itself does not)
@@ -68,10 +75,7 @@ def test_import_mockdcp_leaves_the_server_until_it_is_used() -> None:
         "from mockdcp.server import Server, serve\n"
         "print(json.dumps([before, mockdcp.serve is serve, mockdcp.Server is Server]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
-    ).stdout
-    assert json.loads(out) == [[], True, True]
+    assert _printed(script) == [[], True, True]
 
 
 _SERVE_SCRIPT = """
@@ -197,11 +201,8 @@ def test_the_server_leaves_the_document_commands_until_they_are_used() -> None:
         f"after = [m for m in {lazy!r} if m in sys.modules]\n"
         "print(json.dumps([before, after, Documents.__module__, KvError.__module__]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
-    ).stdout
     module = "mockdcp.model._documents"
-    assert json.loads(out) == [[], list(lazy), module, module]
+    assert _printed(script) == [[], list(lazy), module, module]
 
 
 #: what ``import mockdcp.server`` leaves for first use (issue 44): the heavy modules (the
@@ -250,10 +251,7 @@ def test_import_mockdcp_server_leaves_what_a_start_does_not_run_for_first_use() 
         "used = [m for m in leaves if m in sys.modules]\n"
         "print(json.dumps([imported, started, as_mapping, list(names), granted, limits, used]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, check=True, timeout=60
-    ).stdout
-    imported, started, as_mapping, names, granted, limits, used = json.loads(out)
+    imported, started, as_mapping, names, granted, limits, used = _printed(script)
     assert imported == [], "import mockdcp.server loaded what it leaves for first use"
     assert started == []
     assert as_mapping == []  # names and passwords are what authentication reads
