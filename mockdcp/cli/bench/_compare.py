@@ -222,7 +222,10 @@ def server_cpu_seconds(pid: int) -> float:
     ``/proc/<pid>/task/*/schedstat``; ``cpu_seconds_of`` where there is none): the
     ticks of ``/proc/<pid>/stat`` are 10 ms, and a legacy stream of a compare's 100,000
     documents costs the server about 50 ms, so a tick more or less moved its ratio by a
-    fifth."""
+    fifth. Only the threads alive at the reading count (a thread that ends between two
+    readings takes its seconds with it), so this is for a stretch where the server's
+    threads stay, as while a consumer streams; ``cpu_seconds_of`` keeps every
+    thread's, ended ones too, in ticks (a start's figure)."""
     total, found = 0, False
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
