@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -16,6 +17,7 @@ from mockdcp.util import raise_unwrapped
 
 if TYPE_CHECKING:
     import argparse
+    from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
     from mockdcp.data import Workers
@@ -124,11 +126,14 @@ async def _serve(args: argparse.Namespace) -> None:
     )
     corpus = getattr(args, "corpus", None)
     _print_corpus_log()
-    from mockdcp.data import early_worker
-
     docs = args.docs if bucket is not None and not corpus else 0
+    workers: AbstractAsyncContextManager[Workers | None] = contextlib.nullcontext()
+    if docs:  # without documents, the document generator is not even imported
+        from mockdcp.data import early_worker
+
+        workers = early_worker(docs, args.seed, args.vbuckets)
     async with (
-        early_worker(docs, args.seed, args.vbuckets) as worker,
+        workers as worker,
         serve(
             host=args.host,
             port=args.port,
@@ -209,11 +214,13 @@ def users_option(values: list[str] | None, password: str) -> Users:
     default ``admin``), or a ``NAME`` alone with ``--password``; none: the default
     administrator. The password policy of the REST API is not applied here.
     ``ServerError`` naming a bad one."""
-    from mockdcp.model import Role, User, Users, check_user_name, parse_roles
+    from mockdcp.model import Users
+
+    if not values:  # the role table (``_rbac``) loads when a user is first looked at
+        return Users.admins({"Administrator": password})
+    from mockdcp.model import Role, User, check_user_name, parse_roles
     from mockdcp.util import ServerError
 
-    if not values:
-        return Users.admins({"Administrator": password})
     made: list[User] = []
     for value in values:
         name, sep, rest = value.partition(":")

@@ -73,11 +73,12 @@ class Cluster(NodeFailures, VBucketMover, ClusterReplication, ClusterCore):
         self._leaving: set[str] = set()
         #: (node or None, vbucket or None): replication paused for the copies matching
         self._paused: set[tuple[str | None, int | None]] = set()
-        for vb, active in enumerate(bucket.vbuckets):
-            node = self.map.active(vb)
+        for vb, (active, (node, replica_nodes)) in enumerate(
+            zip(bucket.vbuckets, self.map.copies(), strict=True)
+        ):
             assert node is not None
             self._copies[node][vb] = active
-            for replica_node in self.map.replicas(vb):
+            for replica_node in replica_nodes:
                 self._build(replica_node, vb, active, persist_upto=active.persisted_seqno)
         #: replicate each change of an active at once (the server's replication
         #: streams); False: only ``replicate`` copies (the model's own tests)

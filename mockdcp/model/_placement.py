@@ -38,11 +38,20 @@ def place(
     vbucket, the same node numbers, ``-1`` for a copy on no kept node; empty: no
     placement yet, and the actives go in blocks of consecutive vbuckets, as on a new
     cluster)."""
+    copies = min(replicas, num_nodes - 1)
+    if not current and not copies:  # a new cluster of one node, or without replicas
+        return [[a] for a in _blocks(num_vbuckets, num_nodes)]
     old = [list(c) for c in current] or [[] for _ in range(num_vbuckets)]
     actives = _place_actives(num_vbuckets, num_nodes, old)
-    copies = min(replicas, num_nodes - 1)
     chosen = _Replicas(num_vbuckets, num_nodes, copies, actives, old).place()
     return [[a, *r] for a, r in zip(actives, chosen, strict=True)]
+
+
+def _blocks(num_vbuckets: int, num_nodes: int) -> list[int]:
+    """The actives of a new cluster (``_place_actives`` with no placement yet): blocks
+    of consecutive vbuckets, ⌈V/N⌉ for the first ``V mod N`` nodes, ⌊V/N⌋ for the rest."""
+    base, extra = divmod(num_vbuckets, num_nodes)
+    return [node for node in range(num_nodes) for _ in range(base + (node < extra))]
 
 
 def _place_actives(num_vbuckets: int, num_nodes: int, old: list[Chain]) -> list[int]:

@@ -21,7 +21,7 @@ from mockdcp.model._placement import place
 from mockdcp.util import ModelError
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
 #: A bucket has 0..3 replicas (couchbase-net-client ``ReplicaNumber.cs``: "minimum 0,
 #: maximum 3", as the bucket REST API checks).
@@ -74,6 +74,21 @@ def _check_replicas(replicas: int) -> None:
         raise ModelError(f"a bucket has 0..{MAX_REPLICAS} replicas, not {replicas!r}")
 
 
+def _chain_problem(chain: Chain, num_nodes: int, width: int) -> str | None:
+    """What is wrong with a chain of a map of ``num_nodes`` nodes whose chains have
+    ``width`` entries (``None``: nothing)."""
+    if len(chain) != width:
+        return f"a chain has {width} entries, not {len(chain)}"
+    if any(not isinstance(i, int) or not -1 <= i < num_nodes for i in chain):
+        return f"chain {list(chain)} names no node of {num_nodes}"
+    placed = [i for i in chain if i >= 0]
+    if len(set(placed)) != len(placed):
+        return f"chain {list(chain)} names a node twice"
+    if list(chain[: len(placed)]) != placed:
+        return f"chain {list(chain)} has a copy after a -1"
+    return None
+
+
 @attrs.frozen
 class VBucketMap:
     """``nodes`` (the server list), one chain of node indexes a vbucket (``-1``: no
@@ -89,19 +104,14 @@ class VBucketMap:
         _check_replicas(self.num_replicas)
         if not self.chains:
             raise ModelError("a vbucket map needs at least one vbucket")
-        n = len(self.nodes)
-        for vb, chain in enumerate(self.chains):
-            if len(chain) != self.num_replicas + 1:
-                raise ModelError(
-                    f"vbucket {vb}: a chain has {self.num_replicas + 1} entries, not {len(chain)}"
-                )
-            if any(not isinstance(i, int) or not -1 <= i < n for i in chain):
-                raise ModelError(f"vbucket {vb}: chain {list(chain)} names no node of {n}")
-            placed = [i for i in chain if i >= 0]
-            if len(set(placed)) != len(placed):
-                raise ModelError(f"vbucket {vb}: chain {list(chain)} names a node twice")
-            if list(chain[: len(placed)]) != placed:
-                raise ModelError(f"vbucket {vb}: chain {list(chain)} has a copy after a -1")
+        try:  # each distinct chain once (a map repeats a few chains over 1,024 vbuckets)
+            distinct: Iterable[Chain] = dict.fromkeys(self.chains)
+        except TypeError:  # an entry no index can be (a list, from JSON): each in turn
+            distinct = self.chains
+        for chain in distinct:  # in the order of each one's first vbucket
+            problem = _chain_problem(chain, len(self.nodes), self.num_replicas + 1)
+            if problem is not None:
+                raise ModelError(f"vbucket {self.chains.index(chain)}: {problem}")
 
     # -- construction ------------------------------------------------------------------
 
@@ -183,6 +193,15 @@ class VBucketMap:
         """The nodes holding replicas of ``vb``, in chain order."""
         self._check_vbucket(vb)
         return tuple(self.nodes[i] for i in self.chains[vb][1:] if i >= 0)
+
+    def copies(self) -> list[tuple[str | None, tuple[str, ...]]]:
+        """Every vbucket's ``(active, replicas)`` (as ``active`` and ``replicas``), in
+        vbucket order: a new cluster places its 1,024 at once."""
+        names = self.nodes
+        return [
+            (names[c[0]] if c[0] >= 0 else None, tuple(names[i] for i in c[1:] if i >= 0))
+            for c in self.chains
+        ]
 
     def _index(self, node: str) -> int:
         try:

@@ -46,6 +46,40 @@ def test_a_new_map_places_actives_in_blocks_as_a_new_cluster_does() -> None:
     assert m.replicas(1023) == ("a",)
 
 
+@given(vbuckets=st.integers(1, 1100), nodes=st.integers(1, 8), replicas=st.integers(0, 3))
+def test_a_new_cluster_without_replicas_is_placed_as_any_placement_would_place_it(
+    vbuckets: int, nodes: int, replicas: int
+) -> None:
+    """``place``'s shortcut for a new cluster with no replica to place (``_blocks``) gives
+    the chains the general placement gives from no placement at all."""
+    from mockdcp.model import _placement
+
+    copies = min(replicas, nodes - 1)
+    old: list[list[int]] = [[] for _ in range(vbuckets)]
+    actives = _placement._place_actives(vbuckets, nodes, old)
+    chosen = _placement._Replicas(vbuckets, nodes, copies, actives, old).place()
+    general = [[a, *r] for a, r in zip(actives, chosen, strict=True)]
+    assert _placement.place(vbuckets, nodes, replicas) == general
+
+
+def test_a_map_names_the_first_vbucket_whose_chain_is_wrong() -> None:
+    """A map checks each distinct chain once, and names the first vbucket holding a
+    wrong one, whichever came first; entries that are not indexes (JSON lists) too."""
+    good, bad, worse = (0, 1), (0, 0), (2, 0)
+    with pytest.raises(ModelError, match="vbucket 2: chain \\[0, 0\\] names a node twice"):
+        VBucketMap(("a", "b"), (good, good, bad, worse, bad), 1)
+    with pytest.raises(ModelError, match="vbucket 1: chain \\[\\[0\\], 1\\] names no node"):
+        VBucketMap.from_json(
+            {"serverList": ["a", "b"], "vBucketMap": [[0, 1], [[0], 1]], "numReplicas": 1}
+        )
+
+
+def test_copies_are_every_vbuckets_active_and_replicas_in_order() -> None:
+    m = VBucketMap(("a", "b", "c"), ((0, 1), (1, -1), (-1, -1), (2, 0)), 1)
+    assert m.copies() == [("a", ("b",)), ("b", ()), (None, ()), ("c", ("a",))]
+    assert m.copies() == [(m.active(vb), m.replicas(vb)) for vb in range(4)]
+
+
 @given(
     nodes=st.integers(1, 6),
     replicas=st.integers(0, 3),
