@@ -18,6 +18,7 @@ from mockdcp.data._errors import (
 from mockdcp.util import lazy_getattr
 
 if TYPE_CHECKING:
+    from mockdcp.data._cache import cache_root as cache_root
     from mockdcp.data._dataset import (
         JSON as JSON,
         LOAD_BATCH as LOAD_BATCH,
@@ -32,7 +33,11 @@ if TYPE_CHECKING:
         load_documents as load_documents,
         persist_all as persist_all,
     )
-    from mockdcp.data._faker import draw_pools as draw_pools, seeded_faker as seeded_faker
+    from mockdcp.data._faker import (
+        cached_pools as cached_pools,
+        draw_pools as draw_pools,
+        seeded_faker as seeded_faker,
+    )
     from mockdcp.data._load import (
         LoadReport as LoadReport,
         collection_id as collection_id,
@@ -43,7 +48,6 @@ if TYPE_CHECKING:
     from mockdcp.data._ondisk import (
         OnDiskReport as OnDiskReport,
         PreparedOnDisk as PreparedOnDisk,
-        cache_root as cache_root,
         check_corpus as check_corpus,
         corpus_fingerprint as corpus_fingerprint,
         fingerprint_changes as fingerprint_changes,
@@ -91,7 +95,8 @@ _NAMES = {
         ],
         "_dataset",
     ),
-    **dict.fromkeys(["draw_pools", "seeded_faker"], "_faker"),
+    "cache_root": "_cache",
+    **dict.fromkeys(["cached_pools", "draw_pools", "seeded_faker"], "_faker"),
     **dict.fromkeys(
         ["LoadReport", "collection_id", "load_corpus", "load_corpus_sync", "open_corpus"],
         "_load",
@@ -100,7 +105,6 @@ _NAMES = {
         [
             "OnDiskReport",
             "PreparedOnDisk",
-            "cache_root",
             "check_corpus",
             "corpus_fingerprint",
             "fingerprint_changes",

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 
-from mockdcp.data._faker import draw_pools
+from mockdcp.data._faker import cached_pools
 from mockdcp.util import ModelError, release_freed_memory
 
 if TYPE_CHECKING:
@@ -289,20 +289,21 @@ class _Timer:
         self.wall, self.cpu = wall, cpu
 
 
+#: the Faker providers of the documents' pools: name -> (provider, values)
+POOLS = {
+    "first": ("first_name", 256),
+    "last": ("last_name", 256),
+    "domain": ("free_email_domain", 16),
+    "city": ("city", 128),
+    "country": ("country", 64),
+}
+
+
 class _Pools:
-    """What Faker draws once per seed."""
+    """What Faker draws once per seed (kept on disk: ``cached_pools``)."""
 
     def __init__(self, seed: int) -> None:
-        pools = draw_pools(
-            seed,
-            {
-                "first": (lambda fake: fake.first_name(), 256),
-                "last": (lambda fake: fake.last_name(), 256),
-                "domain": (lambda fake: fake.free_email_domain(), 16),
-                "city": (lambda fake: fake.city(), 128),
-                "country": (lambda fake: fake.country(), 64),
-            },
-        )
+        pools = cached_pools(seed, POOLS)
         first = [_escaped(n) for n in pools["first"]]
         last = [_escaped(n) for n in pools["last"]]
         # each with the template's text up to the next field (``_LITERALS``)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from mockdcp.data._cache import cache_root
 from mockdcp.data._errors import PipelineError
 from mockdcp.data._schema import (
     CORPUS_COLUMNS,
@@ -196,12 +197,6 @@ class OnDiskReport:
     imported: bool
     directory: Path
     seconds: float
-
-
-def cache_root() -> Path:
-    """``$MOCKDCP_CACHE``, else ``~/.cache/mockdcp``."""
-    env = os.environ.get("MOCKDCP_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "mockdcp"
 
 
 def cache_dir(path: str | Path, plan: Plan, root: Path | None = None) -> Path:
