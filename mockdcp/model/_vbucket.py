@@ -112,25 +112,17 @@ class VBucket(VBucketChecks):
             max_bytes=checkpoint_max_bytes,
             historical=retains_history,
         )
-        # each part is made empty at seqno 0: only the vbucket's own state is reset
-        # (a bucket makes 1,024 of these at start; resetting the new parts again cost a
-        # fifth of it)
         self.store = DiskStore()
         self.history = HistoryLog(retains=retains_history)
         self.durability = DurabilityMonitor(vbid)
-        self._empty(0)
+        self.reset(0)
 
     def reset(self, seqno: int) -> None:
         """Empty memory and disk; history starts after ``seqno``; cursors dropped."""
+        self.high_seqno = seqno
         self.store.reset(seqno)
         self.history.reset(seqno)
         self.durability.reset(seqno)
-        self._empty(seqno)
-
-    def _empty(self, seqno: int) -> None:
-        """The vbucket's own state (its parts' apart) empty at ``seqno``; one open
-        checkpoint from the next."""
-        self.high_seqno = seqno
         self.items: dict[tuple[int, bytes], Item] = {}
         self.log: list[Item] = []
         #: the system events of ``log`` (the vbucket's own manifest history)
