@@ -24,7 +24,7 @@ class FailoverTable:
         self._rng = rng
         self.max_entries = max_entries
         self.entries: list[tuple[int, int]] = []
-        self.add_entry(0)
+        self.entries = [(self._new_uuid(), 0)]  # ``add_entry(0)`` of an empty table
 
     @property
     def newest_uuid(self) -> int:

@@ -108,7 +108,6 @@ def stream_filter(
     * ``collections`` with ``scope`` and the value's own syntax were checked when it was
       parsed (``StreamRequestValue.parse``).
     """
-    body = manifest_uid_error_body(manifest.uid)
     if value.uid is not None and value.uid > vbucket_uid:
         # kv_engine sets the manifest-uid context only for unknown collection/scope
         return _fail(
@@ -118,16 +117,28 @@ def stream_filter(
     if value.collections is not None:
         unknown = [c for c in value.collections if c not in manifest.collections]
         if unknown:
-            return _fail(Status.UNKNOWN_COLLECTION, f"unknown collection {unknown[0]:x}", body)
+            return _fail(
+                Status.UNKNOWN_COLLECTION,
+                f"unknown collection {unknown[0]:x}",
+                manifest_uid_error_body(manifest.uid),
+            )
         return frozenset(value.collections)
     if value.scope is not None:
         if value.scope not in manifest.scopes:
-            return _fail(Status.UNKNOWN_SCOPE, f"unknown scope {value.scope:x}", body)
+            return _fail(
+                Status.UNKNOWN_SCOPE,
+                f"unknown scope {value.scope:x}",
+                manifest_uid_error_body(manifest.uid),
+            )
         return frozenset(c.cid for c in manifest.collections.values() if c.scope_id == value.scope)
     if collections:
         return None
     if 0 not in manifest.collections:
-        return _fail(Status.UNKNOWN_COLLECTION, "the default collection was dropped", body)
+        return _fail(
+            Status.UNKNOWN_COLLECTION,
+            "the default collection was dropped",
+            manifest_uid_error_body(manifest.uid),
+        )
     return frozenset({0})
 
 
