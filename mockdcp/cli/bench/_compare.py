@@ -21,6 +21,9 @@ imports the checkout it was started from.
 * ``docs_aware``, ``docs_legacy``: ``mockdcp serve --docs N`` streamed by the working
   tree's bench consumer (the instrument stays the same), collection-aware and legacy;
   ``docs_ready``: seconds to that server's ready line;
+* ``streams_aware``, ``streams_legacy``: the same with the default 1,024 vbuckets and
+  ``SPREAD_DOCS`` documents, a few a stream: what each stream costs (its request, its
+  backfill, its marker and end), which ``docs_*``'s 64 streams of many documents hide;
 * ``startup``: seconds from spawning ``mockdcp serve --docs 0`` to its ready line;
   ``import``: seconds of ``import mockdcp``; ``import_server``: of ``import
   mockdcp.server`` (what serving needs, whatever ``import mockdcp`` leaves for later).
@@ -73,6 +76,10 @@ PATHS = {
     "docs_legacy_cpu": False,
     "docs_ready": True,
     "docs_ready_cpu": True,
+    "streams_aware": False,
+    "streams_aware_cpu": False,
+    "streams_legacy": False,
+    "streams_legacy_cpu": False,
     "startup": True,
     "startup_cpu": True,
     "import": True,
@@ -83,6 +90,9 @@ PATHS = {
 
 #: the default size of a compare: what a busy two-core machine measures in minutes
 COMPARE_ITEMS = 100_000
+
+#: the documents of the ``streams_*`` paths, over 1,024 vbuckets (about ten a stream)
+SPREAD_DOCS = 10_000
 
 
 def refusal(args: argparse.Namespace) -> str | None:
@@ -342,6 +352,10 @@ def measure_round(python: str, items: int, vbuckets: int) -> dict[str, float]:
     for path, flags in (("memory", ()), ("disk", ("--from-disk",)), ("legacy", ("--legacy",))):
         figures[path], figures[f"{path}_cpu"] = _bench_rates(python, items, vbuckets, *flags)
     figures.update(_served(python, items, vbuckets))
+    spread = _served(python, SPREAD_DOCS, 1024)
+    for form in ("aware", "legacy"):
+        figures[f"streams_{form}"] = spread[f"docs_{form}"]
+        figures[f"streams_{form}_cpu"] = spread[f"docs_{form}_cpu"]
     return figures
 
 
