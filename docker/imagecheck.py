@@ -113,13 +113,21 @@ def serve_over_tls(env: dict[str, str]) -> None:
 
 
 def run_the_image(env: dict[str, str]) -> None:
+    """The checks, with a cache directory of their own (``MOCKDCP_CACHE``, deleted after):
+    each run draws the documents' Faker pools, so Faker is proven to import and draw
+    every time, and nothing is kept in the image."""
     mockdcp = str(VENV / "bin" / "mockdcp")
-    serve_and_stream(env, "--docs", str(DOCS))
-    bundled = sorted((SITE / "mockdcp" / "scenarios").glob("*.yaml"))
-    subprocess.run([mockdcp, "scenarios"], env=env, capture_output=True, check=True)
-    subprocess.run([mockdcp, "validate", *bundled], env=env, capture_output=True, check=True)
-    serve_and_stream(env, "--scenario", str(bundled[0]), docs=0)
-    serve_over_tls(env)
+    cache = tempfile.mkdtemp(prefix="mockdcp-imagecheck-")
+    env = {**env, "MOCKDCP_CACHE": cache}
+    try:
+        serve_and_stream(env, "--docs", str(DOCS))
+        bundled = sorted((SITE / "mockdcp" / "scenarios").glob("*.yaml"))
+        subprocess.run([mockdcp, "scenarios"], env=env, capture_output=True, check=True)
+        subprocess.run([mockdcp, "validate", *bundled], env=env, capture_output=True, check=True)
+        serve_and_stream(env, "--scenario", str(bundled[0]), docs=0)
+        serve_over_tls(env)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def main() -> None:

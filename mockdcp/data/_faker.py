@@ -88,7 +88,11 @@ def _pools_file(seed: int, spec: Mapping[str, tuple[str, int]]) -> Path | None:
         return None
     key = [POOLS_FORMAT, seed, sorted(spec.items()), found.origin, stat.st_size, stat.st_mtime_ns]
     digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:32]
-    return cache_root() / "faker-pools" / f"{digest}.json"
+    try:
+        root = cache_root()
+    except RuntimeError:  # no $MOCKDCP_CACHE and no home directory (an unnamed user)
+        return None
+    return root / "faker-pools" / f"{digest}.json"
 
 
 def _read_pools(path: Path, spec: Mapping[str, tuple[str, int]]) -> dict[str, list[str]] | None:

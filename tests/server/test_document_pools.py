@@ -109,3 +109,16 @@ def test_a_second_start_with_documents_does_not_import_faker(cache: Path) -> Non
     ]
     assert [imported for imported, _ in runs] == ["True", "False"]
     assert runs[0][1] == runs[1][1]
+
+
+def test_the_pools_are_drawn_without_a_home_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``$MOCKDCP_CACHE`` and no home directory (a container's user without a name):
+    nothing is kept, the pools are drawn."""
+    monkeypatch.delenv("MOCKDCP_CACHE", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr("pathlib.Path.home", no_home)
+    assert _faker._pools_file(8, POOLS) is None
+    assert _faker.cached_pools(8, POOLS) == _drawn(8)
