@@ -13,6 +13,8 @@ chain) is a new map. The steps that move data between copies are ``Cluster``'s.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -104,14 +106,18 @@ class VBucketMap:
         _check_replicas(self.num_replicas)
         if not self.chains:
             raise ModelError("a vbucket map needs at least one vbucket")
-        try:  # each distinct chain once (a map repeats a few chains over 1,024 vbuckets)
-            distinct: Iterable[Chain] = dict.fromkeys(self.chains)
-        except TypeError:  # an entry no index can be (a list, from JSON): each in turn
-            distinct = self.chains
-        for chain in distinct:  # in the order of each one's first vbucket
+        # (chain, its first vbucket), each distinct chain once (a map repeats a few over
+        # 1,024 vbuckets) when every entry is an int; else each in turn (1.0 equals 1,
+        # yet names no node)
+        count = len(self.chains)
+        checks: Iterable[tuple[Chain, int]] = zip(self.chains, range(count), strict=True)
+        if set(map(type, itertools.chain.from_iterable(self.chains))) <= {int}:
+            first = dict(zip(reversed(self.chains), range(count - 1, -1, -1), strict=True))
+            checks = sorted(first.items(), key=operator.itemgetter(1))
+        for chain, vb in checks:
             problem = _chain_problem(chain, len(self.nodes), self.num_replicas + 1)
             if problem is not None:
-                raise ModelError(f"vbucket {self.chains.index(chain)}: {problem}")
+                raise ModelError(f"vbucket {vb}: {problem}")
 
     # -- construction ------------------------------------------------------------------
 

@@ -68,6 +68,8 @@ def test_a_map_names_the_first_vbucket_whose_chain_is_wrong() -> None:
     good, bad, worse = (0, 1), (0, 0), (2, 0)
     with pytest.raises(ModelError, match="vbucket 2: chain \\[0, 0\\] names a node twice"):
         VBucketMap(("a", "b"), (good, good, bad, worse, bad), 1)
+    with pytest.raises(ModelError, match=r"vbucket 1: chain \[0, 1\.0\] names no node"):
+        VBucketMap(("a", "b"), (good, (0, 1.0), good), 1)  # type: ignore[arg-type]
     with pytest.raises(ModelError, match="vbucket 1: chain \\[\\[0\\], 1\\] names no node"):
         VBucketMap.from_json(
             {"serverList": ["a", "b"], "vBucketMap": [[0, 1], [[0], 1]], "numReplicas": 1}
