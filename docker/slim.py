@@ -38,6 +38,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import TYPE_CHECKING
 
 from imagecheck import DOCS, SITE, VENV, environment, run_the_image
@@ -87,16 +88,22 @@ def delete_dead_weight() -> None:
 
 
 def faker_modules(env: dict[str, str]) -> set[str]:
-    """The faker modules the document generator imports, in a process of its own."""
+    """The faker modules the document generator imports, in a process of its own (with
+    a cache directory of its own: its Faker pools are drawn, not read back)."""
     probe = (
         "import json, sys\n"
         "from mockdcp.data._dataset import faker_documents\n"
         f"assert len(list(faker_documents({DOCS}))) == {DOCS}\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('faker'))))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
-    )
+    with tempfile.TemporaryDirectory(prefix="mockdcp-slim-") as cache:
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**env, "MOCKDCP_CACHE": cache},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     modules: list[str] = json.loads(out.stdout)
     return set(modules)
 
