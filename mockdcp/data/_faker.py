@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -113,8 +114,9 @@ def _read_pools(path: Path, spec: Mapping[str, tuple[str, int]]) -> dict[str, li
 
 
 def _write_pools(path: Path, pools: Mapping[str, list[str]]) -> None:
-    """Keep ``pools`` at ``path`` (whole or not at all: written aside, then renamed)."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    """Keep ``pools`` at ``path`` (whole or not at all: written aside, by this process's
+    thread, then renamed)."""
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(pools))
