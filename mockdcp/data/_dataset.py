@@ -28,7 +28,7 @@ import time
 import zlib
 from contextlib import aclosing, asynccontextmanager, suppress
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import attrs
 
@@ -122,25 +122,37 @@ def _pick(table: Sequence[bytes], at: NDArray[np.int64]) -> Sequence[bytes]:
     return itemgetter(*at.tolist())(table) if len(at) else ()
 
 
-#: each table's entries as a numpy array of objects and their lengths (``_table``),
-#: kept with the table
-_TABLES_AS_ARRAYS: dict[int, tuple[Sequence[bytes], NDArray[np.object_], NDArray[np.int64]]] = {}
+T = TypeVar("T")
+
+#: (what was made, the table's identity) -> the table and what was made of it (``_kept``)
+_KEPT: dict[tuple[str, int], tuple[Sequence[bytes], Any]] = {}
+
+
+def _kept(make: Callable[[Sequence[bytes]], T], table: Sequence[bytes]) -> T:
+    """``make(table)``, made once per table and kept (the tables of the module and the
+    pools, which live as long as the process; a table is known by its identity)."""
+    key = (make.__name__, id(table))
+    kept = _KEPT.get(key)
+    if kept is not None and kept[0] is table:
+        made: T = kept[1]
+        return made
+    made = make(table)
+    _KEPT[key] = (table, made)
+    return made
 
 
 def _table(table: Sequence[bytes]) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
     """``table``'s entries as a numpy array of objects (numpy gathers them, in C,
-    without a Python object a row) and the length of each, kept (the tables of
-    the module and the pools, which live as long as the process)."""
+    without a Python object a row) and the length of each (kept: ``_kept``)."""
+    return _kept(_as_objects, table)
+
+
+def _as_objects(table: Sequence[bytes]) -> tuple[NDArray[np.object_], NDArray[np.int64]]:
     import numpy as np
 
-    kept = _TABLES_AS_ARRAYS.get(id(table))
-    if kept is not None and kept[0] is table:
-        return kept[1], kept[2]
     entries = np.empty(len(table), object)
     entries[:] = table
-    lengths = np.fromiter(map(len, table), np.int64, len(table))
-    _TABLES_AS_ARRAYS[id(table)] = (table, entries, lengths)
-    return entries, lengths
+    return entries, np.fromiter(map(len, table), np.int64, len(table))
 
 
 @attrs.frozen
@@ -539,18 +551,14 @@ class DocumentGenerator:
 
 def _fixed(table: Sequence[bytes]) -> NDArray[np.uint8]:
     """The entries of ``table``, all of one length, as the rows of a numpy array of
-    bytes (kept with the table, as ``_table`` keeps its arrays)."""
+    bytes (kept: ``_kept``)."""
+    return _kept(_as_rows, table)
+
+
+def _as_rows(table: Sequence[bytes]) -> NDArray[np.uint8]:
     import numpy as np
 
-    kept = _FIXED.get(id(table))
-    if kept is not None and kept[0] is table:
-        return kept[1]
-    rows = np.frombuffer(b"".join(table), np.uint8).reshape(len(table), -1)
-    _FIXED[id(table)] = (table, rows)
-    return rows
-
-
-_FIXED: dict[int, tuple[Sequence[bytes], NDArray[np.uint8]]] = {}
+    return np.frombuffer(b"".join(table), np.uint8).reshape(len(table), -1)
 
 
 def _rows(table: NDArray[np.uint8], at: NDArray[np.int64]) -> NDArray[np.uint8]:
