@@ -37,11 +37,20 @@ def refusal(args: argparse.Namespace) -> str | None:
         )
     if args.replicas > args.nodes - 1:
         return f"{args.replicas} replica(s) need more nodes"
+    if args.count == "instructions":
+        from mockdcp.cli.bench._instructions import refusal as counting_refusal
+
+        return counting_refusal()
     return None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure and report (see the module docstring)."""
+    """Measure and report (see the module docstring); ``--count instructions``:
+    ``_instructions``."""
+    if args.count == "instructions":
+        from mockdcp.cli.bench._instructions import run as count_instructions
+
+        return count_instructions(args)
     import trio
 
     one_node: list[float] = []
