@@ -19,7 +19,7 @@ def test_a_dumps_totals_are_read_by_event_name(tmp_path: Path) -> None:
     dump = tmp_path / "callgrind.out.1"
     dump.write_text(
         "# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\n"
-        "events: Ir sysCount sysTime\nfn=(1) main\n3 120 2 7\ntotals: 1234567 89 40\n"
+        "events: Ir sysCount sysTime\nfn=(1) main\n3 120 2 7\ntotals: 1234567 89 40\nsummary: 0\n"
     )
     assert _instructions.dump_totals(dump) == {"Ir": 1234567, "sysCount": 89, "sysTime": 40}
     older = tmp_path / "callgrind.out.2"
