@@ -110,6 +110,8 @@ class CountedServer:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
+            self.proc.wait()
+            self.log.close()
             raise RuntimeError(
                 f"the counted server exited before it was ready: see {self.log.name}"
             )
