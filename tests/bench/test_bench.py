@@ -139,6 +139,9 @@ def test_bench_cluster_streams_from_every_node_against_one(spelling: tuple[str, 
     )
     assert figures["replica_bytes_per_item"] > 0
     assert figures["load_with_replicas_ratio"] >= 1
+    assert figures["server_page_faults"] >= 0
+    assert figures["cluster_server_page_faults"] >= 0
+    assert report["samples"]["server_page_faults"] == [figures["server_page_faults"]]
 
 
 def test_bench_rebalance_times_a_rebalance_and_the_consumer_catching_up() -> None:

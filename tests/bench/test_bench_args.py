@@ -25,6 +25,11 @@ def _resolved(*argv: str) -> tuple[str, dict[str, object]]:
         (("--corpus", "c", "--on-disk"), "corpus", {"corpus": "c"}),
         (("--corpus", "c"), "corpus", {"corpus": "c"}),
         (("--nodes", "3", "--replicas", "1"), "cluster", {"nodes": 3, "replicas": 1}),
+        (
+            ("cluster", "--nodes", "3", "--count", "instructions"),
+            "cluster",
+            {"count": "instructions"},
+        ),
         (("--rebalance", "--nodes", "2"), "rebalance", {"nodes": 2}),
         (("--history",), "history", {"revisions": 4}),
         (("--history", "7", "--from-disk"), "history", {"revisions": 7}),
@@ -53,6 +58,7 @@ def test_every_mode_has_its_module_and_options() -> None:
     [
         (("docs", "--tls"), "mode docs does not take --tls"),
         (("cluster", "--filter"), "mode cluster does not take --filter"),
+        (("stream", "--count", "instructions"), "mode stream does not take --count"),
         (("--cold", "--rebalance"), "one mode at a time: --rebalance, --cold"),
         (("stream", "--history", "3"), "--history selects mode history, not stream"),
         (("--on-disk",), "now spelled: mockdcp bench corpus --corpus DIR"),

@@ -33,7 +33,7 @@ MODE_OPTIONS: dict[str, set[str]] = {
     "written": {"items", "value_size", "vbuckets", "legacy"},
     "docs": {"items", "vbuckets"},
     "corpus": {"corpus", "vbuckets"},
-    "cluster": _STREAMING | {"nodes", "replicas"},
+    "cluster": _STREAMING | {"nodes", "replicas", "count"},
     "rebalance": {"items", "value_size", "vbuckets", "nodes", "replicas"},
     "history": {"items", "value_size", "vbuckets", "from_disk", "revisions", "storage"},
     "durable": _STREAMING | {"fraction"},
@@ -113,6 +113,13 @@ def add_bench_parser(
     )
     bench.add_argument(
         "--replicas", type=int_in(0, 3), default=0, help="cluster, rebalance: replicas"
+    )
+    bench.add_argument(
+        "--count",
+        choices=("cpu", "instructions"),
+        default="cpu",
+        help="cluster: the server's cost of a pass in CPU seconds, or in instructions "
+        "counted by valgrind's callgrind (deterministic; about 50 times slower)",
     )
     bench.add_argument(
         "--revisions",
