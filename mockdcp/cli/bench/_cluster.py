@@ -46,6 +46,19 @@ def refusal(args: argparse.Namespace) -> str | None:
     return None
 
 
+def cluster_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The parameters a cluster report names (in CPU seconds or in instructions)."""
+    return {
+        "items": args.items,
+        "value_size": args.value_size,
+        "vbuckets": args.vbuckets,
+        "nodes": args.nodes,
+        "replicas": args.replicas,
+        "from_disk": args.from_disk,
+        "legacy": args.legacy,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Measure and report (see the module docstring); ``--count instructions``:
     ``_instructions``."""
@@ -101,15 +114,7 @@ def run(args: argparse.Namespace) -> int:
         complete += [bool(single["complete"]), bool(clustered["complete"])]
         del bucket
         gc.collect()
-    params = {
-        "items": args.items,
-        "value_size": args.value_size,
-        "vbuckets": args.vbuckets,
-        "nodes": args.nodes,
-        "replicas": args.replicas,
-        "from_disk": args.from_disk,
-        "legacy": args.legacy,
-    }
+    params = cluster_params(args)
     figures: dict[str, Any] = {
         "cluster_events_per_s": statistics.median(cluster_rates),
         "events_per_s": statistics.median(one_node),

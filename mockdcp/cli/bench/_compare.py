@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
+from mockdcp.cli.bench._harness import bytecode_cached, consumer_command, cpu_seconds_of, emit
 from mockdcp.cli.bench._startup import free_port, import_time, on_free_ports, read_ready
 
 if TYPE_CHECKING:
@@ -259,11 +259,7 @@ def _consume(
     (``server_cpu_seconds``)."""
     c0 = server_cpu_seconds(server)
     out = subprocess.run(
-        [
-            *(sys.executable, "-m", "mockdcp.cli.bench._consumer", "--port", str(port)),
-            *("--items", str(items), "--vbuckets", str(vbuckets)),
-            *(["--legacy"] if legacy else []),
-        ],
+        consumer_command(port, items, vbuckets, legacy=legacy),
         capture_output=True,
         check=True,
         timeout=1800,

@@ -31,7 +31,7 @@ from mockdcp.util import collector_paused
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator, Mapping, Sequence
 
     from mockdcp.model import Bucket
 
@@ -270,28 +270,22 @@ async def stream_once(
             gc.collect()
             setup_rss = rss() - r0
             port = server.tls_port if tls else server.kv_port
-            plan = [] if nodes == 1 else _cluster_plan(server)
-            cmd = [
-                sys.executable,
-                "-m",
-                "mockdcp.cli.bench._consumer",
-                "--port",
-                str(port),
-                "--items",
-                str(items),
-                "--vbuckets",
-                str(vbuckets),
-                *(["--legacy"] if legacy else []),
-                "--connections",
-                str(consumers),
-                "--collections",
-                ",".join(map(str, collections or [])),
-                "--stream-ids",
-                str(stream_ids),
-                *(["--tls-ca", ca_file] if ca_file else []),
-                *(["--plan", json.dumps(plan)] if plan else []),
-                *consumer_args,
-            ]
+            assert port is not None  # TLS asked for: its port is served
+            plan = [] if nodes == 1 else cluster_plan(server)
+            cmd = consumer_command(
+                port,
+                items,
+                vbuckets,
+                legacy=legacy,
+                plan=plan,
+                extra=(
+                    *("--connections", str(consumers)),
+                    *("--collections", ",".join(map(str, collections or []))),
+                    *("--stream-ids", str(stream_ids)),
+                    *(("--tls-ca", ca_file) if ca_file else ()),
+                    *consumer_args,
+                ),
+            )
             await management_ready(server)
             reports = []
             async with trio.open_nursery() as nursery:
@@ -310,6 +304,26 @@ async def stream_once(
             report["server_peak_rss"] = max(peak[0], rss())
             return report
     raise AssertionError("unreachable")  # pragma: no cover - the block returns
+
+
+def consumer_command(
+    port: int,
+    items: int,
+    vbuckets: int,
+    *,
+    legacy: bool = False,
+    plan: list[dict[str, Any]] | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The bench consumer (``_consumer``, this interpreter's) streaming ``items`` of
+    ``vbuckets`` from ``port`` (or from the nodes of ``plan``), then ``extra``."""
+    return [
+        *(sys.executable, "-m", "mockdcp.cli.bench._consumer", "--port", str(port)),
+        *("--items", str(items), "--vbuckets", str(vbuckets)),
+        *(["--legacy"] if legacy else []),
+        *(["--plan", json.dumps(plan)] if plan else []),
+        *extra,
+    ]
 
 
 def median_pass(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -361,7 +375,7 @@ async def management_ready(server: Any) -> list[bytes]:  # noqa: ANN401 - MockDc
     return status_lines
 
 
-def _cluster_plan(server: Any) -> list[dict[str, Any]]:  # noqa: ANN401 - MockDcpServer
+def cluster_plan(server: Any) -> list[dict[str, Any]]:  # noqa: ANN401 - MockDcpServer
     """Per node: its KV port, the vbuckets active there and the items they hold (each
     key written once: a vbucket's high seqno)."""
     cluster = server.topology.cluster

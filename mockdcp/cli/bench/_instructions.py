@@ -34,7 +34,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mockdcp.cli.bench._harness import bytecode_cached, emit
+from mockdcp.cli.bench._cluster import cluster_params
+from mockdcp.cli.bench._harness import bytecode_cached, consumer_command, emit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -157,20 +158,10 @@ def _consume(command: Sequence[str]) -> dict[str, Any]:
 
 
 def _consumer_command(args: argparse.Namespace, ready: dict[str, Any]) -> list[str]:
-    """The bench consumer (``_consumer``) for a counted server: its port, or its plan."""
-    return [
-        sys.executable,
-        "-m",
-        "mockdcp.cli.bench._consumer",
-        "--port",
-        str(ready["port"]),
-        "--items",
-        str(args.items),
-        "--vbuckets",
-        str(args.vbuckets),
-        *(["--legacy"] if args.legacy else []),
-        *(["--plan", json.dumps(ready["plan"])] if ready["plan"] else []),
-    ]
+    """The bench consumer for a counted server: its port, or its plan."""
+    return consumer_command(
+        ready["port"], args.items, args.vbuckets, legacy=args.legacy, plan=ready["plan"]
+    )
 
 
 def _measure(
@@ -220,16 +211,7 @@ def run(args: argparse.Namespace) -> int:
             cluster_spe.append(statistics.median(many_sys))
             ratios.append(single_ipe[-1] / cluster_ipe[-1])
     print(f"mockdcp bench cluster: callgrind dumps in {out_dir}", file=sys.stderr)
-    params = {
-        "items": args.items,
-        "value_size": args.value_size,
-        "vbuckets": args.vbuckets,
-        "nodes": args.nodes,
-        "replicas": args.replicas,
-        "from_disk": args.from_disk,
-        "legacy": args.legacy,
-        "count": "instructions",
-    }
+    params = {**cluster_params(args), "count": "instructions"}
     figures = {
         "instructions_per_event": statistics.median(single_ipe),
         "cluster_instructions_per_event": statistics.median(cluster_ipe),
@@ -260,7 +242,7 @@ async def _serve(bucket: Any, nodes: int, replicas: int) -> None:  # noqa: ANN40
     """Serve ``bucket`` until stdin closes, after printing its KV port and plan."""
     import trio
 
-    from mockdcp.cli.bench._harness import _cluster_plan, management_ready
+    from mockdcp.cli.bench._harness import cluster_plan, management_ready
     from mockdcp.server import serve
 
     async with serve(
@@ -272,7 +254,7 @@ async def _serve(bucket: Any, nodes: int, replicas: int) -> None:  # noqa: ANN40
         replicas=replicas,
     ) as server:
         await management_ready(server)
-        plan = _cluster_plan(server) if nodes > 1 else []
+        plan = cluster_plan(server) if nodes > 1 else []
         print(json.dumps({"port": server.kv_port, "plan": plan}), flush=True)
         await trio.to_thread.run_sync(sys.stdin.buffer.read)
 
