@@ -588,8 +588,10 @@ def _dates(seconds: NDArray[np.int64]) -> tuple[list[bytes], int]:
     return dates, out.shape[1]
 
 
+#: the key's text before the id (its digits: ``_digit_rows``)
+_KEY_PREFIX = b"user::"
 #: where a key's digits begin in the rows of ``_keys``
-_DIGITS_AT = len(b"user::")
+_DIGITS_AT = len(_KEY_PREFIX)
 #: a run of ids of one width (``_keys``): its first row, the width, the keys' rows
 _Run = tuple[int, int, "NDArray[np.uint8]"]
 
@@ -706,8 +708,6 @@ def _starts(
     return starts, klens, id_lengths
 
 
-#: the key's text before the id (``_KEY_DIGITS``: its digits, ``_fixed_parts``)
-_KEY_PREFIX = b"user::"
 _CRC_TABLE: list[NDArray[np.uint32]] = []
 
 
