@@ -423,6 +423,14 @@ class ClusterConsumer:
                     self.lost(vb, address)
                 await trio.sleep(self.poll)
 
+    async def _next_change(self) -> None:
+        """Wait for a reason to read the map again: a push of a newer revision, a lost
+        stream or connection (``_poke``); without a node that pushes, ``poll`` seconds
+        at most. Whether this wait is for a push or a poll is decided as it begins."""
+        with trio.move_on_after(math.inf if self.pushes else self.poll):
+            await self._poke.wait()
+        self._poke = trio.Event()
+
     # -- running --------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -446,9 +454,7 @@ class ClusterConsumer:
                             )
                         await trio.sleep(self.poll)
                         continue
-                    with trio.move_on_after(math.inf if self.pushes else self.poll):
-                        await self._poke.wait()
-                    self._poke = trio.Event()
+                    await self._next_change()
                     await trio.sleep(MIN_GAP)  # a map read at most this often
         finally:
             await self._close_config_client()

@@ -8,6 +8,7 @@ import base64
 import json
 import socket
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -428,19 +429,31 @@ async def test_state_and_metrics_show_the_nodes_the_map_and_the_replicas(
 
 
 class _CountingConsumer(ClusterConsumer):
-    """A ``ClusterConsumer`` that counts its readings of the map."""
+    """A ``ClusterConsumer`` that counts its readings of the map, and whether its last
+    wait between two began waiting for a push (a node granted them) or for a poll."""
 
     fetches = 0
+    for_push = False
 
     async def _fetch(self) -> dict[str, Any] | None:
         self.fetches += 1
         return await super()._fetch()
+
+    async def _next_change(self) -> None:
+        self.for_push = self.pushes
+        await super()._next_change()
 
 
 async def _quiet_fetches(consumer: _CountingConsumer, seconds: float) -> int:
     before = consumer.fetches
     await trio.sleep(seconds)
     return consumer.fetches - before
+
+
+async def _stall(after: float, seconds: float) -> None:
+    """The whole process stalls (a loaded machine's scheduler, a long collection)."""
+    await trio.sleep(after)
+    time.sleep(seconds)  # noqa: ASYNC251 - blocking the loop is the point
 
 
 async def test_the_cluster_consumer_follows_pushes_and_polls_only_without_them(
@@ -463,12 +476,13 @@ async def test_the_cluster_consumer_follows_pushes_and_polls_only_without_them(
         with trio.fail_after(10):
             await wait_until(lambda: pushed.pushes and len(polled.members) == 3)
         assert not polled.pushes
-        # a poll timed before the grants were known ends (its read may come late on a
-        # loaded machine: a quiet second after a fixed 0.3 s once saw it, under six
-        # test processes on two cores); a consumer that polls never settles
+        # a poll timed before the grants were known ends first: the consumer is waiting
+        # for a push once it began a wait after them (a quiet 0.3 s of no reads did not
+        # show it: a stall of the process longer than the poll, under six test processes
+        # on two cores, let that poll's read come after the test's quiet spell ended)
         with trio.fail_after(10):
-            while await _quiet_fetches(pushed, 0.3):
-                pass
+            await wait_until(lambda: pushed.for_push)
+        nursery.start_soon(_stall, 0.05, 0.3)  # a timer, were one set, would fire in it
         assert await _quiet_fetches(pushed, 1.0) == 0
         # about 10 a second; 3 in the fast tier once under load: it polls, no more
         assert await _quiet_fetches(polled, 1.0) >= 2
