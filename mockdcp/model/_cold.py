@@ -340,6 +340,13 @@ def _runs(positions: NDArray[np.intp]) -> list[list[int]]:
     return runs
 
 
+#: the tag bytes without TAG_TOMBSTONE, and those without TAG_COLLECTION: what
+#: ``bytes.translate`` deletes to find a tombstone, or a document outside ``_default``,
+#: among a read's tags in one C loop
+_LIVE = bytes(t for t in range(256) if not t & TAG_TOMBSTONE)
+_DEFAULT = bytes(t for t in range(256) if not t & TAG_COLLECTION)
+
+
 class ColdView:
     """One copy's hold on a ``ColdSegment``: the slots it holds (``upto``), which are
     its newest persisted version of their key (``alive``), and the collections flushed
@@ -462,12 +469,23 @@ class ColdView:
         ``ColdPieces``), their tags, collection ids and canonical sizes: a backfill's
         read, without an item object and without a copy of a frame."""
         seg = self.segment
-        starts = seg.starts[slots]
-        ends = seg.starts[slots + 1]
-        cids = seg.cids[slots]
-        tags = seg.tags[slots]
-        heads = starts + (head_lengths(tags) if (tags & TAG_TOMBSTONE).any() else HEAD)
-        if not (tags & TAG_COLLECTION).any():  # all in _default: head, prefix, tail
+        count = len(slots)
+        if count and int(slots[-1]) - int(slots[0]) == count - 1:
+            # one run of slots (no newer version or deletion among them: usually): the
+            # columns' slices, no gather (a few frames' read paid a microsecond a gather)
+            first = int(slots[0])
+            starts = seg.starts[first : first + count]
+            ends = seg.starts[first + 1 : first + count + 1]
+            cids = seg.cids[first : first + count]
+            tags = seg.tags[first : first + count]
+        else:
+            starts = seg.starts[slots]
+            ends = seg.starts[slots + 1]
+            cids = seg.cids[slots]
+            tags = seg.tags[slots]
+        tag_bytes = tags.tobytes()
+        heads = starts + (head_lengths(tags) if tag_bytes.translate(None, _LIVE) else HEAD)
+        if not tag_bytes.translate(None, _DEFAULT):  # all in _default: head, prefix, tail
             cut = heads
             resume = cut + 1
         else:
@@ -478,7 +496,7 @@ class ColdView:
         return (
             ColdPieces(seg.buf, starts, cut, ends, release=seg.file_backed),
             ColdPieces(seg.buf, resume, ends, ends, release=seg.file_backed),
-            tags.tobytes(),
+            tag_bytes,
             cids,
             sizes,
         )
@@ -543,6 +561,13 @@ class ColdPieces(Sequence[bytes]):
         count = len(starts)
         if not count:
             return bytearray()
+        if count < _FEW_PIECES:  # a slice a frame: numpy's calls would cost more
+            buf = self.buf
+            lows, highs = starts.tolist(), ends.tolist()
+            out = bytearray().join([buf[a:b] for a, b in zip(lows, highs, strict=True)])
+            if self.release:
+                _release_pages(buf, lows[0], highs[-1])
+            return out
         breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
         lows = np.empty(len(breaks) + 1, np.int64)
         lows[0], lows[1:] = starts[0], starts[breaks]
@@ -566,6 +591,8 @@ class ColdPieces(Sequence[bytes]):
         count = len(self.starts)
         if not count:
             return bytearray()
+        if count < _FEW_PIECES:  # a slice a piece: numpy's calls would cost more
+            return self._few_joined_with(tails)
         if (self.frame_ends[:-1] == self.starts[1:]).all():
             # the frames lie one after the other (a backfill's read, usually): the
             # pieces are the first head, then each tail with the next head
@@ -587,6 +614,22 @@ class ColdPieces(Sequence[bytes]):
         if self.release:
             _release_pages(self.buf, int(firsts[0]), int(lasts[-1]))
         return out
+
+    def _few_joined_with(self, tails: ColdPieces) -> bytearray:
+        """``joined_with`` for a few frames: each head and tail sliced and joined."""
+        buf = self.buf
+        pieces: list[bytes] = []
+        for a, b, c, d in zip(
+            self.starts.tolist(),
+            self.stops.tolist(),
+            tails.starts.tolist(),
+            tails.stops.tolist(),
+            strict=True,
+        ):
+            pieces += (buf[a:b], buf[c:d])
+        if self.release:
+            _release_pages(buf, int(self.starts[0]), int(tails.stops[-1]))
+        return bytearray().join(pieces)
 
     def __iter__(self) -> Iterator[bytes]:
         buf = self.buf

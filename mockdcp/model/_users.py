@@ -68,6 +68,11 @@ class Users(Mapping[str, str]):
         #: name -> password of the admins given by password, not made into users yet
         self._admins: dict[str, str] = {}
         self.revision = 0
+        #: ``allowed``'s answers since the last change (every request and stream
+        #: request asks; a change forgets them all, as it advances ``revision``)
+        self._answers: dict[
+            tuple[str | None, Privilege, str | None, str | None, str | None], bool
+        ] = {}
 
     @property
     def _users(self) -> dict[str, User]:
@@ -139,10 +144,15 @@ class Users(Mapping[str, str]):
         privilege), on its scope or ``scope.collection`` when given. A deleted user
         holds nothing (kv_engine: its connections keep their identity, not its
         privileges)."""
-        user = self._users.get(name) if name is not None else None
-        if user is None:
-            return False
-        return any(r.grants(privilege, bucket, scope, collection) for r in user.roles)
+        asked = (name, privilege, bucket, scope, collection)
+        answer = self._answers.get(asked)
+        if answer is None:
+            user = self._users.get(name) if name is not None else None
+            answer = user is not None and any(
+                r.grants(privilege, bucket, scope, collection) for r in user.roles
+            )
+            self._answers[asked] = answer
+        return answer
 
     def may_access_bucket(self, name: str | None, bucket: str) -> bool:
         """True if user ``name`` has some privilege in ``bucket`` (kv_engine
@@ -156,6 +166,7 @@ class Users(Mapping[str, str]):
         from mockdcp.model._rbac import UserChange
 
         self.revision += 1
+        self._answers.clear()
         return UserChange(kind=kind, user=user, revision=self.revision, roles=roles)  # type: ignore[arg-type]
 
     def put(

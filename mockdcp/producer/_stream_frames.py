@@ -93,8 +93,15 @@ def take(pieces: Sequence[bytes], positions: Sequence[int]) -> Sequence[bytes]:
     return list(map(pieces.__getitem__, positions))  # C loops, no Python per frame
 
 
+#: fewer frames than this have their ends summed in Python (``frame_ends``): numpy's
+#: calls cost more than such a sum
+_FEW_ENDS = 64
+
+
 def frame_ends(sizes: Sizes) -> Sequence[int]:
     """End offsets (an ``array("q")``) of frames of these sizes, one after the other."""
+    if len(sizes) < _FEW_ENDS:
+        return array("q", accumulate(sizes.tolist()))
     np = numpy_module()
     return array("q", np.cumsum(sizes).tobytes())
 

@@ -145,3 +145,21 @@ def test_changes_advance_the_revision_and_refuse_bad_input_changing_nothing() ->
     assert users.delete("u").kind == "deleted"
     assert not users.allowed("u", P.READ, "default", "_default", "_default")
     assert users.revision == 6
+
+
+def test_a_privilege_answered_before_a_change_is_answered_anew_after_it() -> None:
+    """``Users.allowed`` keeps its answers until a change: each change is seen at once."""
+    users = Users.admins({"Administrator": "password"})
+    users.put("kafka", password="secret1", roles=(Role("data_dcp_reader", "default"),))
+    asked = ("kafka", P.DCP_STREAM, "default")
+    assert users.allowed(*asked)
+    assert users.allowed(*asked)
+    users.revoke("kafka", (Role("data_dcp_reader", "default"),))
+    assert not users.allowed(*asked)
+    users.grant("kafka", (Role("data_dcp_reader", "*"),))
+    assert users.allowed(*asked)
+    assert users.allowed("kafka", P.DCP_STREAM, "other")
+    users.put("kafka", password=None, roles=(Role("data_reader", "default"),))
+    assert not users.allowed(*asked)
+    users.delete("kafka")
+    assert not users.allowed("kafka", P.READ, "default", "_default", "_default")
