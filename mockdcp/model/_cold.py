@@ -616,20 +616,22 @@ class ColdPieces(Sequence[bytes]):
         return out
 
     def _few_joined_with(self, tails: ColdPieces) -> bytearray:
-        """``joined_with`` for a few frames: each head and tail sliced and joined."""
-        buf = self.buf
-        pieces: list[bytes] = []
-        for a, b, c, d in zip(
-            self.starts.tolist(),
-            self.stops.tolist(),
-            tails.starts.tolist(),
-            tails.stops.tolist(),
-            strict=True,
-        ):
-            pieces += (buf[a:b], buf[c:d])
+        """``joined_with`` for a few frames: the pieces sliced (views, copied once, by
+        the join); frames one after the other in the buffer are a piece less each, as
+        ``joined_with`` cuts them."""
+        starts, stops = self.starts.tolist(), self.stops.tolist()
+        tail_starts, tail_stops = tails.starts.tolist(), tails.stops.tolist()
+        if self.frame_ends.tolist()[:-1] == starts[1:]:
+            lows, highs = [starts[0], *tail_starts], [*stops, tail_stops[-1]]
+        else:
+            lows = [x for pair in zip(starts, tail_starts, strict=True) for x in pair]
+            highs = [x for pair in zip(stops, tail_stops, strict=True) for x in pair]
+        view = memoryview(self.buf)
+        out = bytearray().join([view[a:b] for a, b in zip(lows, highs, strict=True)])
+        view.release()
         if self.release:
-            _release_pages(buf, int(self.starts[0]), int(tails.stops[-1]))
-        return bytearray().join(pieces)
+            _release_pages(self.buf, lows[0], highs[-1])
+        return out
 
     def __iter__(self) -> Iterator[bytes]:
         buf = self.buf

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mockdcp import ModelError
-from mockdcp.model import Bucket, Item
+from mockdcp.model import Bucket, Item, _cold
 from mockdcp.model._replication import attach, catch_up, is_prefix, new_replica
 
 if TYPE_CHECKING:
@@ -547,3 +547,21 @@ def test_a_legacy_read_of_a_bulk_loaded_segment_is_the_items_frames_without_pref
         heads, tails, *_ = cold.frames(slots[::2])
         odd = b"".join(it.head + it.tail for it in items[::2])
         assert bytes(heads.joined_with(tails)) == odd
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, _cold._FEW_PIECES - 1])
+def test_a_few_frames_read_are_the_items_frames_in_a_row_or_not(count: int) -> None:
+    """Fewer frames than ``_FEW_PIECES`` are sliced and joined (no numpy gather): the
+    same bytes as the items', the frames one after the other in the buffer or not."""
+    b = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
+    keys = [b"k%05d" % i for i in range(2 * count)]
+    b.load_cold(keys, [b"v" * (3 + 11 * i) for i in range(2 * count)], datatypes=[0] * len(keys))
+    cold = b.vbucket(0).cold
+    assert cold is not None
+    every = cold.live_slots()
+    for slots in (every[:count], every[::2][:count]):
+        heads, tails, *_ = cold.frames(slots)
+        items = [cold.segment.item(s) for s in slots.tolist()]
+        assert bytes(heads.joined_with(tails)) == b"".join(it.head + it.tail for it in items)
+        prefix = b"\x00"  # the default collection's, between head and tail
+        assert bytes(heads.joined_frames()) == b"".join(it.head + prefix + it.tail for it in items)
