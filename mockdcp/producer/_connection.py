@@ -187,6 +187,8 @@ class Connection:
         self.features: frozenset[int] = frozenset()
         self.settings = DcpSettings()
         self.name = b""
+        #: ``name`` as text (events and logs name the connection so, many a stream)
+        self.text_name = ""
         #: who the connection is (its user, its SASL exchange) and the privilege re-check
         self.access = Access(node.users, sasl_enabled=certificate_user is None)
         self.streams = StreamRegistry()
@@ -204,7 +206,7 @@ class Connection:
         self.now = now
         self.opened_at = now
         #: the protocol checker's tap: what it is shown, what it found
-        self.tap = CheckerTap(conn_id, lambda: self.name.decode(errors="replace"), self._record)
+        self.tap = CheckerTap(conn_id, lambda: self.text_name, self._record)
         #: an OBSERVE_SEQNO was answered (``SeqnoObserved`` reported once)
         self.observing = False
         self.replies = Replies(self, output_limit)
@@ -443,7 +445,7 @@ class Connection:
         return kind(
             time=self.now,
             conn_id=self.conn_id,
-            name=self.name.decode(errors="replace"),
+            name=self.text_name,
             **fields,
         )
 
@@ -500,6 +502,7 @@ class Connection:
         """DCP_OPEN succeeded: the connection is the producer ``name`` with ``flags``."""
         self.settings.open_flags = flags
         self.name = name
+        self.text_name = name.decode(errors="replace")
         self.state = transition_connection(self.state, ConnectionEvent.DCP_OPEN)
 
     def control(self, key: str, value: str) -> Status:
