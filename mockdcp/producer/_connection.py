@@ -186,9 +186,7 @@ class Connection:
         self.close_reason: str | None = None
         self.features: frozenset[int] = frozenset()
         self.settings = DcpSettings()
-        self.name = b""
-        #: ``name`` as text (events and logs name the connection so, many a stream)
-        self.text_name = ""
+        self.name, self.text_name = b"", ""  # DCP_OPEN's name, and as text (its events')
         #: who the connection is (its user, its SASL exchange) and the privilege re-check
         self.access = Access(node.users, sasl_enabled=certificate_user is None)
         self.streams = StreamRegistry()
@@ -501,8 +499,7 @@ class Connection:
     def opened(self, name: bytes, flags: DcpOpenFlag) -> None:
         """DCP_OPEN succeeded: the connection is the producer ``name`` with ``flags``."""
         self.settings.open_flags = flags
-        self.name = name
-        self.text_name = name.decode(errors="replace")
+        self.name, self.text_name = name, name.decode(errors="replace")
         self.state = transition_connection(self.state, ConnectionEvent.DCP_OPEN)
 
     def control(self, key: str, value: str) -> Status:
