@@ -317,6 +317,18 @@ class DiskStore:
         j = max(i, cols.after(seg.first_seqno - 1))
         slots = cold.live_slots(after_seqno)
         heads, tails, tags, cids, sizes = cold.frames(slots)
+        if frames and i == j == len(hot):  # the cold slots alone (a loaded vbucket's)
+            return self._snapshot(
+                after_seqno + 1,
+                (),
+                array("q", (slots + seg.first_seqno).astype("int64", copy=False).tobytes()),
+                heads,
+                tails,
+                tags,
+                array("I", cids.astype("uint32", copy=False).tobytes()),
+                array("I", sizes.astype("uint32", copy=False).tobytes()),
+                self,
+            )
         seqnos = array("q", hot[i:j])
         seqnos.frombytes((slots + seg.first_seqno).astype("int64").tobytes())
         seqnos.extend(hot[j:])
