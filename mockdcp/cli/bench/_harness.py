@@ -32,8 +32,10 @@ from mockdcp.util import collector_paused
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterator, Mapping, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from mockdcp.model import Bucket
+    from mockdcp.server import MockDcpServer
 
 
 #: documents per ``Bucket.set_many`` call while loading
@@ -238,8 +240,6 @@ async def stream_once(
 
     import trio
 
-    from mockdcp.server import serve
-
     peak = [rss()]
 
     async def sample() -> None:  # the server's resident memory while it streams
@@ -253,19 +253,12 @@ async def stream_once(
         tls_options: dict[str, Any] = {}
         if tls:
             tls_options = {"tls": True, "tls_port": 0, "https_port": 0, "tls_dir": private}
-        # no flusher: the bench measures streaming from memory, or from disk after persist()
+        # made (the server's modules imported) before the resident memory is read
+        starting = bench_server(bucket, nodes, replicas, **tls_options)
         gc.collect()
         r0 = rss()
         s0 = time.perf_counter()
-        async with serve(
-            port=0,
-            http_port=0,
-            bucket_obj=bucket,
-            flush_interval=None,
-            nodes=nodes,
-            replicas=replicas,
-            **tls_options,
-        ) as server:
+        async with starting as server:
             setup_s = time.perf_counter() - s0  # with replicas: building their copies
             gc.collect()
             setup_rss = rss() - r0
@@ -346,6 +339,28 @@ def minor_faults() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def bench_server(
+    bucket: Bucket,
+    nodes: int = 1,
+    replicas: int = 0,
+    **options: Any,  # noqa: ANN401 - serve()'s (TLS ports)
+) -> AbstractAsyncContextManager[MockDcpServer]:
+    """``serve`` of a bench's loaded ``bucket`` on free ports, as ``nodes`` nodes with
+    ``replicas`` replicas, and no flusher: a bench measures streaming from memory, or
+    from disk after ``persist()``."""
+    from mockdcp.server import serve
+
+    return serve(
+        port=0,
+        http_port=0,
+        bucket_obj=bucket,
+        flush_interval=None,
+        nodes=nodes,
+        replicas=replicas,
+        **options,
+    )
 
 
 async def management_ready(server: Any) -> list[bytes]:  # noqa: ANN401 - MockDcpServer

@@ -242,17 +242,9 @@ async def _serve(bucket: Any, nodes: int, replicas: int) -> None:  # noqa: ANN40
     """Serve ``bucket`` until stdin closes, after printing its KV port and plan."""
     import trio
 
-    from mockdcp.cli.bench._harness import cluster_plan, management_ready
-    from mockdcp.server import serve
+    from mockdcp.cli.bench._harness import bench_server, cluster_plan, management_ready
 
-    async with serve(
-        port=0,
-        http_port=0,
-        bucket_obj=bucket,
-        flush_interval=None,
-        nodes=nodes,
-        replicas=replicas,
-    ) as server:
+    async with bench_server(bucket, nodes, replicas) as server:
         await management_ready(server)
         plan = cluster_plan(server) if nodes > 1 else []
         print(json.dumps({"port": server.kv_port, "plan": plan}), flush=True)

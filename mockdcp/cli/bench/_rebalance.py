@@ -10,7 +10,7 @@ import statistics
 import time
 from typing import TYPE_CHECKING
 
-from mockdcp.cli.bench._harness import emit, load_bucket
+from mockdcp.cli.bench._harness import bench_server, emit, load_bucket
 
 if TYPE_CHECKING:
     import argparse
@@ -32,11 +32,8 @@ async def rebalance_once(bucket: Bucket, nodes: int, replicas: int) -> dict[str,
     import trio
 
     from mockdcp.client import ClusterConsumer
-    from mockdcp.server import serve
 
-    async with serve(
-        port=0, http_port=0, bucket_obj=bucket, flush_interval=None, nodes=nodes, replicas=replicas
-    ) as server:
+    async with bench_server(bucket, nodes, replicas) as server:
         consumer = ClusterConsumer(server.host, server.kv_port, name="mockdcp-bench-rebalance")
         async with trio.open_nursery() as nursery:
             await nursery.start(consumer.run)
