@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from mockdcp.model import Item
+    from mockdcp.model._disk_store import DiskSnapshot
+    from mockdcp.model._vbucket import VBucket
+    from mockdcp.producer._encoder import Frames
 
 BODY = b'{"name":"Ada","city":"London","pad":"' + b"abc" * 40 + b'"}'
 XATTRS = {"_sync": '{"rev":1}', "meta": '"user"'}
@@ -157,6 +160,21 @@ def test_memory_frames_equal_the_codec_item_by_item(
     assert out == expected(batch.items, encoder.form, 0xA1B2C3D4, sid)
 
 
+def prepared(encoder: ItemEncoder, vb: VBucket, snap: DiskSnapshot) -> Frames:
+    """A disk snapshot's frames (``disk_snapshot(frames=True)``) in ``encoder``'s form,
+    as a backfill prepares them."""
+    frames = encoder.prepare(
+        snap.heads,
+        snap.tails,
+        snap.tags,
+        ItemEncoder.ends_of(snap.heads, snap.tails, snap.tags),
+        0,
+        lambda at: snap.items_at(vb.disk_by_seqno, at),
+    )
+    assert frames is not None
+    return frames
+
+
 @settings(deadline=None, max_examples=40)
 @given(operations, st.sampled_from([None, 7]))
 @pytest.mark.parametrize("dcp", FORMS, ids=lambda s: repr(Form.of(s)))
@@ -168,15 +186,7 @@ def test_disk_frames_equal_the_codec_item_by_item(
     vb = b.vbucket(0)
     encoder = ItemEncoder(dcp)
     snap = vb.disk_snapshot(0, frames=True)
-    frames = encoder.prepare(
-        snap.heads,
-        snap.tails,
-        snap.tags,
-        ItemEncoder.ends_of(snap.heads, snap.tails, snap.tags),
-        0,
-        lambda at: snap.items_at(vb.disk_by_seqno, at),
-    )
-    assert frames is not None
+    frames = prepared(encoder, vb, snap)
     buf, ends, base = encoder.encode(frames, 0, len(frames.heads), 5, sid)
     items = [vb.store[s] for s in snap.seqnos]
     assert frames_of(bytes(buf), ends, base) == expected(items, encoder.form, 5, sid)
@@ -197,15 +207,7 @@ def test_cold_frames_equal_the_codec_few_or_many(count: int) -> None:
     items = [vb.get(k) for k in keys]
     for dcp in FORMS:
         encoder = ItemEncoder(dcp)
-        frames = encoder.prepare(
-            snap.heads,
-            snap.tails,
-            snap.tags,
-            ItemEncoder.ends_of(snap.heads, snap.tails, snap.tags),
-            0,
-            lambda at: snap.items_at(vb.disk_by_seqno, at),
-        )
-        assert frames is not None
+        frames = prepared(encoder, vb, snap)
         for sid in (None, 7):
             buf, ends, base = encoder.encode(frames, 0, count, 0xA1B2C3D4, sid)
             got = frames_of(bytes(buf), ends, base)
