@@ -6,12 +6,16 @@ Each case runs in a fresh interpreter: this one has imported them already."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 def _printed(script: str, timeout: float = 60) -> Any:  # noqa: ANN401 - the script's JSON
@@ -113,21 +117,27 @@ sys.exit(mockdcp.cli.main(["serve", "--port", "0", "--http-port", "0", "--docs",
 """
 
 
-def _serve_watched() -> tuple[subprocess.Popen[str], list[str]]:
-    """``mockdcp serve --docs 0`` watched: the stderr lines up to its ready line."""
+@contextlib.contextmanager
+def _serve_watched() -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """``mockdcp serve --docs 0`` watched: the process and its stderr lines up to its
+    ready line; stopped when the block ends."""
     from mockdcp.cli.bench._startup import HEAVY_MODULES
 
     script = _SERVE_SCRIPT.format(heavy=HEAVY_MODULES, left=SERVE_LEAVES)
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    assert proc.stdout is not None
-    assert proc.stderr is not None
-    assert '"ready"' in proc.stdout.readline()
-    lines: list[str] = []
-    while not lines or not lines[-1].startswith("{"):
-        lines.append(proc.stderr.readline().strip())
-    return proc, lines
+    try:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        assert '"ready"' in proc.stdout.readline()
+        lines: list[str] = []
+        while not lines or not lines[-1].startswith("{"):
+            lines.append(proc.stderr.readline().strip())
+        yield proc, lines
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
 
 
 #: what ``mockdcp serve --docs 0`` leaves until it is used (issue 44): the other commands'
@@ -144,20 +154,15 @@ SERVE_LEAVES = (
 
 def test_serve_without_documents_is_ready_before_what_it_does_not_use() -> None:
     """``mockdcp serve --docs 0`` reaches its ready line without ``SERVE_LEAVES``."""
-    proc, before = _serve_watched()
-    try:
+    with _serve_watched() as (_, before):
         assert json.loads(before[-1])["left_at_ready"] == []
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 def test_serve_runs_no_collection_before_its_ready_line_and_collects_after() -> None:
     """Nothing ``mockdcp serve`` makes before its ready line is garbage: the collector
     waits for it (a sixth of the start went to its passes), then runs on what is made
     after it (the start's objects frozen: each full collection walked them again)."""
-    proc, before = _serve_watched()
-    try:
+    with _serve_watched() as (proc, before):
         assert "collected before ready" not in before
         assert proc.stderr is not None
         # the HTTP stack's imports after the ready line allocate: a collection follows,
@@ -167,21 +172,14 @@ def test_serve_runs_no_collection_before_its_ready_line_and_collects_after() -> 
             assert line, "serve exited"
             line = proc.stderr.readline().strip()
         assert int(line.split()[1]) > 50_000  # the modules, the 1,024 vbuckets
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 @pytest.mark.full
 def test_serve_is_ready_without_numpy_pyarrow_hypercorn_or_cryptography() -> None:
     """``mockdcp serve``'s path to its ready line imports none of the heavy modules: the
     codec and numpy load after it, the HTTP stack in a worker thread, TLS on first use."""
-    proc, before = _serve_watched()
-    try:
+    with _serve_watched() as (_, before):
         assert json.loads(before[-1])["heavy_at_ready"] == []
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 def test_serve_makes_its_vbuckets_with_the_collector_paused() -> None:
