@@ -317,29 +317,10 @@ class DiskStore:
         j = max(i, cols.after(seg.first_seqno - 1))
         slots = cold.live_slots(after_seqno)
         heads, tails, tags, cids, sizes = cold.frames(slots)
-        if frames and i == j == len(hot):  # the cold slots alone (a loaded vbucket's)
-            return self._snapshot(
-                after_seqno + 1,
-                (),
-                array("q", (slots + seg.first_seqno).astype("int64", copy=False).tobytes()),
-                heads,
-                tails,
-                tags,
-                array("I", cids.astype("uint32", copy=False).tobytes()),
-                array("I", sizes.astype("uint32", copy=False).tobytes()),
-                self,
-            )
-        seqnos = array("q", hot[i:j])
-        seqnos.frombytes((slots + seg.first_seqno).astype("int64").tobytes())
-        seqnos.extend(hot[j:])
+        cold_seqnos = (slots + seg.first_seqno).astype("int64", copy=False).tobytes()
+        seqnos = _spliced("q", hot[i:j], cold_seqnos, hot[j:])
         if not frames:
             return self._snapshot(after_seqno + 1, tuple(map(self.__getitem__, seqnos)))
-        all_cids = array("I", cols.cids[i:j])
-        all_cids.frombytes(cids.astype("uint32").tobytes())
-        all_cids.extend(cols.cids[j:])
-        all_sizes = array("I", cols.sizes[i:j])
-        all_sizes.frombytes(sizes.astype("uint32").tobytes())
-        all_sizes.extend(cols.sizes[j:])
         return self._snapshot(
             after_seqno + 1,
             (),
@@ -347,7 +328,25 @@ class DiskStore:
             joined_pieces(cols.heads[i:j], heads, cols.heads[j:]),
             joined_pieces(cols.tails[i:j], tails, cols.tails[j:]),
             bytes(cols.tags[i:j]) + tags + bytes(cols.tags[j:]),
-            all_cids,
-            all_sizes,
+            _spliced(
+                "I", cols.cids[i:j], cids.astype("uint32", copy=False).tobytes(), cols.cids[j:]
+            ),
+            _spliced(
+                "I", cols.sizes[i:j], sizes.astype("uint32", copy=False).tobytes(), cols.sizes[j:]
+            ),
             self,
         )
+
+
+def _spliced(
+    typecode: str, below: Sequence[int], middle: bytes, above: Sequence[int]
+) -> array[int]:
+    """An ``array`` of ``below``, the items ``middle`` holds (their bytes), ``above``: the
+    hot disk's column around the cold tier's (``middle`` alone when the hot disk has
+    nothing there, a loaded vbucket's usual read)."""
+    if not below and not above:
+        return array(typecode, middle)
+    out = array(typecode, below)
+    out.frombytes(middle)
+    out.extend(above)
+    return out
