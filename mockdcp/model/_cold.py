@@ -562,11 +562,10 @@ class ColdPieces(Sequence[bytes]):
         if not count:
             return bytearray()
         if count < _FEW_PIECES:  # a slice a frame: numpy's calls would cost more
-            buf = self.buf
             lows, highs = starts.tolist(), ends.tolist()
-            out = bytearray().join([buf[a:b] for a, b in zip(lows, highs, strict=True)])
+            out = joined_slices(self.buf, lows, highs)
             if self.release:
-                _release_pages(buf, lows[0], highs[-1])
+                _release_pages(self.buf, lows[0], highs[-1])
             return out
         breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
         lows = np.empty(len(breaks) + 1, np.int64)
@@ -626,9 +625,7 @@ class ColdPieces(Sequence[bytes]):
         else:
             lows = [x for pair in zip(starts, tail_starts, strict=True) for x in pair]
             highs = [x for pair in zip(stops, tail_stops, strict=True) for x in pair]
-        view = memoryview(self.buf)
-        out = bytearray().join([view[a:b] for a, b in zip(lows, highs, strict=True)])
-        view.release()
+        out = joined_slices(self.buf, lows, highs)
         if self.release:
             _release_pages(self.buf, lows[0], highs[-1])
         return out
@@ -663,6 +660,17 @@ def _assigns_in_order() -> bool:
     return bytes(out) == b"acef"
 
 
+def joined_slices(buf: FrameBuffer, lows: list[int], highs: list[int]) -> bytearray:
+    """``buf[lows[i]:highs[i]]`` one after the other, in one buffer: views sliced and
+    joined, each piece copied once (a few pieces, or a numpy that ``copy_pieces``
+    cannot rely on)."""
+    view = memoryview(buf)
+    try:
+        return bytearray().join([view[a:b] for a, b in zip(lows, highs, strict=True)])
+    finally:
+        view.release()
+
+
 def copy_pieces(buf: FrameBuffer, firsts: NDArray[np.int64], lasts: NDArray[np.int64]) -> bytearray:
     """``buf[firsts[i]:lasts[i]]`` one after the other, in one buffer.
 
@@ -681,9 +689,7 @@ def copy_pieces(buf: FrameBuffer, firsts: NDArray[np.int64], lasts: NDArray[np.i
     over what the elements wrote past their ends."""
     count = len(firsts)
     if count < _FEW_PIECES or not _assigns_in_order():
-        return bytearray().join(
-            [buf[a:b] for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True)]
-        )
+        return joined_slices(buf, firsts.tolist(), lasts.tolist())
     sizes = lasts - firsts
     places = np.empty(count, np.int64)
     places[0] = 0
