@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -348,7 +349,13 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
     out = sys.stderr if args.json else sys.stdout
     live = out.isatty()
-    report = trio.run(run_with_card, scenarios, options, out, live)
+    from mockdcp.cli._signals import Interrupted, until_signalled
+
+    try:
+        report = trio.run(until_signalled, partial(run_with_card, scenarios, options, out, live))
+    except Interrupted as exc:  # each running consumer was stopped (check_scenario's finally)
+        print(f"mockdcp check: stopped by {exc}", file=sys.stderr)
+        return exc.exit_code
     try:
         if args.junit:
             _write(args.junit, junit_xml(report), "JUnit report")

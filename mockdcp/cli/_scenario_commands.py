@@ -212,10 +212,16 @@ def run_run(args: argparse.Namespace) -> int:
     if args.json:
         _live.use_json_logs()
     live = _live.wanted(sys.stdout, json_logs=args.json)
+    from mockdcp.cli._signals import Interrupted, until_signalled
+
     try:
         report = trio.run(
-            lambda: run_scenario(args.scenario, command, limit=args.timeout, live=live)
+            until_signalled,
+            lambda: run_scenario(args.scenario, command, limit=args.timeout, live=live),
         )
+    except Interrupted as exc:  # the consumer was stopped (run_scenario's finally)
+        print(f"mockdcp run: stopped by {exc}", file=sys.stderr)
+        return exc.exit_code
     except MockDcpError as exc:
         print(f"mockdcp run: {exc}", file=sys.stderr)
         return 2

@@ -441,8 +441,22 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-@pytest.mark.parametrize("command", ["check", "run"])
-def test_ctrl_c_leaves_no_consumer_behind(tmp_path: Path, command: str) -> None:
+def _ignore_sigint() -> None:
+    """As a shell starts a background job (``cmd &``): SIGINT ignored, which the
+    interpreter it then starts keeps (it never installs its KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    ("command", "stop"),
+    [("check", "SIGINT"), ("run", "SIGINT"), ("check", "SIGTERM"), ("run", "SIGINT to a job")],
+)
+def test_ctrl_c_or_sigterm_leaves_no_consumer_behind(
+    tmp_path: Path, command: str, stop: str
+) -> None:
+    """Stopped by a signal, ``check`` and ``run`` stop their consumer and exit with
+    128 + the signal. SIGTERM (a CI job cancelled) ended them at once with the consumer
+    left running; started as a background job, SIGINT did nothing."""
     told = tmp_path / "pid"
     scenario = (
         "rollback-mid-snapshot"
@@ -470,14 +484,16 @@ def test_ctrl_c_leaves_no_consumer_behind(tmp_path: Path, command: str) -> None:
         stderr=subprocess.DEVNULL,
         env=env,
         start_new_session=True,  # SIGINT goes to mockdcp alone, not to the consumer too
+        preexec_fn=_ignore_sigint if stop == "SIGINT to a job" else None,
     )
     try:
         deadline = time.monotonic() + 60
         while not (told.exists() and told.read_text()) and time.monotonic() < deadline:
             time.sleep(0.1)
         pid = int(told.read_text())
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        signum = signal.SIGTERM if stop == "SIGTERM" else signal.SIGINT
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == 128 + signum
         assert not _alive(pid)
     finally:
         proc.kill()
