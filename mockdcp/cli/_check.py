@@ -438,58 +438,78 @@ async def _settle(server: MockDcpServer, output: Path) -> None:
     machine it may still have a dropped connection to resume, a backlog to read, when
     the scenario ends. A fixed window failed such a consumer (it held 2 of 8 documents,
     the resume after a corrupted value still to come, when the window ran out) while a
-    wrong one that no longer moves is judged as soon as before."""
-    if not _exists(output):
+    wrong one that no longer moves is judged as soon as before, and one the scenario
+    failed already at once."""
+    if not _exists(output) or _failed_already(server):
         return
     rows = server.oracle().rows()
-    catching = _Catching(server, output)
+    catching = _Catching(server)
     with trio.move_on_after(SETTLE_LIMIT):
-        while not _matches(rows, output) and catching.within(SETTLE):  # noqa: ASYNC110
+        while True:
+            standing = _standing(rows, output)
+            if standing is None or not catching.within(SETTLE, standing):
+                return
             await trio.sleep(0.05)
+
+
+def _failed_already(server: MockDcpServer) -> bool:
+    """The scenario fails whatever the output comes to hold: a rule broken, an
+    expectation missed, a step failed. Its output is judged as it is (a consumer that
+    re-requests in a loop, ROLLBACK after ROLLBACK, never stops moving)."""
+    progress = server.runner.progress
+    return (
+        progress.failure is not None
+        or server.node.counts["protocol_violation"] > 0
+        or any(not e.passed for e in progress.expectations)
+    )
 
 
 @attrs.define
 class _Catching:
     """Whether the consumer still shows signs of catching up: its connections do
-    something other than idle (``IDLE_EVENTS``), or its output file changes."""
+    something other than idle (``IDLE_EVENTS``), or its output stands otherwise against
+    the oracle (``_standing``; a file written again as it was is no sign)."""
 
     server: MockDcpServer
-    output: Path
-    _mark: tuple[int, tuple[int, int] | None] | None = None
+    _mark: tuple[int, tuple[int, ...]] | None = None
     _since: float = 0.0
 
-    def within(self, quiet: float) -> bool:
+    def within(self, quiet: float, standing: tuple[int, ...]) -> bool:
         """False once nothing moved for ``quiet`` seconds."""
         now = trio.current_time()
-        mark = (self._busy(), self._file())
+        counts = self.server.node.counts
+        mark = (sum(n for kind, n in counts.items() if kind not in IDLE_EVENTS), standing)
         if mark != self._mark:
             self._mark, self._since = mark, now
         return now - self._since < quiet
-
-    def _busy(self) -> int:
-        counts = self.server.node.counts
-        return sum(n for kind, n in counts.items() if kind not in IDLE_EVENTS)
-
-    def _file(self) -> tuple[int, int] | None:
-        try:
-            stat = self.output.stat()
-        except OSError:
-            return None
-        return stat.st_mtime_ns, stat.st_size
 
 
 def _exists(path: Path) -> bool:
     return path.exists()
 
 
-def _matches(rows: list[dict[str, Any]], output: Path) -> bool:
+def _standing(rows: list[dict[str, Any]], output: Path) -> tuple[int, ...] | None:
+    """How the output stands against the oracle's ``rows``: None once it matches, else
+    its counts (missing, phantom, stale, wrong-value, duplicates, rows, matched; empty
+    while it cannot be read)."""
     from mockdcp.data import PipelineError
     from mockdcp.pipeline import verify_rows
 
     try:
-        return verify_rows(rows, output).differences == 0
+        report = verify_rows(rows, output)
     except PipelineError:
-        return False
+        return ()
+    if report.differences == 0:
+        return None
+    return (
+        report.missing,
+        report.phantom,
+        report.stale,
+        report.wrong_value,
+        report.duplicates,
+        report.actual_rows,
+        report.matched,
+    )
 
 
 def _remove(path: Path) -> None:

@@ -113,13 +113,13 @@ async def test_settling_returns_once_the_output_matches(
     """The output is awaited, not slept on: the settle window ends at the first poll
     that finds the oracle's documents."""
     polls: list[float] = []
-    real = _check._matches
+    real = _check._standing
 
-    def counting(rows: list[dict[str, Any]], output: Path) -> bool:
+    def counting(rows: list[dict[str, Any]], output: Path) -> tuple[int, ...] | None:
         polls.append(trio.current_time())
         return real(rows, output)
 
-    monkeypatch.setattr(_check, "_matches", counting)
+    monkeypatch.setattr(_check, "_standing", counting)
     options = CheckOptions(command=[sys.executable, "-m", "mockdcp", "tail", "--json"])
     result = await check_scenario(_library(SCENARIO), options)
     assert result.verdict is Verdict.PASSED, result.reason
