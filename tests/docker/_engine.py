@@ -163,6 +163,7 @@ def engine() -> Iterator[Engine]:
         try:
             yield Engine(own, process)
         finally:
+            _remove_networks(own)
             _stop(process)
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -239,6 +240,20 @@ def _start_dockerd(home: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes
         time.sleep(0.5)
     _stop(process)
     raise Unavailable(f"dockerd did not answer within {ENGINE_START_TIMEOUT:.0f} s")
+
+
+def _remove_networks(env: Mapping[str, str]) -> None:
+    """Remove the containers and networks left on this session's engine before it
+    stops: a network it still has then keeps its Linux bridge (``br-…``) on the host
+    after dockerd is gone, and after enough sessions (31 here) those bridges held every
+    default address pool, so that no network could be made (Testcontainers: "could not
+    find an available, non-overlapping IPv4 address pool"). Best effort: a failure
+    here leaves no more than before."""
+    listed = run(["docker", "ps", "-aq"], env=env, timeout=60, check=False)
+    containers = listed.stdout.split()
+    if containers:
+        run(["docker", "rm", "-f", *containers], env=env, timeout=120, check=False)
+    run(["docker", "network", "prune", "-f"], env=env, timeout=60, check=False)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
