@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -505,14 +506,18 @@ def run_explore(args: argparse.Namespace) -> int:
     out = sys.stderr if args.json else sys.stdout
     state = ExploreState(options)
     from mockdcp.cli._explore_inprocess import virtual_clock
+    from mockdcp.cli._signals import Interrupted, until_signalled
 
     try:
         if args.master is not None:
             if not _on_spark(state, args.master, args.partitions, out):
                 return 2
-        else:
-            trio.run(_with_progress, state, out, clock=virtual_clock(options.factory))
-    except KeyboardInterrupt:
+        elif (clock := virtual_clock(options.factory)) is not None:
+            # in-process consumers in memory, replayed bit for bit: no task added
+            trio.run(_with_progress, state, out, clock=clock)
+        else:  # SIGTERM too stops a consumer process before explore exits (_signals)
+            trio.run(until_signalled, partial(_with_progress, state, out))
+    except (KeyboardInterrupt, Interrupted):
         _interrupted(state)
     except BaseExceptionGroup as group:  # from a nursery: Ctrl-C inside a schedule
         if group.subgroup(KeyboardInterrupt) is None:

@@ -4,6 +4,7 @@ shrunk scenario replayed by ``mockdcp check`` (failing them, passing the referen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -345,3 +346,43 @@ def test_shrinking_runs_each_candidate_as_the_file_it_writes_is_replayed(
     assert "# re-run once after shrinking: fails 1 of 1" in written.read_text()
     (reported,) = state.as_dict()["shrunk"]
     assert (reported["rerun_failed"], reported["rerun_rate"]) == (1, 1.0)
+
+
+def test_sigterm_stops_the_consumer_process_and_reports_what_was_found(tmp_path: Path) -> None:
+    """SIGTERM (a cancelled CI job) ended explore at once, its consumer process left
+    running; it now stops the consumer and reports as after Ctrl-C."""
+    import signal
+    import time
+
+    told = tmp_path / "pid"
+    stubborn = (
+        "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "mockdcp", "explore", "--json", "--seed", "1", "--runs", "1",
+            "--out", str(tmp_path / "found"), "--", sys.executable, "-c", stubborn, str(told),
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (told.exists() and told.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(told.read_text())
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 130, stderr[-2000:]
+        assert json.loads(stdout)["interrupted"]
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split()[2] == "Z"
+    finally:
+        proc.kill()
+        if told.exists() and told.read_text():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(told.read_text()), signal.SIGKILL)
