@@ -4,7 +4,6 @@ shrunk scenario replayed by ``mockdcp check`` (failing them, passing the referen
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 
 from mockdcp.cli import main
 from mockdcp.scenario import load_scenario
+from tests.integration._stubborn import STUBBORN, alive, kill_told, told_pid
 
 ROOT = Path(__file__).resolve().parents[2]
 WRONG = str(ROOT / "tests" / "scenarios" / "wrong_consumer.py")
@@ -352,12 +352,8 @@ def test_sigterm_stops_the_consumer_process_and_reports_what_was_found(tmp_path:
     """SIGTERM (a cancelled CI job) ended explore at once, its consumer process left
     running; it now stops the consumer and reports as after Ctrl-C."""
     import signal
-    import time
 
     told = tmp_path / "pid"
-    stubborn = (
-        "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
-    )
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -365,24 +361,18 @@ def test_sigterm_stops_the_consumer_process_and_reports_what_was_found(tmp_path:
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "mockdcp", "explore", "--json", "--seed", "1", "--runs", "1",
-            "--out", str(tmp_path / "found"), "--", sys.executable, "-c", stubborn, str(told),
+            "--out", str(tmp_path / "found"), "--", sys.executable, "-c", STUBBORN, str(told),
         ],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
         start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not (told.exists() and told.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = int(told.read_text())
+        pid = told_pid(told)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=30)
         assert proc.returncode == 130, stderr[-2000:]
         assert json.loads(stdout)["interrupted"]
-        stat = Path(f"/proc/{pid}/stat")
-        assert not stat.exists() or stat.read_text().split()[2] == "Z"
+        assert not alive(pid)
     finally:
         proc.kill()
-        if told.exists() and told.read_text():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(told.read_text()), signal.SIGKILL)
+        kill_told(told)

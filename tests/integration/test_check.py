@@ -4,13 +4,11 @@ reports (JUnit against a schema, JSON, HTML), bad consumer commands and outputs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import xmlschema
 
 from mockdcp.cli._check import ScenarioResult, Verdict
 from mockdcp.cli._scenario_commands import bundled_scenarios
+from tests.integration._stubborn import STUBBORN, alive, kill_told, told_pid
 
 ROOT = Path(__file__).resolve().parents[2]
 WRONG = str(ROOT / "tests" / "scenarios" / "wrong_consumer.py")
@@ -425,24 +424,6 @@ async def test_replication_a_scenario_held_is_released_at_its_end(tmp_path: Path
         assert not behind()
 
 
-#: a consumer that says its pid, ignores SIGINT (as a JVM under some launchers does) and
-#: waits: only the SIGTERM check sends its consumer ends it
-STUBBORN = (
-    "import os, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
-)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is gone for this purpose: its parent, check, has not reaped it yet
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().split()[2] != "Z"
-
-
 def _ignore_sigint() -> None:
     """As a shell starts a background job (``cmd &``): SIGINT ignored, which the
     interpreter it then starts keeps (it never installs its KeyboardInterrupt handler)."""
@@ -489,16 +470,11 @@ def test_ctrl_c_or_sigterm_leaves_no_consumer_behind(
         preexec_fn=_ignore_sigint if stop == "SIGINT to a job" else None,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not (told.exists() and told.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        pid = int(told.read_text())
+        pid = told_pid(told)
         signum = signal.SIGTERM if stop == "SIGTERM" else signal.SIGINT
         proc.send_signal(signum)
         assert proc.wait(timeout=30) == 128 + signum
-        assert not _alive(pid)
+        assert not alive(pid)
     finally:
         proc.kill()
-        if told.exists() and told.read_text():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(told.read_text()), signal.SIGKILL)
+        kill_told(told)

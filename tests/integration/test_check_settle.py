@@ -69,7 +69,7 @@ async def test_a_consumer_still_catching_up_when_the_scenario_ends_is_waited_for
 ) -> None:
     """Eight mutations at 0.5 s each: the consumer holds all eight some 4 s after the
     scenario ended, twice the settle window, and passes (a fixed window of ``SETTLE``
-    seconds failed it with 4 of 8)."""
+    seconds failed it: 3 missing of 8)."""
     path = tmp_path / "eight.yaml"
     path.write_text(EIGHT_WRITTEN)
     result = await check_scenario(load_scenario(str(path)), _slow(0.5))
