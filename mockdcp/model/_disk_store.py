@@ -308,8 +308,6 @@ class DiskStore:
         """``snapshot`` when cold slots are among the items: the hot disk's items below
         the cold tier's seqnos, the cold tier's alive slots (their frames read from its
         buffer, no item object), the hot disk's items above."""
-        from mockdcp.model._cold import joined_pieces
-
         cold = self.cold
         assert cold is not None
         seg, cols = cold.segment, self.columns
@@ -325,8 +323,8 @@ class DiskStore:
             after_seqno + 1,
             (),
             seqnos,
-            joined_pieces(cols.heads[i:j], heads, cols.heads[j:]),
-            joined_pieces(cols.tails[i:j], tails, cols.tails[j:]),
+            cold.joined(cols.heads[i:j], heads, cols.heads[j:]),
+            cold.joined(cols.tails[i:j], tails, cols.tails[j:]),
             bytes(cols.tags[i:j]) + tags + bytes(cols.tags[j:]),
             _spliced(
                 "I", cols.cids[i:j], cids.astype("uint32", copy=False).tobytes(), cols.cids[j:]

@@ -623,13 +623,13 @@ class ItemEncoder:
 
         Vectorised with numpy: a Python-level ``pack_into`` per frame cost about 170 ns,
         this about 8 ns (``mockdcp bench``). numpy is loaded at DCP_OPEN
-        (``producer._numpy``), so no batch waits for the import.
+        (``producer._numpy``), so no batch waits for the import. The four bytes go in
+        as one element of a ``V4`` view with a stride of one byte (as ``_shorten_key``
+        writes), one assignment, not one a byte: 2.7 against 4.7 µs for a hundred frames.
         """
         np = numpy_module()
-        view = np.frombuffer(buf, np.uint8)
-        at = starts + _OPAQUE_OFFSET
-        for i, byte in enumerate(_OPAQUE.pack(opaque)):
-            view[at + i] = byte
+        window = np.ndarray((len(buf) - 3,), dtype="V4", buffer=buf, strides=(1,))
+        window[starts + _OPAQUE_OFFSET] = np.frombuffer(_OPAQUE.pack(opaque), "V4")[0]
 
     def _transform(
         self, buf: bytearray, starts: Offsets, sid: int | None, tags: bytes

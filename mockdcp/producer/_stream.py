@@ -335,8 +335,8 @@ class Stream:
                 self._backfill_step()
             elif self.state is StreamState.IN_MEMORY:
                 self._memory_step()
-            if self.chunks or not self.alive:
-                break
+            if self.chunks or not self.alive or self._backfill_due:
+                break  # (a backfill due waits for its turn: ``BackfillQueue.on_free``)
             if (self.state, self.last_read_seqno, self.backfills) == before:
                 break
         return bool(self.chunks)

@@ -565,3 +565,38 @@ def test_a_few_frames_read_are_the_items_frames_in_a_row_or_not(count: int) -> N
         assert bytes(heads.joined_with(tails)) == b"".join(it.head + it.tail for it in items)
         prefix = b"\x00"  # the default collection's, between head and tail
         assert bytes(heads.joined_frames()) == b"".join(it.head + prefix + it.tail for it in items)
+
+
+def test_a_run_of_slots_is_read_as_one_slice_and_a_run_with_a_gap_is_not() -> None:
+    """``ColdView.frames`` marks the pieces of a run of slots ``adjacent`` (each frame
+    ends where the next begins: ``joined_frames`` copies them as one slice); slots with
+    a gap (a newer version persisted elsewhere) and every other slot are not, and a
+    slice of adjacent pieces stays adjacent unless it steps. Either way the bytes are
+    the items' frames."""
+    import numpy as np
+
+    b = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
+    keys = [b"k%05d" % i for i in range(300)]
+    b.load_cold(keys, [b"v" * (3 + i % 50) for i in range(300)], datatypes=[0] * 300)
+    cold = b.vbucket(0).cold
+    assert cold is not None
+    every = cold.live_slots()
+    gap = np.concatenate([every[:100], every[101:]])
+    prefix = b"\x00"
+    for slots, adjacent in (
+        (every, True),
+        (every[40:200], True),
+        (gap, False),
+        (every[::2], False),
+    ):
+        heads, tails, *_ = cold.frames(slots)
+        assert heads.adjacent is adjacent and tails.adjacent is adjacent
+        items = [cold.segment.item(s) for s in slots.tolist()]
+        assert bytes(heads.joined_frames()) == b"".join(it.head + prefix + it.tail for it in items)
+        assert bytes(heads.joined_with(tails)) == b"".join(it.head + it.tail for it in items)
+        assert heads[3:70].adjacent is adjacent
+        assert not heads[3:70:2].adjacent
+        part = items[3:70]
+        assert bytes(heads[3:70].joined_frames()) == b"".join(
+            it.head + prefix + it.tail for it in part
+        )
