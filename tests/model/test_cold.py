@@ -590,7 +590,8 @@ def test_a_run_of_slots_is_read_as_one_slice_and_a_run_with_a_gap_is_not() -> No
         (every[::2], False),
     ):
         heads, tails, *_ = cold.frames(slots)
-        assert heads.adjacent is adjacent and tails.adjacent is adjacent
+        assert heads.adjacent is adjacent
+        assert tails.adjacent is adjacent
         items = [cold.segment.item(s) for s in slots.tolist()]
         assert bytes(heads.joined_frames()) == b"".join(it.head + prefix + it.tail for it in items)
         assert bytes(heads.joined_with(tails)) == b"".join(it.head + it.tail for it in items)
