@@ -189,11 +189,11 @@ def decide_stream_request(
     if req.vbucket >= bucket.num_vbuckets:
         return _fail(Status.NOT_MY_VBUCKET, "no such vbucket")
     vb = bucket.vbucket(req.vbucket)
-    allowed = {VBucketState.ACTIVE}
-    if not flags & _ACTIVE_VB_ONLY:
-        allowed.add(VBucketState.REPLICA)
-    if vb.state not in allowed:
-        return _fail(Status.NOT_MY_VBUCKET, f"vbucket is {vb.state.name.lower()}")
+    state = vb.state  # compared by identity: hashing an enum member runs Python code
+    if state is not VBucketState.ACTIVE and (
+        state is not VBucketState.REPLICA or flags & _ACTIVE_VB_ONLY
+    ):
+        return _fail(Status.NOT_MY_VBUCKET, f"vbucket is {state.name.lower()}")
     high = vb.high_seqno
     start, end = req.start_seqno, req.end_seqno
     snap_start, snap_end, uuid = req.snap_start_seqno, req.snap_end_seqno, req.vbucket_uuid
