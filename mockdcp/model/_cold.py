@@ -57,7 +57,14 @@ from mockdcp.model._item import (
 from mockdcp.protocol import collection_prefix
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from numpy.typing import NDArray
+
+    #: ``ColdView.frames``: heads, tails, tags, collection ids and canonical sizes
+    ColdFrames: TypeAlias = tuple[
+        "ColdPieces", "ColdPieces", bytes, NDArray[np.uint32], NDArray[np.uint32]
+    ]
 
 #: the header and DCP_MUTATION extras of a frame (``MUTATION_FRAME``)
 HEAD = 55
@@ -468,28 +475,58 @@ class ColdView:
             slots = slots[keep]
         return (seg.item(s) for s in slots.tolist())
 
-    def frames(
-        self, slots: NDArray[np.intp]
-    ) -> tuple[ColdPieces, ColdPieces, bytes, NDArray[np.uint32], NDArray[np.uint32]]:
+    def read(self, after_seqno: int) -> tuple[NDArray[np.int64], ColdFrames]:
+        """A backfill's read of the cold tier after ``after_seqno``: the seqnos of its
+        alive slots and their ``frames``. When every slot from there on is alive (a
+        loaded vbucket's usual read) they are a run, read as the columns' slices without
+        the slots' array (``live_slots``) made first: a stream of a vbucket of a few
+        documents pays for each numpy call it makes (about a microsecond each, most of
+        its read's cost)."""
+        seg = self.segment
+        first = max(0, after_seqno - seg.first_seqno + 1)
+        alive = self.alive[first:]
+        if alive.all():
+            low = seg.first_seqno + first
+            return np.arange(low, low + len(alive), dtype=np.int64), self._run(first, len(alive))
+        slots = np.flatnonzero(alive) + first
+        return (slots + seg.first_seqno).astype(np.int64, copy=False), self.frames(slots)
+
+    def frames(self, slots: NDArray[np.intp]) -> ColdFrames:
         """The frames of ``slots`` in two pieces (``Item.head``, ``Item.tail``: lazy,
         ``ColdPieces``), their tags, collection ids and canonical sizes: a backfill's
         read, without an item object and without a copy of a frame."""
-        seg = self.segment
         count = len(slots)
-        adjacent = bool(count) and int(slots[-1]) - int(slots[0]) == count - 1
-        if adjacent:
+        if count and int(slots[-1]) - int(slots[0]) == count - 1:
             # one run of slots (no newer version or deletion among them: usually): the
             # columns' slices, no gather (a few frames' read paid a microsecond a gather)
-            first = int(slots[0])
-            starts = seg.starts[first : first + count]
-            ends = seg.starts[first + 1 : first + count + 1]
-            cids = seg.cids[first : first + count]
-            tags = seg.tags[first : first + count]
-        else:
-            starts = seg.starts[slots]
-            ends = seg.starts[slots + 1]
-            cids = seg.cids[slots]
-            tags = seg.tags[slots]
+            return self._run(int(slots[0]), count)
+        seg = self.segment
+        return self._pieces(
+            seg.starts[slots], seg.starts[slots + 1], seg.cids[slots], seg.tags[slots], False
+        )
+
+    def _run(self, first: int, count: int) -> ColdFrames:
+        """``frames`` of the run of ``count`` slots from ``first``: each frame ends where
+        the next begins (``ColdPieces.adjacent``)."""
+        seg = self.segment
+        return self._pieces(
+            seg.starts[first : first + count],
+            seg.starts[first + 1 : first + count + 1],
+            seg.cids[first : first + count],
+            seg.tags[first : first + count],
+            bool(count),
+        )
+
+    def _pieces(
+        self,
+        starts: NDArray[np.int64],
+        ends: NDArray[np.int64],
+        cids: NDArray[np.uint32],
+        tags: NDArray[np.uint8],
+        adjacent: bool,
+    ) -> ColdFrames:
+        """``frames`` of the frames between ``starts`` and ``ends`` (their columns)."""
+        seg = self.segment
         tag_bytes = tags.tobytes()
         heads = starts + (head_lengths(tags) if tag_bytes.translate(None, _LIVE) else HEAD)
         if not tag_bytes.translate(None, _DEFAULT):  # all in _default: head, prefix, tail

@@ -313,10 +313,8 @@ class DiskStore:
         seg, cols = cold.segment, self.columns
         hot = cols.seqnos
         j = max(i, cols.after(seg.first_seqno - 1))
-        slots = cold.live_slots(after_seqno)
-        heads, tails, tags, cids, sizes = cold.frames(slots)
-        cold_seqnos = (slots + seg.first_seqno).astype("int64", copy=False).tobytes()
-        seqnos = _spliced("q", hot[i:j], cold_seqnos, hot[j:])
+        read_seqnos, (heads, tails, tags, cids, sizes) = cold.read(after_seqno)
+        seqnos = _spliced("q", hot[i:j], read_seqnos.tobytes(), hot[j:])
         if not frames:
             return self._snapshot(after_seqno + 1, tuple(map(self.__getitem__, seqnos)))
         return self._snapshot(
