@@ -485,7 +485,7 @@ class ColdView:
         seg = self.segment
         first = max(0, after_seqno - seg.first_seqno + 1)
         alive = self.alive[first:]
-        if alive.all():
+        if np.count_nonzero(alive) == len(alive):  # (``all()``: 0.64 against 0.23 µs)
             low = seg.first_seqno + first
             return np.arange(low, low + len(alive), dtype=np.int64), self._run(first, len(alive))
         slots = np.flatnonzero(alive) + first

@@ -317,6 +317,18 @@ class DiskStore:
         seqnos = _spliced("q", hot[i:j], read_seqnos.tobytes(), hot[j:])
         if not frames:
             return self._snapshot(after_seqno + 1, tuple(map(self.__getitem__, seqnos)))
+        if i == len(hot):  # the cold tier's alone (a loaded vbucket's usual read)
+            return self._snapshot(
+                after_seqno + 1,
+                (),
+                seqnos,
+                heads,
+                tails,
+                tags,
+                array("I", cids.astype("uint32", copy=False).tobytes()),
+                array("I", sizes.tobytes()),  # (``_pieces`` made them uint32)
+                self,
+            )
         return self._snapshot(
             after_seqno + 1,
             (),

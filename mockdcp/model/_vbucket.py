@@ -64,6 +64,9 @@ __all__ = ["DiskSnapshot", "VBucket", "collection_high_seqnos", "high_seqnos"]
 
 _SEQNO = attrgetter("seqno")
 
+#: ``VBucket.dropped_collections`` of a vbucket without system events
+_NONE_DROPPED: frozenset[int] = frozenset()
+
 
 class VBucket(VBucketChecks):
     """See the module docstring."""
@@ -194,6 +197,8 @@ class VBucket(VBucketChecks):
 
     def dropped_collections(self) -> frozenset[int]:
         """Collections dropped in this vbucket: a disk backfill skips their documents."""
+        if not self.system_events:  # (asked each backfill: no set made for none)
+            return _NONE_DROPPED
         return frozenset(
             e.event_collection_id
             for e in self.system_events
