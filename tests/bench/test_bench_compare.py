@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,6 +21,7 @@ from mockdcp.cli.bench._compare import (
     install_tree,
     ratios,
     server_cpu_seconds,
+    settled,
 )
 from mockdcp.cli.bench._startup import serve_times
 from tests.bench._run import bench_refusal, bench_report
@@ -190,3 +192,20 @@ def test_compare_head_with_itself_reports_every_path(
         assert report["figures"][f"{path}_ratio"] > 0
     # the environment is kept for the next compare of that commit
     assert (tmp_path / "bench-compare" / report["params"]["commit"] / "installed").exists()
+
+
+def test_settled_waits_out_the_work_a_process_does_after_it_started_and_returns_its_cpu() -> None:
+    """``settled`` (``after_ready``: what a start leaves past its ready line) polls the
+    process's CPU until a poll adds next to none: a child that computes for 1 s and
+    then sleeps is waited for and its CPU counted; a sleeping one settles at once."""
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
+    sleeper = "import time\ntime.sleep(30)\n"
+    for script, low, high in ((busy + sleeper, 0.4, 1.5), (sleeper, 0.0, 0.1)):
+        child = subprocess.Popen([sys.executable, "-c", script])
+        try:
+            time.sleep(0.3)  # the interpreter's own start is not the work measured
+            cpu = settled(child.pid, poll=0.1, most=10.0)
+        finally:
+            child.kill()
+            child.wait()
+        assert low <= cpu <= high, (script, cpu)
