@@ -45,6 +45,11 @@ class ConnectionEvent(enum.Enum):
 
 
 class StreamState(enum.Enum):
+    #: members are singletons compared by identity: hashed by it too, in C (``Enum``
+    #: hashes its name in Python; each stream makes three transitions, a lookup of its
+    #: state and event each)
+    __hash__ = object.__hash__
+
     PENDING = "pending"
     BACKFILLING = "backfilling"
     IN_MEMORY = "in_memory"
@@ -53,6 +58,8 @@ class StreamState(enum.Enum):
 
 
 class StreamEvent(enum.Enum):
+    __hash__ = object.__hash__  # (as ``StreamState``'s)
+
     BACKFILL = "backfill"
     MEMORY = "memory"
     DROP_CURSOR = "drop_cursor"
