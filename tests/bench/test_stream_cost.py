@@ -1,0 +1,35 @@
+"""``tests/bench/stream_cost.py``: the server alone, driven in memory by the bench
+consumer's bytes, measures each form's CPU a stream; the script runs by path with any
+install's interpreter (``measure``) and prints one JSON line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.bench.stream_cost import measure
+
+
+def test_a_pass_streams_every_document_of_every_vbucket_in_both_forms() -> None:
+    figures = measure(["aware", "legacy"], passes=1, docs=300, vbuckets=16)
+    assert set(figures) == {"aware", "legacy"}
+    assert all(0 < us < 1e6 for us in figures.values()), figures
+
+
+def test_measure_runs_by_path_from_anywhere_and_prints_one_json_line(tmp_path: Path) -> None:
+    script = Path(__file__).with_name("stream_cost.py")
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "measure",
+            *("--passes", "1", "--docs", "100", "--vbuckets", "8"),
+        ],
+        capture_output=True,
+        check=True,
+        cwd=tmp_path,  # not the checkout: it imports nothing of the tests
+        timeout=120,
+    ).stdout
+    assert set(json.loads(out.splitlines()[-1])) == {"aware", "legacy"}
