@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 
 from mockdcp.producer._markers import marker_fields, memory_marker
 from mockdcp.producer._stream_frames import PIECE_BYTES, Chunk, PendingFrames, extra_frames
-from mockdcp.protocol import SnapshotMarker, encode_seqno_advanced_frame
+from mockdcp.protocol import (
+    SnapshotMarker,
+    SnapshotMarkerVersion,
+    encode_seqno_advanced_frame,
+    encode_snapshot_marker_v1_frame,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -107,8 +112,16 @@ class ReadyQueue:
             overlap=overlap,
         )
         self.first_marker_sent = True
-        self.control(
-            SnapshotMarker(
+        if fields.version is SnapshotMarkerVersion.V1 and self._stream_id is None:
+            frame = encode_snapshot_marker_v1_frame(  # (the message's bytes, in one pack)
+                opaque=self._opaque,
+                vbucket=self.vbucket,
+                start_seqno=fields.start,
+                end_seqno=end,
+                flags=int(flags),
+            )
+        else:
+            frame = SnapshotMarker(
                 opaque=self._opaque,
                 vbucket=self.vbucket,
                 start_seqno=fields.start,
@@ -118,7 +131,7 @@ class ReadyQueue:
                 stream_id=self._stream_id,
                 **fields.extra,
             ).encode()
-        )
+        self.control(frame)
         self.last_marker_end = end
         self.markers_sent += 1
         if self.observer is not None:

@@ -17,6 +17,7 @@ from mockdcp.protocol._document_frame import (
     document_head as document_head,
     encode_document_frame as encode_document_frame,
     encode_seqno_advanced_frame as encode_seqno_advanced_frame,
+    encode_snapshot_marker_v1_frame as encode_snapshot_marker_v1_frame,
     encode_system_event_frame as encode_system_event_frame,
     stream_frame_seqno as stream_frame_seqno,
     stream_item_seqno as stream_item_seqno,

@@ -164,6 +164,10 @@ SYSTEM_EVENT_EXTRAS = struct.Struct(">QIB")
 _SYSTEM_EVENT_FRAME = struct.Struct(">BBHBBHIIQ" + SYSTEM_EVENT_EXTRAS.format[1:])
 #: DCP_SEQNO_ADVANCED extras (8): the seqno (kv_engine docs/dcp seqno-advanced.md).
 _SEQNO_ADVANCED_FRAME = struct.Struct(">BBHBBHIIQQ")
+#: DCP_SNAPSHOT_MARKER V1 extras (20): start, end, u32 flags (kv_engine
+#: ``docs/dcp/documentation/commands/snapshot-marker.md``)
+MARKER_V1_EXTRAS = struct.Struct(">QQI")
+_MARKER_V1_FRAME = struct.Struct(">BBHBBHIIQ" + MARKER_V1_EXTRAS.format[1:])
 
 
 def encode_system_event_frame(
@@ -187,6 +191,28 @@ def encode_system_event_frame(
         version,
     )
     return head + key + value
+
+
+def encode_snapshot_marker_v1_frame(
+    *, opaque: int, vbucket: int, start_seqno: int, end_seqno: int, flags: int
+) -> bytes:
+    """The bytes of a V1 ``SnapshotMarker(...)`` without a stream-id, in one pack: the
+    marker before most snapshots a stream sends (the message's ``encode`` made its
+    parts and a frame of them, about 5 µs a stream)."""
+    return _MARKER_V1_FRAME.pack(
+        Magic.REQUEST,
+        Opcode.DCP_SNAPSHOT_MARKER,
+        0,
+        MARKER_V1_EXTRAS.size,
+        0,
+        vbucket,
+        MARKER_V1_EXTRAS.size,
+        opaque,
+        0,
+        start_seqno,
+        end_seqno,
+        flags,
+    )
 
 
 def encode_seqno_advanced_frame(*, vbucket: int, by_seqno: int) -> bytes:

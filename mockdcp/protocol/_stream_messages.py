@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import attrs
 
-from mockdcp.protocol._document_frame import _DELETION_V1, _MUTATION, _doc_key
+from mockdcp.protocol._document_frame import (
+    _DELETION_V1,
+    _MUTATION,
+    MARKER_V1_EXTRAS as _MARKER_V1,
+    _doc_key,
+)
 from mockdcp.protocol._enums import (
     CLUSTERMAP_CHANGE_NOTIFICATION,
     Datatype,
@@ -47,7 +52,6 @@ if TYPE_CHECKING:
 # -- producer → consumer stream messages (docs/dcp/documentation/commands/) -------------------
 
 
-_MARKER_V1 = struct.Struct(">QQI")
 _MARKER_V2_0 = struct.Struct(">QQIQQ")
 #: The V2.2 list of older kv_engine ``snapshot-marker.md``: V2.0 + purge seqno (44-byte
 #: value). Decoded, never encoded.
