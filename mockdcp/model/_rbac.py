@@ -40,6 +40,11 @@ class Privilege(enum.Enum):
     ``include/memcached/rbac/privileges.h``; their ns_server source:
     ``memcached_permissions.erl``)."""
 
+    #: members are singletons compared by identity: hashed by it too, in C (``Enum``
+    #: hashes its name in Python; ``Users.allowed`` keys its answers by privilege, asked
+    #: twice a stream request)
+    __hash__ = object.__hash__
+
     #: ``[{bucket, B}, data, dcp] read``: DCP_OPEN as a producer and every DCP command
     DCP_PRODUCER = "DcpProducer"
     #: ``[{bucket, B}, data, dcp] write``
