@@ -68,6 +68,18 @@ _SEQNO = attrgetter("seqno")
 _NONE_DROPPED: frozenset[int] = frozenset()
 
 
+def _dropped(events: list[SystemEventItem]) -> frozenset[int]:
+    """The collections ``events`` end (``VBucket.dropped_collections``; asked each
+    backfill: without events, no set is made)."""
+    if not events:
+        return _NONE_DROPPED
+    return frozenset(
+        e.event_collection_id
+        for e in events
+        if e.event is SystemEventType.END_COLLECTION and e.event_collection_id is not None
+    )
+
+
 class VBucket(VBucketChecks):
     """See the module docstring."""
 
@@ -197,13 +209,7 @@ class VBucket(VBucketChecks):
 
     def dropped_collections(self) -> frozenset[int]:
         """Collections dropped in this vbucket: a disk backfill skips their documents."""
-        if not self.system_events:  # (asked each backfill: no set made for none)
-            return _NONE_DROPPED
-        return frozenset(
-            e.event_collection_id
-            for e in self.system_events
-            if e.event is SystemEventType.END_COLLECTION and e.event_collection_id is not None
-        )
+        return _dropped(self.system_events)
 
     def live(self, key: bytes, collection_id: int) -> Item:
         """The live document ``key`` of the collection, or ``ModelError`` if there is
