@@ -24,9 +24,13 @@ u64 = st.integers(0, 2**64 - 1)
 def test_the_packed_v1_marker_is_the_messages_frame(
     opaque: int, vbucket: int, start: int, end: int, flags: int
 ) -> None:
-    fields = {"opaque": opaque, "vbucket": vbucket, "start_seqno": start, "end_seqno": end}
-    packed = encode_snapshot_marker_v1_frame(**fields, flags=flags)
-    assert packed == SnapshotMarker(**fields, flags=flags).encode()
+    packed = encode_snapshot_marker_v1_frame(
+        opaque=opaque, vbucket=vbucket, start_seqno=start, end_seqno=end, flags=flags
+    )
+    message = SnapshotMarker(
+        opaque=opaque, vbucket=vbucket, start_seqno=start, end_seqno=end, flags=flags
+    )
+    assert packed == message.encode()
 
 
 def test_a_disk_marker_reads_back_as_the_marker_it_was_made_from() -> None:
