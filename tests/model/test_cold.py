@@ -601,3 +601,34 @@ def test_a_run_of_slots_is_read_as_one_slice_and_a_run_with_a_gap_is_not() -> No
         assert bytes(heads[3:70].joined_frames()) == b"".join(
             it.head + prefix + it.tail for it in part
         )
+
+
+def test_a_read_after_a_seqno_is_the_live_slots_above_it_whether_all_live_or_not() -> None:
+    """``ColdView.read`` (a backfill's read of the cold tier) gives the seqnos and
+    frames of the alive slots above the seqno: read as one run when every slot from
+    there on is alive, through the slots otherwise (a newer version persisted
+    elsewhere killed one), with the same bytes either way."""
+    import numpy as np
+
+    b = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
+    keys = [b"k%05d" % i for i in range(120)]
+    b.load_cold(keys, [b"v" * (5 + i % 30) for i in range(120)], datatypes=[0] * 120)
+    cold = b.vbucket(0).cold
+    assert cold is not None
+    first = cold.segment.first_seqno
+
+    def expected(after: int) -> tuple[list[int], bytes]:
+        slots = cold.live_slots(after)
+        heads, *_ = cold.frames(slots)
+        return (slots + first).tolist(), bytes(heads.joined_frames())
+
+    for killed in (None, 60):
+        if killed is not None:
+            cold.alive[killed] = False
+        for after in (0, first - 1, first + 10, first + 59, first + 60, first + 119, first + 500):
+            seqnos, (heads, tails, tags, cids, sizes) = cold.read(after)
+            assert (seqnos.tolist(), bytes(heads.joined_frames())) == expected(after)
+            assert len(heads) == len(tails) == len(tags) == len(cids) == len(sizes)
+            if len(seqnos):  # a run unless the killed slot lies between live ones
+                assert heads.adjacent is (killed is None or after >= first + killed - 1)
+            assert np.all(seqnos > after)
