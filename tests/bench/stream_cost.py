@@ -172,6 +172,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         _checkout,
         _only_compare,
         commit_of,
+        compare as alternately,  # (its rounds' order)
         install,
         install_tree,
     )
@@ -181,18 +182,14 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     root = _checkout()
     commit = commit_of(root, args.ref)
     cache = cache_root() / "bench-compare"
-    sides: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
     with _only_compare(cache), bytecode_cached():
         old, _ = install(root, commit, cache)
         new, _ = install_tree(root, cache)
-        for round_number in range(args.rounds):
-            order = [("old", old), ("new", new)]
-            for side, python in order if round_number % 2 == 0 else order[::-1]:
-                sides[side].append(_measured(python, args))
+        samples = alternately(old, new, args.rounds, lambda python: _measured(python, args))
     report: dict[str, Any] = {"ref": commit, "docs": args.docs, "vbuckets": args.vbuckets}
     for form in ("aware", "legacy"):
-        before = statistics.median(r[form] for r in sides["old"])
-        after = statistics.median(r[form] for r in sides["new"])
+        before = statistics.median(samples[form]["old"])
+        after = statistics.median(samples[form]["new"])
         report[f"{form}_us_old"], report[f"{form}_us_new"] = round(before, 1), round(after, 1)
         report[f"{form}_ratio"] = round(before / after, 3)
     return report

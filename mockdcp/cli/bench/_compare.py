@@ -401,13 +401,14 @@ def compare(
     old: str, new: str, runs: int, measure: Callable[[str], dict[str, float]]
 ) -> dict[str, dict[str, list[float]]]:
     """``runs`` rounds of ``measure`` with each python, the order alternating; each
-    path's samples, old and new."""
+    path's samples, old and new (every path of ``PATHS``, and any other ``measure``
+    gives: ``tests/bench/stream_cost.py`` measures its own)."""
     samples: dict[str, dict[str, list[float]]] = {p: {"old": [], "new": []} for p in PATHS}
     for round_number in range(runs):
         sides = [("old", old), ("new", new)]
         for side, python in sides if round_number % 2 == 0 else sides[::-1]:
             for path, value in measure(python).items():
-                samples[path][side].append(value)
+                samples.setdefault(path, {"old": [], "new": []})[side].append(value)
     return samples
 
 
