@@ -536,7 +536,7 @@ class ColdView:
             plens = np.array([len(collection_prefix(int(c))) for c in cids.tolist()], np.int64)
             cut = heads + np.where(cids != 0, plens, 0)
             resume = heads + plens
-        sizes = (ends - starts).astype(np.uint32)
+        sizes = ends - starts  # (int64: what a backfill sums to its frames' ends)
         release = seg.file_backed
         return (
             ColdPieces(seg.buf, starts, cut, ends, release=release, adjacent=adjacent),

@@ -72,9 +72,11 @@ class DiskSnapshot:
     heads: Sequence[bytes] = attrs.field(factory=list)
     tails: Sequence[bytes] = attrs.field(factory=list)
     tags: bytes = b""
-    #: the items' collection ids (an ``array("I")``), beside ``tags``
+    #: the items' collection ids (an ``array("I")``, or the cold tier's uint32 column
+    #: when it is read alone), beside ``tags``
     cids: Sequence[int] = ()
-    #: the items' canonical frame sizes (``Item.size``, an ``array("I")``)
+    #: the items' canonical frame sizes (``Item.size``: an ``array("I")``, or an int64
+    #: numpy array when the cold tier is read alone)
     sizes: Sequence[int] = ()
     #: the snapshot's own seqno → item lookup: a history snapshot's (older revisions
     #: are not in ``DiskStore.by_seqno``), or one with cold slots (the ``DiskStore``);
@@ -312,23 +314,30 @@ class DiskStore:
         assert cold is not None
         seg, cols = cold.segment, self.columns
         hot = cols.seqnos
-        j = max(i, cols.after(seg.first_seqno - 1))
         read_seqnos, (heads, tails, tags, cids, sizes) = cold.read(after_seqno)
-        seqnos = _spliced("q", hot[i:j], read_seqnos.tobytes(), hot[j:])
-        if not frames:
-            return self._snapshot(after_seqno + 1, tuple(map(self.__getitem__, seqnos)))
-        if i == len(hot):  # the cold tier's alone (a loaded vbucket's usual read)
-            return self._snapshot(
+        if frames and i == len(hot):
+            # the cold tier's alone (a loaded vbucket's usual read, once a stream): its
+            # columns as they are (collection ids uint32, sizes int64), not copied into
+            # arrays; a read of a vbucket of ten documents was half numpy's calls
+            return DiskSnapshot(
                 after_seqno + 1,
+                self.persisted_seqno,
                 (),
-                seqnos,
+                self.persisted_completed_seqno,
+                self.persisted_visible_seqno,
+                self.purge_seqno,
+                array("q", read_seqnos.tobytes()),
                 heads,
                 tails,
                 tags,
-                array("I", cids.astype("uint32", copy=False).tobytes()),
-                array("I", sizes.tobytes()),  # (``_pieces`` made them uint32)
+                cids,
+                sizes,
                 self,
             )
+        j = max(i, cols.after(seg.first_seqno - 1))
+        seqnos = _spliced("q", hot[i:j], read_seqnos.tobytes(), hot[j:])
+        if not frames:
+            return self._snapshot(after_seqno + 1, tuple(map(self.__getitem__, seqnos)))
         return self._snapshot(
             after_seqno + 1,
             (),

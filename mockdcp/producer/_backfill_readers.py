@@ -167,8 +167,11 @@ class BackfillRead:
     def sizes(self) -> Sizes:
         """The frames' canonical sizes: their end offsets without reading their pieces."""
         np = numpy_module()
-        sizes: Sizes = np.frombuffer(self.snap.sizes, np.uint32, self.count).astype(np.int64)
-        return sizes
+        sizes = self.snap.sizes
+        if isinstance(sizes, np.ndarray):  # the cold tier's (int64)
+            return sizes[: self.count]
+        out: Sizes = np.frombuffer(sizes, np.uint32, self.count).astype(np.int64)
+        return out
 
     @property
     def history(self) -> bool:

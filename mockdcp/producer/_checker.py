@@ -203,6 +203,8 @@ class ProtocolChecker:
         #: vbucket -> the vbucket uuids of every failover log the name was given (a
         #: tuple: one or two uuids take less than a set)
         self.uuids: dict[int, tuple[int, ...]] = {}
+        #: vbucket -> the last failover log the name was given (``gave``)
+        self._logs: dict[int, bytes] = {}
         #: the name's live connections
         self.connections: dict[int, ConnectionChecker] = {}
         #: node -> seconds from each of the name's connections to it closing to the next
@@ -234,7 +236,11 @@ class ProtocolChecker:
 
     def gave(self, vbucket: int, value: bytes) -> None:
         """A failover log (``value``) of ``vbucket`` was sent to one of this name's
-        connections: its uuids are the consumer's to resume with."""
+        connections: its uuids are the consumer's to resume with. The same log again
+        (every stream of the vbucket until it fails over) adds nothing: not decoded."""
+        if self._logs.get(vbucket) == value:
+            return
+        self._logs[vbucket] = value
         try:
             entries = decode_failover_log(value)
         except Exception:  # a malformed log gives nothing

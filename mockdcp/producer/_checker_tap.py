@@ -133,6 +133,8 @@ class CheckerTap:
 
     def report(self, violations: list[Violation]) -> None:
         """Record what the checker found (``ProtocolViolation`` events)."""
+        if not violations:  # (most verbs find nothing: no name asked for)
+            return
         name = self._name()
         for v in violations:
             log.info(

@@ -131,18 +131,20 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         privilege=privilege,
     )
     rollback = decision.status == Status.ROLLBACK
-    log.info(
-        "connection %d stream request vb %d start %d uuid %#x snap [%d,%d] flags %#x -> %s %s",
-        conn.conn_id,
-        msg.vbucket,
-        msg.start_seqno,
-        msg.vbucket_uuid,
-        msg.snap_start_seqno,
-        msg.snap_end_seqno,
-        msg.flags,
-        decision.status.name,
-        decision.rollback_seqno if rollback else decision.reason,
-    )
+    status = decision.status.name
+    if log.isEnabledFor(logging.INFO):  # (its arguments cost more than the call)
+        log.info(
+            "connection %d stream request vb %d start %d uuid %#x snap [%d,%d] flags %#x -> %s %s",
+            conn.conn_id,
+            msg.vbucket,
+            msg.start_seqno,
+            msg.vbucket_uuid,
+            msg.snap_start_seqno,
+            msg.snap_end_seqno,
+            msg.flags,
+            status,
+            decision.rollback_seqno if rollback else decision.reason,
+        )
     conn.emit(
         ev.StreamRequested,
         vbucket=msg.vbucket,
@@ -153,7 +155,7 @@ def on_stream_request(conn: Connection, frame: Frame, msg: DcpStreamRequest, now
         snap_start_seqno=msg.snap_start_seqno,
         snap_end_seqno=msg.snap_end_seqno,
         flags=msg.flags,
-        status=decision.status.name,
+        status=status,
         rollback_seqno=decision.rollback_seqno if rollback else None,
     )
     if rollback:

@@ -104,6 +104,9 @@ if TYPE_CHECKING:
     #: told of each snapshot the stream queues: (vbucket, stream id, start, end, OSO)
     SnapshotObserver = Callable[[int, int | None, int, int, bool], None]
 
+#: the states of a stream that is no longer ``alive``
+_ENDED = frozenset({StreamState.ENDING, StreamState.DEAD})
+
 __all__ = [
     "PIECE_BYTES",
     "Chunk",
@@ -233,6 +236,9 @@ class Stream:
         self._backfill_due = False
         #: a backfill started and has not finished reading
         self._reading = False
+        #: in the connection's backfill queue, running or waiting (``_backfill_done``
+        #: gives its place back)
+        self._queued = False
         self.backfills = 0
         #: the reason of the STREAM_END queued, once one is
         self.end_reason: StreamEndReason | None = None
@@ -251,8 +257,9 @@ class Stream:
         if self._reading:
             self._reading = False
             self.vb.backfill_read()
-        if self._backfills is not None:
-            self._backfills.finish(self)
+        if self._queued:
+            self._queued = False
+            self._backfills.finish(self)  # type: ignore[union-attr]
 
     @property
     def backfill_running(self) -> bool:
@@ -261,7 +268,7 @@ class Stream:
 
     @property
     def alive(self) -> bool:
-        return self.state not in (StreamState.ENDING, StreamState.DEAD)
+        return self.state not in _ENDED
 
     @property
     def finished(self) -> bool:
@@ -317,29 +324,30 @@ class Stream:
 
         Called by the connection whenever it may send; cheap when there is nothing new.
         """
-        if self.chunks or not self.alive:
-            return bool(self.chunks)
-        if self.queue.pending is not None:
+        chunks, queue = self.chunks, self.queue
+        if chunks or self.state in _ENDED:  # (``alive``, without the property's call)
+            return bool(chunks)
+        if queue.pending is not None:
             self._take_pending(PIECE_BYTES)
             return True
         # Each pass queues something, changes state or reads on; stop when none of that
         # happened (nothing new in the model) or when something is queued.
         for _ in range(64):
-            before = (self.state, self.last_read_seqno, self.backfills)
-            if self.queue.pending is not None:
+            state, read, backfills = self.state, self.last_read_seqno, self.backfills
+            if queue.pending is not None:
                 self._take_pending(PIECE_BYTES)
                 break
-            if self.state is StreamState.PENDING:
+            if state is StreamState.PENDING:
                 self._start()
-            elif self.state is StreamState.BACKFILLING:
+            elif state is StreamState.BACKFILLING:
                 self._backfill_step()
-            elif self.state is StreamState.IN_MEMORY:
+            elif state is StreamState.IN_MEMORY:
                 self._memory_step()
-            if self.chunks or not self.alive or self._backfill_due:
+            if chunks or self.state in _ENDED or self._backfill_due:
                 break  # (a backfill due waits for its turn: ``BackfillQueue.on_free``)
-            if (self.state, self.last_read_seqno, self.backfills) == before:
+            if self.state is state and self.last_read_seqno == read and self.backfills == backfills:
                 break
-        return bool(self.chunks)
+        return bool(chunks)
 
     def _start(self) -> None:
         if self.last_read_seqno >= self.end_seqno:
@@ -363,9 +371,11 @@ class Stream:
         in pieces after a DISK marker, or in key order between OSO markers. It waits for
         its turn in the connection's backfill queue (``_backfills``) first, and reads
         the disk when it starts."""
-        if self._backfills is not None and not self._backfills.start(self):
-            self._backfill_due = True
-            return
+        if self._backfills is not None:
+            self._queued = True
+            if not self._backfills.start(self):
+                self._backfill_due = True
+                return
         self._backfill_due = False
         self._reading = True
         self.backfills += 1

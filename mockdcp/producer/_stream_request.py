@@ -66,6 +66,10 @@ _DISK_ONLY = int(StreamFlag.DISK_ONLY)
 _TO_LATEST = int(StreamFlag.TO_LATEST)
 
 
+#: the value of a stream request without one (frozen: one for all)
+_NO_REQUEST_VALUE = StreamRequestValue()
+
+
 def _fail(status: Status, reason: str, body: bytes = b"") -> StreamRequestDecision:
     return StreamRequestDecision(status=status, reason=reason, error_body=body)
 
@@ -92,7 +96,7 @@ def _parse_value(
     req: DcpStreamRequest, settings: DcpSettings
 ) -> StreamRequestValue | StreamRequestDecision:
     if not req.value:
-        return StreamRequestValue()
+        return _NO_REQUEST_VALUE
     if not settings.collections:
         return _fail(Status.EINVAL, "a stream-request value needs HELLO COLLECTIONS")
     try:
