@@ -587,6 +587,8 @@ class ColdPieces(Sequence[bytes]):
 
     def __getitem__(self, index: int | slice) -> bytes | ColdPieces:
         if isinstance(index, slice):
+            if not index.start and index.step is None and index.stop == len(self.starts):
+                return self  # the whole (an encoder's piece of a short backfill)
             return ColdPieces(
                 self.buf,
                 self.starts[index],

@@ -448,8 +448,9 @@ class Connection:
         )
 
     def emit(self, kind: type[ev.ProducerEvent], **fields: object) -> None:
-        """Record an event of this connection, now (the node's event log)."""
-        self._record(self.event(kind, **fields))
+        """Record an event of this connection, now (the node's event log): ``event``
+        and ``_record`` in one call (a stream request emits two)."""
+        self.node.record(kind(time=self.now, conn_id=self.conn_id, name=self.text_name, **fields))
 
     def _record(self, event: ev.ProducerEvent) -> None:
         self.node.record(event)
