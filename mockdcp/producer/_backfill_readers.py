@@ -182,6 +182,10 @@ class BackfillRead:
         return self.snap.items_at(self.vb.store, at)
 
 
+#: the readers without options (frozen: one of each serves every read)
+_BY_SEQNO, _HISTORY, _SEQUENCE_LIST = BySeqno(), History(), SequenceList()
+
+
 def read_backfill(
     vb: VBucket,
     after_seqno: int,
@@ -202,16 +206,16 @@ def read_backfill(
     history = bool(history_start) and start >= history_start
     reader: BackfillReader
     if memory:
-        reader, history_start = SequenceList(), 0
+        reader, history_start = _SEQUENCE_LIST, 0
     else:
-        reader = History() if history else oso if oso is not None else BySeqno()
+        reader = _HISTORY if history else oso if oso is not None else _BY_SEQNO
     snap = reader.read(vb, after_seqno)
     end = min(snap.end_seqno, end_seqno)
     if history_end is not None:  # the split's second part: the first's end
         end = min(end, history_end)
     split = bool(history_start) and start < history_start <= end
     if split and isinstance(reader, ById):
-        reader = BySeqno()
+        reader = _BY_SEQNO
     limit = history_start - 1 if split else end
     count = bisect.bisect_right(snap.seqnos, limit)
     heads, tails, tags, cids = snap.heads, snap.tails, snap.tags, snap.cids
