@@ -235,6 +235,10 @@ class BackfillQueued:
     backfill_end: int | None = None
 
 
+#: a backfill queued whole, nothing left to do (frozen: one serves every such backfill)
+_QUEUED = BackfillQueued()
+
+
 def queue_backfill(
     read: BackfillRead,
     queue: ReadyQueue,
@@ -285,4 +289,4 @@ def queue_backfill(
         if last < end and aware and not selection.ended and not read.split:
             frames = joined(frames, extra_frames(queue.seqno_advanced(end)))
     queue.frames(frames, last if oso is None else end, reason)
-    return BackfillQueued(backfill_end=last if selection.ended else None)
+    return BackfillQueued(backfill_end=last) if selection.ended else _QUEUED
