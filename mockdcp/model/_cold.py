@@ -587,7 +587,8 @@ class ColdPieces(Sequence[bytes]):
 
     def __getitem__(self, index: int | slice) -> bytes | ColdPieces:
         if isinstance(index, slice):
-            if not index.start and index.step is None and index.stop == len(self.starts):
+            stop, whole = index.stop, len(self.starts)
+            if not index.start and index.step is None and (stop is None or stop >= whole):
                 return self  # the whole (an encoder's piece of a short backfill)
             return ColdPieces(
                 self.buf,

@@ -567,6 +567,22 @@ def test_a_few_frames_read_are_the_items_frames_in_a_row_or_not(count: int) -> N
         assert bytes(heads.joined_frames()) == b"".join(it.head + prefix + it.tail for it in items)
 
 
+def test_a_whole_slice_of_cold_pieces_is_those_pieces_and_a_part_is_its_own() -> None:
+    """An encoder slices the frames it sends at once (``pieces[0:len]``): the pieces
+    themselves, not a copy of their columns; a part, or every other piece, is new."""
+    b = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
+    keys = [b"k%05d" % i for i in range(12)]
+    b.load_cold(keys, [b"v" * (3 + i) for i in range(12)], datatypes=[0] * len(keys))
+    cold = b.vbucket(0).cold
+    assert cold is not None
+    heads, tails, *_ = cold.frames(cold.live_slots())
+    assert heads[0:12] is heads and heads[:] is heads and tails[0:12] is tails
+    part, every_other = heads[2:7], heads[::2]
+    assert part is not heads and list(part) == list(heads)[2:7]
+    assert every_other is not heads and list(every_other) == list(heads)[::2]
+    assert heads[0:11] is not heads and len(heads[0:11]) == 11
+
+
 def test_a_run_of_slots_is_read_as_one_slice_and_a_run_with_a_gap_is_not() -> None:
     """``ColdView.frames`` marks the pieces of a run of slots ``adjacent`` (each frame
     ends where the next begins: ``joined_frames`` copies them as one slice); slots with

@@ -255,6 +255,28 @@ def test_a_uuid_given_under_the_last_connection_name_counts_as_given_under_a_new
     assert [v.message for v in r.found] == ["vbucket uuid 0x1234 was never given for vbucket 0"]
 
 
+def test_a_failover_log_given_again_adds_nothing_and_a_new_one_adds_its_uuids() -> None:
+    """The same log for every stream of a vbucket is read once (``ProtocolChecker.gave``);
+    a log that changed (a failover's new entry) still gives its new uuid."""
+    r = streamed(Recording())
+    checker = r.registry.checker("consumer")
+    before = checker.given(0)
+    for _ in range(3):
+        opaque = r.opaque()
+        r.client(DcpGetFailoverLog(opaque=opaque, vbucket=0))
+        log = encode_failover_log([(UUID, 0)])
+        r.server(Response(opcode=Opcode.DCP_GET_FAILOVER_LOG, status=0, opaque=opaque, value=log))
+    assert checker.given(0) == before
+    opaque = r.opaque()
+    r.client(DcpGetFailoverLog(opaque=opaque, vbucket=0))
+    log = encode_failover_log([(0x99, 30), (UUID, 0)])
+    r.server(Response(opcode=Opcode.DCP_GET_FAILOVER_LOG, status=0, opaque=opaque, value=log))
+    given = checker.given(0)
+    assert given is not None and 0x99 in given and UUID in given
+    r.stream(0, 35, (35, 35), uuid=0x99)
+    assert "resume.uuid" not in r.rules()
+
+
 def test_a_start_above_what_was_sent_is_reported() -> None:
     tested("resume.above_sent")
     r = streamed(Recording())
