@@ -448,8 +448,7 @@ class Connection:
         )
 
     def emit(self, kind: type[ev.ProducerEvent], **fields: object) -> None:
-        """Record an event of this connection, now (the node's event log): ``event``
-        and ``_record`` in one call (a stream request emits two)."""
+        """Record an event of this connection, now (``event`` and ``_record`` in one)."""
         self.node.record(kind(time=self.now, conn_id=self.conn_id, name=self.text_name, **fields))
 
     def _record(self, event: ev.ProducerEvent) -> None:
