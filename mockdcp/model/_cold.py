@@ -672,9 +672,13 @@ class ColdPieces(Sequence[bytes]):
         """``joined_with`` for a few frames: the pieces sliced (views, copied once, by
         the join); frames one after the other in the buffer are a piece less each, as
         ``joined_with`` cuts them."""
-        starts, stops = self.starts.tolist(), self.stops.tolist()
-        tail_starts, tail_stops = tails.starts.tolist(), tails.stops.tolist()
-        if self.adjacent or self.frame_ends.tolist()[:-1] == starts[1:]:
+        stops, tail_starts = self.stops.tolist(), tails.starts.tolist()
+        if self.adjacent:  # (no other column as a list: a stream's usual read)
+            lows = [int(self.starts[0]), *tail_starts]
+            highs = [*stops, int(tails.stops[-1])]
+            return joined_slices(self.buf, lows, highs, release=self.release)
+        starts, tail_stops = self.starts.tolist(), tails.stops.tolist()
+        if self.frame_ends.tolist()[:-1] == starts[1:]:
             lows, highs = [starts[0], *tail_starts], [*stops, tail_stops[-1]]
         else:
             lows = [x for pair in zip(starts, tail_starts, strict=True) for x in pair]
