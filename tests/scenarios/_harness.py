@@ -79,6 +79,7 @@ async def run_scenario(
             server.node.checker_limits = checker_limits
         consumer = make_consumer(server.host, server.kv_port)
         error: str | None = None
+        stopped = trio.Event()
 
         async def consume() -> None:
             nonlocal error
@@ -86,13 +87,19 @@ async def run_scenario(
                 await consumer.run()
             except (MockDcpError, OSError, trio.BrokenResourceError) as exc:
                 error = repr(exc)
+            finally:
+                stopped.set()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(consume)
             with trio.move_on_after(limit) as scope:
-                await server.scenario_done.wait()
+                # a consumer that stopped (``run`` streams until cancelled: it raised)
+                # answers nothing more: what is left of the scenario could only time out
+                await _first(server.scenario_done, stopped)
             # "written" is not "received": give the consumer a moment to catch up
-            settle = 0.0 if server.runner.progress.failure or scope.cancelled_caught else SETTLE
+            gone = stopped.is_set() and not server.scenario_done.is_set()
+            failed = server.runner.progress.failure or scope.cancelled_caught or gone
+            settle = 0.0 if failed else SETTLE
             with trio.move_on_after(settle):
                 # the consumer's state has no event to wait on: poll it
                 while not converged(consumer, server) and error is None:  # noqa: ASYNC110
@@ -101,6 +108,8 @@ async def run_scenario(
         failure = server.runner.progress.failure
         if scope.cancelled_caught:
             failure = f"the scenario did not finish within {limit:g}s"
+        elif gone and failure is None:
+            failure = "the consumer stopped before the scenario ended"
         return Outcome(
             server.expectations(),
             failure,
@@ -109,6 +118,18 @@ async def run_scenario(
             list(consumer.state.violations),
             protocol_violations(server),
         )
+
+
+async def _first(*events: trio.Event) -> None:
+    """Return once any of ``events`` is set."""
+    async with trio.open_nursery() as nursery:
+
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait, event)
 
 
 def protocol_violations(server: MockDcpServer) -> list[str]:
