@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from mockdcp.client import ClusterConsumer, DcpConsumer
     from mockdcp.producer import CheckerLimits
-    from mockdcp.scenario import ExpectationResult, Scenario
+    from mockdcp.scenario import ExpectationResult, Scenario, Step
     from mockdcp.server import MockDcpServer
 
 LIBRARY = Path(__file__).resolve().parents[2] / "mockdcp" / "scenarios"
@@ -25,11 +25,40 @@ LIBRARY = Path(__file__).resolve().parents[2] / "mockdcp" / "scenarios"
 SCENARIO_LIMIT = 40.0
 #: seconds the consumer gets, after the scenario's last step, to take in what was sent
 SETTLE = 2.0
+#: the longest wait on the consumer or expectation window of a scenario ``hurried`` for
+#: a consumer that never meets them: three times the checker limits the tests give
+#: (``CheckerLimits(ack_stall=1.0, reopen_within=1.0)``), and more than six times what
+#: the reference consumer takes for a whole library scenario in-process (under 0.5 s,
+#: but for a scenario's own ``wait: {seconds}``, which stays as it is)
+HURRY = 3.0
 
 
 def library() -> list[Path]:
     """Every scenario file of the library, by name."""
     return sorted(LIBRARY.glob("*.yaml"))
+
+
+def hurried(path: Path, within: float = HURRY) -> Scenario:
+    """The library scenario at ``path`` with every wait on the consumer's progress
+    timing out, and every expectation's window ending, after ``within`` seconds at most
+    (a wrong consumer that never meets one fails it that much sooner; what the scenario
+    does, its ``wait: {seconds}`` included, is as it was). For the tests of what a
+    wrong consumer gets wrong: the library's own windows are sized for consumers in
+    other processes (a JVM's start, a re-open within 5 s) and are what the reference
+    consumer passes (``test_library_scenario_passes_with_the_reference_consumer``), and
+    the reference consumer passes each hurried one too
+    (``test_the_reference_consumer_passes_each_hurried_scenario``)."""
+    from mockdcp.scenario import Expect, Wait, load_scenario
+
+    def hurry(step: Step) -> Step:
+        if isinstance(step, Wait) and step.consumer is not None:
+            return attrs.evolve(step, timeout=min(step.timeout, within))
+        if isinstance(step, Expect):
+            return attrs.evolve(step, within=min(step.within, within))
+        return step
+
+    scenario = load_scenario(str(path))
+    return attrs.evolve(scenario, steps=tuple(hurry(step) for step in scenario.steps))
 
 
 @attrs.frozen

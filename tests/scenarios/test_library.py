@@ -14,7 +14,7 @@ from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
 from mockdcp.client import ClusterConsumer, ConsumerCore, DcpConsumer
 from mockdcp.producer import CheckerLimits
 from mockdcp.scenario import load_scenario
-from tests.scenarios._harness import LIBRARY, library, run_scenario
+from tests.scenarios._harness import HURRY, LIBRARY, hurried, library, run_scenario
 from tests.scenarios.wrong_consumer import MODES, make_consumer
 
 if TYPE_CHECKING:
@@ -150,8 +150,8 @@ def test_the_fast_tier_runs_library_scenarios_that_exist() -> None:
 
 
 #: the cluster scenarios a consumer that never follows the map fails in the fast tier
-#: (each waits out a 10 s timeout): one of a move, of a failover and of a re-open; the full
-#: tier runs every one
+#: (each waits out a wait's timeout, ``HURRY`` in the hurried scenario): one of a move, of
+#: a failover and of a re-open; the full tier runs every one
 UNFOLLOWED_IN_THE_FAST_TIER = frozenset(
     {
         "rebalance-in-while-streaming",
@@ -178,7 +178,7 @@ async def test_a_consumer_that_does_not_follow_moved_vbuckets_fails_each_cluster
     # one connection to the seed node, never reading the map again: what it asks of
     # the other nodes' vbuckets is refused, and what moves away is lost
     outcome = await run_scenario(
-        LIBRARY / f"{name}.yaml", lambda host, port: DcpConsumer(host, port, vbuckets=None)
+        hurried(LIBRARY / f"{name}.yaml"), lambda host, port: DcpConsumer(host, port, vbuckets=None)
     )
     assert not (outcome.passed and outcome.converged), outcome.explain()
 
@@ -199,7 +199,9 @@ async def test_a_stream_reopened_where_it_was_is_a_replica_stream_unless_active_
         rules = ActiveOnly
 
     path = LIBRARY / "stream-reopened-on-a-replica-after-a-move.yaml"
-    wrong = await run_scenario(path, lambda h, p: make_consumer("reopen-on-replica", h, p, nodes=2))
+    wrong = await run_scenario(
+        hurried(path), lambda h, p: make_consumer("reopen-on-replica", h, p, nodes=2)
+    )
     assert not (wrong.passed and wrong.converged), wrong.explain()
     right = await run_scenario(path, lambda h, p: Flagged(h, p, vbuckets=None))
     assert right.passed, right.explain()
@@ -208,7 +210,7 @@ async def test_a_stream_reopened_where_it_was_is_a_replica_stream_unless_active_
 
 async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> None:
     outcome = await run_scenario(
-        LIBRARY / "rollback-after-failover.yaml",
+        hurried(LIBRARY / "rollback-after-failover.yaml"),
         lambda host, port: make_consumer("ignore-rollbacks", host, port),
     )
     assert not outcome.passed
@@ -223,55 +225,59 @@ async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> No
 QUICK = CheckerLimits(ack_stall=1.0, reopen_within=1.0)
 
 
+#: (wrong consumer, scenario, the rule the protocol checker reports, its message)
+CAUGHT_BY_THE_CHECKER = [
+    (
+        "ignore-rollbacks",
+        "rollback-after-failover",
+        "rollback.ignored",
+        "ROLLBACK to 5 answered, re-requested from 10",
+    ),
+    ("never-ack", "slow-consumer-flow-control", "flow.stall", "flow-control window full"),
+    (
+        "complete-snapshot",
+        "resume-mid-snapshot",
+        "resume.complete",
+        "claims a complete snapshot at 14, inside snapshot [11, 20]",
+    ),
+    (
+        "no-reopen",
+        "stream-end-state-changed",
+        "stream_end.not_reopened",
+        "after STREAM_END STATE_CHANGED",
+    ),
+    (
+        "reopen-ended",
+        "stream-end-filter-empty",
+        "stream_end.reopened",
+        "re-opened after STREAM_END FILTER_EMPTY",
+    ),
+    (
+        "ignore-noops",
+        "noops-keep-idle-connection-alive",
+        "noop.unanswered",
+        "DCP_NOOP not answered within the noop interval (0.5s)",
+    ),
+    ("no-backoff", "reconnect-storm", "reconnect.storm", "5 reconnects in a row"),
+    (
+        "last-item-is-snapshot-end",
+        "durable-write-aborted",
+        "resume.snapshot",
+        "snapshot [0, 2] was never sent on this stream",
+    ),
+]
+
+
 @pytest.mark.parametrize(
     ("mode", "scenario", "rule", "message"),
-    [
-        (
-            "ignore-rollbacks",
-            "rollback-after-failover",
-            "rollback.ignored",
-            "ROLLBACK to 5 answered, re-requested from 10",
-        ),
-        ("never-ack", "slow-consumer-flow-control", "flow.stall", "flow-control window full"),
-        (
-            "complete-snapshot",
-            "resume-mid-snapshot",
-            "resume.complete",
-            "claims a complete snapshot at 14, inside snapshot [11, 20]",
-        ),
-        (
-            "no-reopen",
-            "stream-end-state-changed",
-            "stream_end.not_reopened",
-            "after STREAM_END STATE_CHANGED",
-        ),
-        (
-            "reopen-ended",
-            "stream-end-filter-empty",
-            "stream_end.reopened",
-            "re-opened after STREAM_END FILTER_EMPTY",
-        ),
-        (
-            "ignore-noops",
-            "noops-keep-idle-connection-alive",
-            "noop.unanswered",
-            "DCP_NOOP not answered within the noop interval (0.5s)",
-        ),
-        ("no-backoff", "reconnect-storm", "reconnect.storm", "5 reconnects in a row"),
-        (
-            "last-item-is-snapshot-end",
-            "durable-write-aborted",
-            "resume.snapshot",
-            "snapshot [0, 2] was never sent on this stream",
-        ),
-    ],
+    CAUGHT_BY_THE_CHECKER,
     ids=lambda value: value if value in MODES else None,
 )
 async def test_the_protocol_checker_reports_what_each_wrong_consumer_gets_wrong(
     mode: str, scenario: str, rule: str, message: str
 ) -> None:
     outcome = await run_scenario(
-        LIBRARY / f"{scenario}.yaml",
+        hurried(LIBRARY / f"{scenario}.yaml"),
         lambda host, port: make_consumer(mode, host, port),
         checker_limits=QUICK,
     )
@@ -281,17 +287,69 @@ async def test_the_protocol_checker_reports_what_each_wrong_consumer_gets_wrong(
     assert message in outcome.protocol_violations[0]
 
 
-@pytest.mark.parametrize(
-    "scenario", ["history-snapshots-with-duplicates", "history-backfill-split"]
-)
+#: the history scenarios a consumer taking a snapshot's keys as unique fails
+HISTORY = ["history-snapshots-with-duplicates", "history-backfill-split"]
+
+
+@pytest.mark.parametrize("scenario", HISTORY)
 async def test_consumer_assuming_unique_keys_fails_history_scenarios(scenario: str) -> None:
     outcome = await run_scenario(
-        LIBRARY / f"{scenario}.yaml",
+        hurried(LIBRARY / f"{scenario}.yaml"),
         lambda host, port: make_consumer("dedup-snapshots", host, port),
     )
     assert not outcome.passed, outcome.explain()
     failed = [e.detail for e in outcome.expectations if not e.passed]
     assert any("requested with start seqno" in detail for detail in failed)
+
+
+#: every scenario the tests here run ``hurried`` for a wrong consumer, but the noops one:
+#: the reference consumer answers a noop every 2 s there (three take longer than
+#: ``HURRY``), and the ignore-noops consumer fails it by the checker's rule, which a
+#: consumer that answers its noops never breaks
+HURRIED = sorted(
+    (
+        {scenario for _, scenario, _, _ in CAUGHT_BY_THE_CHECKER}
+        | {"rollback-after-failover", "slow-consumer-flow-control", *HISTORY, *CLUSTER}
+    )
+    - {"noops-keep-idle-connection-alive"}
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n,
+            marks=pytest.mark.full if n in CLUSTER and n not in UNFOLLOWED_IN_THE_FAST_TIER else (),
+        )
+        for n in HURRIED
+    ],
+)
+async def test_the_reference_consumer_passes_each_hurried_scenario(name: str) -> None:
+    """The wrong consumers fail the hurried scenarios for what they do wrong, not for the
+    shorter windows: a consumer that does it right passes them as it passes the library's."""
+    outcome = await run_scenario(hurried(LIBRARY / f"{name}.yaml"), reference_consumer(name))
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+    assert outcome.protocol_violations == []
+
+
+def test_hurried_scenarios_keep_their_steps_and_cut_only_what_waits_on_the_consumer() -> None:
+    from mockdcp.scenario import Expect, Wait, load_scenario
+
+    for name in ["stream-end-state-changed", "disconnect-while-a-write-awaits-persistence"]:
+        path = LIBRARY / f"{name}.yaml"
+        steps, fast = load_scenario(str(path)).steps, hurried(path).steps
+        assert [type(s) for s in fast] == [type(s) for s in steps]
+        for was, now in zip(steps, fast, strict=True):
+            if isinstance(was, Wait) and was.consumer is not None:
+                assert isinstance(now, Wait)
+                assert now == attrs.evolve(was, timeout=min(was.timeout, HURRY))
+            elif isinstance(was, Expect):
+                assert isinstance(now, Expect)
+                assert now == attrs.evolve(was, within=min(was.within, HURRY))
+            else:  # wait: {seconds: 11s} among them
+                assert now == was
 
 
 @pytest.mark.full  # its failure is the first wait's timeout (30 s, for slow JVM starts)
@@ -349,7 +407,7 @@ async def test_pushes_reach_every_connection_of_the_reference_consumer_that_aske
 
 async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
     outcome = await run_scenario(
-        LIBRARY / "slow-consumer-flow-control.yaml",
+        hurried(LIBRARY / "slow-consumer-flow-control.yaml"),
         lambda host, port: make_consumer("never-ack", host, port),
     )
     assert not outcome.passed
