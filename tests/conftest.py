@@ -9,7 +9,11 @@ fuzzers), with the ``thorough`` profile; ``python -m pytest --full`` runs both.
 
 The whole fast tier runs in ``FAST_WORKERS`` processes (pytest-xdist): most of its time
 is spent waiting on the wall clock (a scenario's faults, a consumer's reconnect), not on
-the two cores. The whole full tier runs in ``FULL_WORKERS``, its real clients too wait
+the two cores. It is dealt out by work stealing (``--dist worksteal``): a worker that has
+run its share takes half of what another one still has queued (dealt in chunks of
+neighbours, ``--dist load``, the scenario library's slow tests, last in collection
+order, went to one or two workers that ran them alone for the run's last 40 s). The
+whole full tier runs in ``FULL_WORKERS``, its real clients too wait
 more than they compute; every test that uses the Docker engine goes to one process (one
 engine and one image a session: ``--dist loadgroup`` and the ``docker`` group), and the
 interop builds take a lock (tests/interop/conftest.py). ``-n N`` chooses otherwise
@@ -68,8 +72,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``python -m pytest`` (a whole tier, its tests found from ``testpaths``) runs in
-    ``FAST_WORKERS`` processes, ``--full-only`` in ``FULL_WORKERS``, set before
-    pytest-xdist reads ``-n``."""
+    ``FAST_WORKERS`` processes by work stealing (unless ``--dist`` says otherwise),
+    ``--full-only`` in ``FULL_WORKERS``, set before pytest-xdist reads ``-n``."""
     whole_suite = config.args_source is pytest.Config.ArgsSource.TESTPATHS
     if not (
         whole_suite
@@ -83,6 +87,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.option.numprocesses = FULL_WORKERS if full_only else FAST_WORKERS
     if full_only or config.getoption("--full"):
         config.option.dist = "loadgroup"
+    elif config.getoption("dist") == "no":
+        config.option.dist = "worksteal"
 
 
 def pytest_configure(config: pytest.Config) -> None:
