@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from mockdcp.client import ClusterConsumer, DcpConsumer
     from mockdcp.producer import CheckerLimits
-    from mockdcp.scenario import ExpectationResult, Scenario, Step
+    from mockdcp.scenario import ExpectationResult, Scenario
     from mockdcp.server import MockDcpServer
 
 LIBRARY = Path(__file__).resolve().parents[2] / "mockdcp" / "scenarios"
@@ -38,27 +38,45 @@ def library() -> list[Path]:
     return sorted(LIBRARY.glob("*.yaml"))
 
 
-def hurried(path: Path, within: float = HURRY) -> Scenario:
-    """The library scenario at ``path`` with every wait on the consumer's progress
-    timing out, and every expectation's window ending, after ``within`` seconds at most
-    (a wrong consumer that never meets one fails it that much sooner; what the scenario
-    does, its ``wait: {seconds}`` included, is as it was). For the tests of what a
-    wrong consumer gets wrong: the library's own windows are sized for consumers in
-    other processes (a JVM's start, a re-open within 5 s) and are what the reference
+def hurried_text(path: Path, within: float = HURRY) -> str:
+    """The library scenario at ``path`` (YAML) with every wait on the consumer's
+    progress timing out, and every expectation's window ending, after ``within`` seconds
+    at most (a wrong consumer that never meets one fails it that much sooner; what the
+    scenario does, its ``wait: {seconds}`` included, is as it was). For the tests of
+    what a wrong consumer gets wrong: the library's own windows are sized for consumers
+    in other processes (a JVM's start, a re-open within 5 s) and are what the reference
     consumer passes (``test_library_scenario_passes_with_the_reference_consumer``), and
     the reference consumer passes each hurried one too
     (``test_the_reference_consumer_passes_each_hurried_scenario``)."""
-    from mockdcp.scenario import Expect, Wait, load_scenario
+    import yaml
 
-    def hurry(step: Step) -> Step:
-        if isinstance(step, Wait) and step.consumer is not None:
-            return attrs.evolve(step, timeout=min(step.timeout, within))
-        if isinstance(step, Expect):
-            return attrs.evolve(step, within=min(step.within, within))
-        return step
+    from mockdcp.scenario import Expect, Wait, parse_duration
 
-    scenario = load_scenario(str(path))
-    return attrs.evolve(scenario, steps=tuple(hurry(step) for step in scenario.steps))
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for step in data["steps"]:
+        [(kind, args)] = step.items()
+        if kind == "wait" and "consumer" in args:
+            timeout = parse_duration(args.get("timeout", attrs.fields(Wait).timeout.default))
+            args["timeout"] = min(timeout, within)
+        elif kind == "expect":
+            window = parse_duration(args.get("within", attrs.fields(Expect).within.default))
+            args["within"] = min(window, within)
+    text: str = yaml.safe_dump(data, sort_keys=False)
+    return text
+
+
+def hurried(path: Path, within: float = HURRY) -> Scenario:
+    """``hurried_text``'s scenario."""
+    from mockdcp.scenario import parse_scenario
+
+    return parse_scenario(hurried_text(path, within), str(path))
+
+
+def hurried_file(path: Path, directory: Path, within: float = HURRY) -> Path:
+    """``hurried_text`` written to ``directory`` under the scenario's file name."""
+    hurried = directory / path.name
+    hurried.write_text(hurried_text(path, within), encoding="utf-8")
+    return hurried
 
 
 @attrs.frozen

@@ -14,7 +14,14 @@ from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
 from mockdcp.client import ClusterConsumer, ConsumerCore, DcpConsumer
 from mockdcp.producer import CheckerLimits
 from mockdcp.scenario import load_scenario
-from tests.scenarios._harness import HURRY, LIBRARY, hurried, library, run_scenario
+from tests.scenarios._harness import (
+    HURRY,
+    LIBRARY,
+    hurried,
+    hurried_file,
+    library,
+    run_scenario,
+)
 from tests.scenarios.wrong_consumer import MODES, make_consumer
 
 if TYPE_CHECKING:
@@ -302,56 +309,6 @@ async def test_consumer_assuming_unique_keys_fails_history_scenarios(scenario: s
     assert any("requested with start seqno" in detail for detail in failed)
 
 
-#: every scenario the tests here run ``hurried`` for a wrong consumer, but the noops one:
-#: the reference consumer answers a noop every 2 s there (three take longer than
-#: ``HURRY``), and the ignore-noops consumer fails it by the checker's rule, which a
-#: consumer that answers its noops never breaks
-HURRIED = sorted(
-    (
-        {scenario for _, scenario, _, _ in CAUGHT_BY_THE_CHECKER}
-        | {"rollback-after-failover", "slow-consumer-flow-control", *HISTORY, *CLUSTER}
-    )
-    - {"noops-keep-idle-connection-alive"}
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.full if n in CLUSTER and n not in UNFOLLOWED_IN_THE_FAST_TIER else (),
-        )
-        for n in HURRIED
-    ],
-)
-async def test_the_reference_consumer_passes_each_hurried_scenario(name: str) -> None:
-    """The wrong consumers fail the hurried scenarios for what they do wrong, not for the
-    shorter windows: a consumer that does it right passes them as it passes the library's."""
-    outcome = await run_scenario(hurried(LIBRARY / f"{name}.yaml"), reference_consumer(name))
-    assert outcome.passed, outcome.explain()
-    assert outcome.converged, outcome.explain()
-    assert outcome.protocol_violations == []
-
-
-def test_hurried_scenarios_keep_their_steps_and_cut_only_what_waits_on_the_consumer() -> None:
-    from mockdcp.scenario import Expect, Wait, load_scenario
-
-    for name in ["stream-end-state-changed", "disconnect-while-a-write-awaits-persistence"]:
-        path = LIBRARY / f"{name}.yaml"
-        steps, fast = load_scenario(str(path)).steps, hurried(path).steps
-        assert [type(s) for s in fast] == [type(s) for s in steps]
-        for was, now in zip(steps, fast, strict=True):
-            if isinstance(was, Wait) and was.consumer is not None:
-                assert isinstance(now, Wait)
-                assert now == attrs.evolve(was, timeout=min(was.timeout, HURRY))
-            elif isinstance(was, Expect):
-                assert isinstance(now, Expect)
-                assert now == attrs.evolve(was, within=min(was.within, HURRY))
-            else:  # wait: {seconds: 11s} among them
-                assert now == was
-
-
 @pytest.mark.full  # its failure is the first wait's timeout (30 s, for slow JVM starts)
 async def test_a_consumer_requiring_change_streams_fails_on_a_70_node() -> None:
     """The reference consumer streams on when a 7.0 node refuses change_streams (EINVAL);
@@ -415,15 +372,17 @@ async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
     assert "bytes acked 0" in outcome.failure
 
 
-def mockdcp_run(scenario: str, *consumer: str) -> tuple[int, dict[str, Any]]:
-    """``mockdcp run --json`` of a library scenario: exit status and report."""
+def mockdcp_run(scenario: str | Path, *consumer: str) -> tuple[int, dict[str, Any]]:
+    """``mockdcp run --json`` of a library scenario (by name) or a scenario file: exit
+    status and report."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     command = [sys.executable, "-m", "mockdcp", "run", "--json", "--timeout", "60"]
+    path = LIBRARY / f"{scenario}.yaml" if isinstance(scenario, str) else scenario
     done = subprocess.run(
-        [*command, str(LIBRARY / f"{scenario}.yaml"), "--", *consumer],
+        [*command, str(path), "--", *consumer],
         capture_output=True,
         text=True,
         env=env,
@@ -470,58 +429,116 @@ def test_mockdcp_run_passes_every_library_scenario_with_tail(path: Path) -> None
     assert code == 0
 
 
-@pytest.mark.parametrize(
-    ("mode", "scenario", "reason"),
-    [
-        ("ignore-rollbacks", "rollback-after-failover", "re-requested from 10"),
-        ("never-ack", "slow-consumer-flow-control", "bytes acked 0"),
-        # only `conformant` catches it
-        ("reopen-ended", "stream-end-filter-empty", "stream_end.reopened"),
-        # a prepare and its abort end snapshots with seqnos it never gets an item for
-        (
-            "last-item-is-snapshot-end",
-            "durable-write-aborted",
-            "resume.snapshot: snapshot [0, 2] was never sent",
-        ),
-        (
-            "contiguous-seqnos",
-            "durable-write-aborted",
-            "resume of vbucket 0 from 4: requested with start seqno 2 (expected 4)",
-        ),
-        (
-            "contiguous-seqnos",
-            "prepare-only-seqno-advanced",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-        (
-            "last-item-is-snapshot-end",
-            "prepare-only-seqno-advanced",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-        (
-            "contiguous-seqnos",
-            "failover-drops-prepares",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-        (
-            "last-item-is-snapshot-end",
-            "failover-drops-prepares",
-            "resume.snapshot: snapshot [0, 2] was never sent",
-        ),
-        (
-            "contiguous-seqnos",
-            "pending-prepare-at-snapshot-tail",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-    ],
-)
-def test_mockdcp_run_fails_the_wrong_consumer(mode: str, scenario: str, reason: str) -> None:
+#: (wrong consumer, library scenario, what `mockdcp run` reports of it)
+RUN_WRONG = [
+    ("ignore-rollbacks", "rollback-after-failover", "re-requested from 10"),
+    ("never-ack", "slow-consumer-flow-control", "bytes acked 0"),
+    # only `conformant` catches it
+    ("reopen-ended", "stream-end-filter-empty", "stream_end.reopened"),
+    # a prepare and its abort end snapshots with seqnos it never gets an item for
+    (
+        "last-item-is-snapshot-end",
+        "durable-write-aborted",
+        "resume.snapshot: snapshot [0, 2] was never sent",
+    ),
+    (
+        "contiguous-seqnos",
+        "durable-write-aborted",
+        "resume of vbucket 0 from 4: requested with start seqno 2 (expected 4)",
+    ),
+    (
+        "contiguous-seqnos",
+        "prepare-only-seqno-advanced",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+    (
+        "last-item-is-snapshot-end",
+        "prepare-only-seqno-advanced",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+    (
+        "contiguous-seqnos",
+        "failover-drops-prepares",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+    (
+        "last-item-is-snapshot-end",
+        "failover-drops-prepares",
+        "resume.snapshot: snapshot [0, 2] was never sent",
+    ),
+    (
+        "contiguous-seqnos",
+        "pending-prepare-at-snapshot-tail",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mode", "scenario", "reason"), RUN_WRONG)
+def test_mockdcp_run_fails_the_wrong_consumer(
+    mode: str, scenario: str, reason: str, tmp_path: Path
+) -> None:
     wrong = str(Path(__file__).with_name("wrong_consumer.py"))
-    code, report = mockdcp_run(scenario, sys.executable, wrong, "--mode", mode)
+    path = hurried_file(LIBRARY / f"{scenario}.yaml", tmp_path)
+    code, report = mockdcp_run(path, sys.executable, wrong, "--mode", mode)
     assert not report["passed"], report
     assert code == 1
     failed = [f"{e['name']}: {e['detail']}" for e in report["expectations"] if not e["passed"]]
     assert any(reason in line for line in [*failed, report["failure"] or ""]), report
+
+
+#: every scenario the tests here run ``hurried`` for a wrong consumer, but the noops one:
+#: the reference consumer answers a noop every 2 s there (three take longer than
+#: ``HURRY``), and the ignore-noops consumer fails it by the checker's rule, which a
+#: consumer that answers its noops never breaks
+HURRIED = sorted(
+    (
+        {scenario for _, scenario, _, _ in CAUGHT_BY_THE_CHECKER}
+        | {"rollback-after-failover", "slow-consumer-flow-control", *HISTORY, *CLUSTER}
+        | {scenario for _, scenario, _ in RUN_WRONG}
+    )
+    - {"noops-keep-idle-connection-alive"}
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n,
+            marks=pytest.mark.full if n in CLUSTER and n not in UNFOLLOWED_IN_THE_FAST_TIER else (),
+        )
+        for n in HURRIED
+    ],
+)
+async def test_the_reference_consumer_passes_each_hurried_scenario(name: str) -> None:
+    """The wrong consumers fail the hurried scenarios for what they do wrong, not for the
+    shorter windows: a consumer that does it right passes them as it passes the library's."""
+    outcome = await run_scenario(hurried(LIBRARY / f"{name}.yaml"), reference_consumer(name))
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+    assert outcome.protocol_violations == []
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+def test_a_hurried_scenario_is_the_library_one_with_only_its_waits_on_the_consumer_cut(
+    path: Path, tmp_path: Path
+) -> None:
+    from mockdcp.scenario import Expect, Wait, load_scenario
+
+    library, fast = load_scenario(str(path)), hurried(path)
+    assert attrs.evolve(fast, steps=library.steps) == library
+    assert [type(s) for s in fast.steps] == [type(s) for s in library.steps]
+    for was, now in zip(library.steps, fast.steps, strict=True):
+        if isinstance(was, Wait) and was.consumer is not None:
+            assert now == attrs.evolve(was, timeout=min(was.timeout, HURRY))
+        elif isinstance(was, Expect):
+            assert now == attrs.evolve(was, within=min(was.within, HURRY))
+        else:  # a wait: {seconds} among them
+            assert now == was
+    assert load_scenario(str(hurried_file(path, tmp_path))) == attrs.evolve(
+        fast, source=str(tmp_path / path.name)
+    )
 
 
 @pytest.mark.parametrize(
