@@ -9,16 +9,28 @@ fuzzers), with the ``thorough`` profile; ``python -m pytest --full`` runs both.
 
 The whole fast tier runs in ``FAST_WORKERS`` processes (pytest-xdist): most of its time
 is spent waiting on the wall clock (a scenario's faults, a consumer's reconnect), not on
-the two cores. The whole full tier runs in ``FULL_WORKERS``, its real clients too wait
+the two cores. It is dealt out by work stealing (``--dist worksteal``): a worker that has
+run its share takes half of what another one still has queued (dealt in chunks of
+neighbours, ``--dist load``, the scenario library's slow tests, last in collection
+order, went to one or two workers that ran them alone for the run's last 40 s). The
+whole full tier runs in ``FULL_WORKERS``, its real clients too wait
 more than they compute; every test that uses the Docker engine goes to one process (one
 engine and one image a session: ``--dist loadgroup`` and the ``docker`` group), and the
 interop builds take a lock (tests/interop/conftest.py). ``-n N`` chooses otherwise
 (``-n 0``: one process); a run of named tests stays in one process.
+
+Where the environment says not to write bytecode (``PYTHONDONTWRITEBYTECODE``, as on
+this machine), the session's processes write and read it in a cache directory of their
+own, ``$MOCKDCP_CACHE/test-pycache`` (``_bytecode_cached``): else every worker rewrote
+the assertions of every test module and plugin it imports again (15 CPU seconds a worker
+to collect the fast tier, 6.5 with the cache written) and every ``python -m mockdcp`` or
+``pytest`` a test starts compiled its imports again, all on two cores.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from hypothesis import settings
@@ -68,8 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``python -m pytest`` (a whole tier, its tests found from ``testpaths``) runs in
-    ``FAST_WORKERS`` processes, ``--full-only`` in ``FULL_WORKERS``, set before
-    pytest-xdist reads ``-n``."""
+    ``FAST_WORKERS`` processes by work stealing (unless ``--dist`` says otherwise),
+    ``--full-only`` in ``FULL_WORKERS``, set before pytest-xdist reads ``-n``."""
     whole_suite = config.args_source is pytest.Config.ArgsSource.TESTPATHS
     if not (
         whole_suite
@@ -83,9 +95,31 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.option.numprocesses = FULL_WORKERS if full_only else FAST_WORKERS
     if full_only or config.getoption("--full"):
         config.option.dist = "loadgroup"
+    elif config.getoption("dist") == "no":
+        config.option.dist = "worksteal"
+
+
+def _bytecode_cached() -> None:
+    """This process and those it starts (the xdist workers, the commands the tests run)
+    write and read their bytecode in ``$MOCKDCP_CACHE/test-pycache`` when the
+    environment says not to write any (module docstring), as ``mockdcp bench`` does for
+    the servers it times (``bench._harness.bytecode_cached``): the source tree and
+    site-packages stay as they are, and a module whose source changed is compiled again
+    (Python and pytest's assertion rewriter check its size and mtime). Nothing changes
+    where bytecode is written already or a cache directory was chosen."""
+    if not sys.dont_write_bytecode or sys.pycache_prefix or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    from mockdcp.data import cache_root
+
+    prefix = str(cache_root() / "test-pycache")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = prefix
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _bytecode_cached()
     full: bool = config.getoption("--full")
     full_only: bool = config.getoption("--full-only")
     if full and full_only:

@@ -208,14 +208,39 @@ def loaded(batch: list[tuple[bytes, bytes, int, int, int, int]], *, cold: bool) 
     return b
 
 
-@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
-@given(rows, ops)
-def test_a_cold_loaded_bucket_answers_every_rule_as_one_loaded_item_by_item(
+#: the two "answers every rule" properties draw the quick profile's 50 examples in the
+#: fast tier and 300 in the full tier (before, 300 in the fast tier: 3.5-4 s of CPU each,
+#: 12-17 s under the fast tier's load)
+EVERY_RULE_QUICK = settings(
+    deadline=None, max_examples=50, suppress_health_check=[HealthCheck.too_slow]
+)
+EVERY_RULE = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+
+
+def answers_every_rule_item_by_item(
     batch: list[tuple[bytes, bytes, int, int, int, int]], steps: list[tuple[Any, ...]]
 ) -> None:
     hot, cold = loaded(batch, cold=False), loaded(batch, cold=True)
     assert state(cold) == state(hot)
     same_through_steps(hot, cold, steps)
+
+
+@EVERY_RULE_QUICK
+@given(rows, ops)
+def test_a_cold_loaded_bucket_answers_every_rule_as_one_loaded_item_by_item_quick(
+    batch: list[tuple[bytes, bytes, int, int, int, int]], steps: list[tuple[Any, ...]]
+) -> None:
+    answers_every_rule_item_by_item(batch, steps)
+
+
+@pytest.mark.slow
+@pytest.mark.full
+@EVERY_RULE
+@given(rows, ops)
+def test_a_cold_loaded_bucket_answers_every_rule_as_one_loaded_item_by_item(
+    batch: list[tuple[bytes, bytes, int, int, int, int]], steps: list[tuple[Any, ...]]
+) -> None:
+    answers_every_rule_item_by_item(batch, steps)
 
 
 #: a corpus: writes, deletes and expiries in order (a removal of a key not live there
@@ -270,9 +295,7 @@ def loaded_corpus(runs: list[tuple[Any, ...]], *, cold: bool) -> tuple[Bucket, s
     return b, refused
 
 
-@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
-@given(corpus, ops)
-def test_a_corpus_with_deletes_loaded_cold_answers_every_rule_as_one_loaded_row_by_row(
+def answers_every_rule_row_by_row(
     runs: list[tuple[Any, ...]], steps: list[tuple[Any, ...]]
 ) -> None:
     (hot, refused_hot), (cold, refused_cold) = (
@@ -282,6 +305,24 @@ def test_a_corpus_with_deletes_loaded_cold_answers_every_rule_as_one_loaded_row_
     assert refused_cold == refused_hot
     assert state(cold) == state(hot)
     same_through_steps(hot, cold, steps)
+
+
+@EVERY_RULE_QUICK
+@given(corpus, ops)
+def test_a_corpus_with_deletes_loaded_cold_answers_every_rule_as_one_loaded_row_by_row_quick(
+    runs: list[tuple[Any, ...]], steps: list[tuple[Any, ...]]
+) -> None:
+    answers_every_rule_row_by_row(runs, steps)
+
+
+@pytest.mark.slow
+@pytest.mark.full
+@EVERY_RULE
+@given(corpus, ops)
+def test_a_corpus_with_deletes_loaded_cold_answers_every_rule_as_one_loaded_row_by_row(
+    runs: list[tuple[Any, ...]], steps: list[tuple[Any, ...]]
+) -> None:
+    answers_every_rule_row_by_row(runs, steps)
 
 
 @settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])

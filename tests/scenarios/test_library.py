@@ -14,7 +14,14 @@ from mockdcp.cli._scenario_commands import bundled_scenarios, validate_file
 from mockdcp.client import ClusterConsumer, ConsumerCore, DcpConsumer
 from mockdcp.producer import CheckerLimits
 from mockdcp.scenario import load_scenario
-from tests.scenarios._harness import LIBRARY, library, run_scenario
+from tests.scenarios._harness import (
+    HURRY,
+    LIBRARY,
+    hurried,
+    hurried_file,
+    library,
+    run_scenario,
+)
 from tests.scenarios.wrong_consumer import MODES, make_consumer
 
 if TYPE_CHECKING:
@@ -150,8 +157,8 @@ def test_the_fast_tier_runs_library_scenarios_that_exist() -> None:
 
 
 #: the cluster scenarios a consumer that never follows the map fails in the fast tier
-#: (each waits out a 10 s timeout): one of a move, of a failover and of a re-open; the full
-#: tier runs every one
+#: (each waits out a wait's timeout, ``HURRY`` in the hurried scenario): one of a move, of
+#: a failover and of a re-open; the full tier runs every one
 UNFOLLOWED_IN_THE_FAST_TIER = frozenset(
     {
         "rebalance-in-while-streaming",
@@ -178,7 +185,7 @@ async def test_a_consumer_that_does_not_follow_moved_vbuckets_fails_each_cluster
     # one connection to the seed node, never reading the map again: what it asks of
     # the other nodes' vbuckets is refused, and what moves away is lost
     outcome = await run_scenario(
-        LIBRARY / f"{name}.yaml", lambda host, port: DcpConsumer(host, port, vbuckets=None)
+        hurried(LIBRARY / f"{name}.yaml"), lambda host, port: DcpConsumer(host, port, vbuckets=None)
     )
     assert not (outcome.passed and outcome.converged), outcome.explain()
 
@@ -199,7 +206,9 @@ async def test_a_stream_reopened_where_it_was_is_a_replica_stream_unless_active_
         rules = ActiveOnly
 
     path = LIBRARY / "stream-reopened-on-a-replica-after-a-move.yaml"
-    wrong = await run_scenario(path, lambda h, p: make_consumer("reopen-on-replica", h, p, nodes=2))
+    wrong = await run_scenario(
+        hurried(path), lambda h, p: make_consumer("reopen-on-replica", h, p, nodes=2)
+    )
     assert not (wrong.passed and wrong.converged), wrong.explain()
     right = await run_scenario(path, lambda h, p: Flagged(h, p, vbuckets=None))
     assert right.passed, right.explain()
@@ -208,7 +217,7 @@ async def test_a_stream_reopened_where_it_was_is_a_replica_stream_unless_active_
 
 async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> None:
     outcome = await run_scenario(
-        LIBRARY / "rollback-after-failover.yaml",
+        hurried(LIBRARY / "rollback-after-failover.yaml"),
         lambda host, port: make_consumer("ignore-rollbacks", host, port),
     )
     assert not outcome.passed
@@ -223,55 +232,59 @@ async def test_consumer_ignoring_rollbacks_fails_rollback_after_failover() -> No
 QUICK = CheckerLimits(ack_stall=1.0, reopen_within=1.0)
 
 
+#: (wrong consumer, scenario, the rule the protocol checker reports, its message)
+CAUGHT_BY_THE_CHECKER = [
+    (
+        "ignore-rollbacks",
+        "rollback-after-failover",
+        "rollback.ignored",
+        "ROLLBACK to 5 answered, re-requested from 10",
+    ),
+    ("never-ack", "slow-consumer-flow-control", "flow.stall", "flow-control window full"),
+    (
+        "complete-snapshot",
+        "resume-mid-snapshot",
+        "resume.complete",
+        "claims a complete snapshot at 14, inside snapshot [11, 20]",
+    ),
+    (
+        "no-reopen",
+        "stream-end-state-changed",
+        "stream_end.not_reopened",
+        "after STREAM_END STATE_CHANGED",
+    ),
+    (
+        "reopen-ended",
+        "stream-end-filter-empty",
+        "stream_end.reopened",
+        "re-opened after STREAM_END FILTER_EMPTY",
+    ),
+    (
+        "ignore-noops",
+        "noops-keep-idle-connection-alive",
+        "noop.unanswered",
+        "DCP_NOOP not answered within the noop interval (0.5s)",
+    ),
+    ("no-backoff", "reconnect-storm", "reconnect.storm", "5 reconnects in a row"),
+    (
+        "last-item-is-snapshot-end",
+        "durable-write-aborted",
+        "resume.snapshot",
+        "snapshot [0, 2] was never sent on this stream",
+    ),
+]
+
+
 @pytest.mark.parametrize(
     ("mode", "scenario", "rule", "message"),
-    [
-        (
-            "ignore-rollbacks",
-            "rollback-after-failover",
-            "rollback.ignored",
-            "ROLLBACK to 5 answered, re-requested from 10",
-        ),
-        ("never-ack", "slow-consumer-flow-control", "flow.stall", "flow-control window full"),
-        (
-            "complete-snapshot",
-            "resume-mid-snapshot",
-            "resume.complete",
-            "claims a complete snapshot at 14, inside snapshot [11, 20]",
-        ),
-        (
-            "no-reopen",
-            "stream-end-state-changed",
-            "stream_end.not_reopened",
-            "after STREAM_END STATE_CHANGED",
-        ),
-        (
-            "reopen-ended",
-            "stream-end-filter-empty",
-            "stream_end.reopened",
-            "re-opened after STREAM_END FILTER_EMPTY",
-        ),
-        (
-            "ignore-noops",
-            "noops-keep-idle-connection-alive",
-            "noop.unanswered",
-            "DCP_NOOP not answered within the noop interval (0.5s)",
-        ),
-        ("no-backoff", "reconnect-storm", "reconnect.storm", "5 reconnects in a row"),
-        (
-            "last-item-is-snapshot-end",
-            "durable-write-aborted",
-            "resume.snapshot",
-            "snapshot [0, 2] was never sent on this stream",
-        ),
-    ],
+    CAUGHT_BY_THE_CHECKER,
     ids=lambda value: value if value in MODES else None,
 )
 async def test_the_protocol_checker_reports_what_each_wrong_consumer_gets_wrong(
     mode: str, scenario: str, rule: str, message: str
 ) -> None:
     outcome = await run_scenario(
-        LIBRARY / f"{scenario}.yaml",
+        hurried(LIBRARY / f"{scenario}.yaml"),
         lambda host, port: make_consumer(mode, host, port),
         checker_limits=QUICK,
     )
@@ -281,12 +294,14 @@ async def test_the_protocol_checker_reports_what_each_wrong_consumer_gets_wrong(
     assert message in outcome.protocol_violations[0]
 
 
-@pytest.mark.parametrize(
-    "scenario", ["history-snapshots-with-duplicates", "history-backfill-split"]
-)
+#: the history scenarios a consumer taking a snapshot's keys as unique fails
+HISTORY = ["history-snapshots-with-duplicates", "history-backfill-split"]
+
+
+@pytest.mark.parametrize("scenario", HISTORY)
 async def test_consumer_assuming_unique_keys_fails_history_scenarios(scenario: str) -> None:
     outcome = await run_scenario(
-        LIBRARY / f"{scenario}.yaml",
+        hurried(LIBRARY / f"{scenario}.yaml"),
         lambda host, port: make_consumer("dedup-snapshots", host, port),
     )
     assert not outcome.passed, outcome.explain()
@@ -349,7 +364,7 @@ async def test_pushes_reach_every_connection_of_the_reference_consumer_that_aske
 
 async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
     outcome = await run_scenario(
-        LIBRARY / "slow-consumer-flow-control.yaml",
+        hurried(LIBRARY / "slow-consumer-flow-control.yaml"),
         lambda host, port: make_consumer("never-ack", host, port),
     )
     assert not outcome.passed
@@ -357,15 +372,17 @@ async def test_consumer_never_acking_fails_slow_consumer_flow_control() -> None:
     assert "bytes acked 0" in outcome.failure
 
 
-def mockdcp_run(scenario: str, *consumer: str) -> tuple[int, dict[str, Any]]:
-    """``mockdcp run --json`` of a library scenario: exit status and report."""
+def mockdcp_run(scenario: str | Path, *consumer: str) -> tuple[int, dict[str, Any]]:
+    """``mockdcp run --json`` of a library scenario (by name) or a scenario file: exit
+    status and report."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     command = [sys.executable, "-m", "mockdcp", "run", "--json", "--timeout", "60"]
+    path = LIBRARY / f"{scenario}.yaml" if isinstance(scenario, str) else scenario
     done = subprocess.run(
-        [*command, str(LIBRARY / f"{scenario}.yaml"), "--", *consumer],
+        [*command, str(path), "--", *consumer],
         capture_output=True,
         text=True,
         env=env,
@@ -412,58 +429,116 @@ def test_mockdcp_run_passes_every_library_scenario_with_tail(path: Path) -> None
     assert code == 0
 
 
-@pytest.mark.parametrize(
-    ("mode", "scenario", "reason"),
-    [
-        ("ignore-rollbacks", "rollback-after-failover", "re-requested from 10"),
-        ("never-ack", "slow-consumer-flow-control", "bytes acked 0"),
-        # only `conformant` catches it
-        ("reopen-ended", "stream-end-filter-empty", "stream_end.reopened"),
-        # a prepare and its abort end snapshots with seqnos it never gets an item for
-        (
-            "last-item-is-snapshot-end",
-            "durable-write-aborted",
-            "resume.snapshot: snapshot [0, 2] was never sent",
-        ),
-        (
-            "contiguous-seqnos",
-            "durable-write-aborted",
-            "resume of vbucket 0 from 4: requested with start seqno 2 (expected 4)",
-        ),
-        (
-            "contiguous-seqnos",
-            "prepare-only-seqno-advanced",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-        (
-            "last-item-is-snapshot-end",
-            "prepare-only-seqno-advanced",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-        (
-            "contiguous-seqnos",
-            "failover-drops-prepares",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-        (
-            "last-item-is-snapshot-end",
-            "failover-drops-prepares",
-            "resume.snapshot: snapshot [0, 2] was never sent",
-        ),
-        (
-            "contiguous-seqnos",
-            "pending-prepare-at-snapshot-tail",
-            "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
-        ),
-    ],
-)
-def test_mockdcp_run_fails_the_wrong_consumer(mode: str, scenario: str, reason: str) -> None:
+#: (wrong consumer, library scenario, what `mockdcp run` reports of it)
+RUN_WRONG = [
+    ("ignore-rollbacks", "rollback-after-failover", "re-requested from 10"),
+    ("never-ack", "slow-consumer-flow-control", "bytes acked 0"),
+    # only `conformant` catches it
+    ("reopen-ended", "stream-end-filter-empty", "stream_end.reopened"),
+    # a prepare and its abort end snapshots with seqnos it never gets an item for
+    (
+        "last-item-is-snapshot-end",
+        "durable-write-aborted",
+        "resume.snapshot: snapshot [0, 2] was never sent",
+    ),
+    (
+        "contiguous-seqnos",
+        "durable-write-aborted",
+        "resume of vbucket 0 from 4: requested with start seqno 2 (expected 4)",
+    ),
+    (
+        "contiguous-seqnos",
+        "prepare-only-seqno-advanced",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+    (
+        "last-item-is-snapshot-end",
+        "prepare-only-seqno-advanced",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+    (
+        "contiguous-seqnos",
+        "failover-drops-prepares",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+    (
+        "last-item-is-snapshot-end",
+        "failover-drops-prepares",
+        "resume.snapshot: snapshot [0, 2] was never sent",
+    ),
+    (
+        "contiguous-seqnos",
+        "pending-prepare-at-snapshot-tail",
+        "resume of vbucket 0 from 3: requested with start seqno 2 (expected 3)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mode", "scenario", "reason"), RUN_WRONG)
+def test_mockdcp_run_fails_the_wrong_consumer(
+    mode: str, scenario: str, reason: str, tmp_path: Path
+) -> None:
     wrong = str(Path(__file__).with_name("wrong_consumer.py"))
-    code, report = mockdcp_run(scenario, sys.executable, wrong, "--mode", mode)
+    path = hurried_file(LIBRARY / f"{scenario}.yaml", tmp_path)
+    code, report = mockdcp_run(path, sys.executable, wrong, "--mode", mode)
     assert not report["passed"], report
     assert code == 1
     failed = [f"{e['name']}: {e['detail']}" for e in report["expectations"] if not e["passed"]]
     assert any(reason in line for line in [*failed, report["failure"] or ""]), report
+
+
+#: every scenario the tests here run ``hurried`` for a wrong consumer, but the noops one:
+#: the reference consumer answers a noop every 2 s there (three take longer than
+#: ``HURRY``), and the ignore-noops consumer fails it by the checker's rule, which a
+#: consumer that answers its noops never breaks
+HURRIED = sorted(
+    (
+        {scenario for _, scenario, _, _ in CAUGHT_BY_THE_CHECKER}
+        | {"rollback-after-failover", "slow-consumer-flow-control", *HISTORY, *CLUSTER}
+        | {scenario for _, scenario, _ in RUN_WRONG}
+    )
+    - {"noops-keep-idle-connection-alive"}
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            n,
+            marks=pytest.mark.full if n in CLUSTER and n not in UNFOLLOWED_IN_THE_FAST_TIER else (),
+        )
+        for n in HURRIED
+    ],
+)
+async def test_the_reference_consumer_passes_each_hurried_scenario(name: str) -> None:
+    """The wrong consumers fail the hurried scenarios for what they do wrong, not for the
+    shorter windows: a consumer that does it right passes them as it passes the library's."""
+    outcome = await run_scenario(hurried(LIBRARY / f"{name}.yaml"), reference_consumer(name))
+    assert outcome.passed, outcome.explain()
+    assert outcome.converged, outcome.explain()
+    assert outcome.protocol_violations == []
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=by_name)
+def test_a_hurried_scenario_is_the_library_one_with_only_its_waits_on_the_consumer_cut(
+    path: Path, tmp_path: Path
+) -> None:
+    from mockdcp.scenario import Expect, Wait, load_scenario
+
+    library, fast = load_scenario(str(path)), hurried(path)
+    assert attrs.evolve(fast, steps=library.steps) == library
+    assert [type(s) for s in fast.steps] == [type(s) for s in library.steps]
+    for was, now in zip(library.steps, fast.steps, strict=True):
+        if isinstance(was, Wait) and was.consumer is not None:
+            assert now == attrs.evolve(was, timeout=min(was.timeout, HURRY))
+        elif isinstance(was, Expect):
+            assert now == attrs.evolve(was, within=min(was.within, HURRY))
+        else:  # a wait: {seconds} among them
+            assert now == was
+    assert load_scenario(str(hurried_file(path, tmp_path))) == attrs.evolve(
+        fast, source=str(tmp_path / path.name)
+    )
 
 
 @pytest.mark.parametrize(
