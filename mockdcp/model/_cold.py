@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
     #: ``ColdView.frames``: heads, tails, tags, collection ids and canonical sizes
     ColdFrames: TypeAlias = tuple[
-        "ColdPieces", "ColdPieces", bytes, NDArray[np.uint32], NDArray[np.uint32]
+        "ColdPieces", "ColdPieces", bytes, NDArray[np.uint32], NDArray[np.int64]
     ]
 
 #: the header and DCP_MUTATION extras of a frame (``MUTATION_FRAME``)

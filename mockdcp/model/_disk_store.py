@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from array import array
 from operator import itemgetter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import attrs
 
@@ -330,8 +330,8 @@ class DiskStore:
                 heads,
                 tails,
                 tags,
-                cids,
-                sizes,
+                cast("Sequence[int]", cids),  # (numpy columns read as sequences of ints)
+                cast("Sequence[int]", sizes),
                 self,
             )
         j = max(i, cols.after(seg.first_seqno - 1))

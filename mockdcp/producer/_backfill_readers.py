@@ -169,7 +169,8 @@ class BackfillRead:
         np = numpy_module()
         sizes = self.snap.sizes
         if isinstance(sizes, np.ndarray):  # the cold tier's (int64)
-            return sizes[: self.count]
+            cold: Sizes = sizes[: self.count]
+            return cold
         out: Sizes = np.frombuffer(sizes, np.uint32, self.count).astype(np.int64)
         return out
 

@@ -617,11 +617,16 @@ def test_a_whole_slice_of_cold_pieces_is_those_pieces_and_a_part_is_its_own() ->
     cold = b.vbucket(0).cold
     assert cold is not None
     heads, tails, *_ = cold.frames(cold.live_slots())
-    assert heads[0:12] is heads and heads[:] is heads and tails[0:12] is tails
-    part, every_other = heads[2:7], heads[::2]
-    assert part is not heads and list(part) == list(heads)[2:7]
-    assert every_other is not heads and list(every_other) == list(heads)[::2]
-    assert heads[0:11] is not heads and len(heads[0:11]) == 11
+    assert heads[0:12] is heads
+    assert heads[:] is heads
+    assert tails[0:12] is tails
+    part, every_other, short = heads[2:7], heads[::2], heads[0:11]
+    assert part is not heads
+    assert list(part) == list(heads)[2:7]
+    assert every_other is not heads
+    assert list(every_other) == list(heads)[::2]
+    assert short is not heads
+    assert len(short) == 11
 
 
 def test_a_run_of_slots_is_read_as_one_slice_and_a_run_with_a_gap_is_not() -> None:

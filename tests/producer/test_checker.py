@@ -272,7 +272,9 @@ def test_a_failover_log_given_again_adds_nothing_and_a_new_one_adds_its_uuids() 
     log = encode_failover_log([(0x99, 30), (UUID, 0)])
     r.server(Response(opcode=Opcode.DCP_GET_FAILOVER_LOG, status=0, opaque=opaque, value=log))
     given = checker.given(0)
-    assert given is not None and 0x99 in given and UUID in given
+    assert given is not None
+    assert 0x99 in given
+    assert UUID in given
     r.stream(0, 35, (35, 35), uuid=0x99)
     assert "resume.uuid" not in r.rules()
 
