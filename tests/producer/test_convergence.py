@@ -166,11 +166,19 @@ async def scenario(
                     await trio.lowlevel.checkpoint()
             else:
                 apply(op, runner, clock[0])
+
+        def converged() -> bool:
+            return documents(state) == oracle(bucket, legacy=not collections, scope=scope)
+
         with trio.fail_after(30):  # virtual time (autojump clock)
-            await wait_until(
-                lambda: documents(state) == oracle(bucket, legacy=not collections, scope=scope),
-                poll=0.25,
-            )
+            # Converged, and still so once the server and the consumer have nothing
+            # left to do: a write and its deletion leave the oracle as it was, so the
+            # two agree before the consumer has read either; it must have read both.
+            while True:
+                await wait_until(converged, poll=0.25)
+                await trio.testing.wait_all_tasks_blocked()
+                if converged():
+                    break
         nursery.cancel_scope.cancel()
     return state, bucket
 
