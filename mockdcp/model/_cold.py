@@ -673,14 +673,12 @@ class ColdPieces(Sequence[bytes]):
         the join); frames one after the other in the buffer are a piece less each, as
         ``joined_with`` cuts them."""
         stops, tail_starts = self.stops.tolist(), tails.starts.tolist()
-        if self.adjacent:  # (no other column as a list: a stream's usual read)
+        if self.adjacent or self.frame_ends[:-1].tolist() == self.starts[1:].tolist():
+            # one after the other: the first head, then each tail with the next head
             lows = [int(self.starts[0]), *tail_starts]
             highs = [*stops, int(tails.stops[-1])]
-            return joined_slices(self.buf, lows, highs, release=self.release)
-        starts, tail_stops = self.starts.tolist(), tails.stops.tolist()
-        if self.frame_ends.tolist()[:-1] == starts[1:]:
-            lows, highs = [starts[0], *tail_starts], [*stops, tail_stops[-1]]
         else:
+            starts, tail_stops = self.starts.tolist(), tails.stops.tolist()
             lows = [x for pair in zip(starts, tail_starts, strict=True) for x in pair]
             highs = [x for pair in zip(stops, tail_stops, strict=True) for x in pair]
         return joined_slices(self.buf, lows, highs, release=self.release)

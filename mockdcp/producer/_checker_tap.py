@@ -82,27 +82,13 @@ class CheckerTap:
 
     def request(self, msg: Message | Response | None, frame: Frame, now: float) -> None:
         """A request arrives (``msg`` None: it did not decode), before its answer."""
-        checker = self.checker
-        if checker is not None:  # (``observe`` inlined: once a request)
-            try:
-                found = checker.request(msg, frame, now)
-            except Exception:
-                log.exception("connection %d: the protocol checker failed", self.conn_id)
-                return
-            if found:
-                self.report(found)
+        if self.checker is not None:
+            self.observe(self.checker.request, msg, frame, now)
 
     def reply(self, response: Response, now: float) -> None:
         """A reply is queued."""
-        checker = self.checker
-        if checker is not None:  # (``observe`` inlined: once a reply)
-            try:
-                found = checker.sent(response, now)
-            except Exception:
-                log.exception("connection %d: the protocol checker failed", self.conn_id)
-                return
-            if found:
-                self.report(found)
+        if self.checker is not None:
+            self.observe(self.checker.sent, response, now)
 
     def handed_out(self, events: list[ev.ProducerEvent], now: float) -> None:
         """``events`` describe what was handed out to be written and not yet written;

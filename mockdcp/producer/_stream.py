@@ -236,9 +236,6 @@ class Stream:
         self._backfill_due = False
         #: a backfill started and has not finished reading
         self._reading = False
-        #: in the connection's backfill queue, running or waiting (``_backfill_done``
-        #: gives its place back)
-        self._queued = False
         self.backfills = 0
         #: the reason of the STREAM_END queued, once one is
         self.end_reason: StreamEndReason | None = None
@@ -257,9 +254,8 @@ class Stream:
         if self._reading:
             self._reading = False
             self.vb.backfill_read()
-        if self._queued:
-            self._queued = False
-            self._backfills.finish(self)  # type: ignore[union-attr]
+        if self._backfills is not None:
+            self._backfills.finish(self)
 
     @property
     def backfill_running(self) -> bool:
@@ -371,11 +367,9 @@ class Stream:
         in pieces after a DISK marker, or in key order between OSO markers. It waits for
         its turn in the connection's backfill queue (``_backfills``) first, and reads
         the disk when it starts."""
-        if self._backfills is not None:
-            self._queued = True
-            if not self._backfills.start(self):
-                self._backfill_due = True
-                return
+        if self._backfills is not None and not self._backfills.start(self):
+            self._backfill_due = True
+            return
         self._backfill_due = False
         self._reading = True
         self.backfills += 1
