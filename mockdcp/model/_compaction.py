@@ -176,6 +176,6 @@ def _extended(vbid: int, cold: ColdView | None, run: Sequence[Item], alive: list
         ColdSegment(vbid, first, buf, starts, cids, tags, hashes, times), first + held + n - 1
     )
     if cold is not None:
-        view.alive[:held] &= cold.alive[:held]
-    view.alive[held:] &= np.array(alive, np.bool_)
+        view.retain(cold.alive[:held])
+    view.retain(np.array(alive, np.bool_), held)
     return view

@@ -326,7 +326,7 @@ class DiskStore:
                 self.persisted_completed_seqno,
                 self.persisted_visible_seqno,
                 self.purge_seqno,
-                array("q", read_seqnos.tobytes()),
+                read_seqnos,
                 heads,
                 tails,
                 tags,

@@ -139,7 +139,11 @@ def pick(
     none is selected."""
     heads, tails, tags = run
     if selection.positions is None:
-        frames = encoder.prepare(heads, tails, tags, frame_ends(sizes), 0, items_at, sync=sync)
+        # the cold tier's pieces know their frames' offsets (``ColdPieces``: kept with a
+        # short read, as the pieces are, for every stream of the vbucket)
+        offsets = getattr(heads, "frame_offsets", None)
+        ends = frame_ends(sizes) if offsets is None else offsets()
+        frames = encoder.prepare(heads, tails, tags, ends, 0, items_at, sync=sync)
         return frames, seqnos[0], seqnos[len(heads) - 1]
     return chosen(encoder, run, selection, items_at, sizes, sync)
 

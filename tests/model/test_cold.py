@@ -686,11 +686,51 @@ def test_a_read_after_a_seqno_is_the_live_slots_above_it_whether_all_live_or_not
 
     for killed in (None, 60):
         if killed is not None:
-            cold.alive[killed] = False
+            cold.kill(0, keys[killed])
         for after in (0, first - 1, first + 10, first + 59, first + 60, first + 119, first + 500):
             seqnos, (heads, tails, tags, cids, sizes) = cold.read(after)
             assert (seqnos.tolist(), bytes(heads.joined_frames())) == expected(after)
             assert len(heads) == len(tails) == len(tags) == len(cids) == len(sizes)
             if len(seqnos):  # a run unless the killed slot lies between live ones
                 assert heads.adjacent is (killed is None or after >= first + killed - 1)
-            assert np.all(seqnos > after)
+            assert all(s > after for s in seqnos)
+
+
+def test_a_short_read_is_kept_and_given_again_until_a_slot_leaves() -> None:
+    """Every stream of a loaded vbucket reads its cold tier from the same seqno: a read
+    of a run of at most ``_KEPT_READ`` slots is kept and handed out again (the same
+    objects), and forgotten when a slot leaves the view, by a newer version persisted
+    (``kill``), a flushed collection (``kill_collection``) or a compaction's carried-over
+    liveness (``retain``); a longer read is made anew each time."""
+    import numpy as np
+
+    from mockdcp.model._cold import _KEPT_READ
+
+    b = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
+    keys = [b"k%05d" % i for i in range(40)]
+    b.load_cold(keys, [b"v" * 9] * 40, datatypes=[0] * 40)
+    cold = b.vbucket(0).cold
+    assert cold is not None
+    first = cold.segment.first_seqno
+    _, frames = cold.read(0)
+    assert cold.read(0)[1] is frames
+    assert cold.read(first + 5)[1] is not frames  # another seqno: another read, kept instead
+    _, frames = cold.read(0)
+    cold.kill(0, keys[3])
+    again = cold.read(0)
+    assert again[1] is not frames
+    assert first + 3 not in again[0].tolist()
+    assert len(again[1][0]) == 39
+    cold.read(first + 10)
+    cold.retain(np.array([False], np.bool_), 12)
+    assert first + 12 not in cold.read(first + 10)[0].tolist()
+    cold.kill_collection(0)
+    assert len(cold.read(first + 10)[0]) == 0
+
+    many = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
+    count = _KEPT_READ + 1
+    many.load_cold([b"k%05d" % i for i in range(count)], [b"v"] * count, datatypes=[0] * count)
+    long_view = many.vbucket(0).cold
+    assert long_view is not None
+    assert long_view.read(0)[1] is not long_view.read(0)[1]
+    assert long_view.read(0)[0] == long_view.read(0)[0]
