@@ -14,7 +14,7 @@ from tests.bench.stream_cost import measure
 
 def test_a_pass_streams_every_document_of_every_vbucket_in_both_forms() -> None:
     figures = measure(["aware", "legacy"], passes=1, docs=300, vbuckets=16)
-    assert set(figures) == {"aware", "legacy"}
+    assert set(figures) == {"aware", "legacy", "first"}
     assert all(0 < us < 1e6 for us in figures.values()), figures
 
 
@@ -32,4 +32,4 @@ def test_measure_runs_by_path_from_anywhere_and_prints_one_json_line(tmp_path: P
         cwd=tmp_path,  # not the checkout: it imports nothing of the tests
         timeout=120,
     ).stdout
-    assert set(json.loads(out.splitlines()[-1])) == {"aware", "legacy"}
+    assert set(json.loads(out.splitlines()[-1])) == {"aware", "legacy", "first"}
