@@ -215,6 +215,36 @@ def test_cold_frames_equal_the_codec_few_or_many(count: int) -> None:
             assert got == want, (Form.of(dcp), sid)
 
 
+def test_a_legacy_frames_body_length_borrows_when_its_low_byte_was_zero() -> None:
+    """A legacy stream's frame is its canonical frame without the collection prefix:
+    each length one less. Where the canonical body length is a multiple of 256 its low
+    byte 0 borrows from the bytes above (512 -> 511), in a backfill of many cold frames
+    (patched as columns) as of a few."""
+    keys = [b"k%03d" % i for i in range(40)]
+
+    def loaded(pad: int) -> tuple[VBucket, DiskSnapshot, list[int]]:
+        b = Bucket("default", 1, seed=4, clock=lambda: 1_700_000_000.0)
+        values = [b'"' + b"x" * (400 + pad + 9 * i) + b'"' for i in range(len(keys))]
+        b.load_cold(keys, values, datatypes=[1] * len(keys))
+        vb = b.vbucket(0)
+        snap = vb.disk_snapshot(0, frames=True)
+        return vb, snap, [int.from_bytes(bytes(h)[8:12], "big") for h in snap.heads]
+
+    *_, bodies = loaded(0)
+    vb, snap, bodies = loaded(-bodies[0] % 256)  # the first frame's body: 512 bytes
+    assert bodies[0] == 512
+    items = [vb.get(k) for k in keys]
+    legacy = [dcp for dcp in FORMS if not dcp.collections]
+    assert legacy
+    for dcp in legacy:
+        encoder = ItemEncoder(dcp)
+        frames = prepared(encoder, vb, snap)
+        for count in (len(keys), _FEW_FRAMES - 1):
+            buf, ends, base = encoder.encode(frames, 0, count, 0x01020304, None)
+            got = frames_of(bytes(buf), ends, base)
+            assert got == expected(items[:count], encoder.form, 0x01020304, None)
+
+
 DOCUMENT_AND_EVENT = (
     Opcode.DCP_MUTATION,
     Opcode.DCP_DELETION,
