@@ -7,16 +7,18 @@ tests that tier leaves out (real clients, Docker, the benches, the tooling check
 fuzzers), with the ``thorough`` profile; ``python -m pytest --full`` runs both.
 ``--hypothesis-profile`` (or ``MOCKDCP_HYPOTHESIS``) names another profile.
 
-The whole fast tier runs in ``FAST_WORKERS`` processes (pytest-xdist): most of its time
-is spent waiting on the wall clock (a scenario's faults, a consumer's reconnect), not on
-the two cores. It is dealt out by work stealing (``--dist worksteal``): a worker that has
-run its share takes half of what another one still has queued (dealt in chunks of
-neighbours, ``--dist load``, the scenario library's slow tests, last in collection
-order, went to one or two workers that ran them alone for the run's last 40 s). The
-whole full tier runs in ``FULL_WORKERS``, its real clients too wait
-more than they compute; every test that uses the Docker engine goes to one process (one
-engine and one image a session: ``--dist loadgroup`` and the ``docker`` group), and the
-interop builds take a lock (tests/interop/conftest.py). ``-n N`` chooses otherwise
+The whole fast tier runs in ``FAST_WORKERS`` processes (pytest-xdist). Its time is the
+two cores' work, not waits on the wall clock: a run costs some 360 CPU seconds (user and
+system, the processes its tests start included), so its wall time is what share of the
+cores it gets; the processes beyond two keep both busy while a test waits (a scenario's
+faults, a consumer's reconnect). It is dealt out by work stealing (``--dist
+worksteal``): a worker that has run its share takes half of what another one still has
+queued (dealt in chunks of neighbours, ``--dist load``, the scenario library's slow
+tests, last in collection order, went to one or two workers that ran them alone for the
+run's last 40 s). The whole full tier runs in ``FULL_WORKERS``, its real clients
+wait more than they compute; every test that uses the Docker engine goes to one process
+(one engine and one image a session: ``--dist loadgroup`` and the ``docker`` group), and
+the interop builds take a lock (tests/interop/conftest.py). ``-n N`` chooses otherwise
 (``-n 0``: one process); a run of named tests stays in one process.
 
 Where the environment says not to write bytecode (``PYTHONDONTWRITEBYTECODE``, as on
@@ -45,7 +47,8 @@ settings.register_profile("thorough", max_examples=2000, deadline=None)
 # modes of the Java and Go helpers (tests/integrations)
 pytest_plugins = ["tests.docker.fixtures"]
 
-#: processes for the whole fast tier (5.6 min with 4 on this 2-core machine, quiet)
+#: processes for the whole fast tier (with 6 on this 2-core machine shared with other
+#: work, load average 6-9: 6.1 to 8.8 min, 344 to 370 CPU seconds, three runs)
 FAST_WORKERS = 6
 #: processes for the whole full tier (27-28 min in one on this 2-core machine; more
 #: than two starve the real clients and the image build)

@@ -223,6 +223,27 @@ def consumer_exit(exc: BaseException) -> BaseException | None:
     return exc if own is None else None
 
 
+async def _settled(consumer: InProcessConsumer, server: MockDcpServer, crash: list[str]) -> None:
+    """Return once the consumer holds the oracle, and still does when the server and
+    the consumer have nothing left to do (``wait_all_tasks_blocked``: every task waits
+    on a timer or on data that has not come), or once it crashed. A match alone is not
+    enough: a write and its deletion leave the oracle as it was, so the consumer
+    matches it before it has read either, and the cancellation that follows could catch
+    it between the two (seed 8 of a schedule ending ``set k0; wait 0; delete k0``: k0 a
+    phantom of a consumer that did nothing wrong)."""
+
+    def matches() -> bool:
+        return not compare(consumer, server)["differences"]
+
+    while not crash:
+        if matches():
+            await trio.testing.wait_all_tasks_blocked()
+            if matches():
+                return
+        else:
+            await trio.sleep(0.02)
+
+
 async def run_in_process(
     scenario: Scenario, make: ConsumerFactory, *, limit: float, host: str = "127.0.0.1"
 ) -> ScenarioResult:
@@ -317,8 +338,7 @@ async def _run(
                 elif server.runner.progress.failure is None:
                     _persist_after(server)
                     with trio.move_on_after(SETTLE):
-                        while compare(consumer, server)["differences"] and not crash:  # noqa: ASYNC110
-                            await trio.sleep(0.02)
+                        await _settled(consumer, server, crash)
                 nursery.cancel_scope.cancel()
         finally:
             # once its task is cancelled (above): ended sooner, the guard's thread would

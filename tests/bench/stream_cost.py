@@ -147,7 +147,11 @@ def measure(forms: list[str], passes: int, docs: int, vbuckets: int) -> dict[str
 
 
 def _measured(python: str, args: argparse.Namespace) -> dict[str, float]:
-    """``measure`` run by ``python`` (another install's), from a neutral directory."""
+    """``measure`` run by ``python`` (another install's), from a neutral directory and
+    without the caller's ``PYTHONPATH`` (``bench compare``'s ``side_environ``: under one
+    naming a source tree, both sides would measure that tree's mockdcp)."""
+    from mockdcp.cli.bench._compare import side_environ
+
     out = subprocess.run(
         [
             python,
@@ -164,6 +168,7 @@ def _measured(python: str, args: argparse.Namespace) -> dict[str, float]:
         check=True,
         cwd="/",
         timeout=1800,
+        env=side_environ(),
     ).stdout
     figures: dict[str, float] = json.loads(out.splitlines()[-1])
     return figures

@@ -13,6 +13,8 @@ import pytest
 
 from mockdcp.cli.bench._compare import (
     PATHS,
+    _bench_rates,
+    _imports,
     _only_compare,
     _site_packages,
     _spawn_ready,
@@ -22,11 +24,13 @@ from mockdcp.cli.bench._compare import (
     ratios,
     server_cpu_seconds,
     settled,
+    side_environ,
 )
 from mockdcp.cli.bench._startup import serve_times
 from tests.bench._run import bench_refusal, bench_report
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -145,11 +149,17 @@ def test_a_kept_environment_sees_this_interpreters_dependencies(tmp_path: Path) 
 
 
 def test_the_working_tree_is_installed_as_it_is_into_an_environment_of_its_own(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The new side is the working tree laid out like the ref's (not the running
     interpreter, whose editable finder and ``.pth`` files would run at its every start):
-    what is changed and not yet committed is in it, what git ignores is not."""
+    what is changed and not yet committed is in it, what git ignores is not. A
+    ``PYTHONPATH`` naming another source tree (a checkout's tests run so) is not what
+    the side imports (it would be both sides' mockdcp)."""
+    decoy = tmp_path / "decoy"
+    (decoy / "mockdcp").mkdir(parents=True)
+    (decoy / "mockdcp" / "__init__.py").write_text("SIDE = 'decoy'\n")
+    monkeypatch.setenv("PYTHONPATH", str(decoy))
     root = tmp_path / "tree"
     package = root / "mockdcp"
     package.mkdir(parents=True)
@@ -169,6 +179,7 @@ def test_the_working_tree_is_installed_as_it_is_into_an_environment_of_its_own(
             capture_output=True,
             check=True,
             cwd=tmp_path,
+            env=side_environ(),  # as compare runs it (this may run under a PYTHONPATH)
         )
         .stdout.decode()
         .split()
@@ -176,6 +187,48 @@ def test_the_working_tree_is_installed_as_it_is_into_an_environment_of_its_own(
     assert shown[0] == "working"
     assert shown[1].startswith(str(tmp_path / "cache" / "worktree" / "venv"))
     assert not list((tmp_path / "cache" / "worktree").rglob("ignored.py"))
+
+
+#: a stand-in for a side's python: writes its PYTHONPATH (or "unset") to ``seen``, then
+#: the one line each measurement reads
+_FAKE_PYTHON = """#!/bin/sh
+echo "${{PYTHONPATH-unset}}" >> {seen}
+echo '{line}'
+"""
+
+
+def _served_once(python: str) -> None:
+    proc = _spawn_ready(python, 0, 4)[0]
+    proc.wait(10)
+    assert proc.stdout is not None
+    proc.stdout.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "measure"),
+    [
+        (
+            '{"events_per_s": 1, "events_per_server_cpu_s": 1}',
+            lambda python: _bench_rates(python, 10, 4),
+        ),
+        ('{"seconds": 0, "cpu_s": 0, "heavy": []}', lambda python: _imports(python, "mockdcp")),
+        ('{"ready": true, "kv_port": 1}', _served_once),
+    ],
+    ids=["bench", "import", "serve"],
+)
+def test_every_process_of_a_side_starts_without_the_callers_pythonpath(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    line: str,
+    measure: Callable[[str], object],
+) -> None:
+    seen = tmp_path / "seen"
+    python = tmp_path / "python"
+    python.write_text(_FAKE_PYTHON.format(seen=seen, line=line))
+    python.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "a-source-tree"))
+    measure(str(python))
+    assert set(seen.read_text().split()) == {"unset"}
 
 
 @pytest.mark.full

@@ -4,12 +4,17 @@ install's interpreter (``measure``) and prints one JSON line."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tests.bench.stream_cost import measure
+from tests.bench.stream_cost import _measured, measure
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def test_a_pass_streams_every_document_of_every_vbucket_in_both_forms() -> None:
@@ -33,3 +38,21 @@ def test_measure_runs_by_path_from_anywhere_and_prints_one_json_line(tmp_path: P
         timeout=120,
     ).stdout
     assert set(json.loads(out.splitlines()[-1])) == {"aware", "legacy", "first"}
+
+
+def test_each_side_measures_without_the_callers_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compare``'s sides run ``measure`` with their own interpreters: under a
+    ``PYTHONPATH`` naming a source tree, both would measure that tree's mockdcp."""
+    seen = tmp_path / "seen"
+    python = tmp_path / "python"  # a stand-in: its PYTHONPATH, then a measure's line
+    python.write_text(
+        f'#!/bin/sh\necho "${{PYTHONPATH-unset}}" > {seen}\n'
+        """echo '{"aware": 1, "legacy": 1}'\n"""
+    )
+    python.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "a-source-tree"))
+    args = argparse.Namespace(passes=1, docs=1, vbuckets=1)
+    assert _measured(str(python), args) == {"aware": 1, "legacy": 1}
+    assert seen.read_text().strip() == "unset"

@@ -14,7 +14,9 @@ Its dependencies are the working tree's: the comparison is of mockdcp's code.
 Each of ``--runs`` rounds measures every default path with both installs, the order
 alternating from round to round (old first, then new first): a machine whose load
 drifts weighs on both alike. Every process runs in a neutral directory, so that neither
-imports the checkout it was started from.
+imports the checkout it was started from, and every process of a side (and what it
+starts) without the caller's ``PYTHONPATH`` (``side_environ``), so that neither imports
+a source tree it names.
 
 * ``memory``, ``disk``, ``legacy``: events/s of ``mockdcp bench --items N`` (the spelling
   both understand), with ``--from-disk`` and ``--legacy``;
@@ -106,6 +108,27 @@ COMPARE_ITEMS = 100_000
 SPREAD_DOCS = 10_000
 
 
+#: the variables a side's processes do not inherit. ``PYTHONPATH`` goes before a
+#: virtual environment's site-packages: under one naming a source tree both sides would
+#: import that tree's mockdcp, and measure the same code. The others that bear on
+#: imports need not go: a virtual environment takes its ``sys.prefix`` and
+#: site-packages from its ``pyvenv.cfg`` whatever ``PYTHONHOME`` says (which moves only
+#: the standard library, alike for both sides; a ``PYTHONHOME`` or
+#: ``PYTHONPLATLIBDIR`` without one stops the interpreter at its start), it has no user
+#: site-packages (``PYTHONUSERBASE``, ``PYTHONNOUSERSITE``), and ``PYTHONSTARTUP``
+#: runs only in an interactive interpreter
+#: (https://docs.python.org/3/using/cmdline.html#environment-variables,
+#: https://docs.python.org/3/library/site.html)
+NOT_INHERITED = ("PYTHONPATH",)
+
+
+def side_environ() -> dict[str, str]:
+    """The environment of a process of a side's interpreter: this process's as it is now
+    (``bytecode_cached``'s settings included) but for ``NOT_INHERITED``. The bench
+    consumer is this interpreter's, and keeps this process's environment."""
+    return {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+
+
 def refusal(args: argparse.Namespace) -> str | None:
     """Why these options cannot be measured together (None: they can)."""
     if args.ref is None:
@@ -193,7 +216,8 @@ def _environment(home: Path, fill: Callable[[Path], None]) -> tuple[str, str]:
     src.mkdir(parents=True)
     fill(src)
     base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(home / "venv")], check=True)
+    env = side_environ()
+    subprocess.run([base, "-m", "venv", "--without-pip", str(home / "venv")], check=True, env=env)
     site_dir = _site_packages(home / "venv")
     _deps_path(home / "venv")
     pip = subprocess.run(
@@ -204,6 +228,7 @@ def _environment(home: Path, fill: Callable[[Path], None]) -> tuple[str, str]:
         capture_output=True,
         check=False,
         cwd=home,
+        env=env,
     )
     how = "pip"
     if pip.returncode != 0:  # no wheel builder offline: lay the pure-Python package out
@@ -214,6 +239,7 @@ def _environment(home: Path, fill: Callable[[Path], None]) -> tuple[str, str]:
         capture_output=True,
         check=True,
         cwd=home,
+        env=env,
     ).stdout.decode()
     if not found.startswith(str(site_dir)):
         raise RuntimeError(f"{home}'s environment imports mockdcp from {found.strip()}")
@@ -232,6 +258,7 @@ def _bench_rates(python: str, items: int, vbuckets: int, *flags: str) -> tuple[f
         capture_output=True,
         check=True,
         timeout=1800,
+        env=side_environ(),
     ).stdout
     report = json.loads(out.splitlines()[-1])
     figures = report.get("figures", report)
@@ -300,6 +327,7 @@ def _spawn_ready_once(
             [*cmd, "--vbuckets", str(vbuckets), "--docs", str(docs), "--json"],
             stdout=subprocess.PIPE,
             stderr=stderr,
+            env=side_environ(),
         )
         try:
             fields, ready, cpu = read_ready(proc, stderr, t0)
@@ -369,7 +397,7 @@ def _ready(python: str) -> tuple[float, float, float]:
 
 def _imports(python: str, module: str) -> tuple[float, float]:
     """Seconds and CPU seconds of ``import MODULE`` (medians of 3)."""
-    runs = [import_time(python, module) for _ in range(3)]
+    runs = [import_time(python, module, side_environ()) for _ in range(3)]
     return statistics.median(r["seconds"] for r in runs), statistics.median(
         r["cpu_s"] for r in runs
     )
@@ -456,7 +484,7 @@ def _measure(
         with bytecode_cached():
             for python in (old, new):  # the bytecode cache filled, not timed
                 _ready(python)
-                import_time(python, "mockdcp.server")
+                import_time(python, "mockdcp.server", side_environ())
             return compare(old, new, runs, lambda py: measure_round(py, items, vbuckets))
     finally:
         os.chdir(here)

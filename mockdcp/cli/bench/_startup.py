@@ -40,7 +40,7 @@ from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 T = TypeVar("T")
 
@@ -81,12 +81,12 @@ print(json.dumps({{"first": first, "later": later, "threads": threads}}))
 """
 
 
-def import_time(python: str, module: str) -> dict[str, Any]:
-    """``import MODULE`` in a fresh ``python``: its seconds, CPU seconds and the heavy
-    modules it left imported."""
+def import_time(python: str, module: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``import MODULE`` in a fresh ``python`` (with environment ``env``; None: this
+    process's): its seconds, CPU seconds and the heavy modules it left imported."""
     script = _IMPORT_SCRIPT.format(module=module, heavy=HEAVY_MODULES)
     out = subprocess.run(
-        [python, "-c", script], capture_output=True, check=True, timeout=120
+        [python, "-c", script], capture_output=True, check=True, timeout=120, env=env
     ).stdout
     result: dict[str, Any] = json.loads(out.splitlines()[-1])
     return result
