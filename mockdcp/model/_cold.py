@@ -348,9 +348,10 @@ def _runs(positions: NDArray[np.intp]) -> list[list[int]]:
     return runs
 
 
-#: the most slots a read ``ColdView`` keeps has (about 40 bytes a slot, whatever the
-#: vbucket's size: at most 10 MiB over 1,024 vbuckets); a longer read's numpy calls are
-#: a small part of its stream's cost
+#: the most slots a read ``ColdView`` keeps has (41 bytes a slot: its seqno, its head's
+#: end, its tail's start, its size, its offset and its tag, and about a kilobyte a read:
+#: at most 12 MB over 1,024 vbuckets, 5 MB for ``serve --docs 100000``); a longer
+#: read's numpy calls are a small part of its stream's cost
 _KEPT_READ = 256
 
 #: the tag bytes without TAG_TOMBSTONE, and those without TAG_COLLECTION: what
