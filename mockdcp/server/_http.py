@@ -171,10 +171,16 @@ class HttpService:
         ``node`` (default: the server's first)."""
         # imported in a worker thread: imported here, they held the event loop (and so
         # the KV port and ``mockdcp serve``'s ready line) for their 0.3 s; once imported
-        # (a later server of the process) there is no thread to wait for
+        # (a later server of the process) there is no thread to wait for. Not abandoned on
+        # cancel: a server stopped while the thread imports waits for it (at most what is
+        # left of the 0.3 s, once a process), so no import runs on once the server has
+        # stopped (``serve()`` exited, ``Server.stop()`` returned) and the caller then does
+        # what it likes with the modules (pytester's in-process runs take back from
+        # ``sys.modules`` what a run imported: an import still running then crashed the
+        # process or raised ImportError, in this run or a later one)
         modules = _http_stack(self.tls)
-        if not all(name in sys.modules for name in modules):
-            await trio.to_thread.run_sync(_import_all, modules, abandon_on_cancel=True)
+        if not all(_imported(name) for name in modules):
+            await trio.to_thread.run_sync(_import_all, modules)
         from hypercorn.config import Config, Sockets
         from hypercorn.trio.run import worker_serve
         from hypercorn.utils import wrap_app
@@ -263,6 +269,15 @@ def _http_stack(tls: TlsSetup | None) -> list[str]:
     if tls is not None:
         modules += ["hypercorn.trio.tcp_server", "hypercorn.trio.worker_context"]
     return modules
+
+
+def _imported(name: str) -> bool:
+    """``name`` is imported, all of it: not still being imported by another server's
+    thread (in ``sys.modules`` from its start), whose module lock importing it here
+    would hold the event loop on."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
 
 
 def _import_all(modules: list[str]) -> None:

@@ -296,3 +296,66 @@ def test_import_mockdcp_server_leaves_what_a_start_does_not_run_for_first_use() 
     assert granted is True
     assert limits == 5.0
     assert {"mockdcp.model._rbac", "mockdcp.producer._checker_rules"} <= set(used)
+
+
+_STOPPED_WHILE_IMPORTING = """
+import json, sys, threading
+import trio
+import mockdcp
+
+# the HTTP stack's import is held at hypercorn.trio.run until released: the server is
+# stopped while its worker thread imports, whatever the machine's speed
+entered, release = threading.Event(), threading.Event()
+
+
+class Hold:
+    def find_spec(self, name, path=None, target=None):
+        if name == "hypercorn.trio.run" and not release.is_set():
+            entered.set()
+            release.wait(60)
+        return None
+
+
+sys.meta_path.insert(0, Hold())
+
+
+def importing():
+    for ident, frame in sys._current_frames().items():
+        while frame is not None and ident != threading.get_ident():
+            if frame.f_code.co_name == "_import_all":
+                return True
+            frame = frame.f_back
+    return False
+
+
+async def in_loop():
+    async with mockdcp.serve(port=0, http_port=0):
+        await trio.to_thread.run_sync(entered.wait, 60)
+        threading.Timer(0.3, release.set).start()
+
+
+def in_thread():
+    with mockdcp.Server(port=0, http_port=0):
+        entered.wait(60)
+        threading.Timer(0.3, release.set).start()
+
+
+trio.run(in_loop) if {mode!r} == "serve" else in_thread()
+run = sys.modules.get("hypercorn.trio.run")
+print(json.dumps([entered.is_set(), importing(), hasattr(run, "worker_serve")]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["serve", "Server"])
+def test_a_server_stopped_while_it_imports_the_http_stack_waits_for_the_import(
+    mode: str,
+) -> None:
+    """Once ``serve()`` has exited (a trio test's fixture) or ``Server.stop()`` returned
+    (a plain test's), nothing of the server imports on: its worker thread importing the
+    HTTP stack was abandoned, and went on importing while pytester's in-process run
+    (tests/plugin) took its modules back out of ``sys.modules``, a segmentation fault
+    or an ImportError (``worker_serve``, ``H2Protocol``) in that run or a later one."""
+    held, importing, imported = _printed(_STOPPED_WHILE_IMPORTING.format(mode=mode))
+    assert held, "the server stopped before its thread imported the HTTP stack"
+    assert not importing, "the thread importing the HTTP stack outlived the server"
+    assert imported
