@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import enum
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -247,14 +246,11 @@ class _Consumer:
         self.exited.set()
 
     async def stop(self) -> None:
-        """SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds."""
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            with trio.move_on_after(STOP_GRACE):
-                await self.proc.wait()
-        if self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
+        """SIGTERM to its process group, then SIGKILL after ``STOP_GRACE`` seconds
+        (``_consumer_process``: also what it started, also once it has exited)."""
+        from mockdcp.cli._consumer_process import stop_consumer
+
+        await stop_consumer(self.proc, STOP_GRACE)
 
 
 async def check_scenario(scenario: Scenario, options: CheckOptions) -> ScenarioResult:
@@ -291,6 +287,7 @@ class _Phases:
 async def _run(
     scenario: Scenario, options: CheckOptions, output: Path, result: ScenarioResult
 ) -> None:
+    from mockdcp.cli._consumer_process import open_consumer
     from mockdcp.cli._scenario_commands import collections_env, consumer_env
     from mockdcp.producer import CheckerLimits
     from mockdcp.scenario import ConsumerStart
@@ -319,7 +316,7 @@ async def _run(
             "MOCKDCP_OUTPUT": str(output),
         }
         try:
-            proc = await trio.lowlevel.open_process(
+            proc = await open_consumer(
                 options.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
             )
         except OSError as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from functools import partial
 from importlib import resources
@@ -85,6 +84,7 @@ async def run_scenario(
     """Serve ``path``, run ``command`` against it, and report (see the module doc);
     ``live``: draw the live view (mockdcp/cli/_live.py) meanwhile."""
     from mockdcp.cli import _live
+    from mockdcp.cli._consumer_process import open_consumer
     from mockdcp.server import serve
 
     starts_within = CONSUMER_STARTS_WITHIN if command else None
@@ -99,9 +99,7 @@ async def run_scenario(
             if command:
                 env = {**os.environ, **consumer_env(server), **_settings(path)}
                 # the consumer's output goes to stderr: stdout holds the report alone
-                proc = await trio.lowlevel.open_process(
-                    command, env=env, stdout=sys.stderr.fileno()
-                )
+                proc = await open_consumer(command, env=env, stdout=sys.stderr.fileno())
                 nursery.start_soon(_watch, proc, report, server)
             try:
                 with trio.move_on_after(limit) as scope:
@@ -171,14 +169,11 @@ async def _watch(proc: trio.Process, report: RunReport, server: MockDcpServer) -
 
 
 async def _stop(proc: trio.Process) -> None:
-    if proc.returncode is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    with trio.move_on_after(STOP_GRACE):
-        await proc.wait()
-        return
-    proc.kill()
-    await proc.wait()
+    """SIGTERM to the consumer's process group, SIGKILL after ``STOP_GRACE`` seconds
+    (``_consumer_process``: also what it started, also once it has exited)."""
+    from mockdcp.cli._consumer_process import stop_consumer
+
+    await stop_consumer(proc, STOP_GRACE)
 
 
 def print_report(report: RunReport, as_json: bool) -> None:

@@ -1,7 +1,10 @@
-"""Ctrl-C and SIGTERM for the commands that start a consumer process (``run``,
-``check``): either signal cancels the command's work, whose ``finally`` blocks stop the
-consumer (SIGTERM, then SIGKILL), and the command exits with ``128 + signal``, as a
-shell reports a process a signal ended.
+"""Ctrl-C, SIGTERM and SIGHUP for the commands that start a consumer process (``run``,
+``check``, ``explore``): each signal cancels the command's work, whose ``finally``
+blocks stop the consumer (SIGTERM, then SIGKILL, to its process group:
+``_consumer_process``), and the command exits with ``128 + signal``, as a shell reports
+a process a signal ended. The consumer runs in a process group of its own, so what the
+terminal sends to the foreground group (Ctrl-C; SIGHUP when it hangs up) or a shell to
+the command's job reaches the command alone, and the command passes it on.
 
 Left to Python, SIGTERM ended the command at once and left its consumer running (a CI
 job cancelled, ``docker stop``, ``timeout``), and SIGINT did nothing at all when the
@@ -20,8 +23,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: the signals that stop ``run`` and ``check``
-STOPPING = (signal.SIGINT, signal.SIGTERM)
+#: the signals that stop ``run``, ``check`` and ``explore``
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(Exception):
@@ -37,7 +40,7 @@ class Interrupted(Exception):
 
 
 async def until_signalled(work: Callable[[], Awaitable[T]]) -> T:
-    """``await work()``, cancelled by SIGINT or SIGTERM: then ``Interrupted`` is raised,
+    """``await work()``, cancelled by SIGINT, SIGTERM or SIGHUP: then ``Interrupted`` is raised,
     once ``work``'s cleanup is done."""
     done: list[T] = []
     got: list[int] = []

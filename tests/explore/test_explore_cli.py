@@ -238,7 +238,9 @@ def test_a_consumer_slow_to_stream_is_judged_from_its_first_stream(tmp_path: Pat
     connection closes before it streams and its next one comes seconds later. This one
     connects and leaves at once, then starts streaming 9 s later, past a drawn wait's
     8 s (``WAIT_TIMEOUT``): its schedules count from its first stream and are judged as
-    usual (counted from its first connection, each was stuck at its first wait)."""
+    usual (counted from its first connection, each was stuck at its first wait). The
+    ``mockdcp tail`` it launches is stopped with it: signalled alone, this launcher exited
+    and left its tail running after explore and the test session (``_consumer_process``)."""
     from mockdcp.explore._generate import WAIT_TIMEOUT
 
     late = tmp_path / "late.py"
@@ -247,14 +249,24 @@ def test_a_consumer_slow_to_stream_is_judged_from_its_first_stream(tmp_path: Pat
         "socket.create_connection((os.environ['MOCKDCP_HOST'], "
         "int(os.environ['MOCKDCP_KV_PORT']))).close()\n"
         f"time.sleep({WAIT_TIMEOUT + 1})\n"
-        "sys.exit(subprocess.call([sys.executable, '-m', 'mockdcp', 'tail', '--json']))\n"
+        "tail = subprocess.Popen([sys.executable, '-m', 'mockdcp', 'tail', '--json'])\n"
+        f"told = os.path.join({str(tmp_path)!r}, os.environ['MOCKDCP_SCENARIO'] + '.pid')\n"
+        "open(told, 'w').write(str(tail.pid))\n"
+        "sys.exit(tail.wait())\n"
     )
-    code, report = explore(
-        "--seed", "39", "--runs", "2", "-j", "2", "--shrink-time", "0",
-        consumer=[sys.executable, str(late)],
-    )  # fmt: skip
-    assert report["found"] == [], report["found"]
-    assert (code, report["schedules"]) == (0, 2)
+    try:
+        code, report = explore(
+            "--seed", "39", "--runs", "2", "-j", "2", "--shrink-time", "0",
+            consumer=[sys.executable, str(late)],
+        )  # fmt: skip
+        assert report["found"] == [], report["found"]
+        assert (code, report["schedules"]) == (0, 2)
+        tails = [int(told.read_text()) for told in tmp_path.glob("*.pid")]
+        assert len(tails) == 2
+        assert not [pid for pid in tails if alive(pid)], "a tail outlived explore"
+    finally:
+        for told in tmp_path.glob("*.pid"):
+            kill_told(told)
 
 
 def test_time_draws_schedules_until_it_is_spent() -> None:

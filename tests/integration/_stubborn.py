@@ -1,5 +1,6 @@
 """A consumer process that only SIGTERM (or SIGKILL) ends, for the tests of how ``check``,
-``run`` and ``explore`` stop their consumer: it says its pid in a file and waits."""
+``run`` and ``explore`` stop their consumer: it says its pid in a file and waits; and a
+launcher that runs a consumer as its child."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ STUBBORN = (
     "import os, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
     "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
 )
+
+
+#: ``python -c LAUNCHER CMD...``: runs CMD as its child and waits for it (a launcher, as
+#: a shell script or a build tool's ``exec`` is): signalled, it exits and leaves its child
+LAUNCHER = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
 
 
 def told_pid(told: Path, within: float = 60) -> int:

@@ -17,7 +17,7 @@ import xmlschema
 
 from mockdcp.cli._check import ScenarioResult, Verdict
 from mockdcp.cli._scenario_commands import bundled_scenarios
-from tests.integration._stubborn import STUBBORN, alive, kill_told, told_pid
+from tests.integration._stubborn import LAUNCHER, STUBBORN, alive, kill_told, told_pid
 
 ROOT = Path(__file__).resolve().parents[2]
 WRONG = str(ROOT / "tests" / "scenarios" / "wrong_consumer.py")
@@ -432,14 +432,24 @@ def _ignore_sigint() -> None:
 
 @pytest.mark.parametrize(
     ("command", "stop"),
-    [("check", "SIGINT"), ("run", "SIGINT"), ("check", "SIGTERM"), ("run", "SIGINT to a job")],
+    [
+        ("check", "SIGINT"),
+        ("run", "SIGINT"),
+        ("check", "SIGTERM"),
+        ("run", "SIGINT to a job"),
+        ("run", "SIGHUP"),
+        ("check", "SIGTERM, a launched consumer"),
+    ],
 )
 def test_ctrl_c_or_sigterm_leaves_no_consumer_behind(
     tmp_path: Path, command: str, stop: str
 ) -> None:
     """Stopped by a signal, ``check`` and ``run`` stop their consumer and exit with
     128 + the signal. SIGTERM (a CI job cancelled) ended them at once with the consumer
-    left running; started as a background job, SIGINT did nothing."""
+    left running; started as a background job, SIGINT did nothing. The consumer has a
+    process group of its own (``_consumer_process``): a terminal's hangup reaches the
+    command alone, which stops it too; and a consumer a launcher started is stopped with
+    the launcher (signalled alone, the launcher left it running)."""
     told = tmp_path / "pid"
     scenario = (
         "rollback-mid-snapshot"
@@ -458,6 +468,7 @@ def test_ctrl_c_or_sigterm_leaves_no_consumer_behind(
             command,
             scenario,
             "--",
+            *([sys.executable, "-c", LAUNCHER] if "launched" in stop else []),
             sys.executable,
             "-c",
             STUBBORN,
@@ -471,7 +482,10 @@ def test_ctrl_c_or_sigterm_leaves_no_consumer_behind(
     )
     try:
         pid = told_pid(told)
-        signum = signal.SIGTERM if stop == "SIGTERM" else signal.SIGINT
+        signum = next(
+            (sig for sig in (signal.SIGTERM, signal.SIGHUP) if stop.startswith(sig.name)),
+            signal.SIGINT,
+        )
         proc.send_signal(signum)
         assert proc.wait(timeout=30) == 128 + signum
         assert not alive(pid)
