@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mockdcp.cli.bench._harness import bytecode_cached, consumer_command, cpu_seconds_of, emit
-from mockdcp.cli.bench._startup import free_port, import_time, on_free_ports, read_ready
+from mockdcp.cli.bench._startup import import_time, read_ready
 
 if TYPE_CHECKING:
     import argparse
@@ -313,14 +313,11 @@ def _spawn_ready(
     python: str, docs: int, vbuckets: int
 ) -> tuple[subprocess.Popen[bytes], int, float, float]:
     """``python -m mockdcp serve --docs DOCS`` spawned and read to its ready line: the
-    process, its KV port, and the seconds and its CPU seconds to that line."""
-    return on_free_ports(lambda: _spawn_ready_once(python, docs, vbuckets))
-
-
-def _spawn_ready_once(
-    python: str, docs: int, vbuckets: int
-) -> tuple[subprocess.Popen[bytes], int, float, float]:
-    cmd = [python, "-m", "mockdcp", "serve", "--port", "0", "--http-port", str(free_port())]
+    process, its KV port, and the seconds and its CPU seconds to that line. Both ports
+    are any free one, the server's choice (``--http-port 0``, there since the first
+    ``serve``): a port picked free beforehand could be another process's by the time
+    the server bound it."""
+    cmd = [python, "-m", "mockdcp", "serve", "--port", "0", "--http-port", "0"]
     with tempfile.TemporaryFile() as stderr:  # the child keeps writing to its own copy
         t0 = time.perf_counter()
         proc = subprocess.Popen(

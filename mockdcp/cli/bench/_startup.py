@@ -7,8 +7,9 @@
   none is wanted before use, not even by ``mockdcp.server``: a bucket loads numpy
   when it first needs it);
 * ``mockdcp serve --docs 0``: seconds from spawning it to its KV port accepting a
-  connection (polled every millisecond, on a port picked free beforehand) and to its
-  ready line, and whether its HTTP port accepts a connection at the ready line; the
+  connection (polled every millisecond, on a port the bench holds for it: ``held_port``)
+  and to its ready line, and whether its HTTP port accepts a connection at the ready
+  line; the
   same for a plain ``mockdcp serve`` (its default 1,000 documents: the KV port listens,
   holding connections, while they load);
 * in-process ``mockdcp.serve(port=0, http_port=0)``, as the pytest fixture of a trio
@@ -26,6 +27,7 @@ first spawn that is not timed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -34,15 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any
 
 from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Mapping
-
-T = TypeVar("T")
+    from collections.abc import Iterator, Mapping
 
 #: modules ``import mockdcp`` must not pull in before they are used
 HEAVY_MODULES = ("numpy", "pyarrow", "hypercorn", "cryptography")
@@ -101,18 +101,9 @@ def stderr_tail(stderr: IO[bytes], limit: int = 4000) -> str:
     return f"; its stderr ends:\n{text}" if text else "; it wrote nothing to stderr"
 
 
-class PortTaken(RuntimeError):
-    """``serve`` could not bind a port the bench had picked free: another process (a
-    test beside it, another bench's client socket) took it in between."""
-
-
 def serve_failed(message: str, stderr: IO[bytes]) -> RuntimeError:
-    """The error of a ``serve`` that did not start, with the end of its stderr; a
-    :class:`PortTaken` where that says a port was in use (the start is then tried
-    again on other ports, :func:`on_free_ports`)."""
-    tail = stderr_tail(stderr)
-    kind = PortTaken if "Address already in use" in tail else RuntimeError
-    return kind(message + tail)
+    """The error of a ``serve`` that did not start, with the end of its stderr."""
+    return RuntimeError(message + stderr_tail(stderr))
 
 
 def read_ready(
@@ -133,21 +124,22 @@ def read_ready(
     return fields, ready, cpu
 
 
-def on_free_ports(start: Callable[[], T], attempts: int = 3) -> T:
-    """``start()``, again (on other ports) while it raises :class:`PortTaken`, at most
-    ``attempts`` times: a port picked free is free only until another process binds it."""
-    for _ in range(attempts - 1):
-        try:
-            return start()
-        except PortTaken:
-            continue
-    return start()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+@contextlib.contextmanager
+def held_port() -> Iterator[int]:
+    """A port of 127.0.0.1 for a server the bench spawns, held until the block ends:
+    bound with ``SO_REUSEADDR``, not listening. The kernel gives a held port to no
+    ``connect`` nor bind to port 0 and refuses a bind of it without ``SO_REUSEADDR``, while
+    ``serve`` (which sets the option) binds and listens on it (a bound socket that does
+    not listen shares its port so; ``mockdcp.server``'s ``_ports.hold`` keeps a down
+    node's ports the same way). A connection to it is refused until ``serve`` listens.
+    Picked free and let go before the spawn, as it was, the port was another process's
+    (a test beside the bench, another bench's client socket) by the time ``serve`` bound
+    it, under parallel load: ``cannot listen on 127.0.0.1:48696: Address already in
+    use``."""
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        yield int(holder.getsockname()[1])
 
 
 def _accepts(port: int) -> bool:
@@ -162,13 +154,14 @@ def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     """``python -m mockdcp serve --docs DOCS``: seconds from spawning it to its KV port
     accepting a connection and to its ready line, its CPU seconds then, and whether its
     HTTP port accepted a connection at the ready line (``docs`` None: no ``--docs``,
-    the default documents)."""
-    return on_free_ports(lambda: _serve_times(python, docs))
+    the default documents). The KV port is polled before the ready line names it: the
+    bench holds it (``held_port``); the HTTP port is any, the ready line's."""
+    with held_port() as port:
+        return _serve_times(python, docs, port)
 
 
-def _serve_times(python: str, docs: int | None) -> dict[str, Any]:
-    port, http_port = free_port(), free_port()
-    cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", str(http_port)]
+def _serve_times(python: str, docs: int | None, port: int) -> dict[str, Any]:
+    cmd = [python, "-m", "mockdcp", "serve", "--port", str(port), "--http-port", "0"]
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -183,12 +176,12 @@ def _serve_times(python: str, docs: int | None) -> dict[str, Any]:
                 raise serve_failed(f"serve exited ({proc.returncode}) before listening", stderr)
             time.sleep(0.001)
         listening = time.perf_counter() - t0
-        _, ready, cpu = read_ready(proc, stderr, t0)
+        fields, ready, cpu = read_ready(proc, stderr, t0)
         return {
             "kv_listening_s": listening,
             "ready_s": ready,
             "ready_cpu_s": cpu,
-            "http_up": _accepts(http_port),
+            "http_up": _accepts(int(fields["http_port"])),
         }
     finally:
         proc.terminate()
