@@ -5,9 +5,9 @@ controls, a stream request for every vbucket from seqno 0, and buffer acks, unti
 document came back. The figure is the server's CPU microseconds a stream (a pass's
 process CPU over its streams; the median of ``--passes``, after a first pass of each
 not counted), collection-aware and legacy, and ``first``: the first pass of all, a
-collection-aware one with the first connection's one-time costs. With the default 1,024 vbuckets and 10,000
-documents (about ten a stream) it is mostly what each stream costs whatever its length:
-its request, its backfill, its marker, its frames' encoding.
+collection-aware one with the first connection's one-time costs. With the default
+1,024 vbuckets and 10,000 documents (about ten a stream) it is mostly what each stream
+costs whatever its length: its request, its backfill, its marker, its frames' encoding.
 
 ``bench compare``'s ``streams_*`` paths measure the same over sockets, where the
 consumer process and the kernel share the machine; this leaves them out, so that a

@@ -670,7 +670,6 @@ def test_a_read_after_a_seqno_is_the_live_slots_above_it_whether_all_live_or_not
     frames of the alive slots above the seqno: read as one run when every slot from
     there on is alive, through the slots otherwise (a newer version persisted
     elsewhere killed one), with the same bytes either way."""
-    import numpy as np
 
     b = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
     keys = [b"k%05d" % i for i in range(120)]
