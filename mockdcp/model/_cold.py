@@ -515,10 +515,10 @@ class ColdView:
         if np.count_nonzero(alive) == count:  # (``all()``: 0.64 against 0.23 µs)
             low = seg.first_seqno + first
             frames = self._run(first, count)
-            if count > _KEPT_READ:
-                return array("q", np.arange(low, low + count, dtype=np.int64).tobytes()), frames
-            seqnos = array("q", range(low, low + count))
-            self._kept = (after_seqno, seqnos, frames)
+            # (numpy's range and its bytes: 0.7 µs for a hundred, ``array`` of a range 4.8)
+            seqnos = array("q", np.arange(low, low + count, dtype=np.int64).tobytes())
+            if count <= _KEPT_READ:
+                self._kept = (after_seqno, seqnos, frames)
             return seqnos, frames
         slots = np.flatnonzero(alive) + first
         seqnos = array("q", (slots + seg.first_seqno).astype(np.int64, copy=False).tobytes())
