@@ -29,8 +29,9 @@ steps:
 
 #: a consumer that takes ``sys.argv[1]`` seconds over each mutation (and, past
 #: ``sys.argv[2]`` of them, stops reading), writing its output from the start (empty)
-#: as it goes, as ``mockdcp tail`` does, and what it holds when told to stop (SIGTERM,
-#: at once)
+#: as it goes, as ``mockdcp tail`` does, after its pause with ``sys.argv[3]``
+#: ``pause-first`` (else before it), and what it holds when told to stop (SIGTERM, at
+#: once)
 SLOW = """\
 import os, signal, sys, time
 import trio
@@ -39,14 +40,19 @@ from mockdcp.protocol import Mutation
 
 env = os.environ
 per_item, reads = float(sys.argv[1]), int(sys.argv[2])
+pause_first = sys.argv[3] == "pause-first"
 seen = 0
 
 def on_event(vb, event):
     global seen
     if isinstance(event, Mutation):
-        write_documents(consumer.state, env["MOCKDCP_OUTPUT"])
         seen += 1
-        time.sleep(per_item if seen < reads else 3600)
+        pause = per_item if seen < reads else 3600
+        if pause_first:
+            time.sleep(pause)
+        write_documents(consumer.state, env["MOCKDCP_OUTPUT"])
+        if not pause_first:
+            time.sleep(pause)
 
 consumer = DcpConsumer(
     env["MOCKDCP_HOST"], int(env["MOCKDCP_KV_PORT"]), user=env["MOCKDCP_USER"],
@@ -62,8 +68,9 @@ finally:
 """
 
 
-def _slow(per_item: float, reads: int = 1000) -> CheckOptions:
-    return CheckOptions(command=[sys.executable, "-c", SLOW, str(per_item), str(reads)])
+def _slow(per_item: float, reads: int = 1000, *, pause_first: bool = False) -> CheckOptions:
+    order = "pause-first" if pause_first else "record-first"
+    return CheckOptions(command=[sys.executable, "-c", SLOW, str(per_item), str(reads), order])
 
 
 async def test_a_consumer_still_catching_up_when_the_scenario_ends_is_waited_for(
@@ -108,36 +115,6 @@ steps:
   - delete: {key: k0}
 """
 
-#: a consumer that takes ``sys.argv[1]`` seconds over each mutation before it records
-#: it (its output rewritten with what it holds), and writes what it holds when told to
-#: stop (SIGTERM, at once)
-LAGGING = """\
-import os, signal, sys, time
-import trio
-from mockdcp.client import DcpConsumer, write_documents
-from mockdcp.protocol import Mutation
-
-env = os.environ
-per_item = float(sys.argv[1])
-
-def on_event(vb, event):
-    if isinstance(event, Mutation):
-        time.sleep(per_item)
-        write_documents(consumer.state, env["MOCKDCP_OUTPUT"])
-
-consumer = DcpConsumer(
-    env["MOCKDCP_HOST"], int(env["MOCKDCP_KV_PORT"]), user=env["MOCKDCP_USER"],
-    password=env["MOCKDCP_PASSWORD"], bucket=env["MOCKDCP_BUCKET"], vbuckets=None,
-    on_event=on_event,
-)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-write_documents(consumer.state, env["MOCKDCP_OUTPUT"])
-try:
-    trio.run(consumer.run)
-finally:
-    write_documents(consumer.state, env["MOCKDCP_OUTPUT"])
-"""
-
 
 async def test_an_output_that_matches_before_the_last_items_are_read_is_waited_on(
     tmp_path: Path,
@@ -149,8 +126,8 @@ async def test_an_output_that_matches_before_the_last_items_are_read_is_waited_o
     as a standing output is: the consumer reads both, and passes."""
     path = tmp_path / "write-then-delete.yaml"
     path.write_text(WRITE_THEN_DELETE)
-    options = CheckOptions(command=[sys.executable, "-c", LAGGING, "0.3"])
-    result = await check_scenario(load_scenario(str(path)), options)
+    # the pause before each record: stopped at the match, it held k0 unrecorded
+    result = await check_scenario(load_scenario(str(path)), _slow(0.3, pause_first=True))
     assert result.verdict is Verdict.PASSED, result.reason
 
 
