@@ -223,25 +223,22 @@ def consumer_exit(exc: BaseException) -> BaseException | None:
     return exc if own is None else None
 
 
-async def _settled(consumer: InProcessConsumer, server: MockDcpServer, crash: list[str]) -> None:
-    """Return once the consumer holds the oracle, and still does when the server and
-    the consumer have nothing left to do (``wait_all_tasks_blocked``: every task waits
-    on a timer or on data that has not come), or once it crashed. A match alone is not
-    enough: a write and its deletion leave the oracle as it was, so the consumer
-    matches it before it has read either, and the cancellation that follows could catch
-    it between the two (seed 8 of a schedule ending ``set k0; wait 0; delete k0``: k0 a
-    phantom of a consumer that did nothing wrong)."""
-
-    def matches() -> bool:
-        return not compare(consumer, server)["differences"]
-
-    while not crash:
+async def settled(matches: Callable[[], bool], failed: Callable[[], bool], poll: float) -> None:
+    """Return once ``matches()``, and still so when every task of the run (the server's,
+    the consumer's) has nothing left to do (``wait_all_tasks_blocked``: each waits on a
+    timer or on data that has not come), or once ``failed()``; ``matches`` is asked
+    every ``poll`` seconds. A match alone is not enough: a write and its deletion leave
+    the oracle as it was, so the consumer matches it before it has read either, and the
+    cancellation that follows could catch it between the two (seed 8 of a schedule
+    ending ``set k0; wait 0; delete k0``: k0 a phantom of a consumer that did nothing
+    wrong). The tests' in-process harnesses settle with it too."""
+    while not failed():
         if matches():
             await trio.testing.wait_all_tasks_blocked()
             if matches():
                 return
         else:
-            await trio.sleep(0.02)
+            await trio.sleep(poll)
 
 
 async def run_in_process(
@@ -338,7 +335,11 @@ async def _run(
                 elif server.runner.progress.failure is None:
                     _persist_after(server)
                     with trio.move_on_after(SETTLE):
-                        await _settled(consumer, server, crash)
+                        await settled(
+                            lambda: not compare(consumer, server)["differences"],
+                            lambda: bool(crash),
+                            0.02,
+                        )
                 nursery.cancel_scope.cancel()
         finally:
             # once its task is cancelled (above): ended sooner, the guard's thread would

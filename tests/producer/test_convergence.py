@@ -9,13 +9,12 @@ import trio.lowlevel
 import trio.testing
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
+from mockdcp.cli._explore_inprocess import settled
 from mockdcp.client import ConsumerState, DcpConsumer, StreamFilter
 from mockdcp.model import Bucket
 from mockdcp.producer import Node, _stream
 from mockdcp.scenario import ScenarioProblems, StepRunner, steps
 from mockdcp.server._kv import KvService, Wakeups
-
-from ..integration._raw import wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -174,11 +173,7 @@ async def scenario(
             # Converged, and still so once the server and the consumer have nothing
             # left to do: a write and its deletion leave the oracle as it was, so the
             # two agree before the consumer has read either; it must have read both.
-            while True:
-                await wait_until(converged, poll=0.25)
-                await trio.testing.wait_all_tasks_blocked()
-                if converged():
-                    break
+            await settled(converged, lambda: False, 0.25)
         nursery.cancel_scope.cancel()
     return state, bucket
 

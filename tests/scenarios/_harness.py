@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 import trio
-import trio.testing
 
+from mockdcp.cli._explore_inprocess import settled
 from mockdcp.producer.events import ProtocolViolation
 from mockdcp.server import serve
 from mockdcp.util._errors import MockDcpError
@@ -149,7 +149,8 @@ async def run_scenario(
             failed = server.runner.progress.failure or scope.cancelled_caught or gone
             settle = 0.0 if failed else SETTLE
             with trio.move_on_after(settle):
-                await _settled(consumer, server, lambda: error is not None)
+                # (the consumer's state has no event to wait on: polled)
+                await settled(lambda: converged(consumer, server), lambda: error is not None, 0.01)
             nursery.cancel_scope.cancel()
         failure = server.runner.progress.failure
         if scope.cancelled_caught:
@@ -164,29 +165,6 @@ async def run_scenario(
             list(consumer.state.violations),
             protocol_violations(server),
         )
-
-
-async def _settled(
-    consumer: DcpConsumer | ClusterConsumer,
-    server: MockDcpServer,
-    failed: Callable[[], bool],
-) -> None:
-    """Return once the consumer has converged, and still has when the server and the
-    consumer have nothing left to do (``wait_all_tasks_blocked``: both run in this
-    process, over loopback sockets a readable one wakes its reader first), or once
-    ``failed()``. Converged alone is not enough: a write and its deletion leave the
-    bucket's documents as they were, so the consumer has converged before it has read
-    either, and the cancellation that follows caught it between the two (k0 held, a
-    consumer that did nothing wrong not converged:
-    ``test_a_write_and_its_deletion_in_flight_at_the_end_are_read_before_judging``)."""
-    while not failed():
-        # the consumer's state has no event to wait on: poll it
-        if converged(consumer, server):
-            await trio.testing.wait_all_tasks_blocked()
-            if converged(consumer, server):
-                return
-        else:
-            await trio.sleep(0.01)
 
 
 async def _first(*events: trio.Event) -> None:
