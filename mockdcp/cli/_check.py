@@ -4,8 +4,9 @@ Each scenario that applies to the consumer (its ``needs`` within ``--capabilitie
 runs on a fresh server with free ports; the consumer command starts with the
 ``MOCKDCP_*`` variables of ``mockdcp run`` plus the scenario's consumer settings,
 ``MOCKDCP_SCENARIO`` (its name), ``MOCKDCP_OUTPUT`` (where it may write what it holds),
-``MOCKDCP_COLLECTIONS`` and ``MOCKDCP_SCOPE`` (which collections hold the scenario's
-documents, as ``mockdcp run`` tells them). A scenario passes when its steps all ran, every
+``MOCKDCP_PROGRESS`` (where it may say how far that output goes), ``MOCKDCP_COLLECTIONS``
+and ``MOCKDCP_SCOPE`` (which collections hold the scenario's documents, as ``mockdcp
+run`` tells them). A scenario passes when its steps all ran, every
 expectation was met, the protocol checker reported nothing of the consumer, and the
 output (if it wrote one) holds exactly the oracle's documents. Each run's administrator
 has a password of its own (``run_users``), given to the consumer alone: another
@@ -293,7 +294,9 @@ async def _run(
     from mockdcp.scenario import ConsumerStart
     from mockdcp.server import serve
 
+    progress = _progress_path(output)
     _remove(output)
+    _remove(progress)
     phases = _Phases(result.phases)
     async with serve(
         host=options.host,
@@ -314,6 +317,7 @@ async def _run(
             **collections_env(scenario),
             "MOCKDCP_SCENARIO": scenario.name,
             "MOCKDCP_OUTPUT": str(output),
+            "MOCKDCP_PROGRESS": str(progress),
         }
         try:
             proc = await open_consumer(
@@ -335,7 +339,7 @@ async def _run(
                 phases.end("scenario" if "connected" in marks else "consumer start")
                 if trouble is None:
                     _persist_after(server)
-                    await _settle(server, output)
+                    await _settle(server, output, progress)
                     phases.end("settle")
                 await consumer.stop()
                 phases.end("stop")
@@ -426,7 +430,7 @@ def _persist_after(server: MockDcpServer) -> None:
     cluster.replicate()
 
 
-async def _settle(server: MockDcpServer, output: Path) -> None:
+async def _settle(server: MockDcpServer, output: Path, progress: Path) -> None:
     """ "Written" is not "received": while the consumer keeps an output that does not
     match yet, wait for it (there is no event to wait on: poll), up to ``SETTLE``
     seconds past its last sign of catching up (``_Catching``), ``SETTLE_LIMIT`` in all.
@@ -439,11 +443,12 @@ async def _settle(server: MockDcpServer, output: Path) -> None:
     failed already at once.
 
     An output that matches ends the wait at once only when the consumer has read
-    everything written to it (``_read_all_written``); otherwise it may match only
-    because the consumer has read neither a write nor its deletion (they leave the
-    oracle as it was), and stopping it then caught it between the two: a consumer
-    slow to record each mutation was failed with the written key "a phantom"
-    (``test_check_settle``). Such a match is waited on as a standing output is."""
+    everything written to it (``_read_all_written``) or says it has (``progress``,
+    ``_reported_all``); otherwise it may match only because the consumer has read
+    neither a write nor its deletion (they leave the oracle as it was), and stopping it
+    then caught it between the two: a consumer slow to record each mutation was failed
+    with the written key "a phantom" (``test_check_settle``). Such a match is waited on
+    as a standing output is."""
     if not _exists(output) or _failed_already(server):
         return
     rows = server.oracle().rows()
@@ -451,8 +456,10 @@ async def _settle(server: MockDcpServer, output: Path) -> None:
     catching = _Catching(server)
     with trio.move_on_after(SETTLE_LIMIT):
         while True:
+            # how far the output goes is read before the output: it was written after
+            reported = read_all or _reported_all(server, progress)
             standing = _standing(rows, output)
-            if standing is None and read_all:
+            if standing is None and reported:
                 return
             if not catching.within(SETTLE, _MATCHED if standing is None else standing):
                 return
@@ -461,6 +468,11 @@ async def _settle(server: MockDcpServer, output: Path) -> None:
 
 #: ``_settle``'s mark of an output that matches (``_standing``'s counts are never negative)
 _MATCHED = (-1,)
+
+
+def _progress_path(output: Path) -> Path:
+    """Where the consumer may say how far ``output`` goes (``MOCKDCP_PROGRESS``)."""
+    return output.with_name(f"{output.name}.progress")
 
 
 def _read_all_written(server: MockDcpServer, rows: list[dict[str, Any]]) -> bool:
@@ -480,6 +492,30 @@ def _read_all_written(server: MockDcpServer, rows: list[dict[str, Any]]) -> bool
         isinstance(e, StreamWritten) and e.seqno > newest.get(e.vbucket, 0)
         for e in server.runner.history
     )
+
+
+def _reported_all(server: MockDcpServer, progress: Path) -> bool:
+    """Whether the consumer says (``MOCKDCP_PROGRESS``, as ``mockdcp tail`` writes it:
+    ``mockdcp.client.write_progress``) that its output holds every seqno of every
+    vbucket: on the active copy's branch (the newest uuid of its failover log) and up to
+    its high seqno. A consumer that says nothing, a vbucket it holds on another branch
+    (it has a rollback to come) or below the high seqno (a filtered or legacy stream
+    that is never sent the last seqnos) is not taken as having read all. A report that
+    cannot be read is none."""
+    import json
+
+    try:
+        reported = json.loads(progress.read_bytes())["vbuckets"]
+        held = {int(vb): (int(p["uuid"]), int(p["seqno"])) for vb, p in reported.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    for vbucket in server.bucket.vbuckets:
+        if vbucket.high_seqno == 0:
+            continue
+        uuid, seqno = held.get(vbucket.vbid, (None, 0))
+        if uuid != vbucket.failover.newest_uuid or seqno < vbucket.high_seqno:
+            return False
+    return True
 
 
 def _failed_already(server: MockDcpServer) -> bool:

@@ -496,38 +496,53 @@ async def _tail(args: argparse.Namespace) -> None:
                 nursery.start_soon(until_every_stream_ended)
             nursery.start_soon(until_terminated)
             if args.output:
-                nursery.start_soon(_keep_output, consumer, args.output)
+                nursery.start_soon(_keep_output, consumer, args.output, args.progress)
             await done.wait()
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the consumer's error, unwrapped for run_tail
         raise_unwrapped(group)
     finally:
         if args.output:
-            from mockdcp.client import write_documents
-
-            write_documents(consumer.state, args.output)
+            _write_output(consumer.state, args.output, args.progress)
 
 
 #: how often ``tail --output`` rewrites its file while the documents change (seconds)
 OUTPUT_EVERY = 0.05
 
 
-async def _keep_output(consumer: Any, path: str) -> None:  # noqa: ANN401
-    """Rewrite ``path`` with the consumer's documents whenever they changed (the final
-    write is ``_tail``'s, when it stops); a large state is rewritten less often, so
-    writing takes at most a tenth of the time."""
-    from mockdcp.client import write_documents
+async def _keep_output(consumer: Any, path: str, progress: str | None) -> None:  # noqa: ANN401
+    """Rewrite ``path`` (and ``progress``, how far it goes) with the consumer's documents
+    whenever they changed (the final write is ``_tail``'s, when it stops); a large state
+    is rewritten less often, so writing takes at most a tenth of the time."""
+    from mockdcp.client import stream_progress
 
     written = None
     while True:
         state = consumer.state
-        mark = (state.items, len(state.rollbacks), state.system_events, consumer.connects)
+        mark: tuple[object, ...] = (
+            state.items,
+            len(state.rollbacks),
+            state.system_events,
+            consumer.connects,
+        )
+        if progress is not None:  # a position moves without a document too (a prepare)
+            mark += (stream_progress(state),)
         took = 0.0
         if mark != written:
             started = time.perf_counter()
-            write_documents(state, path)
+            _write_output(state, path, progress)
             written, took = mark, time.perf_counter() - started
         await trio.sleep(max(OUTPUT_EVERY, 10 * took))
+
+
+def _write_output(state: Any, path: str, progress: str | None) -> None:  # noqa: ANN401
+    """The documents, then how far they go (``MOCKDCP_PROGRESS``: a reader that reads
+    it first never sees an output short of it)."""
+    from mockdcp.client import write_documents, write_progress
+
+    write_documents(state, path)
+    if progress is not None:
+        write_progress(state, progress)
 
 
 def run_tail(args: argparse.Namespace) -> int:

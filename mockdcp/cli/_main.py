@@ -496,6 +496,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "as `mockdcp check` sets it)",
     )
     tail.add_argument(
+        "--progress",
+        default=env("MOCKDCP_PROGRESS") or None,
+        metavar="FILE",
+        help="with --output, keep in FILE how far the output goes on each vbucket, as JSON "
+        "(default MOCKDCP_PROGRESS, as `mockdcp check` sets it)",
+    )
+    tail.add_argument(
         "--change-streams",
         action=argparse.BooleanOptionalAction,
         default=env("MOCKDCP_CHANGE_STREAMS", "") == "1",

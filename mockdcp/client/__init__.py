@@ -17,7 +17,9 @@ from mockdcp.client._core import (
 )
 from mockdcp.client._output import (
     document_rows as document_rows,
+    stream_progress as stream_progress,
     write_documents as write_documents,
+    write_progress as write_progress,
 )
 from mockdcp.client._state import (
     AuthenticationFailed as AuthenticationFailed,

@@ -6,6 +6,15 @@ documents there as JSON lines, one per live document, in the columns the pipelin
 verify reads (docs/pipeline.md): ``scope``, ``collection``, ``key``, ``value``,
 ``seqno``, ``rev``, ``cas``, ``vbucket``. The file is replaced whole (written beside it,
 then renamed), so a reader never sees half of one.
+
+They also give ``MOCKDCP_PROGRESS``: a path where a consumer may say how far that output
+goes, a JSON object ``{"vbuckets": {"VB": {"uuid": U, "seqno": S}}}``: for each vbucket,
+the branch (the vbucket uuid its stream request was answered with, the newest entry of
+the failover log) and the seqno through which the output holds what it received. It is
+written after the output it describes, so a reader that reads it first and the output
+after sees an output at least that far. ``mockdcp check`` then knows the consumer has
+read everything, where a matching output alone cannot tell it: a write and its deletion
+leave the final documents as they were.
 """
 
 from __future__ import annotations
@@ -54,6 +63,36 @@ def _row(names: tuple[str, str], key: bytes, version: Version) -> dict[str, obje
         "cas": version.cas if version.cas < 1 << 63 else version.cas - (1 << 64),
         "vbucket": version.vbucket,
     }
+
+
+def stream_progress(state: ConsumerState) -> dict[int, tuple[int, int]]:
+    """vbucket -> (uuid, seqno): how far ``state`` holds each vbucket's stream. With
+    several streams of a vbucket (stream ids, each filtered) the one least far: a
+    filtered stream may never reach the vbucket's high seqno, and then the vbucket is
+    not reported as read through it."""
+    progress: dict[int, tuple[int, int]] = {}
+    for (vb, _sid), pos in state.positions.items():
+        held = progress.get(vb)
+        if held is None or pos.seqno < held[1]:
+            progress[vb] = (pos.uuid, pos.seqno)
+    return progress
+
+
+def write_progress(state: ConsumerState, path: str | os.PathLike[str]) -> None:
+    """Replace ``path`` with ``stream_progress(state)`` as ``MOCKDCP_PROGRESS`` says
+    (after the documents of the same state were written)."""
+    vbuckets = {
+        str(vb): {"uuid": uuid, "seqno": seqno}
+        for vb, (uuid, seqno) in sorted(stream_progress(state).items())
+    }
+    _replace(Path(path), json.dumps({"vbuckets": vbuckets}, separators=(",", ":")))
+
+
+def _replace(target: Path, text: str) -> None:
+    temporary = target.with_name(f".{target.name}.writing")
+    with open(temporary, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(temporary, target)
 
 
 def write_documents(state: ConsumerState, path: str | os.PathLike[str]) -> int:

@@ -1,7 +1,7 @@
 """``check``'s settle window (``_check._settle``): after the scenario's last step the
 output is waited for while the consumer catches up, and no longer once it stops; an
 output that matches only because the consumer has not read the last items yet is
-waited on too."""
+waited on too, unless the consumer reports it has read them (``MOCKDCP_PROGRESS``)."""
 
 from __future__ import annotations
 
@@ -31,17 +31,24 @@ steps:
 #: ``sys.argv[2]`` of them, stops reading), writing its output from the start (empty)
 #: as it goes, as ``mockdcp tail`` does, after its pause with ``sys.argv[3]``
 #: ``pause-first`` (else before it), and what it holds when told to stop (SIGTERM, at
-#: once)
+#: once); with ``sys.argv[4]`` ``report`` it also writes how far its output goes
+#: (``MOCKDCP_PROGRESS``) after each item it records, deletions too
 SLOW = """\
 import os, signal, sys, time
 import trio
-from mockdcp.client import DcpConsumer, write_documents
-from mockdcp.protocol import Mutation
+from mockdcp.client import DcpConsumer, write_documents, write_progress
+from mockdcp.protocol import Deletion, Mutation
 
 env = os.environ
 per_item, reads = float(sys.argv[1]), int(sys.argv[2])
 pause_first = sys.argv[3] == "pause-first"
+report = sys.argv[4] == "report"
 seen = 0
+
+def record():
+    write_documents(consumer.state, env["MOCKDCP_OUTPUT"])
+    if report:
+        write_progress(consumer.state, env["MOCKDCP_PROGRESS"])
 
 def on_event(vb, event):
     global seen
@@ -50,9 +57,11 @@ def on_event(vb, event):
         pause = per_item if seen < reads else 3600
         if pause_first:
             time.sleep(pause)
-        write_documents(consumer.state, env["MOCKDCP_OUTPUT"])
+        record()
         if not pause_first:
             time.sleep(pause)
+    elif report and isinstance(event, Deletion):
+        record()
 
 consumer = DcpConsumer(
     env["MOCKDCP_HOST"], int(env["MOCKDCP_KV_PORT"]), user=env["MOCKDCP_USER"],
@@ -68,9 +77,14 @@ finally:
 """
 
 
-def _slow(per_item: float, reads: int = 1000, *, pause_first: bool = False) -> CheckOptions:
+def _slow(
+    per_item: float, reads: int = 1000, *, pause_first: bool = False, report: bool = False
+) -> CheckOptions:
     order = "pause-first" if pause_first else "record-first"
-    return CheckOptions(command=[sys.executable, "-c", SLOW, str(per_item), str(reads), order])
+    says = "report" if report else "silent"
+    return CheckOptions(
+        command=[sys.executable, "-c", SLOW, str(per_item), str(reads), order, says]
+    )
 
 
 async def test_a_consumer_still_catching_up_when_the_scenario_ends_is_waited_for(
@@ -138,5 +152,21 @@ async def test_an_output_that_matches_with_every_item_read_ends_the_settle_at_on
     path = tmp_path / "eight.yaml"
     path.write_text(EIGHT_WRITTEN)
     result = await check_scenario(load_scenario(str(path)), _slow(0.05))
+    assert result.verdict is Verdict.PASSED, result.reason
+    assert result.phases["settle"] < _check.SETTLE
+
+
+async def test_a_consumer_that_reports_its_progress_is_judged_once_it_read_everything(
+    tmp_path: Path,
+) -> None:
+    """The same write and deletion, to a consumer that says how far its output goes
+    (``MOCKDCP_PROGRESS``): its early match (k0 unread) is not taken, since it reports
+    a seqno below the vbucket's high seqno, and once it reports the deletion's seqno
+    the settle ends at once instead of ``SETTLE`` seconds after its last change."""
+    path = tmp_path / "write-then-delete.yaml"
+    path.write_text(WRITE_THEN_DELETE)
+    result = await check_scenario(
+        load_scenario(str(path)), _slow(0.3, pause_first=True, report=True)
+    )
     assert result.verdict is Verdict.PASSED, result.reason
     assert result.phases["settle"] < _check.SETTLE

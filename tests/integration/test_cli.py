@@ -14,6 +14,8 @@ from mockdcp.protocol import GetAllVbSeqnos, StreamEndReason, decode_all_vb_seqn
 from .test_bad_input import _opened
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mockdcp.server import MockDcpServer
 
 
@@ -232,3 +234,33 @@ def test_serve_bucket_type_ephemeral_is_reported_and_its_options_checked() -> No
         )
         assert bad.returncode != 0
         assert message in bad.stderr
+
+
+async def test_tail_says_how_far_its_output_goes(server: MockDcpServer, tmp_path: Path) -> None:
+    """``tail --output --progress`` (``MOCKDCP_OUTPUT``, ``MOCKDCP_PROGRESS``, as
+    ``check`` sets them): once it has read a deletion, the last item written, its
+    report reaches every vbucket's high seqno on the active branch, which is what
+    ``check`` waits for to judge a matching output at once."""
+    from mockdcp.cli._check import _reported_all
+
+    for i in range(20):
+        server.bucket.set(f"k{i}", "{}")
+    server.bucket.delete("k3")
+    output, progress = tmp_path / "out.jsonl", tmp_path / "out.progress"
+    cmd = [sys.executable, "-m", "mockdcp", "tail", "--port", str(server.kv_port),
+           "--output", str(output), "--progress", str(progress)]  # fmt: skip
+    proc = await trio.lowlevel.open_process(cmd, stdout=subprocess.DEVNULL)
+    try:
+        with trio.fail_after(30):
+            while True:  # a file another process writes: polled
+                if _reported_all(server, progress):
+                    break
+                await trio.sleep(0.05)
+    finally:
+        proc.terminate()
+        with trio.fail_after(10):
+            await proc.wait()
+    assert proc.returncode == 0
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert sorted(r["key"] for r in rows) == sorted(f"k{i}" for i in range(20) if i != 3)
+    assert _reported_all(server, progress)  # its last write, at the stop, too
