@@ -314,18 +314,26 @@ def _start_thread_server(
 
 
 def _stop_thread_servers(started: list[tuple[Server, _Watched, bool]]) -> None:
-    """Stop every server; then fail if one recorded a failed expectation."""
-    problems = []
+    """Stop every server; then raise what killed one after it was ready (``ServerError``),
+    else fail if one recorded a failed expectation."""
+    from mockdcp.util import ServerError
+
+    problems, died = [], []
     for server, watched, check in started:
         try:
             _, _, expectations = watched.freeze()
-        except Exception:  # a dead server has nothing to check
-            continue
-        finally:
+        except Exception:  # a dead server has nothing to check: its stop says why
+            expectations = None
+        try:
             server.stop()
-        problem = _check(watched.label, expectations) if check else None
+        except ServerError as exc:
+            died.append(exc)
+            continue
+        problem = _check(watched.label, expectations) if check and expectations else None
         if problem:
             problems.append(problem)
+    if died:
+        raise died[0]
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
 

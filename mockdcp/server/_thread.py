@@ -3,7 +3,9 @@ synchronous code (plain pytest tests, scripts, other event loops).
 
 Every call crosses into the server's trio thread (``trio.from_thread``), so the model is
 only ever touched there. ``start()`` returns once the server is ready (or raises what
-stopped it from starting); ``stop()`` shuts it down and joins the thread.
+stopped it from starting); ``stop()`` shuts it down and joins the thread, and raises
+``ServerError`` (its cause what was raised) if the server died of an error after it was
+ready; a call to a server that died so raises the same.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import trio
 from mockdcp.util import ServerError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
     from types import TracebackType
 
     from mockdcp.model import Bucket, Oracle
@@ -75,13 +77,30 @@ class Server:
             await self._stop.wait()
 
     def stop(self) -> None:
-        """Shut the server down (connections closed) and join its thread."""
+        """Shut the server down (connections closed) and join its thread. Raises
+        ``ServerError`` if the server had died of an error since it was ready (once:
+        stopping it again is a no-op)."""
         if self._thread is None or self._token is None or self._stop is None:
             return
         with contextlib.suppress(trio.RunFinishedError):
             trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
         self._thread.join()
         self._thread = None
+        if self._error is not None:
+            raise self._died() from self._error
+
+    def _died(self) -> ServerError:
+        return ServerError(f"the server died after it was ready: {self._error!r}")
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[None]:
+        """A call into the server thread; one that finds the run over says why."""
+        try:
+            yield
+        except trio.RunFinishedError:
+            if self._error is None:
+                raise ServerError("the server is not running") from None
+            raise self._died() from self._error
 
     def __enter__(self) -> Server:
         return self.start()
@@ -145,11 +164,13 @@ class Server:
 
     def call(self, fn: Any, *args: Any) -> Any:  # noqa: ANN401 - any function of the model
         """Run ``fn(*args)`` in the server thread and return its result."""
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        with self._running():
+            return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
     def apply(self, *steps: Step | Mapping[str, object]) -> None:
         """``MockDcpServer.apply``, from this thread (blocks while steps wait)."""
-        trio.from_thread.run(self.server.apply, *steps, trio_token=self._token)
+        with self._running():
+            trio.from_thread.run(self.server.apply, *steps, trio_token=self._token)
 
     def wait(self, trigger: ConsumerProgress | float, *, limit: float = 60.0) -> None:
         """``MockDcpServer.wait``, from this thread."""
@@ -158,7 +179,8 @@ class Server:
         async def wait() -> None:
             await server.wait(trigger, limit=limit)
 
-        trio.from_thread.run(wait, trio_token=self._token)
+        with self._running():
+            trio.from_thread.run(wait, trio_token=self._token)
 
     def oracle(self) -> Oracle:
         """See ``MockDcpServer.oracle``."""

@@ -139,3 +139,39 @@ async def test_serve_refuses_docs_it_cannot_load(options: dict[str, object]) -> 
     with pytest.raises(mockdcp.ServerError, match="docs is a count"):
         async with mockdcp.serve(port=0, http_port=0, **options):  # type: ignore[arg-type]
             pass
+
+
+def test_an_error_that_kills_the_server_after_it_was_ready_is_raised_not_swallowed() -> None:
+    """A task of the server's (here its flusher) raises after the ready: the thread's
+    run ends, and ``stop()`` raises it as ``ServerError`` (it kept it and raised
+    nothing, so the plugin showed only a ``RunFinishedError`` of a later call), as does
+    any call made after it died."""
+    from mockdcp.util import ServerError
+
+    server = mockdcp.Server(port=0, http_port=0, vbuckets=4).start()
+
+    def broken(now: float) -> list[int]:
+        raise RuntimeError("the disk is on fire")
+
+    def break_the_flusher() -> None:
+        server.bucket.flusher.flush = broken  # type: ignore[method-assign]
+
+    server.call(break_the_flusher)
+    server.apply(Set(key="a", value="1"))  # the flusher's next flush raises
+    with pytest.raises(ServerError, match=r"died after it was ready") as called:
+        _call_for(server, 20.0)  # until the flusher ran
+    assert isinstance(called.value.__cause__, RuntimeError)
+    with pytest.raises(ServerError, match=r"died after it was ready.*the disk is on fire") as info:
+        server.stop()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    server.stop()  # once: stopping it again is a no-op
+
+
+def _call_for(server: mockdcp.Server, seconds: float) -> None:
+    """Call into ``server`` every 20 ms for ``seconds`` (what a call raises ends it)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        server.call(lambda: None)
+        time.sleep(0.02)

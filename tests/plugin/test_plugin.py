@@ -457,3 +457,42 @@ def test_the_factory_serves_a_corpus_on_disk(
         """
     )
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_a_server_that_died_during_a_test_errors_its_teardown_with_the_cause(
+    pytester: pytest.Pytester,
+) -> None:
+    """The fixture's server dies of an error of its own after it was ready (its flusher
+    raises): the teardown reports that error, not nothing (the thread kept it) or a
+    ``RunFinishedError`` of a later call."""
+    pytester.makepyfile(
+        """
+        import time
+
+        from mockdcp.util import ServerError
+
+
+        def test_breaks_it(mockdcp):
+            def broken(now):
+                raise RuntimeError("the disk is on fire")
+
+            def break_the_flusher():
+                mockdcp.bucket.flusher.flush = broken
+
+            mockdcp.call(break_the_flusher)
+            mockdcp.apply({"set": {"key": "a", "value": "x"}})
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:  # until the flusher ran
+                try:
+                    mockdcp.call(lambda: None)
+                except ServerError:
+                    return
+                time.sleep(0.02)
+            raise AssertionError("the flusher never ran")
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*ServerError: the server died after it was ready: RuntimeError('the disk is on fire')*"]
+    )
