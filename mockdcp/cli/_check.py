@@ -262,11 +262,13 @@ async def check_scenario(scenario: Scenario, options: CheckOptions) -> ScenarioR
     if why_not is not None:
         result.verdict, result.reason = Verdict.NOT_APPLICABLE, why_not
         return result
+    phases = _Phases(result.phases, started)
     with tempfile.TemporaryDirectory(prefix="mockdcp-check-") as scratch:
         folder = options.output_dir or Path(scratch)
         output = folder / f"{scenario.name}.out"
-        await _run(scenario, options, output, result)
-    result.seconds = time.perf_counter() - started
+        await _run(scenario, options, output, result, phases)
+    phases.end("server stop")  # and its scratch directory's removal
+    result.seconds = phases.last - started  # the phases' sum, whatever the machine's load
     result.overhead = max(0.0, result.seconds - result.phases.get("scenario", 0.0))
     return result
 
@@ -274,7 +276,7 @@ async def check_scenario(scenario: Scenario, options: CheckOptions) -> ScenarioR
 @attrs.define
 class _Phases:
     """Times one scenario's run phase by phase (``PHASES``): each ``end`` closes the
-    phase begun at the previous one."""
+    phase begun at the previous one, so the phases add up to ``last`` less the start."""
 
     into: dict[str, float]
     last: float = attrs.field(factory=time.perf_counter)
@@ -282,11 +284,15 @@ class _Phases:
     def end(self, phase: str, at: float | None = None) -> None:
         now = time.perf_counter() if at is None else at
         self.into[phase] = self.into.get(phase, 0.0) + max(0.0, now - self.last)
-        self.last = now
+        self.last = max(self.last, now)
 
 
 async def _run(
-    scenario: Scenario, options: CheckOptions, output: Path, result: ScenarioResult
+    scenario: Scenario,
+    options: CheckOptions,
+    output: Path,
+    result: ScenarioResult,
+    phases: _Phases,
 ) -> None:
     from mockdcp.cli._consumer_process import open_consumer
     from mockdcp.cli._scenario_commands import collections_env, consumer_env
@@ -297,7 +303,6 @@ async def _run(
     progress = _progress_path(output)
     _remove(output)
     _remove(progress)
-    phases = _Phases(result.phases)
     async with serve(
         host=options.host,
         port=0,

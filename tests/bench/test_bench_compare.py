@@ -52,7 +52,6 @@ def test_the_servers_cpu_is_read_finer_than_a_clock_tick() -> None:
     ``/proc/PID/stat``: its CPU is read to the nanosecond, from each of its threads."""
     import os
     import threading
-    import time
 
     def spin(seconds: float) -> None:
         end = time.thread_time() + seconds
@@ -251,14 +250,17 @@ def test_settled_waits_out_the_work_a_process_does_after_it_started_and_returns_
     """``settled`` (``after_ready``: what a start leaves past its ready line) polls the
     process's CPU until a poll adds next to none: a child that computes for 1 s and
     then sleeps is waited for and its CPU counted; a sleeping one settles at once."""
-    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
-    sleeper = "import time\ntime.sleep(30)\n"
-    for script, low, high in ((busy + sleeper, 0.4, 1.5), (sleeper, 0.0, 0.1)):
-        child = subprocess.Popen([sys.executable, "-c", script])
-        try:
-            time.sleep(0.3)  # the interpreter's own start is not the work measured
-            cpu = settled(child.pid, poll=0.1, most=10.0)
-        finally:
-            child.kill()
-            child.wait()
+    # the interpreter's own start is not the work measured: it says when it is up (a
+    # fixed 0.3 s was not always enough on a loaded machine)
+    up = "import time\nprint('up', flush=True)\n"
+    busy = "t = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
+    sleeper = "time.sleep(30)\n"
+    for script, low, high in ((up + busy + sleeper, 0.4, 1.5), (up + sleeper, 0.0, 0.1)):
+        with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE) as child:
+            try:
+                assert child.stdout is not None
+                assert child.stdout.readline() == b"up\n"
+                cpu = settled(child.pid, poll=0.1, most=10.0)
+            finally:
+                child.kill()
         assert low <= cpu <= high, (script, cpu)
