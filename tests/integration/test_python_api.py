@@ -153,11 +153,11 @@ def test_an_error_that_kills_the_server_after_it_was_ready_is_raised_not_swallow
     def broken(now: float) -> list[int]:
         raise RuntimeError("the disk is on fire")
 
-    def break_the_flusher() -> None:
+    def break_the_flusher_and_write() -> None:  # returns before the flusher runs
         server.bucket.flusher.flush = broken  # type: ignore[method-assign]
+        server.bucket.set("a", "1")  # the flusher's next flush raises
 
-    server.call(break_the_flusher)
-    server.apply(Set(key="a", value="1"))  # the flusher's next flush raises
+    server.call(break_the_flusher_and_write)
     with pytest.raises(ServerError, match=r"died after it was ready") as called:
         _call_for(server, 20.0)  # until the flusher ran
     assert isinstance(called.value.__cause__, RuntimeError)

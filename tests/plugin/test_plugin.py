@@ -476,11 +476,11 @@ def test_a_server_that_died_during_a_test_errors_its_teardown_with_the_cause(
             def broken(now):
                 raise RuntimeError("the disk is on fire")
 
-            def break_the_flusher():
+            def break_the_flusher_and_write():  # returns before the flusher runs
                 mockdcp.bucket.flusher.flush = broken
+                mockdcp.bucket.set("a", "x")
 
-            mockdcp.call(break_the_flusher)
-            mockdcp.apply({"set": {"key": "a", "value": "x"}})
+            mockdcp.call(break_the_flusher_and_write)
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:  # until the flusher ran
                 try:
