@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import random
 import threading
 import time
@@ -56,7 +57,7 @@ from mockdcp.cli._check import (
 from mockdcp.explore import held, settings_for, takes_connect, takes_credentials
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     from mockdcp.explore import ConsumerFactory, InProcessConsumer
     from mockdcp.scenario import Scenario
@@ -260,16 +261,29 @@ async def run_in_process(
     return result
 
 
+@functools.cache
+def process_users() -> Mapping[str, str]:
+    """The users of every schedule this process runs in-process: ``_check.run_users``,
+    made once. A password this process made is as unknown to another process's clients
+    as one a schedule made, and a schedule's consumer ends with its schedule, so none
+    logs in to the next one's server; made once, a user's SCRAM keys are too (a salted
+    password is 4,096 rounds of PBKDF2 on the server and as many on the client: a
+    twentieth of a schedule's CPU when each schedule had passwords of its own)."""
+    from mockdcp.cli._check import run_users
+
+    return run_users()
+
+
 async def _run(
     scenario: Scenario, make: ConsumerFactory, limit: float, host: str, result: ScenarioResult
 ) -> None:
-    from mockdcp.cli._check import _persist_after, _reasons, _violation, run_users
+    from mockdcp.cli._check import _persist_after, _reasons, _violation
     from mockdcp.producer import CheckerLimits, events as ev
     from mockdcp.server import serve
 
     # a password of the run's own for a consumer that can be told it: another process's
     # client on the server's free ports cannot log in (``_check.run_users``)
-    users = run_users() if takes_credentials(make) else None
+    users = process_users() if takes_credentials(make) else None
     login: dict[str, str] = {}
     if users is not None:
         login["user"], login["password"] = next(iter(users.items()))
