@@ -70,3 +70,32 @@ def test_a_client_with_the_usual_credentials_cannot_log_in_to_an_in_process_run(
     result = trio.run(lambda: run_in_process(scenario, reference_consumer, limit=60))
     assert statuses == [Status.AUTH_ERROR]
     assert result.verdict == "pass", (result.reason, result.evidence)
+
+
+def test_the_schedules_of_one_process_share_their_run_users(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each schedule's server has the process's run users (``process_users``): not the
+    usual passwords, the same for every schedule, so a user's SCRAM keys are made once
+    and not for each schedule."""
+    from mockdcp.cli._explore_inprocess import process_users
+    from mockdcp.server import DEFAULT_USERS
+
+    original = mockdcp.server.serve
+    given: list[object] = []
+
+    @contextlib.asynccontextmanager
+    async def serve(**options: Any) -> AsyncIterator[MockDcpServer]:  # noqa: ANN401
+        given.append(options["users"])
+        async with original(**options) as server:
+            yield server
+
+    monkeypatch.setattr(mockdcp.server, "serve", serve)
+    scenario = parse_scenario(SCENARIO)
+    for _ in range(2):
+        result = trio.run(lambda: run_in_process(scenario, reference_consumer, limit=60))
+        assert result.verdict == "pass", (result.reason, result.evidence)
+    assert given == [process_users(), process_users()]
+    users = process_users()
+    assert set(users) == set(DEFAULT_USERS)
+    assert all(users[name] != DEFAULT_USERS[name] for name in users)
