@@ -560,10 +560,10 @@ async def test_the_user_scenarios_fail_a_consumer_that_dies_of_a_refusal(
     loaded = load_scenario(str(LIBRARY / f"{scenario}.yaml"))
     user = loaded.consumer.user
     assert user is not None
-    steps = [
+    steps = tuple(
         attrs.evolve(step, within=max(step.within, 5.0)) if isinstance(step, Expect) else step
         for step in loaded.steps
-    ]
+    )
     outcome = await run_scenario(
         attrs.evolve(loaded, steps=steps),
         lambda host, port: make_consumer(mode, host, port, user=user.name, password=user.password),
