@@ -1014,3 +1014,32 @@ def test_an_early_end_re_opened_under_another_name_owes_nothing() -> None:
     r.end(0, StreamEndReason.STATE_CHANGED, now=11.0)  # the new one owes its own
     r.tick(13.0)
     assert r.rules() == ["stream_end.not_reopened"]
+
+
+def test_the_re_opens_owed_are_found_by_stream_and_let_go_when_made_or_closed() -> None:
+    """The registry keeps, per stream, the connections (of any name) that owe its
+    re-open: a stream request settles those, and no walk of every name's connections
+    (200 consumers made each of their 204,800 requests walk 200 names). A connection
+    owes nothing more once it re-opened, was told off for not doing so, or closed."""
+    r = Recording(limits=CheckerLimits(reopen_within=2.0))
+    owing = r.registry.owing
+    r.connect(name="a")
+    a = r.conn
+    for vb in (0, 1, 2):
+        r.stream(vb)
+        r.snapshot(vb, 1, 10, range(1, 11))
+        r.end(vb, StreamEndReason.STATE_CHANGED, now=1.0)
+    r.connect(now=1.1, name="b")  # another name, owing nothing
+    assert owing == {(0, None): {a}, (1, None): {a}, (2, None): {a}}
+    r.stream(0, 10, uuid=UUID, now=1.2)  # under b: settles a's
+    assert owing == {(1, None): {a}, (2, None): {a}}
+    r.found += a.tick(3.0)  # vbucket 1 and 2 reported once, owed no more
+    assert r.rules() == ["stream_end.not_reopened"] * 2
+    assert owing == {}
+    r.connect(now=4.0, name="c")
+    r.stream(3)
+    r.snapshot(3, 1, 10, range(1, 11))
+    r.end(3, StreamEndReason.TOO_SLOW, now=4.5)
+    assert owing == {(3, None): {r.conn}}
+    r.close(4.6)
+    assert owing == {}
