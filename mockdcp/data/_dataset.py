@@ -781,8 +781,12 @@ def faker_documents(
 #: cache and framing cost more
 CHUNK_BLOCKS = 16
 #: documents from which ``load_documents`` draws in workers (below, a worker's start,
-#: about half a second, costs more than drawing in the server's process)
-WORKER_MIN = 100_000
+#: about half a second, costs more than drawing in the server's process). ``serve
+#: --docs N`` to its ready line on a quiet 2-core machine, medians: 100,000 documents
+#: 0.81 s in the server's process against 0.92 s with workers (64 vbuckets: 0.66
+#: against 0.81), 200,000 0.97 against 1.01, 250,000 1.19 against 1.12, 300,000 1.24
+#: against 1.15, 500,000 1.60 against 1.31; the peak resident no higher in-process
+WORKER_MIN = 250_000
 #: the worker processes a large load starts: drawing and framing cost about twice what
 #: installing does, so two of them keep the server's process busy
 WORKERS = 2

@@ -10,6 +10,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
+from mockdcp.data import _dataset
 from mockdcp.data._dataset import (
     _LITERALS,
     _SPAN_S,
@@ -18,7 +19,6 @@ from mockdcp.data._dataset import (
     BLOCK,
     CHUNK_BLOCKS,
     JSON,
-    WORKER_MIN,
     DocumentGenerator,
     _Pools,
     early_worker,
@@ -193,12 +193,12 @@ async def test_generated_frames_are_those_the_validated_cold_load_makes() -> Non
 async def test_a_hundred_thousand_generated_documents_stream_the_bytes_of_the_validated_load() -> (
     None
 ):
-    """``serve --docs 100000``'s load (workers, 1024 vbuckets): the bytes a stream
+    """A load of 100,000 documents in workers over 1024 vbuckets: the bytes a stream
     reads from each vbucket are those of the documents loaded through ``ColdLoad.add``."""
     count = 100_000
     reference = _validated_load(count, 0, 1024)
     b = Bucket("default", 1024, seed=1, clock=lambda: 1_700_000_000.0)
-    await load_documents(b, count, seed=0)
+    await load_documents(b, count, seed=0, worker=True)
     _same_segments(b, reference)
 
     def frames(b: Bucket) -> list[list[bytes]]:
@@ -207,17 +207,21 @@ async def test_a_hundred_thousand_generated_documents_stream_the_bytes_of_the_va
     assert frames(b) == frames(reference)
 
 
-async def test_workers_started_for_another_bucket_are_replaced() -> None:
+async def test_workers_started_for_another_bucket_are_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Workers ``early_worker`` started for 1024 vbuckets (``serve``'s default) are not
     used for a bucket of 16 (their frames would name other vbuckets): they are stopped
-    and the load starts its own."""
+    and the load starts its own (``WORKER_MIN`` lowered: the test's load is smaller)."""
+    count = 100_000
+    monkeypatch.setattr(_dataset, "WORKER_MIN", count)
     b = bucket()
-    async with early_worker(WORKER_MIN, 4) as workers:
+    async with early_worker(count, 4) as workers:
         assert workers is not None
         assert workers.vbuckets == 1024
-        await load_documents(b, WORKER_MIN, seed=4, worker=workers)
+        await load_documents(b, count, seed=4, worker=workers)
         assert all(process.returncode is not None for process in workers.processes)
-    _same_segments(b, _validated_load(WORKER_MIN, 4, 16))
+    _same_segments(b, _validated_load(count, 4, 16))
 
 
 async def test_a_load_with_a_flusher_persists_everything_and_releases_it() -> None:

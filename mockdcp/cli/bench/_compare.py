@@ -22,7 +22,10 @@ a source tree it names.
   both understand), with ``--from-disk`` and ``--legacy``;
 * ``docs_aware``, ``docs_legacy``: ``mockdcp serve --docs N`` streamed by the working
   tree's bench consumer (the instrument stays the same), collection-aware and legacy;
-  ``docs_ready``: seconds to that server's ready line. The server is measured warm:
+  ``docs_ready``: seconds to that server's ready line (``docs_ready_cpu``: the CPU
+  seconds of the server and of the worker processes it started for the load, by then:
+  ``tree_cpu_seconds``; its own alone made a load drawn in workers look cheaper than
+  the same drawn in the server's process). The server is measured warm:
   once what it does after its ready line is done (``after_ready``) and after a first
   pass not counted, whose one-time costs (a first connection's imports and tables)
   would otherwise be most of a short pass's CPU and are not what a stream costs;

@@ -38,7 +38,7 @@ import tempfile
 import time
 from typing import IO, TYPE_CHECKING, Any
 
-from mockdcp.cli.bench._harness import bytecode_cached, cpu_seconds_of, emit
+from mockdcp.cli.bench._harness import bytecode_cached, emit, tree_cpu_seconds
 
 if TYPE_CHECKING:
     import argparse
@@ -110,12 +110,13 @@ def read_ready(
     proc: subprocess.Popen[bytes], stderr: IO[bytes], t0: float
 ) -> tuple[dict[str, Any], float, float]:
     """The ready line of ``serve --json`` (spawned at ``perf_counter`` ``t0``), the
-    seconds to it and the server's CPU seconds then; a serve that ends without one is
+    seconds to it and the CPU seconds of the server and of the processes it started
+    (its workers, ``tree_cpu_seconds``) then; a serve that ends without one is
     terminated and raised as :func:`serve_failed`."""
     assert proc.stdout is not None
     line = proc.stdout.readline()
     ready = time.perf_counter() - t0
-    cpu = cpu_seconds_of(proc.pid)
+    cpu = tree_cpu_seconds(proc.pid)
     if b"ready" not in line:
         proc.terminate()
         proc.wait(30)
