@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from mockdcp.cli._procfs import PGRP, STATE, every_stat
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -81,19 +83,6 @@ def group_running(pgid: int) -> bool:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not Path("/proc").is_dir():
         return True
-    with os.scandir(proc) as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = Path(entry.path, "stat").read_text()
-            except OSError:  # it exited meanwhile
-                continue
-            # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
-            state, _, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
-            if int(pgrp) == pgid and state != "Z":
-                return True
-    return False
+    return any(int(fields[PGRP]) == pgid and fields[STATE] != "Z" for _, fields in every_stat())

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 
-from mockdcp.cli.bench._harness import _children, cpu_seconds_of, tree_cpu_seconds
+from mockdcp.cli._procfs import PPID, every_stat
+from mockdcp.cli.bench._harness import cpu_seconds_of, tree_cpu_seconds
 
 #: a parent that starts a child computing for ``sys.argv[1]`` seconds of CPU, says
 #: "ready" once the child has (the child then sleeps: still there), and sleeps; with
@@ -39,8 +40,9 @@ def _measured(mode: str) -> tuple[float, float]:
             assert parent.stdout.readline() == b"ready\n"
             return cpu_seconds_of(parent.pid), tree_cpu_seconds(parent.pid)
         finally:
-            for child in _children(parent.pid):  # before the parent: then still its
-                os.kill(child, signal.SIGKILL)
+            for child, fields in every_stat():  # before the parent: then still its
+                if int(fields[PPID]) == parent.pid:
+                    os.kill(child, signal.SIGKILL)
             parent.kill()
 
 

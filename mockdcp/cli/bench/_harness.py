@@ -27,6 +27,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from mockdcp.cli._procfs import CSTIME, PPID, STIME, UTIME, every_stat, stat_fields
 from mockdcp.util import collector_paused
 
 if TYPE_CHECKING:
@@ -71,48 +72,28 @@ def bytecode_cached() -> Iterator[str]:
 def cpu_seconds_of(pid: int) -> float:
     """The CPU seconds (user and system) a running process has used (Linux's
     ``/proc/<pid>/stat``)."""
-    fields = _stat_fields(pid)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    fields = stat_fields(pid)
+    return (int(fields[UTIME]) + int(fields[STIME])) / os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu_seconds(pid: int) -> float:
     """The CPU seconds a running process and every process it started have used: its
-    own, its children's that it waited for, and those of its children still there (or
-    not yet waited for), theirs included (``/proc``). ``serve --docs`` draws large loads
-    in worker processes: their CPU is the start's too, and a load drawn in the server's
-    process instead must not look dearer for it."""
-    return _tree_ticks(pid) / os.sysconf("SC_CLK_TCK")
-
-
-def _tree_ticks(pid: int) -> int:
-    total = sum(int(f) for f in _stat_fields(pid)[11:15])  # utime, stime, cutime, cstime
-    for child in _children(pid):
-        try:
-            total += _tree_ticks(child)
-        except (OSError, IndexError, ValueError):  # gone meanwhile: its parent counts it
-            continue
-    return total
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """``/proc/<pid>/stat``'s fields after the command's name (its state first)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``, waited for or not."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            parent = int(_stat_fields(int(entry))[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if parent == pid:
-            found.append(int(entry))
-    return found
+    own, its children's that it waited for, and those of its descendants still there
+    (or not yet waited for), from one read of ``/proc``. ``serve --docs`` draws large
+    loads in worker processes: their CPU is the start's too, and a load drawn in the
+    server's process instead must not look dearer for it."""
+    table = dict(every_stat())
+    if pid not in table:  # (read apart: ``OSError`` when it is gone)
+        table[pid] = stat_fields(pid)
+    children: dict[int, list[int]] = {}
+    for child, fields in table.items():
+        children.setdefault(int(fields[PPID]), []).append(child)
+    ticks, stack = 0, [pid]
+    while stack:
+        member = stack.pop()
+        ticks += sum(int(f) for f in table[member][UTIME : CSTIME + 1])
+        stack += children.get(member, [])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def emit(
