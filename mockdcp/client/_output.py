@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from mockdcp.client._state import ConsumerState, Version
 
 
@@ -85,23 +87,20 @@ def write_progress(state: ConsumerState, path: str | os.PathLike[str]) -> None:
         str(vb): {"uuid": uuid, "seqno": seqno}
         for vb, (uuid, seqno) in sorted(stream_progress(state).items())
     }
-    _replace(Path(path), json.dumps({"vbuckets": vbuckets}, separators=(",", ":")))
+    _replace(Path(path), [json.dumps({"vbuckets": vbuckets}, separators=(",", ":"))])
 
 
-def _replace(target: Path, text: str) -> None:
+def _replace(target: Path, lines: Iterable[str]) -> None:
+    """``target`` replaced whole by ``lines``: written beside it, then renamed."""
     temporary = target.with_name(f".{target.name}.writing")
     with open(temporary, "w", encoding="utf-8") as f:
-        f.write(text)
+        f.writelines(lines)
     os.replace(temporary, target)
 
 
 def write_documents(state: ConsumerState, path: str | os.PathLike[str]) -> int:
     """Replace ``path`` with the live documents of ``state`` as JSON lines; returns how
     many. Raises ``OSError`` when the file (or its directory) cannot be written."""
-    target = Path(path)
     rows = document_rows(state)
-    temporary = target.with_name(f".{target.name}.writing")
-    with open(temporary, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)
-    os.replace(temporary, target)
+    _replace(Path(path), (json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
     return len(rows)
