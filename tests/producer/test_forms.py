@@ -246,6 +246,28 @@ def test_a_legacy_frames_body_length_borrows_when_its_low_byte_was_zero() -> Non
             assert got == expected(items[:count], encoder.form, 0x01020304, None)
 
 
+@pytest.mark.parametrize("length", [3, 200, 250])
+def test_legacy_frames_of_the_longest_keys_keep_their_key_length(length: int) -> None:
+    """A legacy stream's key length is the canonical one less the prefix's byte, written
+    in its low byte (``ItemEncoder._legacy_headers``): a key of 250 bytes, the most a
+    key has, is 251 with its prefix and 250 without, in a backfill patched as columns
+    (40 frames) as in one patched a frame at a time."""
+    b = Bucket("default", 1, seed=4, clock=lambda: 1_700_000_000.0)
+    keys = [b"k" * (length - 3) + b"%03d" % i for i in range(40)]
+    b.load_cold(keys, [BODY[: 20 + 3 * i] for i in range(len(keys))], datatypes=[1] * len(keys))
+    vb = b.vbucket(0)
+    snap = vb.disk_snapshot(0, frames=True)
+    items = [item for k in keys if (item := vb.get(k)) is not None]
+    for dcp in (d for d in FORMS if not d.collections):
+        encoder = ItemEncoder(dcp)
+        frames = prepared(encoder, vb, snap)
+        for count in (len(keys), _FEW_FRAMES - 1):
+            buf, ends, base = encoder.encode(frames, 0, count, 0x0A0B0C0D, None)
+            got = frames_of(bytes(buf), ends, base)
+            assert got == expected(items[:count], encoder.form, 0x0A0B0C0D, None)
+            assert {int.from_bytes(f[2:4], "big") for f in got} == {length}
+
+
 DOCUMENT_AND_EVENT = (
     Opcode.DCP_MUTATION,
     Opcode.DCP_DELETION,
