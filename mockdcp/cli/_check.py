@@ -448,20 +448,23 @@ async def _settle(server: MockDcpServer, output: Path, progress: Path) -> None:
     failed already at once.
 
     An output that matches ends the wait at once only when the consumer has read
-    everything written to it (``_read_all_written``) or says it has (``progress``,
+    everything written to it (``_read_all_written``) and nothing is left to write to
+    it (``_nothing_queued``), or when it says it has read everything (``progress``,
     ``_reported_all``); otherwise it may match only because the consumer has read
     neither a write nor its deletion (they leave the oracle as it was), and stopping it
     then caught it between the two: a consumer slow to record each mutation was failed
-    with the written key "a phantom" (``test_check_settle``). Such a match is waited on
-    as a standing output is."""
+    with the written key "a phantom" (``test_check_settle``), and one whose write and
+    deletion were still held by a stall was stopped before it read either. Such a match
+    is waited on as a standing output is."""
     if not _exists(output) or _failed_already(server):
         return
     rows = server.oracle().rows()
-    read_all = _read_all_written(server, rows)
+    newest = _newest_seqnos(rows)
     catching = _Catching(server)
     with trio.move_on_after(SETTLE_LIMIT):
         while True:
             # how far the output goes is read before the output: it was written after
+            read_all = _nothing_queued(server) and _read_all_written(server, newest)
             reported = read_all or _reported_all(server, progress)
             standing = _standing(rows, output)
             if standing is None and reported:
@@ -480,19 +483,33 @@ def _progress_path(output: Path) -> Path:
     return output.with_name(f"{output.name}.progress")
 
 
-def _read_all_written(server: MockDcpServer, rows: list[dict[str, Any]]) -> bool:
-    """Whether a consumer whose output matches the oracle's ``rows`` has read every item
-    written to it: nothing was written on any vbucket past the seqno of its newest live
-    document, which that output holds (a vbucket's items come in seqno order, and an
-    output that holds that version took in what came before it). An item written past
-    it (a deletion, a document of a collection dropped since, a write a failover lost)
-    may not have been read yet."""
-    from mockdcp.producer.events import StreamWritten
-
+def _newest_seqnos(rows: list[dict[str, Any]]) -> dict[int, int]:
+    """The seqno of each vbucket's newest live document among the oracle's ``rows``."""
     newest: dict[int, int] = {}
     for row in rows:
         vb = row["vbucket"]
         newest[vb] = max(newest.get(vb, 0), row["seqno"])
+    return newest
+
+
+def _nothing_queued(server: MockDcpServer) -> bool:
+    """Whether no connection of any node of any bucket has anything left to write
+    (``Node.holds_output``: frames behind a full flow-control window or a stall, items
+    of a vbucket its streams have not read, bytes not yet written). A write and its
+    deletion still held there leave the oracle as it was, and ``_read_all_written``
+    only sees what was written."""
+    return not any(node.holds_output() for node in server.buckets.every_node())
+
+
+def _read_all_written(server: MockDcpServer, newest: dict[int, int]) -> bool:
+    """Whether a consumer whose output matches the oracle has read every item written
+    to it: nothing was written on any vbucket past the seqno of its newest live
+    document (``newest``, ``_newest_seqnos``), which that output holds (a vbucket's
+    items come in seqno order, and an output that holds that version took in what came
+    before it). An item written past it (a deletion, a document of a collection dropped
+    since, a write a failover lost) may not have been read yet."""
+    from mockdcp.producer.events import StreamWritten
+
     return not any(
         isinstance(e, StreamWritten) and e.seqno > newest.get(e.vbucket, 0)
         for e in server.runner.history

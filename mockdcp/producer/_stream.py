@@ -273,6 +273,15 @@ class Stream:
             self.state is StreamState.ENDING and not self.chunks
         )
 
+    @property
+    def holds_output(self) -> bool:
+        """It has something it will write: frames queued (behind a full flow-control
+        window, a stall), frames read and not yet queued, or, while alive, seqnos of its
+        vbucket up to its end seqno that it has not read yet."""
+        if self.chunks or self.queue.pending is not None:
+            return True
+        return self.alive and self.last_read_seqno < min(self.vb.high_seqno, self.end_seqno)
+
     def statistics(self) -> StreamStatistics:
         return StreamStatistics.of(self)
 

@@ -170,3 +170,64 @@ async def test_a_consumer_that_reports_its_progress_is_judged_once_it_read_every
     )
     assert result.verdict is Verdict.PASSED, result.reason
     assert result.phases["settle"] < _check.SETTLE
+
+
+#: the same write and deletion made while the consumer's connection is stalled: when the
+#: scenario ends both are still held in the producer, not written
+WRITE_THEN_DELETE_STALLED = """\
+name: write-then-delete-stalled
+description: a write and its deletion still held by a stall when the scenario ends
+seed: 1
+bucket: {name: default, vbuckets: 1}
+steps:
+  - generate: {docs: 4}
+  - wait: {consumer: {seqno: high}}
+  - stall: {seconds: 1}
+  - set: {key: k0, value: {n: 0}}
+  - checkpoint: {}
+  - delete: {key: k0}
+"""
+
+#: a consumer that keeps every document it was ever sent (it ignores deletions, a bug
+#: ``check`` must catch), writing them as its output after each event
+KEEPS_DELETED = """\
+import json, os, signal, sys
+import trio
+from mockdcp.client import DcpConsumer, document_rows
+
+env = os.environ
+kept = {}
+
+def on_event(vb, event):
+    for row in document_rows(consumer.state):
+        kept[row["key"]] = row
+    out = env["MOCKDCP_OUTPUT"]
+    with open(out + ".writing", "w") as f:
+        f.writelines(json.dumps(row) + "\\n" for row in kept.values())
+    os.replace(out + ".writing", out)
+
+consumer = DcpConsumer(
+    env["MOCKDCP_HOST"], int(env["MOCKDCP_KV_PORT"]), user=env["MOCKDCP_USER"],
+    password=env["MOCKDCP_PASSWORD"], bucket=env["MOCKDCP_BUCKET"], vbuckets=None,
+    on_event=on_event,
+)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+on_event(0, None)
+trio.run(consumer.run)
+"""
+
+
+async def test_an_output_that_matches_while_the_last_items_are_held_is_waited_on(
+    tmp_path: Path,
+) -> None:
+    """When the scenario ends, k0's write and deletion are held by the stall and the
+    output matches: nothing was written past the newest live document, so the settle
+    ended there and a consumer that ignores deletions passed without being sent either.
+    Items still to write (``Node.holds_output``) now hold the match back too: the
+    consumer is sent both, keeps k0, and fails for it."""
+    path = tmp_path / "write-then-delete-stalled.yaml"
+    path.write_text(WRITE_THEN_DELETE_STALLED)
+    options = CheckOptions(command=[sys.executable, "-c", KEEPS_DELETED])
+    result = await check_scenario(load_scenario(str(path)), options)
+    assert result.verdict is Verdict.FAILED, result.reason
+    assert "1 phantom of 4 documents" in result.reason, result.reason
