@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from mockdcp.cli._check import _nothing_queued
 from mockdcp.cli._explore_inprocess import settled
 from mockdcp.producer.events import ProtocolViolation
 from mockdcp.server import serve
@@ -149,8 +150,13 @@ async def run_scenario(
             failed = server.runner.progress.failure or scope.cancelled_caught or gone
             settle = 0.0 if failed else SETTLE
             with trio.move_on_after(settle):
-                # (the consumer's state has no event to wait on: polled)
-                await settled(lambda: converged(consumer, server), lambda: error is not None, 0.01)
+                # (the consumer's state has no event to wait on: polled; nothing may be
+                # held for it either, as ``mockdcp check`` asks)
+                await settled(
+                    lambda: _nothing_queued(server) and converged(consumer, server),
+                    lambda: error is not None,
+                    0.01,
+                )
             nursery.cancel_scope.cancel()
         failure = server.runner.progress.failure
         if scope.cancelled_caught:
