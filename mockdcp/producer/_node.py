@@ -357,14 +357,11 @@ class Node:
                 self.wake(conn)
 
     def holds_output(self) -> bool:
-        """Whether a connection of this node has something left to write: bytes handed
-        out and not yet written, or a stream that will write more (``Stream.holds_output``:
-        frames behind a full flow-control window or a stall, items of its vbucket not yet
-        read). ``mockdcp check`` takes a matching output as final only once none has."""
-        return any(
-            conn.unsent_bytes or any(s.holds_output for s in conn.streams)
-            for conn in self.connections.values()
-        )
+        """Whether a connection of this node has bytes not yet written or a stream
+        that will write more (``Stream.holds_output``); ``mockdcp check`` takes a
+        matching output as final only once none has."""
+        conns = self.connections.values()
+        return any(c.unsent_bytes or any(s.holds_output for s in c.streams) for c in conns)
 
     def close_own(self, reason: str) -> None:
         """Drop this node's connections only (it went down or left the cluster)."""
