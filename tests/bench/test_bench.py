@@ -47,6 +47,23 @@ def test_bench_streams_to_a_legacy_consumer() -> None:
     assert report["figures"]["events_per_s"] > 0
 
 
+def test_bench_streams_to_a_consumer_that_negotiates_nothing() -> None:
+    """``--bare``: no HELLO and no DCP_CONTROL (no collections, no flow-control window
+    to acknowledge, no noops), as a hand-written consumer may connect: every item
+    comes, its bootstrap timed apart as the reference consumer's is."""
+    report = bench_report("stream", "--items", "5000", "--vbuckets", "4", "--bare")
+    assert report["params"]["bare"] is True
+    assert report["params"]["legacy"] is True
+    assert report["complete"] is True
+    assert report["figures"]["events_per_s"] > 0
+
+
+def test_bench_refuses_a_bare_consumer_with_collections_or_many_connections() -> None:
+    for extra in (("--filter",), ("--stream-ids", "2"), ("--consumers", "2")):
+        message = bench_refusal("stream", "--items", "100", "--bare", *extra)
+        assert b"--bare streams one connection without collections" in message
+
+
 def test_bench_streams_to_several_consumers_at_once() -> None:
     report = bench_report("--items", "3000", "--vbuckets", "8", "--consumers", "3")
     assert report["params"]["consumers"] == 3

@@ -28,7 +28,7 @@ MODES = (
 _STREAMING = {"items", "value_size", "vbuckets", "from_disk", "legacy"}
 #: the options each mode reads beyond ``--runs`` and ``--json``
 MODE_OPTIONS: dict[str, set[str]] = {
-    "stream": _STREAMING | {"consumers", "filter", "stream_ids", "tls"},
+    "stream": _STREAMING | {"consumers", "filter", "stream_ids", "tls", "bare"},
     "cold": {"items", "value_size", "vbuckets", "legacy"},
     "written": {"items", "value_size", "vbuckets", "legacy"},
     "docs": {"items", "vbuckets"},
@@ -82,6 +82,12 @@ def add_bench_parser(
         "--legacy",
         action="store_true",
         help="the consumer does not negotiate collections (java-dcp-client, gocbcore defaults)",
+    )
+    bench.add_argument(
+        "--bare",
+        action="store_true",
+        help="stream: the consumer negotiates nothing (no HELLO, no DCP_CONTROL: no "
+        "collections, no flow control, no noops), as a hand-written consumer may",
     )
     bench.add_argument(
         "--consumers",

@@ -7,6 +7,8 @@ last expected item. ``--collections 8,9`` streams with a collection filter;
 ``--collections``, stream k filters the k-th collection; without, each is pass-through);
 the system events and seqno advances they bring are counted apart from the items.
 ``--tls-ca FILE`` connects to a TLS port, trusting that CA (``mockdcp bench --tls``).
+``--bare`` negotiates nothing (``mockdcp bench --bare``): no HELLO, no DCP_CONTROL, so
+no flow-control window and no noops.
 """
 
 from __future__ import annotations
@@ -16,12 +18,26 @@ import json
 import struct
 import time
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from mockdcp.client import DcpConsumer, StreamFilter
-from mockdcp.protocol import DcpBufferAck, Opcode, Response, SnapshotFlag, Status
+from mockdcp.protocol import (
+    DcpBufferAck,
+    DcpOpen,
+    DcpOpenFlag,
+    DcpStreamRequest,
+    Opcode,
+    Response,
+    SaslAuth,
+    SelectBucket,
+    SnapshotFlag,
+    Status,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 # plain ints: hashing an IntEnum member goes through Python code, an int does not
 _ITEM_OPCODES = frozenset(
@@ -65,27 +81,36 @@ async def _run(
     ca_file: str | None = None,
     start: _Start | None = None,
     controls: tuple[tuple[str, str], ...] = (),
+    bare: bool = False,
 ) -> dict[str, float]:
-    # the reference consumer bootstraps and asks for the streams; this walks the frames
-    consumer = DcpConsumer(
-        "127.0.0.1",
-        port,
-        vbuckets=range(vbuckets) if isinstance(vbuckets, int) else vbuckets,
-        name=name,
-        buffer_size=buffer_size,
-        reconnect=False,
-        collections=not legacy,
-        streams=streams,
-        controls=controls,
-    )
+    vbs = range(vbuckets) if isinstance(vbuckets, int) else vbuckets
     stream = await _connect(port, ca_file)
-    await consumer.start_on(stream)
-    if start is not None:  # every connection bootstrapped before any streams
-        await start.wait()
-    t0 = time.perf_counter()
-    c0 = time.process_time()
-    await consumer.request_streams()
-    buf = consumer.hand_over()  # whatever the bootstrap read past its last response
+    if bare:  # nothing negotiated: no window to acknowledge
+        buffer_size = 0
+        buf = await _bare_bootstrap(stream, name)
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        await stream.send_all(_stream_requests(vbs))
+    else:
+        # the reference consumer bootstraps and asks for the streams; this walks the frames
+        consumer = DcpConsumer(
+            "127.0.0.1",
+            port,
+            vbuckets=vbs,
+            name=name,
+            buffer_size=buffer_size,
+            reconnect=False,
+            collections=not legacy,
+            streams=streams,
+            controls=controls,
+        )
+        await consumer.start_on(stream)
+        if start is not None:  # every connection bootstrapped before any streams
+            await start.wait()
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        await consumer.request_streams()
+        buf = consumer.hand_over()  # whatever the bootstrap read past its last response
     count = total = unacked = disk_markers = system_events = advances = 0
     half = buffer_size // 2
     body_at = _BODY.unpack_from
@@ -139,6 +164,53 @@ async def _run(
         "t0": t0,
         "c0": c0,
     }
+
+
+async def _bare_bootstrap(stream: trio.abc.Stream, name: str) -> bytearray:
+    """What a consumer that negotiates nothing sends before its streams, answered: no
+    HELLO (no feature: no collections, no XATTR, no JSON, no snappy), SASL PLAIN,
+    SELECT_BUCKET and DCP_OPEN, and no DCP_CONTROL (no flow control, no noop). Returns
+    what was read past the three answers; ``RuntimeError`` if one is a refusal."""
+    await stream.send_all(
+        b"".join(
+            m.encode()
+            for m in (
+                SaslAuth(opaque=1, mechanism="PLAIN", payload=b"\0Administrator\0password"),
+                SelectBucket(opaque=2, bucket="default"),
+                DcpOpen(opaque=3, name=name.encode(), flags=int(DcpOpenFlag.PRODUCER)),
+            )
+        )
+    )
+    buf, answered = bytearray(), 0
+    while answered < 3:
+        data = await stream.receive_some(1 << 16)
+        if not data:
+            raise RuntimeError("producer closed the connection during the bootstrap")
+        buf += data
+        while len(buf) >= 24 and len(buf) >= 24 + _BODY.unpack_from(buf, 8)[0]:
+            status = _STATUS.unpack_from(buf, 6)[0]
+            if status:
+                raise RuntimeError(f"bootstrap refused: opcode {buf[1]:#x} status {status:#x}")
+            del buf[: 24 + _BODY.unpack_from(buf, 8)[0]]
+            answered += 1
+    return buf
+
+
+def _stream_requests(vbuckets: Iterable[int]) -> bytes:
+    """A stream request from 0, for everything, for each of ``vbuckets``."""
+    return b"".join(
+        DcpStreamRequest(
+            opaque=0x10000 + vb,
+            vbucket=vb,
+            flags=0,
+            start_seqno=0,
+            end_seqno=2**64 - 1,
+            vbucket_uuid=0,
+            snap_start_seqno=0,
+            snap_end_seqno=0,
+        ).encode()
+        for vb in vbuckets
+    )
 
 
 class _Start:
@@ -244,6 +316,9 @@ def main() -> None:
     p.add_argument("--vbuckets", type=int, default=64)
     p.add_argument("--buffer-size", type=int, default=20 * 1024 * 1024)
     p.add_argument("--legacy", action="store_true", help="do not negotiate collections")
+    p.add_argument(
+        "--bare", action="store_true", help="negotiate nothing: no HELLO, no DCP_CONTROL"
+    )
     p.add_argument("--connections", type=int, default=1)
     p.add_argument("--collections", default="", help="collection ids to filter on: 8,9")
     p.add_argument("--stream-ids", type=int, default=0, help="streams per vbucket, sids 1..N")
@@ -287,6 +362,7 @@ def main() -> None:
                 streams,
                 a.tls_ca,
                 controls=controls,
+                bare=a.bare,
             )
         )
     print(json.dumps(report), flush=True)

@@ -9,7 +9,8 @@ negotiate collections), ``--consumers N`` (N connections stream every item at on
 through a collection filter), ``--stream-ids N`` (N streams per vbucket: with
 ``--filter`` stream k filters the k-th collection, without it each gets every item) and
 ``--tls`` (each run also streams a bucket loaded the same way over the TLS port, a CA of
-its own, reported with its ratio to the plaintext figure).
+its own, reported with its ratio to the plaintext figure) and ``--bare`` (the consumer
+negotiates nothing: no HELLO, no DCP_CONTROL, so no collections, no flow control).
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def refusal(args: argparse.Namespace) -> str | None:
     """Why these options cannot be measured together (None: they can)."""
     if args.legacy and (args.filter or args.stream_ids):
         return "--filter and --stream-ids need collections, not --legacy"
+    if args.bare and (args.filter or args.stream_ids or args.consumers > 1):
+        return (
+            "--bare streams one connection without collections: no --filter, "
+            "--stream-ids or --consumers"
+        )
     return None
 
 
@@ -54,11 +60,12 @@ def tls_rate(args: argparse.Namespace, streamed: int, cids: list[int] | None) ->
             bucket,
             streamed,
             args.vbuckets,
-            args.legacy,
+            args.legacy or args.bare,
             args.consumers,
             cids,
             args.stream_ids,
             tls=True,
+            consumer_args=("--bare",) if args.bare else (),
         )
     )
     del bucket
@@ -90,10 +97,11 @@ def run(args: argparse.Namespace) -> int:
                 bucket,
                 streamed,
                 args.vbuckets,
-                args.legacy,
+                args.legacy or args.bare,
                 args.consumers,
                 cids,
                 args.stream_ids,
+                consumer_args=("--bare",) if args.bare else (),
             )
         )
         peaks.append(result["server_peak_rss"])
@@ -113,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         "value_size": args.value_size,
         "vbuckets": args.vbuckets,
         "from_disk": args.from_disk,
-        "legacy": args.legacy,
+        "legacy": args.legacy or args.bare,
+        "bare": args.bare,
         "consumers": args.consumers,
         "filter": args.filter,
         "stream_ids": args.stream_ids,
