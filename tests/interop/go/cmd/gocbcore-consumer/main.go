@@ -105,7 +105,7 @@ func main() {
 		harness.Logf(prog, "note: MOCKDCP_NOOP_INTERVAL=%s not applied: gocbcore sets set_noop_interval 180 (memdbootstrap_dcp_client.go ExecEnableDcpNoop)", opts.NoopInterval)
 	}
 	if opts.Output != "" {
-		go c.streams[0].st.KeepDocuments(opts.Output, c.stopCh)
+		go c.streams[0].st.KeepDocuments(opts.Output, opts.Progress, c.stopCh)
 	}
 	stop := harness.StopChannel(opts.NoStdin)
 	go func() {
@@ -140,7 +140,7 @@ func (c *consumer) shutdown(code int) {
 		close(c.stopCh)
 		// with several streams the output and state file are the first one's
 		if c.opts.Output != "" {
-			if err := c.streams[0].st.WriteDocuments(c.opts.Output); err != nil {
+			if err := c.streams[0].st.WriteOutput(c.opts.Output, c.opts.Progress); err != nil {
 				harness.Logf(prog, "write --output: %v", err)
 				code = 1
 			}

@@ -88,7 +88,7 @@ func main() {
 		harness.Logf(prog, "note: MOCKDCP_NOOP_INTERVAL=%s not applied: go-dcp has no noop setting (gocbcore sends set_noop_interval 180)", opts.NoopInterval)
 	}
 	if opts.Output != "" {
-		go c.st.KeepDocuments(opts.Output, c.outputDone)
+		go c.st.KeepDocuments(opts.Output, opts.Progress, c.outputDone)
 	}
 	stop := harness.StopChannel(opts.NoStdin)
 
@@ -273,7 +273,7 @@ func (c *consumer) finish(connector dcp.Dcp, startDone chan struct{}, code int) 
 		c.stopping.Store(true)
 		close(c.outputDone)
 		if c.opts.Output != "" { // first: mockdcp check kills a consumer 5 s after SIGTERM
-			if err := c.st.WriteDocuments(c.opts.Output); err != nil {
+			if err := c.st.WriteOutput(c.opts.Output, c.opts.Progress); err != nil {
 				harness.Logf(prog, "write --output: %v", err)
 				code = 1
 			}

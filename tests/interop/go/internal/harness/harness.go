@@ -75,6 +75,11 @@ type Options struct {
 	// Output: the live documents as JSON lines in the columns mockdcp's pipeline
 	// verify reads (mockdcp check's MOCKDCP_OUTPUT), rewritten as they change.
 	Output string
+	// Progress: how far Output goes (mockdcp check's MOCKDCP_PROGRESS), written
+	// after each write of it: per vbucket the uuid its position is on and the
+	// seqno the documents hold through (mockdcp/client/_output.py
+	// write_progress), so that check takes a matching output as final at once.
+	Progress string
 	// Env: what the command line does not give comes from the MOCKDCP_*
 	// variables mockdcp check and mockdcp run set (stdin is then ignored).
 	Env bool
@@ -121,6 +126,7 @@ func ParseFlags(prog, defaultName string) *Options {
 	fs.StringVar(&o.ClientCert, "client-cert", "", "gocbcore: client certificate (PEM; needs --tls-ca and --client-key)")
 	fs.StringVar(&o.ClientKey, "client-key", "", "gocbcore: the client certificate's key (PEM)")
 	fs.StringVar(&o.Output, "output", "", "keep the live documents in FILE as JSON lines (mockdcp check's MOCKDCP_OUTPUT)")
+	fs.StringVar(&o.Progress, "progress", "", "with --output: write how far it goes to FILE (mockdcp check's MOCKDCP_PROGRESS)")
 	fs.BoolVar(&o.Env, "env", false, "take what is not given from MOCKDCP_* (mockdcp check/run); implies --no-stdin")
 	fs.BoolVar(&o.OutsideBucket, "outside-bucket", false, "go-dcp with --readme-config: static membership and file metadata (nothing written into the bucket)")
 	_ = fs.Parse(os.Args[1:])
@@ -172,6 +178,7 @@ func fromEnvironment(prog string, o *Options, set map[string]bool) {
 	str("password", "MOCKDCP_PASSWORD", &o.Password)
 	str("bucket", "MOCKDCP_BUCKET", &o.Bucket)
 	str("output", "MOCKDCP_OUTPUT", &o.Output)
+	str("progress", "MOCKDCP_PROGRESS", &o.Progress)
 	num("flow-control", "MOCKDCP_BUFFER_SIZE", &o.FlowControl)
 	o.NoopInterval = os.Getenv("MOCKDCP_NOOP_INTERVAL")
 	o.NoStdin = true // mockdcp check and run stop their consumer with SIGTERM
@@ -598,20 +605,66 @@ func (s *State) WriteDocuments(path string) error {
 		b.Write(data)
 		b.WriteByte('\n')
 	}
+	return replaceFile(path, b.Bytes())
+}
+
+// progressReport is how far the documents go, as mockdcp check reads it
+// (MOCKDCP_PROGRESS): {"vbuckets": {"VB": {"uuid": U, "seqno": S}}}.
+func (s *State) progressReport() []byte {
+	type position struct {
+		UUID  uint64 `json:"uuid"`
+		Seqno uint64 `json:"seqno"`
+	}
+	s.mu.Lock()
+	out := map[string]position{}
+	for vb, st := range s.vbs {
+		out[strconv.Itoa(int(vb))] = position{UUID: st.UUID, Seqno: st.Seqno}
+	}
+	s.mu.Unlock()
+	data, _ := json.Marshal(map[string]map[string]position{"vbuckets": out})
+	return data
+}
+
+// replaceFile writes data beside path, then renames it over path (a reader
+// never sees half of it).
+func replaceFile(path string, data []byte) error {
 	dir, name := filepath.Split(path)
 	tmp := filepath.Join(dir, "."+name+".writing")
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
 }
 
-// KeepDocuments rewrites path every 100 ms while the documents change, until
-// stop is closed (the final write is the caller's, when it stops).
-func (s *State) KeepDocuments(path string, stop <-chan struct{}) {
+// WriteOutput replaces path with the live documents and, when progress is
+// given, then progress with how far they go, taken before them: the report is
+// never ahead of the documents.
+func (s *State) WriteOutput(path, progress string) error {
+	var report []byte
+	if progress != "" {
+		report = s.progressReport()
+	}
+	if err := s.WriteDocuments(path); err != nil {
+		return err
+	}
+	if progress == "" {
+		return nil
+	}
+	return replaceFile(progress, report)
+}
+
+// KeepDocuments rewrites path every 100 ms while the documents change, and
+// progress (if given) after it whenever how far they go changed, until stop is
+// closed (the final write is the caller's, when it stops: WriteOutput).
+func (s *State) KeepDocuments(path, progress string, stop <-chan struct{}) {
 	var written uint64
+	var reported []byte
 	first := true
 	for {
+		var report []byte
+		if progress != "" {
+			report = s.progressReport() // before the documents: never ahead of them
+		}
 		s.mu.Lock()
 		changes := s.changes
 		s.mu.Unlock()
@@ -620,6 +673,12 @@ func (s *State) KeepDocuments(path string, stop <-chan struct{}) {
 				fmt.Fprintf(os.Stderr, "write --output: %v\n", err)
 			}
 			written, first = changes, false
+		}
+		if progress != "" && !bytes.Equal(report, reported) {
+			if err := replaceFile(progress, report); err != nil {
+				fmt.Fprintf(os.Stderr, "write --progress: %v\n", err)
+			}
+			reported = report
 		}
 		select {
 		case <-stop:

@@ -107,8 +107,11 @@ public final class MockdcpConsumer {
       "  --output FILE                 keep the live documents in FILE as JSON lines (scope, collection,",
       "                                key, value, seqno, rev, cas, vbucket: what `mockdcp check` verifies);",
       "                                rewritten when they change and on stop; --out/--state then optional",
+      "  --progress FILE               with --output: after each write of it, how far it goes (per vbucket",
+      "                                the failover-log uuid and the seqno held: `mockdcp check`'s",
+      "                                MOCKDCP_PROGRESS), so that check takes a matching output at once",
       "  --env                         take what is not given from `mockdcp check`/`run`'s variables:",
-      "                                MOCKDCP_HOST, _KV_PORT, _USER, _PASSWORD, _BUCKET, _OUTPUT,",
+      "                                MOCKDCP_HOST, _KV_PORT, _USER, _PASSWORD, _BUCKET, _OUTPUT, _PROGRESS,",
       "                                _BUFFER_SIZE (--flow-control), _NOOP_INTERVAL (--noop-interval);",
       "                                stdin is then ignored (stop with SIGTERM, as check and run do)",
       "  --help                        this text",
@@ -146,6 +149,8 @@ public final class MockdcpConsumer {
     String profile;
     /** null, or where the live documents go as JSON lines (mockdcp check's MOCKDCP_OUTPUT). */
     String output;
+    /** null, or where to say how far --output goes (mockdcp check's MOCKDCP_PROGRESS). */
+    String progress;
     /** 0, or the noop interval to set (seconds). */
     int noopInterval;
     boolean env;
@@ -223,6 +228,7 @@ public final class MockdcpConsumer {
         case "--client-keystore": o.clientKeystore = v; break;
         case "--client-keystore-password": o.clientKeystorePassword = v; break;
         case "--output": o.output = v; break;
+        case "--progress": o.progress = v; break;
         case "--noop-interval": o.noopInterval = parseInt(a, v, 1, 3600); break;
         case "--profile":
           if (!List.of("kafka", "elasticsearch").contains(v)) {
@@ -278,6 +284,7 @@ public final class MockdcpConsumer {
     if (o.password == null) o.password = env.get("MOCKDCP_PASSWORD");
     if (o.bucket == null) o.bucket = env.get("MOCKDCP_BUCKET");
     if (o.output == null) o.output = env.get("MOCKDCP_OUTPUT");
+    if (o.progress == null) o.progress = env.get("MOCKDCP_PROGRESS");
     if (o.flowControl == 0 && env.containsKey("MOCKDCP_BUFFER_SIZE")) {
       o.flowControl = parseInt("MOCKDCP_BUFFER_SIZE", env.get("MOCKDCP_BUFFER_SIZE"), 0, Integer.MAX_VALUE);
     }
@@ -553,6 +560,22 @@ public final class MockdcpConsumer {
         putU64(o, "uuid", s.uuid);
         putU64(o, "snap_start", s.snapStart);
         putU64(o, "snap_end", s.snapEnd);
+      }
+      return root;
+    }
+
+    /**
+     * How far the documents go, as `mockdcp check` reads MOCKDCP_PROGRESS
+     * (mockdcp/client/_output.py write_progress): per vbucket the uuid of the failover-log entry
+     * its position is on (the newest the library holds) and the seqno the documents hold through.
+     */
+    ObjectNode progressReport() {
+      ObjectNode root = JSON.createObjectNode();
+      ObjectNode v = root.putObject("vbuckets");
+      for (Map.Entry<Integer, VbState> e : vbs.entrySet()) {
+        ObjectNode o = v.putObject(Integer.toString(e.getKey()));
+        putU64(o, "uuid", e.getValue().uuid);
+        putU64(o, "seqno", e.getValue().seqno);
       }
       return root;
     }
@@ -993,25 +1016,44 @@ public final class MockdcpConsumer {
     t.start();
   }
 
-  /** Replaces --output with the live documents (written beside it, then renamed). */
+  /** The --progress report last written (null: none yet). */
+  private String progressWritten;
+
+  /**
+   * Replaces --output with the live documents (written beside it, then renamed) when they
+   * changed, then --progress with how far they go when that changed: taken under the same lock as
+   * the documents, so the report is never ahead of the output.
+   */
   private synchronized void writeOutput(boolean always) throws IOException {
-    List<ObjectNode> rows;
+    List<ObjectNode> rows = null;
+    String report = null;
     synchronized (lock) {
-      if (!always && state.changes == outputWritten) {
-        return;
+      if (opts.progress != null) {
+        report = JSON.writeValueAsString(state.progressReport());
       }
-      outputWritten = state.changes;
-      rows = state.documentRows();
-    }
-    Path path = Paths.get(opts.output);
-    Path tmp = path.resolveSibling("." + path.getFileName() + ".writing");
-    try (BufferedWriter w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
-      for (ObjectNode row : rows) {
-        w.write(JSON.writeValueAsString(row));
-        w.write('\n');
+      if (always || state.changes != outputWritten) {
+        outputWritten = state.changes;
+        rows = state.documentRows();
       }
     }
-    Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+    if (rows != null) {
+      Path path = Paths.get(opts.output);
+      Path tmp = path.resolveSibling("." + path.getFileName() + ".writing");
+      try (BufferedWriter w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
+        for (ObjectNode row : rows) {
+          w.write(JSON.writeValueAsString(row));
+          w.write('\n');
+        }
+      }
+      Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+    }
+    if (report != null && (rows != null || !report.equals(progressWritten))) {
+      Path path = Paths.get(opts.progress);
+      Path tmp = path.resolveSibling("." + path.getFileName() + ".writing");
+      Files.writeString(tmp, report, StandardCharsets.UTF_8);
+      Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+      progressWritten = report;
+    }
   }
 
   /** Stop requested (stdin EOF, SIGTERM/SIGINT): write state, disconnect, exit 0. */
