@@ -534,12 +534,12 @@ class ItemEncoder:
         if grow:  # the frames moved: where their headers and ends are now
             moved = grow * np.arange(1, count + 1, dtype=np.int64)
             starts += moved - grow + 3 * lead  # a header follows its frame info
-            ends = array("q", (self._ends_array(ends, count) - base + moved).tobytes())
-            base = 0
+            frame_ends = self._ends_array(ends, count) - base + moved
+            ends, base = array("q", frame_ends.tobytes()), 0
         if self.form.collections:
             self.patch_opaque(buf, starts, opaque)
-        else:
-            self._shorten_key(buf, starts, opaque)
+        else:  # a stream-id stream's legacy frames (they grew: ``frame_ends`` is set)
+            self._legacy_fields(buf, starts, frame_ends, opaque)
         if lead:
             self._move_sid(buf, starts)
         elif self._cut_value:  # with the stream-id frame, if any
@@ -552,7 +552,7 @@ class ItemEncoder:
         """``encode``'s patching of a few frames without a stream-id, a frame at a time
         (``struct``): ``opaque`` written, and a legacy frame's key and body lengths one
         less (its collection prefix left out, so each frame ends one byte earlier than
-        the one before it did), as ``patch_opaque`` and ``_shorten_key`` do at once."""
+        the one before it did), as ``patch_opaque`` and ``_legacy_fields`` do at once."""
         start = 0
         if self.form.collections:
             for end in ends:
@@ -600,37 +600,14 @@ class ItemEncoder:
         return out
 
     @staticmethod
-    def _shorten_key(buf: bytearray, starts: Offsets, opaque: int) -> None:
-        """Key length and body length less one in every frame (the collection prefix
-        left out), and ``opaque`` written (``patch_opaque``): the first 16 bytes of every
-        frame read as one numpy element (a ``V16`` view with a stride of one byte, as
-        ``_move_sid`` reads), patched as columns and written back; the low byte of each
-        length alone, with the body length's borrow, cost a third more a frame."""
-        np = numpy_module()
-        window = np.ndarray((len(buf) - 15,), dtype="V16", buffer=buf, strides=(1,))
-        head = window[starts].view(np.uint8).reshape(len(starts), 16)
-        head[:, 2:4].view(">u2")[:, 0] -= 1
-        head[:, 8:12].view(">u4")[:, 0] -= 1
-        head[:, 12:16] = np.frombuffer(_OPAQUE.pack(opaque), np.uint8)
-        window[starts] = head.view("V16").ravel()
-
-    @staticmethod
     def _legacy_headers(
         buf: bytearray, ends: Sequence[int], base: int, opaque: int
     ) -> tuple[Offsets, array[int]]:
         """A legacy stream's frames without a stream id (``encode``): each is one byte
         shorter than its canonical frame (the collection prefix left out), so frame ``i``
-        ends ``i + 1`` bytes before the canonical one did. Each header gets its body
-        length (the frame's size less the header's 24) and ``opaque`` as one big-endian
-        ``u64`` (``body << 32 | opaque``, at 8), scattered as ``V8`` elements over a view
-        with a stride of one byte (as ``patch_opaque`` writes), and its key length less
-        one, in its low byte: a legacy stream carries only the default collection's
-        documents, whose key is at most 250 bytes after the one-byte prefix (the model
-        refuses longer keys, as a node does: ``model._validate``, ``split_collection``),
-        so the canonical length is at most 251 and its low byte never borrows. Two
-        scatters and a gather: 9.8 µs for a hundred frames, where ``_shorten_key``'s
-        gather of each header's first 16 bytes and its strided arithmetic took 16.
-        Returns where each frame starts in ``buf`` and where each ends."""
+        ends ``i + 1`` bytes before the canonical one did; their headers patched by
+        ``_legacy_fields``. Returns where each frame starts in ``buf`` and where each
+        ends."""
         np = numpy_module()
         count = len(ends)
         moved = ItemEncoder._ends_array(ends, count) - np.arange(
@@ -639,13 +616,30 @@ class ItemEncoder:
         starts: Offsets = np.empty(count, np.int64)
         starts[0] = 0
         starts[1:] = moved[:-1]
-        words = moved - starts
+        ItemEncoder._legacy_fields(buf, starts, moved, opaque)
+        return starts, array("q", moved.tobytes())
+
+    @staticmethod
+    def _legacy_fields(buf: bytearray, headers: Offsets, ends: Offsets, opaque: int) -> None:
+        """The headers of legacy frames (at ``headers``, each frame ending at ``ends``):
+        the body length (from the header to the frame's end, less the header's 24) and
+        ``opaque`` written as one big-endian ``u64`` (``body << 32 | opaque``, at 8),
+        scattered as ``V8`` elements over a view with a stride of one byte (as
+        ``patch_opaque`` writes), and the key length less one, in its low byte: a legacy
+        stream carries only the default collection's documents, whose key is at most
+        250 bytes after the one-byte prefix (the model refuses longer keys, as a node
+        does: ``model._validate``, ``split_collection``), so the canonical length is at
+        most 251 and its low byte never borrows. Two scatters and a gather: 9.8 µs for
+        a hundred frames, where a gather of each header's first 16 bytes, its lengths
+        decremented as big-endian columns, took 16. A stream-id stream's frame info, in
+        front of each header until ``_move_sid`` moves it, is not in the body yet."""
+        np = numpy_module()
+        words = ends - headers
         words <<= 32
         words += opaque - (_HEADER << 32)
         fields = np.ndarray((len(buf) - 7,), dtype="V8", buffer=buf, strides=(1,))
-        fields[starts + _BODY_OFFSET] = words.astype(">u8").view("V8")
-        np.frombuffer(buf, np.uint8)[starts + _KEY_OFFSET + 1] -= 1
-        return starts, array("q", moved.tobytes())
+        fields[headers + _BODY_OFFSET] = words.astype(">u8").view("V8")
+        np.frombuffer(buf, np.uint8)[headers + _KEY_OFFSET + 1] -= 1
 
     @staticmethod
     def _starts(ends: Sequence[int], base: int, offset: int = 0) -> Offsets:
@@ -670,7 +664,7 @@ class ItemEncoder:
         Vectorised with numpy: a Python-level ``pack_into`` per frame cost about 170 ns,
         this about 8 ns (``mockdcp bench``). numpy is loaded at DCP_OPEN
         (``producer._numpy``), so no batch waits for the import. The four bytes go in
-        as one element of a ``V4`` view with a stride of one byte (as ``_shorten_key``
+        as one element of a ``V4`` view with a stride of one byte (as ``_legacy_fields``
         writes), one assignment, not one a byte: 2.7 against 4.7 µs for a hundred frames.
         """
         ItemEncoder.write_opaques(buf, starts + _OPAQUE_OFFSET, opaque)
