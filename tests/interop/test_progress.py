@@ -1,8 +1,9 @@
 """The real clients' programs say how far their output goes (``--progress``, from
 ``MOCKDCP_PROGRESS`` under ``--env``: per vbucket the failover-log uuid their position is
 on and the seqno their documents hold through), written after the output and never
-ahead of it, so that ``mockdcp check`` takes a matching output as final at once
-(``_check._reported_all``) instead of ``SETTLE`` seconds after it last changed."""
+ahead of it, so that ``mockdcp check`` takes a matching output as final at once (its
+``_check._reported_all``, asked here too) instead of ``SETTLE`` seconds after it last
+changed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from mockdcp.cli._check import _reported_all
 
 from .test_clients import load
 
@@ -20,29 +23,6 @@ if TYPE_CHECKING:
     from mockdcp.server import MockDcpServer
 
 pytestmark = pytest.mark.interop
-
-
-def _read(path: Path) -> Any:  # noqa: ANN401 - JSON
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-
-
-def _reported_all(server: MockDcpServer, progress: Path) -> bool:
-    """The report says every vbucket written to is held through its high seqno, on the
-    newest entry of its failover log (what ``mockdcp check`` asks of it)."""
-    report = _read(progress)
-    if report is None:
-        return False
-    held = report["vbuckets"]
-    for vb in server.bucket.vbuckets:
-        if vb.high_seqno == 0:
-            continue
-        got = held.get(str(vb.vbid))
-        if got is None or (got["uuid"], got["seqno"]) != (vb.failover.newest_uuid, vb.high_seqno):
-            return False
-    return True
 
 
 @pytest.mark.parametrize(
@@ -69,6 +49,10 @@ async def test_the_progress_report_reaches_the_high_seqnos_never_ahead_of_the_ou
         name, mock, "--output", str(output), "--progress", str(progress), *extra
     )
     await run.wait_for(lambda: _reported_all(mock, progress), 60, "a report of every high seqno")
+    held = json.loads(progress.read_bytes())["vbuckets"]
+    for vb in mock.bucket.vbuckets:  # no further than the high seqno either
+        if vb.high_seqno:
+            assert held[str(vb.vbid)] == {"uuid": vb.failover.newest_uuid, "seqno": vb.high_seqno}
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     keys = {key.decode() for (_, key), _item in mock.bucket.oracle().items()}
     assert {row["key"] for row in rows} == keys

@@ -235,15 +235,27 @@ def test_a_legacy_frames_body_length_borrows_when_its_low_byte_was_zero() -> Non
     assert bodies[0] == 512
     items = [item for k in keys if (item := vb.get(k)) is not None]
     assert len(items) == len(keys)
+    legacy_as_the_codec(vb, snap, items, 0x01020304)
+
+
+def legacy_as_the_codec(
+    vb: VBucket, snap: DiskSnapshot, items: list[Item], opaque: int
+) -> list[list[bytes]]:
+    """The frames of ``snap`` in every legacy form, all of them (more than
+    ``_FEW_FRAMES``: patched as columns) and ``_FEW_FRAMES - 1`` (patched a frame at a
+    time), each asserted equal to the codec's encoding of ``items``."""
     legacy = [dcp for dcp in FORMS if not dcp.collections]
     assert legacy
+    encoded = []
     for dcp in legacy:
         encoder = ItemEncoder(dcp)
         frames = prepared(encoder, vb, snap)
-        for count in (len(keys), _FEW_FRAMES - 1):
-            buf, ends, base = encoder.encode(frames, 0, count, 0x01020304, None)
+        for count in (len(items), _FEW_FRAMES - 1):
+            buf, ends, base = encoder.encode(frames, 0, count, opaque, None)
             got = frames_of(bytes(buf), ends, base)
-            assert got == expected(items[:count], encoder.form, 0x01020304, None)
+            assert got == expected(items[:count], encoder.form, opaque, None)
+            encoded.append(got)
+    return encoded
 
 
 @pytest.mark.parametrize("length", [3, 200, 250])
@@ -258,14 +270,9 @@ def test_legacy_frames_of_the_longest_keys_keep_their_key_length(length: int) ->
     vb = b.vbucket(0)
     snap = vb.disk_snapshot(0, frames=True)
     items = [item for k in keys if (item := vb.get(k)) is not None]
-    for dcp in (d for d in FORMS if not d.collections):
-        encoder = ItemEncoder(dcp)
-        frames = prepared(encoder, vb, snap)
-        for count in (len(keys), _FEW_FRAMES - 1):
-            buf, ends, base = encoder.encode(frames, 0, count, 0x0A0B0C0D, None)
-            got = frames_of(bytes(buf), ends, base)
-            assert got == expected(items[:count], encoder.form, 0x0A0B0C0D, None)
-            assert {int.from_bytes(f[2:4], "big") for f in got} == {length}
+    assert len(items) == len(keys)
+    for got in legacy_as_the_codec(vb, snap, items, 0x0A0B0C0D):
+        assert {int.from_bytes(f[2:4], "big") for f in got} == {length}
 
 
 DOCUMENT_AND_EVENT = (
