@@ -187,11 +187,14 @@ async def _bare_bootstrap(stream: trio.abc.Stream, name: str) -> bytearray:
         if not data:
             raise RuntimeError("producer closed the connection during the bootstrap")
         buf += data
-        while len(buf) >= 24 and len(buf) >= 24 + _BODY.unpack_from(buf, 8)[0]:
+        while answered < 3 and len(buf) >= 24:
+            end = 24 + _BODY.unpack_from(buf, 8)[0]
+            if len(buf) < end:
+                break
             status = _STATUS.unpack_from(buf, 6)[0]
             if status:
                 raise RuntimeError(f"bootstrap refused: opcode {buf[1]:#x} status {status:#x}")
-            del buf[: 24 + _BODY.unpack_from(buf, 8)[0]]
+            del buf[:end]
             answered += 1
     return buf
 
