@@ -190,6 +190,7 @@ class ProtocolChecker:
         num_vbuckets: int,
         others: dict[int, tuple[int, ...]] | None = None,
         owing: dict[StreamKey, set[ConnectionChecker]] | None = None,
+        decoded: dict[int, tuple[bytes, tuple[int, ...]]] | None = None,
     ) -> None:
         self.name = name
         self.limits = limits
@@ -206,6 +207,10 @@ class ProtocolChecker:
         self.uuids: dict[int, tuple[int, ...]] = {}
         #: vbucket -> the last failover log the name was given (``gave``)
         self._logs: dict[int, bytes] = {}
+        #: vbucket -> the last failover log any name was given and its uuids (the
+        #: registry's, shared): every name is given the same log of a vbucket until it
+        #: fails over, decoded once
+        self.decoded: dict[int, tuple[bytes, tuple[int, ...]]] = {} if decoded is None else decoded
         #: the name's live connections
         self.connections: dict[int, ConnectionChecker] = {}
         #: node -> seconds from each of the name's connections to it closing to the next
@@ -245,15 +250,17 @@ class ProtocolChecker:
         if self._logs.get(vbucket) == value:
             return
         self._logs[vbucket] = value
-        try:
-            entries = decode_failover_log(value)
-        except Exception:  # a malformed log gives nothing
-            return
-        for uuids in (self.uuids, self.others):
-            known = uuids.get(vbucket, ())
-            new = tuple(uuid for uuid, _ in entries if uuid not in known)
-            if new:
-                uuids[vbucket] = known + new
+        last = self.decoded.get(vbucket)
+        if last is not None and last[0] == value:
+            given = last[1]  # already in ``others``
+        else:
+            try:
+                given = tuple(uuid for uuid, _ in decode_failover_log(value))
+            except Exception:  # a malformed log gives nothing
+                return
+            self.decoded[vbucket] = (value, given)
+            _add(self.others, vbucket, given)
+        _add(self.uuids, vbucket, given)
 
     def history(self, key: StreamKey) -> StreamHistory:
         history = self.streams.get(key)
@@ -308,6 +315,14 @@ class ProtocolChecker:
     def _count(self, violations: list[Violation]) -> None:
         for v in violations:
             self.found[v.rule] = self.found.get(v.rule, 0) + 1
+
+
+def _add(uuids: dict[int, tuple[int, ...]], vbucket: int, given: tuple[int, ...]) -> None:
+    """Add the uuids of ``given`` that ``uuids`` does not hold for ``vbucket``."""
+    known = uuids.get(vbucket, ())
+    new = tuple(uuid for uuid in given if uuid not in known)
+    if new:
+        uuids[vbucket] = known + new
 
 
 def violation(
@@ -591,17 +606,20 @@ class ConnectionChecker:
         sid = _request_stream_id(msg)
         key = (msg.vbucket, sid)
         history = parent.streams.get(key)
-        checks = (
+        checks = [
             ("vbucket.not_in_map", vbucket_in_map(msg, parent.num_vbuckets)),
             ("control.stream_id", stream_id_as_enabled(sid, self.settings.stream_ids)),
-            ("rollback.ignored", rollback_taken(msg, history)),
-            ("stream_end.reopened", reopen_allowed(msg, history)),
             ("resume.range", resume_within_snapshot(msg)),
             ("resume.uuid", resume_uuid_given(msg, parent.given(msg.vbucket))),
-            ("resume.above_sent", resume_not_above_sent(msg, history)),
-            ("resume.snapshot", resume_snapshot_sent(msg, history)),
-            ("resume.complete", resume_complete_snapshot(msg, history)),
-        )
+        ]
+        if history is not None:  # the rules on what the stream was given (none yet: kept)
+            checks += (
+                ("rollback.ignored", rollback_taken(msg, history)),
+                ("stream_end.reopened", reopen_allowed(msg, history)),
+                ("resume.above_sent", resume_not_above_sent(msg, history)),
+                ("resume.snapshot", resume_snapshot_sent(msg, history)),
+                ("resume.complete", resume_complete_snapshot(msg, history)),
+            )
         found: list[Violation] = []
         for rule, message in checks:
             if message is not None:
@@ -742,6 +760,8 @@ class CheckerRegistry:
         self.given: dict[int, tuple[int, ...]] = {}
         #: stream -> the connections of any name that owe its re-open (``owing``)
         self.owing: dict[StreamKey, set[ConnectionChecker]] = {}
+        #: vbucket -> its last failover log given and that log's uuids (``decoded``)
+        self.decoded: dict[int, tuple[bytes, tuple[int, ...]]] = {}
 
     def checker(self, name: str) -> ProtocolChecker:
         """The checker of ``name`` (made on first use, with the current limits)."""
@@ -753,6 +773,7 @@ class CheckerRegistry:
                 num_vbuckets=self.num_vbuckets,
                 others=self.given,
                 owing=self.owing,
+                decoded=self.decoded,
             )
             checker.on_idle = self._idle
             self._make_room(1)

@@ -279,6 +279,38 @@ def test_a_failover_log_given_again_adds_nothing_and_a_new_one_adds_its_uuids() 
     assert "resume.uuid" not in r.rules()
 
 
+def test_a_failover_log_is_decoded_once_for_every_name_given_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every name streaming a vbucket is given the same log until it fails over: the
+    registry decodes it once (``CheckerRegistry.decoded``), and each name still holds its
+    uuids; a log that changed is decoded again, and its new uuid is given to the name
+    given it and to ``others``."""
+    from mockdcp.producer import _checker
+
+    decoded: list[bytes] = []
+    real = _checker.decode_failover_log
+
+    def counting(value: bytes) -> list[tuple[int, int]]:
+        decoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(_checker, "decode_failover_log", counting)
+    registry = CheckerRegistry(4)
+    first = encode_failover_log([(UUID, 0)])
+    names = [registry.checker(f"consumer/{i}") for i in range(3)]
+    for checker in names:
+        checker.gave(0, first)
+    assert decoded == [first]
+    assert [checker.given(0) for checker in names] == [(UUID, UUID)] * 3  # own + others
+    later = encode_failover_log([(0x99, 30), (UUID, 0)])
+    names[1].gave(0, later)
+    assert decoded == [first, later]
+    assert names[1].uuids[0] == (UUID, 0x99)
+    assert names[0].uuids[0] == (UUID,)
+    assert registry.given[0] == (UUID, 0x99)
+
+
 def test_a_start_above_what_was_sent_is_reported() -> None:
     tested("resume.above_sent")
     r = streamed(Recording())
