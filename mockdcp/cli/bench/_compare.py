@@ -20,8 +20,10 @@ a source tree it names.
 
 * ``memory``, ``disk``, ``legacy``: events/s of ``mockdcp bench --items N`` (the spelling
   both understand), with ``--from-disk`` and ``--legacy``;
-* ``docs_aware``, ``docs_legacy``: ``mockdcp serve --docs N`` streamed by the working
-  tree's bench consumer (the instrument stays the same), collection-aware and legacy;
+* ``docs_aware``, ``docs_legacy``, ``docs_bare``: ``mockdcp serve --docs N`` streamed by
+  the working tree's bench consumer (the instrument stays the same), collection-aware,
+  legacy, and negotiating nothing (``--bare``: no HELLO, no DCP_CONTROL; a release's own
+  bench consumer may not know ``--bare``, the working tree's does);
   ``docs_ready``: seconds to that server's ready line (``docs_ready_cpu``: the CPU
   seconds of the server and of the worker processes it started for the load, by then:
   ``tree_cpu_seconds``; its own alone made a load drawn in workers look cheaper than
@@ -29,7 +31,8 @@ a source tree it names.
   once what it does after its ready line is done (``after_ready``) and after a first
   pass not counted, whose one-time costs (a first connection's imports and tables)
   would otherwise be most of a short pass's CPU and are not what a stream costs;
-* ``streams_aware``, ``streams_legacy``: the same with the default 1,024 vbuckets and
+* ``streams_aware``, ``streams_legacy``, ``streams_bare``: the same with the default
+  1,024 vbuckets and
   ``SPREAD_DOCS`` documents, a few a stream: what each stream costs (its request, its
   backfill, its marker and end), which ``docs_*``'s 64 streams of many documents hide;
 * ``after_ready``: the CPU seconds ``mockdcp serve --docs 0`` spends after its ready
@@ -88,12 +91,16 @@ PATHS = {
     "docs_aware_cpu": False,
     "docs_legacy": False,
     "docs_legacy_cpu": False,
+    "docs_bare": False,
+    "docs_bare_cpu": False,
     "docs_ready": True,
     "docs_ready_cpu": True,
     "streams_aware": False,
     "streams_aware_cpu": False,
     "streams_legacy": False,
     "streams_legacy_cpu": False,
+    "streams_bare": False,
+    "streams_bare_cpu": False,
     "after_ready": True,
     "first_pass": True,
     "startup": True,
@@ -293,14 +300,14 @@ def server_cpu_seconds(pid: int) -> float:
 
 
 def _consume(
-    port: int, items: int, vbuckets: int, legacy: bool, server: int
+    port: int, items: int, vbuckets: int, legacy: bool, server: int, *, bare: bool = False
 ) -> tuple[float, float]:
-    """events/s of the working tree's bench consumer streaming ``items`` from ``port``,
-    and events per CPU second of the server (process ``server``) meanwhile
-    (``server_cpu_seconds``)."""
+    """events/s of the working tree's bench consumer streaming ``items`` from ``port``
+    (``bare``: negotiating nothing), and events per CPU second of the server (process
+    ``server``) meanwhile (``server_cpu_seconds``)."""
     c0 = server_cpu_seconds(server)
     out = subprocess.run(
-        consumer_command(port, items, vbuckets, legacy=legacy),
+        consumer_command(port, items, vbuckets, legacy=legacy, extra=["--bare"] if bare else []),
         capture_output=True,
         check=True,
         timeout=1800,
@@ -361,14 +368,15 @@ def settled(pid: int, poll: float = SETTLE_POLL, most: float = SETTLE_MOST) -> f
 def _served(python: str, docs: int, vbuckets: int) -> dict[str, float]:
     """``python -m mockdcp serve --docs DOCS``: seconds (and CPU seconds) to its ready
     line, then, the server settled and warmed by a first pass (``first_pass``: its
-    CPU seconds), events/s (and per server CPU second) of a collection-aware and of a
-    legacy consumer streaming every document."""
+    CPU seconds), events/s (and per server CPU second) of a collection-aware, a legacy
+    and a bare consumer (one that negotiates nothing) streaming every document."""
     proc, port, ready, ready_cpu = _spawn_ready(python, docs, vbuckets)
     try:
         settled(proc.pid)
         _, first_rate = _consume(port, docs, vbuckets, False, proc.pid)
         aware, aware_cpu = _consume(port, docs, vbuckets, False, proc.pid)
         legacy, legacy_cpu = _consume(port, docs, vbuckets, True, proc.pid)
+        bare, bare_cpu = _consume(port, docs, vbuckets, True, proc.pid, bare=True)
         return {
             "docs_ready": ready,
             "docs_ready_cpu": ready_cpu,
@@ -376,6 +384,8 @@ def _served(python: str, docs: int, vbuckets: int) -> dict[str, float]:
             "docs_aware_cpu": aware_cpu,
             "docs_legacy": legacy,
             "docs_legacy_cpu": legacy_cpu,
+            "docs_bare": bare,
+            "docs_bare_cpu": bare_cpu,
             "first_pass": docs / first_rate,
         }
     finally:
@@ -418,7 +428,7 @@ def measure_round(python: str, items: int, vbuckets: int) -> dict[str, float]:
     del served["first_pass"]  # (the spread's, of many streams, is the one reported)
     figures.update(served)
     spread = _served(python, SPREAD_DOCS, 1024)
-    for form in ("aware", "legacy"):
+    for form in ("aware", "legacy", "bare"):
         figures[f"streams_{form}"] = spread[f"docs_{form}"]
         figures[f"streams_{form}_cpu"] = spread[f"docs_{form}_cpu"]
     figures["first_pass"] = spread["first_pass"]
