@@ -80,8 +80,8 @@ from mockdcp.protocol import (
     StreamRequestValue,
     SystemEvent,
     decode_client_message,
-    decode_failover_log,
     decode_server_message,
+    failover_log_uuids,
 )
 
 if TYPE_CHECKING:
@@ -255,8 +255,8 @@ class ProtocolChecker:
             given = last[1]  # already in ``others``
         else:
             try:
-                given = tuple(uuid for uuid, _ in decode_failover_log(value))
-            except Exception:  # a malformed log gives nothing
+                given = failover_log_uuids(value)
+            except RemoteProtocolError:  # a malformed log gives nothing
                 return
             self.decoded[vbucket] = (value, given)
             _add(self.others, vbucket, given)
@@ -319,7 +319,10 @@ class ProtocolChecker:
 
 def _add(uuids: dict[int, tuple[int, ...]], vbucket: int, given: tuple[int, ...]) -> None:
     """Add the uuids of ``given`` that ``uuids`` does not hold for ``vbucket``."""
-    known = uuids.get(vbucket, ())
+    known = uuids.get(vbucket)
+    if known is None:
+        uuids[vbucket] = given
+        return
     new = tuple(uuid for uuid in given if uuid not in known)
     if new:
         uuids[vbucket] = known + new

@@ -53,6 +53,18 @@ def decode_failover_log(data: bytes) -> list[tuple[int, int]]:
     return [(uuid, seqno) for uuid, seqno in _records(data, _FAILOVER_ENTRY, "failover log")]
 
 
+def failover_log_uuids(data: bytes) -> tuple[int, ...]:
+    """The vbucket uuids of a failover log value, newest first (each entry's first
+    u64), without its seqnos: one unpack of the whole value as u64s, every other one
+    taken. ``RemoteProtocolError`` on a partial entry, as ``decode_failover_log``."""
+    if len(data) % _FAILOVER_ENTRY.size:
+        raise _einval(
+            f"failover log of {len(data)} bytes is not whole {_FAILOVER_ENTRY.size}-byte records",
+            "value",
+        )
+    return struct.unpack(f">{len(data) // 8}Q", data)[::2]
+
+
 def encode_rollback_value(seqno: int) -> bytes:
     """ROLLBACK (0x23) response value: the u64 seqno to roll back to (kv_engine
     ``docs/dcp/documentation/commands/stream-request.md``)."""

@@ -289,13 +289,13 @@ def test_a_failover_log_is_decoded_once_for_every_name_given_it(
     from mockdcp.producer import _checker
 
     decoded: list[bytes] = []
-    real = _checker.decode_failover_log
+    real = _checker.failover_log_uuids
 
-    def counting(value: bytes) -> list[tuple[int, int]]:
+    def counting(value: bytes) -> tuple[int, ...]:
         decoded.append(value)
         return real(value)
 
-    monkeypatch.setattr(_checker, "decode_failover_log", counting)
+    monkeypatch.setattr(_checker, "failover_log_uuids", counting)
     registry = CheckerRegistry(4)
     first = encode_failover_log([(UUID, 0)])
     names = [registry.checker(f"consumer/{i}") for i in range(3)]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -41,12 +41,16 @@ from mockdcp.protocol import (
     decode_rollback_value,
     decode_server_message,
     encode_xattrs,
+    failover_log_uuids,
     parse_system_event_value,
     scope_event,
     split_xattrs,
     strip_user_xattrs,
 )
 from mockdcp.protocol._flatbuffers import ScopeEventV2, encode_flatbuffers_value
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def request(opcode: int, magic: Magic = Magic.REQUEST, **parts: Any) -> Frame:  # noqa: ANN401
@@ -335,9 +339,12 @@ class TestDispatch:
 
 
 class TestValues:
-    def test_failover_log_with_partial_entry_is_rejected(self) -> None:
+    @pytest.mark.parametrize("decode", [decode_failover_log, failover_log_uuids])
+    def test_failover_log_with_partial_entry_is_rejected(
+        self, decode: Callable[[bytes], object]
+    ) -> None:
         with pytest.raises(RemoteProtocolError) as info:
-            decode_failover_log(bytes(17))
+            decode(bytes(17))
         assert info.value.field == "value"
 
     def test_rollback_value_must_be_eight_bytes(self) -> None:

@@ -61,6 +61,7 @@ from mockdcp.protocol import (
     encode_frame,
     encode_leb128,
     encode_xattrs,
+    failover_log_uuids,
     split_xattrs,
 )
 
@@ -274,6 +275,7 @@ def test_responses_round_trip(response: Response) -> None:
 @given(st.lists(st.tuples(u64, u64), max_size=10))
 def test_failover_log_round_trips(entries: list[tuple[int, int]]) -> None:
     assert decode_failover_log(encode_failover_log(entries)) == entries
+    assert failover_log_uuids(encode_failover_log(entries)) == tuple(u for u, _ in entries)
 
 
 @settings(max_examples=100)
