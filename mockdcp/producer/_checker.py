@@ -40,6 +40,7 @@ from mockdcp.producer._checker_rules import (
     ack_not_stalled,
     ack_within_received,
     control_kept,
+    from_nothing,
     no_storm,
     noop_answered,
     reopen_allowed,
@@ -612,17 +613,22 @@ class ConnectionChecker:
         checks = [
             ("vbucket.not_in_map", vbucket_in_map(msg, parent.num_vbuckets)),
             ("control.stream_id", stream_id_as_enabled(sid, self.settings.stream_ids)),
-            ("resume.range", resume_within_snapshot(msg)),
-            ("resume.uuid", resume_uuid_given(msg, parent.given(msg.vbucket))),
         ]
-        if history is not None:  # the rules on what the stream was given (none yet: kept)
+        # the rules on what the stream was given: none yet, none broken
+        if history is not None:
+            checks.append(("stream_end.reopened", reopen_allowed(msg, history)))
+        if not from_nothing(msg):  # (a request from nothing keeps every resume rule)
             checks += (
-                ("rollback.ignored", rollback_taken(msg, history)),
-                ("stream_end.reopened", reopen_allowed(msg, history)),
-                ("resume.above_sent", resume_not_above_sent(msg, history)),
-                ("resume.snapshot", resume_snapshot_sent(msg, history)),
-                ("resume.complete", resume_complete_snapshot(msg, history)),
+                ("resume.range", resume_within_snapshot(msg)),
+                ("resume.uuid", resume_uuid_given(msg, parent.given(msg.vbucket))),
             )
+            if history is not None:
+                checks += (
+                    ("rollback.ignored", rollback_taken(msg, history)),
+                    ("resume.above_sent", resume_not_above_sent(msg, history)),
+                    ("resume.snapshot", resume_snapshot_sent(msg, history)),
+                    ("resume.complete", resume_complete_snapshot(msg, history)),
+                )
         found: list[Violation] = []
         for rule, message in checks:
             if message is not None:
@@ -642,7 +648,8 @@ class ConnectionChecker:
         self._rolled.pop(key, None)
         parent.reopened(key)
         self._pending[msg.opaque] = _Pending(msg, frame, key)
-        parent._count(found)
+        if found:
+            parent._count(found)
         return found
 
     def _buffer_ack(self, msg: DcpBufferAck, frame: Frame, now: float) -> list[Violation]:

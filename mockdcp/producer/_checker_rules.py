@@ -308,6 +308,18 @@ def _ends(run: array[int]) -> memoryview:
 # -- stream requests (resumes) ---------------------------------------------------------------
 
 
+def from_nothing(req: DcpStreamRequest) -> bool:
+    """A request from nothing: vbucket uuid 0, start 0, snapshot [0, 0] (kv_engine
+    ``docs/dcp/documentation/commands/stream-request.md``: "Set VBucket UUID to 0 to
+    receive all data ... the consumer don't have any data at all"). It keeps every
+    resume rule whatever the stream was given (``resume.range``: 0 in [0, 0];
+    ``resume.uuid``: 0 with nothing to resume; ``rollback.ignored``: 0 is at or below
+    any rollback seqno; ``resume.above_sent``: 0 was seen; ``resume.snapshot`` and
+    ``resume.complete``: an empty snapshot at 0), so the checker does not ask them:
+    every stream of a consumer's first pass, and of ``mockdcp tail``'s, is one."""
+    return not (req.start_seqno or req.snap_start_seqno or req.snap_end_seqno or req.vbucket_uuid)
+
+
 def resume_within_snapshot(req: DcpStreamRequest) -> str | None:
     """``resume.range``: the start lies in the snapshot sent with it.
 

@@ -10,10 +10,20 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 
 from mockdcp.producer import RULES, CheckerLimits, CheckerRegistry, StreamHistory, Violation
 from mockdcp.producer._checker import LATE_TICK
+from mockdcp.producer._checker_rules import (
+    from_nothing,
+    resume_complete_snapshot,
+    resume_not_above_sent,
+    resume_snapshot_sent,
+    resume_uuid_given,
+    resume_within_snapshot,
+    rollback_taken,
+)
 from mockdcp.producer._faults import Corruption
 from mockdcp.protocol import (
     DcpBufferAck,
@@ -209,6 +219,40 @@ def test_a_start_outside_its_snapshot_is_reported_with_the_request() -> None:
     assert v.frame == frame.encode()
     assert v.summary.startswith("DCP_STREAM_REQ vb 0 start 5 ")
     assert "snapshot [11, 20]" in v.summary
+
+
+def test_a_request_from_nothing_keeps_every_resume_rule_so_none_is_asked() -> None:
+    """``from_nothing`` (uuid 0, start 0, snapshot [0, 0]) spares the checker the resume
+    rules: each passes such a request whatever the stream was given (markers, a seqno
+    written, a rollback owed). A request that differs in any of the four fields is no
+    request from nothing, and is judged: a start of 0 outside a snapshot never sent is reported."""
+    history = StreamHistory()
+    history.accepted(0, 0, 0, MAX)
+    history.marker(1, 10, 100)
+    history.marker(11, 20, 100)
+    history.written(15)
+    history.rolled_back(5)
+    request = DcpStreamRequest(
+        opaque=1,
+        vbucket=0,
+        flags=0,
+        start_seqno=0,
+        end_seqno=MAX,
+        vbucket_uuid=0,
+        snap_start_seqno=0,
+        snap_end_seqno=0,
+    )
+    assert from_nothing(request)
+    assert resume_within_snapshot(request) is None
+    assert resume_uuid_given(request, (UUID,)) is None
+    for rule in (rollback_taken, resume_not_above_sent, resume_snapshot_sent):
+        assert rule(request, history) is None
+    assert resume_complete_snapshot(request, history) is None
+    for field in ("start_seqno", "snap_start_seqno", "snap_end_seqno", "vbucket_uuid"):
+        assert not from_nothing(attrs.evolve(request, **{field: 3}))
+    r = streamed(Recording())
+    r.stream(0, 0, (3, 0), uuid=0)
+    assert set(r.rules()) == {"resume.range", "resume.snapshot"}  # judged, not spared
 
 
 def test_a_uuid_never_given_is_reported_and_a_given_one_is_not() -> None:
