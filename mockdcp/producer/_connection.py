@@ -313,7 +313,7 @@ class Connection:
         for event in events:
             if isinstance(event, ev.StreamWritten):
                 self.streams.written[(event.vbucket, event.stream_id)] = event.seqno
-            self._record(attrs.evolve(event, time=now))
+            self._record(ev.written_at(event, now))
 
     @property
     def output_limit(self) -> int:

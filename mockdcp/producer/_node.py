@@ -377,8 +377,9 @@ class Node:
         self.counts[event.kind] += 1
         if getattr(event, "rollback_seqno", None) is not None:
             self.counts["rollback"] += 1
-        for subscriber in list(self.subscribers):
-            subscriber(event)
+        if self.subscribers:  # (most nodes have none: no copy made)
+            for subscriber in list(self.subscribers):
+                subscriber(event)
 
     # -- the cluster map ------------------------------------------------------------
 

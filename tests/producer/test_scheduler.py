@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from mockdcp.model import Bucket
 from mockdcp.producer import DcpSettings, Stream, StreamRequestDecision, events as ev
 from mockdcp.producer._encoder import ItemEncoder
@@ -294,3 +296,14 @@ def test_items_written_with_the_stream_end_after_them_are_reported() -> None:
     written = [e.seqno for e in events if isinstance(e, ev.StreamWritten)]
     assert written == [5]
     assert [e.reason for e in events if isinstance(e, ev.StreamEnded)] == ["CLOSED"]
+
+
+def test_an_event_stamped_when_written_keeps_every_other_field() -> None:
+    """``written_at``: what ``Connection.data_written`` records once a write is done,
+    field by field for a ``StreamWritten`` as ``attrs.evolve`` gives any other event."""
+    written = ev.StreamWritten(time=1.0, conn_id=3, name="n", vbucket=7, stream_id=2, seqno=9)
+    noop = ev.NoopSent(time=1.0, conn_id=3, name="n", opaque=5)
+    for event in (written, noop):
+        stamped = ev.written_at(event, 2.5)
+        assert type(stamped) is type(event)
+        assert stamped == attrs.evolve(event, time=2.5)
