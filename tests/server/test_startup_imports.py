@@ -7,12 +7,15 @@ Each case runs in a fresh interpreter: this one has imported them already."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from mockdcp.cli._commands import SERVE_COLLECTOR_THRESHOLDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -94,7 +97,8 @@ state = {{"ready": False}}
 def collected(phase, info):
     if phase == "start":
         frozen = gc.get_freeze_count()
-        said = f"collected {{frozen}}" if state["ready"] else "collected before ready"
+        young = gc.get_threshold()[0]
+        said = f"collected {{frozen}} {{young}}" if state["ready"] else "collected before ready"
         print(said, file=sys.stderr, flush=True)
 
 
@@ -161,7 +165,8 @@ def test_serve_without_documents_is_ready_before_what_it_does_not_use() -> None:
 def test_serve_runs_no_collection_before_its_ready_line_and_collects_after() -> None:
     """Nothing ``mockdcp serve`` makes before its ready line is garbage: the collector
     waits for it (a sixth of the start went to its passes), then runs on what is made
-    after it (the start's objects frozen: each full collection walked them again)."""
+    after it (the start's objects frozen: each full collection walked them again), at
+    serve's thresholds (``SERVE_COLLECTOR_THRESHOLDS``: rarer than CPython's)."""
     with _serve_watched() as (proc, before):
         assert "collected before ready" not in before
         assert proc.stderr is not None
@@ -171,7 +176,9 @@ def test_serve_runs_no_collection_before_its_ready_line_and_collects_after() -> 
         while not line.startswith("collected "):
             assert line, "serve exited"
             line = proc.stderr.readline().strip()
-        assert int(line.split()[1]) > 50_000  # the modules, the 1,024 vbuckets
+        _, frozen, young = line.split()
+        assert int(frozen) > 50_000  # the modules, the 1,024 vbuckets
+        assert int(young) == SERVE_COLLECTOR_THRESHOLDS[0] > gc.get_threshold()[0]
 
 
 @pytest.mark.full
