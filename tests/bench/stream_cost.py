@@ -19,7 +19,9 @@ of its own, and runs this file's ``measure`` with each alternately, printing eac
 side's medians and the ratios (old over new: a speed, 1.0 or more is no regression).
 ``python tests/bench/stream_cost.py measure`` measures the running interpreter's
 mockdcp. The file imports nothing of the tests, and of mockdcp only what every release
-since 14df38a has (``Bucket``, ``Node``, the protocol's messages, ``load_documents``).
+since 14df38a has (``Bucket``, ``Node``, the protocol's messages, ``load_documents``), and
+what a release has that serve does once ready (``preload``, the collector's thresholds),
+where it has them.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ def _imports() -> dict[str, Any]:
         from mockdcp.data import load_documents
     except ImportError:  # a release before the data package
         load_documents = importlib.import_module("mockdcp._dataset").load_documents
+    try:  # the collector's thresholds serve sets once ready (none before them)
+        thresholds = importlib.import_module("mockdcp.cli._commands").SERVE_COLLECTOR_THRESHOLDS
+    except (ImportError, AttributeError):
+        thresholds = None
     preload = getattr(importlib.import_module("mockdcp.producer"), "preload", None)
     if preload is None:  # a release whose serve imported the connection itself
 
@@ -65,6 +71,7 @@ def _imports() -> dict[str, Any]:
         "Node": Node,
         "load": load_documents,
         "preload": preload,
+        "thresholds": thresholds,
     }
 
 
@@ -80,6 +87,8 @@ def measure(forms: list[str], passes: int, docs: int, vbuckets: int) -> dict[str
     node = got["Node"](bucket=bucket, users={"Administrator": "password"})
     got["preload"]()
     gc.freeze()  # as serve does once ready
+    if got["thresholds"] is not None:
+        gc.set_threshold(*got["thresholds"])
     base = [
         p.HelloFeature.XATTR,
         p.HelloFeature.XERROR,
