@@ -64,6 +64,8 @@ _IGNORE_PURGED_TOMBSTONES = int(StreamFlag.IGNORE_PURGED_TOMBSTONES)
 _STRICT_VBUUID = int(StreamFlag.STRICT_VBUUID)
 _DISK_ONLY = int(StreamFlag.DISK_ONLY)
 _TO_LATEST = int(StreamFlag.TO_LATEST)
+#: (a connection's open flags are a ``DcpOpenFlag``: ``&`` with one made a flag too)
+_INCLUDE_XATTRS = int(DcpOpenFlag.INCLUDE_XATTRS)
 
 
 #: the value of a stream request without one (frozen: one for all)
@@ -206,7 +208,7 @@ def decide_stream_request(
         start = snap_start = snap_end = high
         uuid = uuid or vb.failover.newest_uuid
     # 4: noop is mandatory for xattrs and collection-aware streams
-    xattrs = bool(settings.open_flags & DcpOpenFlag.INCLUDE_XATTRS)
+    xattrs = bool(int(settings.open_flags) & _INCLUDE_XATTRS)
     if (xattrs or settings.collections) and not settings.noop_enabled:
         return _fail(Status.NOT_SUPPORTED, "enable_noop is required for xattrs and collections")
     # 5-6: range checks

@@ -44,7 +44,9 @@ DEFAULT_MAX_FRAME_SIZE = 32 * 1024 * 1024
 #: Flexible framing id of the DCP stream-id frame; always encoded as tag byte 0x22.
 FRAME_INFO_STREAM_ID = 2
 
-_VALID_MAGICS = frozenset(int(m) for m in Magic)
+#: each magic by its byte (``Magic(byte)`` runs the enum's lookup in Python each frame)
+_MAGICS = {int(m): m for m in Magic}
+_VALID_MAGICS = frozenset(_MAGICS)
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -202,7 +204,7 @@ def parse_header(data: bytes | bytearray | memoryview) -> tuple[Magic, int, int,
     magic = data[0]
     if magic not in _VALID_MAGICS:
         raise RemoteProtocolError(f"unknown magic {magic:#04x}", field="magic")
-    m = Magic(magic)
+    m = _MAGICS[magic]
     if m.has_framing_extras:
         framing, keylen = data[2], data[3]
     else:
