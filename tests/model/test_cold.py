@@ -733,3 +733,30 @@ def test_a_short_read_is_kept_and_given_again_until_a_slot_leaves() -> None:
     assert long_view is not None
     assert long_view.read(0)[1] is not long_view.read(0)[1]
     assert long_view.read(0)[0] == long_view.read(0)[0]
+
+
+def test_a_plain_read_makes_where_heads_end_and_tails_start_only_when_asked() -> None:
+    """A read of live documents of the default collection (``_pieces``): each head is
+    ``HEAD`` bytes, so where heads end and tails start are made on first use, and a
+    collection-aware copy (``joined_frames``) never asks; asked, they are the columns
+    an eager read makes (a head, the prefix byte, the tail)."""
+    import numpy as np
+
+    from mockdcp.model._cold import HEAD
+
+    b = Bucket("default", 1, seed=9, clock=lambda: CLOCK)
+    keys = [b"k%05d" % i for i in range(30)]
+    b.load_cold(keys, [b"v" * (3 + i) for i in range(30)], datatypes=[0] * 30)
+    cold = b.vbucket(0).cold
+    assert cold is not None
+    _, (heads, tails, *_) = cold.read(0)
+    heads.joined_frames()
+    assert isinstance(heads._stops, tuple)
+    assert isinstance(tails._starts, tuple)
+    assert len(tails) == len(heads) == 30
+    starts = cold.segment.starts[:30]
+    assert np.array_equal(heads.stops, starts + HEAD)
+    assert np.array_equal(tails.starts, starts + HEAD + 1)
+    items = [cold.segment.item(s) for s in range(30)]
+    assert list(heads) == [it.head for it in items]
+    assert list(tails) == [it.tail for it in items]
