@@ -671,7 +671,7 @@ class ColdPieces(Sequence[bytes]):
 
     def __getitem__(self, index: int | slice) -> bytes | ColdPieces:
         if isinstance(index, slice):
-            stop, whole = index.stop, len(self.starts)
+            stop, whole = index.stop, len(self.frame_ends)
             if not index.start and index.step is None and (stop is None or stop >= whole):
                 return self  # the whole (an encoder's piece of a short backfill)
             return ColdPieces(
@@ -725,7 +725,7 @@ class ColdPieces(Sequence[bytes]):
         the next head that lie one after the other in the buffer are one piece, so a
         frame costs one piece (half of cutting heads and tails apart), and the pieces are
         copied by ``copy_pieces``."""
-        count = len(self.starts)
+        count = len(self.frame_ends)
         if not count:
             return bytearray()
         if count < _FEW_PIECES:  # a slice a piece: numpy's calls would cost more
