@@ -86,7 +86,7 @@ from mockdcp.protocol import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from mockdcp.protocol import Message
 
@@ -189,29 +189,28 @@ class ProtocolChecker:
         *,
         limits: CheckerLimits,
         num_vbuckets: int,
-        others: dict[int, tuple[int, ...]] | None = None,
+        others: dict[int, dict[bytes, None]] | None = None,
         owing: dict[StreamKey, set[ConnectionChecker]] | None = None,
-        decoded: dict[int, tuple[bytes, tuple[int, ...]]] | None = None,
+        decoded: dict[bytes, tuple[int, ...]] | None = None,
     ) -> None:
         self.name = name
         self.limits = limits
         self.num_vbuckets = num_vbuckets
-        #: vbucket -> the uuids of every failover log any name was given (the
-        #: registry's, shared): a consumer that reconnects under a new name resumes with
+        #: vbucket -> every failover log any name was given (the registry's, shared; a
+        #: dict for its order): a consumer that reconnects under a new name resumes with
         #: what its last connection was given (java-dcp-client puts a channel id in each
         #: connection's name: ``DcpChannel``'s DCP_OPEN)
-        self.others: dict[int, tuple[int, ...]] = {} if others is None else others
+        self.others: dict[int, dict[bytes, None]] = {} if others is None else others
         #: (vbucket, stream id) -> what that stream was given
         self.streams: dict[StreamKey, StreamHistory] = {}
-        #: vbucket -> the vbucket uuids of every failover log the name was given (a
-        #: tuple: one or two uuids take less than a set)
-        self.uuids: dict[int, tuple[int, ...]] = {}
-        #: vbucket -> the last failover log the name was given (``gave``)
+        #: vbucket -> every failover log the name was given, and the last (``gave``).
+        #: Kept as sent: their uuids are read only when a resume asks (``given``), and
+        #: most streams start from nothing (``from_nothing``)
+        self.logs: dict[int, list[bytes]] = {}
         self._logs: dict[int, bytes] = {}
-        #: vbucket -> the last failover log any name was given and its uuids (the
-        #: registry's, shared): every name is given the same log of a vbucket until it
-        #: fails over, decoded once
-        self.decoded: dict[int, tuple[bytes, tuple[int, ...]]] = {} if decoded is None else decoded
+        #: a failover log's uuids by its bytes (the registry's, shared: every name is
+        #: given the same log of a vbucket until it fails over, read once)
+        self.decoded: dict[bytes, tuple[int, ...]] = {} if decoded is None else decoded
         #: the name's live connections
         self.connections: dict[int, ConnectionChecker] = {}
         #: node -> seconds from each of the name's connections to it closing to the next
@@ -237,31 +236,39 @@ class ProtocolChecker:
 
     def given(self, vbucket: int) -> tuple[int, ...] | None:
         """The uuids of ``vbucket`` this name may resume with: None when it was never
-        given a failover log of it (not judged), else those it was given and those any
-        other name was (see ``others``)."""
-        own = self.uuids.get(vbucket)
-        if own is None:
+        given a failover log of it with one (not judged), else those it was given and
+        those any other name was (see ``others``)."""
+        mine = self._uuids(self.logs.get(vbucket, ()))
+        if not mine:
             return None
-        return own + self.others.get(vbucket, ())
+        return mine + self._uuids(self.others.get(vbucket, ()))
+
+    def _uuids(self, logs: Iterable[bytes]) -> tuple[int, ...]:
+        """The uuids of the failover logs ``logs`` (a malformed log gives none)."""
+        decoded = self.decoded
+        found: tuple[int, ...] = ()
+        for log in logs:
+            uuids = decoded.get(log)
+            if uuids is None:
+                try:
+                    uuids = failover_log_uuids(log)
+                except RemoteProtocolError:
+                    uuids = ()
+                decoded[log] = uuids
+            found += uuids
+        return found
 
     def gave(self, vbucket: int, value: bytes) -> None:
         """A failover log (``value``) of ``vbucket`` was sent to one of this name's
         connections: its uuids are the consumer's to resume with. The same log again
-        (every stream of the vbucket until it fails over) adds nothing: not decoded."""
+        (every stream of the vbucket until it fails over) adds nothing."""
         if self._logs.get(vbucket) == value:
             return
         self._logs[vbucket] = value
-        last = self.decoded.get(vbucket)
-        if last is not None and last[0] == value:
-            given = last[1]  # already in ``others``
-        else:
-            try:
-                given = failover_log_uuids(value)
-            except RemoteProtocolError:  # a malformed log gives nothing
-                return
-            self.decoded[vbucket] = (value, given)
-            _add(self.others, vbucket, given)
-        _add(self.uuids, vbucket, given)
+        mine = self.logs.setdefault(vbucket, [])
+        if value not in mine:
+            mine.append(value)
+        self.others.setdefault(vbucket, {})[value] = None
 
     def history(self, key: StreamKey) -> StreamHistory:
         history = self.streams.get(key)
@@ -316,17 +323,6 @@ class ProtocolChecker:
     def _count(self, violations: list[Violation]) -> None:
         for v in violations:
             self.found[v.rule] = self.found.get(v.rule, 0) + 1
-
-
-def _add(uuids: dict[int, tuple[int, ...]], vbucket: int, given: tuple[int, ...]) -> None:
-    """Add the uuids of ``given`` that ``uuids`` does not hold for ``vbucket``."""
-    known = uuids.get(vbucket)
-    if known is None:
-        uuids[vbucket] = given
-        return
-    new = tuple(uuid for uuid in given if uuid not in known)
-    if new:
-        uuids[vbucket] = known + new
 
 
 def violation(
@@ -766,12 +762,12 @@ class CheckerRegistry:
         self.limits = limits or CheckerLimits()
         #: name -> checker, least recently used first
         self.checkers: dict[str, ProtocolChecker] = {}
-        #: vbucket -> the uuids of every failover log a name was given (``others``)
-        self.given: dict[int, tuple[int, ...]] = {}
+        #: vbucket -> every failover log a name was given (``others``)
+        self.given: dict[int, dict[bytes, None]] = {}
         #: stream -> the connections of any name that owe its re-open (``owing``)
         self.owing: dict[StreamKey, set[ConnectionChecker]] = {}
-        #: vbucket -> its last failover log given and that log's uuids (``decoded``)
-        self.decoded: dict[int, tuple[bytes, tuple[int, ...]]] = {}
+        #: a failover log's uuids by its bytes (``decoded``)
+        self.decoded: dict[bytes, tuple[int, ...]] = {}
 
     def checker(self, name: str) -> ProtocolChecker:
         """The checker of ``name`` (made on first use, with the current limits)."""
