@@ -521,9 +521,9 @@ class ColdView:
             return kept[1], kept[2]
         seg = self.segment
         first = max(0, after_seqno - seg.first_seqno + 1)
-        alive = self.alive[first:]
-        count = len(alive)
-        if self._whole or np.count_nonzero(alive) == count:  # (``all()``: 0.64 against 0.23 µs)
+        count = max(0, seg.count - first)
+        alive = None if self._whole else self.alive[first:]  # (every slot alive: not sliced)
+        if alive is None or np.count_nonzero(alive) == count:  # (``all()``: 0.64 against 0.23 µs)
             low = seg.first_seqno + first
             frames = self._run(first, count)
             # (numpy's range and its bytes: 0.7 µs for a hundred, ``array`` of a range 4.8)
@@ -531,6 +531,7 @@ class ColdView:
             if count <= _KEPT_READ:
                 self._kept = (after_seqno, seqnos, frames)
             return seqnos, frames
+        assert alive is not None
         slots = np.flatnonzero(alive) + first
         seqnos = array("q", (slots + seg.first_seqno).astype(np.int64, copy=False).tobytes())
         return seqnos, self.frames(slots)
@@ -553,9 +554,12 @@ class ColdView:
         """``frames`` of the run of ``count`` slots from ``first``: each frame ends where
         the next begins (``ColdPieces.adjacent``)."""
         seg = self.segment
+        starts = seg.starts
+        if first == 0 and count == seg.count:  # the whole segment: its columns as they are
+            return self._pieces(starts[:-1], starts[1:], seg.cids, seg.tags, bool(count))
         return self._pieces(
-            seg.starts[first : first + count],
-            seg.starts[first + 1 : first + count + 1],
+            starts[first : first + count],
+            starts[first + 1 : first + count + 1],
             seg.cids[first : first + count],
             seg.tags[first : first + count],
             bool(count),
@@ -656,8 +660,9 @@ class ColdPieces(Sequence[bytes]):
         (the pieces of a read ``ColdView`` keeps serve every stream of their vbucket)."""
         offsets = self._offsets
         if offsets is None:
-            if self.adjacent and len(self.starts):
-                ends = self.frame_ends - self.starts[0]
+            if self.adjacent and len(self.frame_ends):
+                low = int(self.starts[0])  # (0 for a loaded segment's first read)
+                ends = self.frame_ends - low if low else self.frame_ends
             else:
                 ends = np.cumsum(self.frame_ends - self.starts)
             offsets = self._offsets = array("q", ends.tobytes())
