@@ -346,6 +346,38 @@ def violation(
     )
 
 
+def _request_rules(
+    msg: DcpStreamRequest,
+    sid: int | None,
+    stream_ids: bool,
+    parent: ProtocolChecker,
+    history: StreamHistory | None,
+) -> list[tuple[str, str | None]]:
+    """What each rule a stream request is judged by says of it (``None``: kept): the
+    rules on what the stream was given only when it was given something (none yet, none
+    broken), the resume rules only when it resumes (``from_nothing``: a request from
+    nothing keeps them all)."""
+    checks = [
+        ("vbucket.not_in_map", vbucket_in_map(msg, parent.num_vbuckets)),
+        ("control.stream_id", stream_id_as_enabled(sid, stream_ids)),
+    ]
+    if history is not None:
+        checks.append(("stream_end.reopened", reopen_allowed(msg, history)))
+    if not from_nothing(msg):
+        checks += (
+            ("resume.range", resume_within_snapshot(msg)),
+            ("resume.uuid", resume_uuid_given(msg, parent.given(msg.vbucket))),
+        )
+        if history is not None:
+            checks += (
+                ("rollback.ignored", rollback_taken(msg, history)),
+                ("resume.above_sent", resume_not_above_sent(msg, history)),
+                ("resume.snapshot", resume_snapshot_sent(msg, history)),
+                ("resume.complete", resume_complete_snapshot(msg, history)),
+            )
+    return checks
+
+
 class ConnectionChecker:
     """The checker of one connection (the module docstring): ``ProtocolChecker.connect``."""
 
@@ -606,27 +638,8 @@ class ConnectionChecker:
         sid = _request_stream_id(msg)
         key = (msg.vbucket, sid)
         history = parent.streams.get(key)
-        checks = [
-            ("vbucket.not_in_map", vbucket_in_map(msg, parent.num_vbuckets)),
-            ("control.stream_id", stream_id_as_enabled(sid, self.settings.stream_ids)),
-        ]
-        # the rules on what the stream was given: none yet, none broken
-        if history is not None:
-            checks.append(("stream_end.reopened", reopen_allowed(msg, history)))
-        if not from_nothing(msg):  # (a request from nothing keeps every resume rule)
-            checks += (
-                ("resume.range", resume_within_snapshot(msg)),
-                ("resume.uuid", resume_uuid_given(msg, parent.given(msg.vbucket))),
-            )
-            if history is not None:
-                checks += (
-                    ("rollback.ignored", rollback_taken(msg, history)),
-                    ("resume.above_sent", resume_not_above_sent(msg, history)),
-                    ("resume.snapshot", resume_snapshot_sent(msg, history)),
-                    ("resume.complete", resume_complete_snapshot(msg, history)),
-                )
         found: list[Violation] = []
-        for rule, message in checks:
+        for rule, message in _request_rules(msg, sid, self.settings.stream_ids, parent, history):
             if message is not None:
                 found += self._report(rule, message, now, key=key, evidence=frame)
         refused = parent.refused_at.pop(key, None)
