@@ -248,8 +248,13 @@ def test_a_request_from_nothing_keeps_every_resume_rule_so_none_is_asked() -> No
     for rule in (rollback_taken, resume_not_above_sent, resume_snapshot_sent):
         assert rule(request, history) is None
     assert resume_complete_snapshot(request, history) is None
-    for field in ("start_seqno", "snap_start_seqno", "snap_end_seqno", "vbucket_uuid"):
-        assert not from_nothing(attrs.evolve(request, **{field: 3}))
+    for resuming in (
+        attrs.evolve(request, start_seqno=3),
+        attrs.evolve(request, snap_start_seqno=3),
+        attrs.evolve(request, snap_end_seqno=3),
+        attrs.evolve(request, vbucket_uuid=3),
+    ):
+        assert not from_nothing(resuming)
     r = streamed(Recording())
     r.stream(0, 0, (3, 0), uuid=0)
     assert set(r.rules()) == {"resume.range", "resume.snapshot"}  # judged, not spared
@@ -331,16 +336,15 @@ def test_a_failover_log_is_read_when_a_resume_asks_once_for_every_name_given_it(
     every name streaming a vbucket is given the same log until it fails over). A log
     that changed gives its new uuid to the name given it and, through ``others``, to
     every name; a name never given one is not judged."""
-    from mockdcp.producer import _checker
+    from mockdcp.protocol import failover_log_uuids
 
     read: list[bytes] = []
-    real = _checker.failover_log_uuids
 
     def counting(value: bytes) -> tuple[int, ...]:
         read.append(value)
-        return real(value)
+        return failover_log_uuids(value)
 
-    monkeypatch.setattr(_checker, "failover_log_uuids", counting)
+    monkeypatch.setattr("mockdcp.producer._checker.failover_log_uuids", counting)
     registry = CheckerRegistry(4)
     first = encode_failover_log([(UUID, 0)])
     names = [registry.checker(f"consumer/{i}") for i in range(3)]
