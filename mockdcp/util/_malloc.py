@@ -11,7 +11,6 @@ heap for the next piece; a server holds at most a few tens of megabytes more.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 
 #: mallopt(3) parameters (glibc malloc.h)
@@ -28,6 +27,8 @@ def tune_allocator() -> bool:
     if _tuned or not sys.platform.startswith("linux"):
         return _tuned
     _tuned = True
+    import ctypes  # (here: a millisecond of every import of mockdcp, for a call made once)
+
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on
     except (OSError, AttributeError):
