@@ -34,6 +34,7 @@ from mockdcp.producer._checker_rules import (
     FRAME_KEPT,
     REOPEN_REASONS,
     CheckerLimits,
+    GivenLogs,
     StreamHistory,
     Violation,
     ack_not_late,
@@ -82,11 +83,10 @@ from mockdcp.protocol import (
     SystemEvent,
     decode_client_message,
     decode_server_message,
-    failover_log_uuids,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterator
 
     from mockdcp.protocol import Message
 
@@ -189,28 +189,24 @@ class ProtocolChecker:
         *,
         limits: CheckerLimits,
         num_vbuckets: int,
-        others: dict[int, dict[bytes, None]] | None = None,
+        others: GivenLogs | None = None,
         owing: dict[StreamKey, set[ConnectionChecker]] | None = None,
-        decoded: dict[bytes, tuple[int, ...]] | None = None,
     ) -> None:
         self.name = name
         self.limits = limits
         self.num_vbuckets = num_vbuckets
-        #: vbucket -> every failover log any name was given (the registry's, shared; a
-        #: dict for its order): a consumer that reconnects under a new name resumes with
-        #: what its last connection was given (java-dcp-client puts a channel id in each
-        #: connection's name: ``DcpChannel``'s DCP_OPEN)
-        self.others: dict[int, dict[bytes, None]] = {} if others is None else others
+        #: the failover logs any name was given (the registry's, shared): a consumer
+        #: that reconnects under a new name resumes with what its last connection was
+        #: given (java-dcp-client puts a channel id in each connection's name:
+        #: ``DcpChannel``'s DCP_OPEN)
+        self.others = GivenLogs() if others is None else others
         #: (vbucket, stream id) -> what that stream was given
         self.streams: dict[StreamKey, StreamHistory] = {}
-        #: vbucket -> every failover log the name was given, and the last (``gave``).
-        #: Kept as sent: their uuids are read only when a resume asks (``given``), and
-        #: most streams start from nothing (``from_nothing``)
-        self.logs: dict[int, list[bytes]] = {}
+        #: the failover logs the name was given (read as ``others`` are, when a resume
+        #: asks: most streams start from nothing, ``from_nothing``), and the last of each
+        #: vbucket (``gave``)
+        self.logs = GivenLogs(self.others.read)
         self._logs: dict[int, bytes] = {}
-        #: a failover log's uuids by its bytes (the registry's, shared: every name is
-        #: given the same log of a vbucket until it fails over, read once)
-        self.decoded: dict[bytes, tuple[int, ...]] = {} if decoded is None else decoded
         #: the name's live connections
         self.connections: dict[int, ConnectionChecker] = {}
         #: node -> seconds from each of the name's connections to it closing to the next
@@ -238,25 +234,10 @@ class ProtocolChecker:
         """The uuids of ``vbucket`` this name may resume with: None when it was never
         given a failover log of it with one (not judged), else those it was given and
         those any other name was (see ``others``)."""
-        mine = self._uuids(self.logs.get(vbucket, ()))
-        if not mine:
+        mine = self.logs.uuids(vbucket)
+        if mine is None:
             return None
-        return mine + self._uuids(self.others.get(vbucket, ()))
-
-    def _uuids(self, logs: Iterable[bytes]) -> tuple[int, ...]:
-        """The uuids of the failover logs ``logs`` (a malformed log gives none)."""
-        decoded = self.decoded
-        found: tuple[int, ...] = ()
-        for log in logs:
-            uuids = decoded.get(log)
-            if uuids is None:
-                try:
-                    uuids = failover_log_uuids(log)
-                except RemoteProtocolError:
-                    uuids = ()
-                decoded[log] = uuids
-            found += uuids
-        return found
+        return mine + (self.others.uuids(vbucket) or ())
 
     def gave(self, vbucket: int, value: bytes) -> None:
         """A failover log (``value``) of ``vbucket`` was sent to one of this name's
@@ -265,10 +246,8 @@ class ProtocolChecker:
         if self._logs.get(vbucket) == value:
             return
         self._logs[vbucket] = value
-        mine = self.logs.setdefault(vbucket, [])
-        if value not in mine:
-            mine.append(value)
-        self.others.setdefault(vbucket, {})[value] = None
+        self.logs.add(vbucket, value)
+        self.others.add(vbucket, value)
 
     def history(self, key: StreamKey) -> StreamHistory:
         history = self.streams.get(key)
@@ -775,12 +754,10 @@ class CheckerRegistry:
         self.limits = limits or CheckerLimits()
         #: name -> checker, least recently used first
         self.checkers: dict[str, ProtocolChecker] = {}
-        #: vbucket -> every failover log a name was given (``others``)
-        self.given: dict[int, dict[bytes, None]] = {}
+        #: the failover logs any name was given (``others``)
+        self.given = GivenLogs()
         #: stream -> the connections of any name that owe its re-open (``owing``)
         self.owing: dict[StreamKey, set[ConnectionChecker]] = {}
-        #: a failover log's uuids by its bytes (``decoded``)
-        self.decoded: dict[bytes, tuple[int, ...]] = {}
 
     def checker(self, name: str) -> ProtocolChecker:
         """The checker of ``name`` (made on first use, with the current limits)."""
@@ -792,7 +769,6 @@ class CheckerRegistry:
                 num_vbuckets=self.num_vbuckets,
                 others=self.given,
                 owing=self.owing,
-                decoded=self.decoded,
             )
             checker.on_idle = self._idle
             self._make_room(1)

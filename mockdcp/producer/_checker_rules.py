@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mockdcp.protocol import StreamEndReason
+from mockdcp.protocol import RemoteProtocolError, StreamEndReason, failover_log_uuids
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -293,6 +293,64 @@ class StreamHistory:
             if i >= 0 and seqno < ends[i]:
                 return starts[i], ends[i]
         return None
+
+
+class GivenLogs:
+    """The failover logs of each vbucket given to a DCP name (or to any name: the
+    registry's), and their vbucket uuids, the ones a consumer may resume with (kv_engine
+    ``docs/dcp/documentation/failure-scenarios.md``: a consumer sends the vbucket uuid of
+    the failover log it received with its data). A log is kept as sent and read (one
+    ``struct`` unpack: ``failover_log_uuids``) when a resume asks (``uuids``), or once
+    more than ``UNREAD`` of a vbucket wait: most streams start from nothing and never
+    ask, and a vbucket failed over again and again keeps its uuids, not every log it
+    had. ``read`` is shared by every name: each is given the same log of a vbucket
+    until it fails over."""
+
+    #: logs of a vbucket kept unread at most (then they are read into its uuids)
+    UNREAD = 4
+    #: logs ``read`` remembers at most (then it starts over)
+    READ_KEPT = 4096
+
+    __slots__ = ("_unread", "_uuids", "read")
+
+    def __init__(self, read: dict[bytes, tuple[int, ...]] | None = None) -> None:
+        self._unread: dict[int, list[bytes]] = {}
+        self._uuids: dict[int, tuple[int, ...]] = {}
+        #: a log's uuids by its bytes
+        self.read: dict[bytes, tuple[int, ...]] = {} if read is None else read
+
+    def add(self, vbucket: int, log: bytes) -> None:
+        """``log`` of ``vbucket`` was given."""
+        unread = self._unread.setdefault(vbucket, [])
+        if log not in unread:
+            unread.append(log)
+            if len(unread) > self.UNREAD:
+                self.uuids(vbucket)
+
+    def uuids(self, vbucket: int) -> tuple[int, ...] | None:
+        """The uuids of every log of ``vbucket`` given, in the order given, each once;
+        None if none was (a malformed log gives none)."""
+        known = self._uuids.get(vbucket)
+        unread = self._unread.pop(vbucket, None)
+        if not unread:
+            return known
+        read = self.read
+        found = dict.fromkeys(known or ())
+        for log in unread:
+            uuids = read.get(log)
+            if uuids is None:
+                try:
+                    uuids = failover_log_uuids(log)
+                except RemoteProtocolError:
+                    uuids = ()
+                if len(read) >= self.READ_KEPT:
+                    read.clear()
+                read[log] = uuids
+            found.update(dict.fromkeys(uuids))
+        if not found:
+            return None
+        known = self._uuids[vbucket] = tuple(found)
+        return known
 
 
 def _starts(run: array[int]) -> memoryview:

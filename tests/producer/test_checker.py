@@ -16,6 +16,7 @@ import pytest
 from mockdcp.producer import RULES, CheckerLimits, CheckerRegistry, StreamHistory, Violation
 from mockdcp.producer._checker import LATE_TICK
 from mockdcp.producer._checker_rules import (
+    GivenLogs,
     from_nothing,
     resume_complete_snapshot,
     resume_not_above_sent,
@@ -344,7 +345,7 @@ def test_a_failover_log_is_read_when_a_resume_asks_once_for_every_name_given_it(
         read.append(value)
         return failover_log_uuids(value)
 
-    monkeypatch.setattr("mockdcp.producer._checker.failover_log_uuids", counting)
+    monkeypatch.setattr("mockdcp.producer._checker_rules.failover_log_uuids", counting)
     registry = CheckerRegistry(4)
     first = encode_failover_log([(UUID, 0)])
     names = [registry.checker(f"consumer/{i}") for i in range(3)]
@@ -362,6 +363,25 @@ def test_a_failover_log_is_read_when_a_resume_asks_once_for_every_name_given_it(
     assert names[0].given(1) is None
     names[2].gave(1, b"\x00" * 17)  # malformed: gives nothing, not judged
     assert names[2].given(1) is None
+
+
+def test_a_vbucket_failed_over_again_and_again_keeps_its_uuids_not_its_logs() -> None:
+    """``GivenLogs`` keeps at most ``UNREAD`` logs of a vbucket unread, then reads them
+    into its uuids: a vbucket failed over a hundred times holds a hundred and one uuids,
+    in the order given, each once, not a hundred logs of up to 25 entries each."""
+    logs = GivenLogs()
+    entries = [(UUID, 0)]
+    for n in range(100):
+        entries = [(0x1000 + n, 10 * (n + 1)), *entries][:25]
+        logs.add(3, encode_failover_log(entries))
+        logs.add(3, encode_failover_log(entries))  # given again: nothing new
+        assert len(logs._unread.get(3, ())) <= GivenLogs.UNREAD
+    uuids = logs.uuids(3)
+    assert uuids is not None
+    assert uuids[:2] == (0x1000, UUID)  # the first log's, newest entry first
+    assert set(uuids) == {UUID, *range(0x1000, 0x1000 + 100)}
+    assert len(uuids) == 101
+    assert logs.uuids(4) is None
 
 
 def test_a_start_above_what_was_sent_is_reported() -> None:
