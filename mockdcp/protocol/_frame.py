@@ -46,7 +46,6 @@ FRAME_INFO_STREAM_ID = 2
 
 #: each magic by its byte (``Magic(byte)`` runs the enum's lookup in Python each frame)
 _MAGICS = {int(m): m for m in Magic}
-_VALID_MAGICS = frozenset(_MAGICS)
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -202,9 +201,9 @@ def parse_header(data: bytes | bytearray | memoryview) -> tuple[Magic, int, int,
     Raises ``RemoteProtocolError`` naming the field that is wrong.
     """
     magic = data[0]
-    if magic not in _VALID_MAGICS:
+    m = _MAGICS.get(magic)
+    if m is None:
         raise RemoteProtocolError(f"unknown magic {magic:#04x}", field="magic")
-    m = _MAGICS[magic]
     if m.has_framing_extras:
         framing, keylen = data[2], data[3]
     else:

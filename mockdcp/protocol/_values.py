@@ -34,11 +34,16 @@ _FAILOVER_ENTRY = struct.Struct(">QQ")
 _VB_SEQNO = struct.Struct(">HQ")
 
 
-def _records(data: bytes, layout: struct.Struct, what: str) -> list[tuple[int, ...]]:
+def _whole_records(data: bytes, layout: struct.Struct, what: str) -> None:
+    """``RemoteProtocolError`` unless ``data`` is whole ``layout`` records."""
     if len(data) % layout.size:
         raise _einval(
             f"{what} of {len(data)} bytes is not whole {layout.size}-byte records", "value"
         )
+
+
+def _records(data: bytes, layout: struct.Struct, what: str) -> list[tuple[int, ...]]:
+    _whole_records(data, layout, what)
     return list(layout.iter_unpack(data))
 
 
@@ -57,11 +62,7 @@ def failover_log_uuids(data: bytes) -> tuple[int, ...]:
     """The vbucket uuids of a failover log value, newest first (each entry's first
     u64), without its seqnos: one unpack of the whole value as u64s, every other one
     taken. ``RemoteProtocolError`` on a partial entry, as ``decode_failover_log``."""
-    if len(data) % _FAILOVER_ENTRY.size:
-        raise _einval(
-            f"failover log of {len(data)} bytes is not whole {_FAILOVER_ENTRY.size}-byte records",
-            "value",
-        )
+    _whole_records(data, _FAILOVER_ENTRY, "failover log")
     return struct.unpack(f">{len(data) // 8}Q", data)[::2]
 
 
