@@ -377,14 +377,11 @@ class ColdView:
         self.segment = segment
         self.upto = min(upto, segment.last_seqno)
         #: changed by this class's methods alone: each forgets the kept read (``read``)
-        #: and that every slot is alive (``_whole``)
+        #: and that every slot is alive (``_whole``: ``_changed``)
         self.alive = segment.alive_upto(self.upto)
         #: every slot is alive (a loaded vbucket's view until its first change): a read
-        #: need not count them (``read``); known without a pass over ``alive`` when no
-        #: slot was replaced, as loaded
-        self._whole = self.upto == segment.last_seqno and (
-            not len(segment.later) or bool(self.alive.all())
-        )
+        #: need not count them (``read``)
+        self._whole = bool(self.alive.all())
         self.flushed: set[int] = set()
         #: the last short read of a run (``read``): its after_seqno, seqnos and frames
         self._kept: tuple[int, array[int], ColdFrames] | None = None
@@ -401,8 +398,12 @@ class ColdView:
         if not len(tombs):
             return 0, 0
         self.alive[tombs] = False
-        self._kept, self._whole = None, False
+        self._changed()
         return len(tombs), seg.first_seqno + int(tombs[-1])
+
+    def _changed(self) -> None:
+        """A slot left the view: the kept read and ``_whole`` no longer hold."""
+        self._kept, self._whole = None, False
 
     def tombstones_by_age(self, before: float) -> tuple[float, float]:
         """The lowest seqno of an alive tombstone deleted before ``before``, and of one
@@ -439,7 +440,7 @@ class ColdView:
         slot = self.find(collection_id, key)
         if slot >= 0:
             self.alive[slot] = False
-            self._kept, self._whole = None, False
+            self._changed()
 
     def candidates(self, docs: Sequence[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         """The (collection, key) pairs of ``docs`` the segment may hold: those whose
@@ -456,13 +457,13 @@ class ColdView:
 
     def kill_collection(self, collection_id: int) -> None:
         self.alive[self.segment.cids == collection_id] = False
-        self._kept, self._whole = None, False
+        self._changed()
 
     def retain(self, alive: NDArray[np.bool_], first: int = 0) -> None:
         """Only the slots from ``first`` on that ``alive`` says are alive stay so (a
         compaction's view, its slots' liveness carried over from the view before)."""
         self.alive[first : first + len(alive)] &= alive
-        self._kept, self._whole = None, False
+        self._changed()
 
     @staticmethod
     def joined(below: Sequence[bytes], cold: ColdPieces, above: Sequence[bytes]) -> Sequence[bytes]:
@@ -522,19 +523,19 @@ class ColdView:
         seg = self.segment
         first = max(0, after_seqno - seg.first_seqno + 1)
         count = max(0, seg.count - first)
-        alive = None if self._whole else self.alive[first:]  # (every slot alive: not sliced)
-        if alive is None or np.count_nonzero(alive) == count:  # (``all()``: 0.64 against 0.23 µs)
-            low = seg.first_seqno + first
-            frames = self._run(first, count)
-            # (numpy's range and its bytes: 0.7 µs for a hundred, ``array`` of a range 4.8)
-            seqnos = array("q", np.arange(low, low + count, dtype=np.int64).tobytes())
-            if count <= _KEPT_READ:
-                self._kept = (after_seqno, seqnos, frames)
-            return seqnos, frames
-        assert alive is not None
-        slots = np.flatnonzero(alive) + first
-        seqnos = array("q", (slots + seg.first_seqno).astype(np.int64, copy=False).tobytes())
-        return seqnos, self.frames(slots)
+        if not self._whole:  # (every slot alive: nothing to slice or count)
+            alive = self.alive[first:]
+            if np.count_nonzero(alive) != count:  # (``all()``: 0.64 against 0.23 µs)
+                slots = np.flatnonzero(alive) + first
+                seqnos = (slots + seg.first_seqno).astype(np.int64, copy=False)
+                return array("q", seqnos.tobytes()), self.frames(slots)
+        low = seg.first_seqno + first
+        frames = self._run(first, count)
+        # (numpy's range and its bytes: 0.7 µs for a hundred, ``array`` of a range 4.8)
+        run = array("q", np.arange(low, low + count, dtype=np.int64).tobytes())
+        if count <= _KEPT_READ:
+            self._kept = (after_seqno, run, frames)
+        return run, frames
 
     def frames(self, slots: NDArray[np.intp]) -> ColdFrames:
         """The frames of ``slots`` in two pieces (``Item.head``, ``Item.tail``: lazy,
@@ -604,6 +605,11 @@ class ColdView:
         )
 
 
+def _summed(column: NDArray[np.int64] | Shifted) -> NDArray[np.int64]:
+    """A ``ColdPieces`` column as it is, or a ``Shifted`` one's sum."""
+    return column[0] + column[1] if isinstance(column, tuple) else column
+
+
 class ColdPieces(Sequence[bytes]):
     """The heads (or tails) of cold frames, read from the segment's buffer only when
     iterated or indexed: a backfill of a million cold items keeps no copy of them, and
@@ -639,17 +645,13 @@ class ColdPieces(Sequence[bytes]):
     @property
     def starts(self) -> NDArray[np.int64]:
         """Where each piece starts in ``buf``."""
-        starts = self._starts
-        if isinstance(starts, tuple):
-            starts = self._starts = starts[0] + starts[1]
+        self._starts = starts = _summed(self._starts)
         return starts
 
     @property
     def stops(self) -> NDArray[np.int64]:
         """Where each piece ends in ``buf``."""
-        stops = self._stops
-        if isinstance(stops, tuple):
-            stops = self._stops = stops[0] + stops[1]
+        self._stops = stops = _summed(self._stops)
         return stops
 
     def __len__(self) -> int:
