@@ -50,6 +50,7 @@ from mockdcp.protocol import (
     encode_failover_log,
     encode_rollback_value,
 )
+from tests.producer._session import from_zero
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -233,16 +234,7 @@ def test_a_request_from_nothing_keeps_every_resume_rule_so_none_is_asked() -> No
     history.marker(11, 20, 100)
     history.written(15)
     history.rolled_back(5)
-    request = DcpStreamRequest(
-        opaque=1,
-        vbucket=0,
-        flags=0,
-        start_seqno=0,
-        end_seqno=MAX,
-        vbucket_uuid=0,
-        snap_start_seqno=0,
-        snap_end_seqno=0,
-    )
+    request = from_zero(0, 1)
     assert from_nothing(request)
     assert resume_within_snapshot(request) is None
     assert resume_uuid_given(request, (UUID,)) is None
