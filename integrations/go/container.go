@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -190,24 +192,60 @@ func runContainer(ctx context.Context, t testing.TB, c *config, host string) (*S
 // pickPorts chooses the host ports (a variable: a test makes it choose a taken one).
 var pickPorts = freePorts
 
-// freePorts returns n ports no one listens on now.
+// freePorts returns n distinct ports no one is bound to now, drawn at random below
+// the kernel's ephemeral range (ip_local_port_range). Docker binds them a moment
+// later; a port picked by a bind to port 0 came from the ephemeral range, where any
+// bind to port 0 and any outgoing connection of the machine could be given it
+// meanwhile, and docker-proxy (it sets SO_REUSEADDR) could take one a server had bound
+// and not yet listened on, leaving that server unable to listen.
 func freePorts(n int) ([]int, error) {
+	low, high, err := unclaimedRange()
+	if err != nil {
+		return nil, err
+	}
 	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
+	chosen := map[int]bool{}
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100*n {
+			return nil, fmt.Errorf("no %d free ports among %d drawn from %d-%d", n, tries, low, high-1)
 		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", ":0")
+		port := low + rand.IntN(high-low)
+		if chosen[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 		if err != nil {
-			return nil, fmt.Errorf("a free port: %w", err)
+			continue
 		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		chosen[port] = true
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// unclaimedRange: the ports [low, high) freePorts draws from, from 20000 (above the
+// registered ports services are configured with, Couchbase's among them) up to the
+// ephemeral range, or above the ephemeral range where it starts lower.
+func unclaimedRange() (int, int, error) {
+	first, last := 32768, 60999 // Linux's default ephemeral range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			a, errA := strconv.Atoi(f[0])
+			b, errB := strconv.Atoi(f[1])
+			if errA == nil && errB == nil {
+				first, last = a, b
+			}
+		}
+	}
+	const floor = 20000
+	switch {
+	case first-floor >= 1000:
+		return floor, first, nil
+	case 65535-last >= 1000:
+		return last + 1, 65536, nil
+	}
+	return 0, 0, fmt.Errorf("the ephemeral range %d-%d leaves too few ports outside it", first, last)
 }
 
 // portTaken: Docker could not bind a host port (taken since it was chosen).

@@ -2,6 +2,7 @@ package mockdcp
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -57,3 +58,37 @@ func TestPortTaken(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// Host ports are drawn free, distinct and outside the ephemeral range, where no bind
+// to port 0 nor outgoing connection of the machine lands between the choice and
+// Docker's bind.
+func TestFreePortsAreOutsideTheEphemeralRange(t *testing.T) {
+	low, high, err := unclaimedRange()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, port := range ports {
+		if port < low || port >= high || seen[port] {
+			t.Fatalf("ports %v: want distinct ports in [%d, %d)", ports, low, high)
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			t.Fatalf("port %d is not free: %v", port, err)
+		}
+		l.Close()
+	}
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	if port := probe.Addr().(*net.TCPAddr).Port; port >= low && port < high {
+		t.Fatalf("a bind to port 0 got %d, inside [%d, %d)", port, low, high)
+	}
+}

@@ -4,7 +4,10 @@ parallel load another process took it before the server bound it (a CI failure o
 ``bench startup``: ``cannot listen on 127.0.0.1:48696: Address already in use``; a start
 tried again on other ports met a taken port again, this file's own test among them). The
 bench now holds the port until the server listens on it (``held_port``), and ``bench
-compare`` lets the server choose both of its ports."""
+compare`` lets the server choose both of its ports. A held port is still open to a
+listener that sets ``SO_REUSEADDR`` (go-dcp's API on a port a test picked so failed the
+bench once more: ``cannot listen on 127.0.0.1:33422``); the ports tests name for servers
+before they bind are drawn outside the ephemeral range since (``tests/_ports.py``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import sys
 import urllib.request
 from datetime import datetime
@@ -12,6 +11,7 @@ import attrs
 import pytest
 
 from mockdcp.data._dataset import faker_documents
+from tests._ports import unclaimed_port
 from tests.docker._engine import (
     REPO,
     SESSION,
@@ -67,12 +67,6 @@ def timestamp(text: str) -> datetime:
     return datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", text).replace("Z", "+00:00"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def streamed_documents(json_lines: str) -> dict[str, str]:
     """``mockdcp tail --json``'s mutations, key to body; a key streamed twice fails."""
     events = [json.loads(line) for line in json_lines.splitlines() if line.startswith("{")]
@@ -94,7 +88,7 @@ def compose(docker_engine: Engine, mockdcp_image: str) -> Iterator[Compose]:
         command = compose_command()
     except Unavailable as exc:
         pytest.skip(str(exc))
-    kv_port, http_port = free_port(), free_port()
+    kv_port, http_port = unclaimed_port(), unclaimed_port()
     env = {
         **docker_engine.env,
         "MOCKDCP_IMAGE": mockdcp_image,

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests._ports import unclaimed_port
 from tests.docker._engine import REPO, SESSION, Engine, Unavailable, compose_command
-from tests.docker.test_image import DOCS, STREAM_TIMEOUT, Compose, expected_documents, free_port
+from tests.docker.test_image import DOCS, STREAM_TIMEOUT, Compose, expected_documents
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,7 +38,7 @@ def mapped(docker_engine: Engine, mockdcp_image: str) -> Iterator[Compose]:
         command = compose_command()
     except Unavailable as exc:
         pytest.skip(str(exc))
-    kv_port, http_port = free_port(), free_port()
+    kv_port, http_port = unclaimed_port(), unclaimed_port()
     env = {
         **docker_engine.env,
         "MOCKDCP_IMAGE": mockdcp_image,

@@ -25,9 +25,10 @@ import trio
 from mockdcp.client import ClusterConsumer, ConsumerState
 from mockdcp.model import Bucket
 from mockdcp.server import serve
+from tests._ports import unclaimed_port
 
 from .test_clients import load
-from .test_defaults import converge_user_docs, delivered_keys, free_port
+from .test_defaults import converge_user_docs, delivered_keys
 
 if TYPE_CHECKING:
     from mockdcp.server import MockDcpServer
@@ -238,7 +239,7 @@ async def test_godcp_with_readme_configuration(
         start_client,
         "--readme-config",
         "--api-port",
-        str(free_port()),
+        str(unclaimed_port()),
         "--name",
         f"cluster-{change}",
         seconds=SHORT if change in ("hard_failover", "node_down_up") else 90,

@@ -12,7 +12,6 @@ Python SDK writing.
 from __future__ import annotations
 
 import base64
-import socket
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from mockdcp.client import ConsumerState, DcpConsumer
 from mockdcp.model._documents import Documents
 from mockdcp.protocol import Datatype, encode_xattrs
 from mockdcp.protocol._document_requests import PathFlag, SubdocOpcode as Op, SubdocSpec
+from tests._ports import unclaimed_port
 
 from .test_clients import converge, load, oracle_docs, seen_docs
 
@@ -54,15 +54,9 @@ def delivered_keys(run: ClientRun, prefix: str) -> set[str]:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def start_godcp(start_client: Start, mock: MockDcpServer, name: str) -> ClientRun:
     return await start_client(  # type: ignore[no-any-return]
-        "godcp", mock, "--readme-config", "--api-port", str(free_port()), "--name", name
+        "godcp", mock, "--readme-config", "--api-port", str(unclaimed_port()), "--name", name
     )
 
 

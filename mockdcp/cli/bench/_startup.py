@@ -136,7 +136,9 @@ def held_port() -> Iterator[int]:
     Picked free and let go before the spawn, as it was, the port was another process's
     (a test beside the bench, another bench's client socket) by the time ``serve`` bound
     it, under parallel load: ``cannot listen on 127.0.0.1:48696: Address already in
-    use``."""
+    use``. A listener that sets ``SO_REUSEADDR`` too (Go's, docker-proxy) can still take
+    a held port; the servers this repository's tests and its Go helper name a port for
+    draw it below the ephemeral range, where a bind to port 0 never lands."""
     with socket.socket() as holder:
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         holder.bind(("127.0.0.1", 0))

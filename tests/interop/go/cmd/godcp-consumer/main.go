@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"regexp"
@@ -466,13 +467,34 @@ func (c *consumer) metadataFile() string {
 }
 
 // freePort is a TCP port nothing listens on now (the kernel's pick).
+// freePort picks a free port for go-dcp's API, which binds it later. The port is
+// drawn below the kernel's ephemeral range (ip_local_port_range), where no bind to
+// port 0 and no outgoing connection lands: picked by a bind to port 0, it was one
+// mockdcp check's servers or the benches could be given between the pick and the
+// API's bind (go's listeners set SO_REUSEADDR, so the API took even a port held
+// bound for a server that had not listened yet). tests/_ports.py draws alike.
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		harness.Usage(prog, "no free port for go-dcp's API: %v", err)
+	first := 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				first = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	const floor = 20000
+	if first-floor < 1000 {
+		harness.Usage(prog, "the ephemeral range starts at %d: too few ports below it for go-dcp's API", first)
+	}
+	for range 100 {
+		port := floor + rand.IntN(first-floor)
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", port)); err == nil {
+			l.Close()
+			return port
+		}
+	}
+	harness.Usage(prog, "no free port for go-dcp's API among 100 drawn from %d-%d", floor, first-1)
+	return 0
 }
 
 func atou16(s string) uint16 { n, _ := strconv.ParseUint(s, 10, 16); return uint16(n) }
