@@ -26,6 +26,8 @@ from mockdcp.util import raise_unwrapped
 #: first pass; a young generation of 20,000 gained no more, 700 with these older ones
 #: little). A stream of many items is unmoved (``mockdcp bench --items 100000
 #: --vbuckets 64``, five alternations: 637k against 636k events per server CPU second).
+#: Full runs this rare leave cyclic garbage long: a closed connection is released from
+#: its cycles by the shell (``Connection.release``), not left to them.
 #: The pytest fixture's server, in the test's own process, leaves its collector be
 SERVE_COLLECTOR_THRESHOLDS = (2_000, 50, 20)
 

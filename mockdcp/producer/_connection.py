@@ -163,10 +163,8 @@ class ConnectionStatistics:
 
 
 class Connection:
-    """The producer state machine of one KV connection (see the module docstring).
-
-    Created by ``Node.open_connection``, which owns it; ``close`` tells the node.
-    """
+    """The producer state machine of one KV connection (see the module docstring), made
+    and owned by ``Node.open_connection``; ``close`` tells the node."""
 
     def __init__(
         self,
@@ -191,9 +189,10 @@ class Connection:
         self.access = Access(node.users, sasl_enabled=certificate_user is None)
         self.streams = StreamRegistry()
         #: its streams' backfills, the bucket's ``backfills_per_connection`` reading the
-        #: disk at a time (kv_engine's default: one)
+        #: disk at a time (kv_engine's default: one); a waiting stream's turn marks it
+        #: ready (the shell then asks for data to send, as after any change)
         self.backfills: BackfillQueue[Stream] = BackfillQueue(
-            node.bucket.backfills_per_connection, on_free=self._backfill_turn
+            node.bucket.backfills_per_connection, on_free=self.streams.mark_ready
         )
         self.keepalive = Keepalive(last_received=now, last_noop=now)
         self.faults = Faults()
@@ -224,7 +223,7 @@ class Connection:
         node) serves this connection from now on. Only before DCP_OPEN (no stream yet)."""
         self.node = node
         self.backfills = BackfillQueue(
-            node.bucket.backfills_per_connection, on_free=self._backfill_turn
+            node.bucket.backfills_per_connection, on_free=self.streams.mark_ready
         )
 
     # -- the three verbs ---------------------------------------------------------------
@@ -420,10 +419,11 @@ class Connection:
         )
         return self.streams.mark_vbucket_ready(vbid) or ended
 
-    def _backfill_turn(self, stream: Stream) -> None:
-        """A stream waiting in the backfill queue may start its backfill: give it a turn
-        (the shell then asks for data to send, as after any change)."""
-        self.streams.mark_ready(stream)
+    def release(self) -> None:
+        """The shell is done with the closed connection: the parts that call back into
+        it (replies, scheduler, the checker's tap) let it go, for reference counts to
+        free (``mockdcp serve`` runs the cyclic collector seldom: ``test_release.py``)."""
+        del self.replies, self.scheduler, self.tap
 
     def statistics(self) -> ConnectionStatistics:
         return ConnectionStatistics.of(self)

@@ -214,6 +214,7 @@ class KvService:
             conn.close("internal error (logged)")
         finally:
             conn.close("connection finished")
+            conn.release()
             self.wakeups.remove(conn)
             if flow is not None:
                 self._record(flow.close, time.time())
