@@ -27,7 +27,6 @@ first spawn that is not timed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -36,13 +35,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from mockdcp.cli.bench._harness import bytecode_cached, emit, tree_cpu_seconds
+from mockdcp.cli.bench._ports import held_port
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
 #: modules ``import mockdcp`` must not pull in before they are used
 HEAVY_MODULES = ("numpy", "pyarrow", "hypercorn", "cryptography")
@@ -125,26 +126,6 @@ def read_ready(
     return fields, ready, cpu
 
 
-@contextlib.contextmanager
-def held_port() -> Iterator[int]:
-    """A port of 127.0.0.1 for a server the bench spawns, held until the block ends:
-    bound with ``SO_REUSEADDR``, not listening. The kernel gives a held port to no
-    ``connect`` nor bind to port 0 and refuses a bind of it without ``SO_REUSEADDR``, while
-    ``serve`` (which sets the option) binds and listens on it (a bound socket that does
-    not listen shares its port so; ``mockdcp.server``'s ``_ports.hold`` keeps a down
-    node's ports the same way). A connection to it is refused until ``serve`` listens.
-    Picked free and let go before the spawn, as it was, the port was another process's
-    (a test beside the bench, another bench's client socket) by the time ``serve`` bound
-    it, under parallel load: ``cannot listen on 127.0.0.1:48696: Address already in
-    use``. A listener that sets ``SO_REUSEADDR`` too (Go's, docker-proxy) can still take
-    a held port; the servers this repository's tests and its Go helper name a port for
-    draw it below the ephemeral range, where a bind to port 0 never lands."""
-    with socket.socket() as holder:
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind(("127.0.0.1", 0))
-        yield int(holder.getsockname()[1])
-
-
 def _accepts(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.05):
@@ -153,14 +134,66 @@ def _accepts(port: int) -> bool:
         return False
 
 
+#: spawns of ``serve_times`` on other held ports when the port was taken all the same
+#: (``held_port``)
+LISTEN_ATTEMPTS = 3
+
+
+class PortTaken(RuntimeError):
+    """A spawned ``serve`` could not listen on the port the bench held for it."""
+
+
 def serve_times(python: str, docs: int | None = 0) -> dict[str, Any]:
     """``python -m mockdcp serve --docs DOCS``: seconds from spawning it to its KV port
     accepting a connection and to its ready line, its CPU seconds then, and whether its
     HTTP port accepted a connection at the ready line (``docs`` None: no ``--docs``,
     the default documents). The KV port is polled before the ready line names it: the
-    bench holds it (``held_port``); the HTTP port is any, the ready line's."""
-    with held_port() as port:
-        return _serve_times(python, docs, port)
+    bench holds it (``held_port``); the HTTP port is any, the ready line's. A port that
+    serve could not bind all the same (twice in CI, by a socket CI did not show) is said
+    on stderr with the sockets on it and their processes (``sockets_on``), and another
+    is held, ``LISTEN_ATTEMPTS`` times at most: a spawn that did not start is not timed."""
+    for attempt in range(1, LISTEN_ATTEMPTS + 1):
+        with held_port() as port:
+            try:
+                return _serve_times(python, docs, port)
+            except PortTaken as exc:
+                taken = f"{exc}\nsockets on port {port}: {sockets_on(port) or 'none found'}"
+                if attempt == LISTEN_ATTEMPTS:
+                    raise PortTaken(taken) from None
+                print(f"mockdcp bench: {taken}\ntrying another port", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+def sockets_on(port: int) -> str:
+    """The TCP sockets (IPv4, IPv6) on ``port`` as Linux's ``/proc`` shows them (those
+    listening or connected; one only bound is in no table there): each one's state and
+    the processes that have it (pid and command line; none for a connection in
+    TIME_WAIT); empty elsewhere."""
+    states = {"01": "ESTABLISHED", "06": "TIME_WAIT", "0A": "LISTEN"}
+    owners: dict[str, str] = {}  # "socket:[inode]" -> its address and state
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()  # local address "ADDR:PORT" in hex, state, ..., inode
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                state = states.get(fields[3], fields[3])
+                owners[f"socket:[{fields[9]}]"] = f"{fields[1]} {state}"
+    found = []
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            socket_of = owners.get(os.readlink(fd))
+            if socket_of is None:
+                continue
+            command = (fd.parent.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        pid = fd.parent.parent.name
+        found.append(f"{socket_of} pid {pid}: {command.decode(errors='replace')[:200]}")
+    unowned = len(owners) - len({f.split(" pid ")[0] for f in found})
+    return "; ".join(sorted(set(found)) + [f"{unowned} more"] * (unowned > 0))
 
 
 def _serve_times(python: str, docs: int | None, port: int) -> dict[str, Any]:
@@ -176,7 +209,10 @@ def _serve_times(python: str, docs: int | None, port: int) -> dict[str, Any]:
     try:
         while not _accepts(port):
             if proc.poll() is not None:
-                raise serve_failed(f"serve exited ({proc.returncode}) before listening", stderr)
+                failed = serve_failed(f"serve exited ({proc.returncode}) before listening", stderr)
+                if "Address already in use" in str(failed):
+                    raise PortTaken(str(failed))
+                raise failed
             time.sleep(0.001)
         listening = time.perf_counter() - t0
         fields, ready, cpu = read_ready(proc, stderr, t0)

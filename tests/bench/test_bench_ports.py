@@ -1,6 +1,6 @@
-"""tests/_ports.py: the ports a test names for a server before it binds them are drawn
-outside the kernel's ephemeral range, where a port the benches hold for ``mockdcp serve``
-(a bind to port 0) never is."""
+"""``mockdcp.cli.bench._ports``: the ports the bench holds for the ``mockdcp serve`` it
+spawns, and those the tests name for servers before they bind them, are drawn below the
+kernel's ephemeral range, where no connection's port and no bind to port 0 lands."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mockdcp.cli.bench._startup import held_port
-from tests._ports import (
+from mockdcp.cli.bench._ports import (
     DEFAULT_EPHEMERAL,
     FLOOR,
     ephemeral_range,
+    held_port,
     is_free,
     unclaimed_port,
     unclaimed_range,
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 
 def test_a_listener_with_reuseaddr_takes_a_held_port_and_serve_cannot_listen() -> None:
-    # why a picked port must not come from the ephemeral range: go's listeners and
-    # docker-proxy set SO_REUSEADDR, and the held port is bound, not listening
+    # what a held port does not stop: a bind naming it with SO_REUSEADDR (go's
+    # listeners, docker-proxy); hence the ports tests name are drawn free too
     with held_port() as port, socket.socket() as taker:
         taker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         taker.bind(("0.0.0.0", port))
@@ -44,6 +44,15 @@ def test_an_unclaimed_port_is_free_and_below_the_ephemeral_range() -> None:
         with socket.socket() as server:
             server.bind(("0.0.0.0", port))
             server.listen()
+
+
+def test_a_held_port_is_below_the_ephemeral_range_and_refuses_connections() -> None:
+    first, _ = ephemeral_range()
+    with held_port() as port:
+        assert FLOOR <= port < first
+        assert not is_free(port)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 def test_a_port_bound_on_loopback_only_is_not_free() -> None:
