@@ -5,8 +5,8 @@ parallel load another process took it before the server bound it (a CI failure o
 tried again on other ports met a taken port again, this file's own test among them). The
 bench then held the port until the server listened on it (``held_port``), and ``bench
 compare`` lets the server choose both of its ports. Held, a port drawn by a bind to port
-0 was still found with a test's client connection on it (CI failed twice more; 7
-spawns in 400 under the full tier's load): the port is now drawn below the ephemeral
+0 was still found with a test's client connection on it (CI failed twice more; 40
+spawns in 610 under the full tier's load): the port is now drawn below the ephemeral
 range, and a spawn that meets a taken port all the same says what was on it and tries
 another (``LISTEN_ATTEMPTS``)"""
 

@@ -471,8 +471,8 @@ func (c *consumer) metadataFile() string {
 // drawn below the kernel's ephemeral range (ip_local_port_range), where no bind to
 // port 0 and no outgoing connection lands: picked by a bind to port 0, it was one
 // mockdcp check's servers or the benches could be given between the pick and the
-// API's bind (go's listeners set SO_REUSEADDR, so the API took even a port held
-// bound for a server that had not listened yet). tests/_ports.py draws alike.
+// API's bind (go's listeners set SO_REUSEADDR: the API could take even a port held
+// bound for a server that had not listened yet). mockdcp.cli.bench._ports draws alike.
 func freePort() int {
 	first := 32768 // Linux's default first ephemeral port
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
