@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
+from mockdcp.cli.bench._ports import unclaimed_port
 from mockdcp.data._dataset import faker_documents
-from tests._ports import unclaimed_port
 from tests.docker._engine import (
     REPO,
     SESSION,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests._ports import unclaimed_port
+from mockdcp.cli.bench._ports import unclaimed_port
 from tests.docker._engine import REPO, SESSION, Engine, Unavailable, compose_command
 from tests.docker.test_image import DOCS, STREAM_TIMEOUT, Compose, expected_documents
 

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+from mockdcp.cli.bench._ports import unclaimed_port
 from mockdcp.client import ClusterConsumer, ConsumerState
 from mockdcp.model import Bucket
 from mockdcp.server import serve
-from tests._ports import unclaimed_port
 
 from .test_clients import load
 from .test_defaults import converge_user_docs, delivered_keys

@@ -20,11 +20,11 @@ import cramjam
 import pytest
 import trio
 
+from mockdcp.cli.bench._ports import unclaimed_port
 from mockdcp.client import ConsumerState, DcpConsumer
 from mockdcp.model._documents import Documents
 from mockdcp.protocol import Datatype, encode_xattrs
 from mockdcp.protocol._document_requests import PathFlag, SubdocOpcode as Op, SubdocSpec
-from tests._ports import unclaimed_port
 
 from .test_clients import converge, load, oracle_docs, seen_docs
 

@@ -181,19 +181,20 @@ def sockets_on(port: int) -> str:
             if int(fields[1].rsplit(":", 1)[1], 16) == port:
                 state = states.get(fields[3], fields[3])
                 owners[f"socket:[{fields[9]}]"] = f"{fields[1]} {state}"
-    found = []
+    found, owned = set(), set()
     for fd in Path("/proc").glob("[0-9]*/fd/*"):
         try:
-            socket_of = owners.get(os.readlink(fd))
-            if socket_of is None:
+            link = os.readlink(fd)
+            if link not in owners:
                 continue
             command = (fd.parent.parent / "cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
+        owned.add(link)
         pid = fd.parent.parent.name
-        found.append(f"{socket_of} pid {pid}: {command.decode(errors='replace')[:200]}")
-    unowned = len(owners) - len({f.split(" pid ")[0] for f in found})
-    return "; ".join(sorted(set(found)) + [f"{unowned} more"] * (unowned > 0))
+        found.add(f"{owners[link]} pid {pid}: {command.decode(errors='replace')[:200]}")
+    unowned = len(owners) - len(owned)
+    return "; ".join(sorted(found) + [f"{unowned} more"] * (unowned > 0))
 
 
 def _serve_times(python: str, docs: int | None, port: int) -> dict[str, Any]:
