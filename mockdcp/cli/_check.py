@@ -455,13 +455,23 @@ async def _settle(server: MockDcpServer, output: Path, progress: Path) -> None:
     then caught it between the two: a consumer slow to record each mutation was failed
     with the written key "a phantom" (``test_check_settle``), and one whose write and
     deletion were still held by a stall was stopped before it read either. Such a match
-    is waited on as a standing output is."""
-    if not _exists(output) or _failed_already(server):
+    is waited on as a standing output is.
+
+    An output not written yet is waited for in the same way: a consumer slow to start
+    (a JVM's, one that writes its output once it has caught up) was stopped at once
+    and, having written nothing, passed unverified ("no output written"). A consumer
+    that writes no output is judged ``SETTLE`` seconds after its connections fall
+    idle."""
+    if _failed_already(server):
         return
     rows = server.oracle().rows()
     newest = _newest_seqnos(rows)
     catching = _Catching(server)
     with trio.move_on_after(SETTLE_LIMIT):
+        while not _exists(output):
+            if not catching.within(SETTLE, _ABSENT):
+                return
+            await trio.sleep(0.05)
         while True:
             # how far the output goes is read before the output: it was written after
             read_all = _nothing_queued(server) and _read_all_written(server, newest)
@@ -476,6 +486,8 @@ async def _settle(server: MockDcpServer, output: Path, progress: Path) -> None:
 
 #: ``_settle``'s mark of an output that matches (``_standing``'s counts are never negative)
 _MATCHED = (-1,)
+#: ``_settle``'s mark of an output not written yet
+_ABSENT = (-2,)
 
 
 def _progress_path(output: Path) -> Path:

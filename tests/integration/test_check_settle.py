@@ -231,3 +231,68 @@ async def test_an_output_that_matches_while_the_last_items_are_held_is_waited_on
     result = await check_scenario(load_scenario(str(path)), options)
     assert result.verdict is Verdict.FAILED, result.reason
     assert "1 phantom of 4 documents" in result.reason, result.reason
+
+
+#: a consumer that writes its output only ``sys.argv[1]`` seconds after its first event
+#: (as one slow to start, or that writes once it has caught up, does), leaving out the
+#: last document it read (a bug ``check`` must catch), and nothing when told to stop;
+#: with ``sys.argv[1]`` ``never`` it writes no output at all
+LATE_WRITER = """\
+import os, signal, sys, threading, time
+import trio
+from mockdcp.client import DcpConsumer, document_rows, write_documents
+
+env = os.environ
+first = []
+
+def write_late(delay):
+    time.sleep(delay)
+    import json
+    rows = document_rows(consumer.state)[:-1]
+    out = env["MOCKDCP_OUTPUT"]
+    with open(out + ".writing", "w") as f:
+        f.writelines(json.dumps(row) + "\\n" for row in rows)
+    os.replace(out + ".writing", out)
+
+def on_event(vb, event):
+    if not first and sys.argv[1] != "never":
+        first.append(threading.Thread(target=write_late, args=(float(sys.argv[1]),), daemon=True))
+        first[0].start()
+
+consumer = DcpConsumer(
+    env["MOCKDCP_HOST"], int(env["MOCKDCP_KV_PORT"]), user=env["MOCKDCP_USER"],
+    password=env["MOCKDCP_PASSWORD"], bucket=env["MOCKDCP_BUCKET"], vbuckets=None,
+    on_event=on_event,
+)
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+trio.run(consumer.run)
+"""
+
+
+async def test_an_output_written_after_the_scenario_ended_is_waited_for_and_judged(
+    tmp_path: Path,
+) -> None:
+    """The consumer writes its output a second after its first event, one document
+    short: the scenario is over by then, and the settle returned at once while no
+    output existed, so the consumer was stopped before writing and passed unverified
+    ("no output written"). The output is now waited for, and fails."""
+    path = tmp_path / "eight.yaml"
+    path.write_text(EIGHT_WRITTEN)
+    options = CheckOptions(command=[sys.executable, "-c", LATE_WRITER, "1.0"])
+    result = await check_scenario(load_scenario(str(path)), options)
+    assert result.verdict is Verdict.FAILED, result.reason
+    assert "1 missing of 8 documents" in result.reason, result.reason
+
+
+async def test_a_consumer_that_writes_no_output_is_judged_a_settle_window_after_it_idles(
+    tmp_path: Path,
+) -> None:
+    """A consumer that writes no output passes on what the server saw, once its
+    connections have been idle for ``SETTLE`` seconds (not at ``SETTLE_LIMIT``)."""
+    path = tmp_path / "eight.yaml"
+    path.write_text(EIGHT_WRITTEN)
+    options = CheckOptions(command=[sys.executable, "-c", LATE_WRITER, "never"])
+    result = await check_scenario(load_scenario(str(path)), options)
+    assert result.verdict is Verdict.PASSED, result.reason
+    assert result.output == "no output written"
+    assert _check.SETTLE <= result.phases["settle"] < _check.SETTLE + 1.5
