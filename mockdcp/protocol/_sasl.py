@@ -10,10 +10,11 @@ The server side answers one exchange at a time per connection:
   ``ScramSaslClient.java``); SASL_STEP carries client-final, the reply is SUCCESS with
   server-final ``v=<signature>`` or AUTH_ERROR.
 
-Key derivation is the ``scramp`` library's (imported by the server side when it first
-derives keys, and by the client only for a name or password beyond printable ASCII:
-``_saslprep``; it imports asn1crypto and importlib.metadata, a tenth of a consumer
-process's start); the exchange is checked here, because kv_engine
+Both sides derive the keys here (``scram_keys``: RFC 5802's few lines over hashlib), with
+the ``scramp`` library's SASLprep, imported only for a name or password beyond printable
+ASCII (``_saslprep``; it imports asn1crypto and importlib.metadata, a tenth of a consumer
+process's start, and 35 ms of a server's first login when the server made its keys with
+scramp); the exchange is checked here, because kv_engine
 accepts client nonces (the C++ SDK's, with spaces) that scramp refuses. Unknown users are not
 revealed early: the exchange runs with throw-away credentials and fails at the proof, as for
 a wrong password.
@@ -186,12 +187,10 @@ class SaslServer:
             if isinstance(kept, OrderedDict):
                 kept.move_to_end(key)
             return known
-        import scramp  # type: ignore[import-untyped]
-
-        m = scramp.ScramMechanism(SCRAM_MECHANISMS[mechanism])
-        info: _AuthInfo = m.make_auth_info(
-            password, iteration_count=self._iterations, salt=self._salt()
-        )
+        salt = self._salt()
+        client_key, server_key = scram_keys(_HASHES[mechanism], password, salt, self._iterations)
+        stored_key = hashlib.new(_HASHES[mechanism], client_key).digest()
+        info: _AuthInfo = (salt, stored_key, server_key, self._iterations)
         if user not in self._users:
             return info  # never cache throw-away credentials
         kept[key] = info
@@ -205,7 +204,10 @@ class SaslServer:
             gs2_header, bare, user, c_nonce = _parse_client_first(text)
         except (ValueError, UnicodeDecodeError):
             return _FAILED
-        info = self._lookup(mechanism, user)
+        try:
+            info = self._lookup(mechanism, user)
+        except ValueError:  # a password SASLprep prohibits (``_saslprep``)
+            return _FAILED
         exchange = _ScramExchange(
             _HASHES[mechanism], info, gs2_header, bare, c_nonce + self._nonce()
         )
@@ -291,6 +293,21 @@ def _salted(hash_name: str, password: str, salt: bytes, rounds: int) -> bytes:
     return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, rounds)
 
 
+def scram_keys(hash_name: str, password: str, salt: bytes, rounds: int) -> tuple[bytes, bytes]:
+    """RFC 5802 section 3 ``ClientKey := HMAC(SaltedPassword, "Client Key")`` and
+    ``ServerKey := HMAC(SaltedPassword, "Server Key")`` of ``password`` (SASLprep'd:
+    ``_saslprep``): what both sides derive, the server once per user and password
+    (``SaslServer``, the keys scramp's ``make_auth_info`` makes:
+    ``test_server_keys_are_scramps``), the client at each exchange. The server made them
+    with scramp before, whose import (asn1crypto, email) was 35 ms of a server's first
+    SCRAM login."""
+    salted = _salted(hash_name, _saslprep(password), salt, rounds)
+    return (
+        hmac.new(salted, b"Client Key", hash_name).digest(),
+        hmac.new(salted, b"Server Key", hash_name).digest(),
+    )
+
+
 class SaslClient:
     """The consumer side: ``first()`` for SASL_AUTH, ``step(server_first)`` for SASL_STEP,
     ``finish(server_final)`` to check the server's signature.
@@ -347,14 +364,12 @@ class SaslClient:
         def mac(key: bytes, text: str) -> bytes:
             return hmac.new(key, text.encode(), hash_name).digest()
 
-        salted = _salted(hash_name, _saslprep(self.password), salt, rounds)
-        client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+        client_key, server_key = scram_keys(hash_name, self.password, salt, rounds)
         stored_key = hashlib.new(hash_name, client_key).digest()
         without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
         auth_message = f"{self._bare},{text},{without_proof}"
         signature = mac(stored_key, auth_message)
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        server_key = hmac.new(salted, b"Server Key", hash_name).digest()
         self._server_signature = mac(server_key, auth_message)
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
@@ -391,7 +406,7 @@ def _saslprep(text: str) -> str:
     bidirectional check (section 6) concerns RandALCat characters, none of them ASCII."""
     if all(" " <= c <= "~" for c in text):
         return text
-    import scramp
+    import scramp  # type: ignore[import-untyped]
     from scramp.utils import saslprep  # type: ignore[import-untyped]
 
     try:

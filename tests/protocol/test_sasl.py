@@ -310,7 +310,9 @@ def test_scram_keys_are_derived_once_a_process_not_once_a_connection(
         final = server.step("SCRAM-SHA512", client.step(first.payload))
         assert final.status == Status.SUCCESS
         client.finish(final.payload)
-    assert len(derived) == 2  # one for the server, one for the client
+    # once in all: the server's, which the client (in the same process, given the same
+    # salt) finds in the salted passwords both sides keep (``_salted``)
+    assert len(derived) == 1
     users["alice"] = "pw2"  # a changed password: new keys, and the old one refused
     server, client = SaslServer(users), SaslClient("alice", "pw1", "SCRAM-SHA512")
     first = server.start("SCRAM-SHA512", client.first())
@@ -353,3 +355,45 @@ def test_a_client_of_ascii_credentials_never_loads_scramp() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)  # fmt: skip
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1"])
+@pytest.mark.parametrize("password", ["password", "pass\u00a0word", "\u2168 and I\u00adX"])
+def test_server_keys_are_scramps(mechanism: str, password: str) -> None:
+    """The salt and keys the server makes for a user (``scram_keys``, the derivation its
+    client shares) are those scramp's ``make_auth_info`` makes for the same salt, the
+    password SASLprep'd as scramp does (a non-ASCII space mapped to a space, NFKC)."""
+    salt = b"0123456789abcdef"
+    server = SaslServer({"u": password}, salt_source=lambda: salt)
+    expected = scramp.ScramMechanism(SCRAMP_NAMES[mechanism]).make_auth_info(
+        password, iteration_count=4096, salt=salt
+    )
+    assert server._lookup(mechanism, "u") == tuple(expected)
+
+
+def test_a_password_saslprep_prohibits_fails_the_login_without_an_error() -> None:
+    server = SaslServer({"u": "bell\x07"})
+    assert server.start("SCRAM-SHA512", b"n,,n=u,r=abc").status == Status.AUTH_ERROR
+
+
+def test_a_server_login_of_ascii_credentials_never_loads_scramp() -> None:
+    """The server derives its SCRAM keys as its client does (hashlib, hmac): its first
+    SCRAM login paid 35 ms for scramp's import (asn1crypto, email), a fifth of a first
+    consumer's pass of ``serve --docs 10000`` (``bench compare``'s ``first_pass``)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from mockdcp.protocol import SaslClient, SaslServer\n"
+        "c = SaslClient('Administrator', 'password', 'SCRAM-SHA512')\n"
+        "s = SaslServer({'Administrator': 'password'})\n"
+        "first = s.start('SCRAM-SHA512', c.first())\n"
+        "done = s.step('SCRAM-SHA512', c.step(first.payload))\n"
+        "c.finish(done.payload)\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('scramp', 'asn1crypto')))\n"
+        "print(done.status.name, loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    assert done.stdout.strip() == "SUCCESS []"
