@@ -56,14 +56,19 @@ class BackfillQueue(Generic[S]):
     def start(self, stream: S) -> bool:
         """May ``stream`` start (or go on with) a backfill now? If not, it waits its
         turn behind the streams that asked before it."""
-        if stream in self.running:
+        running = self.running
+        if stream in running:
             return True
         waiting = self.waiting
-        free = self.limit - len(self.running)
-        if stream in waiting:  # its turn if fewer than ``free`` asked before it
-            turn = any(s is stream for s in islice(waiting, max(free, 0)))
-        else:
+        free = self.limit - len(running)
+        if free <= 0:
+            turn = False
+        elif stream not in waiting:
             turn = len(waiting) < free
+        elif free == 1:  # (the default limit: no walk) its turn if it asked first
+            turn = next(iter(waiting)) is stream
+        else:  # its turn if fewer than ``free`` asked before it
+            turn = any(s is stream for s in islice(waiting, free))
         if turn:
             waiting.pop(stream, None)
             self.running.append(stream)

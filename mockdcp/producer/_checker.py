@@ -448,7 +448,7 @@ class ConnectionChecker:
         else:
             size = 0
         if isinstance(item, Response):
-            return self._response(item, now)
+            return self.answered(item, now)
         if isinstance(item, DcpNoop):
             self._noop = (item.opaque, now, item, self._unframed)
             self._deadline = None
@@ -614,14 +614,16 @@ class ConnectionChecker:
 
     def _stream_request(self, msg: DcpStreamRequest, frame: Frame, now: float) -> list[Violation]:
         parent = self.parent
-        sid = _request_stream_id(msg)
+        sid = msg.stream_id if not msg.value else _request_stream_id(msg)
         key = (msg.vbucket, sid)
         history = parent.streams.get(key)
         found: list[Violation] = []
         for rule, message in _request_rules(msg, sid, self.settings.stream_ids, parent, history):
             if message is not None:
                 found += self._report(rule, message, now, key=key, evidence=frame)
-        refused = parent.refused_at.pop(key, None)
+        # (each dict looked into only when it holds something: most requests find
+        # nothing refused, rolled back or owed)
+        refused = parent.refused_at.pop(key, None) if parent.refused_at else None
         if refused is not None:
             gaps = parent.retry_gaps.setdefault(key, [])
             gaps.append(now - refused)
@@ -633,8 +635,10 @@ class ConnectionChecker:
         rollback = None if history is None else history.rollback
         if history is not None and rollback is not None and msg.start_seqno <= rollback:
             history.rollback = None
-        self._rolled.pop(key, None)
-        parent.reopened(key)
+        if self._rolled:
+            self._rolled.pop(key, None)
+        if parent.owing:
+            parent.reopened(key)
         self._pending[msg.opaque] = _Pending(msg, frame, key)
         if found:
             parent._count(found)
@@ -667,7 +671,8 @@ class ConnectionChecker:
 
     # -- what the producer answered ------------------------------------------------------------
 
-    def _response(self, response: Response, now: float) -> list[Violation]:
+    def answered(self, response: Response, now: float) -> list[Violation]:
+        """The producer answered a request (``sent`` of a ``Response``)."""
         pending = self._pending.pop(response.opaque, None)
         if pending is None:
             return []
@@ -686,7 +691,8 @@ class ConnectionChecker:
                 msg.start_seqno, msg.snap_start_seqno, msg.snap_end_seqno, msg.end_seqno
             )
             parent.gave(msg.vbucket, response.value)
-            parent.retry_gaps.pop(key, None)
+            if parent.retry_gaps:
+                parent.retry_gaps.pop(key, None)
         elif status == Status.ROLLBACK and len(response.value) >= 8:
             seqno = self._rolled[key] = int.from_bytes(response.value[:8], "big")
             parent.history(key).rolled_back(seqno)

@@ -321,8 +321,10 @@ class GivenLogs:
 
     def add(self, vbucket: int, log: bytes) -> None:
         """``log`` of ``vbucket`` was given."""
-        unread = self._unread.setdefault(vbucket, [])
-        if log not in unread:
+        unread = self._unread.get(vbucket)
+        if unread is None:  # (a name's first log of the vbucket: most are)
+            self._unread[vbucket] = [log]
+        elif log not in unread:
             unread.append(log)
             if len(unread) > self.UNREAD:
                 self.uuids(vbucket)

@@ -81,14 +81,31 @@ class CheckerTap:
         return None if self.checker is None else self.checker.snapshot
 
     def request(self, msg: Message | Response | None, frame: Frame, now: float) -> None:
-        """A request arrives (``msg`` None: it did not decode), before its answer."""
-        if self.checker is not None:
-            self.observe(self.checker.request, msg, frame, now)
+        """A request arrives (``msg`` None: it did not decode), before its answer.
+        (``observe`` written out: this and ``reply`` run for every request.)"""
+        checker = self.checker
+        if checker is None:
+            return
+        try:
+            found = checker.request(msg, frame, now)
+        except Exception:
+            log.exception("connection %d: the protocol checker failed", self.conn_id)
+            return
+        if found:
+            self.report(found)
 
     def reply(self, response: Response, now: float) -> None:
         """A reply is queued."""
-        if self.checker is not None:
-            self.observe(self.checker.sent, response, now)
+        checker = self.checker
+        if checker is None:
+            return
+        try:
+            found = checker.answered(response, now)
+        except Exception:
+            log.exception("connection %d: the protocol checker failed", self.conn_id)
+            return
+        if found:
+            self.report(found)
 
     def handed_out(self, events: list[ev.ProducerEvent], now: float) -> None:
         """``events`` describe what was handed out to be written and not yet written;

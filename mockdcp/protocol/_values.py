@@ -50,7 +50,8 @@ def _records(data: bytes, layout: struct.Struct, what: str) -> list[tuple[int, .
 def encode_failover_log(entries: Iterable[tuple[int, int]]) -> bytes:
     """Failover log value: (u64 uuid, u64 seqno) entries, newest first (kv_engine
     ``docs/dcp/documentation/commands/failover-log.md``)."""
-    return b"".join(_FAILOVER_ENTRY.pack(uuid, seqno) for uuid, seqno in entries)
+    pack = _FAILOVER_ENTRY.pack
+    return b"".join([pack(uuid, seqno) for uuid, seqno in entries])
 
 
 def decode_failover_log(data: bytes) -> list[tuple[int, int]]:
