@@ -24,7 +24,6 @@ from mockdcp.model import Users, as_users
 from mockdcp.producer._connection_steps import ConnectionSteps
 from mockdcp.producer._rejections import Rejections
 from mockdcp.producer._topology import CLOSED_STATUSES
-from mockdcp.producer.events import KINDS
 from mockdcp.protocol import (
     DEFAULT_PROFILE,
     NodeNetwork,
@@ -375,7 +374,7 @@ class Node:
     def record(self, event: ProducerEvent) -> None:
         """A connection observed something of its consumer."""
         self.events.append(event)
-        self.counts[KINDS[type(event)]] += 1  # (``event.kind``, without the property)
+        self.counts[event.kind] += 1
         if getattr(event, "rollback_seqno", None) is not None:
             self.counts["rollback"] += 1
         if self.subscribers:  # (most nodes have none: no copy made)

@@ -25,7 +25,7 @@ class ProducerEvent:
     @property
     def kind(self) -> str:
         """The event's snake_case name, as reports and the HTTP API show it."""
-        return KINDS[type(self)]
+        return _KINDS[type(self)]
 
 
 @attrs.frozen(kw_only=True)
@@ -201,8 +201,7 @@ def written_at(event: E, time: float) -> E:
     return attrs.evolve(event, time=time)
 
 
-#: each event's kind (``ProducerEvent.kind``), by its type
-KINDS: dict[type, str] = {
+_KINDS: dict[type, str] = {
     ConnectionOpened: "connection_opened",
     Authenticated: "authenticated",
     DcpOpened: "dcp_opened",
