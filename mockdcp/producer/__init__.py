@@ -108,6 +108,5 @@ if not TYPE_CHECKING:
 
 def preload() -> None:
     """Load the connection and stream machinery (and the message classes) now: the shell
-    calls it once it is ready, so the first client does not pay for it. The protocol
-    checker too, which a node makes at its first DCP_OPEN (``Node.checkers``)."""
-    from mockdcp.producer import _checker, _connection  # noqa: F401
+    calls it once it is ready, so the first client does not pay for it."""
+    from mockdcp.producer import _connection  # noqa: F401
