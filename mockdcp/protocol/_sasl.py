@@ -55,7 +55,8 @@ SCRAM_MECHANISMS = {
 PLAIN = "PLAIN"
 DEFAULT_MECHANISMS = ("SCRAM-SHA512", "SCRAM-SHA256", "SCRAM-SHA1", PLAIN)
 
-#: auth_fn result scramp expects: (salt, stored key, server key, iterations).
+#: a user's salt and keys: (salt, stored key, server key, iterations), as scramp's
+#: ``make_auth_info`` gives them.
 _AuthInfo = tuple[bytes, bytes, bytes, int]
 
 
@@ -178,7 +179,8 @@ class SaslServer:
         return SaslResult(status=Status.SUCCESS, user=user)
 
     def _lookup(self, mechanism: str, user: str) -> _AuthInfo:
-        """scramp's auth_fn: the user's (cached) SCRAM keys, or throw-away ones."""
+        """The user's (cached) salt and SCRAM keys, or throw-away ones for a user it does
+        not know; ``ValueError`` for a password SASLprep prohibits."""
         password = self._users.get(user, secrets.token_hex(16))
         key = (user, mechanism, password, self._iterations)  # a changed password: new keys
         kept = self._auth_info
