@@ -71,7 +71,7 @@ class BackfillQueue(Generic[S]):
             turn = any(s is stream for s in islice(waiting, free))
         if turn:
             waiting.pop(stream, None)
-            self.running.append(stream)
+            running.append(stream)
             return True
         waiting[stream] = None
         return False

@@ -614,7 +614,7 @@ class ConnectionChecker:
 
     def _stream_request(self, msg: DcpStreamRequest, frame: Frame, now: float) -> list[Violation]:
         parent = self.parent
-        sid = msg.stream_id if not msg.value else _request_stream_id(msg)
+        sid = _request_stream_id(msg)
         key = (msg.vbucket, sid)
         history = parent.streams.get(key)
         found: list[Violation] = []

@@ -190,8 +190,7 @@ class SaslServer:
                 kept.move_to_end(key)
             return known
         salt = self._salt()
-        client_key, server_key = scram_keys(_HASHES[mechanism], password, salt, self._iterations)
-        stored_key = hashlib.new(_HASHES[mechanism], client_key).digest()
+        _, stored_key, server_key = scram_keys(_HASHES[mechanism], password, salt, self._iterations)
         info: _AuthInfo = (salt, stored_key, server_key, self._iterations)
         if user not in self._users:
             return info  # never cache throw-away credentials
@@ -295,17 +294,21 @@ def _salted(hash_name: str, password: str, salt: bytes, rounds: int) -> bytes:
     return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, rounds)
 
 
-def scram_keys(hash_name: str, password: str, salt: bytes, rounds: int) -> tuple[bytes, bytes]:
-    """RFC 5802 section 3 ``ClientKey := HMAC(SaltedPassword, "Client Key")`` and
-    ``ServerKey := HMAC(SaltedPassword, "Server Key")`` of ``password`` (SASLprep'd:
-    ``_saslprep``): what both sides derive, the server once per user and password
-    (``SaslServer``, the keys scramp's ``make_auth_info`` makes:
+def scram_keys(
+    hash_name: str, password: str, salt: bytes, rounds: int
+) -> tuple[bytes, bytes, bytes]:
+    """RFC 5802 section 3 ``ClientKey := HMAC(SaltedPassword, "Client Key")``,
+    ``StoredKey := H(ClientKey)`` and ``ServerKey := HMAC(SaltedPassword, "Server Key")``
+    of ``password`` (SASLprep'd: ``_saslprep``): what both sides derive, the server once
+    per user and password (``SaslServer``, the keys scramp's ``make_auth_info`` makes:
     ``test_server_keys_are_scramps``), the client at each exchange. The server made them
     with scramp before, whose import (asn1crypto, email) was 35 ms of a server's first
     SCRAM login."""
     salted = _salted(hash_name, _saslprep(password), salt, rounds)
+    client_key = hmac.new(salted, b"Client Key", hash_name).digest()
     return (
-        hmac.new(salted, b"Client Key", hash_name).digest(),
+        client_key,
+        hashlib.new(hash_name, client_key).digest(),
         hmac.new(salted, b"Server Key", hash_name).digest(),
     )
 
@@ -366,8 +369,7 @@ class SaslClient:
         def mac(key: bytes, text: str) -> bytes:
             return hmac.new(key, text.encode(), hash_name).digest()
 
-        client_key, server_key = scram_keys(hash_name, self.password, salt, rounds)
-        stored_key = hashlib.new(hash_name, client_key).digest()
+        client_key, stored_key, server_key = scram_keys(hash_name, self.password, salt, rounds)
         without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
         auth_message = f"{self._bare},{text},{without_proof}"
         signature = mac(stored_key, auth_message)
